@@ -1,0 +1,97 @@
+//! The command line: clap definitions and dispatch to one function per command.
+//!
+//! Owns parsing flags into values and printing results (text or `--json`). It does not own
+//! the rules: those live in the domain modules (`config`, `ingest`, `delivery`, …), which
+//! the commands call through the database's writer and read pool, like the server does.
+
+mod args;
+mod output;
+mod serve;
+mod setup;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use args::*;
+pub use output::Output;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "leadrelay",
+    version,
+    about = "Lead-distribution appliance on one SQLite file"
+)]
+pub struct Cli {
+    /// The database file; created and migrated when missing.
+    #[arg(
+        long,
+        global = true,
+        env = "LEADRELAY_DB",
+        default_value = "leadrelay.db"
+    )]
+    pub db: PathBuf,
+
+    /// Print one JSON object or array on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create (or migrate) the database file and exit.
+    Init,
+    /// Run the HTTP server and the delivery workers.
+    Serve(ServeArgs),
+    /// Workspaces (tenants).
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Channels (containers of sources, auto-delivery on by default).
+    #[command(subcommand)]
+    Channel(ContainerCommand),
+    /// Lead tables (containers of sources, auto-delivery off by default).
+    #[command(subcommand)]
+    Table(ContainerCommand),
+    /// Sources: where partners post leads.
+    #[command(subcommand)]
+    Source(SourceCommand),
+    /// Products that leads are interested in.
+    #[command(subcommand)]
+    Product(ProductCommand),
+    /// Buyer accounts, their subscriptions and balances.
+    #[command(subcommand)]
+    Buyer(BuyerCommand),
+    /// Suppliers that leads are bought from.
+    #[command(subcommand)]
+    Supplier(SupplierCommand),
+}
+
+/// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let out = Output::new(cli.json);
+    match cli.command {
+        Command::Init => setup::init(&cli.db, &out),
+        Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
+        Command::Channel(command) => setup::container(
+            &cli.db,
+            &out,
+            crate::config::container::ContainerKind::Channel,
+            command,
+        ),
+        Command::Table(command) => setup::container(
+            &cli.db,
+            &out,
+            crate::config::container::ContainerKind::Table,
+            command,
+        ),
+        Command::Source(command) => setup::source(&cli.db, &out, command),
+        Command::Product(command) => setup::product(&cli.db, &out, command),
+        Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
+        Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+    }
+}

@@ -1,0 +1,185 @@
+//! Channels and lead tables: containers of sources with their delivery settings.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::Serialize;
+
+use super::{ConfigError, choose_id, exists, insert_error};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerKind {
+    Channel,
+    Table,
+}
+
+impl ContainerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerKind::Channel => "channel",
+            ContainerKind::Table => "table",
+        }
+    }
+
+    fn parse(text: &str) -> ContainerKind {
+        if text == "table" {
+            ContainerKind::Table
+        } else {
+            ContainerKind::Channel
+        }
+    }
+
+    /// The key that names a container of this kind in JSON (`channelId` or `tableId`).
+    pub fn id_key(self) -> &'static str {
+        match self {
+            ContainerKind::Channel => "channelId",
+            ContainerKind::Table => "tableId",
+        }
+    }
+
+    /// Auto-delivery is on by default for channels and off for lead tables (DESIGN.md 1).
+    pub fn default_auto_delivery(self) -> bool {
+        self == ContainerKind::Channel
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    Exclusive,
+    Multi,
+}
+
+impl DeliveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::Exclusive => "exclusive",
+            DeliveryMode::Multi => "multi",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DeliveryMode> {
+        match text {
+            "exclusive" => Some(DeliveryMode::Exclusive),
+            "multi" => Some(DeliveryMode::Multi),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    pub id: String,
+    pub workspace_id: String,
+    pub kind: ContainerKind,
+    pub name: String,
+    pub auto_delivery: bool,
+    pub delivery_mode: DeliveryMode,
+    pub max_buyers: i64,
+    pub score_threshold: i64,
+    #[serde(serialize_with = "crate::config::serialize_time")]
+    pub created_at: i64,
+}
+
+pub struct NewContainer<'a> {
+    pub id: Option<&'a str>,
+    pub workspace_id: &'a str,
+    pub kind: ContainerKind,
+    pub name: &'a str,
+    pub auto_delivery: Option<bool>,
+    pub delivery_mode: DeliveryMode,
+    pub max_buyers: i64,
+    pub score_threshold: i64,
+}
+
+const COLUMNS: &str = "id, workspace_id, kind, name, auto_delivery, delivery_mode, max_buyers, \
+                       score_threshold, created_at";
+
+fn from_row(row: &Row) -> rusqlite::Result<Container> {
+    Ok(Container {
+        id: row.get(0)?,
+        workspace_id: row.get(1)?,
+        kind: ContainerKind::parse(&row.get::<_, String>(2)?),
+        name: row.get(3)?,
+        auto_delivery: row.get(4)?,
+        delivery_mode: DeliveryMode::parse(&row.get::<_, String>(5)?)
+            .unwrap_or(DeliveryMode::Exclusive),
+        max_buyers: row.get(6)?,
+        score_threshold: row.get(7)?,
+        created_at: row.get(8)?,
+    })
+}
+
+pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, ConfigError> {
+    let prefix = match new.kind {
+        ContainerKind::Channel => "ch",
+        ContainerKind::Table => "tbl",
+    };
+    let id = choose_id(new.id, prefix)?;
+    if new.name.trim().is_empty() {
+        return Err(ConfigError::Invalid("name must not be empty".into()));
+    }
+    if !(1..=100).contains(&new.max_buyers) {
+        return Err(ConfigError::Invalid("max buyers must be 1 to 100".into()));
+    }
+    if !(0..=100).contains(&new.score_threshold) {
+        return Err(ConfigError::Invalid(
+            "score threshold must be 0 to 100".into(),
+        ));
+    }
+    if !exists(conn, "workspaces", new.workspace_id)? {
+        return Err(ConfigError::NotFound {
+            kind: "workspace",
+            id: new.workspace_id.to_string(),
+        });
+    }
+    let container = Container {
+        id,
+        workspace_id: new.workspace_id.to_string(),
+        kind: new.kind,
+        name: new.name.to_string(),
+        auto_delivery: new
+            .auto_delivery
+            .unwrap_or(new.kind.default_auto_delivery()),
+        delivery_mode: new.delivery_mode,
+        max_buyers: new.max_buyers,
+        score_threshold: new.score_threshold,
+        created_at: crate::clock::now_ms(),
+    };
+    conn.execute(
+        &format!("INSERT INTO containers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+        params![
+            container.id,
+            container.workspace_id,
+            container.kind.as_str(),
+            container.name,
+            container.auto_delivery,
+            container.delivery_mode.as_str(),
+            container.max_buyers,
+            container.score_threshold,
+            container.created_at
+        ],
+    )
+    .map_err(|e| insert_error(e, container.kind.as_str(), &container.id))?;
+    Ok(container)
+}
+
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Container>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM containers WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()
+}
+
+/// The container `id` of the given kind; a container of the other kind counts as unknown.
+pub fn get(conn: &Connection, id: &str, kind: ContainerKind) -> Result<Container, ConfigError> {
+    match find(conn, id)? {
+        Some(container) if container.kind == kind => Ok(container),
+        _ => Err(ConfigError::NotFound {
+            kind: kind.as_str(),
+            id: id.to_string(),
+        }),
+    }
+}

@@ -1,0 +1,40 @@
+//! Versioned migrations, tracked in `PRAGMA user_version`.
+//!
+//! Migration 1 is `schema.sql` at the repository root. Later changes are appended to
+//! [`MIGRATIONS`] and never edited once released, so any older file can be brought forward.
+
+use rusqlite::Connection;
+
+use super::DbError;
+
+const MIGRATIONS: &[&str] = &[include_str!("../../schema.sql")];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// Brings the file to [`SCHEMA_VERSION`]. Runs under `BEGIN IMMEDIATE`, so a CLI command
+/// and a starting server that open a new file at the same moment do not both migrate it.
+pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
+    if schema_version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let found = schema_version(&tx)?;
+    if found > SCHEMA_VERSION {
+        return Err(DbError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        log::info!("applied database migration {}", index + 1);
+    }
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! The database handle: one SQLite file, a pool of read connections and one writer thread.
+//!
+//! Owns opening the file, the connection PRAGMAs, migrations and the split between reads
+//! (r2d2 pool, run on tokio's blocking threads) and writes (the group-commit writer of
+//! [`writer`]). It does not own any domain SQL: each domain module brings its own
+//! statements and runs them through [`Db::read`] and [`Db::write`].
+
+mod migrate;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::Connection;
+
+pub use migrate::{SCHEMA_VERSION, schema_version};
+pub use writer::WriterStats;
+
+/// How long a connection waits for another writer (a CLI command on the same file, a
+/// backup) before it gives up with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many read connections the pool keeps. Reads are short; this mostly bounds memory.
+const READ_POOL_SIZE: u32 = 16;
+
+/// Errors of the storage layer itself, as opposed to the domain errors that jobs return.
+#[derive(Debug)]
+pub enum DbError {
+    Sqlite(rusqlite::Error),
+    Pool(r2d2::Error),
+    /// The writer thread has stopped (shutdown) or went away.
+    WriterGone,
+    /// The job's writes did not commit (the group's commit failed, or SQLite rolled the
+    /// group transaction back).
+    GroupFailed(String),
+    /// A job panicked; its savepoint was rolled back and its neighbours were not affected.
+    JobPanicked,
+    Io(std::io::Error),
+    /// The file's schema is newer than this binary knows.
+    SchemaTooNew {
+        found: i64,
+        known: i64,
+    },
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbError::Sqlite(e) => write!(f, "database error: {e}"),
+            DbError::Pool(e) => write!(f, "database pool error: {e}"),
+            DbError::WriterGone => write!(f, "database writer has stopped"),
+            DbError::GroupFailed(why) => write!(f, "write not committed: {why}"),
+            DbError::JobPanicked => write!(f, "database job panicked"),
+            DbError::Io(e) => write!(f, "database file error: {e}"),
+            DbError::SchemaTooNew { found, known } => write!(
+                f,
+                "database schema version {found} is newer than this binary knows ({known})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DbError {}
+
+impl From<rusqlite::Error> for DbError {
+    fn from(e: rusqlite::Error) -> Self {
+        DbError::Sqlite(e)
+    }
+}
+
+impl From<r2d2::Error> for DbError {
+    fn from(e: r2d2::Error) -> Self {
+        DbError::Pool(e)
+    }
+}
+
+/// Cheap to clone; every clone talks to the same pool and writer thread.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    pool: r2d2::Pool<SqliteConnectionManager>,
+    writer: writer::WriterHandle,
+}
+
+/// Sets the PRAGMAs every connection needs. WAL lets readers run beside the writer;
+/// `synchronous=FULL` makes a commit durable before we answer 2xx.
+fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+impl Db {
+    /// Opens (creating when missing) the database file, applies migrations and starts the
+    /// writer thread.
+    pub fn open(path: impl AsRef<Path>) -> Result<Db, DbError> {
+        let path = path.as_ref().to_path_buf();
+        create_private_file(&path)?;
+
+        let mut write_conn = Connection::open(&path)?;
+        configure(&mut write_conn)?;
+        migrate::apply(&mut write_conn)?;
+
+        let manager = SqliteConnectionManager::file(&path).with_init(configure);
+        let pool = r2d2::Pool::builder()
+            .max_size(READ_POOL_SIZE)
+            .min_idle(Some(2))
+            .build(manager)?;
+        let writer = writer::WriterHandle::start(write_conn)?;
+        Ok(Db {
+            inner: Arc::new(Inner { path, pool, writer }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on a pooled read connection on tokio's blocking threads.
+    pub async fn read<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        let db = self.clone();
+        match tokio::task::spawn_blocking(move || db.read_blocking(f)).await {
+            Ok(result) => result,
+            Err(join_error) => {
+                log::error!("read job failed: {join_error}");
+                Err(E::from(DbError::JobPanicked))
+            }
+        }
+    }
+
+    /// Runs `f` on a pooled read connection on the calling thread (CLI, worker threads).
+    pub fn read_blocking<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E>,
+        E: From<DbError>,
+    {
+        let conn = self.inner.pool.get().map_err(DbError::from)?;
+        f(&conn)
+    }
+
+    /// Runs `f` in its own savepoint inside the writer's current group transaction and
+    /// answers once the group has committed. An `Err` from `f` rolls back only `f`'s writes.
+    pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        let reply = self.inner.writer.submit(f)?;
+        match reply.await {
+            Ok(result) => result,
+            Err(_) => Err(E::from(DbError::WriterGone)),
+        }
+    }
+
+    /// [`Db::write`] for threads outside the async runtime.
+    pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        let reply = self.inner.writer.submit(f)?;
+        match reply.blocking_recv() {
+            Ok(result) => result,
+            Err(_) => Err(E::from(DbError::WriterGone)),
+        }
+    }
+
+    /// Figures of the writer: groups committed, jobs run, the last group's size.
+    pub fn writer_stats(&self) -> WriterStats {
+        self.inner.writer.stats()
+    }
+
+    /// Stops the writer after the jobs already queued, checkpoints the WAL into the main
+    /// file and waits for the thread to end. Later writes fail with [`DbError::WriterGone`].
+    pub fn close(&self) {
+        self.inner.writer.stop();
+    }
+}
+
+/// Creates the database file with mode 0600 when it does not exist, so leads and hashes are
+/// never readable by other local users, whatever the umask.
+fn create_private_file(path: &Path) -> Result<(), DbError> {
+    if path.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(DbError::Io)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        // Another process created it between our check and our open: fine.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(DbError::Io(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+use super::*;
+
+fn temp_db() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().expect("a temp dir can be made");
+    let path = dir.path().join("test.db");
+    let db = Db::open(&path).expect("a new database opens");
+    // A side connection, so that async tests need not block on the writer to set up.
+    Connection::open(&path)
+        .and_then(|c| c.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"))
+        .expect("table is created");
+    (dir, db)
+}
+
+fn count(db: &Db) -> i64 {
+    db.read_blocking(|conn| {
+        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .map_err(DbError::from)
+    })
+    .expect("count reads")
+}
+
+#[test]
+fn new_file_is_migrated_to_the_current_version() {
+    let (_dir, db) = temp_db();
+    let version = db
+        .read_blocking(|conn| schema_version(conn).map_err(DbError::from))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failing_job_does_not_lose_its_neighbours_writes() {
+    let (_dir, db) = temp_db();
+    // Submit all three before awaiting any, so they share one group most of the time; the
+    // assertion holds either way, which is the point: isolation does not depend on grouping.
+    let a = db.write(|c| {
+        c.execute("INSERT INTO t VALUES ('a', 1)", [])
+            .map_err(DbError::from)
+    });
+    let bad = db.write(|c| -> Result<(), DbError> {
+        c.execute("INSERT INTO t VALUES ('b', 2)", [])?;
+        // Duplicate key: this job fails after it wrote a row; that row must vanish.
+        c.execute("INSERT INTO t VALUES ('a', 3)", [])?;
+        Ok(())
+    });
+    let c = db.write(|c| {
+        c.execute("INSERT INTO t VALUES ('c', 4)", [])
+            .map_err(DbError::from)
+    });
+    let (a, bad, c) = tokio::join!(a, bad, c);
+    assert!(a.is_ok());
+    assert!(bad.is_err());
+    assert!(c.is_ok());
+    let keys: Vec<String> = db
+        .read(|conn| -> Result<Vec<String>, DbError> {
+            let mut stmt = conn.prepare("SELECT k FROM t ORDER BY k")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(keys, vec!["a", "c"]);
+}
+
+#[test]
+fn panicking_job_is_isolated_and_the_writer_survives() {
+    let (_dir, db) = temp_db();
+    let result: Result<(), DbError> = db.write_blocking(|c| {
+        c.execute("INSERT INTO t VALUES ('p', 1)", [])?;
+        panic!("job panics on purpose");
+    });
+    assert!(matches!(result, Err(DbError::JobPanicked)));
+    db.write_blocking(|c| {
+        c.execute("INSERT INTO t VALUES ('q', 1)", [])
+            .map_err(DbError::from)
+    })
+    .expect("the writer still works after a panic");
+    assert_eq!(count(&db), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_jobs_from_many_tasks_all_commit_in_groups() {
+    let (_dir, db) = temp_db();
+    let mut tasks = Vec::new();
+    for task in 0..50 {
+        let db = db.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..20 {
+                db.write(move |c| {
+                    c.execute(
+                        "INSERT INTO t VALUES (?1, ?2)",
+                        rusqlite::params![format!("{task}-{n}"), n],
+                    )
+                    .map_err(DbError::from)
+                })
+                .await
+                .expect("insert commits");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(count(&db), 1000);
+    let stats = db.writer_stats();
+    assert!(stats.jobs >= 1000);
+    assert!(
+        stats.groups < stats.jobs,
+        "50 concurrent writers must share commits: {stats:?}"
+    );
+}
+
+#[test]
+fn data_is_there_after_reopening_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reopen.db");
+    {
+        let db = Db::open(&path).unwrap();
+        db.write_blocking(|c| {
+            c.execute_batch("CREATE TABLE t (k TEXT); INSERT INTO t VALUES ('kept');")
+                .map_err(DbError::from)
+        })
+        .unwrap();
+        db.close();
+    }
+    let db = Db::open(&path).unwrap();
+    let k: String = db
+        .read_blocking(|c| {
+            c.query_row("SELECT k FROM t", [], |r| r.get(0))
+                .map_err(DbError::from)
+        })
+        .unwrap();
+    assert_eq!(k, "kept");
+}
+
+#[test]
+fn writes_after_close_fail_cleanly() {
+    let (_dir, db) = temp_db();
+    db.close();
+    let result = db.write_blocking(|c| {
+        c.execute("INSERT INTO t VALUES ('x', 1)", [])
+            .map_err(DbError::from)
+    });
+    assert!(matches!(result, Err(DbError::WriterGone)));
+}
+
+#[cfg(unix)]
+#[test]
+fn new_database_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, _db) = temp_db();
+    let mode = std::fs::metadata(dir.path().join("test.db"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

@@ -1,0 +1,82 @@
+//! Reading a request body: content type, size limit, read timeout, JSON parsing.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::StatusCode;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use serde_json::Value;
+
+use super::{ApiError, Request};
+
+/// How long a client may take to send a whole body once its headers arrived. A client that
+/// trickles a body (slowloris) is answered 408 and cut off.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads the whole body, refusing more than `limit` bytes (413) and non-JSON content types
+/// (415). A missing content type is accepted: the interface is JSON-only, and many partner
+/// tools omit the header.
+pub async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, ApiError> {
+    if let Some(content_type) = request.headers().get(CONTENT_TYPE) {
+        let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
+        let media_type = content_type.split(';').next().unwrap_or("").trim();
+        if media_type != "application/json" && !media_type.ends_with("+json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                format!("content type must be application/json, not '{media_type}'"),
+            ));
+        }
+    }
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let body = Limited::new(request.into_body(), limit);
+    match tokio::time::timeout(BODY_READ_TIMEOUT, body.collect()).await {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "request body was not received in time",
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
+        Ok(Err(e)) => Err(ApiError::bad_request(
+            "body_unreadable",
+            format!("request body could not be read: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// Parses bytes as JSON, 400 `invalid_json` with the position of the problem otherwise.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_json",
+            format!(
+                "request body is not valid JSON: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )
+    })
+}
+
+/// [`read_bytes`] then [`parse_json`].
+pub async fn read_json(request: Request, limit: usize) -> Result<Value, ApiError> {
+    let bytes = read_bytes(request, limit).await?;
+    parse_json(&bytes)
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("request body is larger than {limit} bytes"),
+    )
+}

@@ -1,0 +1,19 @@
+//! Building JSON responses.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::StatusCode;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+
+use super::Response;
+
+/// A JSON response with the given status.
+pub fn json(status: StatusCode, body: &serde_json::Value) -> Response {
+    let bytes = serde_json::to_vec(body).expect("a serde_json::Value always serialises");
+    let mut response = hyper::Response::new(Full::new(Bytes::from(bytes)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}

@@ -1,0 +1,187 @@
+//! The route table and dispatch: a path is matched against [`ROUTES`]; an unknown path is
+//! 404, a known path with the wrong method 405 with `Allow`, and a match goes to the
+//! handler in the module of its domain.
+
+use hyper::header::{ALLOW, HeaderValue};
+use hyper::{Method, StatusCode};
+
+use super::{ApiError, AppState, Request, Response};
+
+/// What a route leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Health,
+    ChannelIngest,
+    TableIngest,
+    PartnerConfirmation,
+    PartnerPayoutPending,
+    PartnerPayout,
+    PartnerCancellation,
+    SupplierCancellationConfirmation,
+}
+
+pub struct Route {
+    pub method: Method,
+    /// The path with `{name}` for each parameter, as SPEC.md writes it.
+    pub pattern: &'static str,
+    pub endpoint: Endpoint,
+}
+
+/// Every route the server knows. The OpenAPI document is checked against this list.
+pub const ROUTES: &[Route] = &[
+    Route {
+        method: Method::GET,
+        pattern: "/api/health",
+        endpoint: Endpoint::Health,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/channels/{channelId}/sources/{sourceId}/leads",
+        endpoint: Endpoint::ChannelIngest,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads",
+        endpoint: Endpoint::TableIngest,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/partner-confirmation",
+        endpoint: Endpoint::PartnerConfirmation,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/partner-payout-pending",
+        endpoint: Endpoint::PartnerPayoutPending,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/partner-payout",
+        endpoint: Endpoint::PartnerPayout,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/partner-cancellation",
+        endpoint: Endpoint::PartnerCancellation,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/webhooks/supplier-cancellation-confirmation",
+        endpoint: Endpoint::SupplierCancellationConfirmation,
+    },
+];
+
+/// The path parameters of a matched route, in pattern order.
+pub type Params = Vec<String>;
+
+/// Matches `path` against `pattern`; the parameters on success. Segments are compared as
+/// sent: ids never contain characters that need percent-encoding (`ids::is_valid`), so an
+/// encoded segment simply names nothing.
+fn match_pattern(pattern: &str, path: &str) -> Option<Params> {
+    let mut params = Vec::new();
+    let mut pattern_segments = pattern.split('/');
+    let mut path_segments = path.split('/');
+    loop {
+        match (pattern_segments.next(), path_segments.next()) {
+            (None, None) => return Some(params),
+            (Some(p), Some(s)) if p.starts_with('{') => {
+                if s.is_empty() {
+                    return None;
+                }
+                params.push(s.to_string());
+            }
+            (Some(p), Some(s)) if p == s => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Finds the route for `method` and `path`: the endpoint and its parameters, or the
+/// error for an unknown path (404) or a wrong method (405 with `Allow`).
+pub fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), ApiError> {
+    let mut allowed: Vec<&str> = Vec::new();
+    for route in ROUTES {
+        if let Some(params) = match_pattern(route.pattern, path) {
+            if route.method == *method {
+                return Ok((route.endpoint, params));
+            }
+            allowed.push(route.method.as_str());
+        }
+    }
+    if allowed.is_empty() {
+        return Err(ApiError::not_found(format!("no such path: {path}")));
+    }
+    let allow = allowed.join(", ");
+    Err(ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {path}; allowed: {allow}"),
+    )
+    .header(
+        ALLOW,
+        HeaderValue::from_str(&allow).expect("method names are valid header values"),
+    ))
+}
+
+/// Routes one request to its handler and turns any error into its response.
+pub async fn dispatch(state: &AppState, request: Request) -> Response {
+    let (endpoint, params) = match resolve(request.method(), request.uri().path()) {
+        Ok(found) => found,
+        Err(e) => return e.into_response(),
+    };
+    let result = match endpoint {
+        Endpoint::Health => crate::health::handle(state).await,
+        Endpoint::ChannelIngest
+        | Endpoint::TableIngest
+        | Endpoint::PartnerConfirmation
+        | Endpoint::PartnerPayoutPending
+        | Endpoint::PartnerPayout
+        | Endpoint::PartnerCancellation
+        | Endpoint::SupplierCancellationConfirmation => {
+            let _ = params;
+            Err(ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "not_implemented",
+                "this endpoint is not available in this version",
+            ))
+        }
+    };
+    result.unwrap_or_else(ApiError::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_parameters_and_literals() {
+        let (endpoint, params) = resolve(
+            &Method::POST,
+            "/api/webhooks/channels/ch1/sources/src1/leads",
+        )
+        .unwrap();
+        assert_eq!(endpoint, Endpoint::ChannelIngest);
+        assert_eq!(params, vec!["ch1", "src1"]);
+        assert_eq!(
+            resolve(&Method::GET, "/api/health").unwrap().0,
+            Endpoint::Health
+        );
+    }
+
+    #[test]
+    fn unknown_paths_and_wrong_methods() {
+        for path in [
+            "/",
+            "/api",
+            "/api/health/",
+            "/api/webhooks/channels//sources/s/leads",
+            "/api/webhooks/channels/c/sources/s/leads/x",
+        ] {
+            let e = resolve(&Method::POST, path).unwrap_err();
+            assert_eq!(e.status, StatusCode::NOT_FOUND, "{path}");
+        }
+        let e = resolve(&Method::DELETE, "/api/health").unwrap_err();
+        assert_eq!(e.status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(e.headers[0].1, "GET");
+    }
+}

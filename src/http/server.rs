@@ -1,0 +1,155 @@
+//! The HTTP server loop: accepting connections, per-connection limits, the request log and
+//! graceful shutdown.
+//!
+//! [`run`] takes an already bound listener and a shutdown future, so tests start it on port
+//! 0 and stop it at will. On shutdown it stops accepting, lets in-flight requests finish
+//! (bounded by [`DRAIN_TIMEOUT`]) and returns; the caller then stops the workers and closes
+//! the database.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::db::Db;
+
+/// How long shutdown waits for in-flight requests before it gives up on them.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Settings of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest accepted request body in bytes (DESIGN.md section 2: 1 MiB).
+    pub body_limit: usize,
+    /// How long a client may take to send a request's headers; idle keep-alive connections
+    /// are closed after this too.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            body_limit: 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every handler can reach. Shared by all connections.
+pub struct AppState {
+    pub db: Db,
+    pub config: ServerConfig,
+    pub started: Instant,
+    shutting_down: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(db: Db, config: ServerConfig) -> AppState {
+        AppState {
+            db,
+            config,
+            started: Instant::now(),
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves HTTP on `listener` until `shutdown` completes, then drains in-flight requests.
+pub async fn run(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    log::info!("listening on http://{}", listener.local_addr()?);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of file descriptors and the like: wait a little instead of
+                        // spinning on the same error.
+                        log::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let connection = serve_connection(stream, peer, state.clone());
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        log::debug!("connection from {peer} ended: {e}");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    state.shutting_down.store(true, Ordering::Relaxed);
+    drop(listener);
+    log::info!("shutting down: draining in-flight requests");
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        log::warn!("some requests were still running after {DRAIN_TIMEOUT:?}; giving up on them");
+    }
+    Ok(())
+}
+
+fn serve_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    state: Arc<AppState>,
+) -> hyper::server::conn::http1::Connection<
+    TokioIo<tokio::net::TcpStream>,
+    impl hyper::service::Service<
+        super::Request,
+        Response = super::Response,
+        Error = Infallible,
+        Future = impl Future<Output = Result<super::Response, Infallible>> + Send,
+    > + Send,
+> {
+    let header_read_timeout = state.config.header_read_timeout;
+    let service = service_fn(move |request: super::Request| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(handle(&state, request, peer).await) }
+    });
+    http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .max_buf_size(64 * 1024)
+        .serve_connection(TokioIo::new(stream), service)
+}
+
+/// One request: dispatch, then one log line. Headers and bodies are never logged, since
+/// they carry secrets and personal data.
+async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> super::Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let response = super::router::dispatch(state, request).await;
+    log::info!(
+        "{} {} {} {} {:.1}ms",
+        peer.ip(),
+        method,
+        path,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    response
+}

@@ -1,0 +1,16 @@
+//! leadrelay: a lead-distribution appliance on one SQLite file.
+//!
+//! The binary (`main.rs`) only parses the command line and dispatches to [`cli`]. The
+//! library holds everything else so that integration tests drive the real service: see
+//! `ARCHITECTURE.md` for the map.
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod db;
+pub mod health;
+pub mod http;
+pub mod ids;
+pub mod money;
+pub mod secrets;
+pub mod service;

@@ -1,0 +1,76 @@
+//! Secrets and keys: generation, hashing and constant-time comparison.
+//!
+//! Inbound secrets (source ingest secrets, buyer lifecycle secrets, supplier keys) are only
+//! ever compared, so only their SHA-256 is stored. They are 256-bit random values, so a
+//! plain fast hash is enough: there is nothing to brute-force that a slow password hash
+//! would protect, and ingest must check a secret on every request. The buyer's outbound
+//! signing secret (`whsec_…`) signs, so it is stored as is.
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// A new random secret: `prefix` + 256 random bits, URL-safe base64 (no padding).
+pub fn generate(prefix: &str) -> String {
+    let bytes = random_bytes::<32>();
+    format!(
+        "{prefix}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// A new Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes.
+pub fn generate_signing_secret() -> String {
+    let bytes = random_bytes::<32>();
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's random source is available");
+    bytes
+}
+
+/// The stored form of an inbound secret: lower-case hex SHA-256.
+pub fn hash(secret: &str) -> String {
+    let digest = Sha256::digest(secret.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `presented` hashes to `stored_hash`. Hashing first gives equal-length inputs, and
+/// the comparison takes the same time wherever the first difference is.
+pub fn verify(presented: &str, stored_hash: &str) -> bool {
+    let presented_hash = hash(presented);
+    presented_hash
+        .as_bytes()
+        .ct_eq(stored_hash.as_bytes())
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_secrets_are_long_random_and_prefixed() {
+        let a = generate("lrs_");
+        let b = generate("lrs_");
+        assert!(a.starts_with("lrs_"));
+        assert_eq!(a.len(), 4 + 43);
+        assert_ne!(a, b);
+        assert!(generate_signing_secret().starts_with("whsec_"));
+    }
+
+    #[test]
+    fn verify_accepts_only_the_right_secret() {
+        let secret = generate("lrs_");
+        let stored = hash(&secret);
+        assert!(verify(&secret, &stored));
+        assert!(!verify(&generate("lrs_"), &stored));
+        assert!(!verify("", &stored));
+        assert_ne!(stored, secret, "the stored form is not the secret");
+    }
+}
