@@ -139,11 +139,15 @@ pub async fn dispatch(state: &AppState, request: Request) -> Response {
         | Endpoint::PartnerCancellation
         | Endpoint::SupplierCancellationConfirmation => {
             let _ = params;
-            Err(ApiError::new(
-                StatusCode::NOT_IMPLEMENTED,
-                "not_implemented",
-                "this endpoint is not available in this version",
-            ))
+            // Until the endpoint exists, still apply the body checks every POST gets.
+            match super::body::read_json(request, state.config.body_limit).await {
+                Err(e) => Err(e),
+                Ok(_) => Err(ApiError::new(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "not_implemented",
+                    "this endpoint is not available in this version",
+                )),
+            }
         }
     };
     result.unwrap_or_else(ApiError::into_response)

@@ -1,0 +1,539 @@
+//! The configuration command line, run as the real binary.
+
+use serde_json::Value;
+
+use crate::util::{TempDb, TestServer, basic_setup, cli_json, cli_output};
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn count(db: &std::path::Path, table: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn init_creates_a_migrated_database() {
+    let db = TempDb::new();
+    let out = cli_json(&db.path, &["init"]);
+    assert_eq!(out["schemaVersion"], leadrelay::db::SCHEMA_VERSION);
+    assert!(db.path.exists());
+}
+
+#[test]
+fn the_whole_configuration_tour_works_with_json_keys() {
+    let db = TempDb::new();
+    let ws = cli_json(
+        &db.path,
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "Acme",
+            "--id",
+            "ws",
+            "--timezone",
+            "Europe/Berlin",
+        ],
+    );
+    assert_eq!(ws["id"], "ws");
+    assert_eq!(ws["timezone"], "Europe/Berlin");
+
+    let channel = cli_json(
+        &db.path,
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Web",
+            "--id",
+            "web",
+            "--delivery-mode",
+            "multi",
+            "--max-buyers",
+            "2",
+            "--score-threshold",
+            "40",
+        ],
+    );
+    assert_eq!(channel["autoDelivery"], true);
+    assert_eq!(channel["deliveryMode"], "multi");
+    assert_eq!(channel["maxBuyers"], 2);
+    let table = cli_json(
+        &db.path,
+        &["table", "create", "--workspace", "ws", "--name", "List"],
+    );
+    assert_eq!(table["autoDelivery"], false, "lead tables default to off");
+    assert!(table["id"].as_str().unwrap().starts_with("tbl_"));
+
+    let supplier = cli_json(
+        &db.path,
+        &[
+            "supplier",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Sup",
+            "--id",
+            "sup",
+        ],
+    );
+    let key = supplier["key"].as_str().unwrap();
+    assert!(key.len() >= 32);
+
+    let source = cli_json(
+        &db.path,
+        &[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--name",
+            "Form",
+            "--id",
+            "form",
+            "--supplier",
+            "sup",
+            "--supplier-cost",
+            "4.50",
+            "--dedupe-fields",
+            "email",
+            "--dedupe-action",
+            "reject",
+        ],
+    );
+    let secret = source["secret"].as_str().unwrap().to_string();
+    assert!(
+        secret.len() >= 32,
+        "a generated secret has at least 128 bits"
+    );
+    assert_eq!(
+        source["webhookPath"],
+        "/api/webhooks/channels/web/sources/form/leads"
+    );
+    assert_eq!(source["supplierCost"], 4.5);
+    let table_id = table["id"].as_str().unwrap();
+    let table_source = cli_json(
+        &db.path,
+        &[
+            "source",
+            "create",
+            "--table",
+            table_id,
+            "--name",
+            "Import",
+            "--no-secret",
+        ],
+    );
+    assert_eq!(table_source["secret"], Value::Null);
+    assert_eq!(
+        table_source["webhookPath"],
+        format!(
+            "/api/webhooks/lead-tables/{table_id}/sources/{}/leads",
+            table_source["id"].as_str().unwrap()
+        )
+    );
+
+    // The secret is shown once: show and list never print it, and only its hash is stored.
+    let shown = cli_json(&db.path, &["source", "show", "form"]);
+    assert_eq!(shown["hasSecret"], true);
+    assert!(shown.get("secret").is_none());
+    let listed = cli_json(&db.path, &["source", "list"]);
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    let raw = std::fs::read(&db.path).unwrap();
+    let stored = rusqlite::Connection::open(&db.path)
+        .unwrap()
+        .query_row(
+            "SELECT secret_hash FROM sources WHERE id = 'form'",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .unwrap();
+    assert_eq!(stored, leadrelay::secrets::hash(&secret));
+    assert!(!String::from_utf8_lossy(&raw).contains(&secret));
+
+    let rotated = cli_json(&db.path, &["source", "rotate-secret", "form"]);
+    assert_ne!(rotated["secret"], secret.as_str());
+    let disabled = cli_json(&db.path, &["source", "disable", "form"]);
+    assert_eq!(disabled["enabled"], false);
+
+    let product = cli_json(
+        &db.path,
+        &[
+            "product",
+            "create",
+            "--workspace",
+            "ws",
+            "--slug",
+            "solar",
+            "--name",
+            "Solar",
+            "--field",
+            "roof:required=tile|flat",
+            "--field",
+            "size",
+            "--supplier-cost",
+            "3",
+        ],
+    );
+    assert_eq!(product["fields"][0]["required"], true);
+    assert_eq!(product["fields"][0]["allowedValues"][1], "flat");
+
+    let buyer = cli_json(
+        &db.path,
+        &[
+            "buyer",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "B",
+            "--id",
+            "b",
+            "--webhook-url",
+            "http://127.0.0.1:9/hook",
+            "--plan",
+            "prepaid",
+            "--credit-limit",
+            "10",
+            "--cancellation-window",
+            "24h",
+            "--capabilities",
+            "confirm,cancel",
+        ],
+    );
+    assert!(buyer["secret"].as_str().unwrap().len() >= 32);
+    assert!(
+        buyer["signingSecret"]
+            .as_str()
+            .unwrap()
+            .starts_with("whsec_")
+    );
+    assert_eq!(buyer["cancellationWindowSeconds"], 86_400);
+    let subscription = cli_json(
+        &db.path,
+        &[
+            "buyer",
+            "subscribe",
+            "b",
+            "--product",
+            "solar",
+            "--price",
+            "20",
+            "--daily-cap",
+            "5",
+            "--filter",
+            "country=DE",
+            "--filter",
+            "postalCode=80*",
+        ],
+    );
+    assert_eq!(subscription["price"], 20.0);
+    assert_eq!(subscription["filters"][1]["op"], "prefix");
+    let funded = cli_json(&db.path, &["buyer", "fund", "b", "--amount", "100"]);
+    assert_eq!(funded["balance"], 100.0);
+    assert_eq!(
+        cli_json(&db.path, &["buyer", "pause", "b"])["status"],
+        "paused"
+    );
+    assert_eq!(
+        cli_json(&db.path, &["buyer", "resume", "b"])["status"],
+        "active"
+    );
+    let buyers = cli_json(&db.path, &["buyer", "list"]);
+    assert!(buyers[0].get("secret").is_none());
+    assert!(buyers[0].get("signingSecret").is_none());
+}
+
+#[test]
+fn bad_flags_are_usage_errors_with_exit_code_2() {
+    let db = TempDb::new();
+    basic_setup(&db.path);
+    for args in [
+        &["workspace", "create"][..],
+        &[
+            "workspace",
+            "create",
+            "--name",
+            "X",
+            "--timezone",
+            "Mars/Base",
+        ],
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "X",
+            "--delivery-mode",
+            "x",
+        ],
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "X",
+            "--score-threshold",
+            "101",
+        ],
+        &["source", "create", "--name", "X"],
+        &[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--table",
+            "list",
+            "--name",
+            "X",
+        ],
+        &[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--name",
+            "X",
+            "--supplier-cost",
+            "-1",
+        ],
+        &[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--name",
+            "X",
+            "--dedupe-fields",
+            "zip",
+        ],
+        &[
+            "buyer",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "X",
+            "--webhook-url",
+            "http://x",
+            "--plan",
+            "free",
+        ],
+        &[
+            "buyer",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "X",
+            "--webhook-url",
+            "http://x",
+            "--cancellation-window",
+            "soon",
+        ],
+        &[
+            "buyer",
+            "subscribe",
+            "b",
+            "--product",
+            "solar",
+            "--price",
+            "1.234",
+        ],
+        &["nonsense"],
+    ] {
+        let output = cli_output(&db.path, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(!stderr(&output).is_empty());
+    }
+}
+
+#[test]
+fn unknown_references_are_clear_errors_that_write_nothing() {
+    let db = TempDb::new();
+    basic_setup(&db.path);
+    let before: Vec<i64> = ["containers", "sources", "products", "buyers", "suppliers"]
+        .iter()
+        .map(|t| count(&db.path, t))
+        .collect();
+    for (args, message) in [
+        (
+            &["channel", "create", "--workspace", "nope", "--name", "X"][..],
+            "unknown workspace 'nope'",
+        ),
+        (
+            &["source", "create", "--channel", "nope", "--name", "X"],
+            "unknown channel 'nope'",
+        ),
+        (
+            &["source", "create", "--table", "web", "--name", "X"],
+            "unknown table 'web'",
+        ),
+        (
+            &[
+                "source",
+                "create",
+                "--channel",
+                "web",
+                "--name",
+                "X",
+                "--supplier",
+                "nope",
+            ],
+            "unknown supplier 'nope'",
+        ),
+        (
+            &[
+                "product",
+                "create",
+                "--workspace",
+                "nope",
+                "--slug",
+                "s",
+                "--name",
+                "S",
+            ],
+            "unknown workspace 'nope'",
+        ),
+        (
+            &[
+                "product",
+                "create",
+                "--workspace",
+                "ws",
+                "--slug",
+                "solar",
+                "--name",
+                "S",
+            ],
+            "exists already",
+        ),
+        (
+            &[
+                "buyer",
+                "create",
+                "--workspace",
+                "nope",
+                "--name",
+                "X",
+                "--webhook-url",
+                "http://x",
+            ],
+            "unknown workspace 'nope'",
+        ),
+        (
+            &[
+                "buyer",
+                "create",
+                "--workspace",
+                "ws",
+                "--name",
+                "X",
+                "--webhook-url",
+                "ftp://x",
+            ],
+            "invalid webhook URL",
+        ),
+        (
+            &[
+                "buyer",
+                "subscribe",
+                "nope",
+                "--product",
+                "solar",
+                "--price",
+                "1",
+            ],
+            "unknown buyer 'nope'",
+        ),
+        (
+            &["supplier", "create", "--workspace", "nope", "--name", "X"],
+            "unknown workspace 'nope'",
+        ),
+        (&["source", "show", "nope"], "unknown source 'nope'"),
+        (
+            &[
+                "channel",
+                "create",
+                "--workspace",
+                "ws",
+                "--name",
+                "X",
+                "--id",
+                "web",
+            ],
+            "exists already",
+        ),
+        (
+            &[
+                "source",
+                "create",
+                "--channel",
+                "web",
+                "--name",
+                "X",
+                "--secret",
+                "short",
+            ],
+            "at least 16",
+        ),
+    ] {
+        let output = cli_output(&db.path, args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let err = stderr(&output);
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+    let after: Vec<i64> = ["containers", "sources", "products", "buyers", "suppliers"]
+        .iter()
+        .map(|t| count(&db.path, t))
+        .collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn configuration_works_while_the_server_runs() {
+    let server = TestServer::start();
+    basic_setup(&server.db.path);
+    for n in 0..5 {
+        let id = format!("src{n}");
+        server.cli(&[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--name",
+            "S",
+            "--id",
+            &id,
+        ]);
+        assert_eq!(server.get("/api/health").status, 200);
+    }
+    let listed = server.cli(&["source", "list"]);
+    assert_eq!(listed.as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn text_output_is_readable() {
+    let db = TempDb::new();
+    let output = cli_output(
+        &db.path,
+        &["workspace", "create", "--name", "Acme", "--id", "ws"],
+    );
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("id: ws"), "{text}");
+    assert!(text.contains("timezone: UTC"), "{text}");
+}

@@ -1,0 +1,135 @@
+//! The server skeleton: health, routing errors, body limits, shutdown.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::util::{TestServer, wait_until};
+
+#[test]
+fn health_reports_database_and_outbox() {
+    let server = TestServer::start();
+    let reply = server.get("/api/health");
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.json["status"], "ok");
+    assert_eq!(reply.json["database"], "ok");
+    assert_eq!(reply.json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(reply.json["outbox"]["pending"], 0);
+    assert_eq!(reply.json["outbox"]["failed"], 0);
+    assert!(reply.json["outbox"]["oldestPendingSeconds"].is_null());
+    assert!(reply.json["uptimeSeconds"].is_u64());
+}
+
+#[test]
+fn health_is_unavailable_when_the_database_cannot_be_written() {
+    let server = TestServer::start();
+    // Another process holds the write lock longer than the writer's busy timeout.
+    let blocker = rusqlite::Connection::open(&server.db.path).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let reply = server.get("/api/health");
+    assert_eq!(reply.status, 503, "{}", reply.text);
+    assert_eq!(reply.json["status"], "unavailable");
+    assert!(reply.json["reason"].as_str().unwrap().contains("written"));
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(server.get("/api/health").status, 200);
+}
+
+#[test]
+fn unknown_paths_are_404_and_wrong_methods_405_with_allow() {
+    let server = TestServer::start();
+    let reply = server.get("/api/nothing");
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.json["error"]["code"], "not_found");
+
+    let reply = server.post_json("/api/health", &json!({}));
+    assert_eq!(reply.status, 405);
+    assert_eq!(reply.header("allow"), Some("GET"));
+    assert_eq!(reply.json["error"]["code"], "method_not_allowed");
+
+    let reply = server.get("/api/webhooks/partner-confirmation");
+    assert_eq!(reply.status, 405);
+    assert_eq!(reply.header("allow"), Some("POST"));
+}
+
+#[test]
+fn every_route_of_the_interface_is_recognised() {
+    let server = TestServer::start();
+    for route in leadrelay::http::router::ROUTES {
+        let path = route
+            .pattern
+            .replace("{channelId}", "c")
+            .replace("{tableId}", "t")
+            .replace("{sourceId}", "s");
+        let reply = server.request(route.method.as_str(), &path).send();
+        let message = reply.json["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            !message.starts_with("no such path"),
+            "{} {path} is not routed: {}",
+            route.method,
+            reply.text
+        );
+        assert_ne!(reply.status, 405, "{} {path}", route.method);
+    }
+}
+
+#[test]
+fn bodies_over_the_limit_are_413() {
+    let server = TestServer::start();
+    let big = vec![b' '; 1024 * 1024 + 1];
+    let reply = server
+        .request("POST", "/api/webhooks/partner-confirmation")
+        .header("Content-Type", "application/json")
+        .body(big)
+        .send();
+    assert_eq!(reply.status, 413, "{}", reply.text);
+    assert_eq!(reply.json["error"]["code"], "payload_too_large");
+}
+
+#[test]
+fn slow_header_senders_are_cut_off() {
+    let options = leadrelay::service::ServiceOptions {
+        server: leadrelay::http::ServerConfig {
+            header_read_timeout: Duration::from_millis(300),
+            ..Default::default()
+        },
+    };
+    let server = TestServer::start_with(crate::util::TempDb::new(), options);
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream
+        .write_all(b"GET /api/health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = Vec::new();
+    // The server closes the connection (possibly after a 408) instead of waiting forever.
+    let _ = stream.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "unexpected answer: {text}"
+    );
+    assert_eq!(server.get("/api/health").status, 200);
+}
+
+#[test]
+fn shutdown_drains_and_the_data_stays() {
+    let server = TestServer::start();
+    crate::util::basic_setup(&server.db.path);
+    assert_eq!(server.get("/api/health").status, 200);
+    let addr = server.addr;
+    let db = server.stop();
+    // The listener is gone after shutdown.
+    wait_until(Duration::from_secs(5), "listener to close", || {
+        TcpStream::connect(addr).is_err()
+    });
+    // The file is complete on its own: the WAL was checkpointed on close.
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    let workspaces: i64 = conn
+        .query_row("SELECT count(*) FROM workspaces", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(workspaces, 1);
+}

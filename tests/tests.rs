@@ -1,0 +1,7 @@
+//! Integration tests: the real server on port 0 against a temp database, called with a real
+//! HTTP client; the real binary for CLI tests. One binary, shared helpers in `util`.
+
+mod util;
+
+mod cli;
+mod foundation;

@@ -1,0 +1,229 @@
+//! Shared test helpers: a running server on a temp database, an HTTP client, the CLI.
+
+#![allow(dead_code)]
+
+pub mod http;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub use http::{Reply, Request};
+
+/// Routes the server's log lines into the test output (shown for failing tests).
+fn init_logging() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+            .is_test(true)
+            .try_init();
+    });
+}
+
+/// A temp directory with a database path in it, removed when dropped.
+pub struct TempDb {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl TempDb {
+    pub fn new() -> TempDb {
+        let dir = tempfile::tempdir().expect("a temp dir can be made");
+        let path = dir.path().join("leadrelay.db");
+        TempDb { dir, path }
+    }
+}
+
+/// The service running on 127.0.0.1:0 on its own runtime thread. Stops when dropped.
+pub struct TestServer {
+    pub addr: std::net::SocketAddr,
+    pub db: TempDb,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// Starts the service with default options on a fresh database.
+    pub fn start() -> TestServer {
+        TestServer::start_with(TempDb::new(), leadrelay::service::ServiceOptions::default())
+    }
+
+    /// Starts the service with `options` on `db` (which may hold data already).
+    pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
+        init_logging();
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        let (ready, bound) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("test-server".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("test runtime starts");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .expect("port 0 binds");
+                    ready
+                        .send(listener.local_addr().expect("bound address"))
+                        .expect("test waits for the address");
+                    leadrelay::service::run(listener, database, options, async {
+                        let _ = stop.await;
+                    })
+                    .await
+                    .expect("service runs");
+                });
+            })
+            .expect("server thread starts");
+        let addr = bound.recv().expect("server reports its address");
+        TestServer {
+            addr,
+            db,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// A request builder for `method` `path` on this server.
+    pub fn request(&self, method: &str, path: &str) -> Request {
+        Request::new(method, &self.url(path))
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        self.request("GET", path).send()
+    }
+
+    pub fn post_json(&self, path: &str, body: &Value) -> Reply {
+        self.request("POST", path).json(body).send()
+    }
+
+    /// Runs the CLI on this server's database; panics unless it succeeds. Returns its JSON.
+    pub fn cli(&self, args: &[&str]) -> Value {
+        cli_json(&self.db.path, args)
+    }
+
+    /// Stops the server (drains requests, stops the writer) and waits for it.
+    pub fn stop(mut self) -> TempDb {
+        self.shutdown_and_join();
+        std::mem::replace(&mut self.db, TempDb::new())
+    }
+
+    fn shutdown_and_join(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("server thread ends cleanly");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown_and_join();
+    }
+}
+
+/// The built `leadrelay` binary.
+pub fn bin() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_leadrelay"));
+    command.env_remove("LEADRELAY_DB").env("RUST_LOG", "warn");
+    command
+}
+
+/// Runs the CLI with `--db path` and returns its output, whatever the exit code.
+pub fn cli_output(db: &Path, args: &[&str]) -> Output {
+    bin()
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs the CLI with `--json`; panics with its stderr unless it exits 0.
+pub fn cli_json(db: &Path, args: &[&str]) -> Value {
+    let output = bin()
+        .arg("--db")
+        .arg(db)
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "leadrelay {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "leadrelay {args:?} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
+pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A workspace `ws`, a channel `web`, a lead table `list` and a product `solar`, created with
+/// the CLI. Returns nothing: tests refer to the fixed ids.
+pub fn basic_setup(db: &Path) {
+    cli_json(db, &["workspace", "create", "--name", "Acme", "--id", "ws"]);
+    cli_json(
+        db,
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Web",
+            "--id",
+            "web",
+        ],
+    );
+    cli_json(
+        db,
+        &[
+            "table",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "List",
+            "--id",
+            "list",
+        ],
+    );
+    cli_json(
+        db,
+        &[
+            "product",
+            "create",
+            "--workspace",
+            "ws",
+            "--slug",
+            "solar",
+            "--name",
+            "Solar",
+            "--id",
+            "solar",
+        ],
+    );
+}
