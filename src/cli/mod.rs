@@ -5,6 +5,7 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod lead;
 mod output;
 mod serve;
 mod setup;
@@ -15,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use lead::LeadCommand;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -68,6 +70,9 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// Leads as ingest stored them.
+    #[command(subcommand)]
+    Lead(lead::LeadCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -93,5 +98,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Lead(command) => lead::run(&cli.db, &out, command),
     }
 }
