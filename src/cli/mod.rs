@@ -6,6 +6,7 @@
 
 mod args;
 mod delivery;
+mod demo;
 mod output;
 mod serve;
 mod setup;
@@ -78,6 +79,8 @@ pub enum Command {
     /// Outbound webhook events and their attempts.
     #[command(subcommand)]
     Outbox(OutboxCommand),
+    /// Create a sample setup and print copy-paste commands for the whole flow.
+    Demo(demo::DemoArgs),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -106,5 +109,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
+        Command::Demo(args) => demo::run(&cli.db, &out, args),
     }
 }
