@@ -4,4 +4,6 @@
 mod util;
 
 mod cli;
+mod delivery;
 mod foundation;
+mod outbox;

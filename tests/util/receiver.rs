@@ -165,7 +165,9 @@ impl Receiver {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().expect("no receiver thread panics holding the lock")
+        self.state
+            .lock()
+            .expect("no receiver thread panics holding the lock")
     }
 
     /// Every call on `path` gets `answer` from now on.
@@ -268,14 +270,21 @@ async fn handle(
     let headers = request
         .headers()
         .iter()
-        .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes().to_vec(),
         Err(_) => Vec::new(),
     };
     let answer = {
-        let mut state = state.lock().expect("no receiver thread panics holding the lock");
+        let mut state = state
+            .lock()
+            .expect("no receiver thread panics holding the lock");
         state.requests.push(Recorded {
             method,
             path: path.clone(),
