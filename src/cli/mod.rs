@@ -5,6 +5,7 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod ops;
 mod output;
 mod serve;
 mod setup;
@@ -15,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use ops::BackupArgs;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -47,6 +49,11 @@ pub enum Command {
     Init,
     /// Run the HTTP server and the delivery workers.
     Serve(ServeArgs),
+    /// Copy the database to FILE while the server keeps running (a consistent snapshot).
+    Backup(BackupArgs),
+    /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
+    /// something is wrong.
+    Check,
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -76,6 +83,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Backup(args) => ops::backup(&cli.db, &out, args),
+        Command::Check => ops::check(&cli.db, &out),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,
