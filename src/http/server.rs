@@ -161,12 +161,13 @@ async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> 
     let timer = state.metrics.start_request();
     let started = Instant::now();
     let method = request.method().clone();
-    let path = request.uri().path().to_string();
-    let route = super::router::resolve(&method, &path);
+    let route = super::router::resolve(&method, request.uri().path());
     let endpoint = match &route {
         Ok((endpoint, _)) => endpoint.name(),
         Err(_) => crate::metrics::UNMATCHED,
     };
+    // Paths come from clients; a hostile one must not flood the log.
+    let path: String = request.uri().path().chars().take(200).collect();
     let limited = match &state.rate_limiter {
         Some(limiter) => limiter.check(peer.ip()).err(),
         None => None,
