@@ -5,3 +5,6 @@ mod util;
 
 mod cli;
 mod foundation;
+mod metrics;
+mod ops;
+mod ratelimit;

@@ -86,7 +86,13 @@ pub struct ServeArgs {
     #[arg(long, env = "LEADRELAY_RATE_BURST", default_value_t = crate::ratelimit::RateLimit::default().burst)]
     pub rate_burst: u32,
     /// Serve Prometheus metrics at GET /metrics.
-    #[arg(long, env = "LEADRELAY_METRICS", default_value = "on", value_parser = on_off)]
+    #[arg(
+        long,
+        env = "LEADRELAY_METRICS",
+        default_value = "on",
+        value_parser = on_off,
+        action = clap::ArgAction::Set
+    )]
     pub metrics: bool,
 }
 
