@@ -6,5 +6,6 @@ mod util;
 mod cli;
 mod foundation;
 mod metrics;
+mod openapi;
 mod ops;
 mod ratelimit;
