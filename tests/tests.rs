@@ -8,4 +8,5 @@ mod foundation;
 mod metrics;
 mod openapi;
 mod ops;
+mod packaging;
 mod ratelimit;
