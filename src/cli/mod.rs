@@ -6,6 +6,7 @@
 
 mod args;
 mod demo;
+mod mapping;
 mod output;
 mod serve;
 mod setup;
@@ -71,6 +72,9 @@ pub enum Command {
     Supplier(SupplierCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
+    /// Partner-native mappings of a source: set a draft, preview, publish, show.
+    #[command(subcommand)]
+    Mapping(mapping::MappingCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -97,5 +101,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
+        Command::Mapping(command) => mapping::run(&cli.db, &out, command),
     }
 }

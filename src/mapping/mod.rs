@@ -99,7 +99,8 @@ pub enum MappingError {
     },
     /// The body does not fit the mapping; paths point into the partner's body.
     Transform {
-        version: i64,
+        /// Which mapping, for the message: "the published mapping (version 3)".
+        mapping: String,
         problems: Vec<MappingProblem>,
         total: usize,
     },
@@ -122,12 +123,12 @@ impl std::fmt::Display for MappingError {
                 count_text(problems.len(), *total)
             ),
             MappingError::Transform {
-                version,
+                mapping,
                 problems,
                 total,
             } => write!(
                 f,
-                "the body does not fit the source's published mapping (version {version}): {}",
+                "the body does not fit {mapping}: {}",
                 count_text(problems.len(), *total)
             ),
             MappingError::Stored { source_id, why } => {
@@ -161,6 +162,15 @@ impl From<rusqlite::Error> for MappingError {
 }
 
 impl MappingError {
+    /// A body that does not fit `mapping` (named for the message).
+    pub fn transform(mapping: String, problems: Problems) -> MappingError {
+        MappingError::Transform {
+            mapping,
+            total: problems.total(),
+            problems: problems.list,
+        }
+    }
+
     /// The problems of a bad document or body, with their paths; empty for other errors.
     pub fn problems(&self) -> &[MappingProblem] {
         match self {
@@ -223,9 +233,13 @@ pub fn apply_published(source: &Source, body: Value) -> Result<Value, MappingErr
         source_id: source.id.clone(),
         why,
     })?;
-    engine::transform(&document, &body).map_err(|problems| MappingError::Transform {
-        version: source.mapping_version,
-        total: problems.total(),
-        problems: problems.list,
+    engine::transform(&document, &body).map_err(|problems| {
+        MappingError::transform(
+            format!(
+                "the published mapping (version {}) of source '{}'",
+                source.mapping_version, source.id
+            ),
+            problems,
+        )
     })
 }
