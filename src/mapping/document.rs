@@ -181,7 +181,7 @@ fn parse_document(document: &Value, problems: &mut Problems) -> Option<MappingDo
     unknown_keys(object, DOCUMENT_KEYS, "", problems);
     let items = match object.get("items") {
         None => None,
-        Some(Value::String(text)) => pointer(text, "/items", problems),
+        Some(Value::String(text)) => pointer(text, || "/items".to_string(), problems),
         Some(_) => {
             problems.push(MappingProblem::new(
                 "/items",
@@ -238,11 +238,12 @@ fn unknown_keys(object: &Map<String, Value>, known: &[&str], path: &str, problem
     }
 }
 
-fn pointer(text: &str, path: &str, problems: &mut Problems) -> Option<Pointer> {
+/// Parses a pointer; `path` builds the problem's path, only when there is a problem.
+fn pointer(text: &str, path: impl Fn() -> String, problems: &mut Problems) -> Option<Pointer> {
     match Pointer::parse(text) {
         Ok(pointer) => Some(pointer),
         Err(why) => {
-            problems.push(MappingProblem::new(path, "invalid_pointer", why));
+            problems.push(MappingProblem::new(path(), "invalid_pointer", why));
             None
         }
     }
@@ -353,7 +354,7 @@ fn parse_rule(name: &str, rule: &Value, path: &str, problems: &mut Problems) -> 
     let source = match given.first().copied() {
         Some("from") => match &rule["from"] {
             Value::String(text) => {
-                pointer(text, &format!("{path}/from"), problems).map(ValueSource::From)
+                pointer(text, || format!("{path}/from"), problems).map(ValueSource::From)
             }
             _ => {
                 problems.push(MappingProblem::new(
@@ -380,7 +381,7 @@ fn parse_rule(name: &str, rule: &Value, path: &str, problems: &mut Problems) -> 
             fixed_value(
                 &rule["const"],
                 kind,
-                &format!("{path}/const"),
+                || format!("{path}/const"),
                 "const",
                 problems,
             )
@@ -423,7 +424,13 @@ fn parse_rule(name: &str, rule: &Value, path: &str, problems: &mut Problems) -> 
     let default = match rule.get("default") {
         None => None,
         Some(value) => {
-            match fixed_value(value, kind, &format!("{path}/default"), "default", problems) {
+            match fixed_value(
+                value,
+                kind,
+                || format!("{path}/default"),
+                "default",
+                problems,
+            ) {
                 Some(Some(value)) => Some(value),
                 Some(None) => {
                     problems.push(MappingProblem::new(
@@ -439,11 +446,11 @@ fn parse_rule(name: &str, rule: &Value, path: &str, problems: &mut Problems) -> 
     };
     let map = rule
         .get("map")
-        .and_then(|value| parse_map(value, kind, &format!("{path}/map"), problems));
+        .and_then(|value| parse_map(value, kind, path, problems));
     let split = parse_split(rule, path, problems);
     let transforms = rule
         .get("transform")
-        .map(|value| parse_transforms(value, &format!("{path}/transform"), problems))
+        .map(|value| parse_transforms(value, path, problems))
         .unwrap_or_default();
 
     Some(FieldRule {
@@ -463,7 +470,7 @@ fn parse_rule(name: &str, rule: &Value, path: &str, problems: &mut Problems) -> 
 fn fixed_value(
     value: &Value,
     kind: ValueKind,
-    path: &str,
+    path: impl Fn() -> String,
     what: &str,
     problems: &mut Problems,
 ) -> Option<Option<Value>> {
@@ -474,7 +481,7 @@ fn fixed_value(
         ValueKind::Text => match value {
             Value::String(s) if s.is_empty() => {
                 problems.push(MappingProblem::new(
-                    path,
+                    path(),
                     "invalid_value",
                     format!("{what} must not be an empty string"),
                 ));
@@ -485,7 +492,7 @@ fn fixed_value(
             }
             _ => {
                 problems.push(MappingProblem::new(
-                    path,
+                    path(),
                     "invalid_value",
                     format!("{what} must be a string, number or boolean for this target"),
                 ));
@@ -496,7 +503,7 @@ fn fixed_value(
             Some(b) => Value::Bool(b),
             None => {
                 problems.push(MappingProblem::new(
-                    path,
+                    path(),
                     "invalid_value",
                     format!(
                         "{what} must be a boolean for this target: true, false, \"yes\", \"no\", 1 or 0"
@@ -517,7 +524,7 @@ fn parse_map(
 ) -> Option<HashMap<String, Option<Value>>> {
     let Some(entries) = value.as_object() else {
         problems.push(MappingProblem::new(
-            path,
+            format!("{path}/map"),
             "invalid_type",
             "map must be an object from a partner value to a native value, such as {\"Y\": \"granted\"}",
         ));
@@ -525,9 +532,9 @@ fn parse_map(
     };
     let mut map = HashMap::with_capacity(entries.len());
     for (key, replacement) in entries {
-        let entry_path = format!("{path}/{}", escape(key));
+        let entry_path = || format!("{path}/map/{}", escape(key));
         if let Some(normalised) =
-            fixed_value(replacement, kind, &entry_path, "a map value", problems)
+            fixed_value(replacement, kind, entry_path, "a map value", problems)
         {
             map.insert(key.clone(), normalised);
         }
@@ -589,7 +596,7 @@ fn parse_split(rule: &Map<String, Value>, path: &str, problems: &mut Problems) -
 fn parse_transforms(value: &Value, path: &str, problems: &mut Problems) -> Vec<Transform> {
     let Some(names) = value.as_array() else {
         problems.push(MappingProblem::new(
-            path,
+            format!("{path}/transform"),
             "invalid_type",
             format!("transform must be an array of {}", or_list(TRANSFORMS)),
         ));
@@ -605,7 +612,7 @@ fn parse_transforms(value: &Value, path: &str, problems: &mut Problems) -> Vec<T
             other => {
                 let shown = other.map_or_else(|| name.to_string(), |s| format!("'{s}'"));
                 problems.push(MappingProblem::new(
-                    format!("{path}/{index}"),
+                    format!("{path}/transform/{index}"),
                     "unknown_transform",
                     format!("unknown transform {shown}; use {}", or_list(TRANSFORMS)),
                 ));

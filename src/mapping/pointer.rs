@@ -1,6 +1,8 @@
 //! JSON pointers (RFC 6901) as the mapping language uses them: parsed once when a document
 //! is checked, then looked up without re-parsing for every item of every body.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// A parsed JSON pointer: its text (kept for error paths) and its unescaped tokens.
@@ -83,8 +85,12 @@ fn unescape(raw: &str) -> Option<String> {
 }
 
 /// Escapes one token for use in a pointer: `~` as `~0`, `/` as `~1`.
-pub fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+pub fn escape(token: &str) -> Cow<'_, str> {
+    if token.contains(['~', '/']) {
+        Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(token)
+    }
 }
 
 #[cfg(test)]
