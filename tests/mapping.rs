@@ -64,6 +64,16 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Stores `document` as the draft of `source` with `mapping set`; returns its JSON.
+fn set_draft(db: &Path, source: &str, document: &Value) -> Value {
+    let dir = db.parent().expect("the database is in a temp dir");
+    let file = write_file(dir, &format!("mapping-{source}.json"), document);
+    cli_json(
+        db,
+        &["mapping", "set", source, "--file", file.to_str().unwrap()],
+    )
+}
+
 /// A database with the basic setup and a channel source `landing` without a secret.
 fn setup_with_source() -> TempDb {
     let db = TempDb::new();
@@ -137,10 +147,7 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
 fn set_preview_publish_show_round_trip() {
     let db = setup_with_source();
     let dir = db.dir.path();
-    let mapping = write_file(dir, "mapping.json", &partner_mapping());
-    let mapping = mapping.to_str().unwrap();
-
-    let stored = cli_json(&db.path, &["mapping", "set", "landing", "--file", mapping]);
+    let stored = set_draft(&db.path, "landing", &partner_mapping());
     assert_eq!(stored["sourceId"], "landing");
     assert_eq!(stored["draft"]["document"], partner_mapping());
     assert!(
@@ -214,17 +221,15 @@ fn set_preview_publish_show_round_trip() {
     );
 
     // Nothing is published yet.
-    let output = cli_output(
-        &db.path,
-        &[
-            "mapping",
-            "preview",
-            "landing",
-            "--file",
-            sample_file,
-            "--published",
-        ],
-    );
+    let preview_published = [
+        "mapping",
+        "preview",
+        "landing",
+        "--file",
+        sample_file,
+        "--published",
+    ];
+    let output = cli_output(&db.path, &preview_published);
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("no published mapping"),
@@ -247,32 +252,12 @@ fn set_preview_publish_show_round_trip() {
     // A new draft does not touch the published version until it is published.
     let mut changed = partner_mapping();
     changed["fields"]["city"] = json!({"const": "Berlin"});
-    let changed_file = write_file(dir, "mapping-2.json", &changed);
-    cli_json(
-        &db.path,
-        &[
-            "mapping",
-            "set",
-            "landing",
-            "--file",
-            changed_file.to_str().unwrap(),
-        ],
-    );
+    set_draft(&db.path, "landing", &changed);
     let shown = cli_json(&db.path, &["mapping", "show", "landing"]);
     assert_eq!(shown["draft"]["document"], changed);
     assert_eq!(shown["published"]["document"], partner_mapping());
     assert_eq!(shown["unpublishedChanges"], true);
-    let old = cli_json(
-        &db.path,
-        &[
-            "mapping",
-            "preview",
-            "landing",
-            "--file",
-            sample_file,
-            "--published",
-        ],
-    );
+    let old = cli_json(&db.path, &preview_published);
     assert_eq!(old["mapping"], "published");
     assert_eq!(old["native"]["leads"][0].get("city"), None);
     let new = cli_json(
@@ -306,17 +291,7 @@ fn set_preview_publish_show_round_trip() {
 #[test]
 fn unpublish_returns_the_source_to_native_shapes_and_keeps_the_draft() {
     let db = setup_with_source();
-    let mapping = write_file(db.dir.path(), "mapping.json", &partner_mapping());
-    cli_json(
-        &db.path,
-        &[
-            "mapping",
-            "set",
-            "landing",
-            "--file",
-            mapping.to_str().unwrap(),
-        ],
-    );
+    set_draft(&db.path, "landing", &partner_mapping());
     let nothing = cli_json(&db.path, &["mapping", "unpublish", "landing"]);
     assert_eq!(nothing["changed"], false);
     cli_json(&db.path, &["mapping", "publish", "landing"]);
