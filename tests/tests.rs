@@ -5,4 +5,5 @@ mod util;
 
 mod cli;
 mod foundation;
+mod ingest;
 mod mapping;
