@@ -7,7 +7,7 @@ use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::util::{TempDb, basic_setup, bin, cli_json, cli_output};
+use crate::util::{Reply, TempDb, TestServer, basic_setup, bin, cli_json, cli_output};
 
 /// The example partner of the README: contacts in an array, names in one field.
 fn partner_mapping() -> Value {
@@ -405,4 +405,385 @@ fn documents_and_samples_can_come_from_standard_input() {
         json!({"email": "a@b.org", "firstName": "X"})
     );
     assert_eq!(preview["leads"], 1);
+}
+
+// ---- Ingest with a published mapping, over HTTP -----------------------------------------
+
+const CHANNEL_PATH: &str = "/api/webhooks/channels/web/sources/partner/leads";
+const TABLE_PATH: &str = "/api/webhooks/lead-tables/list/sources/partner-list/leads";
+const SECRET: &str = "partner-secret-0123456789";
+
+/// A server with the basic setup (product `solar` gets a required field `roof`), a channel
+/// source `partner` and a lead-table source `partner-list`, both with the secret
+/// [`SECRET`].
+fn mapped_server() -> TestServer {
+    let server = TestServer::start();
+    let db = &server.db.path;
+    cli_json(db, &["workspace", "create", "--name", "Acme", "--id", "ws"]);
+    cli_json(
+        db,
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Web",
+            "--id",
+            "web",
+        ],
+    );
+    cli_json(
+        db,
+        &[
+            "table",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "List",
+            "--id",
+            "list",
+        ],
+    );
+    cli_json(
+        db,
+        &[
+            "product",
+            "create",
+            "--workspace",
+            "ws",
+            "--slug",
+            "solar",
+            "--name",
+            "Solar",
+            "--id",
+            "solar",
+            "--field",
+            "roof:required",
+        ],
+    );
+    for (container, id) in [("--channel", "web"), ("--table", "list")] {
+        let source_id = if id == "web" {
+            "partner"
+        } else {
+            "partner-list"
+        };
+        cli_json(
+            db,
+            &[
+                "source", "create", container, id, "--name", "Partner", "--id", source_id,
+                "--secret", SECRET,
+            ],
+        );
+    }
+    server
+}
+
+/// Sets and publishes `document` on `source`; returns the published version.
+fn publish(server: &TestServer, source: &str, document: &Value) -> i64 {
+    set_draft(&server.db.path, source, document);
+    let published = server.cli(&["mapping", "publish", source]);
+    published["version"].as_i64().unwrap()
+}
+
+fn post(server: &TestServer, path: &str, body: &Value) -> Reply {
+    server
+        .request("POST", path)
+        .secret(SECRET)
+        .json(body)
+        .send()
+}
+
+/// One partner contact, as the partner of [`partner_mapping`] sends it. The phone number
+/// follows from the id, so only contacts that share an email are duplicates.
+fn contact(id: &str, name: &str, mail: &str) -> Value {
+    let tel = format!("+49 170 555 {:04}", id.bytes().map(u32::from).sum::<u32>());
+    json!({"id": id, "name": name, "mail": mail, "tel": tel, "optin": true,
+           "utm": {"campaign": "spring"}, "details": {"roof": "tile"}})
+}
+
+/// [`partner_mapping`] for one contact per body (no `items`).
+fn single_mapping() -> Value {
+    let mut document = partner_mapping();
+    document.as_object_mut().unwrap().remove("items");
+    document
+}
+
+#[test]
+fn a_mapped_single_lead_runs_the_native_pipeline_on_the_channel_endpoint() {
+    let server = mapped_server();
+    assert_eq!(publish(&server, "partner", &single_mapping()), 1);
+
+    let mut body = contact("p-1", "Ada King Lovelace", " ADA@Example.ORG ");
+    body["tel"] = json!("+49 (170) 555-0101");
+    let reply = post(&server, CHANNEL_PATH, &body);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let item = &reply.json["item"];
+    assert_eq!(item["status"], "accepted");
+    assert_eq!(item["externalId"], "p-1");
+    assert_eq!(item["sourceId"], "partner");
+    assert_eq!(item["ingest"]["duplicateStatus"], "unique");
+    let lead_id = item["leadId"].as_str().unwrap();
+
+    let shown = server.cli(&["lead", "show", lead_id]);
+    assert_eq!(shown["person"]["firstName"], "Ada");
+    assert_eq!(shown["person"]["lastName"], "Lovelace");
+    assert_eq!(shown["person"]["email"], "ada@example.org");
+    assert_eq!(shown["person"]["phone"], "491705550101");
+    assert_eq!(shown["consent"]["status"], "granted");
+    assert_eq!(shown["capture"]["metadata"], json!({"campaign": "spring"}));
+    let requests = shown["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0]["productSlug"], "solar");
+    assert_eq!(requests[0]["routingReady"], true);
+    assert_eq!(requests[0]["fieldValues"], json!({"roof": "tile"}));
+
+    // Idempotency works on the mapped external id.
+    let again = post(&server, CHANNEL_PATH, &body);
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.json["item"]["status"], "idempotent_replay");
+    assert_eq!(again.json["item"]["leadId"], lead_id);
+
+    // The duplicate rule compares the mapped (normalised) email.
+    let duplicate = post(
+        &server,
+        CHANNEL_PATH,
+        &contact("p-2", "Ada Lovelace", "ada@EXAMPLE.org"),
+    );
+    assert_eq!(duplicate.status, 201, "{}", duplicate.text);
+    assert_eq!(duplicate.json["item"]["status"], "duplicate");
+    assert_eq!(
+        duplicate.json["item"]["ingest"]["duplicateStatus"],
+        "review"
+    );
+    assert_eq!(
+        duplicate.json["item"]["ingest"]["duplicateMatch"]["leadId"],
+        lead_id
+    );
+}
+
+#[test]
+fn items_turn_a_partner_array_into_a_batch_on_the_table_endpoint() {
+    let server = mapped_server();
+    publish(&server, "partner-list", &partner_mapping());
+    let body = json!({"sent": "2025-05-02", "contacts": [
+        contact("t-1", "Ada Lovelace", "ada@example.org"),
+        contact("t-2", "Grace Hopper", "grace@example.org"),
+        {"id": "t-3", "name": "Cher", "mail": "cher@example.org", "details": {"roof": "flat"}},
+    ]});
+    let reply = post(&server, TABLE_PATH, &body);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let summary = &reply.json["summary"];
+    assert_eq!(summary["received"], 3);
+    // "Cher" has one name part: first and last name are both "Cher".
+    assert_eq!(summary["accepted"], 3, "{}", reply.text);
+    let items = reply.json["items"].as_array().unwrap();
+    assert_eq!(items[1]["externalId"], "t-2");
+    assert_eq!(items[1]["tableId"], "list");
+
+    // The same batch again: every lead is an idempotent replay, nothing new is stored.
+    let again = post(&server, TABLE_PATH, &body);
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.json["summary"]["idempotentReplay"], 3);
+    let listed = server.cli(&["lead", "list", "--source", "partner-list"]);
+    assert_eq!(listed.as_array().unwrap().len(), 3);
+
+    // Native validation runs on each mapped lead: an item without a name is rejected on
+    // its own (its path is in the native batch), the others go on.
+    let mixed = json!({"contacts": [
+        contact("t-4", "Alan Turing", "alan@example.org"),
+        {"id": "t-5", "mail": "nobody@example.org"},
+    ]});
+    let reply = post(&server, TABLE_PATH, &mixed);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.json["summary"]["accepted"], 1);
+    assert_eq!(reply.json["summary"]["rejected"], 1);
+    let rejected = &reply.json["items"][1];
+    assert_eq!(rejected["status"], "rejected");
+    let paths: Vec<&str> = rejected["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors in {rejected}"))
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"/leads/1/firstName"), "{paths:?}");
+
+    // An empty partner array is an empty native batch, which native validation refuses.
+    let reply = post(&server, TABLE_PATH, &json!({"contacts": []}));
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.json["error"]["code"], "validation_failed");
+}
+
+#[test]
+fn a_body_the_mapping_cannot_transform_is_a_mapping_error_with_paths() {
+    let server = mapped_server();
+    publish(&server, "partner-list", &partner_mapping());
+    publish(&server, "partner", &single_mapping());
+
+    let bad_batch = json!({"contacts": [
+        contact("e-1", "Ada Lovelace", "ada@example.org"),
+        {"id": "e-2", "name": ["Grace", "Hopper"], "ready": "maybe"},
+        {"id": "e-3", "name": "Alan Turing", "utm": {"campaign": {"x": 1}}},
+    ]});
+    // (endpoint, body, expected (path, code) of each problem)
+    type Case = (&'static str, Value, Vec<(&'static str, &'static str)>);
+    let cases: Vec<Case> = vec![
+        (
+            TABLE_PATH,
+            bad_batch,
+            vec![
+                ("/contacts/1/name", "not_a_scalar"),
+                ("/contacts/1/name", "not_a_scalar"),
+                ("/contacts/1/ready", "not_a_boolean"),
+                ("/contacts/2/utm/campaign", "not_a_scalar"),
+            ],
+        ),
+        (
+            TABLE_PATH,
+            json!({"leads": [{"firstName": "Native", "lastName": "Shape"}]}),
+            vec![("/contacts", "not_an_array")],
+        ),
+        (
+            CHANNEL_PATH,
+            json!({"id": "e-4", "name": "Ada Lovelace", "ready": "sometimes"}),
+            vec![("/ready", "not_a_boolean")],
+        ),
+        (CHANNEL_PATH, json!("text"), vec![("", "invalid_type")]),
+    ];
+    for (path, body, expected) in cases {
+        let reply = post(&server, path, &body);
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text);
+        assert_eq!(reply.json["error"]["code"], "mapping_error", "{body}");
+        let message = reply.json["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("published mapping (version 1)"),
+            "{message}"
+        );
+        assert_eq!(details(&reply.json), pairs(&expected), "{body}");
+    }
+    // An array is a body the mapping can read (a pointer may start with an index); this one
+    // gives no names, so native validation refuses the mapped lead.
+    let reply = post(&server, CHANNEL_PATH, &json!(["not", "a", "contact"]));
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.json["error"]["code"], "validation_failed");
+
+    // Nothing of a refused body is stored.
+    for source in ["partner", "partner-list"] {
+        let listed = server.cli(&["lead", "list", "--source", source]);
+        assert_eq!(listed, json!([]), "{source}");
+    }
+}
+
+#[test]
+fn the_secret_is_checked_before_the_mapping() {
+    let server = mapped_server();
+    publish(&server, "partner", &single_mapping());
+    let body = json!({"id": "s-1", "name": "Ada Lovelace", "ready": "sometimes"});
+    let missing = server.post_json(CHANNEL_PATH, &body);
+    assert_eq!(missing.status, 401, "{}", missing.text);
+    let wrong = server
+        .request("POST", CHANNEL_PATH)
+        .bearer("wrong-secret-0123456789")
+        .json(&body)
+        .send();
+    assert_eq!(wrong.status, 401, "{}", wrong.text);
+    let bearer = server
+        .request("POST", CHANNEL_PATH)
+        .bearer(SECRET)
+        .json(&contact("s-1", "Ada Lovelace", "ada@example.org"))
+        .send();
+    assert_eq!(bearer.status, 201, "{}", bearer.text);
+}
+
+#[test]
+fn without_a_published_mapping_the_native_shapes_are_required() {
+    let server = mapped_server();
+    let partner_body = contact("n-1", "Ada Lovelace", "ada@example.org");
+    let native = json!({"externalId": "n-2", "firstName": "Grace", "lastName": "Hopper",
+                        "email": "grace@example.org"});
+
+    // No mapping at all, then a draft only: the partner's JSON is not a native Lead.
+    for step in ["none", "draft"] {
+        if step == "draft" {
+            set_draft(&server.db.path, "partner", &single_mapping());
+        }
+        let reply = post(&server, CHANNEL_PATH, &partner_body);
+        assert_eq!(reply.status, 400, "{step}: {}", reply.text);
+        assert_eq!(reply.json["error"]["code"], "validation_failed", "{step}");
+    }
+    let reply = post(&server, CHANNEL_PATH, &native);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+
+    // Published: the partner's JSON is accepted; unpublished: native shapes again.
+    server.cli(&["mapping", "publish", "partner"]);
+    let reply = post(&server, CHANNEL_PATH, &partner_body);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    server.cli(&["mapping", "unpublish", "partner"]);
+    let reply = post(
+        &server,
+        CHANNEL_PATH,
+        &contact("n-3", "Alan Turing", "alan@example.org"),
+    );
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.json["error"]["code"], "validation_failed");
+    let mut native = native;
+    native["externalId"] = json!("n-4");
+    native["email"] = json!("grace.h@example.org");
+    let reply = post(&server, CHANNEL_PATH, &native);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+}
+
+#[test]
+fn a_newly_published_version_applies_from_the_next_request() {
+    let server = mapped_server();
+    assert_eq!(publish(&server, "partner", &single_mapping()), 1);
+    let first = post(
+        &server,
+        CHANNEL_PATH,
+        &contact("v-1", "Ada Lovelace", "ada@example.org"),
+    );
+    assert_eq!(first.status, 201, "{}", first.text);
+
+    // Version 2 takes the city from the partner's `town`; as a draft it changes nothing.
+    let mut version_two = single_mapping();
+    version_two["fields"]["city"] = json!({"from": "/town", "transform": ["uppercase"]});
+    set_draft(&server.db.path, "partner", &version_two);
+    let mut body = contact("v-2", "Grace Hopper", "grace@example.org");
+    body["town"] = json!("Berlin");
+    let second = post(&server, CHANNEL_PATH, &body);
+    assert_eq!(second.status, 201, "{}", second.text);
+    let shown = server.cli(&[
+        "lead",
+        "show",
+        second.json["item"]["leadId"].as_str().unwrap(),
+    ]);
+    assert_eq!(shown["person"]["city"], Value::Null);
+
+    assert_eq!(server.cli(&["mapping", "publish", "partner"])["version"], 2);
+    let mut body = contact("v-3", "Alan Turing", "alan@example.org");
+    body["town"] = json!("Berlin");
+    let third = post(&server, CHANNEL_PATH, &body);
+    assert_eq!(third.status, 201, "{}", third.text);
+    let shown = server.cli(&[
+        "lead",
+        "show",
+        third.json["item"]["leadId"].as_str().unwrap(),
+    ]);
+    assert_eq!(shown["person"]["city"], "BERLIN");
+
+    // A version-2 problem names version 2.
+    let mut bad = contact("v-4", "Edsger Dijkstra", "ed@example.org");
+    bad["town"] = json!({"name": "Amsterdam"});
+    let reply = post(&server, CHANNEL_PATH, &bad);
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(details(&reply.json), pairs(&[("/town", "not_a_scalar")]));
+    assert!(
+        reply.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("version 2"),
+        "{}",
+        reply.text
+    );
 }
