@@ -13,6 +13,7 @@ pub mod health;
 pub mod http;
 pub mod ids;
 pub mod ingest;
+pub mod mapping;
 pub mod metrics;
 pub mod money;
 pub mod openapi;

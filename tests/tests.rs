@@ -7,6 +7,7 @@ mod cli;
 mod delivery;
 mod foundation;
 mod ingest;
+mod mapping;
 mod metrics;
 mod openapi;
 mod ops;

@@ -8,6 +8,7 @@ mod args;
 mod delivery;
 mod demo;
 mod lead;
+mod mapping;
 mod ops;
 mod output;
 mod serve;
@@ -90,6 +91,9 @@ pub enum Command {
     Outbox(OutboxCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
+    /// Partner-native mappings of a source: set a draft, preview, publish, show.
+    #[command(subcommand)]
+    Mapping(mapping::MappingCommand),
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
@@ -124,6 +128,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
+        Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
     }
 }
