@@ -3,5 +3,6 @@
 
 mod util;
 
+mod autodelivery;
 mod cli;
 mod foundation;

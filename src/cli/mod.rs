@@ -5,6 +5,7 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod evaluator;
 mod output;
 mod serve;
 mod setup;
@@ -68,6 +69,9 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// The built-in lead evaluator's weights per workspace.
+    #[command(subcommand)]
+    Evaluator(evaluator::EvaluatorCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -93,5 +97,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
     }
 }
