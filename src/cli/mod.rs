@@ -5,6 +5,7 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod demo;
 mod evaluator;
 mod output;
 mod serve;
@@ -72,6 +73,8 @@ pub enum Command {
     /// The built-in lead evaluator's weights per workspace.
     #[command(subcommand)]
     Evaluator(evaluator::EvaluatorCommand),
+    /// Create a sample setup and print copy-paste commands for the whole flow.
+    Demo(demo::DemoArgs),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -98,5 +101,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
         Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
+        Command::Demo(args) => demo::run(&cli.db, &out, args),
     }
 }
