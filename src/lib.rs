@@ -12,6 +12,7 @@ pub mod db;
 pub mod health;
 pub mod http;
 pub mod ids;
+pub mod ingest;
 pub mod money;
 pub mod secrets;
 pub mod service;

@@ -6,3 +6,4 @@ mod util;
 mod autodelivery;
 mod cli;
 mod foundation;
+mod ingest;

@@ -7,6 +7,7 @@
 mod args;
 mod demo;
 mod evaluator;
+mod lead;
 mod output;
 mod serve;
 mod setup;
@@ -17,6 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use lead::LeadCommand;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -75,6 +77,9 @@ pub enum Command {
     Evaluator(evaluator::EvaluatorCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
+    /// Leads as ingest stored them.
+    #[command(subcommand)]
+    Lead(lead::LeadCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -102,5 +107,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
         Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
+        Command::Lead(command) => lead::run(&cli.db, &out, command),
     }
 }
