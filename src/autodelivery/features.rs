@@ -3,17 +3,19 @@
 //!
 //! | feature | value |
 //! |---|---|
-//! | `validEmail` | 1 when the email is a plausible address, else 0 |
-//! | `validPhone` | 1 when the phone has 7 to 15 digits and only phone punctuation, else 0 |
+//! | `validEmail` | 1 when the email is a plausible address (ingest's check), else 0 |
+//! | `validPhone` | 1 when the phone is a plausible number (ingest's check), else 0 |
 //! | `names` | 1 when first and last name each have two or more characters with a letter, 0.5 when one does |
 //! | `addressCompleteness` | share of street, house number, postal code, city, country given (0 to 1) |
-//! | `consentGranted` | 1 when consent is `granted` with a capture time, 0.5 granted without one, else 0 |
+//! | `consentGranted` | 1 when consent is granted (`granted`, `yes`, `opt-in`, … as ingest reads it) with a capture time, 0.5 granted without one, else 0 |
 //! | `requiredFields` | share of the product's required fields answered (1 when it has none) |
 //! | `softQualityFlags` | how many soft quality checks failed (ingest's `qualityReasons`) |
 //!
 //! Owns turning a lead into these numbers; the weights and the score are `evaluator`.
 
 use super::lead::{Interest, Lead};
+use crate::ingest::normalize::{is_valid_email, phone_digits};
+use crate::ingest::quality::CONSENT_GRANTED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feature {
@@ -77,7 +79,7 @@ pub fn extract(lead: &Lead, interest: &Interest, required_fields: &[&str]) -> Fe
     values[Feature::ValidEmail.index()] =
         flag(lead.text("email").is_some_and(|e| is_valid_email(&e)));
     values[Feature::ValidPhone.index()] =
-        flag(lead.text("phone").is_some_and(|p| is_valid_phone(&p)));
+        flag(lead.text("phone").is_some_and(|p| phone_digits(&p).is_some()));
     let named = ["firstName", "lastName"]
         .iter()
         .filter(|field| lead.text(field).is_some_and(|n| is_real_name(&n)))
@@ -88,7 +90,7 @@ pub fn extract(lead: &Lead, interest: &Interest, required_fields: &[&str]) -> Fe
     values[Feature::AddressCompleteness.index()] = given as f64 / address.len() as f64;
     let granted = lead
         .text("consentStatus")
-        .is_some_and(|s| s.eq_ignore_ascii_case("granted"));
+        .is_some_and(|s| CONSENT_GRANTED.iter().any(|g| s.eq_ignore_ascii_case(g)));
     values[Feature::ConsentGranted.index()] = match (granted, lead.text("consentCapturedAt")) {
         (true, Some(_)) => 1.0,
         (true, None) => 0.5,
@@ -107,33 +109,6 @@ pub fn extract(lead: &Lead, interest: &Interest, required_fields: &[&str]) -> Fe
     Features(values)
 }
 
-/// A plausible address: one `@`, a local part, a dotted domain with a top-level part of two
-/// or more letters, no spaces. Deliverability is not checked here.
-fn is_valid_email(email: &str) -> bool {
-    let Some((local, domain)) = email.split_once('@') else {
-        return false;
-    };
-    let labels: Vec<&str> = domain.split('.').collect();
-    !local.is_empty()
-        && local.len() <= 64
-        && !domain.contains('@')
-        && !email.chars().any(char::is_whitespace)
-        && labels.len() >= 2
-        && labels.iter().all(|l| !l.is_empty())
-        && labels
-            .last()
-            .is_some_and(|tld| tld.len() >= 2 && tld.chars().all(char::is_alphabetic))
-}
-
-/// 7 to 15 digits (the E.164 maximum) written with nothing but digits, spaces and `+-()./`.
-fn is_valid_phone(phone: &str) -> bool {
-    let digits = phone.chars().filter(char::is_ascii_digit).count();
-    (7..=15).contains(&digits)
-        && phone
-            .chars()
-            .all(|c| c.is_ascii_digit() || matches!(c, ' ' | '+' | '-' | '(' | ')' | '.' | '/'))
-}
-
 fn is_real_name(name: &str) -> bool {
     name.chars().count() >= 2 && name.chars().any(char::is_alphabetic)
 }
@@ -142,39 +117,6 @@ fn is_real_name(name: &str) -> bool {
 mod tests {
     use super::super::lead::testing::{interest, lead};
     use super::*;
-
-    #[test]
-    fn recognises_emails_and_phones() {
-        for good in ["ann@example.com", "a.b+c@sub.example.de"] {
-            assert!(is_valid_email(good), "{good}");
-        }
-        for bad in [
-            "",
-            "ann",
-            "ann@",
-            "@example.com",
-            "ann@example",
-            "ann@example.c",
-            "a n@x.de",
-            "a@b@c.de",
-            "ann@.de",
-            "ann@x.123",
-        ] {
-            assert!(!is_valid_email(bad), "{bad}");
-        }
-        for good in ["+49 30 1234567", "(030) 123-4567", "0301234567"] {
-            assert!(is_valid_phone(good), "{good}");
-        }
-        for bad in [
-            "",
-            "12345",
-            "call me",
-            "+49 30 12345678901234",
-            "030#1234567",
-        ] {
-            assert!(!is_valid_phone(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn a_complete_lead_has_every_positive_feature() {
