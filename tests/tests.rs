@@ -5,5 +5,7 @@ mod util;
 
 mod autodelivery;
 mod cli;
+mod delivery;
 mod foundation;
 mod ingest;
+mod outbox;
