@@ -5,6 +5,7 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod demo;
 mod output;
 mod serve;
 mod setup;
@@ -68,6 +69,8 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// Create a sample setup and print copy-paste commands for the whole flow.
+    Demo(demo::DemoArgs),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -93,5 +96,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Demo(args) => demo::run(&cli.db, &out, args),
     }
 }

@@ -182,8 +182,9 @@ fn run(conn: Connection, receiver: mpsc::Receiver<Msg>, counters: &Counters) {
         }
     }
     // Fold the WAL back into the main file so a stopped server leaves one self-contained
-    // file behind (what an operator copies as a backup).
-    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+    // file behind. PASSIVE never waits: a CLI command closing while the server reads must
+    // not stall, and when the server itself stops no reader is left, so it completes.
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
         log::warn!("WAL checkpoint at shutdown failed: {e}");
     }
     log::debug!("database writer stopped");

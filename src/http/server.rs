@@ -141,7 +141,8 @@ fn serve_connection(
 async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> super::Response {
     let started = Instant::now();
     let method = request.method().clone();
-    let path = request.uri().path().to_string();
+    // Paths come from clients; a hostile one must not flood the log.
+    let path: String = request.uri().path().chars().take(200).collect();
     let response = super::router::dispatch(state, request).await;
     log::info!(
         "{} {} {} {} {:.1}ms",
