@@ -11,6 +11,7 @@ pub mod db;
 pub mod health;
 pub mod http;
 pub mod ids;
+pub mod ingest;
 pub mod lifecycle;
 pub mod money;
 pub mod secrets;

@@ -6,6 +6,7 @@
 
 mod args;
 mod demo;
+mod lead;
 mod output;
 mod serve;
 mod setup;
@@ -16,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use lead::LeadCommand;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -71,6 +73,9 @@ pub enum Command {
     Supplier(SupplierCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
+    /// Leads as ingest stored them.
+    #[command(subcommand)]
+    Lead(lead::LeadCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -97,5 +102,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
+        Command::Lead(command) => lead::run(&cli.db, &out, command),
     }
 }
