@@ -4,5 +4,7 @@
 mod util;
 
 mod cli;
+mod delivery;
 mod foundation;
 mod ingest;
+mod outbox;

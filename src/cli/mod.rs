@@ -5,6 +5,7 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod delivery;
 mod demo;
 mod lead;
 mod output;
@@ -17,6 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
 pub use output::Output;
 
@@ -71,6 +73,14 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// Deliver a lead request to a buyer: creates the transaction and its webhook event.
+    Deliver(DeliverArgs),
+    /// Transactions created by deliveries.
+    #[command(subcommand)]
+    Transaction(TransactionCommand),
+    /// Outbound webhook events and their attempts.
+    #[command(subcommand)]
+    Outbox(OutboxCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
     /// Leads as ingest stored them.
@@ -101,6 +111,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
+        Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
+        Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
     }

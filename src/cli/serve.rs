@@ -7,11 +7,20 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::args::ServeArgs;
+use crate::outbox::WorkerConfig;
 use crate::service::{self, ServiceOptions};
 
 pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
-    let options = ServiceOptions::default();
+    let options = ServiceOptions {
+        delivery: WorkerConfig {
+            senders: usize::from(args.delivery_workers),
+            retry_schedule: args.retry_schedule.clone().unwrap_or_default(),
+            request_timeout: args.delivery_timeout,
+            ..WorkerConfig::default()
+        },
+        ..ServiceOptions::default()
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -46,6 +46,8 @@ impl Default for ServerConfig {
 pub struct AppState {
     pub db: Db,
     pub config: ServerConfig,
+    /// Wakes the outbox workers; poke it after a write that created events.
+    pub outbox: crate::outbox::Notifier,
     pub started: Instant,
     shutting_down: AtomicBool,
 }
@@ -55,6 +57,7 @@ impl AppState {
         AppState {
             db,
             config,
+            outbox: crate::outbox::Notifier::new(),
             started: Instant::now(),
             shutting_down: AtomicBool::new(false),
         }
