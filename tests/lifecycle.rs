@@ -66,7 +66,11 @@ impl Fixture {
                 key,
             ]);
         }
-        for (id, supplier) in [("src", Some("sup")), ("src2", Some("other")), ("plain", None)] {
+        for (id, supplier) in [
+            ("src", Some("sup")),
+            ("src2", Some("other")),
+            ("plain", None),
+        ] {
             let mut args = vec![
                 "source",
                 "create",
@@ -256,7 +260,11 @@ fn acknowledge_by_transaction_id_and_a_repeat_is_already_applied() {
     assert_eq!(reply.json["item"]["status"], "acknowledged");
 
     // Rejecting after acknowledging is not a move the machine has.
-    let reply = confirm(&f, &secret, json!({"transactionId": txn, "status": "rejected"}));
+    let reply = confirm(
+        &f,
+        &secret,
+        json!({"transactionId": txn, "status": "rejected"}),
+    );
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(code(&reply), "transition_not_allowed");
     assert_eq!(reply.json["currentState"], "acknowledged");
@@ -398,13 +406,21 @@ fn rejection_refunds_a_prepaid_buyer_and_economics_say_so() {
     );
     assert_eq!(f.balance("pre"), 100.0);
 
-    let reply = confirm(&f, &pre, json!({"transactionId": t_pre, "status": "rejected"}));
+    let reply = confirm(
+        &f,
+        &pre,
+        json!({"transactionId": t_pre, "status": "rejected"}),
+    );
     assert_eq!(reply.json["alreadyApplied"], true, "{}", reply.text);
     assert_eq!(reply.json["economicsApplied"], false);
     assert_eq!(f.balance("pre"), 100.0, "a repeat refunds nothing");
 
     let t_post = f.delivered("post");
-    let reply = confirm(&f, &post, json!({"transactionId": t_post, "status": "rejected"}));
+    let reply = confirm(
+        &f,
+        &post,
+        json!({"transactionId": t_post, "status": "rejected"}),
+    );
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["economicsApplied"], false);
     assert_eq!(f.balance("post"), 0.0);
@@ -422,7 +438,11 @@ fn concurrent_rejections_refund_once() {
         let calls: Vec<_> = (0..8)
             .map(|_| {
                 scope.spawn(|| {
-                    confirm(&f, &secret, json!({"transactionId": txn, "status": "rejected"}))
+                    confirm(
+                        &f,
+                        &secret,
+                        json!({"transactionId": txn, "status": "rejected"}),
+                    )
                 })
             })
             .collect();
@@ -639,7 +659,10 @@ fn cancellation_needs_a_reason_and_the_window() {
     );
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(code(&reply), "cancellation_window_elapsed");
-    assert_eq!(reply.json["error"]["class"], "PartnerCancellationWindowError");
+    assert_eq!(
+        reply.json["error"]["class"],
+        "PartnerCancellationWindowError"
+    );
     assert!(reply.json["error"]["message"].is_string());
     assert_eq!(reply.json["error"]["windowSeconds"], 0);
     assert_eq!(f.status_of(&refused), "delivered");
@@ -688,11 +711,7 @@ fn auth_order_401_404_403_and_no_buyer_reaches_another() {
 
     // No credential: 401 before anything else, even for a transaction that does not exist.
     for id in [txn.as_str(), "txn_nothing"] {
-        let reply = f
-            .server
-            .request("POST", CONFIRMATION)
-            .json(&ack(id))
-            .send();
+        let reply = f.server.request("POST", CONFIRMATION).json(&ack(id)).send();
         assert_eq!(reply.status, 401, "{}", reply.text);
         assert_eq!(code(&reply), "unauthorized");
         assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
@@ -772,7 +791,11 @@ fn bodies_are_validated_with_paths() {
             "/status",
             "enum",
         ),
-        (json!({"status": "acknowledged"}), "/transactionId", "required"),
+        (
+            json!({"status": "acknowledged"}),
+            "/transactionId",
+            "required",
+        ),
         (
             json!({"externalId": "a", "partnerExternalId": "b", "status": "acknowledged"}),
             "/partnerExternalId",
@@ -825,11 +848,9 @@ fn answer_with_external_id(f: &Fixture, id: &str, key: &str, external_id: &str) 
 }
 
 fn wait_for_external_id(f: &Fixture, txn: &str, external_id: &str) {
-    wait_until(
-        Duration::from_secs(15),
-        "the event to be delivered",
-        || f.transaction(txn)["partnerExternalId"] == external_id,
-    );
+    wait_until(Duration::from_secs(15), "the event to be delivered", || {
+        f.transaction(txn)["partnerExternalId"] == external_id
+    });
 }
 
 #[test]
@@ -845,7 +866,11 @@ fn confirmation_by_external_id_alias_and_buyer_account() {
     wait_for_external_id(&f, &tb, "CRM-1");
 
     // Two transactions share the id; each buyer's secret narrows it to its own.
-    let reply = confirm(&f, &a, json!({"externalId": "CRM-1", "status": "acknowledged"}));
+    let reply = confirm(
+        &f,
+        &a,
+        json!({"externalId": "CRM-1", "status": "acknowledged"}),
+    );
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["item"]["transactionId"], ta.as_str());
     let reply = confirm(
@@ -865,7 +890,11 @@ fn confirmation_by_external_id_alias_and_buyer_account() {
         json!({"externalId": "CRM-1", "status": "acknowledged"}),
     );
     assert_eq!(reply.status, 401, "{}", reply.text);
-    let reply = confirm(&f, &a, json!({"externalId": "CRM-2", "status": "acknowledged"}));
+    let reply = confirm(
+        &f,
+        &a,
+        json!({"externalId": "CRM-2", "status": "acknowledged"}),
+    );
     assert_eq!(reply.status, 404, "{}", reply.text);
 
     // buyerAccountId narrows the search: naming the other buyer finds nothing of ours.

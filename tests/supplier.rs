@@ -107,10 +107,7 @@ fn the_last_transaction_ending_opens_a_clawback_the_supplier_confirms() {
     assert_eq!(last["actor"], "supplier:sup");
     assert_eq!(last["from"], "rejected");
     assert_eq!(last["to"], "rejected");
-    assert!(
-        last["reason"].as_str().unwrap().contains("4.00"),
-        "{last}"
-    );
+    assert!(last["reason"].as_str().unwrap().contains("4.00"), "{last}");
     // Each interest's transaction carried the source's cost; both are reversed.
     let shown_b = f.transaction(&tb);
     assert_eq!(shown_b["supplierCost"], 0.0);
@@ -158,7 +155,10 @@ fn the_operator_opens_one_by_hand_and_the_supplier_disputes_it() {
     assert!(opened["id"].as_str().unwrap().starts_with("scan_"));
     assert_eq!(lead_status(&f, &lead), "cancellation_pending");
     let again = lead_cancel(&f, &lead, "twice").unwrap_err();
-    assert!(again.contains("already has a supplier cancellation"), "{again}");
+    assert!(
+        again.contains("already has a supplier cancellation"),
+        "{again}"
+    );
 
     let reply = answer(&f, SUPPLIER_KEY, &lead, "rejected");
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -166,7 +166,11 @@ fn the_operator_opens_one_by_hand_and_the_supplier_disputes_it() {
     assert_eq!(reply.json["outcome"], "cancellation_disputed");
     assert_eq!(reply.json["alreadyApplied"], false);
     assert_eq!(lead_status(&f, &lead), "active");
-    assert_eq!(f.transaction(&ta)["supplierCost"], 4.0, "a dispute reverses nothing");
+    assert_eq!(
+        f.transaction(&ta)["supplierCost"],
+        4.0,
+        "a dispute reverses nothing"
+    );
     assert_eq!(f.transaction(&ta)["status"], "acknowledged");
 
     let reply = answer(&f, SUPPLIER_KEY, &lead, "rejected");
@@ -213,7 +217,10 @@ fn lead_cancel_explains_what_it_cannot_do() {
     );
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("pending") && text.contains("by hand"), "{text}");
+    assert!(
+        text.contains("pending") && text.contains("by hand"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -235,10 +242,7 @@ fn supplier_keys_are_checked_and_no_supplier_answers_for_another() {
     assert_eq!(reply.status, 401, "{}", reply.text);
     // A buyer's secret is not a supplier key.
     let buyer_secret = f.buyer("a", &[]);
-    assert_eq!(
-        answer(&f, &buyer_secret, &lead, "acknowledged").status,
-        401
-    );
+    assert_eq!(answer(&f, &buyer_secret, &lead, "acknowledged").status, 401);
 
     // Another supplier's lead answers exactly like a lead that does not exist.
     let foreign = answer(&f, OTHER_SUPPLIER_KEY, &lead, "acknowledged");

@@ -7,4 +7,7 @@ mod cli;
 mod delivery;
 mod foundation;
 mod ingest;
+mod lifecycle;
 mod outbox;
+mod state_machine;
+mod supplier;

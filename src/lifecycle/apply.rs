@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::error::LifecycleError;
 use super::input::BuyerCall;
 use super::lookup;
-use super::state::{self, Move, State, Verdict};
+use super::state::{self, Move, Status, Verdict};
 use crate::config::buyer::{Buyer, Plan};
 use crate::delivery::transaction::{self, Transaction};
 
@@ -27,12 +27,12 @@ pub struct Applied {
     /// The transaction after the call.
     pub item: Value,
     /// The state the transaction is in after the call.
-    pub state: State,
+    pub state: Status,
     pub already_applied: bool,
     /// Whether the call changed an amount (price, margin) or a balance.
     pub economics_applied: bool,
     /// A state the service moved to on its own after the requested move.
-    pub auto_status_changed_to: Option<State>,
+    pub auto_status_changed_to: Option<Status>,
 }
 
 /// Finds, authorises and applies `call` as `presented` credentials allow, at time `now`.
@@ -42,12 +42,8 @@ pub fn buyer_call(
     presented: &[&str],
     now: i64,
 ) -> Result<Applied, LifecycleError> {
-    let authorized = lookup::authorize(
-        conn,
-        &call.address,
-        presented,
-        call.requested.capability(),
-    )?;
+    let authorized =
+        lookup::authorize(conn, &call.address, presented, call.requested.capability())?;
     let current = transaction::find(conn, &authorized.transaction_id)?
         .ok_or(LifecycleError::TransactionNotFound)?;
     apply(conn, current, &authorized.buyer, call, now)
@@ -87,7 +83,15 @@ fn apply(
         _ => false,
     };
     let actor = format!("buyer:{}", buyer.id);
-    move_to(conn, &current.id, current.status, next, &actor, call.reason.as_deref(), now)?;
+    move_to(
+        conn,
+        &current.id,
+        current.status,
+        next,
+        &actor,
+        call.reason.as_deref(),
+        now,
+    )?;
 
     let mut auto_status_changed_to = None;
     if call.requested == Move::Acknowledge
@@ -207,8 +211,8 @@ fn adjust_balance(conn: &Connection, buyer_id: &str, delta_cents: i64) -> rusqli
 fn move_to(
     conn: &Connection,
     transaction_id: &str,
-    from: State,
-    to: State,
+    from: Status,
+    to: Status,
     actor: &str,
     reason: Option<&str>,
     now: i64,

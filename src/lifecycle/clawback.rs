@@ -119,7 +119,10 @@ pub(crate) struct LeadSupply {
     pub supplier_id: Option<String>,
 }
 
-pub(crate) fn lead_supply(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<LeadSupply>> {
+pub(crate) fn lead_supply(
+    conn: &Connection,
+    lead_id: &str,
+) -> rusqlite::Result<Option<LeadSupply>> {
     conn.prepare_cached(
         "SELECT l.status, s.supplier_id FROM leads l JOIN sources s ON s.id = l.source_id
          WHERE l.id = ?1",
@@ -157,7 +160,14 @@ fn open(
             created_at)
          VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)",
     )?
-    .execute(params![id, lead_id, supplier_id, origin.as_str(), reason, now])?;
+    .execute(params![
+        id,
+        lead_id,
+        supplier_id,
+        origin.as_str(),
+        reason,
+        now
+    ])?;
     set_lead_status(conn, lead_id, "cancellation_pending")?;
     Ok(SupplierCancellation {
         id,
@@ -222,5 +232,12 @@ pub fn open_by_operator(
             status: existing.status.as_str().to_string(),
         });
     }
-    Ok(open(conn, lead_id, &supplier_id, Origin::Operator, reason, now)?)
+    Ok(open(
+        conn,
+        lead_id,
+        &supplier_id,
+        Origin::Operator,
+        reason,
+        now,
+    )?)
 }

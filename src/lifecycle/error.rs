@@ -9,7 +9,7 @@ use hyper::StatusCode;
 use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 use serde_json::{Map, Value, json};
 
-use super::state::{Move, State};
+use super::state::{Move, Status};
 use crate::db::DbError;
 use crate::http::ApiError;
 
@@ -52,7 +52,7 @@ pub enum LifecycleError {
         capability: &'static str,
     },
     TransitionNotAllowed {
-        current: State,
+        current: Status,
         requested: Move,
     },
     CancellationWindowElapsed {
@@ -112,8 +112,9 @@ impl std::fmt::Display for LifecycleError {
             ),
             LifecycleError::TransitionNotAllowed { current, requested } => write!(
                 f,
-                "cannot move a transaction from '{current}' to '{}'",
-                requested.target()
+                "cannot move a transaction from '{}' to '{}'",
+                current.as_str(),
+                requested.target().as_str()
             ),
             LifecycleError::CancellationWindowElapsed {
                 delivered_at,
@@ -301,7 +302,7 @@ mod tests {
     #[test]
     fn bodies_have_the_partner_form_and_the_error_object() {
         let e = ApiError::from(LifecycleError::TransitionNotAllowed {
-            current: State::Paid,
+            current: Status::Paid,
             requested: Move::Cancel,
         });
         assert_eq!(e.status, StatusCode::BAD_REQUEST);

@@ -2,62 +2,20 @@
 //! and the move a caller asks for, say whether to apply it, whether it was applied already,
 //! or whether it is not allowed (DESIGN.md section 4).
 //!
-//! Owns the states, the moves and the verdict. It does not touch the database, money or
+//! Owns the moves and the verdict; the states are the transaction record's own
+//! ([`Status`] of `delivery::transaction`). It does not touch the database, money or
 //! history: `lifecycle::apply` acts on the verdict.
 
-use std::fmt;
+pub use crate::delivery::transaction::Status;
 
-/// Where a transaction stands. `rejected`, `paid` and `cancelled` are final.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum State {
-    Delivered,
-    Acknowledged,
-    Rejected,
-    PayoutPending,
-    Paid,
-    Cancelled,
+/// Whether no move leaves `status`.
+pub fn is_final(status: Status) -> bool {
+    matches!(status, Status::Rejected | Status::Paid | Status::Cancelled)
 }
 
-impl State {
-    pub const ALL: [State; 6] = [
-        State::Delivered,
-        State::Acknowledged,
-        State::Rejected,
-        State::PayoutPending,
-        State::Paid,
-        State::Cancelled,
-    ];
-
-    /// The name stored in `transactions.status` and shown in every body.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Delivered => "delivered",
-            State::Acknowledged => "acknowledged",
-            State::Rejected => "rejected",
-            State::PayoutPending => "payout_pending",
-            State::Paid => "paid",
-            State::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<State> {
-        State::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    pub fn is_final(self) -> bool {
-        matches!(self, State::Rejected | State::Paid | State::Cancelled)
-    }
-
-    /// Whether the transaction no longer counts for the buyer: its money went back.
-    pub fn is_void(self) -> bool {
-        matches!(self, State::Rejected | State::Cancelled)
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// Whether the transaction no longer counts for its buyer: it ended without a sale.
+pub fn is_void(status: Status) -> bool {
+    !status.is_live()
 }
 
 /// What a lifecycle call asks for. Each move has exactly one target state.
@@ -84,13 +42,13 @@ impl Move {
         Move::Cancel,
     ];
 
-    pub fn target(self) -> State {
+    pub fn target(self) -> Status {
         match self {
-            Move::Acknowledge => State::Acknowledged,
-            Move::Reject => State::Rejected,
-            Move::MarkPayoutPending => State::PayoutPending,
-            Move::CompletePayout => State::Paid,
-            Move::Cancel => State::Cancelled,
+            Move::Acknowledge => Status::Acknowledged,
+            Move::Reject => Status::Rejected,
+            Move::MarkPayoutPending => Status::PayoutPending,
+            Move::CompletePayout => Status::Paid,
+            Move::Cancel => Status::Cancelled,
         }
     }
 
@@ -108,7 +66,7 @@ impl Move {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Move the transaction to this state.
-    Apply(State),
+    Apply(Status),
     /// The transaction is in the move's target state, or has passed it on its way to where
     /// it is: success, nothing changes.
     AlreadyApplied,
@@ -124,9 +82,9 @@ pub enum Verdict {
 /// `cancelled` are side exits: from the state alone it is not known how far along the main
 /// line the transaction got before it left it (a cancellation may come straight after the
 /// delivery), so only the exit's own move counts as already applied there.
-pub fn decide(current: State, requested: Move) -> Verdict {
+pub fn decide(current: Status, requested: Move) -> Verdict {
     use Move::*;
-    use State::*;
+    use Status::*;
     use Verdict::*;
     match (current, requested) {
         (Delivered, Acknowledge) => Apply(Acknowledged),
@@ -159,13 +117,13 @@ pub fn decide(current: State, requested: Move) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::Move::*;
-    use super::State::*;
+    use super::Status::*;
     use super::Verdict::*;
     use super::*;
 
     /// Every (state, move) pair with its expected verdict, written out so that the table is
     /// the specification: 6 states × 5 moves = 30 rows.
-    const TABLE: [(State, Move, Verdict); 30] = [
+    const TABLE: [(Status, Move, Verdict); 30] = [
         (Delivered, Acknowledge, Apply(Acknowledged)),
         (Delivered, Reject, Apply(Rejected)),
         (Delivered, MarkPayoutPending, NotAllowed),
@@ -204,47 +162,54 @@ mod tests {
             assert_eq!(
                 decide(state, requested),
                 expected,
-                "{state} + {requested:?}"
+                "{} + {requested:?}",
+                state.as_str()
             );
         }
         // The table covers each pair exactly once.
-        for state in State::ALL {
+        for state in Status::ALL {
             for requested in Move::ALL {
                 let rows = TABLE
                     .iter()
                     .filter(|(s, m, _)| *s == state && *m == requested)
                     .count();
-                assert_eq!(rows, 1, "{state} + {requested:?}");
+                assert_eq!(rows, 1, "{} + {requested:?}", state.as_str());
             }
         }
     }
 
     #[test]
     fn the_machine_keeps_its_invariants() {
-        for state in State::ALL {
+        for state in Status::ALL {
             for requested in Move::ALL {
                 let verdict = decide(state, requested);
                 // A move to the state the transaction is in is never a change.
                 if requested.target() == state {
-                    assert_eq!(verdict, AlreadyApplied, "{state} + {requested:?}");
+                    assert_eq!(
+                        verdict,
+                        AlreadyApplied,
+                        "{} + {requested:?}",
+                        state.as_str()
+                    );
                 }
                 // A final state never moves.
-                if state.is_final() {
-                    assert!(!matches!(verdict, Apply(_)), "{state} + {requested:?}");
+                if is_final(state) {
+                    assert!(
+                        !matches!(verdict, Apply(_)),
+                        "{} + {requested:?}",
+                        state.as_str()
+                    );
                 }
                 // An applied move always lands on the move's own target.
                 if let Apply(next) = verdict {
-                    assert_eq!(next, requested.target(), "{state} + {requested:?}");
+                    assert_eq!(
+                        next,
+                        requested.target(),
+                        "{} + {requested:?}",
+                        state.as_str()
+                    );
                 }
             }
         }
-    }
-
-    #[test]
-    fn names_round_trip() {
-        for state in State::ALL {
-            assert_eq!(State::parse(state.as_str()), Some(state));
-        }
-        assert_eq!(State::parse("open"), None);
     }
 }

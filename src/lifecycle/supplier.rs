@@ -151,7 +151,7 @@ fn reverse_supplier_cost(
              WHERE id = ?1",
             params![id, crate::clock::now_ms()],
         )?;
-        let status = super::state::State::parse(&status)
+        let status = super::state::Status::parse(&status)
             .expect("the CHECK constraint admits only known states");
         let reason = format!(
             "supplier cost {} reversed: the supplier confirmed the lead cancellation",
