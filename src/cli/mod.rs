@@ -8,6 +8,7 @@ mod args;
 mod delivery;
 mod demo;
 mod lead;
+mod ops;
 mod output;
 mod serve;
 mod setup;
@@ -20,6 +21,7 @@ use clap::{Parser, Subcommand};
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
+pub use ops::BackupArgs;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -52,6 +54,11 @@ pub enum Command {
     Init,
     /// Run the HTTP server and the delivery workers.
     Serve(ServeArgs),
+    /// Copy the database to FILE while the server keeps running (a consistent snapshot).
+    Backup(BackupArgs),
+    /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
+    /// something is wrong.
+    Check,
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -94,6 +101,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Backup(args) => ops::backup(&cli.db, &out, args),
+        Command::Check => ops::check(&cli.db, &out),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,

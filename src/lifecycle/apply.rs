@@ -156,20 +156,13 @@ fn reprice(
         current.charged_cents
     };
     let extra_charge = charged_cents - current.charged_cents;
-    if extra_charge > 0 {
-        // Read the balance in this job: an earlier call in the same group may have moved it.
-        let balance: i64 = conn.query_row(
-            "SELECT balance_cents FROM buyers WHERE id = ?1",
-            [&buyer.id],
-            |row| row.get(0),
-        )?;
-        let available = balance + buyer.credit_limit_cents;
-        if extra_charge > available {
-            return Err(LifecycleError::InsufficientBalance {
-                required_cents: extra_charge,
-                available_cents: available,
-            });
-        }
+    // The buyer was read in this writer job, so its balance is the current one.
+    let available = buyer.balance_cents + buyer.credit_limit_cents;
+    if extra_charge > 0 && extra_charge > available {
+        return Err(LifecycleError::InsufficientBalance {
+            required_cents: extra_charge,
+            available_cents: available,
+        });
     }
     if price_cents == current.buyer_price_cents && extra_charge == 0 {
         return Ok(false);
@@ -222,4 +215,69 @@ fn move_to(
         params![transaction_id, to.as_str(), now],
     )?;
     transaction::append_history(conn, transaction_id, Some(from), to, actor, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::container::DeliveryMode;
+    use crate::delivery::transaction::DeliveryStatus;
+
+    fn delivered_at(created_at: i64) -> Transaction {
+        Transaction {
+            id: "txn_1".into(),
+            lead_request_id: "lreq_1".into(),
+            lead_id: "lead_1".into(),
+            buyer_id: "b".into(),
+            product_id: "p".into(),
+            workspace_id: "ws".into(),
+            delivery_mode: DeliveryMode::Exclusive,
+            buyer_price_cents: 2500,
+            supplier_cost_cents: 400,
+            margin_cents: 2100,
+            charged_cents: 0,
+            status: Status::Delivered,
+            partner_external_id: None,
+            delivery_status: DeliveryStatus::Pending,
+            created_at,
+            updated_at: created_at,
+        }
+    }
+
+    fn buyer_with_window(secs: i64) -> Buyer {
+        Buyer {
+            id: "b".into(),
+            workspace_id: "ws".into(),
+            name: "B".into(),
+            webhook_url: "http://127.0.0.1:9/".into(),
+            secret_hash: None,
+            signing_secret: "whsec_x".into(),
+            capabilities: vec!["cancel".into()],
+            cancellation_window_secs: secs,
+            auto_payout_pending: false,
+            plan: Plan::Postpaid,
+            balance_cents: 0,
+            credit_limit_cents: 0,
+            paused: false,
+            last_served_at: None,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_cancellation_window_is_half_open() {
+        let txn = delivered_at(1_000_000);
+        let hour = buyer_with_window(3600);
+        assert!(check_cancellation_window(&txn, &hour, 1_000_000).is_ok());
+        assert!(check_cancellation_window(&txn, &hour, 1_000_000 + 3_599_999).is_ok());
+        assert!(matches!(
+            check_cancellation_window(&txn, &hour, 1_000_000 + 3_600_000),
+            Err(LifecycleError::CancellationWindowElapsed {
+                delivered_at: 1_000_000,
+                window_secs: 3600
+            })
+        ));
+        let closed = buyer_with_window(0);
+        assert!(check_cancellation_window(&txn, &closed, 1_000_000).is_err());
+    }
 }

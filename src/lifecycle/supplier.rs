@@ -116,7 +116,7 @@ pub fn answer(
     )?;
     if answer.acknowledged {
         clawback::set_lead_status(conn, &answer.lead_id, "cancelled")?;
-        reverse_supplier_cost(conn, &answer.lead_id, &supplier.id)?;
+        reverse_supplier_cost(conn, &answer.lead_id, &supplier.id, now)?;
     } else {
         clawback::set_lead_status(conn, &answer.lead_id, "active")?;
     }
@@ -135,6 +135,7 @@ fn reverse_supplier_cost(
     conn: &Connection,
     lead_id: &str,
     supplier_id: &str,
+    now: i64,
 ) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, status, supplier_cost_cents FROM transactions
@@ -149,7 +150,7 @@ fn reverse_supplier_cost(
             "UPDATE transactions SET supplier_cost_cents = 0, margin_cents = buyer_price_cents,
                 updated_at = ?2
              WHERE id = ?1",
-            params![id, crate::clock::now_ms()],
+            params![id, now],
         )?;
         let status = super::state::Status::parse(&status)
             .expect("the CHECK constraint admits only known states");
