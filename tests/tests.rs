@@ -7,6 +7,7 @@ mod autodelivery;
 mod cli;
 mod delivery;
 mod foundation;
+mod hostile;
 mod ingest;
 mod lifecycle;
 mod mapping;
