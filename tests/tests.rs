@@ -16,6 +16,7 @@ mod openapi;
 mod ops;
 mod outbox;
 mod packaging;
+mod properties;
 mod ratelimit;
 mod state_machine;
 mod supplier;
