@@ -171,7 +171,7 @@ fn mutate(body: &mut Value, path_choice: &[usize], action: u8, replacement: Valu
             map.insert(key, replacement);
         }
         (Value::Object(map), _) if !map.is_empty() => {
-            let key = map.keys().last().expect("not empty").clone();
+            let key = map.keys().next_back().expect("not empty").clone();
             map.insert(key, replacement);
         }
         (Value::Array(items), 0) if !items.is_empty() => {
