@@ -161,7 +161,9 @@ fn mutate(body: &mut Value, path_choice: &[usize], action: u8, replacement: Valu
             _ => break,
         }
     }
-    let at = body.pointer_mut(&pointer).expect("the pointer was just walked");
+    let at = body
+        .pointer_mut(&pointer)
+        .expect("the pointer was just walked");
     match (at, action % 3) {
         (Value::Object(map), 0) if !map.is_empty() => {
             let key = map.keys().next().expect("not empty").clone();

@@ -18,5 +18,6 @@ mod outbox;
 mod packaging;
 mod properties;
 mod ratelimit;
+mod secrets_log;
 mod state_machine;
 mod supplier;
