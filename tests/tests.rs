@@ -3,10 +3,15 @@
 
 mod util;
 
+mod autodelivery;
 mod cli;
+mod delivery;
 mod foundation;
+mod ingest;
+mod mapping;
 mod metrics;
 mod openapi;
 mod ops;
+mod outbox;
 mod packaging;
 mod ratelimit;

@@ -6,6 +6,7 @@ use hyper::header::{ALLOW, HeaderValue};
 use hyper::{Method, StatusCode};
 
 use super::{ApiError, AppState, Request, Response};
+use crate::config::container::ContainerKind;
 
 /// What a route leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,11 +167,15 @@ pub async fn dispatch(
     };
     let result = match endpoint {
         Endpoint::Health => crate::health::handle(state).await,
+        Endpoint::ChannelIngest => {
+            crate::ingest::handler::handle(state, request, ContainerKind::Channel, params).await
+        }
+        Endpoint::TableIngest => {
+            crate::ingest::handler::handle(state, request, ContainerKind::Table, params).await
+        }
         Endpoint::Metrics => crate::metrics::scrape::handle(state, request.uri().path()).await,
         Endpoint::OpenApi => Ok(crate::openapi::handle()),
-        Endpoint::ChannelIngest
-        | Endpoint::TableIngest
-        | Endpoint::PartnerConfirmation
+        Endpoint::PartnerConfirmation
         | Endpoint::PartnerPayoutPending
         | Endpoint::PartnerPayout
         | Endpoint::PartnerCancellation

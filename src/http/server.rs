@@ -55,6 +55,8 @@ impl Default for ServerConfig {
 pub struct AppState {
     pub db: Db,
     pub config: ServerConfig,
+    /// Wakes the outbox workers; poke it after a write that created events.
+    pub outbox: crate::outbox::Notifier,
     pub started: Instant,
     /// Counters of this service; worker threads get a clone of the `Arc`.
     pub metrics: Arc<Metrics>,
@@ -73,6 +75,7 @@ impl AppState {
             db,
             rate_limiter: RateLimiter::new(config.rate_limit),
             config,
+            outbox: crate::outbox::Notifier::new(),
             started: Instant::now(),
             metrics: Arc::new(Metrics::new(&endpoints)),
             shutting_down: AtomicBool::new(false),
