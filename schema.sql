@@ -231,20 +231,29 @@ CREATE TABLE outbox_events (
     url             TEXT NOT NULL,
     payload         TEXT NOT NULL,
     status          TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+    -- Attempts made so far; `retry_base` is the count when an operator last retried, so a
+    -- retried event starts the retry schedule again.
     attempts        INTEGER NOT NULL DEFAULT 0,
+    retry_base      INTEGER NOT NULL DEFAULT 0,
     next_attempt_at INTEGER NOT NULL,
     lease_until     INTEGER,
+    -- Incremented by every claim: a sender's outcome only moves the schedule when its claim
+    -- is still the latest one.
+    claims          INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
     created_at      INTEGER NOT NULL,
     delivered_at    INTEGER
 );
 CREATE INDEX outbox_due ON outbox_events(status, next_attempt_at);
+CREATE INDEX outbox_status_created ON outbox_events(status, created_at);
 CREATE INDEX outbox_transaction ON outbox_events(transaction_id);
 
 CREATE TABLE outbox_attempts (
     id               INTEGER PRIMARY KEY,
     event_id         TEXT NOT NULL REFERENCES outbox_events(id),
     attempt          INTEGER NOT NULL,
+    -- Where it was sent: the buyer's webhook URL at the time of the attempt.
+    url              TEXT NOT NULL,
     started_at       INTEGER NOT NULL,
     duration_ms      INTEGER NOT NULL,
     http_status      INTEGER,

@@ -104,6 +104,7 @@ fn slow_header_senders_are_cut_off() {
             header_read_timeout: Duration::from_millis(300),
             ..Default::default()
         },
+        ..Default::default()
     };
     let server = TestServer::start_with(crate::util::TempDb::new(), options);
     let mut stream = TcpStream::connect(server.addr).unwrap();

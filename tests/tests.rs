@@ -4,6 +4,13 @@
 mod util;
 
 mod cli;
+mod delivery;
 mod foundation;
 mod ingest;
 mod mapping;
+mod metrics;
+mod openapi;
+mod ops;
+mod outbox;
+mod packaging;
+mod ratelimit;

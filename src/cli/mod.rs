@@ -5,9 +5,11 @@
 //! the commands call through the database's writer and read pool, like the server does.
 
 mod args;
+mod delivery;
 mod demo;
 mod lead;
 mod mapping;
+mod ops;
 mod output;
 mod serve;
 mod setup;
@@ -18,7 +20,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use args::*;
+pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
+pub use ops::BackupArgs;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -51,6 +55,11 @@ pub enum Command {
     Init,
     /// Run the HTTP server and the delivery workers.
     Serve(ServeArgs),
+    /// Copy the database to FILE while the server keeps running (a consistent snapshot).
+    Backup(BackupArgs),
+    /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
+    /// something is wrong.
+    Check,
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -72,6 +81,14 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// Deliver a lead request to a buyer: creates the transaction and its webhook event.
+    Deliver(DeliverArgs),
+    /// Transactions created by deliveries.
+    #[command(subcommand)]
+    Transaction(TransactionCommand),
+    /// Outbound webhook events and their attempts.
+    #[command(subcommand)]
+    Outbox(OutboxCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
     /// Partner-native mappings of a source: set a draft, preview, publish, show.
@@ -88,6 +105,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Backup(args) => ops::backup(&cli.db, &out, args),
+        Command::Check => ops::check(&cli.db, &out),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,
@@ -105,6 +124,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
+        Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
+        Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
