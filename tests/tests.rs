@@ -3,6 +3,7 @@
 
 mod util;
 
+mod autodelivery;
 mod cli;
 mod delivery;
 mod foundation;

@@ -7,6 +7,7 @@
 mod args;
 mod delivery;
 mod demo;
+mod evaluator;
 mod lead;
 mod mapping;
 mod ops;
@@ -81,6 +82,9 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// The built-in lead evaluator's weights per workspace.
+    #[command(subcommand)]
+    Evaluator(evaluator::EvaluatorCommand),
     /// Deliver a lead request to a buyer: creates the transaction and its webhook event.
     Deliver(DeliverArgs),
     /// Transactions created by deliveries.
@@ -124,6 +128,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
