@@ -542,10 +542,14 @@ fn single_mapping() -> Value {
 #[test]
 fn a_mapped_single_lead_runs_the_native_pipeline_on_the_channel_endpoint() {
     let server = mapped_server();
-    assert_eq!(publish(&server, "partner", &single_mapping()), 1);
+    // The partner asks for automated delivery with its own flag.
+    let mut document = single_mapping();
+    document["fields"]["triggerAutoDelivery"] = json!({"from": "/auto", "default": false});
+    assert_eq!(publish(&server, "partner", &document), 1);
 
     let mut body = contact("p-1", "Ada King Lovelace", " ADA@Example.ORG ");
     body["tel"] = json!("+49 (170) 555-0101");
+    body["auto"] = json!("YES");
     let reply = post(&server, CHANNEL_PATH, &body);
     assert_eq!(reply.status, 201, "{}", reply.text);
     let item = &reply.json["item"];
@@ -566,6 +570,7 @@ fn a_mapped_single_lead_runs_the_native_pipeline_on_the_channel_endpoint() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["productSlug"], "solar");
     assert_eq!(requests[0]["routingReady"], true);
+    assert_eq!(requests[0]["triggerAutoDelivery"], true);
     assert_eq!(requests[0]["fieldValues"], json!({"roof": "tile"}));
 
     // Idempotency works on the mapped external id.
