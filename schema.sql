@@ -279,4 +279,5 @@ CREATE TABLE supplier_cancellations (
     created_at      INTEGER NOT NULL,
     resolved_at     INTEGER
 );
-CREATE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);
+-- A lead has at most one supplier cancellation, ever: a disputed one is not reopened.
+CREATE UNIQUE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);
