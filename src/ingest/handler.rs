@@ -50,10 +50,33 @@ pub async fn handle(
     let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(Target::of(&source));
     let (status, answer) = match shape {
-        Shape::Single(item) => ingest_single(&state.db, target, *item).await?,
+        Shape::Single(item) => {
+            let answered = ingest_single(&state.db, target, *item).await;
+            // A single lead that fails validation is answered 400; it still counts as a
+            // lead received and rejected.
+            if matches!(answered, Err(IngestError::Invalid { .. })) {
+                state.metrics.ingest_result(result::REJECTED);
+            }
+            answered?
+        }
         Shape::Batch(items) => ingest_batch(&state.db, target, items).await?,
     };
+    count_results(&state.metrics, &answer);
     Ok(response::json(status, &answer))
+}
+
+/// Counts every lead's result status of an answer (`item`, or each of `items`) for
+/// `GET /metrics`.
+fn count_results(metrics: &crate::metrics::Metrics, answer: &serde_json::Value) {
+    let items = match answer.get("items").and_then(serde_json::Value::as_array) {
+        Some(items) => items.iter().collect(),
+        None => answer.get("item").into_iter().collect::<Vec<_>>(),
+    };
+    for item in items {
+        if let Some(status) = item.get("status").and_then(serde_json::Value::as_str) {
+            metrics.ingest_result(status);
+        }
+    }
 }
 
 /// The enabled source named by the path, in the container the path names; anything else
