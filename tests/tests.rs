@@ -5,6 +5,7 @@ mod util;
 
 mod autodelivery;
 mod cli;
+mod crash;
 mod delivery;
 mod foundation;
 mod hostile;
