@@ -6,3 +6,4 @@ mod util;
 mod cli;
 mod foundation;
 mod ingest;
+mod ingest_validation;
