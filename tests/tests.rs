@@ -6,4 +6,7 @@ mod util;
 mod cli;
 mod foundation;
 mod ingest;
+mod ingest_access;
+mod ingest_cli;
+mod ingest_dedupe;
 mod ingest_validation;
