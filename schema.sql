@@ -110,7 +110,9 @@ CREATE TABLE subscriptions (
     priority    INTEGER NOT NULL DEFAULT 0,
     -- JSON array of {"field", "op": "equals"|"oneOf"|"prefix", "values": [...]}.
     filters     TEXT NOT NULL DEFAULT '[]',
-    -- JSON {"days": [1..7], "from": "HH:MM", "to": "HH:MM"} or NULL for always open.
+    -- JSON array of windows [{"days": [1..7], "from": "HH:MM", "to": "HH:MM"}] (ISO weekdays,
+    -- local time of the workspace, `to` exclusive, earlier than `from` = past midnight), open
+    -- when any window is; NULL for always open. See src/autodelivery/schedule.rs.
     schedule    TEXT,
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (buyer_id, product_id)
@@ -215,6 +217,9 @@ CREATE TABLE transactions (
 CREATE INDEX transactions_request ON transactions(lead_request_id);
 CREATE INDEX transactions_lead ON transactions(lead_id);
 CREATE INDEX transactions_buyer_created ON transactions(buyer_id, created_at);
+-- Covers the daily and monthly cap counts of auto-delivery (buyer, product, time window,
+-- live status) without reading the table.
+CREATE INDEX transactions_buyer_product_created ON transactions(buyer_id, product_id, created_at, status);
 CREATE INDEX transactions_partner_external ON transactions(partner_external_id) WHERE partner_external_id IS NOT NULL;
 
 CREATE TABLE transaction_history (
@@ -238,20 +243,29 @@ CREATE TABLE outbox_events (
     url             TEXT NOT NULL,
     payload         TEXT NOT NULL,
     status          TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+    -- Attempts made so far; `retry_base` is the count when an operator last retried, so a
+    -- retried event starts the retry schedule again.
     attempts        INTEGER NOT NULL DEFAULT 0,
+    retry_base      INTEGER NOT NULL DEFAULT 0,
     next_attempt_at INTEGER NOT NULL,
     lease_until     INTEGER,
+    -- Incremented by every claim: a sender's outcome only moves the schedule when its claim
+    -- is still the latest one.
+    claims          INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
     created_at      INTEGER NOT NULL,
     delivered_at    INTEGER
 );
 CREATE INDEX outbox_due ON outbox_events(status, next_attempt_at);
+CREATE INDEX outbox_status_created ON outbox_events(status, created_at);
 CREATE INDEX outbox_transaction ON outbox_events(transaction_id);
 
 CREATE TABLE outbox_attempts (
     id               INTEGER PRIMARY KEY,
     event_id         TEXT NOT NULL REFERENCES outbox_events(id),
     attempt          INTEGER NOT NULL,
+    -- Where it was sent: the buyer's webhook URL at the time of the attempt.
+    url              TEXT NOT NULL,
     started_at       INTEGER NOT NULL,
     duration_ms      INTEGER NOT NULL,
     http_status      INTEGER,
@@ -272,4 +286,5 @@ CREATE TABLE supplier_cancellations (
     created_at      INTEGER NOT NULL,
     resolved_at     INTEGER
 );
-CREATE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);
+-- A lead has at most one supplier cancellation, ever: a disputed one is not reopened.
+CREATE UNIQUE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);

@@ -8,11 +8,17 @@ use tokio::net::TcpListener;
 
 use crate::db::Db;
 use crate::http::{AppState, ServerConfig};
+use crate::outbox::{Notifier, WorkerConfig};
 
 /// Everything `leadrelay serve` can set.
 #[derive(Debug, Clone, Default)]
 pub struct ServiceOptions {
     pub server: ServerConfig,
+    /// The outbox workers: sender threads, retry schedule, request timeout.
+    pub delivery: WorkerConfig,
+    /// Wakes the outbox workers. The service hands it to the HTTP handlers; a caller that
+    /// writes events in the same process (a benchmark, a test) may keep a clone to poke.
+    pub outbox: Notifier,
 }
 
 /// Runs the service on `listener` until `shutdown` completes; returns after a clean stop.
@@ -22,12 +28,19 @@ pub async fn run(
     options: ServiceOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let state = Arc::new(AppState::new(db.clone(), options.server));
+    let mut state = AppState::new(db.clone(), options.server);
+    state.outbox = options.outbox.clone();
+    let state = Arc::new(state);
+    let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
     let result = crate::http::server::run(listener, state, shutdown).await;
     let closing = db.clone();
-    // Closing joins the writer thread, which may still be committing: keep it off the
-    // async threads.
-    let _ = tokio::task::spawn_blocking(move || closing.close()).await;
+    // Stopping the workers waits for their current attempts, and closing joins the writer
+    // thread, which may still be committing: keep both off the async threads.
+    let _ = tokio::task::spawn_blocking(move || {
+        workers.stop();
+        closing.close();
+    })
+    .await;
     log::info!("stopped");
     result
 }

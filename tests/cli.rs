@@ -537,3 +537,33 @@ fn text_output_is_readable() {
     assert!(text.contains("id: ws"), "{text}");
     assert!(text.contains("timezone: UTC"), "{text}");
 }
+
+#[test]
+fn demo_creates_a_sample_setup_once() {
+    let db = TempDb::new();
+    let demo = cli_json(&db.path, &["demo", "--base-url", "http://127.0.0.1:8081"]);
+    assert_eq!(demo["sourceId"], "demo-form");
+    assert!(demo["sourceSecret"].as_str().unwrap().starts_with("lrs_"));
+    let steps = demo["steps"].as_array().unwrap();
+    assert!(steps.len() >= 8);
+    let ingest = steps[2]["command"].as_str().unwrap();
+    assert!(
+        ingest.contains(
+            "http://127.0.0.1:8081/api/webhooks/channels/demo-web/sources/demo-form/leads"
+        )
+    );
+    assert!(ingest.contains(demo["sourceSecret"].as_str().unwrap()));
+    assert_eq!(
+        cli_json(&db.path, &["buyer", "list"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(count(&db.path, "suppliers"), 1);
+    assert_eq!(count(&db.path, "products"), 2);
+
+    let again = cli_output(&db.path, &["demo"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("exists already"));
+}

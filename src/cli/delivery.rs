@@ -1,0 +1,241 @@
+//! Delivery commands: `deliver`, `transaction show|list`, `outbox list|show|retry`.
+//!
+//! Each opens the database, runs the domain function through the writer or the read pool
+//! (safe while `serve` runs on the same file: the server's workers pick up new and retried
+//! events at their next poll) and prints the result.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use super::output::Output;
+use super::setup::open;
+use crate::db::DbError;
+use crate::delivery::DeliveryOrder;
+use crate::delivery::transaction::{self, ListFilter, Status};
+use crate::outbox::store::{self, OutboxError};
+
+#[derive(Debug, Args)]
+pub struct DeliverArgs {
+    /// The lead request (interest) to deliver, `lreq_…`.
+    #[arg(long)]
+    pub request: String,
+    /// The buyer account to deliver it to.
+    #[arg(long)]
+    pub buyer: String,
+    /// The buyer price; without it the buyer's subscription price applies.
+    #[arg(long, value_parser = crate::money::parse_cents)]
+    pub price: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TransactionStatusArg {
+    Delivered,
+    Acknowledged,
+    Rejected,
+    PayoutPending,
+    Paid,
+    Cancelled,
+}
+
+impl TransactionStatusArg {
+    fn status(self) -> Status {
+        match self {
+            TransactionStatusArg::Delivered => Status::Delivered,
+            TransactionStatusArg::Acknowledged => Status::Acknowledged,
+            TransactionStatusArg::Rejected => Status::Rejected,
+            TransactionStatusArg::PayoutPending => Status::PayoutPending,
+            TransactionStatusArg::Paid => Status::Paid,
+            TransactionStatusArg::Cancelled => Status::Cancelled,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TransactionCommand {
+    /// Show a transaction with its history and its webhook events.
+    Show { id: String },
+    /// List transactions, newest first.
+    List {
+        #[arg(long)]
+        buyer: Option<String>,
+        #[arg(long)]
+        lead: Option<String>,
+        #[arg(long, value_enum)]
+        status: Option<TransactionStatusArg>,
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+        limit: i64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EventStatusArg {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+impl EventStatusArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventStatusArg::Pending => "pending",
+            EventStatusArg::Delivered => "delivered",
+            EventStatusArg::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OutboxCommand {
+    /// List webhook events, newest first.
+    List {
+        #[arg(long, value_enum)]
+        status: Option<EventStatusArg>,
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+        limit: i64,
+    },
+    /// Show an event: its body and every attempt (time, status, error, response excerpt).
+    Show { id: String },
+    /// Make a failed or pending event due now; a failed one starts the retry schedule again.
+    Retry { id: String },
+}
+
+pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
+    let db = open(path)?;
+    let result = db.write_blocking(move |conn| {
+        crate::delivery::deliver(
+            conn,
+            &DeliveryOrder {
+                lead_request_id: &args.request,
+                buyer_id: &args.buyer,
+                price_cents: args.price,
+                actor: "operator",
+            },
+        )
+    });
+    db.close();
+    let delivered = result?;
+    out.print(&delivered.to_json());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A read that fails with a message when the record is missing.
+#[derive(Debug)]
+enum ShowError {
+    NotFound(&'static str, String),
+    Db(DbError),
+}
+
+impl std::fmt::Display for ShowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShowError::NotFound(kind, id) => write!(f, "unknown {kind} '{id}'"),
+            ShowError::Db(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ShowError {}
+
+impl From<DbError> for ShowError {
+    fn from(e: DbError) -> Self {
+        ShowError::Db(e)
+    }
+}
+
+impl From<rusqlite::Error> for ShowError {
+    fn from(e: rusqlite::Error) -> Self {
+        ShowError::Db(DbError::Sqlite(e))
+    }
+}
+
+pub fn transaction(
+    path: &Path,
+    out: &Output,
+    command: TransactionCommand,
+) -> anyhow::Result<ExitCode> {
+    let db = open(path)?;
+    match command {
+        TransactionCommand::Show { id } => {
+            let shown = db.read_blocking(|conn| {
+                let txn = transaction::find(conn, &id)?
+                    .ok_or_else(|| ShowError::NotFound("transaction", id.clone()))?;
+                let mut value = txn.to_json();
+                let history: Vec<Value> = transaction::history(conn, &id)?
+                    .iter()
+                    .map(|entry| entry.to_json())
+                    .collect();
+                let events: Vec<Value> = store::of_transaction(conn, &id)?
+                    .iter()
+                    .map(|event| event.to_json())
+                    .collect();
+                value["history"] = Value::Array(history);
+                value["events"] = Value::Array(events);
+                Ok::<_, ShowError>(value)
+            });
+            db.close();
+            out.print(&shown?);
+        }
+        TransactionCommand::List {
+            buyer,
+            lead,
+            status,
+            limit,
+        } => {
+            let filter = ListFilter {
+                buyer_id: buyer,
+                lead_id: lead,
+                status: status.map(TransactionStatusArg::status),
+                limit,
+            };
+            let listed =
+                db.read_blocking(|conn| transaction::list(conn, &filter).map_err(DbError::from));
+            db.close();
+            let items: Vec<Value> = listed?.iter().map(|t| t.to_json()).collect();
+            out.print_list(&items);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn outbox(path: &Path, out: &Output, command: OutboxCommand) -> anyhow::Result<ExitCode> {
+    let db = open(path)?;
+    match command {
+        OutboxCommand::List { status, limit } => {
+            let listed = db.read_blocking(|conn| {
+                store::list(conn, status.map(EventStatusArg::as_str), limit).map_err(DbError::from)
+            });
+            db.close();
+            let items: Vec<Value> = listed?.iter().map(|e| e.to_json()).collect();
+            out.print_list(&items);
+        }
+        OutboxCommand::Show { id } => {
+            let shown = db.read_blocking(|conn| {
+                let event = store::find(conn, &id)?
+                    .ok_or_else(|| ShowError::NotFound("event", id.clone()))?;
+                let attempts: Vec<Value> = store::attempts(conn, &id)?
+                    .iter()
+                    .map(|a| a.to_json())
+                    .collect();
+                let mut value = event.to_json();
+                value["url"] = json!(event.url);
+                value["payload"] =
+                    serde_json::from_str(&event.payload).unwrap_or(Value::String(event.payload));
+                value["attemptLog"] = Value::Array(attempts);
+                Ok::<_, ShowError>(value)
+            });
+            db.close();
+            out.print(&shown?);
+        }
+        OutboxCommand::Retry { id } => {
+            let retried =
+                db.write_blocking(move |conn| store::retry(conn, &id, crate::clock::now_ms()));
+            db.close();
+            let event: Result<_, OutboxError> = retried;
+            out.print(&event?.to_json());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,318 @@
+//! `leadrelay demo`: a sample setup in the database and copy-paste commands that walk a new
+//! user through the whole flow: ingest, delivery, every lifecycle call, supplier clawback.
+//!
+//! It only creates records through `config`, like the other commands; it starts nothing.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use super::output::Output;
+use crate::config::container::{ContainerKind, DeliveryMode, NewContainer};
+use crate::config::source::{DedupeAction, NewSource};
+use crate::config::{ConfigError, buyer, container, product, source, supplier, workspace};
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where the server listens, for the printed curl commands.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub base_url: String,
+    /// Where the demo buyers receive `lead.delivered` events.
+    #[arg(long, default_value = "http://127.0.0.1:9000/leads")]
+    pub webhook_url: String,
+}
+
+/// What the demo created, with the secrets it prints once.
+struct Created {
+    source_secret: String,
+    webhook_path: String,
+    sunco_secret: String,
+    heatco_secret: String,
+    supplier_key: String,
+}
+
+fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created, ConfigError> {
+    workspace::create(
+        conn,
+        &workspace::NewWorkspace {
+            id: Some("demo"),
+            name: "Demo Leads",
+            timezone: "UTC",
+        },
+    )?;
+    for (id, kind, name) in [
+        ("demo-web", ContainerKind::Channel, "Demo web forms"),
+        ("demo-list", ContainerKind::Table, "Demo lead list"),
+    ] {
+        container::create(
+            conn,
+            &NewContainer {
+                id: Some(id),
+                workspace_id: "demo",
+                kind,
+                name,
+                auto_delivery: None,
+                delivery_mode: DeliveryMode::Exclusive,
+                max_buyers: 3,
+                score_threshold: 40,
+            },
+        )?;
+    }
+    product::create(
+        conn,
+        &product::NewProduct {
+            id: Some("demo-solar"),
+            workspace_id: "demo",
+            slug: "solar",
+            name: "Solar panels",
+            fields: vec![
+                product::FieldDef::parse("roof:required=tile|flat|metal")
+                    .expect("the demo's field definition is valid"),
+            ],
+            default_supplier_cost_cents: Some(400),
+        },
+    )?;
+    product::create(
+        conn,
+        &product::NewProduct {
+            id: Some("demo-heatpump"),
+            workspace_id: "demo",
+            slug: "heatpump",
+            name: "Heat pumps",
+            fields: Vec::new(),
+            default_supplier_cost_cents: Some(600),
+        },
+    )?;
+    let (_, supplier_key) = supplier::create(
+        conn,
+        &supplier::NewSupplier {
+            id: Some("demo-supplier"),
+            workspace_id: "demo",
+            name: "Demo Supplier Ltd",
+            key: None,
+        },
+    )?;
+    let created_source = source::create(
+        conn,
+        &NewSource {
+            id: Some("demo-form"),
+            container_id: "demo-web",
+            container_kind: ContainerKind::Channel,
+            name: "Demo landing page",
+            secret: Some(None),
+            supplier_id: Some("demo-supplier"),
+            supplier_cost_cents: Some(500),
+            dedupe_fields: None,
+            dedupe_scope: None,
+            dedupe_action: DedupeAction::Review,
+            dedupe_window_days: 30,
+        },
+    )?;
+    let mut secrets = Vec::new();
+    for (id, name, plan) in [
+        ("demo-sunco", "SunCo", buyer::Plan::Postpaid),
+        ("demo-heatco", "HeatCo", buyer::Plan::Prepaid),
+    ] {
+        let created = buyer::create(
+            conn,
+            &buyer::NewBuyer {
+                id: Some(id),
+                workspace_id: "demo",
+                name,
+                webhook_url,
+                secret: Some(None),
+                signing_secret: None,
+                capabilities: buyer::CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+                cancellation_window_secs: 72 * 3600,
+                auto_payout_pending: false,
+                plan,
+                credit_limit_cents: 0,
+            },
+        )?;
+        secrets.push(
+            created
+                .secret
+                .expect("the demo buyers get a generated secret"),
+        );
+    }
+    for (buyer_id, product_id, price_cents) in [
+        ("demo-sunco", "demo-solar", 3000),
+        ("demo-heatco", "demo-solar", 2500),
+        ("demo-heatco", "demo-heatpump", 4000),
+    ] {
+        buyer::subscribe(
+            conn,
+            &buyer::NewSubscription {
+                buyer_id,
+                product: product_id,
+                price_cents,
+                daily_cap: Some(100),
+                monthly_cap: None,
+                priority: 0,
+                filters: Vec::new(),
+                schedule: None,
+            },
+        )?;
+    }
+    buyer::fund(conn, "demo-heatco", 10_000)?;
+    Ok(Created {
+        source_secret: created_source
+            .secret
+            .expect("the demo source gets a generated secret"),
+        webhook_path: created_source.source.webhook_path(),
+        sunco_secret: secrets[0].clone(),
+        heatco_secret: secrets[1].clone(),
+        supplier_key,
+    })
+}
+
+pub fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let db = super::setup::open(path)?;
+    let webhook_url = args.webhook_url.clone();
+    let result = db.write_blocking(move |conn| create_all(conn, &webhook_url));
+    db.close();
+    let created = match result {
+        Err(ConfigError::AlreadyExists { .. }) => anyhow::bail!(
+            "the demo exists already in {}; use a fresh database (--db /tmp/demo.db)",
+            path.display()
+        ),
+        other => other?,
+    };
+    let base = args.base_url.trim_end_matches('/');
+    let steps = steps(base, &created, &path.display().to_string());
+    if out.is_json() {
+        out.print(&json!({
+            "workspaceId": "demo",
+            "channelId": "demo-web",
+            "tableId": "demo-list",
+            "sourceId": "demo-form",
+            "webhookPath": created.webhook_path,
+            "sourceSecret": created.source_secret,
+            "buyers": [
+                {"id": "demo-sunco", "secret": created.sunco_secret, "plan": "postpaid"},
+                {"id": "demo-heatco", "secret": created.heatco_secret, "plan": "prepaid"},
+            ],
+            "supplier": {"id": "demo-supplier", "key": created.supplier_key},
+            "steps": steps.iter().map(|(title, command)| json!({"title": title, "command": command})).collect::<Vec<_>>(),
+        }));
+    } else {
+        println!("Demo created in {} (workspace 'demo').", path.display());
+        println!("Secrets below are shown once.\n");
+        for (index, (title, command)) in steps.iter().enumerate() {
+            println!("{}. {title}\n{command}\n", index + 1);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The walk-through, as (title, shell command) pairs.
+fn steps(base: &str, created: &Created, db: &str) -> Vec<(String, String)> {
+    let receiver = r#"python3 -c 'import http.server,json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body=json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        print(json.dumps(body, indent=2)); self.send_response(200); self.end_headers()
+        self.wfile.write(json.dumps({"externalId": "crm-" + body["transactionId"][-6:]}).encode())
+http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
+    let ingest = format!(
+        "curl -s -X POST {base}{path} \\\n  -H 'Content-Type: application/json' \\\n  \
+         -H 'X-Service-Webhook-Secret: {secret}' \\\n  -d '{{\"externalId\": \"demo-1\", \
+         \"firstName\": \"Ada\", \"lastName\": \"Lovelace\", \"email\": \"ada@example.org\", \
+         \"phone\": \"+44 20 7946 0000\", \"postalCode\": \"10115\", \"country\": \"DE\", \
+         \"consentStatus\": \"granted\", \"consentCapturedAt\": \"2026-01-01T10:00:00Z\", \
+         \"productSlug\": \"solar\", \"fieldValues\": {{\"roof\": \"tile\"}}, \
+         \"triggerAutoDelivery\": true}}'",
+        path = created.webhook_path,
+        secret = created.source_secret
+    );
+    let manual = format!(
+        "curl -s -X POST {base}{path} \\\n  -H 'Content-Type: application/json' \\\n  \
+         -H 'Authorization: Bearer {secret}' \\\n  -d '{{\"externalId\": \"demo-2\", \
+         \"firstName\": \"Alan\", \"lastName\": \"Turing\", \"email\": \"alan@example.org\", \
+         \"productSlug\": \"heatpump\"}}'\n\
+         # copy requestIds[0] from the answer, then:\n\
+         leadrelay --db {db} deliver --request LREQ_ID --buyer demo-heatco",
+        path = created.webhook_path,
+        secret = created.source_secret
+    );
+    let lifecycle = |endpoint: &str, secret: &str, body: &str| {
+        format!(
+            "curl -s -X POST {base}/api/webhooks/{endpoint} \\\n  \
+             -H 'Content-Type: application/json' \\\n  -H 'X-Service-Webhook-Secret: {secret}' \\\n  \
+             -d '{body}'"
+        )
+    };
+    vec![
+        (
+            "Start the server (another terminal)".into(),
+            format!(
+                "leadrelay --db {db} serve --listen {}",
+                base.trim_start_matches("http://")
+            ),
+        ),
+        (
+            "Start a buyer webhook receiver that prints events (another terminal)".into(),
+            receiver.to_string(),
+        ),
+        (
+            "Ingest a lead with auto-delivery (SunCo pays most for solar, so it gets it)".into(),
+            ingest,
+        ),
+        (
+            "Deliver a lead by hand to the prepaid buyer HeatCo".into(),
+            manual,
+        ),
+        (
+            "Look at what happened (take TXN_ID from the receiver's output or this list)".into(),
+            format!("leadrelay --db {db} transaction list\nleadrelay --db {db} outbox list"),
+        ),
+        (
+            "SunCo acknowledges its transaction".into(),
+            lifecycle(
+                "partner-confirmation",
+                &created.sunco_secret,
+                r#"{"transactionId": "TXN_ID", "status": "acknowledged"}"#,
+            ),
+        ),
+        (
+            "SunCo marks the payout pending, then paid".into(),
+            format!(
+                "{}\n{}",
+                lifecycle(
+                    "partner-payout-pending",
+                    &created.sunco_secret,
+                    r#"{"transactionId": "TXN_ID"}"#
+                ),
+                lifecycle(
+                    "partner-payout",
+                    &created.sunco_secret,
+                    r#"{"transactionId": "TXN_ID"}"#
+                )
+            ),
+        ),
+        (
+            "HeatCo cancels its transaction (refunds its prepaid balance; the lead's supplier \
+             cancellation opens)"
+                .into(),
+            lifecycle(
+                "partner-cancellation",
+                &created.heatco_secret,
+                r#"{"transactionId": "HEATCO_TXN_ID", "reason": "customer unreachable"}"#,
+            ),
+        ),
+        (
+            "The supplier confirms the clawback".into(),
+            lifecycle(
+                "supplier-cancellation-confirmation",
+                &created.supplier_key,
+                r#"{"leadId": "LEAD_ID", "status": "acknowledged"}"#,
+            ),
+        ),
+        (
+            "Check the service".into(),
+            format!("curl -s {base}/api/health"),
+        ),
+    ]
+}

@@ -1,0 +1,209 @@
+//! The body of the `lead.delivered` event (SPEC.md section 6): exactly its fields, with the
+//! lead as a native Lead object (person, consent and capture fields, capture metadata and
+//! the partner's additional properties) and the interest's field values.
+//!
+//! Owns building the body from stored records. It does not own sending it: the body is
+//! written to the outbox with the transaction and sent, unchanged on every attempt, by
+//! `outbox`.
+
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::{Map, Value, json};
+
+use crate::config::container::DeliveryMode;
+
+/// The lead's columns that hold interface fields, with their names in the Lead object.
+const LEAD_FIELDS: &[(&str, &str)] = &[
+    ("external_id", "externalId"),
+    ("first_name", "firstName"),
+    ("last_name", "lastName"),
+    ("email", "email"),
+    ("phone", "phone"),
+    ("street", "street"),
+    ("house_number", "houseNumber"),
+    ("postal_code", "postalCode"),
+    ("city", "city"),
+    ("country", "country"),
+    ("consent_status", "consentStatus"),
+    ("legal_basis", "legalBasis"),
+    ("consent_captured_at", "consentCapturedAt"),
+    ("consent_text_version", "consentTextVersion"),
+    ("captured_by_external_id", "capturedByExternalId"),
+    ("captured_by_name", "capturedByName"),
+    ("captured_by_team", "capturedByTeam"),
+    ("captured_at", "capturedAt"),
+    ("capture_method", "captureMethod"),
+];
+
+/// The `lead` object of the event for `lead_id`, or `None` when there is no such lead.
+///
+/// Additional properties come first and the interface fields after them, so a stored
+/// additional property can never shadow a field the service validated. Absent (null)
+/// fields are left out; capture metadata goes where a native Lead carries it,
+/// `capture.metadata`.
+pub fn lead_object(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Value>> {
+    let columns: Vec<&str> = LEAD_FIELDS.iter().map(|(column, _)| *column).collect();
+    let sql = format!(
+        "SELECT {}, capture_metadata, additional FROM leads WHERE id = ?1",
+        columns.join(", ")
+    );
+    conn.prepare_cached(&sql)?
+        .query_row([lead_id], |row| {
+            let additional: String = row.get(LEAD_FIELDS.len() + 1)?;
+            let mut lead = match serde_json::from_str::<Value>(&additional) {
+                Ok(Value::Object(map)) => map,
+                _ => Map::new(),
+            };
+            lead.retain(|_, value| !value.is_null());
+            for (index, (_, name)) in LEAD_FIELDS.iter().enumerate() {
+                match row.get::<_, Option<String>>(index)? {
+                    Some(value) => lead.insert((*name).to_string(), Value::String(value)),
+                    None => lead.remove(*name),
+                };
+            }
+            let metadata: Option<String> = row.get(LEAD_FIELDS.len())?;
+            match metadata.and_then(|m| serde_json::from_str::<Value>(&m).ok()) {
+                Some(metadata @ Value::Object(_)) => {
+                    lead.insert("capture".into(), json!({ "metadata": metadata }));
+                }
+                _ => {
+                    lead.remove("capture");
+                }
+            }
+            Ok(Value::Object(lead))
+        })
+        .optional()
+}
+
+/// The interest's answers as stored (an object of strings), or an empty object.
+pub fn field_values(stored: &str) -> Value {
+    match serde_json::from_str::<Value>(stored) {
+        Ok(Value::Object(map)) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| match value {
+                    Value::String(_) | Value::Null => (key, value),
+                    // The interface types these as string or null; anything else stored by
+                    // an older version is passed on as its JSON text rather than dropped.
+                    other => (key, Value::String(other.to_string())),
+                })
+                .collect(),
+        ),
+        _ => Value::Object(Map::new()),
+    }
+}
+
+pub struct Party<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+}
+
+pub struct ProductRef<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub slug: &'a str,
+}
+
+/// Everything the event body says.
+pub struct LeadDelivered<'a> {
+    pub transaction_id: &'a str,
+    pub lead_request_id: &'a str,
+    pub lead_id: &'a str,
+    pub delivery_mode: DeliveryMode,
+    pub sent_at_ms: i64,
+    pub buyer: Party<'a>,
+    pub product: ProductRef<'a>,
+    pub buyer_price_cents: i64,
+    pub supplier_cost_cents: i64,
+    pub margin_cents: i64,
+    pub lead: Value,
+    pub field_values: Value,
+}
+
+impl LeadDelivered<'_> {
+    /// The body, with exactly the fields of SPEC.md section 6 in its order.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "event": "lead.delivered",
+            "transactionId": self.transaction_id,
+            "deliveryChannel": "webhook",
+            "leadRequestId": self.lead_request_id,
+            "leadId": self.lead_id,
+            "deliveryMode": self.delivery_mode.as_str(),
+            "sentAt": crate::clock::iso(self.sent_at_ms),
+            "buyer": {"id": self.buyer.id, "name": self.buyer.name},
+            "product": {
+                "id": self.product.id,
+                "name": self.product.name,
+                "slug": self.product.slug,
+            },
+            "pricing": {
+                "buyerPrice": crate::money::to_json(self.buyer_price_cents),
+                "supplierCost": crate::money::to_json(self.supplier_cost_cents),
+                "marginAmount": crate::money::to_json(self.margin_cents),
+            },
+            "lead": self.lead,
+            "fieldValues": self.field_values,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_values_are_strings_or_null() {
+        assert_eq!(
+            field_values(r#"{"roof": "tile", "size": null, "n": 3}"#),
+            json!({"roof": "tile", "size": null, "n": "3"})
+        );
+        assert_eq!(field_values("not json"), json!({}));
+    }
+
+    #[test]
+    fn the_body_has_exactly_the_interface_fields() {
+        let body = LeadDelivered {
+            transaction_id: "txn_1",
+            lead_request_id: "lreq_1",
+            lead_id: "lead_1",
+            delivery_mode: DeliveryMode::Multi,
+            sent_at_ms: 0,
+            buyer: Party { id: "b", name: "B" },
+            product: ProductRef {
+                id: "p",
+                name: "P",
+                slug: "p",
+            },
+            buyer_price_cents: 2500,
+            supplier_cost_cents: 400,
+            margin_cents: 2100,
+            lead: json!({"firstName": "Ada"}),
+            field_values: json!({}),
+        }
+        .to_json();
+        let keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "event",
+                "transactionId",
+                "deliveryChannel",
+                "leadRequestId",
+                "leadId",
+                "deliveryMode",
+                "sentAt",
+                "buyer",
+                "product",
+                "pricing",
+                "lead",
+                "fieldValues"
+            ]
+        );
+        assert_eq!(body["sentAt"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(body["pricing"]["marginAmount"], json!(21.0));
+    }
+}

@@ -1,0 +1,187 @@
+//! Delivery: turning a lead request and a buyer into a transaction (DESIGN.md section 3).
+//!
+//! Owns the rules of a delivery (exclusive and multi mode, buyer status, subscription or
+//! operator price, prepaid balance, workspace), its economics (buyer price, supplier cost,
+//! margin, the prepaid charge), the transaction record and its history, and the body of the
+//! `lead.delivered` event. It does not own choosing buyers (auto-delivery does, and calls
+//! [`deliver`] for each one it picks), moving a transaction after delivery (lifecycle), or
+//! sending the event (the outbox, which gets the event in the same SQLite transaction).
+
+mod deliver;
+pub mod event;
+pub mod transaction;
+
+pub use deliver::{Delivered, DeliveryOrder, deliver};
+
+use hyper::StatusCode;
+
+use crate::db::DbError;
+use crate::http::ApiError;
+
+/// Why a delivery was refused. A refusal writes nothing.
+#[derive(Debug)]
+pub enum DeliveryError {
+    RequestNotFound(String),
+    BuyerNotFound(String),
+    /// The buyer belongs to another workspace than the lead.
+    OtherWorkspace {
+        buyer_id: String,
+        workspace_id: String,
+    },
+    /// The lead is cancelled or has a supplier cancellation pending.
+    LeadNotActive {
+        lead_id: String,
+        status: String,
+    },
+    BuyerPaused(String),
+    /// No subscription to the product and no price given.
+    NotSubscribed {
+        buyer_id: String,
+        product_id: String,
+    },
+    /// Exclusive mode: the request has a live transaction already.
+    AlreadyDelivered {
+        lead_request_id: String,
+        transaction_id: String,
+    },
+    /// The buyer has had this lead request already (in either mode, also when that
+    /// transaction was rejected or cancelled).
+    AlreadyDeliveredToBuyer {
+        lead_request_id: String,
+        buyer_id: String,
+        transaction_id: String,
+    },
+    /// Multi mode: the container's maximum number of buyers hold the request already.
+    MaxBuyersReached {
+        lead_request_id: String,
+        max_buyers: i64,
+    },
+    /// A prepaid buyer's balance plus credit limit does not cover the price.
+    InsufficientBalance {
+        buyer_id: String,
+        available_cents: i64,
+        price_cents: i64,
+    },
+    InvalidPrice(i64),
+    Db(DbError),
+}
+
+impl DeliveryError {
+    /// A short machine-readable code, used in HTTP bodies and as auto-delivery's reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeliveryError::RequestNotFound(_) => "lead_request_not_found",
+            DeliveryError::BuyerNotFound(_) => "buyer_not_found",
+            DeliveryError::OtherWorkspace { .. } => "buyer_in_other_workspace",
+            DeliveryError::LeadNotActive { .. } => "lead_not_active",
+            DeliveryError::BuyerPaused(_) => "buyer_paused",
+            DeliveryError::NotSubscribed { .. } => "not_subscribed",
+            DeliveryError::AlreadyDelivered { .. } => "already_delivered",
+            DeliveryError::AlreadyDeliveredToBuyer { .. } => "already_delivered_to_buyer",
+            DeliveryError::MaxBuyersReached { .. } => "max_buyers_reached",
+            DeliveryError::InsufficientBalance { .. } => "insufficient_balance",
+            DeliveryError::InvalidPrice(_) => "invalid_price",
+            DeliveryError::Db(_) => "database_error",
+        }
+    }
+}
+
+impl std::fmt::Display for DeliveryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::money::display;
+        match self {
+            DeliveryError::RequestNotFound(id) => write!(f, "unknown lead request '{id}'"),
+            DeliveryError::BuyerNotFound(id) => write!(f, "unknown buyer '{id}'"),
+            DeliveryError::OtherWorkspace {
+                buyer_id,
+                workspace_id,
+            } => write!(
+                f,
+                "buyer '{buyer_id}' is not in the lead's workspace '{workspace_id}'"
+            ),
+            DeliveryError::LeadNotActive { lead_id, status } => {
+                write!(f, "lead '{lead_id}' is {status} and cannot be delivered")
+            }
+            DeliveryError::BuyerPaused(id) => write!(f, "buyer '{id}' is paused"),
+            DeliveryError::NotSubscribed {
+                buyer_id,
+                product_id,
+            } => write!(
+                f,
+                "buyer '{buyer_id}' is not subscribed to product '{product_id}'; give a price with --price"
+            ),
+            DeliveryError::AlreadyDelivered {
+                lead_request_id,
+                transaction_id,
+            } => write!(
+                f,
+                "lead request '{lead_request_id}' is exclusive and already delivered (transaction '{transaction_id}')"
+            ),
+            DeliveryError::AlreadyDeliveredToBuyer {
+                lead_request_id,
+                buyer_id,
+                transaction_id,
+            } => write!(
+                f,
+                "buyer '{buyer_id}' already had lead request '{lead_request_id}' (transaction '{transaction_id}')"
+            ),
+            DeliveryError::MaxBuyersReached {
+                lead_request_id,
+                max_buyers,
+            } => write!(
+                f,
+                "lead request '{lead_request_id}' already went to its maximum of {max_buyers} buyers"
+            ),
+            DeliveryError::InsufficientBalance {
+                buyer_id,
+                available_cents,
+                price_cents,
+            } => write!(
+                f,
+                "buyer '{buyer_id}' has {} available (balance plus credit limit), less than the price {}",
+                display(*available_cents),
+                display(*price_cents)
+            ),
+            DeliveryError::InvalidPrice(cents) => {
+                write!(
+                    f,
+                    "invalid price {}: it must not be negative",
+                    display(*cents)
+                )
+            }
+            DeliveryError::Db(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DeliveryError {}
+
+impl From<DbError> for DeliveryError {
+    fn from(e: DbError) -> Self {
+        DeliveryError::Db(e)
+    }
+}
+
+impl From<rusqlite::Error> for DeliveryError {
+    fn from(e: rusqlite::Error) -> Self {
+        DeliveryError::Db(DbError::Sqlite(e))
+    }
+}
+
+impl From<DeliveryError> for ApiError {
+    fn from(e: DeliveryError) -> ApiError {
+        if let DeliveryError::Db(db) = e {
+            return ApiError::from(db);
+        }
+        let status = match &e {
+            DeliveryError::RequestNotFound(_) | DeliveryError::BuyerNotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            DeliveryError::AlreadyDelivered { .. }
+            | DeliveryError::AlreadyDeliveredToBuyer { .. }
+            | DeliveryError::MaxBuyersReached { .. } => StatusCode::CONFLICT,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.code(), e.to_string())
+    }
+}

@@ -1,0 +1,657 @@
+//! `leadrelay deliver`: the rules (exclusive, multi, prices, balances, refusals that write
+//! nothing), the transaction it creates, and the `lead.delivered` event a real local
+//! receiver gets: exact body, Standard Webhooks headers, a signature checked independently.
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::util::receiver::{Answer, Receiver};
+use crate::util::{TempDb, TestServer, basic_setup, cli_json, cli_output};
+
+/// The signing secret of the Standard Webhooks test vector, used for the test buyers so
+/// that a signature can be checked against a value computed by hand.
+pub const SIGNING_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// Options for a server whose retries come quickly.
+pub fn fast_options() -> leadrelay::service::ServiceOptions {
+    leadrelay::service::ServiceOptions {
+        delivery: leadrelay::outbox::WorkerConfig {
+            retry_schedule: leadrelay::outbox::RetrySchedule::parse("200ms,200ms,200ms")
+                .expect("a valid schedule"),
+            request_timeout: Duration::from_secs(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// `basic_setup` plus a source `src` (no secret, supplier cost 4) in channel `web`.
+pub fn setup(db: &Path) {
+    basic_setup(db);
+    cli_json(
+        db,
+        &[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--name",
+            "Src",
+            "--id",
+            "src",
+            "--no-secret",
+            "--supplier-cost",
+            "4",
+        ],
+    );
+}
+
+/// A buyer in workspace `ws` posting to `url`, subscribed to `solar` at `price` (when
+/// given), with the test vector's signing secret. `extra` adds flags to `buyer create`.
+pub fn buyer(db: &Path, id: &str, url: &str, price: Option<&str>, extra: &[&str]) {
+    let mut args = vec![
+        "buyer",
+        "create",
+        "--workspace",
+        "ws",
+        "--name",
+        id,
+        "--id",
+        id,
+        "--webhook-url",
+        url,
+        "--signing-secret",
+        SIGNING_SECRET,
+    ];
+    args.extend_from_slice(extra);
+    cli_json(db, &args);
+    if let Some(price) = price {
+        cli_json(
+            db,
+            &[
+                "buyer",
+                "subscribe",
+                id,
+                "--product",
+                "solar",
+                "--price",
+                price,
+            ],
+        );
+    }
+}
+
+/// A lead with one interest in `solar`. TEMPORARY: written with SQL until the ingest
+/// endpoint lands on main; then this posts the Lead to the channel source over HTTP.
+pub fn lead_request(db: &Path, lead: &Value) -> (String, String) {
+    lead_request_in(db, "web", "src", lead)
+}
+
+/// [`lead_request`] on source `source` of channel `channel`.
+pub fn lead_request_in(db: &Path, channel: &str, source: &str, lead: &Value) -> (String, String) {
+    temporary_sql_lead(db, channel, source, lead)
+}
+
+fn temporary_sql_lead(db: &Path, channel: &str, source: &str, lead: &Value) -> (String, String) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let lead_id = format!("lead_{}", ulid::Ulid::new());
+    let request_id = format!("lreq_{}", ulid::Ulid::new());
+    let text = |key: &str| lead.get(key).and_then(Value::as_str).map(str::to_string);
+    let known = [
+        "externalId",
+        "firstName",
+        "lastName",
+        "email",
+        "phone",
+        "street",
+        "houseNumber",
+        "postalCode",
+        "city",
+        "country",
+        "consentStatus",
+        "legalBasis",
+        "consentCapturedAt",
+        "consentTextVersion",
+        "capturedByExternalId",
+        "capturedByName",
+        "capturedByTeam",
+        "capturedAt",
+        "captureMethod",
+        "capture",
+        "productSlug",
+        "fieldValues",
+    ];
+    let additional: serde_json::Map<String, Value> = lead
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !known.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let metadata = lead.pointer("/capture/metadata").map(Value::to_string);
+    conn.execute(
+        "INSERT INTO leads (id, source_id, container_id, workspace_id, external_id, first_name,
+            last_name, email, phone, postal_code, city, country, consent_status, legal_basis,
+            consent_captured_at, captured_by_name, captured_at, capture_method,
+            capture_metadata, additional, quality_status, duplicate_status, created_at)
+         VALUES (?1, ?18, ?19, 'ws', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
+            ?14, ?15, ?16, ?17, 'ok', 'unique', 0)",
+        rusqlite::params![
+            lead_id,
+            text("externalId"),
+            text("firstName"),
+            text("lastName"),
+            text("email"),
+            text("phone"),
+            text("postalCode"),
+            text("city"),
+            text("country"),
+            text("consentStatus"),
+            text("legalBasis"),
+            text("consentCapturedAt"),
+            text("capturedByName"),
+            text("capturedAt"),
+            text("captureMethod"),
+            metadata,
+            Value::Object(additional).to_string(),
+            source,
+            channel,
+        ],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO lead_requests (id, lead_id, position, product_id, field_values, created_at)
+         VALUES (?1, ?2, 0, (SELECT id FROM products WHERE slug = ?4), ?3, 0)",
+        rusqlite::params![
+            request_id,
+            lead_id,
+            lead.get("fieldValues")
+                .cloned()
+                .unwrap_or(json!({}))
+                .to_string(),
+            text("productSlug"),
+        ],
+    )
+    .unwrap();
+    (lead_id, request_id)
+}
+
+/// A minimal lead.
+pub fn simple_lead(n: usize) -> Value {
+    json!({"firstName": "Ada", "lastName": format!("Lovelace {n}"), "email": format!("ada{n}@example.org"), "productSlug": "solar"})
+}
+
+/// Runs `leadrelay deliver`; returns its JSON.
+pub fn deliver(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> Value {
+    let mut args = vec!["deliver", "--request", request, "--buyer", buyer];
+    if let Some(price) = price {
+        args.extend_from_slice(&["--price", price]);
+    }
+    cli_json(db, &args)
+}
+
+/// Runs `leadrelay deliver` expecting a refusal; returns its stderr.
+fn refused(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> String {
+    let mut args = vec!["deliver", "--request", request, "--buyer", buyer];
+    if let Some(price) = price {
+        args.extend_from_slice(&["--price", price]);
+    }
+    let output = cli_output(db, &args);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "deliver {request} to {buyer} should be refused: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Rows that a delivery writes, to prove a refusal wrote none.
+fn footprint(db: &Path) -> (i64, i64, i64, i64) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    (
+        count("SELECT count(*) FROM transactions"),
+        count("SELECT count(*) FROM outbox_events"),
+        count("SELECT count(*) FROM transaction_history"),
+        count("SELECT coalesce(sum(balance_cents), 0) FROM buyers"),
+    )
+}
+
+/// Checks a Standard Webhooks signature the way a buyer would, with nothing from
+/// leadrelay: HMAC-SHA256 keyed with the decoded secret over `id.timestamp.body`.
+pub fn signature_is_valid(
+    secret: &str,
+    id: &str,
+    timestamp: &str,
+    body: &[u8],
+    header: &str,
+) -> bool {
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(secret.strip_prefix("whsec_").unwrap())
+        .unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    let expected = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    header
+        .split(' ')
+        .filter_map(|part| part.strip_prefix("v1,"))
+        .any(|signature| signature == expected)
+}
+
+#[test]
+fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
+    let server = TestServer::start_with(TempDb::new(), fast_options());
+    let receiver = Receiver::start();
+    receiver.answer("/b1", Answer::ok().json(&json!({"externalId": "SUN-77"})));
+    let db = &server.db.path;
+    setup(db);
+    buyer(db, "b1", &receiver.url("/b1"), Some("25"), &[]);
+    let (lead_id, request_id) = lead_request(
+        db,
+        &json!({
+            "externalId": "crm-1",
+            "firstName": "Ada",
+            "lastName": "Lovelace",
+            "email": "ada@example.org",
+            "phone": "+49 170 1234567",
+            "postalCode": "80331",
+            "city": "München",
+            "country": "DE",
+            "consentStatus": "granted",
+            "legalBasis": "consent",
+            "consentCapturedAt": "2026-01-02T03:04:05Z",
+            "capturedByName": "Field Team",
+            "capturedAt": "2026-01-02T03:00:00Z",
+            "captureMethod": "door",
+            "capture": {"metadata": {"campaign": "spring"}},
+            "favouriteColour": "green",
+            "productSlug": "solar",
+            "fieldValues": {"roof": "tile"}
+        }),
+    );
+
+    let delivered = deliver(db, &request_id, "b1", None);
+    let transaction_id = delivered["transactionId"].as_str().unwrap().to_string();
+    let event_id = delivered["eventId"].as_str().unwrap().to_string();
+    assert!(transaction_id.starts_with("txn_"), "{delivered}");
+    assert!(event_id.starts_with("evt_"), "{delivered}");
+    assert_eq!(delivered["buyerPrice"], json!(25.0));
+
+    let request = receiver.wait_for_on("/b1", 1, WAIT).remove(0);
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(
+        request.header("user-agent"),
+        Some(format!("leadrelay/{}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    assert_eq!(request.header("webhook-id"), Some(event_id.as_str()));
+    let timestamp = request.header("webhook-timestamp").unwrap();
+    let age = leadrelay::clock::now_ms() / 1000 - timestamp.parse::<i64>().unwrap();
+    assert!(
+        (0..60).contains(&age),
+        "timestamp {timestamp} is unix seconds of now"
+    );
+    let signature = request.header("webhook-signature").unwrap();
+    assert!(signature.starts_with("v1,"), "{signature}");
+    assert!(
+        signature_is_valid(
+            SIGNING_SECRET,
+            &event_id,
+            timestamp,
+            &request.body,
+            signature
+        ),
+        "the signature verifies independently"
+    );
+    assert!(
+        !signature_is_valid(
+            "whsec_c2VjcmV0LW9mLWFub3RoZXItYnV5ZXItMTIzNDU2",
+            &event_id,
+            timestamp,
+            &request.body,
+            signature
+        ),
+        "and not with another secret"
+    );
+
+    let body = request.json();
+    let keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "event",
+            "transactionId",
+            "deliveryChannel",
+            "leadRequestId",
+            "leadId",
+            "deliveryMode",
+            "sentAt",
+            "buyer",
+            "product",
+            "pricing",
+            "lead",
+            "fieldValues"
+        ]
+    );
+    assert_eq!(body["event"], "lead.delivered");
+    assert_eq!(body["transactionId"], transaction_id.as_str());
+    assert_eq!(body["deliveryChannel"], "webhook");
+    assert_eq!(body["leadRequestId"], request_id.as_str());
+    assert_eq!(body["leadId"], lead_id.as_str());
+    assert_eq!(body["deliveryMode"], "exclusive");
+    let sent_at = body["sentAt"].as_str().unwrap();
+    assert!(
+        leadrelay::clock::parse_iso(sent_at).is_some(),
+        "sentAt is ISO 8601: {sent_at}"
+    );
+    assert_eq!(body["buyer"], json!({"id": "b1", "name": "b1"}));
+    assert_eq!(
+        body["product"],
+        json!({"id": "solar", "name": "Solar", "slug": "solar"})
+    );
+    assert_eq!(
+        body["pricing"],
+        json!({"buyerPrice": 25.0, "supplierCost": 4.0, "marginAmount": 21.0})
+    );
+    assert!(body["pricing"]["buyerPrice"].is_number());
+    assert_eq!(
+        body["lead"],
+        json!({
+            "favouriteColour": "green",
+            "externalId": "crm-1",
+            "firstName": "Ada",
+            "lastName": "Lovelace",
+            "email": "ada@example.org",
+            "phone": "+49 170 1234567",
+            "postalCode": "80331",
+            "city": "München",
+            "country": "DE",
+            "consentStatus": "granted",
+            "legalBasis": "consent",
+            "consentCapturedAt": "2026-01-02T03:04:05Z",
+            "capturedByName": "Field Team",
+            "capturedAt": "2026-01-02T03:00:00Z",
+            "captureMethod": "door",
+            "capture": {"metadata": {"campaign": "spring"}}
+        })
+    );
+    assert_eq!(body["fieldValues"], json!({"roof": "tile"}));
+
+    // The 2xx body's externalId becomes the transaction's partnerExternalId.
+    crate::util::wait_until(WAIT, "the transaction to show the event sent", || {
+        server.cli(&["transaction", "show", &transaction_id])["deliveryStatus"] == "sent"
+    });
+    let transaction = server.cli(&["transaction", "show", &transaction_id]);
+    assert_eq!(transaction["transactionId"], transaction_id.as_str());
+    assert_eq!(transaction["leadRequestId"], request_id.as_str());
+    assert_eq!(transaction["leadId"], lead_id.as_str());
+    assert_eq!(transaction["buyerAccountId"], "b1");
+    assert_eq!(transaction["productId"], "solar");
+    assert_eq!(transaction["deliveryMode"], "exclusive");
+    assert_eq!(transaction["buyerPrice"], json!(25.0));
+    assert_eq!(transaction["supplierCost"], json!(4.0));
+    assert_eq!(transaction["marginAmount"], json!(21.0));
+    assert_eq!(transaction["status"], "delivered");
+    assert_eq!(transaction["partnerExternalId"], "SUN-77");
+    assert_eq!(transaction["history"][0]["from"], Value::Null);
+    assert_eq!(transaction["history"][0]["to"], "delivered");
+    assert_eq!(transaction["history"][0]["actor"], "operator");
+    assert_eq!(transaction["events"][0]["id"], event_id.as_str());
+    assert_eq!(transaction["events"][0]["status"], "delivered");
+
+    let listed = server.cli(&["transaction", "list", "--buyer", "b1"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let (status, served): (String, Option<i64>) = conn
+        .query_row(
+            "SELECT r.status, b.last_served_at FROM lead_requests r, buyers b
+             WHERE r.id = ?1 AND b.id = 'b1'",
+            [&request_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "delivered");
+    assert!(served.is_some(), "the buyer's last_served_at is set");
+}
+
+#[test]
+fn refusals_are_clear_errors_that_write_nothing() {
+    let db = TempDb::new();
+    let db = &db.path;
+    setup(db);
+    let url = "http://127.0.0.1:9/unused";
+    buyer(db, "subscribed", url, Some("25"), &[]);
+    buyer(db, "unsubscribed", url, None, &[]);
+    buyer(db, "paused", url, Some("25"), &[]);
+    cli_json(db, &["buyer", "pause", "paused"]);
+    buyer(
+        db,
+        "prepaid",
+        url,
+        Some("25"),
+        &["--plan", "prepaid", "--credit-limit", "5"],
+    );
+    cli_json(db, &["buyer", "fund", "prepaid", "--amount", "19.99"]);
+    cli_json(
+        db,
+        &["workspace", "create", "--name", "Other", "--id", "other"],
+    );
+    cli_json(
+        db,
+        &[
+            "buyer",
+            "create",
+            "--workspace",
+            "other",
+            "--name",
+            "Elsewhere",
+            "--id",
+            "elsewhere",
+            "--webhook-url",
+            url,
+        ],
+    );
+    let (_, request) = lead_request(db, &simple_lead(1));
+    let (_, taken) = lead_request(db, &simple_lead(2));
+    deliver(db, &taken, "subscribed", None);
+
+    let cases: &[(&str, &str, Option<&str>, &str)] = &[
+        (&request, "paused", None, "buyer 'paused' is paused"),
+        (
+            &request,
+            "unsubscribed",
+            None,
+            "buyer 'unsubscribed' is not subscribed to product 'solar'; give a price with --price",
+        ),
+        (
+            &request,
+            "prepaid",
+            None,
+            "buyer 'prepaid' has 24.99 available (balance plus credit limit), less than the price 25.00",
+        ),
+        (&request, "prepaid", Some("30"), "less than the price 30.00"),
+        (
+            &request,
+            "elsewhere",
+            Some("1"),
+            "buyer 'elsewhere' is not in the lead's workspace 'ws'",
+        ),
+        (
+            "lreq_nothing",
+            "subscribed",
+            None,
+            "unknown lead request 'lreq_nothing'",
+        ),
+        (&request, "nobody", None, "unknown buyer 'nobody'"),
+        (
+            &taken,
+            "unsubscribed",
+            Some("10"),
+            "is exclusive and already delivered",
+        ),
+        (
+            &taken,
+            "subscribed",
+            None,
+            "buyer 'subscribed' already had lead request",
+        ),
+    ];
+    for (request, buyer, price, message) in cases {
+        let before = footprint(db);
+        let stderr = refused(db, request, buyer, *price);
+        assert!(
+            stderr.contains(message),
+            "deliver {request} to {buyer}: expected '{message}' in: {stderr}"
+        );
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert_eq!(footprint(db), before, "refusal {message} wrote nothing");
+    }
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let status: String = conn
+        .query_row(
+            "SELECT status FROM lead_requests WHERE id = ?1",
+            [&request],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(status, "open", "a refused request stays open");
+
+    // A price makes an unsubscribed buyer deliverable; credit covers a prepaid shortfall.
+    let by_price = deliver(db, &request, "unsubscribed", Some("12.50"));
+    assert_eq!(by_price["buyerPrice"], json!(12.5));
+    let (_, another) = lead_request(db, &simple_lead(3));
+    deliver(db, &another, "prepaid", Some("24.99"));
+    let balance: i64 = conn
+        .query_row(
+            "SELECT balance_cents FROM buyers WHERE id = 'prepaid'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        balance, -500,
+        "19.99 funded, 24.99 charged, 5.00 of credit used"
+    );
+    let charged: i64 = conn
+        .query_row(
+            "SELECT charged_cents FROM transactions WHERE buyer_id = 'prepaid'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(charged, 2499, "the charge is recorded for a refund");
+}
+
+#[test]
+fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cost() {
+    let db = TempDb::new();
+    let db = &db.path;
+    basic_setup(db);
+    cli_json(
+        db,
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Multi",
+            "--id",
+            "multi",
+            "--delivery-mode",
+            "multi",
+            "--max-buyers",
+            "2",
+        ],
+    );
+    // The source has no cost of its own: the product's default applies.
+    cli_json(
+        db,
+        &[
+            "product",
+            "create",
+            "--workspace",
+            "ws",
+            "--slug",
+            "heat",
+            "--name",
+            "Heat pumps",
+            "--id",
+            "heat",
+            "--supplier-cost",
+            "6",
+        ],
+    );
+    cli_json(
+        db,
+        &[
+            "source",
+            "create",
+            "--channel",
+            "multi",
+            "--name",
+            "M",
+            "--id",
+            "src",
+            "--no-secret",
+        ],
+    );
+    for id in ["m1", "m2", "m3"] {
+        buyer(db, id, "http://127.0.0.1:9/unused", None, &[]);
+        cli_json(
+            db,
+            &[
+                "buyer",
+                "subscribe",
+                id,
+                "--product",
+                "heat",
+                "--price",
+                "30",
+            ],
+        );
+    }
+    let mut lead = simple_lead(1);
+    lead["productSlug"] = json!("heat");
+    let (_, request) = lead_request_in(db, "multi", "src", &lead);
+
+    let first = deliver(db, &request, "m1", None);
+    let second = deliver(db, &request, "m2", None);
+    assert_eq!(first["deliveryMode"], "multi");
+    assert_eq!(
+        (first["supplierCost"].clone(), first["marginAmount"].clone()),
+        (json!(6.0), json!(24.0))
+    );
+    assert_eq!(
+        (
+            second["supplierCost"].clone(),
+            second["marginAmount"].clone()
+        ),
+        (json!(0.0), json!(30.0))
+    );
+    let stderr = refused(db, &request, "m3", None);
+    assert!(
+        stderr.contains("already went to its maximum of 2 buyers"),
+        "{stderr}"
+    );
+    let stderr = refused(db, &request, "m1", None);
+    assert!(
+        stderr.contains("buyer 'm1' already had lead request"),
+        "{stderr}"
+    );
+}

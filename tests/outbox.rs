@@ -1,0 +1,465 @@
+//! The outbox workers against a real local receiver: retries on the schedule with
+//! `Retry-After`, failures at once, timeouts and refused connections, the operator's
+//! `outbox` commands, health, a slow buyer beside fast ones, a clean stop after the current
+//! attempt, and at-least-once delivery across a SIGKILL of the real binary.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::delivery::{
+    SIGNING_SECRET, WAIT, buyer, deliver, fast_options, lead_request, setup, signature_is_valid,
+    simple_lead,
+};
+use crate::util::receiver::{Answer, Receiver};
+use crate::util::{TempDb, TestServer, bin, cli_json, wait_until};
+
+/// A server with fast retries, a receiver, the basic setup and buyer `b` on `path`.
+fn started(path: &str) -> (TestServer, Receiver) {
+    let server = TestServer::start_with(TempDb::new(), fast_options());
+    let receiver = Receiver::start();
+    setup(&server.db.path);
+    buyer(&server.db.path, "b", &receiver.url(path), Some("25"), &[]);
+    (server, receiver)
+}
+
+/// Delivers a fresh lead request to `buyer_id`; returns (transaction id, event id).
+fn new_delivery(db: &Path, n: usize, buyer_id: &str) -> (String, String) {
+    let (_, request) = lead_request(db, &simple_lead(n));
+    let delivered = deliver(db, &request, buyer_id, None);
+    (
+        delivered["transactionId"].as_str().unwrap().to_string(),
+        delivered["eventId"].as_str().unwrap().to_string(),
+    )
+}
+
+fn event(db: &Path, id: &str) -> Value {
+    cli_json(db, &["outbox", "show", id])
+}
+
+fn wait_for_status(db: &Path, id: &str, status: &str) -> Value {
+    wait_until(WAIT, &format!("event {id} to be {status}"), || {
+        event(db, id)["status"] == status
+    });
+    event(db, id)
+}
+
+#[test]
+fn retryable_answers_are_retried_with_the_same_id_until_delivered() {
+    let (server, receiver) = started("/flaky");
+    let db = &server.db.path;
+    receiver.answer_sequence(
+        "/flaky",
+        vec![
+            Answer::status(503).header("Retry-After", "1").body("busy"),
+            Answer::status(429),
+            Answer::status(408),
+            Answer::ok().json(&json!({"partnerExternalId": "P-9"})),
+        ],
+    );
+    let (transaction_id, event_id) = new_delivery(db, 1, "b");
+
+    let shown = wait_for_status(db, &event_id, "delivered");
+    let requests = receiver.requests_to("/flaky");
+    assert_eq!(requests.len(), 4);
+    let body = requests[0].text();
+    for request in &requests {
+        assert_eq!(request.header("webhook-id"), Some(event_id.as_str()));
+        assert_eq!(
+            request.text(),
+            body,
+            "the body is the same on every attempt"
+        );
+        // Each attempt is signed over its own timestamp.
+        assert!(signature_is_valid(
+            SIGNING_SECRET,
+            &event_id,
+            request.header("webhook-timestamp").unwrap(),
+            &request.body,
+            request.header("webhook-signature").unwrap()
+        ));
+    }
+    // Retry-After: 1 is honoured up to twice the 200ms step: 400ms at least.
+    let after_retry_after = requests[1].at - requests[0].at;
+    assert!(
+        after_retry_after >= Duration::from_millis(390),
+        "{after_retry_after:?}"
+    );
+
+    let log = shown["attemptLog"].as_array().unwrap();
+    let statuses: Vec<(i64, &str)> = log
+        .iter()
+        .map(|a| {
+            (
+                a["httpStatus"].as_i64().unwrap(),
+                a["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (503, "retry"),
+            (429, "retry"),
+            (408, "retry"),
+            (200, "delivered")
+        ]
+    );
+    assert_eq!(log[0]["responseExcerpt"], "busy");
+    assert_eq!(log[0]["attempt"], 1);
+    assert!(log[0]["durationMs"].is_i64());
+    assert!(log[0]["at"].is_string());
+    assert_eq!(shown["attempts"], 4);
+    assert_eq!(shown["payload"]["transactionId"], transaction_id.as_str());
+    let transaction = cli_json(db, &["transaction", "show", &transaction_id]);
+    assert_eq!(transaction["deliveryStatus"], "sent");
+    assert_eq!(transaction["partnerExternalId"], "P-9");
+}
+
+#[test]
+fn other_4xx_and_redirects_fail_at_once() {
+    let (server, receiver) = started("/unused");
+    let db = &server.db.path;
+    let cases = [
+        ("/bad", Answer::status(400).body("no such product")),
+        ("/gone", Answer::status(404)),
+        ("/conflict", Answer::status(409)),
+        (
+            "/moved",
+            Answer::status(301).header("Location", &receiver.url("/elsewhere")),
+        ),
+        (
+            "/found",
+            Answer::status(302).header("Location", &receiver.url("/elsewhere")),
+        ),
+    ];
+    let mut events = Vec::new();
+    for (n, (path, answer)) in cases.into_iter().enumerate() {
+        let id = format!("b{n}");
+        receiver.answer(path, answer);
+        buyer(db, &id, &receiver.url(path), Some("25"), &[]);
+        events.push((path, new_delivery(db, n, &id)));
+    }
+    for (path, (transaction_id, event_id)) in &events {
+        let shown = wait_for_status(db, event_id, "failed");
+        assert_eq!(shown["attempts"], 1, "{path}: one attempt only");
+        assert_eq!(shown["attemptLog"][0]["outcome"], "failed", "{path}");
+        assert!(
+            shown["lastError"].as_str().unwrap().starts_with("HTTP "),
+            "{path}"
+        );
+        let transaction = cli_json(db, &["transaction", "show", transaction_id]);
+        assert_eq!(transaction["deliveryStatus"], "failed", "{path}");
+        assert_eq!(
+            transaction["status"], "delivered",
+            "{path}: the sale stands"
+        );
+    }
+    assert!(
+        receiver.requests_to("/elsewhere").is_empty(),
+        "redirects are not followed"
+    );
+    assert_eq!(receiver.count(), events.len(), "no second attempt anywhere");
+    let failed = cli_json(db, &["outbox", "list", "--status", "failed"]);
+    assert_eq!(failed.as_array().unwrap().len(), events.len());
+    let health = server.get("/api/health").json;
+    assert_eq!(health["outbox"]["failed"], events.len());
+    assert_eq!(health["outbox"]["pending"], 0);
+}
+
+#[test]
+fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
+    let (server, receiver) = started("/down");
+    let db = &server.db.path;
+    receiver.answer("/down", Answer::status(500));
+    let (transaction_id, event_id) = new_delivery(db, 1, "b");
+
+    let shown = wait_for_status(db, &event_id, "failed");
+    // The first attempt and one per step of the 200ms,200ms,200ms schedule.
+    assert_eq!(shown["attempts"], 4);
+    let outcomes: Vec<&str> = shown["attemptLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["retry", "retry", "retry", "failed"]);
+    assert_eq!(
+        cli_json(db, &["transaction", "show", &transaction_id])["deliveryStatus"],
+        "failed"
+    );
+
+    // The buyer is back: the operator retries; the server's poll picks it up.
+    receiver.answer("/down", Answer::ok());
+    let retried = cli_json(db, &["outbox", "retry", &event_id]);
+    assert_eq!(retried["status"], "pending");
+    let shown = wait_for_status(db, &event_id, "delivered");
+    assert_eq!(shown["attempts"], 5);
+    let requests = receiver.requests_to("/down");
+    assert_eq!(requests.len(), 5);
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("webhook-id") == Some(event_id.as_str())),
+        "the same webhook-id on every attempt"
+    );
+    assert_eq!(
+        cli_json(db, &["transaction", "show", &transaction_id])["deliveryStatus"],
+        "sent"
+    );
+    let output = crate::util::cli_output(db, &["outbox", "retry", &event_id]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("was delivered already"),
+        "a delivered event is not retried"
+    );
+}
+
+#[test]
+fn timeouts_and_refused_connections_are_retried() {
+    let mut options = fast_options();
+    options.delivery.request_timeout = Duration::from_millis(300);
+    let server = TestServer::start_with(TempDb::new(), options);
+    let receiver = Receiver::start();
+    let db = &server.db.path;
+    setup(db);
+    receiver.answer_sequence(
+        "/slow",
+        vec![Answer::ok().delay(Duration::from_secs(5)), Answer::ok()],
+    );
+    buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
+    // A port nobody listens on: bind one, then let it go.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused_url = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    buyer(db, "refused", &refused_url, Some("25"), &[]);
+
+    let (_, slow_event) = new_delivery(db, 1, "slow");
+    let (_, refused_event) = new_delivery(db, 2, "refused");
+
+    let shown = wait_for_status(db, &slow_event, "delivered");
+    let log = shown["attemptLog"].as_array().unwrap();
+    assert_eq!(log[0]["outcome"], "retry");
+    assert!(log[0]["httpStatus"].is_null());
+    assert!(
+        log[0]["error"].as_str().unwrap().contains("timeout"),
+        "{}",
+        log[0]
+    );
+    assert_eq!(log[1]["outcome"], "delivered");
+
+    let shown = wait_for_status(db, &refused_event, "failed");
+    let log = shown["attemptLog"].as_array().unwrap();
+    assert_eq!(log.len(), 4, "retried on the whole schedule");
+    assert!(
+        log.iter()
+            .all(|a| a["httpStatus"].is_null() && a["error"].is_string())
+    );
+}
+
+#[test]
+fn health_reports_pending_and_failed_counts_and_the_oldest_pending_age() {
+    let mut options = fast_options();
+    options.delivery.retry_schedule = leadrelay::outbox::RetrySchedule::parse("60").unwrap();
+    let server = TestServer::start_with(TempDb::new(), options);
+    let receiver = Receiver::start();
+    let db = &server.db.path;
+    setup(db);
+    receiver.answer("/later", Answer::status(503));
+    receiver.answer("/never", Answer::status(400));
+    buyer(db, "later", &receiver.url("/later"), Some("25"), &[]);
+    buyer(db, "never", &receiver.url("/never"), Some("25"), &[]);
+    let (_, later) = new_delivery(db, 1, "later");
+    let (_, never) = new_delivery(db, 2, "never");
+    wait_for_status(db, &never, "failed");
+    wait_until(WAIT, "the first attempt of the pending event", || {
+        event(db, &later)["attempts"] == 1
+    });
+
+    let health = server.get("/api/health").json;
+    assert_eq!(health["outbox"]["pending"], 1, "{health}");
+    assert_eq!(health["outbox"]["failed"], 1, "{health}");
+    assert!(health["outbox"]["oldestPendingSeconds"].as_i64().unwrap() >= 0);
+    let pending = cli_json(db, &["outbox", "list", "--status", "pending"]);
+    assert_eq!(pending[0]["id"], later.as_str());
+    assert!(pending[0]["nextAttemptAt"].is_string(), "{pending}");
+}
+
+#[test]
+fn a_slow_buyer_does_not_delay_the_others() {
+    let mut options = fast_options();
+    options.delivery.request_timeout = Duration::from_secs(30);
+    let server = TestServer::start_with(TempDb::new(), options);
+    let receiver = Receiver::start();
+    let db = &server.db.path;
+    setup(db);
+    receiver.answer("/slow", Answer::ok().delay(Duration::from_secs(20)));
+    buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
+    buyer(db, "fast", &receiver.url("/fast"), Some("25"), &[]);
+    let slow: Vec<String> = (0..6).map(|n| new_delivery(db, n, "slow").1).collect();
+    receiver.wait_for_on("/slow", 3, WAIT);
+    let fast: Vec<String> = (10..16).map(|n| new_delivery(db, n, "fast").1).collect();
+
+    for id in &fast {
+        wait_for_status(db, id, "delivered");
+    }
+    // Every fast event went out while the slow buyer still held its first requests.
+    let slow_requests = receiver.requests_to("/slow");
+    assert_eq!(
+        slow_requests.len(),
+        3,
+        "the slow buyer gets at most senders - 1 requests at once"
+    );
+    for id in &slow {
+        assert_eq!(event(db, id)["status"], "pending");
+    }
+    // The receiver goes first so the slow requests end now rather than in 20 seconds.
+    drop(receiver);
+    drop(server);
+}
+
+#[test]
+fn stopping_finishes_the_current_attempt_and_releases_unsent_claims() {
+    let (server, receiver) = started("/slowish");
+    receiver.answer("/slowish", Answer::ok().delay(Duration::from_millis(700)));
+    let db = server.db.path.clone();
+    let events: Vec<String> = (0..5).map(|n| new_delivery(&db, n, "b").1).collect();
+    receiver.wait_for_on("/slowish", 3, WAIT);
+
+    let db = server.stop();
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    let rows: Vec<(String, String, Option<i64>)> = conn
+        .prepare("SELECT id, status, lease_until FROM outbox_events")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), events.len());
+    let delivered = rows.iter().filter(|(_, s, _)| s == "delivered").count();
+    assert!(
+        delivered >= 3,
+        "the attempts in progress at the stop were finished and recorded: {rows:?}"
+    );
+    for (id, status, lease) in &rows {
+        if status == "pending" {
+            assert_eq!(*lease, None, "{id}: an unsent claim is released at stop");
+        }
+    }
+    drop(conn);
+
+    // The next start sends the rest.
+    let server = TestServer::start_with(db, fast_options());
+    for id in &events {
+        wait_for_status(&server.db.path, id, "delivered");
+    }
+}
+
+/// `leadrelay serve` as a child process on port 0 with fast retries; returns it and its
+/// address once it listens.
+fn spawn_server(db: &Path) -> (Child, String) {
+    let mut child = bin()
+        .arg("--db")
+        .arg(db)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--retry-schedule",
+            "200ms,200ms,200ms,200ms,200ms",
+            "--delivery-timeout",
+            "1s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in: {line}"))
+        .to_string();
+    (child, addr)
+}
+
+#[test]
+fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
+    let db = TempDb::new();
+    let path = &db.path;
+    let receiver = Receiver::start();
+    setup(path);
+    buyer(path, "b", &receiver.url("/crash"), Some("25"), &[]);
+    // The first calls hang (in flight when the server dies); later ones answer at once.
+    receiver.answer_sequence(
+        "/crash",
+        vec![
+            Answer::ok().delay(Duration::from_secs(30)),
+            Answer::ok().delay(Duration::from_secs(30)),
+            Answer::ok().delay(Duration::from_secs(30)),
+            Answer::ok(),
+        ],
+    );
+    let events: Vec<String> = (0..20).map(|n| new_delivery(path, n, "b").1).collect();
+
+    let (mut first, _) = spawn_server(path);
+    receiver.wait_for_on("/crash", 3, WAIT);
+    first.kill().unwrap(); // SIGKILL: no shutdown, no recording, claims left leased.
+    first.wait().unwrap();
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let pending: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM outbox_events WHERE status = 'pending'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(pending, 20, "nothing was acknowledged before the crash");
+    let leased: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM outbox_events WHERE lease_until IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(leased >= 3, "the crash left claims in flight");
+
+    let (mut second, addr) = spawn_server(path);
+    wait_until(Duration::from_secs(30), "every event delivered", || {
+        conn.query_row(
+            "SELECT count(*) FROM outbox_events WHERE status = 'delivered'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+            == 20
+    });
+    let health: Value = crate::util::Request::new("GET", &format!("http://{addr}/api/health"))
+        .send()
+        .json;
+    assert_eq!(health["outbox"]["pending"], 0, "{health}");
+    second.kill().unwrap();
+    second.wait().unwrap();
+
+    let mut bodies: HashMap<String, String> = HashMap::new();
+    for request in receiver.requests_to("/crash") {
+        let id = request.header("webhook-id").unwrap().to_string();
+        let body = request.text();
+        let first_body = bodies.entry(id.clone()).or_insert_with(|| body.clone());
+        assert_eq!(*first_body, body, "{id}: a repeat carries the same body");
+    }
+    let received: HashSet<&String> = bodies.keys().collect();
+    let expected: HashSet<&String> = events.iter().collect();
+    assert_eq!(received, expected, "every event arrived, under its own id");
+    assert!(
+        receiver.requests_to("/crash").len() > 20,
+        "the events in flight at the crash were sent again"
+    );
+}
