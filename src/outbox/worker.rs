@@ -52,7 +52,9 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
                 })?,
         );
     }
-    let capacity = (senders * 16).max(64);
+    // Deep enough that one round (one commit) hands the senders plenty of work, so the
+    // commit latency does not bound throughput.
+    let capacity = (senders * 64).max(256);
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
@@ -60,7 +62,7 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
         senders: threads,
         in_flight: HashMap::new(),
         capacity,
-        per_buyer_in_flight: (capacity / 4).max(1),
+        per_buyer_in_flight: (capacity / 2).max(1),
         lease: lease_for(config.request_timeout),
         config,
     };
@@ -121,8 +123,8 @@ struct Coordinator {
     in_flight: HashMap<String, Held>,
     /// The most events in flight here (queued or being sent).
     capacity: usize,
-    /// The most events of one buyer in flight here, so a slow buyer's backlog leaves room
-    /// in the queue for the others.
+    /// The most events of one buyer in flight here, so a slow buyer's backlog leaves half
+    /// the queue to the others.
     per_buyer_in_flight: usize,
     lease: Duration,
     config: WorkerConfig,
@@ -182,13 +184,14 @@ impl Coordinator {
                 continue;
             }
             match self.write_round(&round) {
-                Ok(claimed) => {
-                    // A full claim may have left more due events behind; a wish to claim
-                    // with no free place waits for the next round with one.
+                Ok(claim) => {
+                    // Due events left behind (no place, or their buyer at its limit) are
+                    // claimed in the next round, which the next finished attempt starts; a
+                    // wish to claim with no free place waits for a round with one.
                     if round.claim > 0 {
-                        want_claim = claimed.len() == round.claim;
+                        want_claim = claim.more_due;
                     }
-                    self.queue.push(claimed);
+                    self.queue.push(claim.events);
                 }
                 Err(e) => {
                     log::warn!("outbox: recording and claiming failed, trying again: {e}");
@@ -223,7 +226,7 @@ impl Coordinator {
     }
 
     /// Runs one round as one write job and updates what is in flight here.
-    fn write_round(&mut self, round: &Round) -> Result<Vec<Claimed>, DbError> {
+    fn write_round(&mut self, round: &Round) -> Result<store::Claim, DbError> {
         let finished = round.finished.clone();
         let renew = round.renew.clone();
         let claim = round.claim;
@@ -263,7 +266,7 @@ impl Coordinator {
                     Admit::Take
                 })?
             } else {
-                Vec::new()
+                store::Claim::default()
             };
             Ok::<_, DbError>((outcomes, claimed, now))
         })?;
@@ -298,7 +301,7 @@ impl Coordinator {
                 held.lease_end = now + lease;
             }
         }
-        for event in &claimed {
+        for event in &claimed.events {
             self.in_flight.insert(
                 event.id.clone(),
                 Held {
