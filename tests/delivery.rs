@@ -289,7 +289,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
 
     let request = receiver.wait_for_on("/b1", 1, WAIT).remove(0);
     assert_eq!(request.method, "POST");
-    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header_all("content-type"), ["application/json"]);
     assert_eq!(
         request.header("user-agent"),
         Some(format!("leadrelay/{}", env!("CARGO_PKG_VERSION")).as_str())
