@@ -110,7 +110,9 @@ CREATE TABLE subscriptions (
     priority    INTEGER NOT NULL DEFAULT 0,
     -- JSON array of {"field", "op": "equals"|"oneOf"|"prefix", "values": [...]}.
     filters     TEXT NOT NULL DEFAULT '[]',
-    -- JSON {"days": [1..7], "from": "HH:MM", "to": "HH:MM"} or NULL for always open.
+    -- JSON array of windows [{"days": [1..7], "from": "HH:MM", "to": "HH:MM"}] (ISO weekdays,
+    -- local time of the workspace, `to` exclusive, earlier than `from` = past midnight), open
+    -- when any window is; NULL for always open. See src/autodelivery/schedule.rs.
     schedule    TEXT,
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (buyer_id, product_id)
@@ -208,6 +210,9 @@ CREATE TABLE transactions (
 CREATE INDEX transactions_request ON transactions(lead_request_id);
 CREATE INDEX transactions_lead ON transactions(lead_id);
 CREATE INDEX transactions_buyer_created ON transactions(buyer_id, created_at);
+-- Covers the daily and monthly cap counts of auto-delivery (buyer, product, time window,
+-- live status) without reading the table.
+CREATE INDEX transactions_buyer_product_created ON transactions(buyer_id, product_id, created_at, status);
 CREATE INDEX transactions_partner_external ON transactions(partner_external_id) WHERE partner_external_id IS NOT NULL;
 
 CREATE TABLE transaction_history (
@@ -274,4 +279,5 @@ CREATE TABLE supplier_cancellations (
     created_at      INTEGER NOT NULL,
     resolved_at     INTEGER
 );
-CREATE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);
+-- A lead has at most one supplier cancellation, ever: a disputed one is not reopened.
+CREATE UNIQUE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);

@@ -4,6 +4,7 @@
 //! library holds everything else so that integration tests drive the real service: see
 //! `ARCHITECTURE.md` for the map.
 
+pub mod autodelivery;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -12,7 +13,14 @@ pub mod delivery;
 pub mod health;
 pub mod http;
 pub mod ids;
+pub mod ingest;
+pub mod lifecycle;
+pub mod mapping;
+pub mod metrics;
 pub mod money;
+pub mod openapi;
+pub mod ops;
 pub mod outbox;
+pub mod ratelimit;
 pub mod secrets;
 pub mod service;

@@ -88,100 +88,29 @@ pub fn buyer(db: &Path, id: &str, url: &str, price: Option<&str>, extra: &[&str]
     }
 }
 
-/// A lead with one interest in `solar`. TEMPORARY: written with SQL until the ingest
-/// endpoint lands on main; then this posts the Lead to the channel source over HTTP.
-pub fn lead_request(db: &Path, lead: &Value) -> (String, String) {
-    lead_request_in(db, "web", "src", lead)
+/// Posts `lead` (a native Lead with one interest) to source `src` of channel `web` through
+/// the real ingest endpoint; returns (lead id, lead request id).
+pub fn lead_request(server: &TestServer, lead: &Value) -> (String, String) {
+    lead_request_in(server, "web", "src", lead)
 }
 
 /// [`lead_request`] on source `source` of channel `channel`.
-pub fn lead_request_in(db: &Path, channel: &str, source: &str, lead: &Value) -> (String, String) {
-    temporary_sql_lead(db, channel, source, lead)
-}
-
-fn temporary_sql_lead(db: &Path, channel: &str, source: &str, lead: &Value) -> (String, String) {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
-    let lead_id = format!("lead_{}", ulid::Ulid::new());
-    let request_id = format!("lreq_{}", ulid::Ulid::new());
-    let text = |key: &str| lead.get(key).and_then(Value::as_str).map(str::to_string);
-    let known = [
-        "externalId",
-        "firstName",
-        "lastName",
-        "email",
-        "phone",
-        "street",
-        "houseNumber",
-        "postalCode",
-        "city",
-        "country",
-        "consentStatus",
-        "legalBasis",
-        "consentCapturedAt",
-        "consentTextVersion",
-        "capturedByExternalId",
-        "capturedByName",
-        "capturedByTeam",
-        "capturedAt",
-        "captureMethod",
-        "capture",
-        "productSlug",
-        "fieldValues",
-    ];
-    let additional: serde_json::Map<String, Value> = lead
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| !known.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let metadata = lead.pointer("/capture/metadata").map(Value::to_string);
-    conn.execute(
-        "INSERT INTO leads (id, source_id, container_id, workspace_id, external_id, first_name,
-            last_name, email, phone, postal_code, city, country, consent_status, legal_basis,
-            consent_captured_at, captured_by_name, captured_at, capture_method,
-            capture_metadata, additional, quality_status, duplicate_status, created_at)
-         VALUES (?1, ?18, ?19, 'ws', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
-            ?14, ?15, ?16, ?17, 'ok', 'unique', 0)",
-        rusqlite::params![
-            lead_id,
-            text("externalId"),
-            text("firstName"),
-            text("lastName"),
-            text("email"),
-            text("phone"),
-            text("postalCode"),
-            text("city"),
-            text("country"),
-            text("consentStatus"),
-            text("legalBasis"),
-            text("consentCapturedAt"),
-            text("capturedByName"),
-            text("capturedAt"),
-            text("captureMethod"),
-            metadata,
-            Value::Object(additional).to_string(),
-            source,
-            channel,
-        ],
+pub fn lead_request_in(
+    server: &TestServer,
+    channel: &str,
+    source: &str,
+    lead: &Value,
+) -> (String, String) {
+    let reply = server.post_json(
+        &format!("/api/webhooks/channels/{channel}/sources/{source}/leads"),
+        lead,
+    );
+    assert_eq!(reply.status, 201, "ingest: {}", reply.text);
+    let item = &reply.json["item"];
+    (
+        item["leadId"].as_str().unwrap().to_string(),
+        item["requestIds"][0].as_str().unwrap().to_string(),
     )
-    .unwrap();
-    conn.execute(
-        "INSERT INTO lead_requests (id, lead_id, position, product_id, field_values, created_at)
-         VALUES (?1, ?2, 0, (SELECT id FROM products WHERE slug = ?4), ?3, 0)",
-        rusqlite::params![
-            request_id,
-            lead_id,
-            lead.get("fieldValues")
-                .cloned()
-                .unwrap_or(json!({}))
-                .to_string(),
-            text("productSlug"),
-        ],
-    )
-    .unwrap();
-    (lead_id, request_id)
 }
 
 /// A minimal lead.
@@ -257,7 +186,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     setup(db);
     buyer(db, "b1", &receiver.url("/b1"), Some("25"), &[]);
     let (lead_id, request_id) = lead_request(
-        db,
+        &server,
         &json!({
             "externalId": "crm-1",
             "firstName": "Ada",
@@ -431,8 +360,8 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
 
 #[test]
 fn refusals_are_clear_errors_that_write_nothing() {
-    let db = TempDb::new();
-    let db = &db.path;
+    let server = TestServer::start();
+    let db = &server.db.path;
     setup(db);
     let url = "http://127.0.0.1:9/unused";
     buyer(db, "subscribed", url, Some("25"), &[]);
@@ -466,8 +395,8 @@ fn refusals_are_clear_errors_that_write_nothing() {
             url,
         ],
     );
-    let (_, request) = lead_request(db, &simple_lead(1));
-    let (_, taken) = lead_request(db, &simple_lead(2));
+    let (_, request) = lead_request(&server, &simple_lead(1));
+    let (_, taken) = lead_request(&server, &simple_lead(2));
     deliver(db, &taken, "subscribed", None);
 
     let cases: &[(&str, &str, Option<&str>, &str)] = &[
@@ -534,7 +463,7 @@ fn refusals_are_clear_errors_that_write_nothing() {
     // A price makes an unsubscribed buyer deliverable; credit covers a prepaid shortfall.
     let by_price = deliver(db, &request, "unsubscribed", Some("12.50"));
     assert_eq!(by_price["buyerPrice"], json!(12.5));
-    let (_, another) = lead_request(db, &simple_lead(3));
+    let (_, another) = lead_request(&server, &simple_lead(3));
     deliver(db, &another, "prepaid", Some("24.99"));
     let balance: i64 = conn
         .query_row(
@@ -559,8 +488,8 @@ fn refusals_are_clear_errors_that_write_nothing() {
 
 #[test]
 fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cost() {
-    let db = TempDb::new();
-    let db = &db.path;
+    let server = TestServer::start();
+    let db = &server.db.path;
     basic_setup(db);
     cli_json(
         db,
@@ -628,7 +557,7 @@ fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cos
     }
     let mut lead = simple_lead(1);
     lead["productSlug"] = json!("heat");
-    let (_, request) = lead_request_in(db, "multi", "src", &lead);
+    let (_, request) = lead_request_in(&server, "multi", "src", &lead);
 
     let first = deliver(db, &request, "m1", None);
     let second = deliver(db, &request, "m2", None);

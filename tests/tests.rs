@@ -3,7 +3,18 @@
 
 mod util;
 
+mod autodelivery;
 mod cli;
 mod delivery;
 mod foundation;
+mod ingest;
+mod lifecycle;
+mod mapping;
+mod metrics;
+mod openapi;
+mod ops;
 mod outbox;
+mod packaging;
+mod ratelimit;
+mod state_machine;
+mod supplier;

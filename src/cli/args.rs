@@ -3,6 +3,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use crate::autodelivery::schedule::Window;
 use crate::config::buyer::Filter;
 use crate::config::product::FieldDef;
 
@@ -82,7 +83,7 @@ pub enum PlanArg {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
     /// Threads sending webhooks; one slow buyer can hold all but one of them.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -94,6 +95,23 @@ pub struct ServeArgs {
     /// The most one webhook attempt may take, connecting included (e.g. 15s, 500ms).
     #[arg(long, default_value = "15s", value_parser = positive_duration)]
     pub delivery_timeout: std::time::Duration,
+    /// Requests per second one client address may send on average (token bucket); 0 turns
+    /// rate limiting off.
+    #[arg(long, env = "LEADRELAY_RATE_LIMIT", default_value_t = crate::ratelimit::RateLimit::default().per_second)]
+    pub rate_limit: u32,
+    /// Requests one client address may send at once after being idle; 0 turns rate
+    /// limiting off.
+    #[arg(long, env = "LEADRELAY_RATE_BURST", default_value_t = crate::ratelimit::RateLimit::default().burst)]
+    pub rate_burst: u32,
+    /// Serve Prometheus metrics at GET /metrics.
+    #[arg(
+        long,
+        env = "LEADRELAY_METRICS",
+        default_value = "on",
+        value_parser = on_off,
+        action = clap::ArgAction::Set
+    )]
+    pub metrics: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -261,6 +279,11 @@ pub enum BuyerCommand {
         /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; FIELD may be fieldValues.NAME.
         #[arg(long = "filter", value_parser = Filter::parse)]
         filters: Vec<Filter>,
+        /// When the buyer takes leads, in the workspace's time zone: [DAYS] [HH:MM-HH:MM],
+        /// e.g. "mon-fri 08:00-18:00", "sat 10:00-14:00", "22:00-06:00"; repeat for more
+        /// windows. Without it: always.
+        #[arg(long = "schedule", value_parser = Window::parse)]
+        schedules: Vec<Window>,
     },
     /// Add money to a prepaid buyer's balance.
     Fund {

@@ -152,13 +152,11 @@ pub fn create(conn: &Connection, new: &NewProduct) -> Result<Product, ConfigErro
     Ok(product)
 }
 
+/// Cached statement (also for `find_by_slug`): ingest resolves products on every request.
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Product>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM products WHERE id = ?1"),
-        [id],
-        from_row,
-    )
-    .optional()
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM products WHERE id = ?1"))?
+        .query_row([id], from_row)
+        .optional()
 }
 
 pub fn find_by_slug(
@@ -166,11 +164,10 @@ pub fn find_by_slug(
     workspace_id: &str,
     slug: &str,
 ) -> rusqlite::Result<Option<Product>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM products WHERE workspace_id = ?1 AND slug = ?2"),
-        [workspace_id, slug],
-        from_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM products WHERE workspace_id = ?1 AND slug = ?2"
+    ))?
+    .query_row([workspace_id, slug], from_row)
     .optional()
 }
 

@@ -283,15 +283,13 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
     })
 }
 
+/// Cached statement: ingest looks a source up on every request.
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Source>> {
-    conn.query_row(
-        &format!(
-            "SELECT {COLUMNS} FROM sources s JOIN containers c ON c.id = s.container_id
-             WHERE s.id = ?1"
-        ),
-        [id],
-        from_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM sources s JOIN containers c ON c.id = s.container_id
+         WHERE s.id = ?1"
+    ))?
+    .query_row([id], from_row)
     .optional()
 }
 

@@ -6,6 +6,8 @@ use hyper::header::{ALLOW, HeaderValue};
 use hyper::{Method, StatusCode};
 
 use super::{ApiError, AppState, Request, Response};
+use crate::config::container::ContainerKind;
+use crate::lifecycle::buyer::Endpoint as BuyerEndpoint;
 
 /// What a route leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +20,26 @@ pub enum Endpoint {
     PartnerPayout,
     PartnerCancellation,
     SupplierCancellationConfirmation,
+    Metrics,
+    OpenApi,
+}
+
+impl Endpoint {
+    /// The endpoint's label in metrics: stable, lower-case, one word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Health => "health",
+            Endpoint::ChannelIngest => "channel_ingest",
+            Endpoint::TableIngest => "table_ingest",
+            Endpoint::PartnerConfirmation => "partner_confirmation",
+            Endpoint::PartnerPayoutPending => "partner_payout_pending",
+            Endpoint::PartnerPayout => "partner_payout",
+            Endpoint::PartnerCancellation => "partner_cancellation",
+            Endpoint::SupplierCancellationConfirmation => "supplier_cancellation_confirmation",
+            Endpoint::Metrics => "metrics",
+            Endpoint::OpenApi => "openapi",
+        }
+    }
 }
 
 pub struct Route {
@@ -68,6 +90,16 @@ pub const ROUTES: &[Route] = &[
         method: Method::POST,
         pattern: "/api/webhooks/supplier-cancellation-confirmation",
         endpoint: Endpoint::SupplierCancellationConfirmation,
+    },
+    Route {
+        method: Method::GET,
+        pattern: "/metrics",
+        endpoint: Endpoint::Metrics,
+    },
+    Route {
+        method: Method::GET,
+        pattern: "/api/openapi.json",
+        endpoint: Endpoint::OpenApi,
     },
 ];
 
@@ -123,31 +155,41 @@ pub fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), ApiErr
     ))
 }
 
-/// Routes one request to its handler and turns any error into its response.
-pub async fn dispatch(state: &AppState, request: Request) -> Response {
-    let (endpoint, params) = match resolve(request.method(), request.uri().path()) {
+/// Routes one request to its handler (`route` is what [`resolve`] found for it) and turns
+/// any error into its response.
+pub async fn dispatch(
+    state: &AppState,
+    request: Request,
+    route: Result<(Endpoint, Params), ApiError>,
+) -> Response {
+    let (endpoint, params) = match route {
         Ok(found) => found,
         Err(e) => return e.into_response(),
     };
     let result = match endpoint {
         Endpoint::Health => crate::health::handle(state).await,
-        Endpoint::ChannelIngest
-        | Endpoint::TableIngest
-        | Endpoint::PartnerConfirmation
-        | Endpoint::PartnerPayoutPending
-        | Endpoint::PartnerPayout
-        | Endpoint::PartnerCancellation
-        | Endpoint::SupplierCancellationConfirmation => {
-            let _ = params;
-            // Until the endpoint exists, still apply the body checks every POST gets.
-            match super::body::read_json(request, state.config.body_limit).await {
-                Err(e) => Err(e),
-                Ok(_) => Err(ApiError::new(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "not_implemented",
-                    "this endpoint is not available in this version",
-                )),
-            }
+        Endpoint::ChannelIngest => {
+            crate::ingest::handler::handle(state, request, ContainerKind::Channel, params).await
+        }
+        Endpoint::TableIngest => {
+            crate::ingest::handler::handle(state, request, ContainerKind::Table, params).await
+        }
+        Endpoint::Metrics => crate::metrics::scrape::handle(state, request.uri().path()).await,
+        Endpoint::OpenApi => Ok(crate::openapi::handle()),
+        Endpoint::PartnerConfirmation => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Confirmation).await
+        }
+        Endpoint::PartnerPayoutPending => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::PayoutPending).await
+        }
+        Endpoint::PartnerPayout => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Payout).await
+        }
+        Endpoint::PartnerCancellation => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Cancellation).await
+        }
+        Endpoint::SupplierCancellationConfirmation => {
+            crate::lifecycle::supplier::handle(state, request).await
         }
     };
     result.unwrap_or_else(ApiError::into_response)

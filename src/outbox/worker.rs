@@ -21,6 +21,7 @@ use super::sender::Sender;
 use super::store::{self, Admit, Attempt, Claimed, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
+use crate::metrics::Metrics;
 
 /// The running workers. [`Workers::stop`] ends them after their current attempts.
 pub struct Workers {
@@ -28,8 +29,14 @@ pub struct Workers {
     coordinator: Option<JoinHandle<()>>,
 }
 
-/// Starts the coordinator and `config.senders` sender threads on `db`.
-pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Result<Workers> {
+/// Starts the coordinator and `config.senders` sender threads on `db`. Each recorded
+/// attempt is counted in `metrics` by its outcome.
+pub fn start(
+    db: Db,
+    config: WorkerConfig,
+    notifier: Notifier,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<Workers> {
     notifier.set_stopping(false);
     let senders = config.senders.max(1);
     let queue = Arc::new(Queue::default());
@@ -58,6 +65,7 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
+        metrics,
         queue,
         senders: threads,
         in_flight: HashMap::new(),
@@ -118,6 +126,7 @@ struct Held {
 struct Coordinator {
     db: Db,
     notifier: Notifier,
+    metrics: Arc<Metrics>,
     queue: Arc<Queue>,
     senders: Vec<JoinHandle<()>>,
     in_flight: HashMap<String, Held>,
@@ -272,7 +281,7 @@ impl Coordinator {
         })?;
         for (attempt, outcome) in round.finished.iter().zip(outcomes) {
             if let Some(outcome) = outcome {
-                self.notifier.count(outcome);
+                self.metrics.delivery_outcome(outcome.as_str());
                 if outcome != Outcome::Delivered {
                     log::info!(
                         "outbox: event {} attempt {}: {}",
@@ -328,15 +337,21 @@ impl Coordinator {
         let schedule = self.config.retry_schedule.clone();
         let recorded = self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
+            let mut outcomes = Vec::with_capacity(finished.len());
             for attempt in &finished {
-                store::record(conn, attempt, &schedule, now)?;
+                outcomes.push(store::record(conn, attempt, &schedule, now)?);
             }
             store::release(conn, &release)?;
-            Ok::<_, DbError>(())
+            Ok::<_, DbError>(outcomes)
         });
-        if let Err(e) = recorded {
+        match recorded {
+            Ok(outcomes) => {
+                for outcome in outcomes.into_iter().flatten() {
+                    self.metrics.delivery_outcome(outcome.as_str());
+                }
+            }
             // The leases run out and the events are sent again: at least once still holds.
-            log::warn!("outbox: recording the last attempts at shutdown failed: {e}");
+            Err(e) => log::warn!("outbox: recording the last attempts at shutdown failed: {e}"),
         }
         log::debug!("outbox workers stopped");
     }

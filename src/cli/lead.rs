@@ -1,0 +1,115 @@
+//! `leadrelay lead …`: what ingest stored, as the operator reads it.
+//!
+//! Owns the `lead` subcommands' flags and printing. The reads are `ingest::view`'s. New
+//! lead commands (cancellation, delivery decisions) are added as variants of
+//! [`LeadCommand`] with a match arm in [`run`].
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use super::output::Output;
+use crate::db::DbError;
+use crate::ingest::view;
+
+#[derive(Debug, Subcommand)]
+pub enum LeadCommand {
+    /// Show one lead: person, consent, capture, additional properties, quality, duplicate
+    /// status, lifecycle status and its requests with their products and answers.
+    Show {
+        id: String,
+        /// Also print the raw body the lead came in (the batch item for a batch).
+        #[arg(long)]
+        body: bool,
+    },
+    /// List leads, newest first.
+    List {
+        /// Only the leads of this source.
+        #[arg(long)]
+        source: Option<String>,
+        /// At most this many leads.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
+    },
+    /// Open a supplier cancellation (clawback) for a lead by hand: the lead becomes
+    /// `cancellation_pending` until its source's supplier confirms or disputes it.
+    Cancel {
+        id: String,
+        /// Why the lead is taken back; kept with the cancellation.
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        reason: String,
+    },
+}
+
+pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
+    let db = super::setup::open(path)?;
+    let result = match command {
+        LeadCommand::Show { id, body } => show(&db, out, &id, body),
+        LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
+        LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
+    };
+    db.close();
+    result
+}
+
+fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::Result<ExitCode> {
+    let (lead, raw) = db.read_blocking(|conn| {
+        let lead = view::find(conn, id)?;
+        let raw = if with_body {
+            view::raw_body(conn, id)?
+        } else {
+            None
+        };
+        Ok::<_, DbError>((lead, raw))
+    })?;
+    let Some(lead) = lead else {
+        anyhow::bail!("unknown lead '{id}'");
+    };
+    let mut shown = lead.to_json();
+    if with_body {
+        // The body as it came, parsed so that `--json` prints it as JSON, not as a string.
+        shown["body"] = raw
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or(Value::Null);
+    }
+    out.print(&shown);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(
+    db: &crate::db::Db,
+    out: &Output,
+    source: Option<&str>,
+    limit: u64,
+) -> anyhow::Result<ExitCode> {
+    let leads = db.read_blocking(|conn| {
+        if let Some(source) = source
+            && crate::config::source::find(conn, source)?.is_none()
+        {
+            return Ok(None);
+        }
+        Ok::<_, DbError>(Some(view::list(conn, source, limit as usize)?))
+    })?;
+    let Some(leads) = leads else {
+        anyhow::bail!("unknown source '{}'", source.unwrap_or_default());
+    };
+    let shown: Vec<Value> = leads.iter().map(view::LeadRecord::summary_json).collect();
+    out.print_list(&shown);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cancel(
+    db: &crate::db::Db,
+    out: &Output,
+    id: String,
+    reason: String,
+) -> anyhow::Result<ExitCode> {
+    let opened = db.write_blocking(move |conn| {
+        crate::lifecycle::clawback::open_by_operator(conn, &id, &reason, crate::clock::now_ms())
+    })?;
+    out.print(&opened.to_json());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,116 @@
+//! Lead ingest: the two partner endpoints that take native leads (SPEC.md 2, 4.2, 4.3),
+//! from the body to stored leads and lead requests, and reading stored leads back.
+//!
+//! The pipeline (DESIGN.md section 2) runs in [`handler`]: source lookup and secret →
+//! body → JSON → [`shape`] (Lead, person wrapper or batch) → [`validate`] (every problem
+//! with a JSON pointer, [`problem`]) with products from [`catalog`] → [`normalize`] and
+//! [`quality`] → one writer job in [`store`] (idempotency, [`dedupe`], inserts) → the
+//! answer of [`result`]. [`view`] reads stored leads for the CLI and other modules.
+//!
+//! Ingest does not own the source, product or container records (`config`), partner-native
+//! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
+//! lifecycle).
+
+pub mod catalog;
+pub mod dedupe;
+pub mod handler;
+pub mod model;
+pub mod normalize;
+pub mod problem;
+pub mod quality;
+pub mod result;
+pub mod shape;
+pub mod store;
+pub mod validate;
+pub mod view;
+
+use crate::db::DbError;
+use crate::http::ApiError;
+use problem::Problem;
+
+#[derive(Debug)]
+pub enum IngestError {
+    /// Unknown or disabled source, or one that is not in the path's channel or table.
+    SourceNotFound,
+    /// The source has a secret and the request presented none.
+    SecretMissing,
+    /// The source has a secret and the request presented a different one.
+    SecretInvalid,
+    /// The body, or its one lead, is not valid: every problem found.
+    Invalid {
+        message: String,
+        problems: Vec<Problem>,
+    },
+    /// Something that cannot happen did; the request was not applied.
+    Internal(String),
+    Db(DbError),
+}
+
+impl IngestError {
+    /// Problems of the body as a whole (its shape, the batch size).
+    pub fn body_invalid(problems: Vec<Problem>) -> IngestError {
+        IngestError::Invalid {
+            message: "the request body is not a valid lead, person wrapper or batch".into(),
+            problems,
+        }
+    }
+
+    /// Problems of a single lead.
+    pub fn lead_invalid(problems: Vec<Problem>) -> IngestError {
+        let count = problems.len();
+        IngestError::Invalid {
+            message: format!(
+                "the lead is not valid: {count} problem{}",
+                if count == 1 { "" } else { "s" }
+            ),
+            problems,
+        }
+    }
+}
+
+impl std::fmt::Display for IngestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestError::SourceNotFound => write!(f, "no such source"),
+            IngestError::SecretMissing => write!(f, "this source requires its ingest secret"),
+            IngestError::SecretInvalid => write!(f, "the ingest secret is not valid"),
+            IngestError::Invalid { message, .. } => write!(f, "{message}"),
+            IngestError::Internal(why) => write!(f, "internal error: {why}"),
+            IngestError::Db(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for IngestError {}
+
+impl From<DbError> for IngestError {
+    fn from(e: DbError) -> Self {
+        IngestError::Db(e)
+    }
+}
+
+impl From<rusqlite::Error> for IngestError {
+    fn from(e: rusqlite::Error) -> Self {
+        IngestError::Db(DbError::Sqlite(e))
+    }
+}
+
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> ApiError {
+        match e {
+            IngestError::SourceNotFound => ApiError::not_found(e.to_string()),
+            IngestError::SecretMissing | IngestError::SecretInvalid => {
+                ApiError::unauthorized(e.to_string())
+            }
+            IngestError::Invalid { message, problems } => {
+                ApiError::bad_request("validation_failed", message)
+                    .details(problem::details(&problems))
+            }
+            IngestError::Internal(why) => {
+                log::error!("ingest: {why}");
+                ApiError::internal()
+            }
+            IngestError::Db(e) => ApiError::from(e),
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Normalised contact keys and the plausibility of an email address or phone number.
+//!
+//! Owns what "a valid email" and "a valid phone" mean (used by quality) and the keys the
+//! duplicate rule compares: the email trimmed and lower-cased, the phone as its digits.
+//! Stored person fields keep what the partner sent; only these keys are normalised.
+
+/// The duplicate key of an email: trimmed and lower-cased, when it is a plausible address.
+pub fn email_key(email: &str) -> Option<String> {
+    let email = email.trim();
+    is_valid_email(email).then(|| email.to_lowercase())
+}
+
+/// The duplicate key of a phone number: its digits, when it is a plausible number.
+pub fn phone_key(phone: &str) -> Option<String> {
+    phone_digits(phone)
+}
+
+/// Whether `email` (already trimmed) looks like `local@domain.tld`: one `@`, a local part
+/// without spaces, a domain of dot-separated labels of letters, digits and hyphens, and a
+/// top-level label of at least two letters.
+pub fn is_valid_email(email: &str) -> bool {
+    let Some((local, domain)) = email.split_once('@') else {
+        return false;
+    };
+    if local.is_empty()
+        || local.len() > 64
+        || domain.len() > 253
+        || local
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '@')
+    {
+        return false;
+    }
+    let labels: Vec<&str> = domain.split('.').collect();
+    if labels.len() < 2 {
+        return false;
+    }
+    let label_ok = |label: &&str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_alphanumeric() || c == '-')
+    };
+    let tld = labels[labels.len() - 1];
+    labels.iter().all(label_ok) && tld.chars().count() >= 2 && tld.chars().all(char::is_alphabetic)
+}
+
+/// The digits of `phone` when it is plausible: only digits and the separators `+`, space,
+/// `-`, `(`, `)`, `.` and `/`, a `+` only in front, and 7 to 15 digits (E.164 allows 15).
+pub fn phone_digits(phone: &str) -> Option<String> {
+    let phone = phone.trim();
+    let mut digits = String::with_capacity(phone.len());
+    for (position, c) in phone.char_indices() {
+        match c {
+            '0'..='9' => digits.push(c),
+            '+' if position == 0 => {}
+            ' ' | '-' | '(' | ')' | '.' | '/' => {}
+            _ => return None,
+        }
+    }
+    (7..=15).contains(&digits.len()).then_some(digits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails() {
+        for ok in ["a@b.de", "Jane.Doe+tag@mail.example.com", "x@münchen.de"] {
+            assert!(is_valid_email(ok), "{ok}");
+        }
+        for bad in [
+            "", "a", "a@b", "@b.de", "a@.de", "a@b.c", "a b@c.de", "a@b..de", "a@b.d3", "a@@b.de",
+            "a@-b.de",
+        ] {
+            assert!(!is_valid_email(bad), "{bad}");
+        }
+        assert_eq!(
+            email_key("  Jane@Example.COM ").as_deref(),
+            Some("jane@example.com")
+        );
+        assert_eq!(email_key("nope"), None);
+    }
+
+    #[test]
+    fn phones() {
+        assert_eq!(
+            phone_digits("+49 (30) 123-4567").as_deref(),
+            Some("49301234567")
+        );
+        assert_eq!(phone_digits("030/1234567").as_deref(), Some("0301234567"));
+        for bad in [
+            "123456",
+            "1234567890123456",
+            "12a4567",
+            "12+34567",
+            "",
+            "n/a",
+        ] {
+            assert_eq!(phone_digits(bad), None, "{bad}");
+        }
+    }
+}
