@@ -52,7 +52,7 @@ pub fn start(
                 .name(format!("outbox-sender-{index}"))
                 .spawn(move || {
                     while let Some(event) = queue.take(per_buyer_sending) {
-                        let attempt = sender.send(&event);
+                        let attempt = send_catching_panics(&sender, &event);
                         queue.done(&event.buyer_id);
                         notifier.finished(attempt);
                     }
@@ -103,6 +103,28 @@ impl Workers {
 impl Drop for Workers {
     fn drop(&mut self) {
         self.stop_and_join();
+    }
+}
+
+/// Sends `event`; a panic in the sender becomes an attempt to retry, so the event is never
+/// left held by this process with nobody sending it.
+fn send_catching_panics(sender: &Sender, event: &Claimed) -> Attempt {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.send(event))) {
+        Ok(attempt) => attempt,
+        Err(_) => {
+            log::error!("outbox: sending event {} panicked", event.id);
+            Attempt {
+                event_id: event.id.clone(),
+                claim: event.claim,
+                url: event.url.clone(),
+                started_at: crate::clock::now_ms(),
+                duration_ms: 0,
+                http_status: None,
+                error: Some("internal error while sending".into()),
+                response_excerpt: None,
+                verdict: store::Verdict::Retry { retry_after: None },
+            }
+        }
     }
 }
 
