@@ -78,8 +78,10 @@ pub fn extract(lead: &Lead, interest: &Interest, required_fields: &[&str]) -> Fe
     let flag = |yes: bool| if yes { 1.0 } else { 0.0 };
     values[Feature::ValidEmail.index()] =
         flag(lead.text("email").is_some_and(|e| is_valid_email(&e)));
-    values[Feature::ValidPhone.index()] =
-        flag(lead.text("phone").is_some_and(|p| phone_digits(&p).is_some()));
+    values[Feature::ValidPhone.index()] = flag(
+        lead.text("phone")
+            .is_some_and(|p| phone_digits(&p).is_some()),
+    );
     let named = ["firstName", "lastName"]
         .iter()
         .filter(|field| lead.text(field).is_some_and(|n| is_real_name(&n)))

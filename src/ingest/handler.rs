@@ -45,9 +45,13 @@ pub async fn handle(
     // text then is the partner's item, or `None` to store the mapped leads as JSON.
     let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(Target::of(&source));
+    let writer = Writer {
+        db: &state.db,
+        outbox: &state.outbox,
+    };
     let (status, answer) = match shape {
-        Shape::Single(item) => ingest_single(&state.db, target, *item).await?,
-        Shape::Batch(items) => ingest_batch(&state.db, target, items).await?,
+        Shape::Single(item) => ingest_single(&writer, target, *item).await?,
+        Shape::Batch(items) => ingest_batch(&writer, target, items).await?,
     };
     Ok(response::json(status, &answer))
 }
@@ -138,27 +142,44 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
-/// Stores `leads` in one writer job; answers after the commit.
+/// Where the leads are written, and the outbox to wake when auto-delivery created events.
+struct Writer<'a> {
+    db: &'a Db,
+    outbox: &'a crate::outbox::Notifier,
+}
+
+/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery
+/// wrote in that job are committed now, so the outbox workers are woken to send them at
+/// once rather than at their next poll.
 async fn write(
-    db: &Db,
+    writer: &Writer<'_>,
     target: Arc<Target>,
     leads: Vec<PreparedLead>,
 ) -> Result<Vec<Outcome>, IngestError> {
-    db.write(move |conn| store::store_all(conn, &target, &leads, crate::clock::now_ms()))
-        .await
+    let outcomes = writer
+        .db
+        .write(move |conn| store::store_all(conn, &target, &leads, crate::clock::now_ms()))
+        .await?;
+    if outcomes
+        .iter()
+        .any(|o| matches!(o, Outcome::Created { auto_delivered, .. } if *auto_delivered > 0))
+    {
+        writer.outbox.notify();
+    }
+    Ok(outcomes)
 }
 
 async fn ingest_single(
-    db: &Db,
+    writer: &Writer<'_>,
     target: Arc<Target>,
     item: Item,
 ) -> Result<(hyper::StatusCode, serde_json::Value), IngestError> {
-    let catalog = load_catalog(db, &target, std::slice::from_ref(&item)).await?;
+    let catalog = load_catalog(writer.db, &target, std::slice::from_ref(&item)).await?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
         Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
     };
-    let outcome = write(db, target.clone(), vec![lead])
+    let outcome = write(writer, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
@@ -167,11 +188,11 @@ async fn ingest_single(
 }
 
 async fn ingest_batch(
-    db: &Db,
+    writer: &Writer<'_>,
     target: Arc<Target>,
     items: Vec<Item>,
 ) -> Result<(hyper::StatusCode, serde_json::Value), IngestError> {
-    let catalog = load_catalog(db, &target, &items).await?;
+    let catalog = load_catalog(writer.db, &target, &items).await?;
     let count = items.len();
     let prepared: Vec<Prepared> = items
         .into_iter()
@@ -196,7 +217,7 @@ async fn ingest_batch(
     let outcomes = if valid.is_empty() {
         Vec::new()
     } else {
-        write(db, target.clone(), valid).await?
+        write(writer, target.clone(), valid).await?
     };
     let mut stored = valid_positions.into_iter().zip(outcomes).peekable();
     let mut rejected = invalid.into_iter().peekable();
