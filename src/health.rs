@@ -7,13 +7,14 @@ use serde_json::json;
 use crate::db::DbError;
 use crate::http::{ApiError, AppState, Response, response};
 
-struct OutboxFigures {
-    pending: i64,
-    failed: i64,
-    oldest_pending_ms: Option<i64>,
+/// How the outbox stands; also read by `GET /metrics`.
+pub struct OutboxFigures {
+    pub pending: i64,
+    pub failed: i64,
+    pub oldest_pending_ms: Option<i64>,
 }
 
-fn outbox_figures(conn: &rusqlite::Connection) -> rusqlite::Result<OutboxFigures> {
+pub fn outbox_figures(conn: &rusqlite::Connection) -> rusqlite::Result<OutboxFigures> {
     conn.query_row(
         "SELECT
             (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
@@ -46,6 +47,11 @@ pub async fn handle(state: &AppState) -> Result<Response, ApiError> {
     // is alive and can take the file's write lock, without writing anything.
     if let Err(e) = state.db.write(|_conn| Ok::<(), DbError>(())).await {
         return Ok(unavailable(&format!("database cannot be written: {e}")));
+    }
+    // A call that raced the start of shutdown answers like one that came after it, so a
+    // load balancer stops sending traffic to an instance that is draining.
+    if state.is_shutting_down() {
+        return Ok(unavailable("shutting down"));
     }
     let now = crate::clock::now_ms();
     let oldest_pending_seconds = figures

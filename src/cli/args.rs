@@ -83,7 +83,7 @@ pub enum PlanArg {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
     /// Threads sending webhooks; one slow buyer can hold all but one of them.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -95,6 +95,23 @@ pub struct ServeArgs {
     /// The most one webhook attempt may take, connecting included (e.g. 15s, 500ms).
     #[arg(long, default_value = "15s", value_parser = positive_duration)]
     pub delivery_timeout: std::time::Duration,
+    /// Requests per second one client address may send on average (token bucket); 0 turns
+    /// rate limiting off.
+    #[arg(long, env = "LEADRELAY_RATE_LIMIT", default_value_t = crate::ratelimit::RateLimit::default().per_second)]
+    pub rate_limit: u32,
+    /// Requests one client address may send at once after being idle; 0 turns rate
+    /// limiting off.
+    #[arg(long, env = "LEADRELAY_RATE_BURST", default_value_t = crate::ratelimit::RateLimit::default().burst)]
+    pub rate_burst: u32,
+    /// Serve Prometheus metrics at GET /metrics.
+    #[arg(
+        long,
+        env = "LEADRELAY_METRICS",
+        default_value = "on",
+        value_parser = on_off,
+        action = clap::ArgAction::Set
+    )]
+    pub metrics: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,8 @@ mod delivery;
 mod demo;
 mod evaluator;
 mod lead;
+mod mapping;
+mod ops;
 mod output;
 mod serve;
 mod setup;
@@ -21,6 +23,7 @@ use clap::{Parser, Subcommand};
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
+pub use ops::BackupArgs;
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -53,6 +56,11 @@ pub enum Command {
     Init,
     /// Run the HTTP server and the delivery workers.
     Serve(ServeArgs),
+    /// Copy the database to FILE while the server keeps running (a consistent snapshot).
+    Backup(BackupArgs),
+    /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
+    /// something is wrong.
+    Check,
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -87,6 +95,9 @@ pub enum Command {
     Outbox(OutboxCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
+    /// Partner-native mappings of a source: set a draft, preview, publish, show.
+    #[command(subcommand)]
+    Mapping(mapping::MappingCommand),
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
@@ -98,6 +109,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),
+        Command::Backup(args) => ops::backup(&cli.db, &out, args),
+        Command::Check => ops::check(&cli.db, &out),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,
@@ -120,6 +133,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
+        Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
     }
 }

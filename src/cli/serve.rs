@@ -8,11 +8,12 @@ use anyhow::Context;
 
 use super::args::ServeArgs;
 use crate::outbox::WorkerConfig;
+use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
 pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
-    let options = ServiceOptions {
+    let mut options = ServiceOptions {
         delivery: WorkerConfig {
             senders: usize::from(args.delivery_workers),
             retry_schedule: args.retry_schedule.clone().unwrap_or_default(),
@@ -21,6 +22,11 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         ..ServiceOptions::default()
     };
+    options.server.rate_limit = RateLimit {
+        per_second: args.rate_limit,
+        burst: args.rate_burst,
+    };
+    options.server.metrics_endpoint = args.metrics;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -15,8 +15,8 @@ use std::time::Duration;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::Connection;
 
-pub use migrate::{SCHEMA_VERSION, schema_version};
-pub use writer::WriterStats;
+pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
+pub use writer::{GROUP_SIZE_BOUNDS, WriterStats};
 
 /// How long a connection waits for another writer (a CLI command on the same file, a
 /// backup) before it gives up with `SQLITE_BUSY`.

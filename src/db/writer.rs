@@ -76,6 +76,13 @@ where
     }
 }
 
+/// Upper bounds of the group-size histogram in [`WriterStats::group_sizes`]; powers of two
+/// up to [`MAX_GROUP`], so no group lands in the overflow slot.
+pub const GROUP_SIZE_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+
+/// Slots of the group-size histogram: one per bound plus the overflow slot.
+const GROUP_SIZE_SLOTS: usize = GROUP_SIZE_BOUNDS.len() + 1;
+
 /// Counters of the writer, for health and metrics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriterStats {
@@ -83,6 +90,9 @@ pub struct WriterStats {
     pub jobs: u64,
     pub last_group_size: u64,
     pub max_group_size: u64,
+    /// How many groups had a size up to each of [`GROUP_SIZE_BOUNDS`] (not cumulative),
+    /// then the overflow slot.
+    pub group_sizes: [u64; GROUP_SIZE_SLOTS],
 }
 
 #[derive(Default)]
@@ -91,6 +101,7 @@ struct Counters {
     jobs: AtomicU64,
     last_group_size: AtomicU64,
     max_group_size: AtomicU64,
+    group_sizes: [AtomicU64; GROUP_SIZE_SLOTS],
 }
 
 pub(super) struct WriterHandle {
@@ -139,6 +150,9 @@ impl WriterHandle {
             jobs: self.counters.jobs.load(Ordering::Relaxed),
             last_group_size: self.counters.last_group_size.load(Ordering::Relaxed),
             max_group_size: self.counters.max_group_size.load(Ordering::Relaxed),
+            group_sizes: std::array::from_fn(|slot| {
+                self.counters.group_sizes[slot].load(Ordering::Relaxed)
+            }),
         }
     }
 
@@ -177,6 +191,11 @@ fn run(conn: Connection, receiver: mpsc::Receiver<Msg>, counters: &Counters) {
         counters.jobs.fetch_add(size, Ordering::Relaxed);
         counters.last_group_size.store(size, Ordering::Relaxed);
         counters.max_group_size.fetch_max(size, Ordering::Relaxed);
+        let slot = GROUP_SIZE_BOUNDS
+            .iter()
+            .position(|&bound| size <= bound)
+            .unwrap_or(GROUP_SIZE_BOUNDS.len());
+        counters.group_sizes[slot].fetch_add(1, Ordering::Relaxed);
         if stop {
             break 'serve;
         }

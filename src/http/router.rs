@@ -19,6 +19,26 @@ pub enum Endpoint {
     PartnerPayout,
     PartnerCancellation,
     SupplierCancellationConfirmation,
+    Metrics,
+    OpenApi,
+}
+
+impl Endpoint {
+    /// The endpoint's label in metrics: stable, lower-case, one word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Health => "health",
+            Endpoint::ChannelIngest => "channel_ingest",
+            Endpoint::TableIngest => "table_ingest",
+            Endpoint::PartnerConfirmation => "partner_confirmation",
+            Endpoint::PartnerPayoutPending => "partner_payout_pending",
+            Endpoint::PartnerPayout => "partner_payout",
+            Endpoint::PartnerCancellation => "partner_cancellation",
+            Endpoint::SupplierCancellationConfirmation => "supplier_cancellation_confirmation",
+            Endpoint::Metrics => "metrics",
+            Endpoint::OpenApi => "openapi",
+        }
+    }
 }
 
 pub struct Route {
@@ -69,6 +89,16 @@ pub const ROUTES: &[Route] = &[
         method: Method::POST,
         pattern: "/api/webhooks/supplier-cancellation-confirmation",
         endpoint: Endpoint::SupplierCancellationConfirmation,
+    },
+    Route {
+        method: Method::GET,
+        pattern: "/metrics",
+        endpoint: Endpoint::Metrics,
+    },
+    Route {
+        method: Method::GET,
+        pattern: "/api/openapi.json",
+        endpoint: Endpoint::OpenApi,
     },
 ];
 
@@ -124,9 +154,14 @@ pub fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), ApiErr
     ))
 }
 
-/// Routes one request to its handler and turns any error into its response.
-pub async fn dispatch(state: &AppState, request: Request) -> Response {
-    let (endpoint, params) = match resolve(request.method(), request.uri().path()) {
+/// Routes one request to its handler (`route` is what [`resolve`] found for it) and turns
+/// any error into its response.
+pub async fn dispatch(
+    state: &AppState,
+    request: Request,
+    route: Result<(Endpoint, Params), ApiError>,
+) -> Response {
+    let (endpoint, params) = match route {
         Ok(found) => found,
         Err(e) => return e.into_response(),
     };
@@ -138,6 +173,8 @@ pub async fn dispatch(state: &AppState, request: Request) -> Response {
         Endpoint::TableIngest => {
             crate::ingest::handler::handle(state, request, ContainerKind::Table, params).await
         }
+        Endpoint::Metrics => crate::metrics::scrape::handle(state, request.uri().path()).await,
+        Endpoint::OpenApi => Ok(crate::openapi::handle()),
         Endpoint::PartnerConfirmation
         | Endpoint::PartnerPayoutPending
         | Endpoint::PartnerPayout

@@ -19,6 +19,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::db::Db;
+use crate::metrics::Metrics;
+use crate::ratelimit::{RateLimit, RateLimiter};
 
 /// How long shutdown waits for in-flight requests before it gives up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,6 +33,11 @@ pub struct ServerConfig {
     /// How long a client may take to send a request's headers; idle keep-alive connections
     /// are closed after this too.
     pub header_read_timeout: Duration,
+    /// Per-client token bucket applied to every request (`serve --rate-limit`,
+    /// `--rate-burst`).
+    pub rate_limit: RateLimit,
+    /// Whether `GET /metrics` answers (`serve --metrics on|off`); counting goes on either way.
+    pub metrics_endpoint: bool,
 }
 
 impl Default for ServerConfig {
@@ -38,6 +45,8 @@ impl Default for ServerConfig {
         ServerConfig {
             body_limit: 1024 * 1024,
             header_read_timeout: Duration::from_secs(10),
+            rate_limit: RateLimit::default(),
+            metrics_endpoint: true,
         }
     }
 }
@@ -49,16 +58,26 @@ pub struct AppState {
     /// Wakes the outbox workers; poke it after a write that created events.
     pub outbox: crate::outbox::Notifier,
     pub started: Instant,
+    /// Counters of this service; worker threads get a clone of the `Arc`.
+    pub metrics: Arc<Metrics>,
+    /// `None` when rate limiting is off.
+    pub rate_limiter: Option<RateLimiter>,
     shutting_down: AtomicBool,
 }
 
 impl AppState {
     pub fn new(db: Db, config: ServerConfig) -> AppState {
+        let endpoints: Vec<&'static str> = super::router::ROUTES
+            .iter()
+            .map(|route| route.endpoint.name())
+            .collect();
         AppState {
             db,
+            rate_limiter: RateLimiter::new(config.rate_limit),
             config,
             outbox: crate::outbox::Notifier::new(),
             started: Instant::now(),
+            metrics: Arc::new(Metrics::new(&endpoints)),
             shutting_down: AtomicBool::new(false),
         }
     }
@@ -139,21 +158,51 @@ fn serve_connection(
         .serve_connection(TokioIo::new(stream), service)
 }
 
-/// One request: dispatch, then one log line. Headers and bodies are never logged, since
-/// they carry secrets and personal data.
+/// One request: rate limit, dispatch, metrics, then one log line. Headers and bodies are
+/// never logged, since they carry secrets and personal data.
 async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> super::Response {
+    let timer = state.metrics.start_request();
     let started = Instant::now();
     let method = request.method().clone();
+    let route = super::router::resolve(&method, request.uri().path());
+    let endpoint = match &route {
+        Ok((endpoint, _)) => endpoint.name(),
+        Err(_) => crate::metrics::UNMATCHED,
+    };
     // Paths come from clients; a hostile one must not flood the log.
     let path: String = request.uri().path().chars().take(200).collect();
-    let response = super::router::dispatch(state, request).await;
+    let limited = match &state.rate_limiter {
+        Some(limiter) => limiter.check(peer.ip()).err(),
+        None => None,
+    };
+    let response = match limited {
+        Some(limited) => too_many_requests(limited),
+        None => super::router::dispatch(state, request, route).await,
+    };
+    let status = response.status().as_u16();
+    timer.finish(endpoint, status);
     log::info!(
         "{} {} {} {} {:.1}ms",
         peer.ip(),
         method,
         path,
-        response.status().as_u16(),
+        status,
         started.elapsed().as_secs_f64() * 1000.0
     );
     response
+}
+
+/// 429 with `Retry-After` and the usual JSON error body.
+fn too_many_requests(limited: crate::ratelimit::Limited) -> super::Response {
+    let seconds = limited.retry_after_secs;
+    super::ApiError::new(
+        hyper::StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!("too many requests from this address; retry in {seconds} s"),
+    )
+    .header(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from(seconds),
+    )
+    .into_response()
 }

@@ -41,8 +41,12 @@ pub async fn handle(
     // A body that parsed as JSON is UTF-8 text.
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
     // A published partner-native mapping (DESIGN.md section 9) transforms `body` into a
-    // native shape here, before shape detection (400 `mapping_error` on failure). The raw
-    // text then is the partner's item, or `None` to store the mapped leads as JSON.
+    // native shape here, before shape detection (400 `mapping_error` on failure). The
+    // mapped leads are then stored as JSON, since the received text is not their text.
+    let (body, raw) = match source.mapping_published {
+        Some(_) => (crate::mapping::apply_published(&source, body)?, None),
+        None => (body, raw),
+    };
     let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(Target::of(&source));
     let writer = Writer {

@@ -1,0 +1,317 @@
+//! `leadrelay mapping …`: store a checked draft, preview it on a sample, publish it, show
+//! both versions, withdraw the published one.
+//!
+//! Owns the flags, reading the files and printing. The language and its checks live in
+//! `crate::mapping`; a document or sample with problems prints every problem with its path
+//! (on stderr as text, or as the HTTP error body on stdout with `--json`) and exits 1.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::output::Output;
+use crate::mapping::{MappingDocument, MappingError, store};
+
+#[derive(Debug, Subcommand)]
+pub enum MappingCommand {
+    /// Check a mapping document and store it as the source's draft (ingest is unchanged).
+    Set {
+        source: String,
+        /// The mapping document (JSON); `-` reads standard input.
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Run the draft on a sample partner body and print the native lead(s) it produces.
+    Preview {
+        source: String,
+        /// A sample body as the partner would send it (JSON); `-` reads standard input.
+        #[arg(long)]
+        file: PathBuf,
+        /// Run the published mapping instead of the draft.
+        #[arg(long)]
+        published: bool,
+    },
+    /// Make the draft the live mapping: ingest uses it from the next request on.
+    Publish { source: String },
+    /// Withdraw the published mapping: the source takes the native shapes again.
+    Unpublish { source: String },
+    /// Show the draft and the published mapping with their times and version.
+    Show { source: String },
+}
+
+pub fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        MappingCommand::Set { source, file } => {
+            let document = read_json_file(&file)?;
+            let db = super::setup::open(path)?;
+            let stored = db.write_blocking(move |conn| store::set_draft(conn, &source, &document));
+            db.close();
+            match stored {
+                Ok(state) => {
+                    let shown = state.to_json();
+                    let note = format!(
+                        "draft mapping of source '{id}' stored ({})\n\
+                         try it:     leadrelay mapping preview {id} --file SAMPLE\n\
+                         publish it: leadrelay mapping publish {id}",
+                        summary(&shown["draft"]["document"]),
+                        id = state.source_id
+                    );
+                    print_state(out, &shown, &note);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => problems_or_error(out, e),
+            }
+        }
+        MappingCommand::Preview {
+            source,
+            file,
+            published,
+        } => {
+            let sample = read_json_file(&file)?;
+            let db = super::setup::open(path)?;
+            let state = db.read_blocking(|conn| store::state(conn, &source));
+            db.close();
+            let state = state?;
+            let (stored, name) = if published {
+                (
+                    state.published.as_ref(),
+                    format!("the published mapping (version {})", state.version),
+                )
+            } else {
+                (state.draft.as_ref(), "the draft mapping".to_string())
+            };
+            let Some(stored) = stored else {
+                anyhow::bail!(
+                    "source '{source}' has no {} mapping",
+                    if published { "published" } else { "draft" }
+                );
+            };
+            let document = MappingDocument::from_stored(&stored.text).map_err(|why| {
+                anyhow::anyhow!("{name} of source '{source}' is not valid: {why}")
+            })?;
+            match crate::mapping::transform(&document, &sample) {
+                Ok(native) => {
+                    print_preview(out, &source, published, &state, native);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(problems) => problems_or_error(out, MappingError::transform(name, problems)),
+            }
+        }
+        MappingCommand::Publish { source } => {
+            let db = super::setup::open(path)?;
+            let published = db.write_blocking(move |conn| store::publish(conn, &source));
+            db.close();
+            match published {
+                Ok((state, changed)) => {
+                    let mut shown = state.to_json();
+                    shown["changed"] = json!(changed);
+                    let note = if changed {
+                        format!(
+                            "source '{}': published mapping version {}; ingest uses it from \
+                             the next request on",
+                            state.source_id, state.version
+                        )
+                    } else {
+                        format!(
+                            "source '{}': the draft equals the published version {}; nothing \
+                             changed",
+                            state.source_id, state.version
+                        )
+                    };
+                    print_state(out, &shown, &note);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => problems_or_error(out, e),
+            }
+        }
+        MappingCommand::Unpublish { source } => {
+            let db = super::setup::open(path)?;
+            let withdrawn = db.write_blocking(move |conn| store::unpublish(conn, &source));
+            db.close();
+            let (state, changed) = withdrawn?;
+            let mut shown = state.to_json();
+            shown["changed"] = json!(changed);
+            let note = if changed {
+                format!(
+                    "source '{}': published mapping withdrawn; the source takes the native \
+                     shapes from the next request on",
+                    state.source_id
+                )
+            } else {
+                format!(
+                    "source '{}' has no published mapping; nothing changed",
+                    state.source_id
+                )
+            };
+            print_state(out, &shown, &note);
+            Ok(ExitCode::SUCCESS)
+        }
+        MappingCommand::Show { source } => {
+            let db = super::setup::open(path)?;
+            let state = db.read_blocking(|conn| store::state(conn, &source));
+            db.close();
+            print_state(out, &state?.to_json(), "");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Reads a JSON file (or standard input for `-`).
+fn read_json_file(file: &Path) -> anyhow::Result<Value> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read standard input")?;
+        text
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not valid JSON: {e}",
+            if file == Path::new("-") {
+                "standard input".to_string()
+            } else {
+                file.display().to_string()
+            }
+        )
+    })
+}
+
+/// Prints the problems of a bad document or sample and exits 1; other errors go to `main`.
+fn problems_or_error(out: &Output, e: MappingError) -> anyhow::Result<ExitCode> {
+    if e.problems().is_empty() {
+        return Err(e.into());
+    }
+    if out.is_json() {
+        out.print(&e.to_json());
+    } else {
+        let mut text = format!("error: {e}\n");
+        for problem in e.problems() {
+            let path = if problem.path.is_empty() {
+                "(whole document)"
+            } else {
+                &problem.path
+            };
+            text.push_str(&format!(
+                "  {path}: {} ({})\n",
+                problem.message, problem.code
+            ));
+        }
+        eprint!("{text}");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// Prints a mapping state: all of it with `--json`; as text a note on the change, or
+/// (with an empty note, for `show`) both documents with one rule per line.
+fn print_state(out: &Output, state: &Value, note: &str) {
+    if out.is_json() {
+        out.print(state);
+        return;
+    }
+    if !note.is_empty() {
+        println!("{note}");
+        return;
+    }
+    println!("source: {}", state["sourceId"].as_str().unwrap_or_default());
+    match state["published"].as_object() {
+        None => println!("published: none (the source takes the native shapes)"),
+        Some(published) => {
+            println!(
+                "published: version {}, {}",
+                published["version"],
+                published["publishedAt"].as_str().unwrap_or_default()
+            );
+            print!("{}", document_text(&published["document"]));
+        }
+    }
+    match state["draft"].as_object() {
+        None => println!("draft: none"),
+        Some(draft) => {
+            let updated = draft["updatedAt"].as_str().unwrap_or_default();
+            if state["unpublishedChanges"] == json!(true) {
+                println!("draft: stored {updated}, not published");
+                print!("{}", document_text(&draft["document"]));
+            } else {
+                println!("draft: stored {updated}, same as the published version");
+            }
+        }
+    }
+}
+
+/// A document as text: `items` and one `target  rule` line per field, rules as compact
+/// JSON, the way they are written.
+fn document_text(document: &Value) -> String {
+    let mut text = String::new();
+    if let Some(items) = document["items"].as_str() {
+        text.push_str(&format!("  items: {items}\n"));
+    }
+    let Some(fields) = document["fields"].as_object() else {
+        return format!("  {document}\n");
+    };
+    let width = fields.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+    for (target, rule) in fields {
+        text.push_str(&format!("  {target:width$}  {rule}\n"));
+    }
+    text
+}
+
+/// "7 targets, a batch from /contacts".
+fn summary(document: &Value) -> String {
+    let targets = document["fields"].as_object().map_or(0, |f| f.len());
+    let noun = if targets == 1 { "target" } else { "targets" };
+    match document["items"].as_str() {
+        Some(items) => format!("{targets} {noun}, a batch from the array at '{items}'"),
+        None => format!("{targets} {noun}, one lead per body"),
+    }
+}
+
+fn print_preview(
+    out: &Output,
+    source: &str,
+    published: bool,
+    state: &store::MappingState,
+    native: Value,
+) {
+    let leads = native["leads"].as_array().map_or(1, Vec::len);
+    if out.is_json() {
+        out.print(&json!({
+            "sourceId": source,
+            "mapping": if published { "published" } else { "draft" },
+            "version": state.version,
+            "leads": leads,
+            "native": native,
+        }));
+        return;
+    }
+    let kind = if native.get("leads").is_some() {
+        format!(
+            "a batch of {leads} native lead{}",
+            if leads == 1 { "" } else { "s" }
+        )
+    } else {
+        "one native lead".to_string()
+    };
+    let which = if published {
+        "published mapping"
+    } else {
+        "draft mapping"
+    };
+    println!("the {which} of source '{source}' turns the sample into {kind}:");
+    println!("{}", indented_json(&native));
+}
+
+fn indented_json(value: &Value) -> String {
+    let text = serde_json::to_string_pretty(value).expect("a Value always serialises");
+    text.lines()
+        .map(|line| format!("  {line}\n"))
+        .collect::<String>()
+        .trim_end()
+        .to_string()
+}

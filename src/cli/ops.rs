@@ -1,0 +1,82 @@
+//! `leadrelay backup` and `leadrelay check`: the operator's commands on the database file.
+//! The work is in `ops::backup` and `ops::check`; this file parses flags and prints.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use super::output::Output;
+use crate::ops::{backup, check};
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The file to write the copy to.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace FILE when it exists already.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn backup(db: &Path, out: &Output, args: BackupArgs) -> anyhow::Result<ExitCode> {
+    let report = backup::backup(db, &args.out, args.force)?;
+    out.print(&json!({
+        "database": db.display().to_string(),
+        "out": report.out.display().to_string(),
+        "bytes": report.bytes,
+        "pages": report.pages,
+        "schemaVersion": report.schema_version,
+        "durationMs": u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
+    }));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Exit code 0 when the file is sound, 1 with the list of problems otherwise.
+pub fn check(db: &Path, out: &Output) -> anyhow::Result<ExitCode> {
+    let report = check::check(db)?;
+    if out.is_json() {
+        out.print(&serde_json::to_value(&report).expect("the check report serialises"));
+    } else {
+        print_text(&report);
+    }
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_text(report: &check::CheckReport) {
+    println!("database: {}", report.database);
+    let version = match report.schema_version {
+        Some(version) => format!(
+            "{version} (this binary: {})",
+            report.expected_schema_version
+        ),
+        None => "-".to_string(),
+    };
+    println!("schema version: {version}");
+    println!("integrity: {}", report.integrity.join("; "));
+    if report.foreign_key_violations == 0 {
+        println!("foreign keys: ok");
+    } else {
+        println!("foreign keys: {} violations", report.foreign_key_violations);
+        for violation in &report.foreign_keys {
+            let rowid = violation.rowid.map_or("-".to_string(), |r| r.to_string());
+            println!(
+                "  {} row {rowid} points at a missing {} row",
+                violation.table, violation.parent
+            );
+        }
+    }
+    if report.ok {
+        println!("result: ok");
+    } else {
+        println!("result: {} problem(s)", report.problems.len());
+        for problem in &report.problems {
+            println!("  - {problem}");
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! Counters and histograms of the running service, and their Prometheus text rendering for
+//! `GET /metrics`.
+//!
+//! Owns what is counted and how it is named. There is no global registry: one [`Metrics`]
+//! hangs off `AppState` (and is handed to worker threads as an `Arc`), so two services in
+//! one process (tests) never mix their figures. Domain code records with plain calls
+//! ([`Metrics::ingest_result`], [`Metrics::delivery_outcome`]); the HTTP server records
+//! every request ([`Metrics::start_request`]). Gauges that live in the database (outbox
+//! depth) or in other components (writer, rate limiter) are read at scrape time by
+//! [`scrape`], not kept here.
+
+mod instruments;
+pub mod scrape;
+mod text;
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Instant;
+
+pub use instruments::{Histogram, HistogramReading, LabelledCounter};
+pub use text::CONTENT_TYPE;
+
+use crate::db::WriterStats;
+use text::TextWriter;
+
+/// The endpoint label of a request that matched no route (404, 405).
+pub const UNMATCHED: &str = "unmatched";
+
+/// The per-lead ingest results of SPEC.md section 2.5, always exported (zero included).
+pub const INGEST_STATUSES: &[&str] = &["accepted", "duplicate", "idempotent_replay", "rejected"];
+
+/// The outcomes of one delivery attempt, as `outbox_attempts.outcome` records them.
+pub const DELIVERY_OUTCOMES: &[&str] = &["delivered", "retry", "failed"];
+
+/// Request latency bucket bounds in microseconds: from a fast in-memory answer (100 µs) to
+/// a request stuck behind a busy disk (10 s).
+const LATENCY_BOUNDS_MICROS: &[u64] = &[
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// Lowest and highest HTTP status a response can carry; one counter slot per code.
+const FIRST_STATUS: u16 = 100;
+const LAST_STATUS: u16 = 599;
+
+pub struct Metrics {
+    started: Instant,
+    /// Endpoint labels; requests and latency are indexed alike.
+    endpoints: Vec<&'static str>,
+    /// Per endpoint, one counter per status code 100..=599.
+    requests: Vec<Box<[AtomicU64]>>,
+    latency: Vec<Histogram>,
+    in_flight: AtomicI64,
+    ingest: LabelledCounter,
+    deliveries: LabelledCounter,
+}
+
+/// Figures read at scrape time from outside this module.
+#[derive(Debug, Clone, Default)]
+pub struct Gauges {
+    /// `None` when the database could not be read for this scrape.
+    pub outbox: Option<OutboxGauges>,
+    pub writer: WriterStats,
+    /// Client addresses the rate limiter tracks; `None` when rate limiting is off.
+    pub rate_limited_clients: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct OutboxGauges {
+    pub pending: i64,
+    pub failed: i64,
+    pub oldest_pending_seconds: Option<i64>,
+}
+
+/// Measures one request; created by [`Metrics::start_request`]. Dropping it without
+/// [`RequestTimer::finish`] (the client went away mid-request) only ends the in-flight count.
+pub struct RequestTimer<'a> {
+    metrics: &'a Metrics,
+    started: Instant,
+}
+
+impl RequestTimer<'_> {
+    /// Counts the request under `endpoint` and `status` and records its latency.
+    pub fn finish(self, endpoint: &str, status: u16) {
+        let metrics = self.metrics;
+        let index = metrics.endpoint_index(endpoint);
+        if (FIRST_STATUS..=LAST_STATUS).contains(&status) {
+            metrics.requests[index][usize::from(status - FIRST_STATUS)]
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        metrics.latency[index].observe(micros);
+    }
+}
+
+impl Drop for RequestTimer<'_> {
+    fn drop(&mut self) {
+        self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// Metrics for a server whose routes have the endpoint labels `endpoints`;
+    /// [`UNMATCHED`] is added for requests that match none.
+    pub fn new(endpoints: &[&'static str]) -> Metrics {
+        let mut endpoints = endpoints.to_vec();
+        if !endpoints.contains(&UNMATCHED) {
+            endpoints.push(UNMATCHED);
+        }
+        let statuses = usize::from(LAST_STATUS - FIRST_STATUS + 1);
+        Metrics {
+            started: Instant::now(),
+            requests: endpoints
+                .iter()
+                .map(|_| (0..statuses).map(|_| AtomicU64::new(0)).collect())
+                .collect(),
+            latency: endpoints
+                .iter()
+                .map(|_| Histogram::new(LATENCY_BOUNDS_MICROS))
+                .collect(),
+            endpoints,
+            in_flight: AtomicI64::new(0),
+            ingest: LabelledCounter::new(INGEST_STATUSES),
+            deliveries: LabelledCounter::new(DELIVERY_OUTCOMES),
+        }
+    }
+
+    /// Starts measuring a request: it counts as in flight until the timer is dropped.
+    pub fn start_request(&self) -> RequestTimer<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        RequestTimer {
+            metrics: self,
+            started: Instant::now(),
+        }
+    }
+
+    /// Counts one lead's ingest result (`accepted`, `duplicate`, `idempotent_replay`,
+    /// `rejected`): call once per lead, also for each item of a batch.
+    pub fn ingest_result(&self, status: &str) {
+        self.ingest.add(status, 1);
+    }
+
+    /// Counts one delivery attempt's outcome (`delivered`, `retry`, `failed`).
+    pub fn delivery_outcome(&self, outcome: &str) {
+        self.deliveries.add(outcome, 1);
+    }
+
+    /// How many requests were answered with `status` on `endpoint` so far.
+    pub fn requests_answered(&self, endpoint: &str, status: u16) -> u64 {
+        if !(FIRST_STATUS..=LAST_STATUS).contains(&status) {
+            return 0;
+        }
+        self.requests[self.endpoint_index(endpoint)][usize::from(status - FIRST_STATUS)]
+            .load(Ordering::Relaxed)
+    }
+
+    /// An unknown label lands on [`UNMATCHED`], which always exists.
+    fn endpoint_index(&self, endpoint: &str) -> usize {
+        self.endpoints
+            .iter()
+            .position(|&e| e == endpoint)
+            .unwrap_or(self.endpoints.len() - 1)
+    }
+
+    /// The whole scrape answer in the Prometheus text format.
+    pub fn render(&self, gauges: &Gauges) -> String {
+        let mut w = TextWriter::new();
+        w.family(
+            "leadrelay_build_info",
+            "gauge",
+            "Always 1; the version label names the running build.",
+        );
+        w.sample(
+            "leadrelay_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))],
+            1,
+        );
+        w.family(
+            "leadrelay_uptime_seconds",
+            "gauge",
+            "Seconds since the service started.",
+        );
+        w.sample(
+            "leadrelay_uptime_seconds",
+            &[],
+            self.started.elapsed().as_secs(),
+        );
+        self.render_requests(&mut w);
+        self.render_domain(&mut w);
+        render_gauges(&mut w, gauges);
+        w.finish()
+    }
+
+    fn render_requests(&self, w: &mut TextWriter) {
+        w.family(
+            "leadrelay_http_requests_total",
+            "counter",
+            "HTTP requests answered, by endpoint and status code.",
+        );
+        for (index, endpoint) in self.endpoints.iter().enumerate() {
+            for (slot, count) in self.requests[index].iter().enumerate() {
+                let count = count.load(Ordering::Relaxed);
+                if count > 0 {
+                    let status = (FIRST_STATUS + slot as u16).to_string();
+                    w.sample(
+                        "leadrelay_http_requests_total",
+                        &[("endpoint", endpoint), ("status", &status)],
+                        count,
+                    );
+                }
+            }
+        }
+        w.family(
+            "leadrelay_http_requests_in_flight",
+            "gauge",
+            "HTTP requests being handled right now.",
+        );
+        w.sample(
+            "leadrelay_http_requests_in_flight",
+            &[],
+            self.in_flight.load(Ordering::Relaxed).max(0),
+        );
+        w.family(
+            "leadrelay_http_request_duration_seconds",
+            "histogram",
+            "Time from the request's arrival to its response, by endpoint.",
+        );
+        for (index, endpoint) in self.endpoints.iter().enumerate() {
+            let reading = self.latency[index].read();
+            if reading.count > 0 {
+                w.histogram(
+                    "leadrelay_http_request_duration_seconds",
+                    &[("endpoint", endpoint)],
+                    &reading,
+                    1e6,
+                );
+            }
+        }
+    }
+
+    fn render_domain(&self, w: &mut TextWriter) {
+        w.family(
+            "leadrelay_ingest_leads_total",
+            "counter",
+            "Leads received on the ingest endpoints, by per-lead result status.",
+        );
+        for (status, count) in self.ingest.values() {
+            w.sample(
+                "leadrelay_ingest_leads_total",
+                &[("status", &status)],
+                count,
+            );
+        }
+        w.family(
+            "leadrelay_deliveries_total",
+            "counter",
+            "Webhook delivery attempts, by outcome (delivered, retry, failed).",
+        );
+        for (outcome, count) in self.deliveries.values() {
+            w.sample(
+                "leadrelay_deliveries_total",
+                &[("outcome", &outcome)],
+                count,
+            );
+        }
+    }
+}
+
+fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
+    if let Some(outbox) = &gauges.outbox {
+        w.family(
+            "leadrelay_outbox_events",
+            "gauge",
+            "Outbox events waiting to be delivered (pending) or given up on (failed).",
+        );
+        w.sample(
+            "leadrelay_outbox_events",
+            &[("status", "pending")],
+            outbox.pending,
+        );
+        w.sample(
+            "leadrelay_outbox_events",
+            &[("status", "failed")],
+            outbox.failed,
+        );
+        w.family(
+            "leadrelay_outbox_oldest_pending_age_seconds",
+            "gauge",
+            "Age of the oldest pending outbox event; 0 when none is pending.",
+        );
+        w.sample(
+            "leadrelay_outbox_oldest_pending_age_seconds",
+            &[],
+            outbox.oldest_pending_seconds.unwrap_or(0),
+        );
+    }
+    let writer = &gauges.writer;
+    w.family(
+        "leadrelay_db_write_group_size",
+        "histogram",
+        "Write jobs committed together in one group transaction (one fsync).",
+    );
+    let reading = HistogramReading::from_counts(
+        crate::db::GROUP_SIZE_BOUNDS,
+        &writer.group_sizes,
+        writer.jobs,
+    );
+    w.histogram("leadrelay_db_write_group_size", &[], &reading, 1.0);
+    w.family(
+        "leadrelay_db_write_group_size_max",
+        "gauge",
+        "Largest group transaction since the service started.",
+    );
+    w.sample(
+        "leadrelay_db_write_group_size_max",
+        &[],
+        writer.max_group_size,
+    );
+    if let Some(clients) = gauges.rate_limited_clients {
+        w.family(
+            "leadrelay_rate_limit_tracked_clients",
+            "gauge",
+            "Client addresses with a token bucket in the rate limiter.",
+        );
+        w.sample("leadrelay_rate_limit_tracked_clients", &[], clients);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_by_endpoint_and_status() {
+        let metrics = Metrics::new(&["health", "ingest"]);
+        metrics.start_request().finish("health", 200);
+        metrics.start_request().finish("health", 200);
+        metrics.start_request().finish("ingest", 400);
+        metrics.start_request().finish("no such endpoint", 404);
+        assert_eq!(metrics.requests_answered("health", 200), 2);
+        assert_eq!(metrics.requests_answered("ingest", 400), 1);
+        assert_eq!(metrics.requests_answered(UNMATCHED, 404), 1);
+        let text = metrics.render(&Gauges::default());
+        assert!(
+            text.contains("leadrelay_http_requests_total{endpoint=\"health\",status=\"200\"} 2\n")
+        );
+        assert!(
+            text.contains("leadrelay_http_request_duration_seconds_count{endpoint=\"ingest\"} 1\n")
+        );
+        assert!(text.contains("leadrelay_http_requests_in_flight 0\n"));
+    }
+
+    #[test]
+    fn in_flight_counts_unfinished_requests() {
+        let metrics = Metrics::new(&["health"]);
+        let first = metrics.start_request();
+        let second = metrics.start_request();
+        assert!(
+            metrics
+                .render(&Gauges::default())
+                .contains("leadrelay_http_requests_in_flight 2\n")
+        );
+        drop(first);
+        second.finish("health", 200);
+        assert!(
+            metrics
+                .render(&Gauges::default())
+                .contains("leadrelay_http_requests_in_flight 0\n")
+        );
+    }
+
+    #[test]
+    fn domain_counters_start_at_zero_and_count() {
+        let metrics = Metrics::new(&[]);
+        metrics.ingest_result("accepted");
+        metrics.ingest_result("accepted");
+        metrics.delivery_outcome("retry");
+        let text = metrics.render(&Gauges::default());
+        assert!(text.contains("leadrelay_ingest_leads_total{status=\"accepted\"} 2\n"));
+        assert!(text.contains("leadrelay_ingest_leads_total{status=\"idempotent_replay\"} 0\n"));
+        assert!(text.contains("leadrelay_deliveries_total{outcome=\"retry\"} 1\n"));
+        assert!(text.contains("leadrelay_deliveries_total{outcome=\"delivered\"} 0\n"));
+    }
+}

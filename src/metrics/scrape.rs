@@ -1,0 +1,53 @@
+//! `GET /metrics`: gathers the gauges that live elsewhere (outbox depth from the database,
+//! the writer's group sizes, the rate limiter's table) and answers the Prometheus text.
+//!
+//! With `serve --metrics off` the path answers 404 exactly like an unknown path.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::StatusCode;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+
+use super::{CONTENT_TYPE as PROMETHEUS_TEXT, Gauges, OutboxGauges};
+use crate::db::DbError;
+use crate::http::{ApiError, AppState, Response};
+
+pub async fn handle(state: &AppState, path: &str) -> Result<Response, ApiError> {
+    if !state.config.metrics_endpoint {
+        return Err(ApiError::not_found(format!("no such path: {path}")));
+    }
+    let outbox = match state
+        .db
+        .read(|conn| crate::health::outbox_figures(conn).map_err(DbError::from))
+        .await
+    {
+        Ok(figures) => {
+            let now = crate::clock::now_ms();
+            Some(OutboxGauges {
+                pending: figures.pending,
+                failed: figures.failed,
+                oldest_pending_seconds: figures
+                    .oldest_pending_ms
+                    .map(|created| (now - created).max(0) / 1000),
+            })
+        }
+        Err(e) => {
+            // The rest of the scrape is still worth having; the missing outbox series and
+            // the health check tell the operator that the database is the problem.
+            log::warn!("metrics: outbox figures unavailable: {e}");
+            None
+        }
+    };
+    let gauges = Gauges {
+        outbox,
+        writer: state.db.writer_stats(),
+        rate_limited_clients: state.rate_limiter.as_ref().map(|l| l.tracked_clients()),
+    };
+    let body = state.metrics.render(&gauges);
+    let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = StatusCode::OK;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TEXT));
+    Ok(response)
+}

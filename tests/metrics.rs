@@ -1,0 +1,218 @@
+//! `GET /metrics`: the Prometheus text of the running server, read as a scraper would.
+
+use std::collections::BTreeMap;
+
+use leadrelay::service::ServiceOptions;
+
+use crate::util::{Reply, TempDb, TestServer};
+
+/// One scrape: every sample line as `name{labels}` → value, plus the raw text.
+pub struct Scrape {
+    pub text: String,
+    pub samples: BTreeMap<String, f64>,
+}
+
+impl Scrape {
+    /// The value of the sample written exactly as `series` (`name` or `name{a="b"}`);
+    /// panics when the series is absent.
+    pub fn value(&self, series: &str) -> f64 {
+        *self
+            .samples
+            .get(series)
+            .unwrap_or_else(|| panic!("no series {series} in:\n{}", self.text))
+    }
+}
+
+pub fn scrape(server: &TestServer) -> Scrape {
+    parse(server.get("/metrics"))
+}
+
+/// Reads a scrape answer, checking the status, content type and sample syntax.
+pub fn parse(reply: Reply) -> Scrape {
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let mut samples = BTreeMap::new();
+    for line in reply.text.lines() {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("malformed sample line: {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("malformed value: {line}"));
+        assert!(
+            samples.insert(series.to_string(), value).is_none(),
+            "series written twice: {series}"
+        );
+    }
+    Scrape {
+        text: reply.text,
+        samples,
+    }
+}
+
+#[test]
+fn requests_are_counted_by_endpoint_and_status_with_latency() {
+    let server = TestServer::start();
+    for _ in 0..3 {
+        assert_eq!(server.get("/api/health").status, 200);
+    }
+    assert_eq!(server.get("/no/such/path").status, 404);
+    assert_eq!(
+        server
+            .request("POST", "/api/webhooks/partner-payout")
+            .header("Content-Type", "text/plain")
+            .body("x")
+            .send()
+            .status,
+        415
+    );
+
+    let first = scrape(&server);
+    assert_eq!(
+        first.value(r#"leadrelay_http_requests_total{endpoint="health",status="200"}"#),
+        3.0
+    );
+    assert_eq!(
+        first.value(r#"leadrelay_http_requests_total{endpoint="unmatched",status="404"}"#),
+        1.0
+    );
+    assert_eq!(
+        first.value(r#"leadrelay_http_requests_total{endpoint="partner_payout",status="415"}"#),
+        1.0
+    );
+    assert_eq!(
+        first.value(r#"leadrelay_http_request_duration_seconds_count{endpoint="health"}"#),
+        3.0
+    );
+    assert_eq!(
+        first.value(
+            r#"leadrelay_http_request_duration_seconds_bucket{endpoint="health",le="+Inf"}"#
+        ),
+        3.0
+    );
+    assert!(first.value(r#"leadrelay_http_request_duration_seconds_sum{endpoint="health"}"#) > 0.0);
+    // The scrape itself is the one request in flight.
+    assert_eq!(first.value("leadrelay_http_requests_in_flight"), 1.0);
+    assert_eq!(first.value(r#"leadrelay_build_info{version="0.1.0"}"#), 1.0);
+
+    // The first scrape is counted by the second.
+    let second = scrape(&server);
+    assert_eq!(
+        second.value(r#"leadrelay_http_requests_total{endpoint="metrics",status="200"}"#),
+        1.0
+    );
+}
+
+#[test]
+fn domain_counters_are_exported_from_the_start() {
+    let server = TestServer::start();
+    let scrape = scrape(&server);
+    for status in ["accepted", "duplicate", "idempotent_replay", "rejected"] {
+        let series = format!(r#"leadrelay_ingest_leads_total{{status="{status}"}}"#);
+        assert_eq!(scrape.value(&series), 0.0);
+    }
+    for outcome in ["delivered", "retry", "failed"] {
+        let series = format!(r#"leadrelay_deliveries_total{{outcome="{outcome}"}}"#);
+        assert_eq!(scrape.value(&series), 0.0);
+    }
+    assert!(
+        scrape
+            .text
+            .contains("# TYPE leadrelay_ingest_leads_total counter\n")
+    );
+    assert!(
+        scrape
+            .text
+            .contains("# TYPE leadrelay_http_request_duration_seconds histogram\n")
+    );
+}
+
+#[test]
+fn outbox_depth_and_oldest_age_come_from_the_database() {
+    let server = TestServer::start();
+    crate::util::basic_setup(&server.db.path);
+    server.cli(&[
+        "buyer",
+        "create",
+        "--workspace",
+        "ws",
+        "--name",
+        "SunCo",
+        "--id",
+        "sunco",
+        "--webhook-url",
+        "http://127.0.0.1:9/hook",
+    ]);
+    let empty = scrape(&server);
+    assert_eq!(
+        empty.value(r#"leadrelay_outbox_events{status="pending"}"#),
+        0.0
+    );
+    assert_eq!(
+        empty.value("leadrelay_outbox_oldest_pending_age_seconds"),
+        0.0
+    );
+
+    let now = leadrelay::clock::now_ms();
+    let conn = rusqlite::Connection::open(&server.db.path).unwrap();
+    for (id, status, age_ms) in [
+        ("evt_a", "pending", 90_000),
+        ("evt_b", "pending", 5_000),
+        ("evt_c", "failed", 1_000),
+        ("evt_d", "delivered", 500_000),
+    ] {
+        conn.execute(
+            "INSERT INTO outbox_events (id, buyer_id, url, payload, status, next_attempt_at, \
+             created_at) VALUES (?1, 'sunco', 'http://127.0.0.1:9/hook', '{}', ?2, ?3, ?3)",
+            rusqlite::params![id, status, now - age_ms],
+        )
+        .unwrap();
+    }
+    let filled = scrape(&server);
+    assert_eq!(
+        filled.value(r#"leadrelay_outbox_events{status="pending"}"#),
+        2.0
+    );
+    assert_eq!(
+        filled.value(r#"leadrelay_outbox_events{status="failed"}"#),
+        1.0
+    );
+    let age = filled.value("leadrelay_outbox_oldest_pending_age_seconds");
+    assert!((90.0..120.0).contains(&age), "oldest pending age {age}");
+}
+
+#[test]
+fn writer_group_sizes_are_a_histogram() {
+    let server = TestServer::start();
+    // Each health call commits one (empty) write group through the writer.
+    for _ in 0..4 {
+        assert_eq!(server.get("/api/health").status, 200);
+    }
+    let scrape = scrape(&server);
+    let groups = scrape.value("leadrelay_db_write_group_size_count");
+    let jobs = scrape.value("leadrelay_db_write_group_size_sum");
+    assert!(groups >= 1.0 && jobs >= 4.0, "groups {groups}, jobs {jobs}");
+    assert_eq!(
+        scrape.value(r#"leadrelay_db_write_group_size_bucket{le="+Inf"}"#),
+        groups
+    );
+    assert!(scrape.value(r#"leadrelay_db_write_group_size_bucket{le="1"}"#) <= groups);
+    assert!(scrape.value("leadrelay_db_write_group_size_max") >= 1.0);
+}
+
+#[test]
+fn metrics_off_answers_404_like_an_unknown_path() {
+    let mut options = ServiceOptions::default();
+    options.server.metrics_endpoint = false;
+    let server = TestServer::start_with(TempDb::new(), options);
+    let reply = server.get("/metrics");
+    assert_eq!(reply.status, 404, "{}", reply.text);
+    assert_eq!(reply.json["error"]["code"], "not_found");
+    assert_eq!(server.get("/api/health").status, 200);
+}

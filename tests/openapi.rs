@@ -1,0 +1,241 @@
+//! The OpenAPI document (`openapi.json`): it describes exactly the routes the server has,
+//! every status SPEC.md names, and it is served by the running server.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::util::TestServer;
+
+const METHODS: &[&str] = &[
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+fn document() -> Value {
+    serde_json::from_str(leadrelay::openapi::DOCUMENT).expect("openapi.json is valid JSON")
+}
+
+/// Every (METHOD, path) the document describes.
+fn documented_operations(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut operations = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths is an object") {
+        for method in METHODS {
+            if item.get(*method).is_some() {
+                operations.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    operations
+}
+
+/// Follows a local `$ref` (`#/components/...`), or panics naming the broken reference.
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    match value.get("$ref").and_then(Value::as_str) {
+        Some(reference) => {
+            let pointer = reference
+                .strip_prefix('#')
+                .unwrap_or_else(|| panic!("non-local reference {reference}"));
+            doc.pointer(pointer)
+                .unwrap_or_else(|| panic!("reference {reference} resolves to nothing"))
+        }
+        None => value,
+    }
+}
+
+fn operation<'a>(doc: &'a Value, method: &str, path: &str) -> &'a Value {
+    let operation = &doc["paths"][path][method];
+    assert!(operation.is_object(), "{method} {path} is not documented");
+    operation
+}
+
+#[test]
+fn the_document_and_the_router_have_the_same_operations() {
+    let doc = document();
+    let documented = documented_operations(&doc);
+    let routed: BTreeSet<(String, String)> = leadrelay::http::router::ROUTES
+        .iter()
+        .map(|route| (route.method.to_string(), route.pattern.to_string()))
+        .collect();
+    let undocumented: Vec<_> = routed.difference(&documented).collect();
+    let unrouted: Vec<_> = documented.difference(&routed).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routes missing from openapi.json: {undocumented:?}"
+    );
+    assert!(
+        unrouted.is_empty(),
+        "operations in openapi.json the router does not know: {unrouted:?}"
+    );
+}
+
+#[test]
+fn every_status_the_spec_names_is_documented() {
+    let doc = document();
+    let spec: &[(&str, &str, &[u16])] = &[
+        ("get", "/api/health", &[200, 429, 503]),
+        (
+            "post",
+            "/api/webhooks/channels/{channelId}/sources/{sourceId}/leads",
+            &[200, 201, 400, 401],
+        ),
+        (
+            "post",
+            "/api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads",
+            &[201, 400, 401],
+        ),
+        (
+            "post",
+            "/api/webhooks/partner-confirmation",
+            &[200, 400, 401, 403, 404, 409],
+        ),
+        (
+            "post",
+            "/api/webhooks/partner-payout-pending",
+            &[200, 400, 401],
+        ),
+        ("post", "/api/webhooks/partner-payout", &[200, 400, 401]),
+        (
+            "post",
+            "/api/webhooks/partner-cancellation",
+            &[200, 400, 401],
+        ),
+        (
+            "post",
+            "/api/webhooks/supplier-cancellation-confirmation",
+            &[200, 400, 401],
+        ),
+        ("get", "/metrics", &[200, 404]),
+        ("get", "/api/openapi.json", &[200]),
+    ];
+    for (method, path, statuses) in spec {
+        let responses = &operation(&doc, method, path)["responses"];
+        for status in *statuses {
+            assert!(
+                responses.get(status.to_string()).is_some(),
+                "{method} {path} does not document {status}"
+            );
+        }
+        // The rate limit applies to every endpoint.
+        assert!(
+            responses.get("429").is_some(),
+            "{method} {path} does not document 429"
+        );
+    }
+}
+
+#[test]
+fn every_reference_resolves_and_operations_are_well_formed() {
+    let doc = document();
+    fn walk(doc: &Value, value: &Value, count: &mut usize) {
+        match value {
+            Value::Object(map) => {
+                if map.contains_key("$ref") {
+                    resolve(doc, value);
+                    *count += 1;
+                }
+                map.values().for_each(|v| walk(doc, v, count));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(doc, v, count)),
+            _ => {}
+        }
+    }
+    let mut references = 0;
+    walk(&doc, &doc, &mut references);
+    assert!(references > 50, "only {references} references");
+
+    let mut operation_ids = BTreeSet::new();
+    for (method, path) in documented_operations(&doc) {
+        let method = method.to_lowercase();
+        let op = operation(&doc, &method, &path);
+        let id = op["operationId"]
+            .as_str()
+            .expect("every operation has an id");
+        assert!(
+            operation_ids.insert(id.to_string()),
+            "duplicate operationId {id}"
+        );
+        assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()));
+
+        // Path parameters: declared exactly as the template names them, and required.
+        let template: BTreeSet<&str> = path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .collect();
+        let declared: BTreeSet<&str> = op["parameters"]
+            .as_array()
+            .map(|params| {
+                params
+                    .iter()
+                    .map(|p| resolve(&doc, p))
+                    .filter(|p| p["in"] == "path")
+                    .inspect(|p| assert_eq!(p["required"], true, "{path}"))
+                    .map(|p| p["name"].as_str().expect("parameters have names"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(template, declared, "{method} {path}");
+    }
+}
+
+#[test]
+fn authentication_follows_the_spec() {
+    let doc = document();
+    let schemes = &doc["components"]["securitySchemes"];
+    assert_eq!(schemes["webhookSecret"]["type"], "apiKey");
+    assert_eq!(schemes["webhookSecret"]["in"], "header");
+    assert_eq!(schemes["webhookSecret"]["name"], "X-Service-Webhook-Secret");
+    assert_eq!(schemes["bearerSecret"]["type"], "http");
+    assert_eq!(schemes["bearerSecret"]["scheme"], "bearer");
+    let optional_secret = serde_json::json!([{"webhookSecret": []}, {"bearerSecret": []}, {}]);
+    let required_secret = serde_json::json!([{"webhookSecret": []}, {"bearerSecret": []}]);
+    let public = serde_json::json!([]);
+    for (method, path) in documented_operations(&doc) {
+        let security = &operation(&doc, &method.to_lowercase(), &path)["security"];
+        let expected = if path.ends_with("/leads") {
+            &optional_secret
+        } else if path.starts_with("/api/webhooks/") {
+            &required_secret
+        } else {
+            &public
+        };
+        assert_eq!(security, expected, "{method} {path}");
+    }
+}
+
+#[test]
+fn the_running_server_serves_the_document() {
+    let server = TestServer::start();
+    let reply = server.get("/api/openapi.json");
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.json, document());
+    assert_eq!(reply.json["openapi"], "3.1.0");
+    assert_eq!(reply.json["info"]["version"], env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn health_bodies_have_the_documented_fields() {
+    let doc = document();
+    let server = TestServer::start();
+    let reply = server.get("/api/health");
+    let schema = &doc["components"]["schemas"]["Health"];
+    let documented: BTreeSet<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    let answered: BTreeSet<&String> = reply.json.as_object().unwrap().keys().collect();
+    assert_eq!(documented, answered);
+    let outbox = &schema["properties"]["outbox"]["properties"];
+    let documented: BTreeSet<&String> = outbox.as_object().unwrap().keys().collect();
+    let answered: BTreeSet<&String> = reply.json["outbox"].as_object().unwrap().keys().collect();
+    assert_eq!(documented, answered);
+
+    // A routing error has the documented error object.
+    let error = server.get("/api/nothing").json;
+    let required = doc["components"]["schemas"]["ErrorObject"]["required"]
+        .as_array()
+        .unwrap();
+    for field in required {
+        assert!(
+            error["error"].get(field.as_str().unwrap()).is_some(),
+            "{field}"
+        );
+    }
+}
