@@ -164,13 +164,16 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
-/// Stores `leads` in one writer job; answers after the commit.
+/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery
+/// wrote in that job are committed now, so the outbox workers are woken to send them at
+/// once rather than at their next poll.
 async fn write(
-    db: &Db,
+    state: &AppState,
     target: Arc<Target>,
     leads: Vec<PreparedLead>,
 ) -> Result<Vec<Outcome>, IngestError> {
-    let (outcomes, leads) = db
+    let (outcomes, leads) = state
+        .db
         .write(move |conn| {
             let outcomes = store::store_all(conn, &target, &leads, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
@@ -179,6 +182,12 @@ async fn write(
         })
         .await?;
     drop(leads);
+    if outcomes
+        .iter()
+        .any(|o| matches!(o, Outcome::Created { auto_delivered, .. } if *auto_delivered > 0))
+    {
+        state.outbox.notify();
+    }
     Ok(outcomes)
 }
 
@@ -193,7 +202,7 @@ async fn ingest_single(
         Prepared::Valid(lead) => *lead,
         Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
     };
-    let outcome = write(db, target.clone(), vec![lead])
+    let outcome = write(state, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
@@ -230,7 +239,7 @@ async fn ingest_batch(
         }
     }
     if !valid.is_empty() {
-        let outcomes = write(db, target.clone(), valid).await?;
+        let outcomes = write(state, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
             answers[position] = Some(outcome.into_answer(&target));
         }
