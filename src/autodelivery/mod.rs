@@ -23,8 +23,23 @@ pub mod lead;
 pub mod schedule;
 pub mod select;
 
+use jiff::tz::TimeZone;
+use rusqlite::Connection;
+use serde_json::json;
+
+use crate::config::container::{self, Container, DeliveryMode};
+use crate::config::product;
 use crate::db::DbError;
+use crate::delivery::{self, DeliveryError, DeliveryOrder};
 use crate::http::ApiError;
+use caps::Windows;
+use decision::{AutoDelivery, Delivery, Outcome, RequestDecision};
+use eligibility::{Candidate, Reason};
+use evaluator::Weights;
+use lead::{Interest, Lead};
+
+/// Who auto-delivery's transactions name as their creator in the history.
+pub const ACTOR: &str = "auto-delivery";
 
 /// Errors that stop auto-delivery, and with it the ingest job it runs in. A buyer who is not
 /// eligible, or a delivery that is refused, is a decision, not an error.
@@ -64,6 +79,17 @@ impl From<rusqlite::Error> for AutoDeliveryError {
     }
 }
 
+impl From<AutoDeliveryError> for crate::ingest::IngestError {
+    fn from(e: AutoDeliveryError) -> Self {
+        match e {
+            AutoDeliveryError::Db(db) => crate::ingest::IngestError::Db(db),
+            missing @ AutoDeliveryError::Missing { .. } => {
+                crate::ingest::IngestError::Internal(missing.to_string())
+            }
+        }
+    }
+}
+
 impl From<AutoDeliveryError> for ApiError {
     fn from(e: AutoDeliveryError) -> ApiError {
         match e {
@@ -74,4 +100,211 @@ impl From<AutoDeliveryError> for ApiError {
             }
         }
     }
+}
+
+/// Evaluates every interest of `lead_id` that asked for automated delivery, delivers where
+/// the rules allow, stores each decision on its lead request, and returns the ingest
+/// result's `autoDelivery`; `None` when no interest asked for it.
+///
+/// Runs inside the ingest writer job right after the lead and its interests are written,
+/// so the caps, balances and earlier transactions it reads cannot change before its
+/// deliveries are written. The interests are decided one after another: a delivery for the
+/// first counts against the caps and balance the second sees. `now_ms` is the moment that
+/// schedules and cap windows are taken at.
+///
+/// The caller pokes the outbox notifier after the job commits when
+/// [`AutoDelivery::delivered`] is more than zero.
+pub fn run_for_lead(
+    conn: &Connection,
+    lead_id: &str,
+    now_ms: i64,
+) -> Result<Option<AutoDelivery>, AutoDeliveryError> {
+    let missing = |kind: &'static str, id: &str| AutoDeliveryError::Missing {
+        kind,
+        id: id.to_string(),
+    };
+    let (lead, interests) = lead::load(conn, lead_id)?.ok_or_else(|| missing("lead", lead_id))?;
+    if interests.is_empty() {
+        return Ok(None);
+    }
+    let container = container::find(conn, &lead.container_id)?
+        .ok_or_else(|| missing("container", &lead.container_id))?;
+    let place = Place::load(conn, &lead.workspace_id, now_ms)?
+        .ok_or_else(|| missing("workspace", &lead.workspace_id))?;
+    let mut requests = Vec::with_capacity(interests.len());
+    for interest in &interests {
+        let decision = decide(conn, &lead, interest, &container, &place)?;
+        decision::store(conn, &decision)?;
+        requests.push(decision);
+    }
+    Ok(Some(AutoDelivery { requests }))
+}
+
+/// The workspace's time zone, evaluator weights and the moment, read once per lead.
+struct Place {
+    tz: TimeZone,
+    weights: Weights,
+    now_ms: i64,
+    windows: Windows,
+}
+
+impl Place {
+    fn load(conn: &Connection, workspace_id: &str, now_ms: i64) -> rusqlite::Result<Option<Place>> {
+        let Some((weights, _)) = evaluator::load(conn, workspace_id)? else {
+            return Ok(None);
+        };
+        let zone: String = conn
+            .prepare_cached("SELECT timezone FROM workspaces WHERE id = ?1")?
+            .query_row([workspace_id], |row| row.get(0))?;
+        // The zone was checked when the workspace was created; a name the bundled database
+        // no longer knows counts in UTC rather than stopping ingest.
+        let tz = TimeZone::get(&zone).unwrap_or_else(|_| {
+            log::warn!("workspace {workspace_id}: unknown time zone '{zone}', counting in UTC");
+            TimeZone::UTC
+        });
+        let windows = Windows::at(now_ms, &tz);
+        Ok(Some(Place {
+            tz,
+            weights,
+            now_ms,
+            windows,
+        }))
+    }
+}
+
+/// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
+fn decide(
+    conn: &Connection,
+    lead: &Lead,
+    interest: &Interest,
+    container: &Container,
+    place: &Place,
+) -> Result<RequestDecision, AutoDeliveryError> {
+    let stop = |outcome, evaluation, candidates| RequestDecision {
+        request_id: interest.id.clone(),
+        outcome,
+        evaluation,
+        deliveries: Vec::new(),
+        candidates,
+        decided_at: place.now_ms,
+    };
+    if interest.routing_ready == Some(false) {
+        return Ok(stop(Outcome::NotRoutingReady, None, Vec::new()));
+    }
+    if lead.duplicate_status == "review" {
+        return Ok(stop(Outcome::DuplicateReview, None, Vec::new()));
+    }
+    if lead.quality_status == "invalid" {
+        return Ok(stop(Outcome::QualityInvalid, None, Vec::new()));
+    }
+    if !container.auto_delivery {
+        return Ok(stop(Outcome::AutoDeliveryDisabled, None, Vec::new()));
+    }
+
+    let product =
+        product::find(conn, &interest.product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
+            kind: "product",
+            id: interest.product_id.clone(),
+        })?;
+    let required: Vec<&str> = product
+        .fields
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name.as_str())
+        .collect();
+    let features = features::extract(lead, interest, &required);
+    let evaluation = evaluator::evaluate(&features, &place.weights, container.score_threshold);
+    if !evaluation.passed {
+        return Ok(stop(
+            Outcome::ScoreBelowThreshold,
+            Some(evaluation),
+            Vec::new(),
+        ));
+    }
+
+    let mut candidates = eligibility::candidates(
+        conn,
+        &eligibility::Context {
+            lead,
+            interest,
+            tz: &place.tz,
+            now_ms: place.now_ms,
+            windows: &place.windows,
+        },
+    )?;
+    select::rank(&mut candidates);
+    let deliveries = take(conn, interest, container, &mut candidates)?;
+    Ok(RequestDecision {
+        request_id: interest.id.clone(),
+        outcome: if deliveries.is_empty() {
+            Outcome::NoEligibleBuyer
+        } else {
+            Outcome::Delivered
+        },
+        evaluation: Some(evaluation),
+        deliveries,
+        candidates,
+        decided_at: place.now_ms,
+    })
+}
+
+/// Delivers to the eligible candidates in rank order: one in exclusive mode, up to the
+/// container's maximum in multi mode. A delivery refused for this buyer moves on to the
+/// next; one refused for the request (it is full) ends the round.
+fn take(
+    conn: &Connection,
+    interest: &Interest,
+    container: &Container,
+    candidates: &mut [Candidate],
+) -> Result<Vec<Delivery>, AutoDeliveryError> {
+    let wanted = match container.delivery_mode {
+        DeliveryMode::Exclusive => 1,
+        DeliveryMode::Multi => container.max_buyers.max(1) as usize,
+    };
+    let mut deliveries = Vec::new();
+    let mut request_full = false;
+    for candidate in candidates
+        .iter_mut()
+        .filter(|c| c.reason == Reason::Eligible)
+    {
+        if request_full || deliveries.len() >= wanted {
+            candidate.reason = Reason::NotSelected;
+            continue;
+        }
+        let order = DeliveryOrder {
+            lead_request_id: &interest.id,
+            buyer_id: &candidate.buyer_id,
+            price_cents: Some(candidate.price_cents),
+            actor: ACTOR,
+        };
+        match delivery::deliver(conn, &order) {
+            Ok(delivered) => {
+                candidate.reason = Reason::Selected;
+                deliveries.push(Delivery {
+                    transaction_id: delivered.transaction_id,
+                    buyer_id: delivered.buyer_id,
+                    price_cents: delivered.buyer_price_cents,
+                    mode: delivered.delivery_mode,
+                });
+            }
+            Err(DeliveryError::Db(e)) => return Err(AutoDeliveryError::Db(e)),
+            Err(refused) => {
+                log::warn!(
+                    "auto-delivery of {} to {}: delivery refused: {refused}",
+                    interest.id,
+                    candidate.buyer_id
+                );
+                request_full = matches!(
+                    refused,
+                    DeliveryError::AlreadyDelivered { .. }
+                        | DeliveryError::MaxBuyersReached { .. }
+                        | DeliveryError::LeadNotActive { .. }
+                );
+                candidate.reason = Reason::DeliveryRefused;
+                candidate.detail =
+                    Some(json!({"code": refused.code(), "message": refused.to_string()}));
+            }
+        }
+    }
+    Ok(deliveries)
 }
