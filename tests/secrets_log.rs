@@ -187,7 +187,16 @@ fn secrets_and_keys_never_reach_the_log() {
 
     let server = LoggedServer::start(&db);
     let ingest = "/api/webhooks/channels/web/sources/src/leads";
-    let lead = |n: u32| json!({"externalId": format!("s-{n}"), "firstName": "Ann", "lastName": "Lee", "email": format!("a{n}@example.com"), "productSlug": "solar"});
+    // The first lead asks for automated delivery (a complete lead, so it scores well); the
+    // second is delivered by the operator.
+    let lead = |n: u32| {
+        json!({"externalId": format!("s-{n}"), "firstName": "Ann", "lastName": "Lee",
+               "email": format!("a{n}@example.com"), "phone": format!("+49 30 123456{n}"),
+               "street": "Hauptstr.", "houseNumber": "1", "postalCode": "10115", "city": "Berlin",
+               "country": "DE", "consentStatus": "granted",
+               "consentCapturedAt": "2026-01-06T10:00:00Z", "productSlug": "solar",
+               "triggerAutoDelivery": n == 1})
+    };
 
     // Ingest: right secret in each header, wrong ones in each, and one in the query string.
     let first = server.post(ingest, &lead(1)).secret(&source_secret).send();
@@ -212,20 +221,25 @@ fn secrets_and_keys_never_reach_the_log() {
         .send();
     assert_eq!(invalid.status, 400, "{}", invalid.text);
 
-    // Two deliveries: their events are signed with the signing secret and sent.
-    let mut transactions = Vec::new();
-    for reply in [&first, &second] {
-        let request_id = reply.json["item"]["requestIds"][0]
+    // Two deliveries, automated and by the operator: their events are signed with the
+    // signing secret and sent.
+    let automated = &first.json["item"]["autoDelivery"]["requests"][0]["deliveries"][0];
+    let mut transactions = vec![
+        automated["transactionId"]
             .as_str()
-            .expect("a request id");
-        let delivered = cli_json(path, &["deliver", "--request", request_id, "--buyer", "b"]);
-        transactions.push(
-            delivered["transactionId"]
-                .as_str()
-                .expect("a transaction")
-                .to_string(),
-        );
-    }
+            .unwrap_or_else(|| panic!("the first lead is delivered automatically: {}", first.text))
+            .to_string(),
+    ];
+    let request_id = second.json["item"]["requestIds"][0]
+        .as_str()
+        .expect("a request id");
+    let delivered = cli_json(path, &["deliver", "--request", request_id, "--buyer", "b"]);
+    transactions.push(
+        delivered["transactionId"]
+            .as_str()
+            .expect("a transaction")
+            .to_string(),
+    );
     receiver.wait_for_on("/hook", 2, Duration::from_secs(20));
 
     // Lifecycle: right and wrong buyer secrets in both headers.
