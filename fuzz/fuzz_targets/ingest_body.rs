@@ -46,10 +46,7 @@ fn check(body: &Value, raw: Option<String>, kind: ContainerKind) {
     }
 }
 
-fn validate_item(
-    item: shape::Item,
-    catalog: &Catalog,
-) -> Vec<leadrelay::ingest::problem::Problem> {
+fn validate_item(item: shape::Item, catalog: &Catalog) -> Vec<leadrelay::ingest::problem::Problem> {
     let mut problems = item.problems;
     if let Some(draft) = item.draft {
         let lead = validate::complete(draft, catalog, &mut problems);
