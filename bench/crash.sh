@@ -15,7 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 export LEADRELAY_CRASH_CYCLES="${CYCLES:-50}"
 export LEADRELAY_CRASH_CLIENTS="${CLIENTS:-8}"
-if [ -n "${SEED:-}" ]; then export LEADRELAY_CRASH_SEED="$SEED"; fi
+export LEADRELAY_CRASH_SEED="${SEED:-$(date +%s%N)}"
 
 cd "$ROOT"
 echo "leadrelay crash test: $(nproc) cores, $(uname -sr), cycles=$LEADRELAY_CRASH_CYCLES clients=$LEADRELAY_CRASH_CLIENTS (release build)"

@@ -304,14 +304,9 @@ fn count(conn: &rusqlite::Connection, sql: &str) -> i64 {
 fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
     let cycles = setting("LEADRELAY_CRASH_CYCLES", 6);
     let clients = setting("LEADRELAY_CRASH_CLIENTS", 4);
-    let seed = setting(
-        "LEADRELAY_CRASH_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("the clock is after 1970")
-            .as_nanos() as u64
-            | 1,
-    );
+    // A fixed mix in CI; bench/crash.sh passes a new seed on every run. Kill moments still
+    // fall differently each time, so the guarantees are checked, never one schedule.
+    let seed = setting("LEADRELAY_CRASH_SEED", 0x1ead_5eed) | 1;
     eprintln!("crash test: seed {seed} (LEADRELAY_CRASH_SEED={seed} repeats the mix)");
     let started = Instant::now();
     let db = TempDb::new();
