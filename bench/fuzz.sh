@@ -16,7 +16,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-120}"
 TARGETS="${TARGETS:-ingest_body mapping}"
-JOBS="${JOBS:-1}"
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "the nightly toolchain is needed: rustup toolchain install nightly" >&2
@@ -58,7 +57,7 @@ for target in $TARGETS; do
   log="$(mktemp)"
   if cargo +nightly fuzz run "$target" "corpus/$target" -- \
       -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-      -jobs="$JOBS" -workers="$JOBS" -print_final_stats=1 >"$log" 2>&1; then
+      -print_final_stats=1 >"$log" 2>&1; then
     verdict="no crash"
   else
     verdict="CRASH (see fuzz/artifacts/$target/)"
