@@ -70,14 +70,15 @@ struct Sent {
 }
 
 /// A complete lead that automated delivery takes (score well above the threshold), with
-/// unique contact data; `valid: false` leaves out the last name.
+/// unique contact data (`n` is unique: client number × 10^8 + sequence), so the duplicate
+/// rule never holds one back; `valid: false` leaves out the last name.
 fn lead(external_id: &str, n: u64, valid: bool) -> Value {
     let mut lead = json!({
         "externalId": external_id,
         "firstName": "Ann",
         "lastName": "Lee",
         "email": format!("{external_id}@example.com"),
-        "phone": format!("+49 30 {:07}", n % 10_000_000),
+        "phone": format!("+49 {:04} {:08}", n / 100_000_000, n % 100_000_000),
         "street": "Hauptstr.",
         "houseNumber": "1",
         "postalCode": "10115",
@@ -177,7 +178,7 @@ fn client(
             sequence += 1;
             let external_id = format!("c{number}-{sequence}");
             let valid = random.below(8) != 0;
-            let mut lead = lead(&external_id, number * 1_000_000 + sequence, valid);
+            let mut lead = lead(&external_id, number * 100_000_000 + sequence, valid);
             // One lead in four is left for the operator's `leadrelay deliver`.
             if random.below(4) == 0 {
                 lead["triggerAutoDelivery"] = json!(false);
