@@ -14,7 +14,7 @@ use super::IngestError;
 use super::catalog::{self, Catalog, References};
 use super::problem::Problem;
 use super::quality;
-use super::result::{self, Answer, ItemFacts};
+use super::result::{self, Answer, ItemFacts, Status};
 use super::shape::{self, Item, Shape};
 use super::store::{self, Outcome, PreparedLead, Target};
 use super::validate;
@@ -50,8 +50,8 @@ pub async fn handle(
     let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(Target::of(&source));
     let (status, answer) = match shape {
-        Shape::Single(item) => ingest_single(&state.db, target, *item).await?,
-        Shape::Batch(items) => ingest_batch(&state.db, target, items).await?,
+        Shape::Single(item) => ingest_single(state, target, *item).await?,
+        Shape::Batch(items) => ingest_batch(state, target, items).await?,
     };
     Ok(response::json_bytes(status, answer))
 }
@@ -166,30 +166,34 @@ async fn write(
 }
 
 async fn ingest_single(
-    db: &Db,
+    state: &AppState,
     target: Arc<Target>,
     item: Item,
 ) -> Result<(StatusCode, Vec<u8>), IngestError> {
-    let catalog = load_catalog(db, &target, std::slice::from_ref(&item))?;
+    let catalog = load_catalog(&state.db, &target, std::slice::from_ref(&item))?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
-        Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
+        Prepared::Invalid { problems, .. } => {
+            state.metrics.ingest_result(Status::Rejected.as_str());
+            return Err(IngestError::lead_invalid(problems));
+        }
     };
-    let outcome = write(db, target.clone(), vec![lead])
+    let outcome = write(&state.db, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
     let created = outcome.created();
     let answer = outcome.into_answer(&target);
+    state.metrics.ingest_result(answer.status().as_str());
     Ok(result::single(&target, &answer, created))
 }
 
 async fn ingest_batch(
-    db: &Db,
+    state: &AppState,
     target: Arc<Target>,
     items: Vec<Item>,
 ) -> Result<(StatusCode, Vec<u8>), IngestError> {
-    let catalog = load_catalog(db, &target, &items)?;
+    let catalog = load_catalog(&state.db, &target, &items)?;
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
@@ -210,7 +214,7 @@ async fn ingest_batch(
         }
     }
     if !valid.is_empty() {
-        let outcomes = write(db, target.clone(), valid).await?;
+        let outcomes = write(&state.db, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
             answers[position] = Some(outcome.into_answer(&target));
         }
@@ -221,5 +225,8 @@ async fn ingest_batch(
             answer.ok_or_else(|| IngestError::Internal("a batch item was not answered".into()))
         })
         .collect::<Result<_, _>>()?;
+    for answer in &answers {
+        state.metrics.ingest_result(answer.status().as_str());
+    }
     Ok(result::batch(&target, &answers))
 }

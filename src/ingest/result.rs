@@ -153,6 +153,16 @@ pub enum Answer {
     Replay(Value),
 }
 
+impl Answer {
+    /// The lead's status in the answer.
+    pub fn status(&self) -> Status {
+        match self {
+            Answer::Fresh(facts) => facts.status,
+            Answer::Replay(_) => Status::IdempotentReplay,
+        }
+    }
+}
+
 impl Outcome {
     pub fn into_answer(self, target: &Target) -> Answer {
         match self {
@@ -250,11 +260,7 @@ pub fn single(target: &Target, answer: &Answer, created: bool) -> (StatusCode, V
 pub fn batch(target: &Target, answers: &[Answer]) -> (StatusCode, Vec<u8>) {
     let mut summary = [0usize; 4];
     for answer in answers {
-        let status = match answer {
-            Answer::Fresh(facts) => facts.status,
-            Answer::Replay(_) => Status::IdempotentReplay,
-        };
-        summary[status as usize] += 1;
+        summary[answer.status() as usize] += 1;
     }
     struct Body<'a> {
         target: &'a Target,
