@@ -22,7 +22,9 @@ WARMUP="${WARMUP:-3s}"
 SINGLE_CONNECTIONS="${SINGLE_CONNECTIONS:-64}"
 BATCH_CONNECTIONS="${BATCH_CONNECTIONS:-4}"
 WRK_THREADS="${WRK_THREADS:-2}"
-export RUST_LOG="${RUST_LOG:-warn}"
+# The server's log level; the set-up commands always run at warn.
+SERVER_LOG="${RUST_LOG:-warn}"
+export RUST_LOG=warn
 
 if ! command -v wrk >/dev/null; then
   echo "installing wrk (Debian package)" >&2
@@ -65,7 +67,7 @@ run_load() {
   export BENCH_SECRET="bench-secret-0123456789abcdef"
   "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
 
-  "$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   local url=""
   for _ in $(seq 1 100); do
@@ -93,6 +95,6 @@ run_load() {
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
 }
 
-echo "leadrelay ingest benchmark: $(nproc) cores, $(uname -sr), wrk threads=$WRK_THREADS, RUST_LOG=$RUST_LOG, fsync $(fsync_ms) ms"
+echo "leadrelay ingest benchmark: $(nproc) cores, $(uname -sr), wrk threads=$WRK_THREADS, server RUST_LOG=$SERVER_LOG, fsync $(fsync_ms) ms"
 run_load single single.lua "$SINGLE_CONNECTIONS"
 run_load batch100 batch.lua "$BATCH_CONNECTIONS"
