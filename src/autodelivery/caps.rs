@@ -6,6 +6,10 @@
 //! rejected or cancelled lead gives its place back, as a returned lead does in the trade:
 //! the cap limits how many leads the buyer keeps, and a manual `leadrelay deliver` counts
 //! like an automated one. It does not own whether a cap blocks a delivery (`eligibility`).
+//!
+//! Counting reads an index, never a counter: a counter would have to be kept right by every
+//! module that creates or ends a transaction, while SQLite keeps the partial index of live
+//! transactions right by itself.
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -43,22 +47,33 @@ impl Windows {
     }
 }
 
-/// How many live transactions of `buyer_id` for `product_id` fall in today's and this
-/// month's window.
+/// Live transactions of a buyer for a product in today's and this month's window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
     pub today: i64,
+    /// Only counted when asked for (a monthly cap); 0 otherwise.
     pub this_month: i64,
 }
 
+/// Counts the live transactions of `buyer_id` for `product_id` in today's window, and in
+/// this month's when `with_month` (one pass over the month answers both).
+///
+/// A range scan of the partial covering index `transactions_live_by_buyer_product`, which
+/// holds live transactions only. Its cost grows with the count, and the count stays near
+/// the cap: auto-delivery stops at the cap, so only manual deliveries go beyond it.
 pub fn usage(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,
     windows: &Windows,
+    with_month: bool,
 ) -> rusqlite::Result<Usage> {
-    // One pass over the month's rows of this buyer and product (covering index
-    // `transactions_buyer_product_created`) answers both counts.
+    let range = if with_month {
+        windows.month
+    } else {
+        windows.day
+    };
+    // The status condition repeats the index's own, which lets SQLite use it.
     let mut stmt = conn.prepare_cached(
         "SELECT count(*) FILTER (WHERE created_at >= ?3 AND created_at < ?4), count(*)
          FROM transactions
@@ -71,13 +86,13 @@ pub fn usage(
             product_id,
             windows.day.0,
             windows.day.1,
-            windows.month.0,
-            windows.month.1
+            range.0,
+            range.1
         ],
         |row| {
             Ok(Usage {
                 today: row.get(0)?,
-                this_month: row.get(1)?,
+                this_month: if with_month { row.get(1)? } else { 0 },
             })
         },
     )
@@ -131,6 +146,77 @@ mod tests {
             ms("2025-03-31T22:00:00Z"),
             "UTC+2 from April"
         );
+    }
+
+    #[test]
+    fn counts_live_transactions_of_the_buyer_and_product_in_the_windows() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(include_str!("../../schema.sql"))
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0);
+             INSERT INTO products (id, workspace_id, slug, name, created_at)
+                 VALUES ('solar', 'ws', 'solar', 'S', 0), ('heat', 'ws', 'heat', 'H', 0);
+             INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
+                 VALUES ('web', 'ws', 'channel', 'Web', 1, 0);
+             INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
+                 VALUES ('src', 'web', 'S', 'channel', 0);
+             INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
+                 last_name, quality_status, duplicate_status, created_at)
+                 VALUES ('lead', 'src', 'web', 'ws', 'A', 'B', 'ok', 'unique', 0);
+             INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
+                 VALUES ('lreq', 'lead', 0, 'solar', 0);
+             INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
+                 VALUES ('b', 'ws', 'B', 'http://x.test/', 'whsec_x', 0),
+                        ('other', 'ws', 'O', 'http://x.test/', 'whsec_x', 0);",
+        )
+        .unwrap();
+        let add = |n: usize, buyer: &str, product: &str, status: &str, at: i64| {
+            conn.execute(
+                "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
+                     workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
+                     created_at, updated_at)
+                 VALUES (?1, 'lreq', 'lead', ?2, ?3, 'ws', 'exclusive', 1, 1, ?4, ?5, ?5)",
+                rusqlite::params![format!("txn_{n}"), buyer, product, status, at],
+            )
+            .unwrap();
+        };
+        add(1, "b", "solar", "delivered", 100);
+        add(2, "b", "solar", "paid", 150);
+        add(3, "b", "solar", "rejected", 150);
+        add(4, "b", "solar", "cancelled", 150);
+        add(5, "b", "heat", "delivered", 150);
+        add(6, "other", "solar", "delivered", 150);
+        add(7, "b", "solar", "acknowledged", 200);
+        add(8, "b", "solar", "delivered", 99);
+        add(9, "b", "solar", "payout_pending", 299);
+        add(10, "b", "solar", "delivered", 300);
+        let windows = Windows {
+            day: (150, 200),
+            month: (100, 300),
+        };
+        let usage = |with_month| usage(&conn, "b", "solar", &windows, with_month).unwrap();
+        assert_eq!(
+            usage(true),
+            Usage {
+                today: 1,
+                this_month: 4
+            },
+            "live only, this buyer and product, start in and end out"
+        );
+        assert_eq!(
+            usage(false),
+            Usage {
+                today: 1,
+                this_month: 0
+            }
+        );
+        conn.execute(
+            "UPDATE transactions SET status = 'rejected' WHERE id = 'txn_2'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(usage(true).today, 0, "a rejection gives the place back");
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn check(
             &buyer.buyer_id,
             &context.interest.product_id,
             context.windows,
+            buyer.monthly_cap.is_some(),
         )?;
         if let Some(cap) = buyer.daily_cap.filter(|cap| usage.today >= *cap) {
             return Ok((
