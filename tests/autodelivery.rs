@@ -265,6 +265,11 @@ fn lead_path(channel: &str, source: &str) -> String {
     format!("/api/webhooks/channels/{channel}/sources/{source}/leads")
 }
 
+/// The path of source `source` in lead table `table`.
+fn table_path(table: &str, source: &str) -> String {
+    format!("/api/webhooks/lead-tables/{table}/sources/{source}/leads")
+}
+
 /// A server whose outbox workers look for due events only once a minute: an event that
 /// reaches the receiver within [`WAIT`] was sent because ingest woke the workers.
 fn start() -> (TestServer, Receiver) {
@@ -579,6 +584,17 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
     add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
     add_channel(&server, "manual", &["--auto-delivery", "off"]);
     add_source(&server, "manual", "manual-src", &[]);
+    server.cli(&[
+        "source",
+        "create",
+        "--table",
+        "list",
+        "--name",
+        "List",
+        "--id",
+        "list-src",
+        "--no-secret",
+    ]);
     add_channel(&server, "picky", &["--score-threshold", "100"]);
     add_source(&server, "picky", "picky-src", &[]);
     server.cli(&[
@@ -623,6 +639,12 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
             false,
         ),
         (
+            table_path("list", "list-src"),
+            lead(7),
+            "auto_delivery_disabled",
+            false,
+        ),
+        (
             lead_path("picky", "picky-src"),
             lead(5),
             "score_below_threshold",
@@ -644,7 +666,7 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
         assert_eq!(shown["requests"][0]["status"], "not_delivered", "{reason}");
         assert_eq!(shown["requests"][0]["decision"]["reason"], *reason);
     }
-    let low = &cases[4];
+    let low = &cases[5];
     let (_, replay) = post(&server, &low.0, &low.1);
     let evaluation = &replay["autoDelivery"]["requests"][0]["evaluation"];
     assert_eq!(evaluation["score"], 99);
@@ -1031,4 +1053,48 @@ fn a_replay_answers_the_first_decision_and_delivers_once() {
     );
     wait_until_delivered(&server.db.path, 1);
     assert_eq!(receiver.count(), 1);
+}
+
+#[test]
+fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
+    let (server, receiver) = start();
+    server.cli(&[
+        "table",
+        "create",
+        "--workspace",
+        "ws",
+        "--name",
+        "Hot",
+        "--id",
+        "hot",
+        "--auto-delivery",
+        "on",
+        "--score-threshold",
+        "70",
+    ]);
+    server.cli(&[
+        "source",
+        "create",
+        "--table",
+        "hot",
+        "--name",
+        "Hot",
+        "--id",
+        "hot-src",
+        "--no-secret",
+    ]);
+    add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
+    let path = table_path("hot", "hot-src");
+    // Valid email and names only: 62, below this table's 70 (and above the default 50).
+    let sparse = json!({"firstName": "Bea", "lastName": "Kim", "email": "bea@example.com",
+                        "productSlug": "solar", "triggerAutoDelivery": true});
+    let (_, item) = post(&server, &path, &sparse);
+    let request = &item["autoDelivery"]["requests"][0];
+    assert_eq!(request["reason"], "score_below_threshold");
+    assert_eq!(request["evaluation"]["score"], 62);
+    assert_eq!(request["evaluation"]["threshold"], 70);
+    let (_, item) = post(&server, &path, &lead(1));
+    assert_eq!(item["tableId"], "hot");
+    assert_eq!(item["autoDelivery"]["requests"][0]["reason"], "delivered");
+    receiver.wait_for_on("/anyone", 1, WAIT);
 }
