@@ -302,6 +302,21 @@ fn add_source(server: &TestServer, channel: &str, id: &str, extra: &[&str]) {
     server.cli(&args);
 }
 
+fn add_product(server: &TestServer, slug: &str) {
+    server.cli(&[
+        "product",
+        "create",
+        "--workspace",
+        "ws",
+        "--slug",
+        slug,
+        "--name",
+        slug,
+        "--id",
+        slug,
+    ]);
+}
+
 fn add_channel(server: &TestServer, id: &str, extra: &[&str]) {
     let mut args = vec![
         "channel",
@@ -597,16 +612,7 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
     ]);
     add_channel(&server, "picky", &["--score-threshold", "100"]);
     add_source(&server, "picky", "picky-src", &[]);
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        "wind",
-        "--name",
-        "Wind",
-    ]);
+    add_product(&server, "wind");
     // The first lead of this email arrives without auto-delivery; the second is its
     // duplicate and is kept for review.
     let mut original = lead(100);
@@ -765,16 +771,7 @@ fn equal_buyers_take_turns_by_who_was_served_longest_ago() {
 #[test]
 fn one_leads_interests_are_decided_in_order_and_share_the_balance() {
     let (server, receiver) = start();
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        "heat",
-        "--name",
-        "Heat",
-    ]);
+    add_product(&server, "heat");
     add_buyer(
         &server,
         &receiver,
@@ -972,32 +969,8 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
             ZONE,
         ],
     );
-    cli_json(
-        db,
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Web",
-            "--id",
-            "web",
-        ],
-    );
-    cli_json(
-        db,
-        &[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "solar",
-            "--name",
-            "Solar",
-        ],
-    );
+    add_channel(&server, "web", &[]);
+    add_product(&server, "solar");
     add_source(&server, "web", "landing", &[]);
     // Open today and tomorrow in the workspace's zone, closed on the other days; the other
     // buyer pays more but is open only on those other days.

@@ -100,6 +100,7 @@ pub fn usage(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{add_buyer, add_transaction, database};
     use super::*;
 
     fn ms(text: &str) -> i64 {
@@ -150,47 +151,22 @@ mod tests {
 
     #[test]
     fn counts_live_transactions_of_the_buyer_and_product_in_the_windows() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(include_str!("../../schema.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0);
-             INSERT INTO products (id, workspace_id, slug, name, created_at)
-                 VALUES ('solar', 'ws', 'solar', 'S', 0), ('heat', 'ws', 'heat', 'H', 0);
-             INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
-                 VALUES ('web', 'ws', 'channel', 'Web', 1, 0);
-             INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
-                 VALUES ('src', 'web', 'S', 'channel', 0);
-             INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
-                 last_name, quality_status, duplicate_status, created_at)
-                 VALUES ('lead', 'src', 'web', 'ws', 'A', 'B', 'ok', 'unique', 0);
-             INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
-                 VALUES ('lreq', 'lead', 0, 'solar', 0);
-             INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
-                 VALUES ('b', 'ws', 'B', 'http://x.test/', 'whsec_x', 0),
-                        ('other', 'ws', 'O', 'http://x.test/', 'whsec_x', 0);",
-        )
-        .unwrap();
-        let add = |n: usize, buyer: &str, product: &str, status: &str, at: i64| {
-            conn.execute(
-                "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-                     workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
-                     created_at, updated_at)
-                 VALUES (?1, 'lreq', 'lead', ?2, ?3, 'ws', 'exclusive', 1, 1, ?4, ?5, ?5)",
-                rusqlite::params![format!("txn_{n}"), buyer, product, status, at],
-            )
-            .unwrap();
+        let conn = database();
+        add_buyer(&conn, "b", "status = 'active'", "priority = 0");
+        add_buyer(&conn, "other", "status = 'active'", "priority = 0");
+        let add = |buyer: &str, product: &str, status: &str, at: i64| {
+            add_transaction(&conn, "lreq_old", buyer, product, status, at)
         };
-        add(1, "b", "solar", "delivered", 100);
-        add(2, "b", "solar", "paid", 150);
-        add(3, "b", "solar", "rejected", 150);
-        add(4, "b", "solar", "cancelled", 150);
-        add(5, "b", "heat", "delivered", 150);
-        add(6, "other", "solar", "delivered", 150);
-        add(7, "b", "solar", "acknowledged", 200);
-        add(8, "b", "solar", "delivered", 99);
-        add(9, "b", "solar", "payout_pending", 299);
-        add(10, "b", "solar", "delivered", 300);
+        add("b", "solar", "delivered", 100);
+        add("b", "solar", "paid", 150);
+        add("b", "solar", "rejected", 150);
+        add("b", "solar", "cancelled", 150);
+        add("b", "heat", "delivered", 150);
+        add("other", "solar", "delivered", 150);
+        add("b", "solar", "acknowledged", 200);
+        add("b", "solar", "delivered", 99);
+        add("b", "solar", "payout_pending", 299);
+        add("b", "solar", "delivered", 300);
         let windows = Windows {
             day: (150, 200),
             month: (100, 300),
@@ -212,7 +188,7 @@ mod tests {
             }
         );
         conn.execute(
-            "UPDATE transactions SET status = 'rejected' WHERE id = 'txn_2'",
+            "UPDATE transactions SET status = 'rejected' WHERE created_at = 150 AND status = 'paid'",
             [],
         )
         .unwrap();

@@ -261,56 +261,8 @@ fn check(
 
 #[cfg(test)]
 mod tests {
-    use super::super::lead::testing::{interest, lead};
+    use super::super::testing::{add_buyer, add_transaction, database, interest, lead};
     use super::*;
-
-    /// An in-memory database with the schema, workspace `ws`, product `solar` and buyers
-    /// subscribed to it as `buyers` describes: (id, subscription columns as SQL).
-    fn database() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(include_str!("../../schema.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
-             INSERT INTO products (id, workspace_id, slug, name, created_at)
-                 VALUES ('solar', 'ws', 'solar', 'Solar', 0), ('heat', 'ws', 'heat', 'Heat', 0);
-             INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
-                 VALUES ('web', 'ws', 'channel', 'Web', 1, 0);
-             INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
-                 VALUES ('src', 'web', 'S', 'channel', 0);
-             INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
-                 last_name, quality_status, duplicate_status, created_at)
-                 VALUES ('lead_test', 'src', 'web', 'ws', 'Ann', 'Lee', 'ok', 'unique', 0);
-             INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
-                 VALUES ('lreq_test', 'lead_test', 0, 'solar', 0),
-                        ('lreq_old', 'lead_test', 1, 'solar', 0);",
-        )
-        .unwrap();
-        conn
-    }
-
-    fn add_buyer(conn: &Connection, id: &str, buyer_sql: &str, subscription_sql: &str) {
-        conn.execute_batch(&format!(
-            "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
-                 VALUES ('{id}', 'ws', '{id}', 'http://x.test/', 'whsec_x', 0);
-             UPDATE buyers SET {buyer_sql} WHERE id = '{id}';
-             INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
-                 VALUES ('{id}', 'solar', 1000, 0);
-             UPDATE subscriptions SET {subscription_sql} WHERE buyer_id = '{id}';"
-        ))
-        .unwrap();
-    }
-
-    fn add_transaction(conn: &Connection, request: &str, buyer: &str, status: &str, at: i64) {
-        conn.execute(
-            "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-                 workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
-                 created_at, updated_at)
-             VALUES (?1, ?2, 'lead_test', ?3, 'solar', 'ws', 'exclusive', 1000, 1000, ?4, ?5, ?5)",
-            rusqlite::params![crate::ids::new("txn"), request, buyer, status, at],
-        )
-        .unwrap();
-    }
 
     /// Monday 2025-01-06 10:00 UTC.
     const NOW: i64 = 1_736_157_600_000;
@@ -387,16 +339,38 @@ mod tests {
         );
         add_buyer(&conn, "j_holder", "status = 'active'", "priority = 0");
         // f_daily: one delivery today. g_monthly: two earlier this month, none today.
-        add_transaction(&conn, "lreq_old", "f_daily", "delivered", NOW - 3_600_000);
-        add_transaction(&conn, "lreq_old", "g_monthly", "paid", NOW - 3 * 86_400_000);
+        add_transaction(
+            &conn,
+            "lreq_old",
+            "f_daily",
+            "solar",
+            "delivered",
+            NOW - 3_600_000,
+        );
         add_transaction(
             &conn,
             "lreq_old",
             "g_monthly",
+            "solar",
+            "paid",
+            NOW - 3 * 86_400_000,
+        );
+        add_transaction(
+            &conn,
+            "lreq_old",
+            "g_monthly",
+            "solar",
             "acknowledged",
             NOW - 4 * 86_400_000,
         );
-        add_transaction(&conn, "lreq_test", "j_holder", "rejected", NOW - 60_000);
+        add_transaction(
+            &conn,
+            "lreq_test",
+            "j_holder",
+            "solar",
+            "rejected",
+            NOW - 60_000,
+        );
 
         let lead = lead(&[("country", "DE")]);
         let found = verdicts(&conn, &lead);
@@ -431,13 +405,16 @@ mod tests {
     fn rejected_and_cancelled_transactions_give_their_cap_place_back() {
         let conn = database();
         add_buyer(&conn, "capped", "status = 'active'", "daily_cap = 2");
-        add_transaction(&conn, "lreq_old", "capped", "rejected", NOW - 60_000);
-        add_transaction(&conn, "lreq_old", "capped", "cancelled", NOW - 60_000);
-        add_transaction(&conn, "lreq_old", "capped", "delivered", NOW - 60_000);
+        let capped = |status: &str, at: i64| {
+            add_transaction(&conn, "lreq_old", "capped", "solar", status, at)
+        };
+        capped("rejected", NOW - 60_000);
+        capped("cancelled", NOW - 60_000);
+        capped("delivered", NOW - 60_000);
         // Yesterday's delivery counts for the month, not for today.
-        add_transaction(&conn, "lreq_old", "capped", "delivered", NOW - 86_400_000);
+        capped("delivered", NOW - 86_400_000);
         assert_eq!(verdicts(&conn, &lead(&[]))[0].1, "eligible");
-        add_transaction(&conn, "lreq_old", "capped", "acknowledged", NOW - 1);
+        capped("acknowledged", NOW - 1);
         assert_eq!(verdicts(&conn, &lead(&[]))[0].1, "daily_cap_reached");
     }
 

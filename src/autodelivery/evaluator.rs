@@ -329,30 +329,27 @@ mod tests {
 
     #[test]
     fn stored_weights_load_per_workspace() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(include_str!("../../schema.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO workspaces (id, name, created_at) VALUES ('a', 'A', 0), ('b', 'B', 0);",
-        )
-        .unwrap();
+        let conn = super::super::testing::database();
         let mut custom = DEFAULT_WEIGHTS;
         custom.set("names", 3.0).unwrap();
-        store(&conn, "a", Some(&custom)).unwrap();
-        assert_eq!(load(&conn, "a").unwrap(), Some((custom, true)));
-        assert_eq!(load(&conn, "b").unwrap(), Some((DEFAULT_WEIGHTS, false)));
+        store(&conn, "ws", Some(&custom)).unwrap();
+        assert_eq!(load(&conn, "ws").unwrap(), Some((custom, true)));
+        assert_eq!(
+            load(&conn, "other").unwrap(),
+            Some((DEFAULT_WEIGHTS, false))
+        );
         assert_eq!(load(&conn, "nope").unwrap(), None);
-        store(&conn, "a", None).unwrap();
-        assert_eq!(load(&conn, "a").unwrap(), Some((DEFAULT_WEIGHTS, false)));
+        store(&conn, "ws", None).unwrap();
+        assert_eq!(load(&conn, "ws").unwrap(), Some((DEFAULT_WEIGHTS, false)));
         assert!(matches!(
             store(&conn, "nope", None),
             Err(ConfigError::NotFound { .. })
         ));
         conn.execute(
-            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'b'",
+            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'other'",
             [],
         )
         .unwrap();
-        assert_eq!(load(&conn, "b").unwrap(), Some((DEFAULT_WEIGHTS, true)));
+        assert_eq!(load(&conn, "other").unwrap(), Some((DEFAULT_WEIGHTS, true)));
     }
 }

@@ -22,6 +22,8 @@ pub mod filters;
 pub mod lead;
 pub mod schedule;
 pub mod select;
+#[cfg(test)]
+mod testing;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
