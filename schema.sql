@@ -110,7 +110,9 @@ CREATE TABLE subscriptions (
     priority    INTEGER NOT NULL DEFAULT 0,
     -- JSON array of {"field", "op": "equals"|"oneOf"|"prefix", "values": [...]}.
     filters     TEXT NOT NULL DEFAULT '[]',
-    -- JSON {"days": [1..7], "from": "HH:MM", "to": "HH:MM"} or NULL for always open.
+    -- JSON array of windows [{"days": [1..7], "from": "HH:MM", "to": "HH:MM"}] (ISO weekdays,
+    -- local time of the workspace, `to` exclusive, earlier than `from` = past midnight), open
+    -- when any window is; NULL for always open. See src/autodelivery/schedule.rs.
     schedule    TEXT,
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (buyer_id, product_id)
@@ -148,12 +150,17 @@ CREATE TABLE leads (
     -- Normalised contact keys for duplicate rules (trimmed lower-case email, phone digits).
     email_norm              TEXT,
     phone_norm              TEXT,
-    quality_status          TEXT NOT NULL CHECK (quality_status IN ('ok', 'suspect', 'invalid')),
+    -- CHECKs on columns written per lead compare with OR, not IN: SQLite evaluates an IN
+    -- list of three or more through a temporary b-tree on every insert.
+    quality_status          TEXT NOT NULL
+                            CHECK (quality_status = 'ok' OR quality_status = 'suspect'
+                                   OR quality_status = 'invalid'),
     quality_reasons         TEXT NOT NULL DEFAULT '[]',
     duplicate_status        TEXT NOT NULL CHECK (duplicate_status IN ('unique', 'review')),
     duplicate_match         TEXT,
     status                  TEXT NOT NULL DEFAULT 'active'
-                            CHECK (status IN ('active', 'cancellation_pending', 'cancelled')),
+                            CHECK (status = 'active' OR status = 'cancellation_pending'
+                                   OR status = 'cancelled'),
     -- The ingest result item as first answered, so a replay answers the same.
     result                  TEXT,
     created_at              INTEGER NOT NULL
@@ -178,7 +185,9 @@ CREATE TABLE lead_requests (
     routing_ready         INTEGER CHECK (routing_ready IN (0, 1)),
     trigger_auto_delivery INTEGER NOT NULL DEFAULT 0 CHECK (trigger_auto_delivery IN (0, 1)),
     field_values          TEXT NOT NULL DEFAULT '{}',
-    status                TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'delivered', 'not_delivered')),
+    -- OR, not IN: see the note on leads.quality_status.
+    status                TEXT NOT NULL DEFAULT 'open'
+                          CHECK (status = 'open' OR status = 'delivered' OR status = 'not_delivered'),
     -- JSON: the auto-delivery decision (outcome, reason, evaluation, candidates).
     decision              TEXT,
     created_at            INTEGER NOT NULL
@@ -208,6 +217,9 @@ CREATE TABLE transactions (
 CREATE INDEX transactions_request ON transactions(lead_request_id);
 CREATE INDEX transactions_lead ON transactions(lead_id);
 CREATE INDEX transactions_buyer_created ON transactions(buyer_id, created_at);
+-- Covers the daily and monthly cap counts of auto-delivery (buyer, product, time window,
+-- live status) without reading the table.
+CREATE INDEX transactions_buyer_product_created ON transactions(buyer_id, product_id, created_at, status);
 CREATE INDEX transactions_partner_external ON transactions(partner_external_id) WHERE partner_external_id IS NOT NULL;
 
 CREATE TABLE transaction_history (

@@ -4,6 +4,7 @@
 //! library holds everything else so that integration tests drive the real service: see
 //! `ARCHITECTURE.md` for the map.
 
+pub mod autodelivery;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod ids;
 pub mod ingest;
 pub mod lifecycle;
+pub mod mapping;
 pub mod metrics;
 pub mod money;
 pub mod openapi;

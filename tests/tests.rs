@@ -3,11 +3,17 @@
 
 mod util;
 
+mod autodelivery;
 mod cli;
 mod delivery;
 mod foundation;
 mod ingest;
+mod ingest_access;
+mod ingest_cli;
+mod ingest_dedupe;
+mod ingest_validation;
 mod lifecycle;
+mod mapping;
 mod metrics;
 mod openapi;
 mod ops;

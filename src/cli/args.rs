@@ -3,6 +3,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use crate::autodelivery::schedule::Window;
 use crate::config::buyer::Filter;
 use crate::config::product::FieldDef;
 
@@ -278,6 +279,11 @@ pub enum BuyerCommand {
         /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; FIELD may be fieldValues.NAME.
         #[arg(long = "filter", value_parser = Filter::parse)]
         filters: Vec<Filter>,
+        /// When the buyer takes leads, in the workspace's time zone: [DAYS] [HH:MM-HH:MM],
+        /// e.g. "mon-fri 08:00-18:00", "sat 10:00-14:00", "22:00-06:00"; repeat for more
+        /// windows. Without it: always.
+        #[arg(long = "schedule", value_parser = Window::parse)]
+        schedules: Vec<Window>,
     },
     /// Add money to a prepaid buyer's balance.
     Fund {

@@ -7,7 +7,9 @@
 mod args;
 mod delivery;
 mod demo;
+mod evaluator;
 mod lead;
+mod mapping;
 mod ops;
 mod output;
 mod serve;
@@ -80,6 +82,9 @@ pub enum Command {
     /// Suppliers that leads are bought from.
     #[command(subcommand)]
     Supplier(SupplierCommand),
+    /// The built-in lead evaluator's weights per workspace.
+    #[command(subcommand)]
+    Evaluator(evaluator::EvaluatorCommand),
     /// Deliver a lead request to a buyer: creates the transaction and its webhook event.
     Deliver(DeliverArgs),
     /// Transactions created by deliveries.
@@ -90,6 +95,9 @@ pub enum Command {
     Outbox(OutboxCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
+    /// Partner-native mappings of a source: set a draft, preview, publish, show.
+    #[command(subcommand)]
+    Mapping(mapping::MappingCommand),
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
@@ -120,10 +128,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Product(command) => setup::product(&cli.db, &out, command),
         Command::Buyer(command) => setup::buyer(&cli.db, &out, command),
         Command::Supplier(command) => setup::supplier(&cli.db, &out, command),
+        Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
+        Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
     }
 }

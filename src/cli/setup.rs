@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::args::*;
 use super::output::Output;
+use crate::autodelivery::schedule::Schedule;
 use crate::config::container::{ContainerKind, DeliveryMode, NewContainer};
 use crate::config::source::{DedupeAction, NewSource};
 use crate::config::{ConfigError, buyer, container, product, source, supplier, workspace};
@@ -268,7 +269,9 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             monthly_cap,
             priority,
             filters,
+            schedules,
         } => {
+            let schedule = (!schedules.is_empty()).then(|| Schedule::new(schedules).to_json());
             let subscription = write(&db, move |conn| {
                 buyer::subscribe(
                     conn,
@@ -280,7 +283,7 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
                         monthly_cap,
                         priority,
                         filters,
-                        schedule: None,
+                        schedule,
                     },
                 )
             })?;

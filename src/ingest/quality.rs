@@ -102,7 +102,7 @@ const PLACEHOLDER_NAMES: &[&str] = &[
 ];
 
 /// Consent status values that mean consent was given (compared case-insensitively).
-const CONSENT_GRANTED: &[&str] = &[
+pub const CONSENT_GRANTED: &[&str] = &[
     "granted",
     "given",
     "yes",

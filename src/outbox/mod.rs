@@ -19,7 +19,6 @@ pub mod signing;
 pub mod store;
 mod worker;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -52,7 +51,7 @@ impl Default for WorkerConfig {
     }
 }
 
-/// Wakes the workers when new events were committed, and counts what they did.
+/// Wakes the workers when new events were committed.
 ///
 /// Cheap to clone; every clone talks to the same workers. Code in the server process that
 /// writes events (auto-delivery during ingest) calls [`Notifier::notify`] after its write
@@ -72,9 +71,6 @@ impl std::fmt::Debug for Notifier {
 struct Shared {
     inbox: Mutex<Inbox>,
     changed: Condvar,
-    delivered: AtomicU64,
-    retried: AtomicU64,
-    failed: AtomicU64,
 }
 
 /// What the coordinating worker thread is told between its rounds.
@@ -87,15 +83,6 @@ struct Inbox {
     stopping: bool,
 }
 
-/// Attempts recorded since the workers started, by what they did to their event.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DeliveryCounts {
-    pub delivered: u64,
-    /// Attempts after which the event was due again later.
-    pub retried: u64,
-    pub failed: u64,
-}
-
 impl Notifier {
     pub fn new() -> Notifier {
         Notifier::default()
@@ -106,14 +93,6 @@ impl Notifier {
     pub fn notify(&self) {
         self.lock().woken = true;
         self.inner.changed.notify_all();
-    }
-
-    pub fn counts(&self) -> DeliveryCounts {
-        DeliveryCounts {
-            delivered: self.inner.delivered.load(Ordering::Relaxed),
-            retried: self.inner.retried.load(Ordering::Relaxed),
-            failed: self.inner.failed.load(Ordering::Relaxed),
-        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inbox> {
@@ -154,14 +133,5 @@ impl Notifier {
             finished: std::mem::take(&mut inbox.finished),
             stopping: inbox.stopping,
         }
-    }
-
-    fn count(&self, outcome: store::Outcome) {
-        let counter = match outcome {
-            store::Outcome::Delivered => &self.inner.delivered,
-            store::Outcome::Retry => &self.inner.retried,
-            store::Outcome::Failed => &self.inner.failed,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -21,6 +21,7 @@ use super::sender::Sender;
 use super::store::{self, Admit, Attempt, Claimed, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
+use crate::metrics::Metrics;
 
 /// The running workers. [`Workers::stop`] ends them after their current attempts.
 pub struct Workers {
@@ -28,8 +29,14 @@ pub struct Workers {
     coordinator: Option<JoinHandle<()>>,
 }
 
-/// Starts the coordinator and `config.senders` sender threads on `db`.
-pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Result<Workers> {
+/// Starts the coordinator and `config.senders` sender threads on `db`. Each recorded
+/// attempt is counted in `metrics` by its outcome.
+pub fn start(
+    db: Db,
+    config: WorkerConfig,
+    notifier: Notifier,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<Workers> {
     notifier.set_stopping(false);
     let senders = config.senders.max(1);
     let queue = Arc::new(Queue::default());
@@ -45,22 +52,25 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
                 .name(format!("outbox-sender-{index}"))
                 .spawn(move || {
                     while let Some(event) = queue.take(per_buyer_sending) {
-                        let attempt = sender.send(&event);
+                        let attempt = send_catching_panics(&sender, &event);
                         queue.done(&event.buyer_id);
                         notifier.finished(attempt);
                     }
                 })?,
         );
     }
-    let capacity = (senders * 16).max(64);
+    // Deep enough that one round (one commit) hands the senders plenty of work, so the
+    // commit latency does not bound throughput.
+    let capacity = (senders * 64).max(256);
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
+        metrics,
         queue,
         senders: threads,
         in_flight: HashMap::new(),
         capacity,
-        per_buyer_in_flight: (capacity / 4).max(1),
+        per_buyer_in_flight: (capacity / 2).max(1),
         lease: lease_for(config.request_timeout),
         config,
     };
@@ -96,6 +106,28 @@ impl Drop for Workers {
     }
 }
 
+/// Sends `event`; a panic in the sender becomes an attempt to retry, so the event is never
+/// left held by this process with nobody sending it.
+fn send_catching_panics(sender: &Sender, event: &Claimed) -> Attempt {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.send(event))) {
+        Ok(attempt) => attempt,
+        Err(_) => {
+            log::error!("outbox: sending event {} panicked", event.id);
+            Attempt {
+                event_id: event.id.clone(),
+                claim: event.claim,
+                url: event.url.clone(),
+                started_at: crate::clock::now_ms(),
+                duration_ms: 0,
+                http_status: None,
+                error: Some("internal error while sending".into()),
+                response_excerpt: None,
+                verdict: store::Verdict::Retry { retry_after: None },
+            }
+        }
+    }
+}
+
 /// How long a claim holds an event: longer than one attempt can take, with room for a
 /// busy database, and short enough that after a crash the events go out again soon.
 fn lease_for(request_timeout: Duration) -> Duration {
@@ -116,13 +148,14 @@ struct Held {
 struct Coordinator {
     db: Db,
     notifier: Notifier,
+    metrics: Arc<Metrics>,
     queue: Arc<Queue>,
     senders: Vec<JoinHandle<()>>,
     in_flight: HashMap<String, Held>,
     /// The most events in flight here (queued or being sent).
     capacity: usize,
-    /// The most events of one buyer in flight here, so a slow buyer's backlog leaves room
-    /// in the queue for the others.
+    /// The most events of one buyer in flight here, so a slow buyer's backlog leaves half
+    /// the queue to the others.
     per_buyer_in_flight: usize,
     lease: Duration,
     config: WorkerConfig,
@@ -182,13 +215,14 @@ impl Coordinator {
                 continue;
             }
             match self.write_round(&round) {
-                Ok(claimed) => {
-                    // A full claim may have left more due events behind; a wish to claim
-                    // with no free place waits for the next round with one.
+                Ok(claim) => {
+                    // Due events left behind (no place, or their buyer at its limit) are
+                    // claimed in the next round, which the next finished attempt starts; a
+                    // wish to claim with no free place waits for a round with one.
                     if round.claim > 0 {
-                        want_claim = claimed.len() == round.claim;
+                        want_claim = claim.more_due;
                     }
-                    self.queue.push(claimed);
+                    self.queue.push(claim.events);
                 }
                 Err(e) => {
                     log::warn!("outbox: recording and claiming failed, trying again: {e}");
@@ -223,7 +257,7 @@ impl Coordinator {
     }
 
     /// Runs one round as one write job and updates what is in flight here.
-    fn write_round(&mut self, round: &Round) -> Result<Vec<Claimed>, DbError> {
+    fn write_round(&mut self, round: &Round) -> Result<store::Claim, DbError> {
         let finished = round.finished.clone();
         let renew = round.renew.clone();
         let claim = round.claim;
@@ -263,13 +297,13 @@ impl Coordinator {
                     Admit::Take
                 })?
             } else {
-                Vec::new()
+                store::Claim::default()
             };
             Ok::<_, DbError>((outcomes, claimed, now))
         })?;
         for (attempt, outcome) in round.finished.iter().zip(outcomes) {
             if let Some(outcome) = outcome {
-                self.notifier.count(outcome);
+                self.metrics.delivery_outcome(outcome.as_str());
                 if outcome != Outcome::Delivered {
                     log::info!(
                         "outbox: event {} attempt {}: {}",
@@ -298,7 +332,7 @@ impl Coordinator {
                 held.lease_end = now + lease;
             }
         }
-        for event in &claimed {
+        for event in &claimed.events {
             self.in_flight.insert(
                 event.id.clone(),
                 Held {
@@ -325,15 +359,21 @@ impl Coordinator {
         let schedule = self.config.retry_schedule.clone();
         let recorded = self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
+            let mut outcomes = Vec::with_capacity(finished.len());
             for attempt in &finished {
-                store::record(conn, attempt, &schedule, now)?;
+                outcomes.push(store::record(conn, attempt, &schedule, now)?);
             }
             store::release(conn, &release)?;
-            Ok::<_, DbError>(())
+            Ok::<_, DbError>(outcomes)
         });
-        if let Err(e) = recorded {
+        match recorded {
+            Ok(outcomes) => {
+                for outcome in outcomes.into_iter().flatten() {
+                    self.metrics.delivery_outcome(outcome.as_str());
+                }
+            }
             // The leases run out and the events are sent again: at least once still holds.
-            log::warn!("outbox: recording the last attempts at shutdown failed: {e}");
+            Err(e) => log::warn!("outbox: recording the last attempts at shutdown failed: {e}"),
         }
         log::debug!("outbox workers stopped");
     }

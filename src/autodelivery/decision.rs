@@ -1,0 +1,282 @@
+//! The Delivery 1.0 decision: what auto-delivery decided for each interest and why, as the
+//! ingest result's `autoDelivery` object and as stored in `lead_requests.decision`.
+//!
+//! Two views of one decision. The ingest result goes back to the partner who sent the lead,
+//! so its candidates carry DESIGN.md's keys (`buyerAccountId`, `eligible`, `reason`) and, for
+//! `filter_mismatch`, the field in `detail`; the buyers' prices, priorities, cap counts and
+//! balances are not the partner's business. The stored decision is the operator's: each
+//! candidate also has `buyerPrice`, `priority`, `lastServedAt` and the full `detail`, which
+//! `leadrelay lead show` prints. Owns both shapes and the write of the stored one.
+
+use rusqlite::{Connection, params};
+use serde_json::{Map, Value, json};
+
+use super::eligibility::{Candidate, Reason};
+use super::evaluator::Evaluation;
+use crate::config::container::DeliveryMode;
+
+/// The `version` of every `autoDelivery` object.
+pub const VERSION: &str = "1.0";
+
+/// Why a request ended as it did (the request's `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    NotRoutingReady,
+    DuplicateReview,
+    QualityInvalid,
+    AutoDeliveryDisabled,
+    ScoreBelowThreshold,
+    NoEligibleBuyer,
+}
+
+impl Outcome {
+    pub fn code(self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::NotRoutingReady => "not_routing_ready",
+            Outcome::DuplicateReview => "duplicate_review",
+            Outcome::QualityInvalid => "quality_invalid",
+            Outcome::AutoDeliveryDisabled => "auto_delivery_disabled",
+            Outcome::ScoreBelowThreshold => "score_below_threshold",
+            Outcome::NoEligibleBuyer => "no_eligible_buyer",
+        }
+    }
+}
+
+/// One transaction auto-delivery created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub transaction_id: String,
+    pub buyer_id: String,
+    pub price_cents: i64,
+    pub mode: DeliveryMode,
+}
+
+/// The decision for one interest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestDecision {
+    pub request_id: String,
+    pub outcome: Outcome,
+    /// `None` when an earlier step ended the evaluation.
+    pub evaluation: Option<Evaluation>,
+    pub deliveries: Vec<Delivery>,
+    /// Ranked best first; empty when the evaluation ended before eligibility.
+    pub candidates: Vec<Candidate>,
+    pub decided_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The ingest result, answered to the partner.
+    Partner,
+    /// The stored decision, shown to the operator.
+    Operator,
+}
+
+impl RequestDecision {
+    pub fn to_json(&self, view: View) -> Value {
+        let deliveries: Vec<Value> = self
+            .deliveries
+            .iter()
+            .map(|d| {
+                json!({
+                    "transactionId": d.transaction_id,
+                    "buyerAccountId": d.buyer_id,
+                    "buyerPrice": crate::money::to_json(d.price_cents),
+                    "deliveryMode": d.mode.as_str(),
+                })
+            })
+            .collect();
+        let candidates: Vec<Value> = self
+            .candidates
+            .iter()
+            .map(|c| candidate_json(c, view))
+            .collect();
+        json!({
+            "requestId": self.request_id,
+            "outcome": if self.deliveries.is_empty() { "not_delivered" } else { "delivered" },
+            "reason": self.outcome.code(),
+            "evaluation": self.evaluation,
+            "deliveries": deliveries,
+            "candidates": candidates,
+            "decidedAt": crate::clock::iso(self.decided_at),
+        })
+    }
+}
+
+fn candidate_json(candidate: &Candidate, view: View) -> Value {
+    let mut shown = Map::new();
+    shown.insert("buyerAccountId".into(), json!(candidate.buyer_id));
+    shown.insert("eligible".into(), json!(candidate.reason.is_eligible()));
+    shown.insert("reason".into(), json!(candidate.reason.code()));
+    match view {
+        View::Partner => {
+            if candidate.reason == Reason::FilterMismatch
+                && let Some(field) = candidate.detail.as_ref().and_then(|d| d.get("field"))
+            {
+                shown.insert("detail".into(), json!({"field": field}));
+            }
+        }
+        View::Operator => {
+            if let Some(detail) = &candidate.detail {
+                shown.insert("detail".into(), detail.clone());
+            }
+            shown.insert(
+                "buyerPrice".into(),
+                crate::money::to_json(candidate.price_cents),
+            );
+            shown.insert("priority".into(), json!(candidate.priority));
+            shown.insert(
+                "lastServedAt".into(),
+                json!(candidate.last_served_at.map(crate::clock::iso)),
+            );
+        }
+    }
+    Value::Object(shown)
+}
+
+/// Every evaluated interest of one lead: the ingest result's `autoDelivery`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoDelivery {
+    pub requests: Vec<RequestDecision>,
+}
+
+impl AutoDelivery {
+    /// How many transactions were created, over all interests.
+    pub fn delivered(&self) -> usize {
+        self.requests.iter().map(|r| r.deliveries.len()).sum()
+    }
+
+    /// The `autoDelivery` object of the ingest result (the partner's view).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "version": VERSION,
+            "delivered": self.delivered(),
+            "requests": self
+                .requests
+                .iter()
+                .map(|r| r.to_json(View::Partner))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Stores the operator's view of `decision` on its lead request and sets the request's
+/// status to `delivered` or `not_delivered`.
+pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
+    let mut stored = decision.to_json(View::Operator);
+    stored["version"] = json!(VERSION);
+    let status = if decision.deliveries.is_empty() {
+        "not_delivered"
+    } else {
+        "delivered"
+    };
+    conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
+        .execute(params![decision.request_id, stored.to_string(), status])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::evaluator::{DEFAULT_WEIGHTS, evaluate};
+    use super::super::features::Features;
+    use super::*;
+
+    fn candidate(id: &str, reason: Reason, detail: Option<Value>) -> Candidate {
+        Candidate {
+            buyer_id: id.into(),
+            price_cents: 2500,
+            priority: 3,
+            last_served_at: None,
+            created_at: 0,
+            reason,
+            detail,
+        }
+    }
+
+    fn decision() -> RequestDecision {
+        RequestDecision {
+            request_id: "lreq_1".into(),
+            outcome: Outcome::Delivered,
+            evaluation: Some(evaluate(&Features([1.0; 7]), &DEFAULT_WEIGHTS, 50)),
+            deliveries: vec![Delivery {
+                transaction_id: "txn_1".into(),
+                buyer_id: "sunco".into(),
+                price_cents: 2500,
+                mode: DeliveryMode::Exclusive,
+            }],
+            candidates: vec![
+                candidate("sunco", Reason::Selected, None),
+                candidate(
+                    "north",
+                    Reason::FilterMismatch,
+                    Some(json!({"field": "postalCode", "op": "prefix", "values": ["80"]})),
+                ),
+                candidate(
+                    "broke",
+                    Reason::InsufficientBalance,
+                    Some(json!({"buyerPrice": 25.0, "available": 3.0})),
+                ),
+            ],
+            decided_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_partner_view_has_the_designed_keys() {
+        let auto = AutoDelivery {
+            requests: vec![decision()],
+        };
+        let shown = auto.to_json();
+        assert_eq!(shown["version"], "1.0");
+        assert_eq!(shown["delivered"], 1);
+        let request = &shown["requests"][0];
+        assert_eq!(request["outcome"], "delivered");
+        assert_eq!(request["reason"], "delivered");
+        assert_eq!(request["evaluation"]["score"], 97, "one soft flag");
+        assert_eq!(request["evaluation"]["passed"], true);
+        assert_eq!(request["evaluation"]["factors"][1]["name"], "validEmail");
+        assert_eq!(
+            request["deliveries"][0],
+            json!({"transactionId": "txn_1", "buyerAccountId": "sunco", "buyerPrice": 25.0,
+                   "deliveryMode": "exclusive"})
+        );
+        assert_eq!(
+            request["candidates"],
+            json!([
+                {"buyerAccountId": "sunco", "eligible": true, "reason": "selected"},
+                {"buyerAccountId": "north", "eligible": false, "reason": "filter_mismatch",
+                 "detail": {"field": "postalCode"}},
+                {"buyerAccountId": "broke", "eligible": false, "reason": "insufficient_balance"},
+            ])
+        );
+    }
+
+    #[test]
+    fn the_operator_view_keeps_every_detail() {
+        let shown = decision().to_json(View::Operator);
+        let broke = &shown["candidates"][2];
+        assert_eq!(broke["detail"]["available"], 3.0);
+        assert_eq!(broke["buyerPrice"], 25.0);
+        assert_eq!(broke["priority"], 3);
+        assert_eq!(shown["candidates"][1]["detail"]["op"], "prefix");
+    }
+
+    #[test]
+    fn an_early_stop_has_no_evaluation_and_no_candidates() {
+        let stopped = RequestDecision {
+            request_id: "lreq_2".into(),
+            outcome: Outcome::NotRoutingReady,
+            evaluation: None,
+            deliveries: Vec::new(),
+            candidates: Vec::new(),
+            decided_at: 0,
+        };
+        let shown = stopped.to_json(View::Partner);
+        assert_eq!(shown["outcome"], "not_delivered");
+        assert_eq!(shown["reason"], "not_routing_ready");
+        assert_eq!(shown["evaluation"], Value::Null);
+        assert_eq!(shown["candidates"], json!([]));
+    }
+}

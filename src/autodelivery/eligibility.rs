@@ -1,0 +1,476 @@
+//! Which buyers may take a lead request, and for each one that may not, why.
+//!
+//! The candidates are every buyer of the workspace subscribed to the request's product,
+//! paused ones included, so the decision answers "why did buyer X not get this lead?" for
+//! each of them. The checks run in the order of DESIGN.md section 5 and the first failing
+//! one names the reason: `buyer_paused`, `filter_mismatch`, `schedule_closed`,
+//! `daily_cap_reached`, `monthly_cap_reached`, `insufficient_balance`, `already_delivered`.
+//!
+//! Owns the checks and the SQL that feeds them (one query for the subscribed buyers, one for
+//! the request's transactions, one per capped buyer that gets as far as its caps). It runs
+//! inside the ingest writer job, so a count or balance it reads cannot change before the
+//! delivery it allows is written. Choosing among eligible buyers is `select`.
+
+use std::collections::HashSet;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use rusqlite::Connection;
+use serde_json::{Value, json};
+
+use super::caps::{self, Windows};
+use super::filters;
+use super::lead::{Interest, Lead};
+use super::schedule::Schedule;
+use crate::config::buyer::{Filter, Plan};
+
+/// A candidate's standing, from ineligible through the selection's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    BuyerPaused,
+    FilterMismatch,
+    ScheduleClosed,
+    DailyCapReached,
+    MonthlyCapReached,
+    InsufficientBalance,
+    AlreadyDelivered,
+    /// Passed every check; selection decides between `Selected` and `NotSelected`.
+    Eligible,
+    Selected,
+    NotSelected,
+    /// Passed every check here, but the delivery itself refused (it re-checks its rules).
+    DeliveryRefused,
+}
+
+impl Reason {
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::BuyerPaused => "buyer_paused",
+            Reason::FilterMismatch => "filter_mismatch",
+            Reason::ScheduleClosed => "schedule_closed",
+            Reason::DailyCapReached => "daily_cap_reached",
+            Reason::MonthlyCapReached => "monthly_cap_reached",
+            Reason::InsufficientBalance => "insufficient_balance",
+            Reason::AlreadyDelivered => "already_delivered",
+            Reason::Eligible => "eligible",
+            Reason::Selected => "selected",
+            Reason::NotSelected => "not_selected",
+            Reason::DeliveryRefused => "delivery_refused",
+        }
+    }
+
+    pub fn is_eligible(self) -> bool {
+        matches!(
+            self,
+            Reason::Eligible | Reason::Selected | Reason::NotSelected
+        )
+    }
+}
+
+/// A subscribed buyer with the terms that rank it and its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub buyer_id: String,
+    pub price_cents: i64,
+    pub priority: i64,
+    pub last_served_at: Option<i64>,
+    pub created_at: i64,
+    pub reason: Reason,
+    /// What exactly failed (the filter's field, the cap and count, the amounts), for the
+    /// operator.
+    pub detail: Option<Value>,
+}
+
+/// What the checks need to know about the moment and the place.
+pub struct Context<'a> {
+    pub lead: &'a Lead,
+    pub interest: &'a Interest,
+    pub tz: &'a TimeZone,
+    pub now_ms: i64,
+    pub windows: &'a Windows,
+}
+
+/// A subscribed buyer as read, before the checks.
+struct Subscribed {
+    buyer_id: String,
+    paused: bool,
+    plan: Plan,
+    available_cents: i64,
+    last_served_at: Option<i64>,
+    created_at: i64,
+    price_cents: i64,
+    daily_cap: Option<i64>,
+    monthly_cap: Option<i64>,
+    priority: i64,
+    filters: String,
+    schedule: Option<String>,
+}
+
+/// Every buyer of the workspace subscribed to the interest's product, each checked.
+pub fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
+    let subscribed = subscribed_buyers(
+        conn,
+        &context.lead.workspace_id,
+        &context.interest.product_id,
+    )?;
+    if subscribed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holders = request_holders(conn, &context.interest.id)?;
+    let mut candidates = Vec::with_capacity(subscribed.len());
+    for buyer in subscribed {
+        let (reason, detail) = check(conn, context, &buyer, &holders)?;
+        candidates.push(Candidate {
+            buyer_id: buyer.buyer_id,
+            price_cents: buyer.price_cents,
+            priority: buyer.priority,
+            last_served_at: buyer.last_served_at,
+            created_at: buyer.created_at,
+            reason,
+            detail,
+        });
+    }
+    Ok(candidates)
+}
+
+fn subscribed_buyers(
+    conn: &Connection,
+    workspace_id: &str,
+    product_id: &str,
+) -> rusqlite::Result<Vec<Subscribed>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT b.id, b.status, b.plan, b.balance_cents + b.credit_limit_cents,
+                b.last_served_at, b.created_at,
+                s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule
+         FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
+         WHERE s.product_id = ?1 AND b.workspace_id = ?2",
+    )?;
+    let rows = stmt.query_map([product_id, workspace_id], |row| {
+        Ok(Subscribed {
+            buyer_id: row.get(0)?,
+            paused: row.get::<_, String>(1)? == "paused",
+            plan: if row.get::<_, String>(2)? == "prepaid" {
+                Plan::Prepaid
+            } else {
+                Plan::Postpaid
+            },
+            available_cents: row.get(3)?,
+            last_served_at: row.get(4)?,
+            created_at: row.get(5)?,
+            price_cents: row.get(6)?,
+            daily_cap: row.get(7)?,
+            monthly_cap: row.get(8)?,
+            priority: row.get(9)?,
+            filters: row.get(10)?,
+            schedule: row.get(11)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Buyers that hold any transaction of the request, whatever its state: a buyer who
+/// rejected or cancelled a lead does not get the same one again.
+fn request_holders(conn: &Connection, request_id: &str) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
+    let rows = stmt.query_map([request_id], |row| row.get(0))?;
+    rows.collect()
+}
+
+fn check(
+    conn: &Connection,
+    context: &Context,
+    buyer: &Subscribed,
+    holders: &HashSet<String>,
+) -> rusqlite::Result<(Reason, Option<Value>)> {
+    if buyer.paused {
+        return Ok((Reason::BuyerPaused, None));
+    }
+    // Filters are written by `buyer subscribe` from checked input; a hand-edited row that
+    // no longer reads matches nothing rather than everything.
+    let filters: Vec<Filter> = match serde_json::from_str(&buyer.filters) {
+        Ok(filters) => filters,
+        Err(e) => {
+            return Ok((
+                Reason::FilterMismatch,
+                Some(json!({"error": format!("stored filters unreadable: {e}")})),
+            ));
+        }
+    };
+    if let Some(failed) = filters::first_mismatch(&filters, context.lead, context.interest) {
+        return Ok((
+            Reason::FilterMismatch,
+            Some(json!({"field": failed.field, "op": failed.op, "values": failed.values})),
+        ));
+    }
+    if let Some(stored) = &buyer.schedule {
+        let schedule = serde_json::from_str(stored)
+            .map_err(|e| e.to_string())
+            .and_then(|value| Schedule::from_json(&value));
+        let at = Timestamp::from_millisecond(context.now_ms).unwrap_or(Timestamp::UNIX_EPOCH);
+        let open = match &schedule {
+            Ok(schedule) => schedule.is_open(at, context.tz),
+            Err(_) => false,
+        };
+        if !open {
+            let mut detail = json!({
+                "schedule": serde_json::from_str::<Value>(stored).unwrap_or(Value::Null),
+                "timezone": context.tz.iana_name().unwrap_or("UTC"),
+            });
+            if let Err(why) = schedule {
+                detail["error"] = Value::from(why);
+            }
+            return Ok((Reason::ScheduleClosed, Some(detail)));
+        }
+    }
+    if buyer.daily_cap.is_some() || buyer.monthly_cap.is_some() {
+        let usage = caps::usage(
+            conn,
+            &buyer.buyer_id,
+            &context.interest.product_id,
+            context.windows,
+        )?;
+        if let Some(cap) = buyer.daily_cap.filter(|cap| usage.today >= *cap) {
+            return Ok((
+                Reason::DailyCapReached,
+                Some(json!({"cap": cap, "count": usage.today})),
+            ));
+        }
+        if let Some(cap) = buyer.monthly_cap.filter(|cap| usage.this_month >= *cap) {
+            return Ok((
+                Reason::MonthlyCapReached,
+                Some(json!({"cap": cap, "count": usage.this_month})),
+            ));
+        }
+    }
+    if buyer.plan == Plan::Prepaid && buyer.available_cents < buyer.price_cents {
+        return Ok((
+            Reason::InsufficientBalance,
+            Some(json!({
+                "buyerPrice": crate::money::to_json(buyer.price_cents),
+                "available": crate::money::to_json(buyer.available_cents),
+            })),
+        ));
+    }
+    if holders.contains(&buyer.buyer_id) {
+        return Ok((Reason::AlreadyDelivered, None));
+    }
+    Ok((Reason::Eligible, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::lead::testing::{interest, lead};
+    use super::*;
+
+    /// An in-memory database with the schema, workspace `ws`, product `solar` and buyers
+    /// subscribed to it as `buyers` describes: (id, subscription columns as SQL).
+    fn database() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(include_str!("../../schema.sql"))
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
+             INSERT INTO products (id, workspace_id, slug, name, created_at)
+                 VALUES ('solar', 'ws', 'solar', 'Solar', 0), ('heat', 'ws', 'heat', 'Heat', 0);
+             INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
+                 VALUES ('web', 'ws', 'channel', 'Web', 1, 0);
+             INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
+                 VALUES ('src', 'web', 'S', 'channel', 0);
+             INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
+                 last_name, quality_status, duplicate_status, created_at)
+                 VALUES ('lead_test', 'src', 'web', 'ws', 'Ann', 'Lee', 'ok', 'unique', 0);
+             INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
+                 VALUES ('lreq_test', 'lead_test', 0, 'solar', 0),
+                        ('lreq_old', 'lead_test', 1, 'solar', 0);",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn add_buyer(conn: &Connection, id: &str, buyer_sql: &str, subscription_sql: &str) {
+        conn.execute_batch(&format!(
+            "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
+                 VALUES ('{id}', 'ws', '{id}', 'http://x.test/', 'whsec_x', 0);
+             UPDATE buyers SET {buyer_sql} WHERE id = '{id}';
+             INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
+                 VALUES ('{id}', 'solar', 1000, 0);
+             UPDATE subscriptions SET {subscription_sql} WHERE buyer_id = '{id}';"
+        ))
+        .unwrap();
+    }
+
+    fn add_transaction(conn: &Connection, request: &str, buyer: &str, status: &str, at: i64) {
+        conn.execute(
+            "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
+                 workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
+                 created_at, updated_at)
+             VALUES (?1, ?2, 'lead_test', ?3, 'solar', 'ws', 'exclusive', 1000, 1000, ?4, ?5, ?5)",
+            rusqlite::params![crate::ids::new("txn"), request, buyer, status, at],
+        )
+        .unwrap();
+    }
+
+    /// Monday 2025-01-06 10:00 UTC.
+    const NOW: i64 = 1_736_157_600_000;
+
+    fn verdicts(conn: &Connection, lead: &Lead) -> Vec<(String, &'static str, Option<Value>)> {
+        let windows = Windows::at(NOW, &TimeZone::UTC);
+        let context = Context {
+            lead,
+            interest: &interest(&[("roof", "tile")]),
+            tz: &TimeZone::UTC,
+            now_ms: NOW,
+            windows: &windows,
+        };
+        let mut found: Vec<_> = candidates(conn, &context)
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.buyer_id, c.reason.code(), c.detail))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
+    }
+
+    #[test]
+    fn each_buyer_gets_the_first_reason_that_applies() {
+        let conn = database();
+        add_buyer(&conn, "a_ok", "status = 'active'", "priority = 0");
+        add_buyer(
+            &conn,
+            "b_paused",
+            "status = 'paused'",
+            "filters = '[{\"field\":\"country\",\"op\":\"equals\",\"values\":[\"AT\"]}]'",
+        );
+        add_buyer(
+            &conn,
+            "c_filter",
+            "status = 'active'",
+            "filters = '[{\"field\":\"country\",\"op\":\"equals\",\"values\":[\"DE\"]},{\"field\":\"fieldValues.roof\",\"op\":\"oneOf\",\"values\":[\"flat\",\"metal\"]}]'",
+        );
+        add_buyer(
+            &conn,
+            "d_closed",
+            "status = 'active'",
+            "schedule = '[{\"days\":[6,7],\"from\":\"00:00\",\"to\":\"24:00\"}]'",
+        );
+        add_buyer(
+            &conn,
+            "e_open",
+            "status = 'active'",
+            "schedule = '[{\"days\":[1],\"from\":\"09:00\",\"to\":\"11:00\"}]'",
+        );
+        add_buyer(
+            &conn,
+            "f_daily",
+            "status = 'active'",
+            "daily_cap = 1, monthly_cap = 100",
+        );
+        add_buyer(
+            &conn,
+            "g_monthly",
+            "status = 'active'",
+            "daily_cap = 5, monthly_cap = 2",
+        );
+        add_buyer(
+            &conn,
+            "h_poor",
+            "plan = 'prepaid', balance_cents = 500, credit_limit_cents = 499",
+            "priority = 0",
+        );
+        add_buyer(
+            &conn,
+            "i_credit",
+            "plan = 'prepaid', balance_cents = -200, credit_limit_cents = 1200",
+            "priority = 0",
+        );
+        add_buyer(&conn, "j_holder", "status = 'active'", "priority = 0");
+        // f_daily: one delivery today. g_monthly: two earlier this month, none today.
+        add_transaction(&conn, "lreq_old", "f_daily", "delivered", NOW - 3_600_000);
+        add_transaction(&conn, "lreq_old", "g_monthly", "paid", NOW - 3 * 86_400_000);
+        add_transaction(
+            &conn,
+            "lreq_old",
+            "g_monthly",
+            "acknowledged",
+            NOW - 4 * 86_400_000,
+        );
+        add_transaction(&conn, "lreq_test", "j_holder", "rejected", NOW - 60_000);
+
+        let lead = lead(&[("country", "DE")]);
+        let found = verdicts(&conn, &lead);
+        let codes: Vec<(&str, &str)> = found.iter().map(|(b, r, _)| (b.as_str(), *r)).collect();
+        assert_eq!(
+            codes,
+            [
+                ("a_ok", "eligible"),
+                ("b_paused", "buyer_paused"),
+                ("c_filter", "filter_mismatch"),
+                ("d_closed", "schedule_closed"),
+                ("e_open", "eligible"),
+                ("f_daily", "daily_cap_reached"),
+                ("g_monthly", "monthly_cap_reached"),
+                ("h_poor", "insufficient_balance"),
+                ("i_credit", "eligible"),
+                ("j_holder", "already_delivered"),
+            ]
+        );
+        assert_eq!(found[2].2.as_ref().unwrap()["field"], "fieldValues.roof");
+        assert_eq!(found[2].2.as_ref().unwrap()["op"], "oneOf");
+        assert_eq!(found[3].2.as_ref().unwrap()["timezone"], "UTC");
+        assert_eq!(found[5].2, Some(json!({"cap": 1, "count": 1})));
+        assert_eq!(found[6].2, Some(json!({"cap": 2, "count": 2})));
+        assert_eq!(
+            found[7].2,
+            Some(json!({"buyerPrice": 10.0, "available": 9.99}))
+        );
+    }
+
+    #[test]
+    fn rejected_and_cancelled_transactions_give_their_cap_place_back() {
+        let conn = database();
+        add_buyer(&conn, "capped", "status = 'active'", "daily_cap = 2");
+        add_transaction(&conn, "lreq_old", "capped", "rejected", NOW - 60_000);
+        add_transaction(&conn, "lreq_old", "capped", "cancelled", NOW - 60_000);
+        add_transaction(&conn, "lreq_old", "capped", "delivered", NOW - 60_000);
+        // Yesterday's delivery counts for the month, not for today.
+        add_transaction(&conn, "lreq_old", "capped", "delivered", NOW - 86_400_000);
+        assert_eq!(verdicts(&conn, &lead(&[]))[0].1, "eligible");
+        add_transaction(&conn, "lreq_old", "capped", "acknowledged", NOW - 1);
+        assert_eq!(verdicts(&conn, &lead(&[]))[0].1, "daily_cap_reached");
+    }
+
+    #[test]
+    fn only_buyers_of_the_workspace_subscribed_to_the_product_are_candidates() {
+        let conn = database();
+        add_buyer(&conn, "sub", "status = 'active'", "priority = 0");
+        add_buyer(
+            &conn,
+            "other_product",
+            "status = 'active'",
+            "product_id = 'heat'",
+        );
+        conn.execute_batch(
+            "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
+                 VALUES ('unsubscribed', 'ws', 'U', 'http://x.test/', 'whsec_x', 0);",
+        )
+        .unwrap();
+        let found = verdicts(&conn, &lead(&[]));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "sub");
+    }
+
+    #[test]
+    fn an_unreadable_stored_schedule_is_closed() {
+        let conn = database();
+        add_buyer(
+            &conn,
+            "odd",
+            "status = 'active'",
+            "schedule = '\"whenever\"'",
+        );
+        let found = verdicts(&conn, &lead(&[]));
+        assert_eq!(found[0].1, "schedule_closed");
+        assert!(found[0].2.as_ref().unwrap()["error"].is_string());
+    }
+}

@@ -1,0 +1,357 @@
+//! The built-in evaluator: a logistic model over the explainable features of `features`,
+//! with weights kept per workspace.
+//!
+//! `score = round(100 / (1 + e^-z))` with `z = intercept + Σ weight × value`, so the score
+//! runs from 0 to 100, and each factor's `contribution` (weight × value) shows how much it
+//! moved the lead towards or away from delivery; the intercept is listed as a factor with
+//! value 1, so the contributions add up to `z`. The same lead and weights always give the
+//! same score: the sum runs in a fixed order over the same numbers.
+//!
+//! Weights are stored in `workspaces.evaluator_weights` as a JSON object
+//! (`{"intercept": -3, "validEmail": 1.5, …}`); NULL means the defaults. Owns the model,
+//! its defaults and that column; the threshold belongs to the container.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::features::{FEATURES, Feature, Features};
+use crate::config::ConfigError;
+
+/// The model's name in every evaluation, so a stored decision says what produced it.
+pub const MODEL: &str = "leadrelay-logistic-v1";
+
+/// The name of the constant term among the weights and factors.
+pub const INTERCEPT: &str = "intercept";
+
+/// The largest weight (in size) accepted; beyond it one factor alone saturates the score.
+const MAX_WEIGHT: f64 = 100.0;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    pub intercept: f64,
+    /// Indexed by [`Feature::index`].
+    pub features: [f64; FEATURES.len()],
+}
+
+/// The defaults put a lead with a valid contact, real names and nothing else just above the
+/// default threshold of 50 (score 62), the same lead with one soft quality flag below it
+/// (38), and a complete lead near 99. Leads without a usable contact never get here: their
+/// quality is `invalid`, which ends auto-delivery before the evaluation.
+pub const DEFAULT_WEIGHTS: Weights = Weights {
+    intercept: -3.0,
+    features: [1.5, 1.5, 1.0, 1.0, 1.5, 1.0, -1.0],
+};
+
+impl Default for Weights {
+    fn default() -> Weights {
+        DEFAULT_WEIGHTS
+    }
+}
+
+impl Weights {
+    pub fn get(&self, feature: Feature) -> f64 {
+        self.features[feature.index()]
+    }
+
+    /// Sets one weight by name (`intercept` or a feature name).
+    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+        if !value.is_finite() || value.abs() > MAX_WEIGHT {
+            return Err(format!(
+                "weight {name} must be a number from -{MAX_WEIGHT} to {MAX_WEIGHT}"
+            ));
+        }
+        if name == INTERCEPT {
+            self.intercept = value;
+            return Ok(());
+        }
+        let feature = Feature::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = std::iter::once(INTERCEPT)
+                .chain(FEATURES.iter().map(|f| f.name()))
+                .collect();
+            format!("unknown weight '{name}': use one of {}", known.join(", "))
+        })?;
+        self.features[feature.index()] = value;
+        Ok(())
+    }
+
+    /// Applies every weight of a JSON object on top of `self`; names it does not give keep
+    /// their value.
+    pub fn merge_json(&mut self, object: &Value) -> Result<(), String> {
+        let map = object
+            .as_object()
+            .ok_or("weights are a JSON object of name to number")?;
+        for (name, value) in map {
+            let number = value
+                .as_f64()
+                .ok_or_else(|| format!("weight {name} must be a number"))?;
+            self.set(name, number)?;
+        }
+        Ok(())
+    }
+
+    /// `{"intercept": …, "validEmail": …, …}` in the fixed order.
+    pub fn to_json(&self) -> Value {
+        let mut map = Map::new();
+        map.insert(INTERCEPT.into(), Value::from(self.intercept));
+        for feature in FEATURES {
+            map.insert(feature.name().into(), Value::from(self.get(feature)));
+        }
+        Value::Object(map)
+    }
+}
+
+/// One line of the explanation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Factor {
+    pub name: &'static str,
+    pub value: f64,
+    pub weight: f64,
+    pub contribution: f64,
+}
+
+/// The `evaluation` object of a Delivery 1.0 request result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluation {
+    pub model: &'static str,
+    pub score: i64,
+    pub threshold: i64,
+    pub passed: bool,
+    pub factors: Vec<Factor>,
+}
+
+/// Scores `features` with `weights` against `threshold` (0 to 100, reached when the score
+/// is at least the threshold).
+pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evaluation {
+    let mut factors = Vec::with_capacity(FEATURES.len() + 1);
+    factors.push(Factor {
+        name: INTERCEPT,
+        value: 1.0,
+        weight: weights.intercept,
+        contribution: weights.intercept,
+    });
+    let mut z = weights.intercept;
+    for feature in FEATURES {
+        let (value, weight) = (features.get(feature), weights.get(feature));
+        let contribution = value * weight;
+        z += contribution;
+        factors.push(Factor {
+            name: feature.name(),
+            value: shown(value),
+            weight,
+            contribution: shown(contribution),
+        });
+    }
+    let score = (100.0 / (1.0 + (-z).exp())).round().clamp(0.0, 100.0) as i64;
+    Evaluation {
+        model: MODEL,
+        score,
+        threshold,
+        passed: score >= threshold,
+        factors,
+    }
+}
+
+/// Rounds to four decimals for display, and turns -0 into 0 (a negative weight times a zero
+/// value), so an explanation never shows `-0.0`.
+fn shown(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0 + 0.0
+}
+
+/// The weights of `workspace_id` and whether they are the workspace's own (else the
+/// defaults); `None` when the workspace does not exist.
+pub fn load(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<(Weights, bool)>> {
+    let stored: Option<Option<String>> = conn
+        .prepare_cached("SELECT evaluator_weights FROM workspaces WHERE id = ?1")?
+        .query_row([workspace_id], |row| row.get(0))
+        .optional()?;
+    Ok(stored.map(|stored| match stored {
+        None => (DEFAULT_WEIGHTS, false),
+        Some(text) => (from_stored(workspace_id, &text), true),
+    }))
+}
+
+/// Reads stored weights. They were checked when set; should the column have been edited
+/// by hand into something unreadable, the defaults apply (and the log says so) rather than
+/// every lead of the workspace failing to ingest.
+fn from_stored(workspace_id: &str, text: &str) -> Weights {
+    let mut weights = DEFAULT_WEIGHTS;
+    let merged = serde_json::from_str::<Value>(text)
+        .map_err(|e| e.to_string())
+        .and_then(|value| weights.merge_json(&value));
+    match merged {
+        Ok(()) => weights,
+        Err(why) => {
+            log::warn!(
+                "workspace {workspace_id}: stored evaluator weights unusable ({why}); using the defaults"
+            );
+            DEFAULT_WEIGHTS
+        }
+    }
+}
+
+/// Stores `weights` for `workspace_id`, or goes back to the defaults with `None`.
+pub fn store(
+    conn: &Connection,
+    workspace_id: &str,
+    weights: Option<&Weights>,
+) -> Result<(), ConfigError> {
+    let changed = conn.execute(
+        "UPDATE workspaces SET evaluator_weights = ?2 WHERE id = ?1",
+        params![workspace_id, weights.map(|w| w.to_json().to_string())],
+    )?;
+    if changed == 0 {
+        return Err(ConfigError::NotFound {
+            kind: "workspace",
+            id: workspace_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn features(values: [f64; 7]) -> Features {
+        Features(values)
+    }
+
+    #[test]
+    fn defaults_separate_good_from_poor_leads() {
+        let cases = [
+            ([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0], 99),
+            ([1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0], 62),
+            ([1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0], 97),
+            ([1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0], 38),
+            ([0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0], 82),
+            ([0.0, 0.0, 0.5, 0.0, 0.0, 1.0, 2.0], 3),
+        ];
+        for (values, score) in cases {
+            let evaluation = evaluate(&features(values), &DEFAULT_WEIGHTS, 50);
+            assert_eq!(evaluation.score, score, "{values:?}");
+            assert_eq!(evaluation.passed, score >= 50);
+        }
+    }
+
+    #[test]
+    fn factors_explain_the_score() {
+        let evaluation = evaluate(
+            &features([1.0, 0.0, 1.0, 0.4, 0.5, 1.0, 1.0]),
+            &DEFAULT_WEIGHTS,
+            60,
+        );
+        let names: Vec<&str> = evaluation.factors.iter().map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            [
+                "intercept",
+                "validEmail",
+                "validPhone",
+                "names",
+                "addressCompleteness",
+                "consentGranted",
+                "requiredFields",
+                "softQualityFlags"
+            ]
+        );
+        let z: f64 = evaluation.factors.iter().map(|f| f.contribution).sum();
+        assert_eq!(
+            evaluation.score,
+            (100.0 / (1.0 + (-z).exp())).round() as i64,
+            "contributions add up to the score"
+        );
+        let phone = &evaluation.factors[2];
+        assert_eq!((phone.value, phone.contribution), (0.0, 0.0));
+        assert!(
+            phone.contribution.is_sign_positive(),
+            "no -0 in explanations"
+        );
+        assert_eq!(evaluation.factors[7].contribution, -1.0);
+        assert_eq!(evaluation.model, MODEL);
+        assert_eq!(evaluation.threshold, 60);
+    }
+
+    #[test]
+    fn the_same_lead_and_weights_give_the_same_score() {
+        let values = features([1.0, 1.0, 0.5, 0.6, 0.5, 0.3333333333, 1.0]);
+        let mut weights = DEFAULT_WEIGHTS;
+        weights.set("names", 0.123456789).unwrap();
+        let first = evaluate(&values, &weights, 50);
+        for _ in 0..100 {
+            assert_eq!(evaluate(&values, &weights, 50), first);
+        }
+    }
+
+    #[test]
+    fn thresholds_at_the_edges() {
+        let always = evaluate(&features([0.0; 7]), &DEFAULT_WEIGHTS, 0);
+        assert!(always.passed, "threshold 0 lets everything through");
+        let mut saturated = DEFAULT_WEIGHTS;
+        saturated.set("intercept", 100.0).unwrap();
+        let top = evaluate(&features([0.0; 7]), &saturated, 100);
+        assert_eq!(top.score, 100);
+        assert!(top.passed);
+        saturated.set("intercept", -100.0).unwrap();
+        assert_eq!(evaluate(&features([0.0; 7]), &saturated, 1).score, 0);
+    }
+
+    #[test]
+    fn weights_are_set_by_name_and_checked() {
+        let mut weights = DEFAULT_WEIGHTS;
+        weights.set("validPhone", 2.5).unwrap();
+        weights
+            .merge_json(&serde_json::json!({"intercept": -1, "softQualityFlags": -0.5}))
+            .unwrap();
+        assert_eq!(weights.get(Feature::ValidPhone), 2.5);
+        assert_eq!(weights.intercept, -1.0);
+        assert_eq!(weights.get(Feature::SoftQualityFlags), -0.5);
+        assert_eq!(weights.get(Feature::ValidEmail), 1.5, "untouched");
+        assert!(
+            weights
+                .set("shoeSize", 1.0)
+                .unwrap_err()
+                .contains("validEmail")
+        );
+        assert!(weights.set("names", f64::NAN).is_err());
+        assert!(weights.set("names", 101.0).is_err());
+        assert!(
+            weights
+                .merge_json(&serde_json::json!({"names": "high"}))
+                .is_err()
+        );
+        assert!(weights.merge_json(&serde_json::json!([1])).is_err());
+        let mut round_trip = DEFAULT_WEIGHTS;
+        round_trip.merge_json(&weights.to_json()).unwrap();
+        assert_eq!(round_trip, weights);
+    }
+
+    #[test]
+    fn stored_weights_load_per_workspace() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(include_str!("../../schema.sql"))
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO workspaces (id, name, created_at) VALUES ('a', 'A', 0), ('b', 'B', 0);",
+        )
+        .unwrap();
+        let mut custom = DEFAULT_WEIGHTS;
+        custom.set("names", 3.0).unwrap();
+        store(&conn, "a", Some(&custom)).unwrap();
+        assert_eq!(load(&conn, "a").unwrap(), Some((custom, true)));
+        assert_eq!(load(&conn, "b").unwrap(), Some((DEFAULT_WEIGHTS, false)));
+        assert_eq!(load(&conn, "nope").unwrap(), None);
+        store(&conn, "a", None).unwrap();
+        assert_eq!(load(&conn, "a").unwrap(), Some((DEFAULT_WEIGHTS, false)));
+        assert!(matches!(
+            store(&conn, "nope", None),
+            Err(ConfigError::NotFound { .. })
+        ));
+        conn.execute(
+            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'b'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(load(&conn, "b").unwrap(), Some((DEFAULT_WEIGHTS, true)));
+    }
+}

@@ -1,0 +1,111 @@
+//! Subscription filters applied to a lead and its interest.
+//!
+//! A filter names a lead field by its interface name (`country`, `postalCode`), an
+//! additional property of the lead, or an answer as `fieldValues.NAME`. Values compare
+//! trimmed and without regard to case (`DE` equals `de`); a field that is absent or blank
+//! matches no filter. Owns only matching; parsing is `config::buyer::Filter`.
+
+use crate::config::buyer::{Filter, FilterOp};
+
+use super::lead::{Interest, Lead};
+
+/// The first filter of `filters` that the lead does not meet, if any.
+pub fn first_mismatch<'f>(
+    filters: &'f [Filter],
+    lead: &Lead,
+    interest: &Interest,
+) -> Option<&'f Filter> {
+    filters
+        .iter()
+        .find(|filter| !matches(filter, lead, interest))
+}
+
+fn matches(filter: &Filter, lead: &Lead, interest: &Interest) -> bool {
+    let actual = match filter.field.strip_prefix("fieldValues.") {
+        Some(answer) => interest.answer(answer).map(str::to_lowercase),
+        None => lead.text(&filter.field).map(|v| v.to_lowercase()),
+    };
+    let Some(actual) = actual else {
+        return false;
+    };
+    let wanted = filter.values.iter().map(|v| v.trim().to_lowercase());
+    match filter.op {
+        FilterOp::Equals | FilterOp::OneOf => wanted.into_iter().any(|v| v == actual),
+        FilterOp::Prefix => wanted.into_iter().any(|v| actual.starts_with(&v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::lead::testing::{interest, lead};
+    use super::*;
+
+    fn check(filter: &str, expected: bool) {
+        let lead = lead(&[
+            ("country", "DE"),
+            ("postalCode", " 80331 "),
+            ("city", "München"),
+            ("utmSource", "google"),
+            ("email", ""),
+        ]);
+        let interest = interest(&[("roof", "Tile"), ("size", "")]);
+        let filter = Filter::parse(filter).expect("test filters parse");
+        assert_eq!(
+            matches(&filter, &lead, &interest),
+            expected,
+            "filter {filter:?}"
+        );
+    }
+
+    #[test]
+    fn matches_equals_one_of_and_prefix_on_lead_fields_and_answers() {
+        let cases = [
+            ("country=DE", true),
+            ("country=de", true),
+            ("country=AT", false),
+            ("country=AT|DE|CH", true),
+            ("country=AT|CH", false),
+            ("postalCode=80*", true),
+            ("postalCode=8033*", true),
+            ("postalCode=10*", false),
+            ("postalCode=80331", true),
+            ("city=münchen", true),
+            ("fieldValues.roof=tile", true),
+            ("fieldValues.roof=flat|metal", false),
+            ("fieldValues.roof=T*", true),
+            ("utmSource=google", true),
+            ("utmSource=bing", false),
+        ];
+        for (filter, expected) in cases {
+            check(filter, expected);
+        }
+    }
+
+    #[test]
+    fn absent_or_blank_fields_match_nothing() {
+        for filter in [
+            "street=x",
+            "email=*",
+            "fieldValues.size=*",
+            "fieldValues.missing=x",
+            "nosuchfield=*",
+        ] {
+            check(filter, false);
+        }
+    }
+
+    #[test]
+    fn names_the_first_failing_filter() {
+        let lead = lead(&[("country", "DE"), ("postalCode", "10115")]);
+        let interest = interest(&[]);
+        let filters: Vec<Filter> = ["country=DE", "postalCode=80*", "country=AT"]
+            .iter()
+            .map(|f| Filter::parse(f).unwrap())
+            .collect();
+        assert_eq!(
+            first_mismatch(&filters, &lead, &interest).map(|f| f.field.as_str()),
+            Some("postalCode")
+        );
+        assert!(first_mismatch(&filters[..1], &lead, &interest).is_none());
+    }
+}

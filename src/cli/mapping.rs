@@ -1,0 +1,389 @@
+//! `leadrelay mapping …`: store a checked draft, preview it on a sample, publish it, show
+//! both versions, withdraw the published one.
+//!
+//! Owns the flags, reading the files and printing. The language and its checks live in
+//! `crate::mapping`; a document or sample with problems prints every problem with its path
+//! (on stderr as text, or as the HTTP error body on stdout with `--json`) and exits 1.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::output::Output;
+use crate::ingest::catalog::{self, References};
+use crate::ingest::problem::Problem;
+use crate::ingest::shape::{self, Shape};
+use crate::ingest::validate;
+use crate::mapping::{MappingDocument, MappingError, store};
+
+#[derive(Debug, Subcommand)]
+pub enum MappingCommand {
+    /// Check a mapping document and store it as the source's draft (ingest is unchanged).
+    Set {
+        source: String,
+        /// The mapping document (JSON); `-` reads standard input.
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Run the draft on a sample partner body and print the native lead(s) it produces.
+    Preview {
+        source: String,
+        /// A sample body as the partner would send it (JSON); `-` reads standard input.
+        #[arg(long)]
+        file: PathBuf,
+        /// Run the published mapping instead of the draft.
+        #[arg(long)]
+        published: bool,
+    },
+    /// Make the draft the live mapping: ingest uses it from the next request on.
+    Publish { source: String },
+    /// Withdraw the published mapping: the source takes the native shapes again.
+    Unpublish { source: String },
+    /// Show the draft and the published mapping with their times and version.
+    Show { source: String },
+}
+
+pub fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        MappingCommand::Set { source, file } => {
+            let document = read_json_file(&file)?;
+            let db = super::setup::open(path)?;
+            let stored = db.write_blocking(move |conn| store::set_draft(conn, &source, &document));
+            db.close();
+            match stored {
+                Ok(state) => {
+                    let shown = state.to_json();
+                    let note = format!(
+                        "draft mapping of source '{id}' stored ({})\n\
+                         try it:     leadrelay mapping preview {id} --file SAMPLE\n\
+                         publish it: leadrelay mapping publish {id}",
+                        summary(&shown["draft"]["document"]),
+                        id = state.source_id
+                    );
+                    print_state(out, &shown, &note);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => problems_or_error(out, e),
+            }
+        }
+        MappingCommand::Preview {
+            source,
+            file,
+            published,
+        } => {
+            let sample = read_json_file(&file)?;
+            let db = super::setup::open(path)?;
+            let previewed = db.read_blocking(|conn| preview(conn, &source, published, &sample));
+            db.close();
+            match previewed? {
+                Ok(preview) => {
+                    print_preview(out, &source, published, preview);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => problems_or_error(out, e),
+            }
+        }
+        MappingCommand::Publish { source } => {
+            let db = super::setup::open(path)?;
+            let published = db.write_blocking(move |conn| store::publish(conn, &source));
+            db.close();
+            match published {
+                Ok((state, changed)) => {
+                    let mut shown = state.to_json();
+                    shown["changed"] = json!(changed);
+                    let note = if changed {
+                        format!(
+                            "source '{}': published mapping version {}; ingest uses it from \
+                             the next request on",
+                            state.source_id, state.version
+                        )
+                    } else {
+                        format!(
+                            "source '{}': the draft equals the published version {}; nothing \
+                             changed",
+                            state.source_id, state.version
+                        )
+                    };
+                    print_state(out, &shown, &note);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => problems_or_error(out, e),
+            }
+        }
+        MappingCommand::Unpublish { source } => {
+            let db = super::setup::open(path)?;
+            let withdrawn = db.write_blocking(move |conn| store::unpublish(conn, &source));
+            db.close();
+            let (state, changed) = withdrawn?;
+            let mut shown = state.to_json();
+            shown["changed"] = json!(changed);
+            let note = if changed {
+                format!(
+                    "source '{}': published mapping withdrawn; the source takes the native \
+                     shapes from the next request on",
+                    state.source_id
+                )
+            } else {
+                format!(
+                    "source '{}' has no published mapping; nothing changed",
+                    state.source_id
+                )
+            };
+            print_state(out, &shown, &note);
+            Ok(ExitCode::SUCCESS)
+        }
+        MappingCommand::Show { source } => {
+            let db = super::setup::open(path)?;
+            let state = db.read_blocking(|conn| store::state(conn, &source));
+            db.close();
+            print_state(out, &state?.to_json(), "");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Reads a JSON file (or standard input for `-`).
+fn read_json_file(file: &Path) -> anyhow::Result<Value> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read standard input")?;
+        text
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not valid JSON: {e}",
+            if file == Path::new("-") {
+                "standard input".to_string()
+            } else {
+                file.display().to_string()
+            }
+        )
+    })
+}
+
+/// Prints the problems of a bad document or sample and exits 1; other errors go to `main`.
+fn problems_or_error(out: &Output, e: MappingError) -> anyhow::Result<ExitCode> {
+    if e.problems().is_empty() {
+        return Err(e.into());
+    }
+    if out.is_json() {
+        out.print(&e.to_json());
+    } else {
+        let mut text = format!("error: {e}\n");
+        for problem in e.problems() {
+            let path = if problem.path.is_empty() {
+                "(whole document)"
+            } else {
+                &problem.path
+            };
+            text.push_str(&format!(
+                "  {path}: {} ({})\n",
+                problem.message, problem.code
+            ));
+        }
+        eprint!("{text}");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// Prints a mapping state: all of it with `--json`; as text a note on the change, or
+/// (with an empty note, for `show`) both documents with one rule per line.
+fn print_state(out: &Output, state: &Value, note: &str) {
+    if out.is_json() {
+        out.print(state);
+        return;
+    }
+    if !note.is_empty() {
+        println!("{note}");
+        return;
+    }
+    println!("source: {}", state["sourceId"].as_str().unwrap_or_default());
+    match state["published"].as_object() {
+        None => println!("published: none (the source takes the native shapes)"),
+        Some(published) => {
+            println!(
+                "published: version {}, {}",
+                published["version"],
+                published["publishedAt"].as_str().unwrap_or_default()
+            );
+            print!("{}", document_text(&published["document"]));
+        }
+    }
+    match state["draft"].as_object() {
+        None => println!("draft: none"),
+        Some(draft) => {
+            let updated = draft["updatedAt"].as_str().unwrap_or_default();
+            if state["unpublishedChanges"] == json!(true) {
+                println!("draft: stored {updated}, not published");
+                print!("{}", document_text(&draft["document"]));
+            } else {
+                println!("draft: stored {updated}, same as the published version");
+            }
+        }
+    }
+}
+
+/// A document as text: `items` and one `target  rule` line per field, rules as compact
+/// JSON, the way they are written.
+fn document_text(document: &Value) -> String {
+    let mut text = String::new();
+    if let Some(items) = document["items"].as_str() {
+        text.push_str(&format!("  items: {items}\n"));
+    }
+    let Some(fields) = document["fields"].as_object() else {
+        return format!("  {document}\n");
+    };
+    let width = fields.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+    for (target, rule) in fields {
+        text.push_str(&format!("  {target:width$}  {rule}\n"));
+    }
+    text
+}
+
+/// "7 targets, a batch from /contacts".
+fn summary(document: &Value) -> String {
+    let targets = document["fields"].as_object().map_or(0, |f| f.len());
+    let noun = if targets == 1 { "target" } else { "targets" };
+    match document["items"].as_str() {
+        Some(items) => format!("{targets} {noun}, a batch from the array at '{items}'"),
+        None => format!("{targets} {noun}, one lead per body"),
+    }
+}
+
+/// A sample run through a stored mapping, and what native validation says about it.
+struct Preview {
+    version: i64,
+    native: Value,
+    problems: Vec<Problem>,
+}
+
+/// Runs the draft (or the published mapping) of `source_id` on `sample`. The inner `Err`
+/// is a sample the mapping cannot transform, with its problems; the outer one any other
+/// failure.
+fn preview(
+    conn: &rusqlite::Connection,
+    source_id: &str,
+    published: bool,
+    sample: &Value,
+) -> anyhow::Result<Result<Preview, MappingError>> {
+    let state = store::state(conn, source_id)?;
+    let (stored, name) = if published {
+        (
+            state.published.as_ref(),
+            format!("the published mapping (version {})", state.version),
+        )
+    } else {
+        (state.draft.as_ref(), "the draft mapping".to_string())
+    };
+    let Some(stored) = stored else {
+        anyhow::bail!(
+            "source '{source_id}' has no {} mapping",
+            if published { "published" } else { "draft" }
+        );
+    };
+    let document = MappingDocument::from_stored(&stored.text)
+        .map_err(|why| anyhow::anyhow!("{name} of source '{source_id}' is not valid: {why}"))?;
+    let native = match crate::mapping::transform(&document, sample) {
+        Ok(native) => native,
+        Err(problems) => return Ok(Err(MappingError::transform(name, problems))),
+    };
+    let problems = native_problems(conn, source_id, &native)?;
+    Ok(Ok(Preview {
+        version: state.version,
+        native,
+        problems,
+    }))
+}
+
+/// What ingest's validation would say about `native` on `source`: whole-body problems
+/// (shape, batch size) and each lead's problems, products included, with paths in the
+/// native body. Duplicates and idempotency depend on the moment of ingest and are not
+/// checked.
+fn native_problems(
+    conn: &rusqlite::Connection,
+    source_id: &str,
+    native: &Value,
+) -> anyhow::Result<Vec<Problem>> {
+    let source = crate::config::source::get(conn, source_id)?;
+    let items = match shape::detect(native.clone(), None, source.container_kind) {
+        Err(problems) => return Ok(problems),
+        Ok(Shape::Single(item)) => vec![*item],
+        Ok(Shape::Batch(items)) => items,
+    };
+    let references = References::of(items.iter().filter_map(|item| item.draft.as_ref()));
+    let catalog = catalog::load(conn, &source.workspace_id, &references)?;
+    let mut problems = Vec::new();
+    for item in items {
+        problems.extend(item.problems);
+        if let Some(draft) = item.draft {
+            validate::complete(draft, &catalog, &mut problems);
+        }
+    }
+    Ok(problems)
+}
+
+fn print_preview(out: &Output, source: &str, published: bool, preview: Preview) {
+    let Preview {
+        version,
+        native,
+        problems,
+    } = preview;
+    let leads = native["leads"].as_array().map_or(1, Vec::len);
+    if out.is_json() {
+        out.print(&json!({
+            "sourceId": source,
+            "mapping": if published { "published" } else { "draft" },
+            "version": version,
+            "leads": leads,
+            "native": native,
+            "validation": {
+                "valid": problems.is_empty(),
+                "problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+            },
+        }));
+        return;
+    }
+    let kind = if native.get("leads").is_some() {
+        format!(
+            "a batch of {leads} native lead{}",
+            if leads == 1 { "" } else { "s" }
+        )
+    } else {
+        "one native lead".to_string()
+    };
+    let which = if published {
+        "published mapping"
+    } else {
+        "draft mapping"
+    };
+    println!("the {which} of source '{source}' turns the sample into {kind}:");
+    println!("{}", indented_json(&native));
+    if problems.is_empty() {
+        println!("native validation: passed (duplicates and idempotency are checked at ingest)");
+    } else {
+        println!(
+            "native validation: {} (paths in the native body above):",
+            crate::mapping::count_text(problems.len(), problems.len())
+        );
+        for problem in problems {
+            println!("  {}: {} ({})", problem.path, problem.message, problem.code);
+        }
+    }
+}
+
+fn indented_json(value: &Value) -> String {
+    let text = serde_json::to_string_pretty(value).expect("a Value always serialises");
+    text.lines()
+        .map(|line| format!("  {line}\n"))
+        .collect::<String>()
+        .trim_end()
+        .to_string()
+}

@@ -1,0 +1,245 @@
+//! Partner-native mappings: a JSON document per source that turns a partner's own JSON into
+//! the native ingest shapes of SPEC.md section 2.4 (DESIGN.md section 9).
+//!
+//! Owns the mapping language ([`document`]: parsing and checking a document, with a JSON
+//! pointer into the document for every problem), applying it to a body ([`engine`]: problems
+//! point into the partner's body), and the draft/publish records on `sources` ([`store`]).
+//! It does not own what happens to the native body afterwards: shape detection, validation
+//! and the rest of the pipeline belong to `ingest`, which calls [`apply_published`] between
+//! parsing the JSON and detecting the shape.
+
+pub mod document;
+pub mod engine;
+mod pointer;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+use hyper::StatusCode;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+pub use document::MappingDocument;
+pub use engine::transform;
+
+use crate::config::source::Source;
+use crate::db::DbError;
+use crate::http::ApiError;
+
+/// At most this many problems are reported for one document or body, so that a body of
+/// thousands of bad items still gets a short answer.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// One problem with a mapping document or with a body the mapping cannot transform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappingProblem {
+    /// A JSON pointer: into the mapping document for a bad document, into the partner's
+    /// body for a body that cannot be transformed.
+    pub path: String,
+    /// A stable code, e.g. `unknown_target` or `not_a_boolean`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl MappingProblem {
+    pub fn new(path: impl Into<String>, code: &'static str, message: impl Into<String>) -> Self {
+        MappingProblem {
+            path: path.into(),
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Problems found so far, capped at [`MAX_PROBLEMS`].
+#[derive(Debug, Default)]
+pub struct Problems {
+    pub list: Vec<MappingProblem>,
+    /// How many were found beyond the cap.
+    pub dropped: usize,
+}
+
+impl Problems {
+    pub fn push(&mut self, problem: MappingProblem) {
+        if self.list.len() < MAX_PROBLEMS {
+            self.list.push(problem);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// How many problems were found, listed or not.
+    pub fn total(&self) -> usize {
+        self.list.len() + self.dropped
+    }
+}
+
+/// Summarises a list of problems in one line: "2 problems" or "120 problems (first 100
+/// listed)".
+pub fn count_text(shown: usize, total: usize) -> String {
+    let noun = if total == 1 { "problem" } else { "problems" };
+    if total > shown {
+        format!("{total} {noun} (first {shown} listed)")
+    } else {
+        format!("{total} {noun}")
+    }
+}
+
+#[derive(Debug)]
+pub enum MappingError {
+    /// The mapping document breaks the language; paths point into the document.
+    InvalidDocument {
+        problems: Vec<MappingProblem>,
+        total: usize,
+    },
+    /// The body does not fit the mapping; paths point into the partner's body.
+    Transform {
+        /// Which mapping, for the message: "the published mapping (version 3)".
+        mapping: String,
+        problems: Vec<MappingProblem>,
+        total: usize,
+    },
+    /// A stored document no longer parses (written by another version, or edited by hand).
+    Stored {
+        source_id: String,
+        why: String,
+    },
+    SourceNotFound(String),
+    NoDraft(String),
+    Db(DbError),
+}
+
+impl std::fmt::Display for MappingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MappingError::InvalidDocument { problems, total } => write!(
+                f,
+                "the mapping document is not valid: {}",
+                count_text(problems.len(), *total)
+            ),
+            MappingError::Transform {
+                mapping,
+                problems,
+                total,
+            } => write!(
+                f,
+                "the body does not fit {mapping}: {}",
+                count_text(problems.len(), *total)
+            ),
+            MappingError::Stored { source_id, why } => {
+                write!(
+                    f,
+                    "the stored mapping of source '{source_id}' is not valid: {why}"
+                )
+            }
+            MappingError::SourceNotFound(id) => write!(f, "unknown source '{id}'"),
+            MappingError::NoDraft(id) => write!(
+                f,
+                "source '{id}' has no draft mapping; store one with mapping set"
+            ),
+            MappingError::Db(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for MappingError {}
+
+impl From<DbError> for MappingError {
+    fn from(e: DbError) -> Self {
+        MappingError::Db(e)
+    }
+}
+
+impl From<rusqlite::Error> for MappingError {
+    fn from(e: rusqlite::Error) -> Self {
+        MappingError::Db(DbError::Sqlite(e))
+    }
+}
+
+impl MappingError {
+    /// A body that does not fit `mapping` (named for the message).
+    pub fn transform(mapping: String, problems: Problems) -> MappingError {
+        MappingError::Transform {
+            mapping,
+            total: problems.total(),
+            problems: problems.list,
+        }
+    }
+
+    /// The problems of a bad document or body, with their paths; empty for other errors.
+    pub fn problems(&self) -> &[MappingProblem] {
+        match self {
+            MappingError::InvalidDocument { problems, .. }
+            | MappingError::Transform { problems, .. } => problems,
+            _ => &[],
+        }
+    }
+
+    /// The error as the JSON body the HTTP interface answers with (and `--json` prints):
+    /// `{"error": {"code", "message", "details"?}}`.
+    pub fn to_json(&self) -> Value {
+        let code = match self {
+            MappingError::InvalidDocument { .. } => "invalid_mapping",
+            MappingError::Transform { .. } => "mapping_error",
+            MappingError::Stored { .. } | MappingError::Db(_) => "internal_error",
+            MappingError::SourceNotFound(_) => "not_found",
+            MappingError::NoDraft(_) => "no_draft",
+        };
+        let mut error = json!({"code": code, "message": self.to_string()});
+        if matches!(
+            self,
+            MappingError::InvalidDocument { .. } | MappingError::Transform { .. }
+        ) {
+            error["details"] = json!(self.problems());
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<MappingError> for ApiError {
+    fn from(e: MappingError) -> ApiError {
+        match e {
+            MappingError::Transform { .. } => {
+                ApiError::with_body(StatusCode::BAD_REQUEST, e.to_json())
+            }
+            MappingError::Db(db) => ApiError::from(db),
+            MappingError::SourceNotFound(id) => {
+                ApiError::not_found(format!("unknown source '{id}'"))
+            }
+            // A document is checked before it is stored, so these mean a broken database
+            // or an operator's hand edit: the partner cannot fix it, the operator must.
+            other => {
+                log::error!("{other}");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+/// The ingest seam: when `source` has a published mapping, transforms the partner's
+/// `body` into a native body; otherwise returns `body` unchanged, so the native shapes are
+/// required. A body that does not fit gives [`MappingError::Transform`] (400
+/// `mapping_error` with a path into the body for each problem).
+pub fn apply_published(source: &Source, body: Value) -> Result<Value, MappingError> {
+    let Some(text) = source.mapping_published.as_deref() else {
+        return Ok(body);
+    };
+    let document = MappingDocument::from_stored(text).map_err(|why| MappingError::Stored {
+        source_id: source.id.clone(),
+        why,
+    })?;
+    engine::transform(&document, &body).map_err(|problems| {
+        MappingError::transform(
+            format!(
+                "the published mapping (version {}) of source '{}'",
+                source.mapping_version, source.id
+            ),
+            problems,
+        )
+    })
+}
