@@ -215,7 +215,12 @@ impl Coordinator {
                 continue;
             }
             match self.write_round(&round) {
-                Ok(claim) => {
+                Ok((claim, rescheduled)) => {
+                    if rescheduled {
+                        // Look up when the rescheduled events fall due, rather than finding
+                        // out at the next poll.
+                        next_poll = Instant::now();
+                    }
                     // Due events left behind (no place, or their buyer at its limit) are
                     // claimed in the next round, which the next finished attempt starts; a
                     // wish to claim with no free place waits for a round with one.
@@ -257,7 +262,8 @@ impl Coordinator {
     }
 
     /// Runs one round as one write job and updates what is in flight here.
-    fn write_round(&mut self, round: &Round) -> Result<store::Claim, DbError> {
+    /// Returns the claim and whether an event was rescheduled.
+    fn write_round(&mut self, round: &Round) -> Result<(store::Claim, bool), DbError> {
         let finished = round.finished.clone();
         let renew = round.renew.clone();
         let claim = round.claim;
@@ -301,6 +307,7 @@ impl Coordinator {
             };
             Ok::<_, DbError>((outcomes, claimed, now))
         })?;
+        let rescheduled = outcomes.contains(&Some(Outcome::Retry));
         for (attempt, outcome) in round.finished.iter().zip(outcomes) {
             if let Some(outcome) = outcome {
                 self.metrics.delivery_outcome(outcome.as_str());
@@ -342,7 +349,7 @@ impl Coordinator {
                 },
             );
         }
-        Ok(claimed)
+        Ok((claimed, rescheduled))
     }
 
     /// Lets the senders finish their current attempts, records them, and releases the
