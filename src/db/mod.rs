@@ -95,6 +95,9 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Each writer job runs in a SAVEPOINT, whose journal SQLite would otherwise move to a
+    // temporary file once it outgrows 64 KiB: a file created and deleted per large job.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
 }
 
