@@ -276,7 +276,7 @@ fn delivery_attempts_are_counted_by_outcome() {
     let db = &server.db.path;
     setup(db);
     buyer(db, "b", &receiver.url("/hook"), Some("25"), &[]);
-    let (_, request) = lead_request(db, &simple_lead(1));
+    let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(db, &request, "b", None);
     crate::util::wait_until(WAIT, "the delivery to be counted", || {
         scrape(&server).value(r#"leadrelay_deliveries_total{outcome="delivered"}"#) == 1.0

@@ -338,7 +338,7 @@ fn the_delivered_event_has_the_documented_fields() {
         Some("25"),
         &[],
     );
-    let (_, request) = lead_request(&server.db.path, &simple_lead(1));
+    let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(&server.db.path, &request, "b", None);
     let event = receiver.wait_for_on("/hook", 1, WAIT)[0].json();
     assert_documented(&doc, "LeadDeliveredEvent", &event);
@@ -374,7 +374,7 @@ fn lifecycle_answers_have_the_documented_fields() {
         Some("25"),
         &["--secret", secret],
     );
-    let (_, request) = lead_request(db, &simple_lead(1));
+    let (_, request) = lead_request(&server, &simple_lead(1));
     let transaction = deliver(db, &request, "b", None)["transactionId"].clone();
 
     let confirmed = server

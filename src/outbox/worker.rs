@@ -21,7 +21,6 @@ use super::sender::Sender;
 use super::store::{self, Admit, Attempt, Claimed, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
-use crate::metrics::Metrics;
 
 /// The running workers. [`Workers::stop`] ends them after their current attempts.
 pub struct Workers {
@@ -30,13 +29,8 @@ pub struct Workers {
 }
 
 /// Starts the coordinator and `config.senders` sender threads on `db`. Each recorded
-/// attempt is counted in `metrics` by its outcome.
-pub fn start(
-    db: Db,
-    config: WorkerConfig,
-    notifier: Notifier,
-    metrics: Arc<Metrics>,
-) -> std::io::Result<Workers> {
+/// attempt is counted on `notifier` by its outcome.
+pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Result<Workers> {
     notifier.set_stopping(false);
     let senders = config.senders.max(1);
     let queue = Arc::new(Queue::default());
@@ -65,7 +59,6 @@ pub fn start(
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
-        metrics,
         queue,
         senders: threads,
         in_flight: HashMap::new(),
@@ -148,7 +141,6 @@ struct Held {
 struct Coordinator {
     db: Db,
     notifier: Notifier,
-    metrics: Arc<Metrics>,
     queue: Arc<Queue>,
     senders: Vec<JoinHandle<()>>,
     in_flight: HashMap<String, Held>,
@@ -310,7 +302,7 @@ impl Coordinator {
         let rescheduled = outcomes.contains(&Some(Outcome::Retry));
         for (attempt, outcome) in round.finished.iter().zip(outcomes) {
             if let Some(outcome) = outcome {
-                self.metrics.delivery_outcome(outcome.as_str());
+                self.notifier.count(outcome);
                 if outcome != Outcome::Delivered {
                     log::info!(
                         "outbox: event {} attempt {}: {}",
@@ -376,7 +368,7 @@ impl Coordinator {
         match recorded {
             Ok(outcomes) => {
                 for outcome in outcomes.into_iter().flatten() {
-                    self.metrics.delivery_outcome(outcome.as_str());
+                    self.notifier.count(outcome);
                 }
             }
             // The leases run out and the events are sent again: at least once still holds.
