@@ -113,9 +113,12 @@ impl Db {
         migrate::apply(&mut write_conn)?;
 
         let manager = SqliteConnectionManager::file(&path).with_init(configure);
+        // No test query on checkout: a local SQLite connection does not go stale the way a
+        // network connection does, and ingest checks out a connection on every request.
         let pool = r2d2::Pool::builder()
             .max_size(READ_POOL_SIZE)
             .min_idle(Some(2))
+            .test_on_check_out(false)
             .build(manager)?;
         let writer = writer::WriterHandle::start(write_conn)?;
         Ok(Db {
