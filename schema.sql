@@ -150,12 +150,17 @@ CREATE TABLE leads (
     -- Normalised contact keys for duplicate rules (trimmed lower-case email, phone digits).
     email_norm              TEXT,
     phone_norm              TEXT,
-    quality_status          TEXT NOT NULL CHECK (quality_status IN ('ok', 'suspect', 'invalid')),
+    -- CHECKs on columns written per lead compare with OR, not IN: SQLite evaluates an IN
+    -- list of three or more through a temporary b-tree on every insert.
+    quality_status          TEXT NOT NULL
+                            CHECK (quality_status = 'ok' OR quality_status = 'suspect'
+                                   OR quality_status = 'invalid'),
     quality_reasons         TEXT NOT NULL DEFAULT '[]',
     duplicate_status        TEXT NOT NULL CHECK (duplicate_status IN ('unique', 'review')),
     duplicate_match         TEXT,
     status                  TEXT NOT NULL DEFAULT 'active'
-                            CHECK (status IN ('active', 'cancellation_pending', 'cancelled')),
+                            CHECK (status = 'active' OR status = 'cancellation_pending'
+                                   OR status = 'cancelled'),
     -- The ingest result item as first answered, so a replay answers the same.
     result                  TEXT,
     created_at              INTEGER NOT NULL
@@ -180,7 +185,9 @@ CREATE TABLE lead_requests (
     routing_ready         INTEGER CHECK (routing_ready IN (0, 1)),
     trigger_auto_delivery INTEGER NOT NULL DEFAULT 0 CHECK (trigger_auto_delivery IN (0, 1)),
     field_values          TEXT NOT NULL DEFAULT '{}',
-    status                TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'delivered', 'not_delivered')),
+    -- OR, not IN: see the note on leads.quality_status.
+    status                TEXT NOT NULL DEFAULT 'open'
+                          CHECK (status = 'open' OR status = 'delivered' OR status = 'not_delivered'),
     -- JSON: the auto-delivery decision (outcome, reason, evaluation, candidates).
     decision              TEXT,
     created_at            INTEGER NOT NULL
@@ -280,4 +287,5 @@ CREATE TABLE supplier_cancellations (
     created_at      INTEGER NOT NULL,
     resolved_at     INTEGER
 );
-CREATE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);
+-- A lead has at most one supplier cancellation, ever: a disputed one is not reopened.
+CREATE UNIQUE INDEX supplier_cancellations_lead ON supplier_cancellations(lead_id);

@@ -14,6 +14,7 @@ pub mod health;
 pub mod http;
 pub mod ids;
 pub mod ingest;
+pub mod lifecycle;
 pub mod mapping;
 pub mod metrics;
 pub mod money;

@@ -567,3 +567,33 @@ fn demo_creates_a_sample_setup_once() {
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("exists already"));
 }
+
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let db = TempDb::new();
+    basic_setup(&db.path);
+    let mut child = crate::util::bin()
+        .arg("--db")
+        .arg(&db.path)
+        .args(["demo"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one byte, then close our end: the command's next write hits a broken pipe.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    child.wait().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -45,9 +45,14 @@ fn stderr(output: &Output) -> String {
 
 /// The (path, code) pairs of an error body's details.
 fn details(error: &Value) -> Vec<(String, String)> {
-    error["error"]["details"]
+    path_codes(&error["error"]["details"])
+}
+
+/// The (path, code) pairs of a list of problems.
+fn path_codes(problems: &Value) -> Vec<(String, String)> {
+    problems
         .as_array()
-        .unwrap_or_else(|| panic!("no details in {error}"))
+        .unwrap_or_else(|| panic!("not a list of problems: {problems}"))
         .iter()
         .map(|d| {
             (
@@ -175,6 +180,10 @@ fn set_preview_publish_show_round_trip() {
     assert_eq!(preview["mapping"], "draft");
     assert_eq!(preview["leads"], 2);
     assert_eq!(
+        preview["validation"],
+        json!({"valid": true, "problems": []})
+    );
+    assert_eq!(
         preview["native"],
         json!({"leads": [
             {"externalId": "c-1", "firstName": "Ada", "lastName": "Lovelace",
@@ -286,6 +295,70 @@ fn set_preview_publish_show_round_trip() {
         "{text}"
     );
     assert!(text.contains("same as the published version"), "{text}");
+}
+
+#[test]
+fn preview_also_runs_native_validation_with_products() {
+    let db = setup_with_source();
+    let mut document = partner_mapping();
+    document["fields"]["productSlug"] = json!({"from": "/product", "default": "solar"});
+    set_draft(&db.path, "landing", &document);
+    let preview = |sample: &Value| -> Value {
+        let file = write_file(db.dir.path(), "sample.json", sample);
+        cli_json(
+            &db.path,
+            &[
+                "mapping",
+                "preview",
+                "landing",
+                "--file",
+                file.to_str().unwrap(),
+            ],
+        )
+    };
+    let checked = preview(&json!({"contacts": [
+        {"id": "ok", "name": "Ada Lovelace"},
+        {"id": "x", "mail": "nobody@example.org", "product": "wind"}]}));
+    assert_eq!(checked["leads"], 2);
+    assert_eq!(checked["validation"]["valid"], false);
+    let problems = path_codes(&checked["validation"]["problems"]);
+    let paths: Vec<&str> = problems.iter().map(|(p, _)| p.as_str()).collect();
+    assert!(paths.contains(&"/leads/1/firstName"), "{problems:?}");
+    assert!(paths.contains(&"/leads/1/lastName"), "{problems:?}");
+    assert!(
+        paths.iter().any(|p| p.starts_with("/leads/1/productSlug")),
+        "{problems:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.starts_with("/leads/0")),
+        "{problems:?}"
+    );
+
+    // An empty partner array maps to an empty batch, which ingest would refuse.
+    let empty = preview(&json!({"contacts": []}));
+    assert_eq!(empty["validation"]["valid"], false);
+    assert_eq!(empty["validation"]["problems"][0]["path"], "/leads");
+
+    // As text, the problems follow the native body.
+    let file = write_file(
+        db.dir.path(),
+        "sample.json",
+        &json!({"contacts": [{"id": "y"}]}),
+    );
+    let output = cli_output(
+        &db.path,
+        &[
+            "mapping",
+            "preview",
+            "landing",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("native validation: 2 problems"), "{text}");
+    assert!(text.contains("/leads/0/firstName"), "{text}");
 }
 
 #[test]
@@ -413,56 +486,12 @@ const CHANNEL_PATH: &str = "/api/webhooks/channels/web/sources/partner/leads";
 const TABLE_PATH: &str = "/api/webhooks/lead-tables/list/sources/partner-list/leads";
 const SECRET: &str = "partner-secret-0123456789";
 
-/// A server with the basic setup (product `solar` gets a required field `roof`), a channel
-/// source `partner` and a lead-table source `partner-list`, both with the secret
-/// [`SECRET`].
+/// A server with the basic setup, a channel source `partner` and a lead-table source
+/// `partner-list`, both with the secret [`SECRET`].
 fn mapped_server() -> TestServer {
     let server = TestServer::start();
     let db = &server.db.path;
-    cli_json(db, &["workspace", "create", "--name", "Acme", "--id", "ws"]);
-    cli_json(
-        db,
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Web",
-            "--id",
-            "web",
-        ],
-    );
-    cli_json(
-        db,
-        &[
-            "table",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "List",
-            "--id",
-            "list",
-        ],
-    );
-    cli_json(
-        db,
-        &[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "solar",
-            "--name",
-            "Solar",
-            "--id",
-            "solar",
-            "--field",
-            "roof:required",
-        ],
-    );
+    basic_setup(db);
     for (container, id) in [("--channel", "web"), ("--table", "list")] {
         let source_id = if id == "web" {
             "partner"
@@ -513,10 +542,14 @@ fn single_mapping() -> Value {
 #[test]
 fn a_mapped_single_lead_runs_the_native_pipeline_on_the_channel_endpoint() {
     let server = mapped_server();
-    assert_eq!(publish(&server, "partner", &single_mapping()), 1);
+    // The partner asks for automated delivery with its own flag.
+    let mut document = single_mapping();
+    document["fields"]["triggerAutoDelivery"] = json!({"from": "/auto", "default": false});
+    assert_eq!(publish(&server, "partner", &document), 1);
 
     let mut body = contact("p-1", "Ada King Lovelace", " ADA@Example.ORG ");
     body["tel"] = json!("+49 (170) 555-0101");
+    body["auto"] = json!("YES");
     let reply = post(&server, CHANNEL_PATH, &body);
     assert_eq!(reply.status, 201, "{}", reply.text);
     let item = &reply.json["item"];
@@ -537,6 +570,7 @@ fn a_mapped_single_lead_runs_the_native_pipeline_on_the_channel_endpoint() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0]["productSlug"], "solar");
     assert_eq!(requests[0]["routingReady"], true);
+    assert_eq!(requests[0]["triggerAutoDelivery"], true);
     assert_eq!(requests[0]["fieldValues"], json!({"roof": "tile"}));
 
     // Idempotency works on the mapped external id.
@@ -749,28 +783,18 @@ fn a_newly_published_version_applies_from_the_next_request() {
     let mut version_two = single_mapping();
     version_two["fields"]["city"] = json!({"from": "/town", "transform": ["uppercase"]});
     set_draft(&server.db.path, "partner", &version_two);
-    let mut body = contact("v-2", "Grace Hopper", "grace@example.org");
-    body["town"] = json!("Berlin");
-    let second = post(&server, CHANNEL_PATH, &body);
-    assert_eq!(second.status, 201, "{}", second.text);
-    let shown = server.cli(&[
-        "lead",
-        "show",
-        second.json["item"]["leadId"].as_str().unwrap(),
-    ]);
-    assert_eq!(shown["person"]["city"], Value::Null);
-
+    // Posts a contact from Berlin; returns the city of the stored lead.
+    let city_of = |id: &str| -> Value {
+        let mut body = contact(id, "Grace Hopper", &format!("{id}@example.org"));
+        body["town"] = json!("Berlin");
+        let reply = post(&server, CHANNEL_PATH, &body);
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        let lead_id = reply.json["item"]["leadId"].as_str().unwrap();
+        server.cli(&["lead", "show", lead_id])["person"]["city"].clone()
+    };
+    assert_eq!(city_of("v-2"), Value::Null);
     assert_eq!(server.cli(&["mapping", "publish", "partner"])["version"], 2);
-    let mut body = contact("v-3", "Alan Turing", "alan@example.org");
-    body["town"] = json!("Berlin");
-    let third = post(&server, CHANNEL_PATH, &body);
-    assert_eq!(third.status, 201, "{}", third.text);
-    let shown = server.cli(&[
-        "lead",
-        "show",
-        third.json["item"]["leadId"].as_str().unwrap(),
-    ]);
-    assert_eq!(shown["person"]["city"], "BERLIN");
+    assert_eq!(city_of("v-3"), "BERLIN");
 
     // A version-2 problem names version 2.
     let mut bad = contact("v-4", "Edsger Dijkstra", "ed@example.org");
@@ -786,4 +810,50 @@ fn a_newly_published_version_applies_from_the_next_request() {
         "{}",
         reply.text
     );
+}
+
+#[test]
+fn a_mapped_lead_is_delivered_automatically_like_a_native_one() {
+    let server = mapped_server();
+    let receiver = crate::util::receiver::Receiver::start();
+    server.cli(&[
+        "buyer",
+        "create",
+        "--workspace",
+        "ws",
+        "--name",
+        "B",
+        "--id",
+        "b",
+        "--webhook-url",
+        &receiver.url("/hook"),
+    ]);
+    server.cli(&[
+        "buyer",
+        "subscribe",
+        "b",
+        "--product",
+        "solar",
+        "--price",
+        "20",
+    ]);
+    let mut document = single_mapping();
+    document["fields"]["triggerAutoDelivery"] = json!({"const": true});
+    publish(&server, "partner", &document);
+
+    let reply = post(
+        &server,
+        CHANNEL_PATH,
+        &contact("auto-1", "Grace Hopper", "grace@example.org"),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let auto = &reply.json["item"]["autoDelivery"];
+    assert_eq!(auto["version"], "1.0", "{}", reply.text);
+    assert_eq!(auto["delivered"], 1, "{}", reply.text);
+    let transaction = auto["requests"][0]["deliveries"][0]["transactionId"].clone();
+    let events = receiver.wait_for_on("/hook", 1, std::time::Duration::from_secs(20));
+    let event = events[0].json();
+    assert_eq!(event["transactionId"], transaction);
+    assert_eq!(event["lead"]["email"], "grace@example.org");
+    assert_eq!(event["fieldValues"], json!({"roof": "tile"}));
 }

@@ -33,6 +33,14 @@ pub enum LeadCommand {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
     },
+    /// Open a supplier cancellation (clawback) for a lead by hand: the lead becomes
+    /// `cancellation_pending` until its source's supplier confirms or disputes it.
+    Cancel {
+        id: String,
+        /// Why the lead is taken back; kept with the cancellation.
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        reason: String,
+    },
 }
 
 pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
@@ -40,6 +48,7 @@ pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<Ex
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
         LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
+        LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
     };
     db.close();
     result
@@ -89,5 +98,18 @@ fn list(
     };
     let shown: Vec<Value> = leads.iter().map(view::LeadRecord::summary_json).collect();
     out.print_list(&shown);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cancel(
+    db: &crate::db::Db,
+    out: &Output,
+    id: String,
+    reason: String,
+) -> anyhow::Result<ExitCode> {
+    let opened = db.write_blocking(move |conn| {
+        crate::lifecycle::clawback::open_by_operator(conn, &id, &reason, crate::clock::now_ms())
+    })?;
+    out.print(&opened.to_json());
     Ok(ExitCode::SUCCESS)
 }

@@ -14,6 +14,10 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 use super::output::Output;
+use crate::ingest::catalog::{self, References};
+use crate::ingest::problem::Problem;
+use crate::ingest::shape::{self, Shape};
+use crate::ingest::validate;
 use crate::mapping::{MappingDocument, MappingError, store};
 
 #[derive(Debug, Subcommand)]
@@ -73,32 +77,14 @@ pub fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result
         } => {
             let sample = read_json_file(&file)?;
             let db = super::setup::open(path)?;
-            let state = db.read_blocking(|conn| store::state(conn, &source));
+            let previewed = db.read_blocking(|conn| preview(conn, &source, published, &sample));
             db.close();
-            let state = state?;
-            let (stored, name) = if published {
-                (
-                    state.published.as_ref(),
-                    format!("the published mapping (version {})", state.version),
-                )
-            } else {
-                (state.draft.as_ref(), "the draft mapping".to_string())
-            };
-            let Some(stored) = stored else {
-                anyhow::bail!(
-                    "source '{source}' has no {} mapping",
-                    if published { "published" } else { "draft" }
-                );
-            };
-            let document = MappingDocument::from_stored(&stored.text).map_err(|why| {
-                anyhow::anyhow!("{name} of source '{source}' is not valid: {why}")
-            })?;
-            match crate::mapping::transform(&document, &sample) {
-                Ok(native) => {
-                    print_preview(out, &source, published, &state, native);
+            match previewed? {
+                Ok(preview) => {
+                    print_preview(out, &source, published, preview);
                     Ok(ExitCode::SUCCESS)
                 }
-                Err(problems) => problems_or_error(out, MappingError::transform(name, problems)),
+                Err(e) => problems_or_error(out, e),
             }
         }
         MappingCommand::Publish { source } => {
@@ -272,21 +258,96 @@ fn summary(document: &Value) -> String {
     }
 }
 
-fn print_preview(
-    out: &Output,
-    source: &str,
-    published: bool,
-    state: &store::MappingState,
+/// A sample run through a stored mapping, and what native validation says about it.
+struct Preview {
+    version: i64,
     native: Value,
-) {
+    problems: Vec<Problem>,
+}
+
+/// Runs the draft (or the published mapping) of `source_id` on `sample`. The inner `Err`
+/// is a sample the mapping cannot transform, with its problems; the outer one any other
+/// failure.
+fn preview(
+    conn: &rusqlite::Connection,
+    source_id: &str,
+    published: bool,
+    sample: &Value,
+) -> anyhow::Result<Result<Preview, MappingError>> {
+    let state = store::state(conn, source_id)?;
+    let (stored, name) = if published {
+        (
+            state.published.as_ref(),
+            format!("the published mapping (version {})", state.version),
+        )
+    } else {
+        (state.draft.as_ref(), "the draft mapping".to_string())
+    };
+    let Some(stored) = stored else {
+        anyhow::bail!(
+            "source '{source_id}' has no {} mapping",
+            if published { "published" } else { "draft" }
+        );
+    };
+    let document = MappingDocument::from_stored(&stored.text)
+        .map_err(|why| anyhow::anyhow!("{name} of source '{source_id}' is not valid: {why}"))?;
+    let native = match crate::mapping::transform(&document, sample) {
+        Ok(native) => native,
+        Err(problems) => return Ok(Err(MappingError::transform(name, problems))),
+    };
+    let problems = native_problems(conn, source_id, &native)?;
+    Ok(Ok(Preview {
+        version: state.version,
+        native,
+        problems,
+    }))
+}
+
+/// What ingest's validation would say about `native` on `source`: whole-body problems
+/// (shape, batch size) and each lead's problems, products included, with paths in the
+/// native body. Duplicates and idempotency depend on the moment of ingest and are not
+/// checked.
+fn native_problems(
+    conn: &rusqlite::Connection,
+    source_id: &str,
+    native: &Value,
+) -> anyhow::Result<Vec<Problem>> {
+    let source = crate::config::source::get(conn, source_id)?;
+    let items = match shape::detect(native.clone(), None, source.container_kind) {
+        Err(problems) => return Ok(problems),
+        Ok(Shape::Single(item)) => vec![*item],
+        Ok(Shape::Batch(items)) => items,
+    };
+    let references = References::of(items.iter().filter_map(|item| item.draft.as_ref()));
+    let catalog = catalog::load(conn, &source.workspace_id, &references)?;
+    let mut problems = Vec::new();
+    for item in items {
+        problems.extend(item.problems);
+        if let Some(draft) = item.draft {
+            validate::complete(draft, &catalog, &mut problems);
+        }
+    }
+    Ok(problems)
+}
+
+fn print_preview(out: &Output, source: &str, published: bool, preview: Preview) {
+    let Preview {
+        version,
+        native,
+        problems,
+    } = preview;
     let leads = native["leads"].as_array().map_or(1, Vec::len);
     if out.is_json() {
         out.print(&json!({
             "sourceId": source,
             "mapping": if published { "published" } else { "draft" },
-            "version": state.version,
+            "version": version,
             "leads": leads,
             "native": native,
+            "validation": {
+                "valid": problems.is_empty(),
+                "problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+            },
         }));
         return;
     }
@@ -305,6 +366,17 @@ fn print_preview(
     };
     println!("the {which} of source '{source}' turns the sample into {kind}:");
     println!("{}", indented_json(&native));
+    if problems.is_empty() {
+        println!("native validation: passed (duplicates and idempotency are checked at ingest)");
+    } else {
+        println!(
+            "native validation: {} (paths in the native body above):",
+            crate::mapping::count_text(problems.len(), problems.len())
+        );
+        for problem in problems {
+            println!("  {}: {} ({})", problem.path, problem.message, problem.code);
+        }
+    }
 }
 
 fn indented_json(value: &Value) -> String {

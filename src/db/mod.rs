@@ -95,6 +95,9 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Each writer job runs in a SAVEPOINT, whose journal SQLite would otherwise move to a
+    // temporary file once it outgrows 64 KiB: a file created and deleted per large job.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
 }
 
@@ -110,9 +113,12 @@ impl Db {
         migrate::apply(&mut write_conn)?;
 
         let manager = SqliteConnectionManager::file(&path).with_init(configure);
+        // No test query on checkout: a local SQLite connection does not go stale the way a
+        // network connection does, and ingest checks out a connection on every request.
         let pool = r2d2::Pool::builder()
             .max_size(READ_POOL_SIZE)
             .min_idle(Some(2))
+            .test_on_check_out(false)
             .build(manager)?;
         let writer = writer::WriterHandle::start(write_conn)?;
         Ok(Db {

@@ -79,7 +79,7 @@ fn panicking_job_is_isolated_and_the_writer_survives() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_jobs_from_many_tasks_all_commit_in_groups() {
+async fn concurrent_jobs_from_many_tasks_all_commit() {
     let (_dir, db) = temp_db();
     let mut tasks = Vec::new();
     for task in 0..50 {
@@ -102,12 +102,62 @@ async fn concurrent_jobs_from_many_tasks_all_commit_in_groups() {
         task.await.unwrap();
     }
     assert_eq!(count(&db), 1000);
-    let stats = db.writer_stats();
-    assert!(stats.jobs >= 1000);
-    assert!(
-        stats.groups < stats.jobs,
-        "50 concurrent writers must share commits: {stats:?}"
+}
+
+#[test]
+fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
+    let (_dir, db) = temp_db();
+    // Hold the writer inside a job until 100 more jobs are queued behind it; the writer
+    // must then take all of them as one group (one commit), not one by one.
+    let (started, writer_busy) = std::sync::mpsc::channel::<()>();
+    let (release, hold) = std::sync::mpsc::channel::<()>();
+    let blocker = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            db.write_blocking(move |_conn| {
+                started.send(()).expect("the test waits for the writer");
+                hold.recv().expect("the test releases the writer");
+                Ok::<(), DbError>(())
+            })
+        })
+    };
+    writer_busy.recv().unwrap();
+    // A fresh database: the blocker is the writer's only job so far (counted once its
+    // `send` returned, which may be after the writer already started running it).
+    let before = db.writer_stats();
+    assert_eq!(before.groups, 0);
+    let writers: Vec<_> = (0..100)
+        .map(|n| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                db.write_blocking(move |c| {
+                    c.execute(
+                        "INSERT INTO t VALUES (?1, ?2)",
+                        rusqlite::params![n.to_string(), n],
+                    )
+                    .map_err(DbError::from)
+                })
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.writer_stats().submitted < 101 {
+        assert!(std::time::Instant::now() < deadline, "jobs were not queued");
+        std::thread::yield_now();
+    }
+    release.send(()).unwrap();
+    blocker.join().unwrap().unwrap();
+    for writer in writers {
+        writer.join().unwrap().unwrap();
+    }
+    assert_eq!(count(&db), 100);
+    let after = db.writer_stats();
+    assert_eq!(
+        after.groups - before.groups,
+        2,
+        "the blocker's group, then one group for all 100 queued jobs: {after:?}"
     );
+    assert_eq!(after.max_group_size, 100, "{after:?}");
 }
 
 #[test]

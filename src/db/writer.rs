@@ -86,6 +86,8 @@ const GROUP_SIZE_SLOTS: usize = GROUP_SIZE_BOUNDS.len() + 1;
 /// Counters of the writer, for health and metrics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriterStats {
+    /// Jobs handed to the writer; `submitted - jobs` is the queue depth.
+    pub submitted: u64,
     pub groups: u64,
     pub jobs: u64,
     pub last_group_size: u64,
@@ -97,6 +99,7 @@ pub struct WriterStats {
 
 #[derive(Default)]
 struct Counters {
+    submitted: AtomicU64,
     groups: AtomicU64,
     jobs: AtomicU64,
     last_group_size: AtomicU64,
@@ -141,11 +144,13 @@ impl WriterHandle {
         self.sender
             .send(Msg::Job(Box::new(job)))
             .map_err(|_| E::from(DbError::WriterGone))?;
+        self.counters.submitted.fetch_add(1, Ordering::Relaxed);
         Ok(receiver)
     }
 
     pub(super) fn stats(&self) -> WriterStats {
         WriterStats {
+            submitted: self.counters.submitted.load(Ordering::Relaxed),
             groups: self.counters.groups.load(Ordering::Relaxed),
             jobs: self.counters.jobs.load(Ordering::Relaxed),
             last_group_size: self.counters.last_group_size.load(Ordering::Relaxed),

@@ -10,6 +10,11 @@ use super::Response;
 /// A JSON response with the given status.
 pub fn json(status: StatusCode, body: &serde_json::Value) -> Response {
     let bytes = serde_json::to_vec(body).expect("a serde_json::Value always serialises");
+    json_bytes(status, bytes)
+}
+
+/// A response with the given status and an already serialised JSON body.
+pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut response = hyper::Response::new(Full::new(Bytes::from(bytes)));
     *response.status_mut() = status;
     response

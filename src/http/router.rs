@@ -7,6 +7,7 @@ use hyper::{Method, StatusCode};
 
 use super::{ApiError, AppState, Request, Response};
 use crate::config::container::ContainerKind;
+use crate::lifecycle::buyer::Endpoint as BuyerEndpoint;
 
 /// What a route leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,21 +176,20 @@ pub async fn dispatch(
         }
         Endpoint::Metrics => crate::metrics::scrape::handle(state, request.uri().path()).await,
         Endpoint::OpenApi => Ok(crate::openapi::handle()),
-        Endpoint::PartnerConfirmation
-        | Endpoint::PartnerPayoutPending
-        | Endpoint::PartnerPayout
-        | Endpoint::PartnerCancellation
-        | Endpoint::SupplierCancellationConfirmation => {
-            let _ = params;
-            // Until the endpoint exists, still apply the body checks every POST gets.
-            match super::body::read_json(request, state.config.body_limit).await {
-                Err(e) => Err(e),
-                Ok(_) => Err(ApiError::new(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "not_implemented",
-                    "this endpoint is not available in this version",
-                )),
-            }
+        Endpoint::PartnerConfirmation => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Confirmation).await
+        }
+        Endpoint::PartnerPayoutPending => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::PayoutPending).await
+        }
+        Endpoint::PartnerPayout => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Payout).await
+        }
+        Endpoint::PartnerCancellation => {
+            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Cancellation).await
+        }
+        Endpoint::SupplierCancellationConfirmation => {
+            crate::lifecycle::supplier::handle(state, request).await
         }
     };
     result.unwrap_or_else(ApiError::into_response)

@@ -1,98 +1,177 @@
 //! The ingest answer: the per-lead result item, the single-lead wrapper and the batch
-//! summary (SPEC.md 2.5, DESIGN.md section 2).
+//! summary (SPEC.md 2.5, DESIGN.md section 2), and the status codes that go with them.
 //!
-//! Owns the JSON of results and the status codes that go with them. It decides nothing
-//! about leads; it reports what `store` did.
+//! Owns the JSON of results. Items are serialised straight from [`ItemFacts`] (no
+//! intermediate `serde_json::Value`), because the writer stores each new lead's item in
+//! `leads.result` and every microsecond on the writer thread is one all requests wait for.
+//! It decides nothing about leads; it reports what `store` did.
 
 use hyper::StatusCode;
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
 
 use super::dedupe::{DuplicateMatch, DuplicateStatus};
-use super::problem::{Problem, details};
+use super::problem::Problem;
 use super::quality::Quality;
 use super::store::{Outcome, Target};
 
-pub const ACCEPTED: &str = "accepted";
-pub const DUPLICATE: &str = "duplicate";
-pub const IDEMPOTENT_REPLAY: &str = "idempotent_replay";
-pub const REJECTED: &str = "rejected";
-
-/// What ingest found out about a lead, shown as the item's `ingest` object.
-pub struct IngestFacts<'a> {
-    pub quality: &'a Quality,
-    pub duplicate_status: DuplicateStatus,
-    pub duplicate_match: Option<&'a DuplicateMatch>,
+/// The per-lead outcome of SPEC.md 2.5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Accepted,
+    Duplicate,
+    IdempotentReplay,
+    Rejected,
 }
 
-impl IngestFacts<'_> {
-    fn to_json(&self) -> Value {
-        let mut ingest = json!({
-            "qualityStatus": self.quality.status.as_str(),
-            "qualityReasons": self.quality.reasons,
-            "duplicateStatus": self.duplicate_status.as_str(),
-        });
-        if let Some(found) = self.duplicate_match {
-            ingest["duplicateMatch"] = found.to_json();
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Accepted => "accepted",
+            Status::Duplicate => "duplicate",
+            Status::IdempotentReplay => "idempotent_replay",
+            Status::Rejected => "rejected",
         }
-        ingest
     }
 }
 
-/// The result item of one lead. `ingest` is null only for a lead that failed validation.
-pub fn item(
-    target: &Target,
-    status: &str,
-    lead_id: Option<&str>,
-    external_id: Option<&str>,
-    request_ids: &[String],
-    facts: Option<IngestFacts>,
-) -> Value {
-    let mut item = Map::with_capacity(8);
-    item.insert("status".into(), status.into());
-    item.insert("leadId".into(), lead_id.into());
-    item.insert(
-        target.container_kind.id_key().into(),
-        target.container_id.as_str().into(),
-    );
-    item.insert("sourceId".into(), target.source_id.as_str().into());
-    item.insert("externalId".into(), external_id.into());
-    item.insert(
-        "idempotentReplay".into(),
-        (status == IDEMPOTENT_REPLAY).into(),
-    );
-    item.insert("requestIds".into(), request_ids.into());
-    item.insert(
-        "ingest".into(),
-        facts.as_ref().map_or(Value::Null, IngestFacts::to_json),
-    );
-    Value::Object(item)
+/// What ingest found out about a lead: the item's `ingest` object.
+#[derive(Debug, Clone)]
+pub struct IngestFacts {
+    pub quality: Quality,
+    pub duplicate_status: DuplicateStatus,
+    pub duplicate_match: Option<DuplicateMatch>,
 }
 
-/// The item of a lead that failed validation: nothing was stored.
-pub fn invalid_item(target: &Target, external_id: Option<&str>, problems: &[Problem]) -> Value {
-    let mut item = item(target, REJECTED, None, external_id, &[], None);
-    item["errors"] = details(problems);
-    item
+/// Everything a result item says about one lead, apart from where it was sent (the
+/// [`Target`], added when serialising).
+#[derive(Debug, Clone)]
+pub struct ItemFacts {
+    pub status: Status,
+    pub lead_id: Option<String>,
+    pub external_id: Option<String>,
+    pub request_ids: Vec<String>,
+    /// `None` only for a lead that failed validation.
+    pub ingest: Option<IngestFacts>,
+    /// The validation problems of a rejected batch item.
+    pub errors: Vec<Problem>,
+    /// The automated delivery result (DESIGN.md section 5), when one was requested.
+    pub auto_delivery: Option<Value>,
 }
 
-/// The item of an idempotent replay: the stored lead's first answer, marked as a replay.
-fn replay_item(target: &Target, lead_id: &str, stored: Option<&str>) -> Value {
-    let mut item = stored
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-        .filter(Value::is_object)
-        // A lead stored without its answer (not written by ingest) still names itself.
-        .unwrap_or_else(|| item(target, IDEMPOTENT_REPLAY, Some(lead_id), None, &[], None));
-    item["status"] = IDEMPOTENT_REPLAY.into();
-    item["idempotentReplay"] = true.into();
-    item
+impl ItemFacts {
+    /// The item of a lead that failed validation: nothing was stored.
+    pub fn invalid(external_id: Option<String>, errors: Vec<Problem>) -> ItemFacts {
+        ItemFacts {
+            status: Status::Rejected,
+            lead_id: None,
+            external_id,
+            request_ids: Vec::new(),
+            ingest: None,
+            errors,
+            auto_delivery: None,
+        }
+    }
+
+    /// The item as JSON text, as stored in `leads.result`.
+    pub fn to_text(&self, target: &Target) -> String {
+        let item = ItemJson {
+            target,
+            facts: self,
+            index: None,
+        };
+        serde_json::to_string(&item).expect("a result item always serialises")
+    }
+}
+
+/// An item ready to be serialised: facts, target and (in a batch) the position.
+struct ItemJson<'a> {
+    target: &'a Target,
+    facts: &'a ItemFacts,
+    index: Option<usize>,
+}
+
+impl Serialize for ItemJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let facts = self.facts;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(index) = self.index {
+            map.serialize_entry("index", &index)?;
+        }
+        map.serialize_entry("status", facts.status.as_str())?;
+        map.serialize_entry("leadId", &facts.lead_id)?;
+        map.serialize_entry(
+            self.target.container_kind.id_key(),
+            &self.target.container_id,
+        )?;
+        map.serialize_entry("sourceId", &self.target.source_id)?;
+        map.serialize_entry("externalId", &facts.external_id)?;
+        map.serialize_entry(
+            "idempotentReplay",
+            &(facts.status == Status::IdempotentReplay),
+        )?;
+        map.serialize_entry("requestIds", &facts.request_ids)?;
+        map.serialize_entry("ingest", &facts.ingest.as_ref().map(IngestJson))?;
+        if let Some(auto_delivery) = &facts.auto_delivery {
+            map.serialize_entry("autoDelivery", auto_delivery)?;
+        }
+        if !facts.errors.is_empty() {
+            map.serialize_entry("errors", &ProblemsJson(&facts.errors))?;
+        }
+        map.end()
+    }
+}
+
+struct IngestJson<'a>(&'a IngestFacts);
+
+impl Serialize for IngestJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let facts = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("qualityStatus", facts.quality.status.as_str())?;
+        map.serialize_entry("qualityReasons", &facts.quality.reasons)?;
+        map.serialize_entry("duplicateStatus", facts.duplicate_status.as_str())?;
+        if let Some(found) = &facts.duplicate_match {
+            map.serialize_entry("duplicateMatch", &found.to_json())?;
+        }
+        map.end()
+    }
+}
+
+struct ProblemsJson<'a>(&'a [Problem]);
+
+impl Serialize for ProblemsJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(Problem::to_json))
+    }
+}
+
+/// The answer about one lead: new facts, or the stored item of an idempotent replay.
+#[derive(Debug)]
+pub enum Answer {
+    Fresh(Box<ItemFacts>),
+    Replay(Value),
+}
+
+impl Answer {
+    /// The per-lead status this answer reports.
+    pub fn status(&self) -> Status {
+        match self {
+            Answer::Fresh(facts) => facts.status,
+            Answer::Replay(_) => Status::IdempotentReplay,
+        }
+    }
 }
 
 impl Outcome {
-    /// The answer item of this outcome.
-    pub fn into_item(self, target: &Target) -> Value {
+    pub fn into_answer(self, target: &Target) -> Answer {
         match self {
-            Outcome::Created { item, .. } | Outcome::DuplicateRejected { item } => item,
-            Outcome::Replay { lead_id, result } => replay_item(target, &lead_id, result.as_deref()),
+            Outcome::Created { item, .. } | Outcome::DuplicateRejected { item } => {
+                Answer::Fresh(Box::new(item))
+            }
+            Outcome::Replay { lead_id, result } => {
+                Answer::Replay(replay_item(target, &lead_id, result.as_deref()))
+            }
         }
     }
 
@@ -102,69 +181,148 @@ impl Outcome {
     }
 }
 
+/// The item of an idempotent replay: the stored lead's first answer, marked as a replay.
+fn replay_item(target: &Target, lead_id: &str, stored: Option<&str>) -> Value {
+    let mut item = stored
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| {
+            // A lead stored without its answer (not written by ingest) still names itself.
+            let facts = ItemFacts {
+                lead_id: Some(lead_id.to_string()),
+                ..ItemFacts::invalid(None, Vec::new())
+            };
+            serde_json::from_str(&facts.to_text(target)).expect("an item is valid JSON")
+        });
+    item["status"] = Status::IdempotentReplay.as_str().into();
+    item["idempotentReplay"] = true.into();
+    item
+}
+
+struct AnswerJson<'a> {
+    target: &'a Target,
+    answer: &'a Answer,
+    index: Option<usize>,
+}
+
+impl Serialize for AnswerJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.answer {
+            Answer::Fresh(facts) => ItemJson {
+                target: self.target,
+                facts,
+                index: self.index,
+            }
+            .serialize(serializer),
+            Answer::Replay(Value::Object(fields)) => {
+                let mut map = serializer.serialize_map(None)?;
+                if let Some(index) = self.index {
+                    map.serialize_entry("index", &index)?;
+                }
+                for (key, value) in fields {
+                    map.serialize_entry(key, value)?;
+                }
+                map.end()
+            }
+            Answer::Replay(other) => other.serialize(serializer),
+        }
+    }
+}
+
 /// The answer to a single lead: `{"item": …}`, 201 when a lead was created, else 200.
-pub fn single(item: Value, created: bool) -> (StatusCode, Value) {
+pub fn single(target: &Target, answer: &Answer, created: bool) -> (StatusCode, Vec<u8>) {
+    struct Body<'a>(AnswerJson<'a>);
+    impl Serialize for Body<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry("item", &self.0)?;
+            map.end()
+        }
+    }
+    let body = Body(AnswerJson {
+        target,
+        answer,
+        index: None,
+    });
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    (status, json!({ "item": item }))
+    (
+        status,
+        serde_json::to_vec(&body).expect("a result always serialises"),
+    )
 }
 
-/// Builds a batch answer item by item.
-#[derive(Default)]
-pub struct BatchAnswer {
-    items: Vec<Value>,
-    accepted: usize,
-    duplicate: usize,
-    replay: usize,
-    rejected: usize,
-}
-
-impl BatchAnswer {
-    pub fn with_capacity(capacity: usize) -> BatchAnswer {
-        BatchAnswer {
-            items: Vec::with_capacity(capacity),
-            ..BatchAnswer::default()
-        }
-    }
-
-    /// Adds the item of the lead at `index` in `leads`.
-    pub fn push(&mut self, index: usize, item: Value) {
-        match item.get("status").and_then(Value::as_str) {
-            Some(ACCEPTED) => self.accepted += 1,
-            Some(DUPLICATE) => self.duplicate += 1,
-            Some(IDEMPOTENT_REPLAY) => self.replay += 1,
-            _ => self.rejected += 1,
-        }
-        // `index` goes first, so a reader sees at once which lead an item is about.
-        let mut indexed = Map::new();
-        indexed.insert("index".into(), index.into());
-        if let Value::Object(fields) = item {
-            indexed.extend(fields);
-        }
-        self.items.push(Value::Object(indexed));
-    }
-
-    /// The answer: 201 when at least one lead was created, else 200.
-    pub fn finish(self) -> (StatusCode, Value) {
-        let created = self.accepted + self.duplicate > 0;
-        let status = if created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
+/// The answer to a batch: a summary and one item per lead, in order. 201 when at least one
+/// lead was created, else 200.
+pub fn batch(target: &Target, answers: &[Answer]) -> (StatusCode, Vec<u8>) {
+    let mut summary = [0usize; 4];
+    for answer in answers {
+        let status = match answer {
+            Answer::Fresh(facts) => facts.status,
+            Answer::Replay(_) => Status::IdempotentReplay,
         };
-        let body = json!({
-            "summary": {
-                "received": self.items.len(),
-                "accepted": self.accepted,
-                "duplicate": self.duplicate,
-                "idempotentReplay": self.replay,
-                "rejected": self.rejected,
-            },
-            "items": self.items,
-        });
-        (status, body)
+        summary[status as usize] += 1;
     }
+    struct Body<'a> {
+        target: &'a Target,
+        answers: &'a [Answer],
+        summary: [usize; 4],
+    }
+    impl Serialize for Body<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let counts = &self.summary;
+            let mut map = serializer.serialize_map(Some(2))?;
+            map.serialize_entry(
+                "summary",
+                &serde_json::json!({
+                    "received": self.answers.len(),
+                    "accepted": counts[Status::Accepted as usize],
+                    "duplicate": counts[Status::Duplicate as usize],
+                    "idempotentReplay": counts[Status::IdempotentReplay as usize],
+                    "rejected": counts[Status::Rejected as usize],
+                }),
+            )?;
+            map.serialize_entry(
+                "items",
+                &ItemsJson {
+                    target: self.target,
+                    answers: self.answers,
+                },
+            )?;
+            map.end()
+        }
+    }
+    struct ItemsJson<'a> {
+        target: &'a Target,
+        answers: &'a [Answer],
+    }
+    impl Serialize for ItemsJson<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.collect_seq(self.answers.iter().enumerate().map(|(index, answer)| {
+                AnswerJson {
+                    target: self.target,
+                    answer,
+                    index: Some(index),
+                }
+            }))
+        }
+    }
+    let created = summary[Status::Accepted as usize] + summary[Status::Duplicate as usize] > 0;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let body = Body {
+        target,
+        answers,
+        summary,
+    };
+    (
+        status,
+        serde_json::to_vec(&body).expect("a result always serialises"),
+    )
 }

@@ -202,8 +202,9 @@ fn wrapper(map: Map<String, Value>, raw: String) -> Result<Shape, Vec<Problem>> 
             return Err(problems);
         }
     };
-    if let Some(wrapper_id) = external_id {
-        validate::check_external_id(&wrapper_id, "/externalId", &mut problems);
+    if let Some(wrapper_id) = external_id
+        && validate::check_external_id(&wrapper_id, "/externalId", &mut problems)
+    {
         match &draft.lead.external_id {
             Some(person_id) if *person_id != wrapper_id => problems.push(Problem::new(
                 "/externalId",

@@ -9,14 +9,13 @@
 //! or from a request that arrived in the same millisecond.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 
 use super::IngestError;
-use super::dedupe::{self, DuplicateMatch, DuplicateStatus};
+use super::dedupe::{self, DuplicateStatus};
 use super::model::LeadInput;
 use super::normalize;
 use super::quality::{Quality, QualityStatus};
-use super::result::{self, IngestFacts};
+use super::result::{IngestFacts, ItemFacts, Status};
 use crate::config::container::ContainerKind;
 use crate::config::source::{DedupeRule, DedupeScope, Source};
 
@@ -121,9 +120,9 @@ pub enum Outcome {
     /// Stored: accepted, or a duplicate kept for review. `item` is the answer, also saved
     /// in `leads.result`.
     Created {
-        item: Value,
+        item: ItemFacts,
         lead: StoredLead,
-        /// Transactions auto-delivery created for it; the outbox is poked when any were.
+        /// Transactions auto-delivery created for it; the outbox is woken when any were.
         auto_delivered: usize,
     },
     /// The source has a lead with this externalId already: its first answer (`result`).
@@ -132,7 +131,7 @@ pub enum Outcome {
         result: Option<String>,
     },
     /// A duplicate under a rule with action `reject`: nothing was stored.
-    DuplicateRejected { item: Value },
+    DuplicateRejected { item: ItemFacts },
 }
 
 const FIND_EXTERNAL: &str =
@@ -208,61 +207,53 @@ fn store_one(
         Some(_) => DuplicateStatus::for_match(target.dedupe.action),
         None => DuplicateStatus::Unique,
     };
-    let facts = IngestFacts {
-        quality: &lead.quality,
+    let ingest = IngestFacts {
+        quality: lead.quality.clone(),
         duplicate_status,
-        duplicate_match: duplicate_match.as_ref(),
+        duplicate_match,
     };
     if duplicate_status == DuplicateStatus::Rejected {
-        let item = result::item(
-            target,
-            result::REJECTED,
-            None,
-            external_id,
-            &[],
-            Some(facts),
-        );
-        return Ok(Outcome::DuplicateRejected { item });
+        return Ok(Outcome::DuplicateRejected {
+            item: ItemFacts {
+                status: Status::Rejected,
+                lead_id: None,
+                external_id: external_id.map(str::to_string),
+                request_ids: Vec::new(),
+                ingest: Some(ingest),
+                errors: Vec::new(),
+                auto_delivery: None,
+            },
+        });
     }
 
     let lead_id = crate::ids::new("lead");
-    let request_ids: Vec<String> = lead
-        .input
-        .interests
-        .iter()
-        .map(|_| crate::ids::new("lreq"))
-        .collect();
-    let status = match duplicate_status {
-        DuplicateStatus::Unique => result::ACCEPTED,
-        _ => result::DUPLICATE,
+    let item = ItemFacts {
+        status: match duplicate_status {
+            DuplicateStatus::Unique => Status::Accepted,
+            _ => Status::Duplicate,
+        },
+        lead_id: Some(lead_id.clone()),
+        external_id: external_id.map(str::to_string),
+        request_ids: lead
+            .input
+            .interests
+            .iter()
+            .map(|_| crate::ids::new("lreq"))
+            .collect(),
+        ingest: Some(ingest),
+        errors: Vec::new(),
+        auto_delivery: None,
     };
-    let item = result::item(
-        target,
-        status,
-        Some(&lead_id),
-        external_id,
-        &request_ids,
-        Some(facts),
-    );
-    insert_lead(
-        conn,
-        target,
-        lead,
-        &lead_id,
-        duplicate_status,
-        duplicate_match.as_ref(),
-        &item,
-        now,
-    )?;
+    insert_lead(conn, target, lead, &lead_id, &item, now)?;
     conn.prepare_cached(INSERT_BODY)?
         .execute(params![lead_id, lead.raw])?;
-    let mut requests = Vec::with_capacity(request_ids.len());
+    let mut requests = Vec::with_capacity(item.request_ids.len());
     let mut insert_request = conn.prepare_cached(INSERT_REQUEST)?;
     for (position, ((interest, request_id), field_values)) in lead
         .input
         .interests
         .iter()
-        .zip(request_ids)
+        .zip(&item.request_ids)
         .zip(&lead.field_values_json)
         .enumerate()
     {
@@ -277,7 +268,7 @@ fn store_one(
             now,
         ])?;
         requests.push(StoredRequest {
-            id: request_id,
+            id: request_id.clone(),
             product_id: interest.product_id.clone(),
             routing_ready: interest.routing_ready,
             trigger_auto_delivery: interest.trigger_auto_delivery,
@@ -301,8 +292,8 @@ fn store_one(
         && let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored.lead_id, now)?
     {
         auto_delivered = auto.delivered();
-        item["autoDelivery"] = auto.to_json();
-        save_result(conn, &stored.lead_id, &item)?;
+        item.auto_delivery = Some(auto.to_json());
+        save_result(conn, target, &stored.lead_id, &item)?;
     }
     Ok(Outcome::Created {
         item,
@@ -311,17 +302,19 @@ fn store_one(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn insert_lead(
     conn: &Connection,
     target: &Target,
     lead: &PreparedLead,
     lead_id: &str,
-    duplicate_status: DuplicateStatus,
-    duplicate_match: Option<&DuplicateMatch>,
-    item: &Value,
+    item: &ItemFacts,
     now: i64,
 ) -> Result<(), IngestError> {
+    let ingest = item.ingest.as_ref();
+    let duplicate_status = ingest.map_or(DuplicateStatus::Unique, |i| i.duplicate_status);
+    let duplicate_match = ingest
+        .and_then(|i| i.duplicate_match.as_ref())
+        .map(|m| m.to_json().to_string());
     let input = &lead.input;
     let person = &input.person;
     let consent = &input.consent;
@@ -357,8 +350,8 @@ fn insert_lead(
         lead.quality.status.as_str(),
         lead.reasons_json,
         duplicate_status.as_str(),
-        duplicate_match.map(|m| m.to_json().to_string()),
-        item.to_string(),
+        duplicate_match,
+        item.to_text(target),
         now,
     ])?;
     Ok(())
@@ -366,8 +359,13 @@ fn insert_lead(
 
 /// Saves `item` as the lead's answer, so that a replay answers the same (for a step that
 /// adds to the answer after the lead was inserted).
-pub fn save_result(conn: &Connection, lead_id: &str, item: &Value) -> Result<(), IngestError> {
+pub fn save_result(
+    conn: &Connection,
+    target: &Target,
+    lead_id: &str,
+    item: &ItemFacts,
+) -> Result<(), IngestError> {
     conn.prepare_cached("UPDATE leads SET result = ?2 WHERE id = ?1")?
-        .execute(params![lead_id, item.to_string()])?;
+        .execute(params![lead_id, item.to_text(target)])?;
     Ok(())
 }

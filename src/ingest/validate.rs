@@ -160,22 +160,22 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
     LeadDraft { lead, interests }
 }
 
-/// Checks an `externalId` value: 1 to 128 characters.
-pub fn check_external_id(external_id: &str, path: &str, problems: &mut Vec<Problem>) {
+/// Checks an `externalId` value: 1 to 128 characters. True when it is valid.
+pub fn check_external_id(external_id: &str, path: &str, problems: &mut Vec<Problem>) -> bool {
     let length = external_id.chars().count();
-    if length == 0 {
-        problems.push(Problem::new(
-            path,
-            "too_short",
-            "externalId must not be empty",
-        ));
+    let problem = if length == 0 {
+        Problem::new(path, "too_short", "externalId must not be empty")
     } else if length > EXTERNAL_ID_MAX_CHARS {
-        problems.push(Problem::new(
+        Problem::new(
             path,
             "too_long",
             format!("externalId must be at most {EXTERNAL_ID_MAX_CHARS} characters, not {length}"),
-        ));
-    }
+        )
+    } else {
+        return true;
+    };
+    problems.push(problem);
+    false
 }
 
 /// Checks one InterestRequest object found at `path`.

@@ -168,11 +168,12 @@ pub fn list(
     limit: usize,
 ) -> rusqlite::Result<Vec<LeadRecord>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    // By source, the (source_id, created_at) index gives the order; without one, the
-    // primary key does, since lead ids begin with their creation time.
+    // Rows are inserted by the one writer in creation order, so the rowid breaks ties of
+    // the same millisecond; by source, the (source_id, created_at) index (which ends in the
+    // rowid) gives the order, without one the table itself does.
     let (filter, order) = match source_id {
-        Some(_) => ("WHERE l.source_id = ?1", "l.created_at DESC, l.id DESC"),
-        None => ("WHERE ?1 IS NULL", "l.id DESC"),
+        Some(_) => ("WHERE l.source_id = ?1", "l.created_at DESC, l.rowid DESC"),
+        None => ("WHERE ?1 IS NULL", "l.rowid DESC"),
     };
     let mut stmt = conn.prepare(&format!(
         "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id

@@ -14,6 +14,7 @@ use super::document::{
 };
 use super::pointer::Pointer;
 use super::{MappingProblem, Problems};
+use crate::ingest::problem::type_name;
 
 /// Transforms `body` with `document`: one native Lead object, or a native batch
 /// `{"leads": [...]}` when the document has `items`. On failure every problem found (up
@@ -56,7 +57,7 @@ pub fn transform(document: &MappingDocument, body: &Value) -> Result<Value, Prob
                 Value::Object(batch)
             }
             found => {
-                let found = found.map_or("nothing".to_string(), type_name);
+                let found = found.map_or("nothing", type_name);
                 problems.push(MappingProblem::new(
                     items.text.clone(),
                     "not_an_array",
@@ -335,16 +336,4 @@ fn parse_boolean_text(text: &str) -> Option<bool> {
     } else {
         None
     }
-}
-
-fn type_name(value: &Value) -> String {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-    .to_string()
 }
