@@ -100,7 +100,7 @@ pub fn usage(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{add_buyer, add_transaction, database};
+    use super::super::testing::{BuyerFixture, add_buyer, add_transaction, database};
     use super::*;
 
     fn ms(text: &str) -> i64 {
@@ -152,8 +152,8 @@ mod tests {
     #[test]
     fn counts_live_transactions_of_the_buyer_and_product_in_the_windows() {
         let conn = database();
-        add_buyer(&conn, "b", "status = 'active'", "priority = 0");
-        add_buyer(&conn, "other", "status = 'active'", "priority = 0");
+        add_buyer(&conn, "b", &BuyerFixture::default());
+        add_buyer(&conn, "other", &BuyerFixture::default());
         let add = |buyer: &str, product: &str, status: &str, at: i64| {
             add_transaction(&conn, "lreq_old", buyer, product, status, at)
         };

@@ -261,7 +261,9 @@ fn check(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{add_buyer, add_transaction, database, interest, lead};
+    use super::super::testing::{
+        BuyerFixture, add_buyer, add_transaction, database, interest, lead,
+    };
     use super::*;
 
     /// Monday 2025-01-06 10:00 UTC.
@@ -288,56 +290,77 @@ mod tests {
     #[test]
     fn each_buyer_gets_the_first_reason_that_applies() {
         let conn = database();
-        add_buyer(&conn, "a_ok", "status = 'active'", "priority = 0");
-        add_buyer(
-            &conn,
-            "b_paused",
-            "status = 'paused'",
-            "filters = '[{\"field\":\"country\",\"op\":\"equals\",\"values\":[\"AT\"]}]'",
-        );
-        add_buyer(
-            &conn,
-            "c_filter",
-            "status = 'active'",
-            "filters = '[{\"field\":\"country\",\"op\":\"equals\",\"values\":[\"DE\"]},{\"field\":\"fieldValues.roof\",\"op\":\"oneOf\",\"values\":[\"flat\",\"metal\"]}]'",
-        );
-        add_buyer(
-            &conn,
-            "d_closed",
-            "status = 'active'",
-            "schedule = '[{\"days\":[6,7],\"from\":\"00:00\",\"to\":\"24:00\"}]'",
-        );
-        add_buyer(
-            &conn,
-            "e_open",
-            "status = 'active'",
-            "schedule = '[{\"days\":[1],\"from\":\"09:00\",\"to\":\"11:00\"}]'",
-        );
-        add_buyer(
-            &conn,
-            "f_daily",
-            "status = 'active'",
-            "daily_cap = 1, monthly_cap = 100",
-        );
-        add_buyer(
-            &conn,
-            "g_monthly",
-            "status = 'active'",
-            "daily_cap = 5, monthly_cap = 2",
-        );
-        add_buyer(
-            &conn,
-            "h_poor",
-            "plan = 'prepaid', balance_cents = 500, credit_limit_cents = 499",
-            "priority = 0",
-        );
-        add_buyer(
-            &conn,
-            "i_credit",
-            "plan = 'prepaid', balance_cents = -200, credit_limit_cents = 1200",
-            "priority = 0",
-        );
-        add_buyer(&conn, "j_holder", "status = 'active'", "priority = 0");
+        let buyers = [
+            ("a_ok", BuyerFixture::default()),
+            (
+                "b_paused",
+                BuyerFixture {
+                    status: "paused",
+                    filters: r#"[{"field":"country","op":"equals","values":["AT"]}]"#,
+                    ..Default::default()
+                },
+            ),
+            (
+                "c_filter",
+                BuyerFixture {
+                    filters: r#"[{"field":"country","op":"equals","values":["DE"]},
+                                 {"field":"fieldValues.roof","op":"oneOf","values":["flat","metal"]}]"#,
+                    ..Default::default()
+                },
+            ),
+            (
+                "d_closed",
+                BuyerFixture {
+                    schedule: Some(r#"[{"days":[6,7],"from":"00:00","to":"24:00"}]"#),
+                    ..Default::default()
+                },
+            ),
+            (
+                "e_open",
+                BuyerFixture {
+                    schedule: Some(r#"[{"days":[1],"from":"09:00","to":"11:00"}]"#),
+                    ..Default::default()
+                },
+            ),
+            (
+                "f_daily",
+                BuyerFixture {
+                    daily_cap: Some(1),
+                    monthly_cap: Some(100),
+                    ..Default::default()
+                },
+            ),
+            (
+                "g_monthly",
+                BuyerFixture {
+                    daily_cap: Some(5),
+                    monthly_cap: Some(2),
+                    ..Default::default()
+                },
+            ),
+            (
+                "h_poor",
+                BuyerFixture {
+                    plan: "prepaid",
+                    balance_cents: 500,
+                    credit_limit_cents: 499,
+                    ..Default::default()
+                },
+            ),
+            (
+                "i_credit",
+                BuyerFixture {
+                    plan: "prepaid",
+                    balance_cents: -200,
+                    credit_limit_cents: 1200,
+                    ..Default::default()
+                },
+            ),
+            ("j_holder", BuyerFixture::default()),
+        ];
+        for (id, fixture) in &buyers {
+            add_buyer(&conn, id, fixture);
+        }
         // f_daily: one delivery today. g_monthly: two earlier this month, none today.
         add_transaction(
             &conn,
@@ -404,7 +427,11 @@ mod tests {
     #[test]
     fn rejected_and_cancelled_transactions_give_their_cap_place_back() {
         let conn = database();
-        add_buyer(&conn, "capped", "status = 'active'", "daily_cap = 2");
+        let capped_at_two = BuyerFixture {
+            daily_cap: Some(2),
+            ..Default::default()
+        };
+        add_buyer(&conn, "capped", &capped_at_two);
         let capped = |status: &str, at: i64| {
             add_transaction(&conn, "lreq_old", "capped", "solar", status, at)
         };
@@ -421,13 +448,12 @@ mod tests {
     #[test]
     fn only_buyers_of_the_workspace_subscribed_to_the_product_are_candidates() {
         let conn = database();
-        add_buyer(&conn, "sub", "status = 'active'", "priority = 0");
-        add_buyer(
-            &conn,
-            "other_product",
-            "status = 'active'",
-            "product_id = 'heat'",
-        );
+        add_buyer(&conn, "sub", &BuyerFixture::default());
+        let heat = BuyerFixture {
+            product: "heat",
+            ..Default::default()
+        };
+        add_buyer(&conn, "other_product", &heat);
         conn.execute_batch(
             "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
                  VALUES ('unsubscribed', 'ws', 'U', 'http://x.test/', 'whsec_x', 0);",
@@ -441,12 +467,11 @@ mod tests {
     #[test]
     fn an_unreadable_stored_schedule_is_closed() {
         let conn = database();
-        add_buyer(
-            &conn,
-            "odd",
-            "status = 'active'",
-            "schedule = '\"whenever\"'",
-        );
+        let odd = BuyerFixture {
+            schedule: Some(r#""whenever""#),
+            ..Default::default()
+        };
+        add_buyer(&conn, "odd", &odd);
         let found = verdicts(&conn, &lead(&[]));
         assert_eq!(found[0].1, "schedule_closed");
         assert!(found[0].2.as_ref().unwrap()["error"].is_string());

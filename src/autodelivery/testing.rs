@@ -60,18 +60,67 @@ pub fn database() -> Connection {
     conn
 }
 
-/// A buyer `id` of `ws` subscribed to `solar` at 10.00, then changed by `buyer_sql` and
-/// `subscription_sql` (SQL `SET` lists written by the tests themselves).
-pub fn add_buyer(conn: &Connection, id: &str, buyer_sql: &str, subscription_sql: &str) {
-    conn.execute_batch(&format!(
-        "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
-             VALUES ('{id}', 'ws', '{id}', 'http://x.test/', 'whsec_x', 0);
-         UPDATE buyers SET {buyer_sql} WHERE id = '{id}';
-         INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
-             VALUES ('{id}', 'solar', 1000, 0);
-         UPDATE subscriptions SET {subscription_sql} WHERE buyer_id = '{id}';"
-    ))
+/// A buyer and its subscription as the tests vary them; the default is an active postpaid
+/// buyer subscribed to `solar` at 10.00 with no caps, filters or schedule.
+pub struct BuyerFixture<'a> {
+    pub status: &'a str,
+    pub plan: &'a str,
+    pub balance_cents: i64,
+    pub credit_limit_cents: i64,
+    pub product: &'a str,
+    pub daily_cap: Option<i64>,
+    pub monthly_cap: Option<i64>,
+    /// Stored filters JSON.
+    pub filters: &'a str,
+    /// Stored schedule JSON.
+    pub schedule: Option<&'a str>,
+}
+
+impl Default for BuyerFixture<'_> {
+    fn default() -> Self {
+        BuyerFixture {
+            status: "active",
+            plan: "postpaid",
+            balance_cents: 0,
+            credit_limit_cents: 0,
+            product: "solar",
+            daily_cap: None,
+            monthly_cap: None,
+            filters: "[]",
+            schedule: None,
+        }
+    }
+}
+
+/// A buyer `id` of `ws` with its subscription as `fixture` says.
+pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
+    conn.execute(
+        "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, status, plan,
+             balance_cents, credit_limit_cents, created_at)
+         VALUES (?1, 'ws', ?1, 'http://x.test/', 'whsec_x', ?2, ?3, ?4, ?5, 0)",
+        rusqlite::params![
+            id,
+            fixture.status,
+            fixture.plan,
+            fixture.balance_cents,
+            fixture.credit_limit_cents
+        ],
+    )
     .expect("the buyer fixture inserts");
+    conn.execute(
+        "INSERT INTO subscriptions (buyer_id, product_id, price_cents, daily_cap, monthly_cap,
+             filters, schedule, created_at)
+         VALUES (?1, ?2, 1000, ?3, ?4, ?5, ?6, 0)",
+        rusqlite::params![
+            id,
+            fixture.product,
+            fixture.daily_cap,
+            fixture.monthly_cap,
+            fixture.filters,
+            fixture.schedule
+        ],
+    )
+    .expect("the subscription fixture inserts");
 }
 
 /// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at`.
