@@ -12,6 +12,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = leadrelay::cli::Cli::parse();
+    if !matches!(cli.command, leadrelay::cli::Command::Serve(_)) {
+        exit_quietly_on_closed_stdout();
+    }
     // The server logs a line per request; other commands print their result on stdout and
     // only warnings on stderr. RUST_LOG overrides both.
     let default_level = match cli.command {
@@ -27,5 +30,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Lets a command end quietly when the reader of its output goes away (`leadrelay lead list
+/// | head`), as Unix tools do, instead of panicking on the broken pipe. Not for `serve`: the
+/// server must see a closed client socket as an error on that socket, not die of SIGPIPE.
+fn exit_quietly_on_closed_stdout() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -235,6 +235,21 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     );
     assert_eq!(subscription["price"], 20.0);
     assert_eq!(subscription["filters"][1]["op"], "prefix");
+    let demoted = cli_json(
+        &db.path,
+        &[
+            "buyer",
+            "subscribe",
+            "b",
+            "--product",
+            "solar",
+            "--price",
+            "20",
+            "--priority",
+            "-1",
+        ],
+    );
+    assert_eq!(demoted["priority"], -1);
     let funded = cli_json(&db.path, &["buyer", "fund", "b", "--amount", "100"]);
     assert_eq!(funded["balance"], 100.0);
     assert_eq!(
@@ -566,4 +581,34 @@ fn demo_creates_a_sample_setup_once() {
     let again = cli_output(&db.path, &["demo"]);
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("exists already"));
+}
+
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let db = TempDb::new();
+    basic_setup(&db.path);
+    let mut child = crate::util::bin()
+        .arg("--db")
+        .arg(&db.path)
+        .args(["demo"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one byte, then close our end: the command's next write hits a broken pipe.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    child.wait().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
 }

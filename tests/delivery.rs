@@ -88,100 +88,29 @@ pub fn buyer(db: &Path, id: &str, url: &str, price: Option<&str>, extra: &[&str]
     }
 }
 
-/// A lead with one interest in `solar`. TEMPORARY: written with SQL until the ingest
-/// endpoint lands on main; then this posts the Lead to the channel source over HTTP.
-pub fn lead_request(db: &Path, lead: &Value) -> (String, String) {
-    lead_request_in(db, "web", "src", lead)
+/// Posts `lead` (a native Lead with one interest) to source `src` of channel `web` through
+/// the real ingest endpoint; returns (lead id, lead request id).
+pub fn lead_request(server: &TestServer, lead: &Value) -> (String, String) {
+    lead_request_in(server, "web", "src", lead)
 }
 
 /// [`lead_request`] on source `source` of channel `channel`.
-pub fn lead_request_in(db: &Path, channel: &str, source: &str, lead: &Value) -> (String, String) {
-    temporary_sql_lead(db, channel, source, lead)
-}
-
-fn temporary_sql_lead(db: &Path, channel: &str, source: &str, lead: &Value) -> (String, String) {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
-    let lead_id = format!("lead_{}", ulid::Ulid::new());
-    let request_id = format!("lreq_{}", ulid::Ulid::new());
-    let text = |key: &str| lead.get(key).and_then(Value::as_str).map(str::to_string);
-    let known = [
-        "externalId",
-        "firstName",
-        "lastName",
-        "email",
-        "phone",
-        "street",
-        "houseNumber",
-        "postalCode",
-        "city",
-        "country",
-        "consentStatus",
-        "legalBasis",
-        "consentCapturedAt",
-        "consentTextVersion",
-        "capturedByExternalId",
-        "capturedByName",
-        "capturedByTeam",
-        "capturedAt",
-        "captureMethod",
-        "capture",
-        "productSlug",
-        "fieldValues",
-    ];
-    let additional: serde_json::Map<String, Value> = lead
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| !known.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let metadata = lead.pointer("/capture/metadata").map(Value::to_string);
-    conn.execute(
-        "INSERT INTO leads (id, source_id, container_id, workspace_id, external_id, first_name,
-            last_name, email, phone, postal_code, city, country, consent_status, legal_basis,
-            consent_captured_at, captured_by_name, captured_at, capture_method,
-            capture_metadata, additional, quality_status, duplicate_status, created_at)
-         VALUES (?1, ?18, ?19, 'ws', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
-            ?14, ?15, ?16, ?17, 'ok', 'unique', 0)",
-        rusqlite::params![
-            lead_id,
-            text("externalId"),
-            text("firstName"),
-            text("lastName"),
-            text("email"),
-            text("phone"),
-            text("postalCode"),
-            text("city"),
-            text("country"),
-            text("consentStatus"),
-            text("legalBasis"),
-            text("consentCapturedAt"),
-            text("capturedByName"),
-            text("capturedAt"),
-            text("captureMethod"),
-            metadata,
-            Value::Object(additional).to_string(),
-            source,
-            channel,
-        ],
+pub fn lead_request_in(
+    server: &TestServer,
+    channel: &str,
+    source: &str,
+    lead: &Value,
+) -> (String, String) {
+    let reply = server.post_json(
+        &format!("/api/webhooks/channels/{channel}/sources/{source}/leads"),
+        lead,
+    );
+    assert_eq!(reply.status, 201, "ingest: {}", reply.text);
+    let item = &reply.json["item"];
+    (
+        item["leadId"].as_str().unwrap().to_string(),
+        item["requestIds"][0].as_str().unwrap().to_string(),
     )
-    .unwrap();
-    conn.execute(
-        "INSERT INTO lead_requests (id, lead_id, position, product_id, field_values, created_at)
-         VALUES (?1, ?2, 0, (SELECT id FROM products WHERE slug = ?4), ?3, 0)",
-        rusqlite::params![
-            request_id,
-            lead_id,
-            lead.get("fieldValues")
-                .cloned()
-                .unwrap_or(json!({}))
-                .to_string(),
-            text("productSlug"),
-        ],
-    )
-    .unwrap();
-    (lead_id, request_id)
 }
 
 /// A minimal lead.
@@ -189,22 +118,22 @@ pub fn simple_lead(n: usize) -> Value {
     json!({"firstName": "Ada", "lastName": format!("Lovelace {n}"), "email": format!("ada{n}@example.org"), "productSlug": "solar"})
 }
 
-/// Runs `leadrelay deliver`; returns its JSON.
-pub fn deliver(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> Value {
+fn deliver_args<'a>(request: &'a str, buyer: &'a str, price: Option<&'a str>) -> Vec<&'a str> {
     let mut args = vec!["deliver", "--request", request, "--buyer", buyer];
     if let Some(price) = price {
         args.extend_from_slice(&["--price", price]);
     }
-    cli_json(db, &args)
+    args
+}
+
+/// Runs `leadrelay deliver`; returns its JSON.
+pub fn deliver(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> Value {
+    cli_json(db, &deliver_args(request, buyer, price))
 }
 
 /// Runs `leadrelay deliver` expecting a refusal; returns its stderr.
 fn refused(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> String {
-    let mut args = vec!["deliver", "--request", request, "--buyer", buyer];
-    if let Some(price) = price {
-        args.extend_from_slice(&["--price", price]);
-    }
-    let output = cli_output(db, &args);
+    let output = cli_output(db, &deliver_args(request, buyer, price));
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -256,9 +185,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     let db = &server.db.path;
     setup(db);
     buyer(db, "b1", &receiver.url("/b1"), Some("25"), &[]);
-    let (lead_id, request_id) = lead_request(
-        db,
-        &json!({
+    let sent = json!({
             "externalId": "crm-1",
             "firstName": "Ada",
             "lastName": "Lovelace",
@@ -277,8 +204,8 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
             "favouriteColour": "green",
             "productSlug": "solar",
             "fieldValues": {"roof": "tile"}
-        }),
-    );
+    });
+    let (lead_id, request_id) = lead_request(&server, &sent);
 
     let delivered = deliver(db, &request_id, "b1", None);
     let transaction_id = delivered["transactionId"].as_str().unwrap().to_string();
@@ -289,7 +216,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
 
     let request = receiver.wait_for_on("/b1", 1, WAIT).remove(0);
     assert_eq!(request.method, "POST");
-    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header_all("content-type"), ["application/json"]);
     assert_eq!(
         request.header("user-agent"),
         Some(format!("leadrelay/{}", env!("CARGO_PKG_VERSION")).as_str())
@@ -369,27 +296,16 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
         json!({"buyerPrice": 25.0, "supplierCost": 4.0, "marginAmount": 21.0})
     );
     assert!(body["pricing"]["buyerPrice"].is_number());
-    assert_eq!(
-        body["lead"],
-        json!({
-            "favouriteColour": "green",
-            "externalId": "crm-1",
-            "firstName": "Ada",
-            "lastName": "Lovelace",
-            "email": "ada@example.org",
-            "phone": "+49 170 1234567",
-            "postalCode": "80331",
-            "city": "München",
-            "country": "DE",
-            "consentStatus": "granted",
-            "legalBasis": "consent",
-            "consentCapturedAt": "2026-01-02T03:04:05Z",
-            "capturedByName": "Field Team",
-            "capturedAt": "2026-01-02T03:00:00Z",
-            "captureMethod": "door",
-            "capture": {"metadata": {"campaign": "spring"}}
-        })
-    );
+    // The lead as sent: person, consent and capture fields, capture metadata and the
+    // additional property; the interest's fields are the event's own.
+    let mut expected_lead = sent.clone();
+    for interest_field in ["productSlug", "fieldValues"] {
+        expected_lead
+            .as_object_mut()
+            .unwrap()
+            .remove(interest_field);
+    }
+    assert_eq!(body["lead"], expected_lead);
     assert_eq!(body["fieldValues"], json!({"roof": "tile"}));
 
     // The 2xx body's externalId becomes the transaction's partnerExternalId.
@@ -431,8 +347,8 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
 
 #[test]
 fn refusals_are_clear_errors_that_write_nothing() {
-    let db = TempDb::new();
-    let db = &db.path;
+    let server = TestServer::start();
+    let db = &server.db.path;
     setup(db);
     let url = "http://127.0.0.1:9/unused";
     buyer(db, "subscribed", url, Some("25"), &[]);
@@ -466,8 +382,8 @@ fn refusals_are_clear_errors_that_write_nothing() {
             url,
         ],
     );
-    let (_, request) = lead_request(db, &simple_lead(1));
-    let (_, taken) = lead_request(db, &simple_lead(2));
+    let (_, request) = lead_request(&server, &simple_lead(1));
+    let (_, taken) = lead_request(&server, &simple_lead(2));
     deliver(db, &taken, "subscribed", None);
 
     let cases: &[(&str, &str, Option<&str>, &str)] = &[
@@ -534,7 +450,7 @@ fn refusals_are_clear_errors_that_write_nothing() {
     // A price makes an unsubscribed buyer deliverable; credit covers a prepaid shortfall.
     let by_price = deliver(db, &request, "unsubscribed", Some("12.50"));
     assert_eq!(by_price["buyerPrice"], json!(12.5));
-    let (_, another) = lead_request(db, &simple_lead(3));
+    let (_, another) = lead_request(&server, &simple_lead(3));
     deliver(db, &another, "prepaid", Some("24.99"));
     let balance: i64 = conn
         .query_row(
@@ -559,8 +475,8 @@ fn refusals_are_clear_errors_that_write_nothing() {
 
 #[test]
 fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cost() {
-    let db = TempDb::new();
-    let db = &db.path;
+    let server = TestServer::start();
+    let db = &server.db.path;
     basic_setup(db);
     cli_json(
         db,
@@ -628,7 +544,7 @@ fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cos
     }
     let mut lead = simple_lead(1);
     lead["productSlug"] = json!("heat");
-    let (_, request) = lead_request_in(db, "multi", "src", &lead);
+    let (_, request) = lead_request_in(&server, "multi", "src", &lead);
 
     let first = deliver(db, &request, "m1", None);
     let second = deliver(db, &request, "m2", None);

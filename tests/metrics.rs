@@ -169,8 +169,9 @@ fn outbox_depth_and_oldest_age_come_from_the_database() {
     ] {
         conn.execute(
             "INSERT INTO outbox_events (id, buyer_id, url, payload, status, next_attempt_at, \
-             created_at) VALUES (?1, 'sunco', 'http://127.0.0.1:9/hook', '{}', ?2, ?3, ?3)",
-            rusqlite::params![id, status, now - age_ms],
+             created_at) VALUES (?1, 'sunco', 'http://127.0.0.1:9/hook', '{}', ?2, ?3, ?4)",
+            // Not due for an hour, so the workers leave them alone during the test.
+            rusqlite::params![id, status, now + 3_600_000, now - age_ms],
         )
         .unwrap();
     }
@@ -215,4 +216,82 @@ fn metrics_off_answers_404_like_an_unknown_path() {
     assert_eq!(reply.status, 404, "{}", reply.text);
     assert_eq!(reply.json["error"]["code"], "not_found");
     assert_eq!(server.get("/api/health").status, 200);
+}
+
+#[test]
+fn ingest_results_are_counted_per_lead() {
+    let server = TestServer::start();
+    crate::util::basic_setup(&server.db.path);
+    server.cli(&[
+        "source",
+        "create",
+        "--channel",
+        "web",
+        "--name",
+        "Landing",
+        "--id",
+        "landing",
+        "--no-secret",
+    ]);
+    let path = "/api/webhooks/channels/web/sources/landing/leads";
+    let lead = |id: &str, email: &str| serde_json::json!({"externalId": id, "firstName": "Jane", "lastName": "Doe", "email": email});
+    let answers = [
+        (lead("a", "a@example.com"), 201),
+        (lead("a", "a@example.com"), 200),
+        (lead("c", "a@example.com"), 201),
+        (serde_json::json!({"firstName": "No last name"}), 400),
+        (
+            serde_json::json!({"leads": [lead("d", "d@example.com"), {"lastName": "No first"}]}),
+            201,
+        ),
+    ];
+    for (body, status) in answers {
+        let reply = server.post_json(path, &body);
+        assert_eq!(reply.status, status, "{body}: {}", reply.text);
+    }
+    let scrape = scrape(&server);
+    for (status, count) in [
+        ("accepted", 2.0),
+        ("duplicate", 1.0),
+        ("idempotent_replay", 1.0),
+        ("rejected", 2.0),
+    ] {
+        let series = format!(r#"leadrelay_ingest_leads_total{{status="{status}"}}"#);
+        assert_eq!(scrape.value(&series), count, "{status}");
+    }
+    assert_eq!(
+        scrape.value(r#"leadrelay_http_requests_total{endpoint="channel_ingest",status="201"}"#),
+        3.0
+    );
+}
+
+#[test]
+fn delivery_attempts_are_counted_by_outcome() {
+    use crate::delivery::{WAIT, buyer, deliver, fast_options, lead_request, setup, simple_lead};
+    use crate::util::receiver::{Answer, Receiver};
+
+    let server = TestServer::start_with(TempDb::new(), fast_options());
+    let receiver = Receiver::start();
+    receiver.answer_sequence("/hook", vec![Answer::status(503), Answer::ok()]);
+    let db = &server.db.path;
+    setup(db);
+    buyer(db, "b", &receiver.url("/hook"), Some("25"), &[]);
+    let (_, request) = lead_request(&server, &simple_lead(1));
+    deliver(db, &request, "b", None);
+    crate::util::wait_until(WAIT, "the delivery to be counted", || {
+        scrape(&server).value(r#"leadrelay_deliveries_total{outcome="delivered"}"#) == 1.0
+    });
+    let scrape = scrape(&server);
+    assert_eq!(
+        scrape.value(r#"leadrelay_deliveries_total{outcome="retry"}"#),
+        1.0
+    );
+    assert_eq!(
+        scrape.value(r#"leadrelay_deliveries_total{outcome="failed"}"#),
+        0.0
+    );
+    assert_eq!(
+        scrape.value(r#"leadrelay_outbox_events{status="pending"}"#),
+        0.0
+    );
 }

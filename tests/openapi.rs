@@ -239,3 +239,168 @@ fn health_bodies_have_the_documented_fields() {
         );
     }
 }
+
+/// Checks one object of a real answer against a documented object schema (one level): every
+/// required property is there and every property it has is documented.
+fn assert_documented(doc: &Value, schema: &str, value: &Value) {
+    let schema_value = &doc["components"]["schemas"][schema];
+    let properties = schema_value["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{schema} has no properties"));
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{schema}: not an object: {value}"));
+    for required in schema_value["required"].as_array().into_iter().flatten() {
+        let name = required.as_str().unwrap();
+        assert!(
+            object.contains_key(name),
+            "{schema}: {name} missing in {value}"
+        );
+    }
+    for key in object.keys() {
+        assert!(
+            properties.contains_key(key),
+            "{schema}: {key} is not documented"
+        );
+    }
+}
+
+#[test]
+fn ingest_answers_have_the_documented_fields() {
+    let doc = document();
+    let server = TestServer::start();
+    crate::util::basic_setup(&server.db.path);
+    server.cli(&[
+        "source",
+        "create",
+        "--channel",
+        "web",
+        "--name",
+        "Web",
+        "--id",
+        "s",
+        "--no-secret",
+    ]);
+    let path = "/api/webhooks/channels/web/sources/s/leads";
+    let single = server.post_json(
+        path,
+        &serde_json::json!({"externalId": "a", "firstName": "A", "lastName": "B",
+                            "email": "a@example.com", "productSlug": "solar"}),
+    );
+    assert_eq!(single.status, 201, "{}", single.text);
+    assert_documented(&doc, "IngestSingleResponse", &single.json);
+    assert_documented(&doc, "IngestResultItem", &single.json["item"]);
+    assert_documented(&doc, "IngestFacts", &single.json["item"]["ingest"]);
+
+    let batch = server.post_json(
+        path,
+        &serde_json::json!({"leads": [
+            {"externalId": "b", "firstName": "A", "lastName": "B", "email": "a@example.com"},
+            {"firstName": ""}
+        ]}),
+    );
+    assert_eq!(batch.status, 201, "{}", batch.text);
+    assert_documented(&doc, "BatchResponse", &batch.json);
+    assert_documented(&doc, "BatchSummary", &batch.json["summary"]);
+    let documented_item = doc["components"]["schemas"]["IngestResultItem"]["properties"]
+        .as_object()
+        .unwrap();
+    for item in batch.json["items"].as_array().unwrap() {
+        for key in item.as_object().unwrap().keys() {
+            assert!(key == "index" || documented_item.contains_key(key), "{key}");
+        }
+    }
+    assert_documented(
+        &doc,
+        "DuplicateMatch",
+        &batch.json["items"][0]["ingest"]["duplicateMatch"],
+    );
+    assert_documented(
+        &doc,
+        "ValidationDetail",
+        &batch.json["items"][1]["errors"][0],
+    );
+}
+
+#[test]
+fn the_delivered_event_has_the_documented_fields() {
+    use crate::delivery::{WAIT, buyer, deliver, lead_request, setup, simple_lead};
+    use crate::util::receiver::Receiver;
+
+    let doc = document();
+    let server = TestServer::start();
+    let receiver = Receiver::start();
+    setup(&server.db.path);
+    buyer(
+        &server.db.path,
+        "b",
+        &receiver.url("/hook"),
+        Some("25"),
+        &[],
+    );
+    let (_, request) = lead_request(&server, &simple_lead(1));
+    deliver(&server.db.path, &request, "b", None);
+    let event = receiver.wait_for_on("/hook", 1, WAIT)[0].json();
+    assert_documented(&doc, "LeadDeliveredEvent", &event);
+    for (part, schema) in [
+        ("buyer", "buyer"),
+        ("product", "product"),
+        ("pricing", "pricing"),
+    ] {
+        let documented = &doc["components"]["schemas"]["LeadDeliveredEvent"]["properties"][schema];
+        let keys: BTreeSet<&String> = documented["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        let sent: BTreeSet<&String> = event[part].as_object().unwrap().keys().collect();
+        assert_eq!(keys, sent, "{part}");
+    }
+}
+
+#[test]
+fn lifecycle_answers_have_the_documented_fields() {
+    use crate::delivery::{buyer, deliver, lead_request, setup, simple_lead};
+
+    let doc = document();
+    let server = TestServer::start();
+    let db = &server.db.path;
+    let secret = "buyer-secret-for-the-openapi-test-0123456789";
+    setup(db);
+    buyer(
+        db,
+        "b",
+        "http://127.0.0.1:9/hook",
+        Some("25"),
+        &["--secret", secret],
+    );
+    let (_, request) = lead_request(&server, &simple_lead(1));
+    let transaction = deliver(db, &request, "b", None)["transactionId"].clone();
+
+    let confirmed = server
+        .request("POST", "/api/webhooks/partner-confirmation")
+        .secret(secret)
+        .json(&serde_json::json!({"transactionId": transaction, "status": "acknowledged"}))
+        .send();
+    assert_eq!(confirmed.status, 200, "{}", confirmed.text);
+    assert_documented(&doc, "PartnerConfirmationResponse", &confirmed.json);
+    assert_documented(&doc, "Transaction", &confirmed.json["item"]);
+
+    let pending = server
+        .request("POST", "/api/webhooks/partner-payout-pending")
+        .bearer(secret)
+        .json(&serde_json::json!({"transactionId": transaction}))
+        .send();
+    assert_eq!(pending.status, 200, "{}", pending.text);
+    assert_documented(&doc, "TransactionMoveResponse", &pending.json);
+
+    let refused = server
+        .request("POST", "/api/webhooks/partner-confirmation")
+        .secret(secret)
+        .json(&serde_json::json!({"transactionId": transaction, "status": "rejected"}))
+        .send();
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert_documented(&doc, "PartnerResult", &refused.json);
+    assert_eq!(refused.json["accepted"], false);
+    assert_documented(&doc, "ErrorObject", &refused.json["error"]);
+}

@@ -27,10 +27,11 @@ fn started(path: &str) -> (TestServer, Receiver) {
     (server, receiver)
 }
 
-/// Delivers a fresh lead request to `buyer_id`; returns (transaction id, event id).
-fn new_delivery(db: &Path, n: usize, buyer_id: &str) -> (String, String) {
-    let (_, request) = lead_request(db, &simple_lead(n));
-    let delivered = deliver(db, &request, buyer_id, None);
+/// Ingests a fresh lead and delivers its request to `buyer_id` with the CLI; returns
+/// (transaction id, event id).
+fn new_delivery(server: &TestServer, n: usize, buyer_id: &str) -> (String, String) {
+    let (_, request) = lead_request(server, &simple_lead(n));
+    let delivered = deliver(&server.db.path, &request, buyer_id, None);
     (
         delivered["transactionId"].as_str().unwrap().to_string(),
         delivered["eventId"].as_str().unwrap().to_string(),
@@ -61,7 +62,7 @@ fn retryable_answers_are_retried_with_the_same_id_until_delivered() {
             Answer::ok().json(&json!({"partnerExternalId": "P-9"})),
         ],
     );
-    let (transaction_id, event_id) = new_delivery(db, 1, "b");
+    let (transaction_id, event_id) = new_delivery(&server, 1, "b");
 
     let shown = wait_for_status(db, &event_id, "delivered");
     let requests = receiver.requests_to("/flaky");
@@ -118,6 +119,13 @@ fn retryable_answers_are_retried_with_the_same_id_until_delivered() {
     let transaction = cli_json(db, &["transaction", "show", &transaction_id]);
     assert_eq!(transaction["deliveryStatus"], "sent");
     assert_eq!(transaction["partnerExternalId"], "P-9");
+
+    // Every recorded attempt is counted by its outcome.
+    let metrics = server.get("/metrics").text;
+    for (outcome, count) in [("retry", 3), ("delivered", 1), ("failed", 0)] {
+        let line = format!("leadrelay_deliveries_total{{outcome=\"{outcome}\"}} {count}");
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
 }
 
 #[test]
@@ -142,7 +150,7 @@ fn other_4xx_and_redirects_fail_at_once() {
         let id = format!("b{n}");
         receiver.answer(path, answer);
         buyer(db, &id, &receiver.url(path), Some("25"), &[]);
-        events.push((path, new_delivery(db, n, &id)));
+        events.push((path, new_delivery(&server, n, &id)));
     }
     for (path, (transaction_id, event_id)) in &events {
         let shown = wait_for_status(db, event_id, "failed");
@@ -176,7 +184,7 @@ fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
     let (server, receiver) = started("/down");
     let db = &server.db.path;
     receiver.answer("/down", Answer::status(500));
-    let (transaction_id, event_id) = new_delivery(db, 1, "b");
+    let (transaction_id, event_id) = new_delivery(&server, 1, "b");
 
     let shown = wait_for_status(db, &event_id, "failed");
     // The first attempt and one per step of the 200ms,200ms,200ms schedule.
@@ -238,8 +246,8 @@ fn timeouts_and_refused_connections_are_retried() {
     drop(closed);
     buyer(db, "refused", &refused_url, Some("25"), &[]);
 
-    let (_, slow_event) = new_delivery(db, 1, "slow");
-    let (_, refused_event) = new_delivery(db, 2, "refused");
+    let (_, slow_event) = new_delivery(&server, 1, "slow");
+    let (_, refused_event) = new_delivery(&server, 2, "refused");
 
     let shown = wait_for_status(db, &slow_event, "delivered");
     let log = shown["attemptLog"].as_array().unwrap();
@@ -273,8 +281,8 @@ fn health_reports_pending_and_failed_counts_and_the_oldest_pending_age() {
     receiver.answer("/never", Answer::status(400));
     buyer(db, "later", &receiver.url("/later"), Some("25"), &[]);
     buyer(db, "never", &receiver.url("/never"), Some("25"), &[]);
-    let (_, later) = new_delivery(db, 1, "later");
-    let (_, never) = new_delivery(db, 2, "never");
+    let (_, later) = new_delivery(&server, 1, "later");
+    let (_, never) = new_delivery(&server, 2, "never");
     wait_for_status(db, &never, "failed");
     wait_until(WAIT, "the first attempt of the pending event", || {
         event(db, &later)["attempts"] == 1
@@ -300,9 +308,11 @@ fn a_slow_buyer_does_not_delay_the_others() {
     receiver.answer("/slow", Answer::ok().delay(Duration::from_secs(20)));
     buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
     buyer(db, "fast", &receiver.url("/fast"), Some("25"), &[]);
-    let slow: Vec<String> = (0..6).map(|n| new_delivery(db, n, "slow").1).collect();
+    let slow: Vec<String> = (0..6).map(|n| new_delivery(&server, n, "slow").1).collect();
     receiver.wait_for_on("/slow", 3, WAIT);
-    let fast: Vec<String> = (10..16).map(|n| new_delivery(db, n, "fast").1).collect();
+    let fast: Vec<String> = (10..16)
+        .map(|n| new_delivery(&server, n, "fast").1)
+        .collect();
 
     for id in &fast {
         wait_for_status(db, id, "delivered");
@@ -326,8 +336,7 @@ fn a_slow_buyer_does_not_delay_the_others() {
 fn stopping_finishes_the_current_attempt_and_releases_unsent_claims() {
     let (server, receiver) = started("/slowish");
     receiver.answer("/slowish", Answer::ok().delay(Duration::from_millis(700)));
-    let db = server.db.path.clone();
-    let events: Vec<String> = (0..5).map(|n| new_delivery(&db, n, "b").1).collect();
+    let events: Vec<String> = (0..5).map(|n| new_delivery(&server, n, "b").1).collect();
     receiver.wait_for_on("/slowish", 3, WAIT);
 
     let db = server.stop();
@@ -392,11 +401,7 @@ fn spawn_server(db: &Path) -> (Child, String) {
 
 #[test]
 fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
-    let db = TempDb::new();
-    let path = &db.path;
     let receiver = Receiver::start();
-    setup(path);
-    buyer(path, "b", &receiver.url("/crash"), Some("25"), &[]);
     // The first calls hang (in flight when the server dies); later ones answer at once.
     receiver.answer_sequence(
         "/crash",
@@ -407,7 +412,31 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
             Answer::ok(),
         ],
     );
-    let events: Vec<String> = (0..20).map(|n| new_delivery(path, n, "b").1).collect();
+    // The leads come in through the real ingest endpoint; the deliveries are made while no
+    // server runs, so all 20 events are pending when the binary starts.
+    let ingesting = TestServer::start();
+    setup(&ingesting.db.path);
+    buyer(
+        &ingesting.db.path,
+        "b",
+        &receiver.url("/crash"),
+        Some("25"),
+        &[],
+    );
+    let requests: Vec<String> = (0..20)
+        .map(|n| lead_request(&ingesting, &simple_lead(n)).1)
+        .collect();
+    let db = ingesting.stop();
+    let path = &db.path;
+    let events: Vec<String> = requests
+        .iter()
+        .map(|request| {
+            deliver(path, request, "b", None)["eventId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
 
     let (mut first, _) = spawn_server(path);
     receiver.wait_for_on("/crash", 3, WAIT);

@@ -227,7 +227,13 @@ fn the_deb_metadata_ships_files_that_exist() {
         let path = root().join("packaging/debian").join(script);
         let text = read(&format!("packaging/debian/{script}"));
         assert!(text.starts_with("#!/bin/sh\n"), "{script}");
-        assert!(text.contains("#DEBHELPER#"), "{script} lacks #DEBHELPER#");
+        // cargo-deb replaces every occurrence, comments included: exactly one, on its own
+        // line, where the systemd snippets are to run.
+        assert_eq!(text.matches("#DEBHELPER#").count(), 1, "{script}");
+        assert!(
+            text.lines().any(|line| line == "#DEBHELPER#"),
+            "{script}: #DEBHELPER# is not on its own line"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

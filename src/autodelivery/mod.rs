@@ -22,9 +22,26 @@ pub mod filters;
 pub mod lead;
 pub mod schedule;
 pub mod select;
+#[cfg(test)]
+mod testing;
 
+use jiff::tz::TimeZone;
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::json;
+
+use crate::config::container::DeliveryMode;
+use crate::config::product::FieldDef;
 use crate::db::DbError;
+use crate::delivery::{self, DeliveryError, DeliveryOrder};
 use crate::http::ApiError;
+use caps::Windows;
+use decision::{AutoDelivery, Delivery, Outcome, RequestDecision};
+use eligibility::{Candidate, Reason};
+use evaluator::Weights;
+use lead::{Interest, Lead};
+
+/// Who auto-delivery's transactions name as their creator in the history.
+pub const ACTOR: &str = "auto-delivery";
 
 /// Errors that stop auto-delivery, and with it the ingest job it runs in. A buyer who is not
 /// eligible, or a delivery that is refused, is a decision, not an error.
@@ -64,6 +81,17 @@ impl From<rusqlite::Error> for AutoDeliveryError {
     }
 }
 
+impl From<AutoDeliveryError> for crate::ingest::IngestError {
+    fn from(e: AutoDeliveryError) -> Self {
+        match e {
+            AutoDeliveryError::Db(db) => crate::ingest::IngestError::Db(db),
+            missing @ AutoDeliveryError::Missing { .. } => {
+                crate::ingest::IngestError::Internal(missing.to_string())
+            }
+        }
+    }
+}
+
 impl From<AutoDeliveryError> for ApiError {
     fn from(e: AutoDeliveryError) -> ApiError {
         match e {
@@ -74,4 +102,250 @@ impl From<AutoDeliveryError> for ApiError {
             }
         }
     }
+}
+
+/// Evaluates every interest of `lead_id` that asked for automated delivery, delivers where
+/// the rules allow, stores each decision on its lead request, and returns the ingest
+/// result's `autoDelivery`; `None` when no interest asked for it.
+///
+/// Runs inside the ingest writer job right after the lead and its interests are written,
+/// so the caps, balances and earlier transactions it reads cannot change before its
+/// deliveries are written. The interests are decided one after another: a delivery for the
+/// first counts against the caps and balance the second sees. `now_ms` is the moment that
+/// schedules and cap windows are taken at.
+///
+/// The caller pokes the outbox notifier after the job commits when
+/// [`AutoDelivery::delivered`] is more than zero.
+pub fn run_for_lead(
+    conn: &Connection,
+    lead_id: &str,
+    now_ms: i64,
+) -> Result<Option<AutoDelivery>, AutoDeliveryError> {
+    let missing = |kind: &'static str, id: &str| AutoDeliveryError::Missing {
+        kind,
+        id: id.to_string(),
+    };
+    let (lead, interests) = lead::load(conn, lead_id)?.ok_or_else(|| missing("lead", lead_id))?;
+    if interests.is_empty() {
+        return Ok(None);
+    }
+    let settings = Settings::load(conn, &lead.container_id, now_ms)?
+        .ok_or_else(|| missing("container", &lead.container_id))?;
+    let mut requests = Vec::with_capacity(interests.len());
+    for interest in &interests {
+        let decision = decide(conn, &lead, interest, &settings)?;
+        decision::store(conn, &decision)?;
+        requests.push(decision);
+    }
+    Ok(Some(AutoDelivery { requests }))
+}
+
+/// What a decision depends on besides the lead: the container's delivery settings, the
+/// workspace's time zone and evaluator weights (read once per lead, in one query), and the
+/// moment with its cap windows.
+struct Settings {
+    auto_delivery: bool,
+    mode: DeliveryMode,
+    max_buyers: i64,
+    threshold: i64,
+    tz: TimeZone,
+    weights: Weights,
+    now_ms: i64,
+    windows: Windows,
+}
+
+impl Settings {
+    fn load(
+        conn: &Connection,
+        container_id: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<Option<Settings>> {
+        let row = conn
+            .prepare_cached(
+                "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
+                        w.id, w.timezone, w.evaluator_weights
+                 FROM containers c JOIN workspaces w ON w.id = c.workspace_id
+                 WHERE c.id = ?1",
+            )?
+            .query_row([container_id], |row| {
+                Ok((
+                    row.get::<_, bool>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, Option<String>>(6)?,
+                ))
+            })
+            .optional()?;
+        let Some((auto_delivery, mode, max_buyers, threshold, workspace_id, zone, weights)) = row
+        else {
+            return Ok(None);
+        };
+        // The zone was checked when the workspace was created; a name the bundled database
+        // no longer knows counts in UTC rather than stopping ingest.
+        let tz = TimeZone::get(&zone).unwrap_or_else(|_| {
+            log::warn!("workspace {workspace_id}: unknown time zone '{zone}', counting in UTC");
+            TimeZone::UTC
+        });
+        Ok(Some(Settings {
+            auto_delivery,
+            mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+            max_buyers,
+            threshold,
+            weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
+            windows: Windows::at(now_ms, &tz),
+            tz,
+            now_ms,
+        }))
+    }
+}
+
+/// The names of the required fields of `product_id`; `None` when there is no such product.
+fn required_fields(conn: &Connection, product_id: &str) -> rusqlite::Result<Option<Vec<String>>> {
+    let fields: Option<String> = conn
+        .prepare_cached("SELECT fields FROM products WHERE id = ?1")?
+        .query_row([product_id], |row| row.get(0))
+        .optional()?;
+    Ok(fields.map(|fields| {
+        // Written by `product create` from checked definitions.
+        serde_json::from_str::<Vec<FieldDef>>(&fields)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f.required)
+            .map(|f| f.name)
+            .collect()
+    }))
+}
+
+/// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
+fn decide(
+    conn: &Connection,
+    lead: &Lead,
+    interest: &Interest,
+    settings: &Settings,
+) -> Result<RequestDecision, AutoDeliveryError> {
+    let stop = |outcome, evaluation, candidates| RequestDecision {
+        request_id: interest.id.clone(),
+        outcome,
+        evaluation,
+        deliveries: Vec::new(),
+        candidates,
+        decided_at: settings.now_ms,
+    };
+    if interest.routing_ready == Some(false) {
+        return Ok(stop(Outcome::NotRoutingReady, None, Vec::new()));
+    }
+    if lead.duplicate_status == "review" {
+        return Ok(stop(Outcome::DuplicateReview, None, Vec::new()));
+    }
+    if lead.quality_status == "invalid" {
+        return Ok(stop(Outcome::QualityInvalid, None, Vec::new()));
+    }
+    if !settings.auto_delivery {
+        return Ok(stop(Outcome::AutoDeliveryDisabled, None, Vec::new()));
+    }
+
+    let required =
+        required_fields(conn, &interest.product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
+            kind: "product",
+            id: interest.product_id.clone(),
+        })?;
+    let required: Vec<&str> = required.iter().map(String::as_str).collect();
+    let features = features::extract(lead, interest, &required);
+    let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
+    if !evaluation.passed {
+        return Ok(stop(
+            Outcome::ScoreBelowThreshold,
+            Some(evaluation),
+            Vec::new(),
+        ));
+    }
+
+    let mut candidates = eligibility::candidates(
+        conn,
+        &eligibility::Context {
+            lead,
+            interest,
+            tz: &settings.tz,
+            now_ms: settings.now_ms,
+            windows: &settings.windows,
+        },
+    )?;
+    select::rank(&mut candidates);
+    let deliveries = take(conn, interest, settings, &mut candidates)?;
+    Ok(RequestDecision {
+        request_id: interest.id.clone(),
+        outcome: if deliveries.is_empty() {
+            Outcome::NoEligibleBuyer
+        } else {
+            Outcome::Delivered
+        },
+        evaluation: Some(evaluation),
+        deliveries,
+        candidates,
+        decided_at: settings.now_ms,
+    })
+}
+
+/// Delivers to the eligible candidates in rank order: one in exclusive mode, up to the
+/// container's maximum in multi mode. A delivery refused for this buyer moves on to the
+/// next; one refused for the request (it is full) ends the round.
+fn take(
+    conn: &Connection,
+    interest: &Interest,
+    settings: &Settings,
+    candidates: &mut [Candidate],
+) -> Result<Vec<Delivery>, AutoDeliveryError> {
+    let wanted = match settings.mode {
+        DeliveryMode::Exclusive => 1,
+        DeliveryMode::Multi => settings.max_buyers.max(1) as usize,
+    };
+    let mut deliveries = Vec::new();
+    let mut request_full = false;
+    for candidate in candidates
+        .iter_mut()
+        .filter(|c| c.reason == Reason::Eligible)
+    {
+        if request_full || deliveries.len() >= wanted {
+            candidate.reason = Reason::NotSelected;
+            continue;
+        }
+        let order = DeliveryOrder {
+            lead_request_id: &interest.id,
+            buyer_id: &candidate.buyer_id,
+            price_cents: Some(candidate.price_cents),
+            actor: ACTOR,
+        };
+        match delivery::deliver(conn, &order) {
+            Ok(delivered) => {
+                candidate.reason = Reason::Selected;
+                deliveries.push(Delivery {
+                    transaction_id: delivered.transaction_id,
+                    buyer_id: delivered.buyer_id,
+                    price_cents: delivered.buyer_price_cents,
+                    mode: delivered.delivery_mode,
+                });
+            }
+            Err(DeliveryError::Db(e)) => return Err(AutoDeliveryError::Db(e)),
+            Err(refused) => {
+                log::warn!(
+                    "auto-delivery of {} to {}: delivery refused: {refused}",
+                    interest.id,
+                    candidate.buyer_id
+                );
+                request_full = matches!(
+                    refused,
+                    DeliveryError::AlreadyDelivered { .. }
+                        | DeliveryError::MaxBuyersReached { .. }
+                        | DeliveryError::LeadNotActive { .. }
+                );
+                candidate.reason = Reason::DeliveryRefused;
+                candidate.detail =
+                    Some(json!({"code": refused.code(), "message": refused.to_string()}));
+            }
+        }
+    }
+    Ok(deliveries)
 }

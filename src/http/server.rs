@@ -155,6 +155,10 @@ fn serve_connection(
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .max_buf_size(64 * 1024)
+        // A client may shut down its write side once its request is sent (HTTP/1.0 style
+        // clients, some proxies); it must still get its answer, or it cannot tell whether
+        // its leads were stored. Without this, hyper drops the connection at the EOF.
+        .half_close(true)
         .serve_connection(TokioIo::new(stream), service)
 }
 

@@ -14,7 +14,7 @@ use super::IngestError;
 use super::catalog::{self, Catalog, References};
 use super::problem::Problem;
 use super::quality;
-use super::result::{self, Answer, ItemFacts, Status};
+use super::result::{self, Answer, ItemFacts};
 use super::shape::{self, Item, Shape};
 use super::store::{self, Outcome, PreparedLead, Target};
 use super::validate;
@@ -50,10 +50,27 @@ pub async fn handle(
     let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(Target::of(&source));
     let (status, answer) = match shape {
-        Shape::Single(item) => ingest_single(state, target, *item).await?,
+        Shape::Single(item) => {
+            let answered = ingest_single(state, target, *item).await;
+            // A single lead that fails validation is answered 400; it still counts as a
+            // lead received and rejected.
+            if matches!(answered, Err(IngestError::Invalid { .. })) {
+                state
+                    .metrics
+                    .ingest_result(result::Status::Rejected.as_str());
+            }
+            answered?
+        }
         Shape::Batch(items) => ingest_batch(state, target, items).await?,
     };
     Ok(response::json_bytes(status, answer))
+}
+
+/// Counts every lead's result status (once per lead) for `/metrics`.
+fn count_results(metrics: &crate::metrics::Metrics, answers: &[Answer]) {
+    for answer in answers {
+        metrics.ingest_result(answer.status().as_str());
+    }
 }
 
 /// The enabled source named by the path, in the container the path names; anything else
@@ -147,13 +164,16 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
-/// Stores `leads` in one writer job; answers after the commit.
+/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery
+/// wrote in that job are committed now, so the outbox workers are woken to send them at
+/// once rather than at their next poll.
 async fn write(
-    db: &Db,
+    state: &AppState,
     target: Arc<Target>,
     leads: Vec<PreparedLead>,
 ) -> Result<Vec<Outcome>, IngestError> {
-    let (outcomes, leads) = db
+    let (outcomes, leads) = state
+        .db
         .write(move |conn| {
             let outcomes = store::store_all(conn, &target, &leads, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
@@ -162,6 +182,12 @@ async fn write(
         })
         .await?;
     drop(leads);
+    if outcomes
+        .iter()
+        .any(|o| matches!(o, Outcome::Created { auto_delivered, .. } if *auto_delivered > 0))
+    {
+        state.outbox.notify();
+    }
     Ok(outcomes)
 }
 
@@ -170,21 +196,19 @@ async fn ingest_single(
     target: Arc<Target>,
     item: Item,
 ) -> Result<(StatusCode, Vec<u8>), IngestError> {
-    let catalog = load_catalog(&state.db, &target, std::slice::from_ref(&item))?;
+    let db = &state.db;
+    let catalog = load_catalog(db, &target, std::slice::from_ref(&item))?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
-        Prepared::Invalid { problems, .. } => {
-            state.metrics.ingest_result(Status::Rejected.as_str());
-            return Err(IngestError::lead_invalid(problems));
-        }
+        Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
     };
-    let outcome = write(&state.db, target.clone(), vec![lead])
+    let outcome = write(state, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
     let created = outcome.created();
     let answer = outcome.into_answer(&target);
-    state.metrics.ingest_result(answer.status().as_str());
+    count_results(&state.metrics, std::slice::from_ref(&answer));
     Ok(result::single(&target, &answer, created))
 }
 
@@ -193,7 +217,8 @@ async fn ingest_batch(
     target: Arc<Target>,
     items: Vec<Item>,
 ) -> Result<(StatusCode, Vec<u8>), IngestError> {
-    let catalog = load_catalog(&state.db, &target, &items)?;
+    let db = &state.db;
+    let catalog = load_catalog(db, &target, &items)?;
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
@@ -214,7 +239,7 @@ async fn ingest_batch(
         }
     }
     if !valid.is_empty() {
-        let outcomes = write(&state.db, target.clone(), valid).await?;
+        let outcomes = write(state, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
             answers[position] = Some(outcome.into_answer(&target));
         }
@@ -225,8 +250,6 @@ async fn ingest_batch(
             answer.ok_or_else(|| IngestError::Internal("a batch item was not answered".into()))
         })
         .collect::<Result<_, _>>()?;
-    for answer in &answers {
-        state.metrics.ingest_result(answer.status().as_str());
-    }
+    count_results(&state.metrics, &answers);
     Ok(result::batch(&target, &answers))
 }

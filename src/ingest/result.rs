@@ -154,7 +154,7 @@ pub enum Answer {
 }
 
 impl Answer {
-    /// The lead's status in the answer.
+    /// The per-lead status this answer reports.
     pub fn status(&self) -> Status {
         match self {
             Answer::Fresh(facts) => facts.status,
@@ -260,7 +260,11 @@ pub fn single(target: &Target, answer: &Answer, created: bool) -> (StatusCode, V
 pub fn batch(target: &Target, answers: &[Answer]) -> (StatusCode, Vec<u8>) {
     let mut summary = [0usize; 4];
     for answer in answers {
-        summary[answer.status() as usize] += 1;
+        let status = match answer {
+            Answer::Fresh(facts) => facts.status,
+            Answer::Replay(_) => Status::IdempotentReplay,
+        };
+        summary[status as usize] += 1;
     }
     struct Body<'a> {
         target: &'a Target,

@@ -119,7 +119,12 @@ pub struct StoredLead {
 pub enum Outcome {
     /// Stored: accepted, or a duplicate kept for review. `item` is the answer, also saved
     /// in `leads.result`.
-    Created { item: ItemFacts, lead: StoredLead },
+    Created {
+        item: ItemFacts,
+        lead: StoredLead,
+        /// Transactions auto-delivery created for it; the outbox is woken when any were.
+        auto_delivered: usize,
+    },
     /// The source has a lead with this externalId already: its first answer (`result`).
     Replay {
         lead_id: String,
@@ -279,10 +284,22 @@ fn store_one(
         requests,
         created_at: now,
     };
-    // Auto-delivery (DESIGN.md section 5) belongs here: for each stored lead, inside this
-    // same writer job, so that caps and balances cannot race. It decides from `stored`,
-    // sets `item.auto_delivery` and saves the item again with `save_result`.
-    Ok(Outcome::Created { item, lead: stored })
+    // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
+    // caps and balances cannot race; its decision joins the answer saved for replays.
+    let mut item = item;
+    let mut auto_delivered = 0;
+    if stored.requests.iter().any(|r| r.trigger_auto_delivery)
+        && let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored.lead_id, now)?
+    {
+        auto_delivered = auto.delivered();
+        item.auto_delivery = Some(auto.to_json());
+        save_result(conn, target, &stored.lead_id, &item)?;
+    }
+    Ok(Outcome::Created {
+        item,
+        lead: stored,
+        auto_delivered,
+    })
 }
 
 fn insert_lead(

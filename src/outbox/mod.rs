@@ -52,7 +52,8 @@ impl Default for WorkerConfig {
     }
 }
 
-/// Wakes the workers when new events were committed, and counts what they did.
+/// Wakes the workers when new events were committed, and counts what they did (read by
+/// `GET /metrics`).
 ///
 /// Cheap to clone; every clone talks to the same workers. Code in the server process that
 /// writes events (auto-delivery during ingest) calls [`Notifier::notify`] after its write
@@ -87,7 +88,7 @@ struct Inbox {
     stopping: bool,
 }
 
-/// Attempts recorded since the workers started, by what they did to their event.
+/// Attempts recorded by the workers of this notifier, by what they did to their event.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeliveryCounts {
     pub delivered: u64,

@@ -74,6 +74,14 @@ pub enum Admit {
 /// be at their limit, so one buyer's backlog cannot hide everyone else's due events.
 const CLAIM_ROUNDS: usize = 4;
 
+/// What a claim took, and whether due events may be left behind (the limit was reached,
+/// or a buyer was at its limit), so the claimer knows to claim again when places free up.
+#[derive(Debug, Default)]
+pub struct Claim {
+    pub events: Vec<Claimed>,
+    pub more_due: bool,
+}
+
 /// Claims up to `limit` events that are due at `now` and not leased (or whose lease ran
 /// out: a crashed or stuck claim), oldest due first, leasing them until `lease_until`.
 /// `admit` decides each candidate in order.
@@ -83,8 +91,9 @@ pub fn claim(
     lease_until: i64,
     limit: usize,
     mut admit: impl FnMut(&str, &str) -> Admit,
-) -> rusqlite::Result<Vec<Claimed>> {
+) -> rusqlite::Result<Claim> {
     let mut claimed: Vec<Claimed> = Vec::new();
+    let mut more_due = false;
     let mut seen: HashSet<String> = HashSet::new();
     let mut full_buyers: Vec<String> = Vec::new();
     for _ in 0..CLAIM_ROUNDS {
@@ -130,6 +139,7 @@ pub fn claim(
         let mut new_full = false;
         for mut candidate in candidates {
             if claimed.len() == limit {
+                more_due = true;
                 break;
             }
             if !seen.insert(candidate.id.clone()) || full_buyers.contains(&candidate.buyer_id) {
@@ -147,16 +157,26 @@ pub fn claim(
                 }
                 Admit::Skip => {}
                 Admit::SkipBuyer => {
+                    more_due = true;
                     full_buyers.push(candidate.buyer_id);
                     new_full = true;
                 }
             }
         }
         if exhausted || !new_full {
+            if !exhausted {
+                more_due = true;
+            }
             break;
         }
     }
-    Ok(claimed)
+    if claimed.len() == limit {
+        more_due = true;
+    }
+    Ok(Claim {
+        events: claimed,
+        more_due,
+    })
 }
 
 /// Extends the leases of events still in flight here (queued behind a slow buyer, or being
@@ -558,3 +578,7 @@ pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError
     }
     find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -28,7 +28,8 @@ pub struct Workers {
     coordinator: Option<JoinHandle<()>>,
 }
 
-/// Starts the coordinator and `config.senders` sender threads on `db`.
+/// Starts the coordinator and `config.senders` sender threads on `db`. Each recorded
+/// attempt is counted on `notifier` by its outcome.
 pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Result<Workers> {
     notifier.set_stopping(false);
     let senders = config.senders.max(1);
@@ -45,14 +46,16 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
                 .name(format!("outbox-sender-{index}"))
                 .spawn(move || {
                     while let Some(event) = queue.take(per_buyer_sending) {
-                        let attempt = sender.send(&event);
+                        let attempt = send_catching_panics(&sender, &event);
                         queue.done(&event.buyer_id);
                         notifier.finished(attempt);
                     }
                 })?,
         );
     }
-    let capacity = (senders * 16).max(64);
+    // Deep enough that one round (one commit) hands the senders plenty of work, so the
+    // commit latency does not bound throughput.
+    let capacity = (senders * 64).max(256);
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
@@ -60,7 +63,7 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
         senders: threads,
         in_flight: HashMap::new(),
         capacity,
-        per_buyer_in_flight: (capacity / 4).max(1),
+        per_buyer_in_flight: (capacity / 2).max(1),
         lease: lease_for(config.request_timeout),
         config,
     };
@@ -96,6 +99,28 @@ impl Drop for Workers {
     }
 }
 
+/// Sends `event`; a panic in the sender becomes an attempt to retry, so the event is never
+/// left held by this process with nobody sending it.
+fn send_catching_panics(sender: &Sender, event: &Claimed) -> Attempt {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.send(event))) {
+        Ok(attempt) => attempt,
+        Err(_) => {
+            log::error!("outbox: sending event {} panicked", event.id);
+            Attempt {
+                event_id: event.id.clone(),
+                claim: event.claim,
+                url: event.url.clone(),
+                started_at: crate::clock::now_ms(),
+                duration_ms: 0,
+                http_status: None,
+                error: Some("internal error while sending".into()),
+                response_excerpt: None,
+                verdict: store::Verdict::Retry { retry_after: None },
+            }
+        }
+    }
+}
+
 /// How long a claim holds an event: longer than one attempt can take, with room for a
 /// busy database, and short enough that after a crash the events go out again soon.
 fn lease_for(request_timeout: Duration) -> Duration {
@@ -121,8 +146,8 @@ struct Coordinator {
     in_flight: HashMap<String, Held>,
     /// The most events in flight here (queued or being sent).
     capacity: usize,
-    /// The most events of one buyer in flight here, so a slow buyer's backlog leaves room
-    /// in the queue for the others.
+    /// The most events of one buyer in flight here, so a slow buyer's backlog leaves half
+    /// the queue to the others.
     per_buyer_in_flight: usize,
     lease: Duration,
     config: WorkerConfig,
@@ -182,13 +207,19 @@ impl Coordinator {
                 continue;
             }
             match self.write_round(&round) {
-                Ok(claimed) => {
-                    // A full claim may have left more due events behind; a wish to claim
-                    // with no free place waits for the next round with one.
-                    if round.claim > 0 {
-                        want_claim = claimed.len() == round.claim;
+                Ok((claim, rescheduled)) => {
+                    if rescheduled {
+                        // Look up when the rescheduled events fall due, rather than finding
+                        // out at the next poll.
+                        next_poll = Instant::now();
                     }
-                    self.queue.push(claimed);
+                    // Due events left behind (no place, or their buyer at its limit) are
+                    // claimed in the next round, which the next finished attempt starts; a
+                    // wish to claim with no free place waits for a round with one.
+                    if round.claim > 0 {
+                        want_claim = claim.more_due;
+                    }
+                    self.queue.push(claim.events);
                 }
                 Err(e) => {
                     log::warn!("outbox: recording and claiming failed, trying again: {e}");
@@ -223,7 +254,8 @@ impl Coordinator {
     }
 
     /// Runs one round as one write job and updates what is in flight here.
-    fn write_round(&mut self, round: &Round) -> Result<Vec<Claimed>, DbError> {
+    /// Returns the claim and whether an event was rescheduled.
+    fn write_round(&mut self, round: &Round) -> Result<(store::Claim, bool), DbError> {
         let finished = round.finished.clone();
         let renew = round.renew.clone();
         let claim = round.claim;
@@ -263,10 +295,11 @@ impl Coordinator {
                     Admit::Take
                 })?
             } else {
-                Vec::new()
+                store::Claim::default()
             };
             Ok::<_, DbError>((outcomes, claimed, now))
         })?;
+        let rescheduled = outcomes.contains(&Some(Outcome::Retry));
         for (attempt, outcome) in round.finished.iter().zip(outcomes) {
             if let Some(outcome) = outcome {
                 self.notifier.count(outcome);
@@ -298,7 +331,7 @@ impl Coordinator {
                 held.lease_end = now + lease;
             }
         }
-        for event in &claimed {
+        for event in &claimed.events {
             self.in_flight.insert(
                 event.id.clone(),
                 Held {
@@ -308,7 +341,7 @@ impl Coordinator {
                 },
             );
         }
-        Ok(claimed)
+        Ok((claimed, rescheduled))
     }
 
     /// Lets the senders finish their current attempts, records them, and releases the
@@ -325,15 +358,21 @@ impl Coordinator {
         let schedule = self.config.retry_schedule.clone();
         let recorded = self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
+            let mut outcomes = Vec::with_capacity(finished.len());
             for attempt in &finished {
-                store::record(conn, attempt, &schedule, now)?;
+                outcomes.push(store::record(conn, attempt, &schedule, now)?);
             }
             store::release(conn, &release)?;
-            Ok::<_, DbError>(())
+            Ok::<_, DbError>(outcomes)
         });
-        if let Err(e) = recorded {
+        match recorded {
+            Ok(outcomes) => {
+                for outcome in outcomes.into_iter().flatten() {
+                    self.notifier.count(outcome);
+                }
+            }
             // The leases run out and the events are sent again: at least once still holds.
-            log::warn!("outbox: recording the last attempts at shutdown failed: {e}");
+            Err(e) => log::warn!("outbox: recording the last attempts at shutdown failed: {e}"),
         }
         log::debug!("outbox workers stopped");
     }
