@@ -448,6 +448,14 @@ fn a_batch_stores_good_items_and_rejects_bad_ones_with_their_errors() {
         assert!(items[good].get("errors").is_none());
     }
     assert_eq!(items[2]["requestIds"].as_array().unwrap().len(), 1);
+    // A batch item's raw body is the item's JSON.
+    let stored = server.cli(&[
+        "lead",
+        "show",
+        items[2]["leadId"].as_str().unwrap(),
+        "--body",
+    ]);
+    assert_eq!(stored["body"], body["leads"][2]);
     let errors = |index: usize| -> Vec<(String, String)> {
         items[index]["errors"]
             .as_array()
