@@ -217,9 +217,10 @@ CREATE TABLE transactions (
 CREATE INDEX transactions_request ON transactions(lead_request_id);
 CREATE INDEX transactions_lead ON transactions(lead_id);
 CREATE INDEX transactions_buyer_created ON transactions(buyer_id, created_at);
--- Covers the daily and monthly cap counts of auto-delivery (buyer, product, time window,
--- live status) without reading the table.
-CREATE INDEX transactions_buyer_product_created ON transactions(buyer_id, product_id, created_at, status);
+-- The live transactions of a buyer and product by time: auto-delivery's daily and monthly
+-- cap counts read only this (covering) index; a rejection or cancellation drops the entry.
+CREATE INDEX transactions_live_by_buyer_product ON transactions(buyer_id, product_id, created_at, status)
+    WHERE status NOT IN ('rejected', 'cancelled');
 CREATE INDEX transactions_partner_external ON transactions(partner_external_id) WHERE partner_external_id IS NOT NULL;
 
 CREATE TABLE transaction_history (

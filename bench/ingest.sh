@@ -5,7 +5,7 @@
 #   bench/ingest.sh                 # build, then run both loads (10 s each)
 #   DURATION=30s bench/ingest.sh    # longer runs
 #
-# Settings (environment): DURATION (10s), SINGLE_CONNECTIONS (64), BATCH_CONNECTIONS (8),
+# Settings (environment): DURATION (10s), SINGLE_CONNECTIONS (64), BATCH_CONNECTIONS (4),
 # WRK_THREADS (2), WARMUP (3s), RUST_LOG (warn: no per-request log line; set info to
 # measure with the request log on).
 #
@@ -20,9 +20,11 @@ export BENCH_DIR="$ROOT/bench"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-3s}"
 SINGLE_CONNECTIONS="${SINGLE_CONNECTIONS:-64}"
-BATCH_CONNECTIONS="${BATCH_CONNECTIONS:-8}"
+BATCH_CONNECTIONS="${BATCH_CONNECTIONS:-4}"
 WRK_THREADS="${WRK_THREADS:-2}"
-export RUST_LOG="${RUST_LOG:-warn}"
+# The server's log level; the set-up commands always run at warn.
+SERVER_LOG="${RUST_LOG:-warn}"
+export RUST_LOG=warn
 
 if ! command -v wrk >/dev/null; then
   echo "installing wrk (Debian package)" >&2
@@ -41,6 +43,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# utime + stime of a process, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# Milliseconds one 4 KiB write + fdatasync takes in the work directory: the floor of a
+# commit with synchronous=FULL.
+fsync_ms() {
+  local seconds
+  seconds="$(dd if=/dev/zero of="$WORK/probe" bs=4k count=200 oflag=dsync 2>&1 | sed -n 's/.* copied, \([0-9.]*\) s.*/\1/p')"
+  awk -v s="$seconds" 'BEGIN { printf "%.2f", s * 1000 / 200 }'
+  rm -f "$WORK/probe"
+}
+
 # Runs one wrk load against a fresh database and prints its RESULT line.
 run_load() {
   local name="$1" script="$2" connections="$3"
@@ -53,7 +67,7 @@ run_load() {
   export BENCH_SECRET="bench-secret-0123456789abcdef"
   "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
 
-  "$BIN" serve --listen 127.0.0.1:0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   local url=""
   for _ in $(seq 1 100); do
@@ -65,13 +79,22 @@ run_load() {
   local path="/api/webhooks/channels/web/sources/bench/leads"
 
   wrk -t "$WRK_THREADS" -c "$connections" -d "$WARMUP" -s "$BENCH_DIR/$script" "$url$path" >/dev/null
-  local result
+  local load cpu_before cpu_after result leads
+  load="$(cut -d' ' -f1 /proc/loadavg)"
+  cpu_before="$(cpu_ticks "$SERVER_PID")"
   result="$(wrk -t "$WRK_THREADS" -c "$connections" -d "$DURATION" --latency -s "$BENCH_DIR/$script" "$url$path" | grep '^RESULT')"
-  echo "$name (connections=$connections, duration=$DURATION): ${result#RESULT }"
+  cpu_after="$(cpu_ticks "$SERVER_PID")"
+  leads="$(echo "$result" | sed 's/.*leads_per_s=\([0-9]*\).*/\1/')"
+  # Server CPU time (all threads) per lead, from the kernel's tick counters.
+  local ticks_per_s cpu_us
+  ticks_per_s="$(getconf CLK_TCK)"
+  cpu_us="$(awk -v a="$cpu_before" -v b="$cpu_after" -v l="$leads" -v d="${DURATION%s}" -v t="$ticks_per_s" \
+    'BEGIN { printf "%.1f", (b - a) / t * 1e6 / (l * d) }')"
+  echo "$name (connections=$connections, duration=$DURATION, load before=$load): ${result#RESULT } server_cpu_us_per_lead=$cpu_us"
 
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
 }
 
-echo "leadrelay ingest benchmark: $(nproc) cores, $(uname -sr), wrk threads=$WRK_THREADS, RUST_LOG=$RUST_LOG"
+echo "leadrelay ingest benchmark: $(nproc) cores, $(uname -sr), wrk threads=$WRK_THREADS, server RUST_LOG=$SERVER_LOG, fsync $(fsync_ms) ms"
 run_load single single.lua "$SINGLE_CONNECTIONS"
 run_load batch100 batch.lua "$BATCH_CONNECTIONS"

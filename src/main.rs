@@ -5,6 +5,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc instead of the system allocator: requests are parsed on one thread and their
+/// leads freed on another, a pattern where glibc's malloc spends a sixth of ingest's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = leadrelay::cli::Cli::parse();
     if !matches!(cli.command, leadrelay::cli::Command::Serve(_)) {

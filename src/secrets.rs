@@ -36,8 +36,14 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 /// The stored form of an inbound secret: lower-case hex SHA-256.
 pub fn hash(secret: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(secret.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut text = String::with_capacity(2 * digest.len());
+    for byte in digest {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    text
 }
 
 /// Whether `presented` hashes to `stored_hash`. Hashing first gives equal-length inputs, and
@@ -62,6 +68,14 @@ mod tests {
         assert_eq!(a.len(), 4 + 43);
         assert_ne!(a, b);
         assert!(generate_signing_secret().starts_with("whsec_"));
+    }
+
+    #[test]
+    fn hash_is_lower_case_hex_sha256() {
+        assert_eq!(
+            hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

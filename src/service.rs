@@ -31,12 +31,7 @@ pub async fn run(
     let mut state = AppState::new(db.clone(), options.server);
     state.outbox = options.outbox.clone();
     let state = Arc::new(state);
-    let workers = crate::outbox::start(
-        db.clone(),
-        options.delivery,
-        options.outbox,
-        state.metrics.clone(),
-    )?;
+    let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
     let result = crate::http::server::run(listener, state, shutdown).await;
     let closing = db.clone();
     // Stopping the workers waits for their current attempts, and closing joins the writer

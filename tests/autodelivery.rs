@@ -265,6 +265,11 @@ fn lead_path(channel: &str, source: &str) -> String {
     format!("/api/webhooks/channels/{channel}/sources/{source}/leads")
 }
 
+/// The path of source `source` in lead table `table`.
+fn table_path(table: &str, source: &str) -> String {
+    format!("/api/webhooks/lead-tables/{table}/sources/{source}/leads")
+}
+
 /// A server whose outbox workers look for due events only once a minute: an event that
 /// reaches the receiver within [`WAIT`] was sent because ingest woke the workers.
 fn start() -> (TestServer, Receiver) {
@@ -295,6 +300,21 @@ fn add_source(server: &TestServer, channel: &str, id: &str, extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     server.cli(&args);
+}
+
+fn add_product(server: &TestServer, slug: &str) {
+    server.cli(&[
+        "product",
+        "create",
+        "--workspace",
+        "ws",
+        "--slug",
+        slug,
+        "--name",
+        slug,
+        "--id",
+        slug,
+    ]);
 }
 
 fn add_channel(server: &TestServer, id: &str, extra: &[&str]) {
@@ -579,18 +599,20 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
     add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
     add_channel(&server, "manual", &["--auto-delivery", "off"]);
     add_source(&server, "manual", "manual-src", &[]);
+    server.cli(&[
+        "source",
+        "create",
+        "--table",
+        "list",
+        "--name",
+        "List",
+        "--id",
+        "list-src",
+        "--no-secret",
+    ]);
     add_channel(&server, "picky", &["--score-threshold", "100"]);
     add_source(&server, "picky", "picky-src", &[]);
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        "wind",
-        "--name",
-        "Wind",
-    ]);
+    add_product(&server, "wind");
     // The first lead of this email arrives without auto-delivery; the second is its
     // duplicate and is kept for review.
     let mut original = lead(100);
@@ -623,6 +645,12 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
             false,
         ),
         (
+            table_path("list", "list-src"),
+            lead(7),
+            "auto_delivery_disabled",
+            false,
+        ),
+        (
             lead_path("picky", "picky-src"),
             lead(5),
             "score_below_threshold",
@@ -644,7 +672,7 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
         assert_eq!(shown["requests"][0]["status"], "not_delivered", "{reason}");
         assert_eq!(shown["requests"][0]["decision"]["reason"], *reason);
     }
-    let low = &cases[4];
+    let low = &cases[5];
     let (_, replay) = post(&server, &low.0, &low.1);
     let evaluation = &replay["autoDelivery"]["requests"][0]["evaluation"];
     assert_eq!(evaluation["score"], 99);
@@ -743,16 +771,7 @@ fn equal_buyers_take_turns_by_who_was_served_longest_ago() {
 #[test]
 fn one_leads_interests_are_decided_in_order_and_share_the_balance() {
     let (server, receiver) = start();
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        "heat",
-        "--name",
-        "Heat",
-    ]);
+    add_product(&server, "heat");
     add_buyer(
         &server,
         &receiver,
@@ -950,32 +969,8 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
             ZONE,
         ],
     );
-    cli_json(
-        db,
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Web",
-            "--id",
-            "web",
-        ],
-    );
-    cli_json(
-        db,
-        &[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "solar",
-            "--name",
-            "Solar",
-        ],
-    );
+    add_channel(&server, "web", &[]);
+    add_product(&server, "solar");
     add_source(&server, "web", "landing", &[]);
     // Open today and tomorrow in the workspace's zone, closed on the other days; the other
     // buyer pays more but is open only on those other days.
@@ -1031,4 +1026,48 @@ fn a_replay_answers_the_first_decision_and_delivers_once() {
     );
     wait_until_delivered(&server.db.path, 1);
     assert_eq!(receiver.count(), 1);
+}
+
+#[test]
+fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
+    let (server, receiver) = start();
+    server.cli(&[
+        "table",
+        "create",
+        "--workspace",
+        "ws",
+        "--name",
+        "Hot",
+        "--id",
+        "hot",
+        "--auto-delivery",
+        "on",
+        "--score-threshold",
+        "70",
+    ]);
+    server.cli(&[
+        "source",
+        "create",
+        "--table",
+        "hot",
+        "--name",
+        "Hot",
+        "--id",
+        "hot-src",
+        "--no-secret",
+    ]);
+    add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
+    let path = table_path("hot", "hot-src");
+    // Valid email and names only: 62, below this table's 70 (and above the default 50).
+    let sparse = json!({"firstName": "Bea", "lastName": "Kim", "email": "bea@example.com",
+                        "productSlug": "solar", "triggerAutoDelivery": true});
+    let (_, item) = post(&server, &path, &sparse);
+    let request = &item["autoDelivery"]["requests"][0];
+    assert_eq!(request["reason"], "score_below_threshold");
+    assert_eq!(request["evaluation"]["score"], 62);
+    assert_eq!(request["evaluation"]["threshold"], 70);
+    let (_, item) = post(&server, &path, &lead(1));
+    assert_eq!(item["tableId"], "hot");
+    assert_eq!(item["autoDelivery"]["requests"][0]["reason"], "delivered");
+    receiver.wait_for_on("/anyone", 1, WAIT);
 }

@@ -235,6 +235,21 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     );
     assert_eq!(subscription["price"], 20.0);
     assert_eq!(subscription["filters"][1]["op"], "prefix");
+    let demoted = cli_json(
+        &db.path,
+        &[
+            "buyer",
+            "subscribe",
+            "b",
+            "--product",
+            "solar",
+            "--price",
+            "20",
+            "--priority",
+            "-1",
+        ],
+    );
+    assert_eq!(demoted["priority"], -1);
     let funded = cli_json(&db.path, &["buyer", "fund", "b", "--amount", "100"]);
     assert_eq!(funded["balance"], 100.0);
     assert_eq!(

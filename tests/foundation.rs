@@ -143,3 +143,53 @@ fn shutdown_drains_and_the_data_stays() {
         .unwrap();
     assert_eq!(workspaces, 1);
 }
+
+#[test]
+fn early_answers_reach_clients_that_are_still_sending_a_body() {
+    // An answer given before the body is read (unknown path, unknown source, wrong
+    // secret) must not be lost: closing a socket with unread data resets the connection.
+    let server = TestServer::start();
+    crate::util::basic_setup(&server.db.path);
+    server.cli(&[
+        "source",
+        "create",
+        "--channel",
+        "web",
+        "--name",
+        "S",
+        "--id",
+        "src",
+        "--secret",
+        "right-secret-0123456789",
+    ]);
+    let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(900 * 1024));
+    for (path, secret, status) in [
+        ("/api/nothing", None, 404),
+        ("/api/webhooks/channels/web/sources/nope/leads", None, 404),
+        ("/api/webhooks/channels/web/sources/src/leads", None, 401),
+        (
+            "/api/webhooks/channels/web/sources/src/leads",
+            Some("wrong-secret-0123456789"),
+            401,
+        ),
+        ("/api/health", None, 405),
+        ("/api/webhooks/partner-confirmation", None, 401),
+        (
+            "/api/webhooks/supplier-cancellation-confirmation",
+            Some("no-such-key-0123456789"),
+            401,
+        ),
+    ] {
+        for _ in 0..3 {
+            let mut request = server
+                .request("POST", path)
+                .header("Content-Type", "application/json")
+                .body(big.clone());
+            if let Some(secret) = secret {
+                request = request.secret(secret);
+            }
+            let reply = request.send();
+            assert_eq!(reply.status, status, "{path}: {}", reply.text);
+        }
+    }
+}

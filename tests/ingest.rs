@@ -448,6 +448,14 @@ fn a_batch_stores_good_items_and_rejects_bad_ones_with_their_errors() {
         assert!(items[good].get("errors").is_none());
     }
     assert_eq!(items[2]["requestIds"].as_array().unwrap().len(), 1);
+    // A batch item's raw body is the item's JSON.
+    let stored = server.cli(&[
+        "lead",
+        "show",
+        items[2]["leadId"].as_str().unwrap(),
+        "--body",
+    ]);
+    assert_eq!(stored["body"], body["leads"][2]);
     let errors = |index: usize| -> Vec<(String, String)> {
         items[index]["errors"]
             .as_array()
@@ -569,4 +577,27 @@ fn a_lead_is_durable_once_answered() {
         server.cli(&["lead", "show", &lead_id])["person"]["firstName"],
         "Jane"
     );
+}
+
+#[test]
+fn every_lead_is_counted_in_the_metrics() {
+    let server = server();
+    server.post_json(CHANNEL_PATH, &jane());
+    server.post_json(CHANNEL_PATH, &jane());
+    server.post_json(CHANNEL_PATH, &with(jane(), json!({"firstName": ""})));
+    let batch =
+        json!({"leads": [person(1), with(person(2), json!({"email": "jane@example.com"})), 7]});
+    server.post_json(CHANNEL_PATH, &batch);
+    let text = server.get("/metrics").text;
+    let count = |status: &str| -> String {
+        let series = format!("leadrelay_ingest_leads_total{{status=\"{status}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+            .to_string()
+    };
+    assert_eq!(count("accepted"), "2");
+    assert_eq!(count("duplicate"), "1");
+    assert_eq!(count("idempotent_replay"), "1");
+    assert_eq!(count("rejected"), "2");
 }

@@ -197,6 +197,26 @@ fn the_default_rule_marks_duplicates_for_review() {
 }
 
 #[test]
+fn a_lead_table_is_its_own_scope() {
+    let server = server();
+    let first = server.post_json(crate::ingest::TABLE_PATH, &jane());
+    assert_eq!(first.status, 201, "{}", first.text);
+    let reply = server.post_json(
+        crate::ingest::TABLE_PATH,
+        &with(person(1), json!({"phone": "+49 (30) 1234567"})),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let ingest = &reply.json["item"]["ingest"];
+    assert_eq!(reply.json["item"]["status"], "duplicate");
+    assert_eq!(ingest["duplicateMatch"]["scope"], "table");
+    assert_eq!(ingest["duplicateMatch"]["matchedOn"], "phone");
+    assert_eq!(
+        ingest["duplicateMatch"]["leadId"],
+        first.json["item"]["leadId"]
+    );
+}
+
+#[test]
 fn a_reject_rule_stores_nothing() {
     let server = server();
     server.cli(&[

@@ -100,34 +100,19 @@ impl Fixture {
     /// with the secret [`secret_of`] unless `extra` has `--no-secret`.
     pub fn buyer(&self, id: &str, extra: &[&str]) -> String {
         let secret = secret_of(id);
-        let url = self.receiver.url(&format!("/{id}"));
-        let mut args = vec![
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            id,
-            "--id",
-            id,
-            "--webhook-url",
-            &url,
-        ];
-        if !extra.contains(&"--no-secret") {
-            args.extend(["--secret", &secret]);
-        }
-        args.extend_from_slice(extra);
-        self.server.cli(&args);
-        self.server.cli(&[
-            "buyer",
-            "subscribe",
-            id,
-            "--product",
-            "solar",
-            "--price",
-            "25",
-        ]);
+        self.buyer_with_secret(id, &secret, extra);
         secret
+    }
+
+    /// [`Fixture::buyer`] with a given secret (none with `--no-secret` in `extra`).
+    pub fn buyer_with_secret(&self, id: &str, secret: &str, extra: &[&str]) {
+        let url = self.receiver.url(&format!("/{id}"));
+        let mut flags = Vec::new();
+        if !extra.contains(&"--no-secret") {
+            flags.extend(["--secret", secret]);
+        }
+        flags.extend_from_slice(extra);
+        crate::delivery::buyer(&self.server.db.path, id, &url, Some("25"), &flags);
     }
 
     /// Posts a new lead to `source` with one interest per product slug; returns the lead id
@@ -928,29 +913,14 @@ fn an_external_id_the_secret_cannot_narrow_down_is_409() {
     // gives the same external id to two of its leads.
     let shared = "one-secret-for-two-buyers-0123";
     for id in ["twin1", "twin2"] {
-        f.server.cli(&[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            id,
-            "--id",
-            id,
-            "--webhook-url",
-            &f.receiver.url(&format!("/{id}")),
-            "--secret",
-            shared,
-        ]);
+        f.buyer_with_secret(id, shared, &[]);
         answer_with_external_id(&f, id, "externalId", "SAME");
     }
     let repeat = f.buyer("repeat", &[]);
     answer_with_external_id(&f, "repeat", "externalId", "CONST");
 
-    let (_, r1) = f.lead_on("src", &["solar"]);
-    let (_, r2) = f.lead_on("src", &["solar"]);
-    let t1 = f.deliver_with(&r1[0], "twin1", &["--price", "10"]);
-    let t2 = f.deliver_with(&r2[0], "twin2", &["--price", "10"]);
+    let t1 = f.delivered("twin1");
+    let t2 = f.delivered("twin2");
     let t3 = f.delivered("repeat");
     let t4 = f.delivered("repeat");
     for (txn, id) in [(&t1, "SAME"), (&t2, "SAME"), (&t3, "CONST"), (&t4, "CONST")] {

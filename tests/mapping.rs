@@ -811,3 +811,49 @@ fn a_newly_published_version_applies_from_the_next_request() {
         reply.text
     );
 }
+
+#[test]
+fn a_mapped_lead_is_delivered_automatically_like_a_native_one() {
+    let server = mapped_server();
+    let receiver = crate::util::receiver::Receiver::start();
+    server.cli(&[
+        "buyer",
+        "create",
+        "--workspace",
+        "ws",
+        "--name",
+        "B",
+        "--id",
+        "b",
+        "--webhook-url",
+        &receiver.url("/hook"),
+    ]);
+    server.cli(&[
+        "buyer",
+        "subscribe",
+        "b",
+        "--product",
+        "solar",
+        "--price",
+        "20",
+    ]);
+    let mut document = single_mapping();
+    document["fields"]["triggerAutoDelivery"] = json!({"const": true});
+    publish(&server, "partner", &document);
+
+    let reply = post(
+        &server,
+        CHANNEL_PATH,
+        &contact("auto-1", "Grace Hopper", "grace@example.org"),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let auto = &reply.json["item"]["autoDelivery"];
+    assert_eq!(auto["version"], "1.0", "{}", reply.text);
+    assert_eq!(auto["delivered"], 1, "{}", reply.text);
+    let transaction = auto["requests"][0]["deliveries"][0]["transactionId"].clone();
+    let events = receiver.wait_for_on("/hook", 1, std::time::Duration::from_secs(20));
+    let event = events[0].json();
+    assert_eq!(event["transactionId"], transaction);
+    assert_eq!(event["lead"]["email"], "grace@example.org");
+    assert_eq!(event["fieldValues"], json!({"roof": "tile"}));
+}

@@ -7,6 +7,7 @@ mod autodelivery;
 mod cli;
 mod crash;
 mod delivery;
+mod demo;
 mod foundation;
 mod hostile;
 mod ingest;

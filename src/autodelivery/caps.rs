@@ -6,6 +6,10 @@
 //! rejected or cancelled lead gives its place back, as a returned lead does in the trade:
 //! the cap limits how many leads the buyer keeps, and a manual `leadrelay deliver` counts
 //! like an automated one. It does not own whether a cap blocks a delivery (`eligibility`).
+//!
+//! Counting reads an index, never a counter: a counter would have to be kept right by every
+//! module that creates or ends a transaction, while SQLite keeps the partial index of live
+//! transactions right by itself.
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -43,22 +47,33 @@ impl Windows {
     }
 }
 
-/// How many live transactions of `buyer_id` for `product_id` fall in today's and this
-/// month's window.
+/// Live transactions of a buyer for a product in today's and this month's window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
     pub today: i64,
+    /// Only counted when asked for (a monthly cap); 0 otherwise.
     pub this_month: i64,
 }
 
+/// Counts the live transactions of `buyer_id` for `product_id` in today's window, and in
+/// this month's when `with_month` (one pass over the month answers both).
+///
+/// A range scan of the partial covering index `transactions_live_by_buyer_product`, which
+/// holds live transactions only. Its cost grows with the count, and the count stays near
+/// the cap: auto-delivery stops at the cap, so only manual deliveries go beyond it.
 pub fn usage(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,
     windows: &Windows,
+    with_month: bool,
 ) -> rusqlite::Result<Usage> {
-    // One pass over the month's rows of this buyer and product (covering index
-    // `transactions_buyer_product_created`) answers both counts.
+    let range = if with_month {
+        windows.month
+    } else {
+        windows.day
+    };
+    // The status condition repeats the index's own, which lets SQLite use it.
     let mut stmt = conn.prepare_cached(
         "SELECT count(*) FILTER (WHERE created_at >= ?3 AND created_at < ?4), count(*)
          FROM transactions
@@ -71,13 +86,13 @@ pub fn usage(
             product_id,
             windows.day.0,
             windows.day.1,
-            windows.month.0,
-            windows.month.1
+            range.0,
+            range.1
         ],
         |row| {
             Ok(Usage {
                 today: row.get(0)?,
-                this_month: row.get(1)?,
+                this_month: if with_month { row.get(1)? } else { 0 },
             })
         },
     )
@@ -85,6 +100,7 @@ pub fn usage(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{BuyerFixture, add_buyer, add_transaction, database};
     use super::*;
 
     fn ms(text: &str) -> i64 {
@@ -131,6 +147,52 @@ mod tests {
             ms("2025-03-31T22:00:00Z"),
             "UTC+2 from April"
         );
+    }
+
+    #[test]
+    fn counts_live_transactions_of_the_buyer_and_product_in_the_windows() {
+        let conn = database();
+        add_buyer(&conn, "b", &BuyerFixture::default());
+        add_buyer(&conn, "other", &BuyerFixture::default());
+        let add = |buyer: &str, product: &str, status: &str, at: i64| {
+            add_transaction(&conn, "lreq_old", buyer, product, status, at)
+        };
+        add("b", "solar", "delivered", 100);
+        add("b", "solar", "paid", 150);
+        add("b", "solar", "rejected", 150);
+        add("b", "solar", "cancelled", 150);
+        add("b", "heat", "delivered", 150);
+        add("other", "solar", "delivered", 150);
+        add("b", "solar", "acknowledged", 200);
+        add("b", "solar", "delivered", 99);
+        add("b", "solar", "payout_pending", 299);
+        add("b", "solar", "delivered", 300);
+        let windows = Windows {
+            day: (150, 200),
+            month: (100, 300),
+        };
+        let usage = |with_month| usage(&conn, "b", "solar", &windows, with_month).unwrap();
+        assert_eq!(
+            usage(true),
+            Usage {
+                today: 1,
+                this_month: 4
+            },
+            "live only, this buyer and product, start in and end out"
+        );
+        assert_eq!(
+            usage(false),
+            Usage {
+                today: 1,
+                this_month: 0
+            }
+        );
+        conn.execute(
+            "UPDATE transactions SET status = 'rejected' WHERE created_at = 150 AND status = 'paid'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(usage(true).today, 0, "a rejection gives the place back");
     }
 
     #[test]

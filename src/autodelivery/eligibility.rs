@@ -229,6 +229,7 @@ fn check(
             &buyer.buyer_id,
             &context.interest.product_id,
             context.windows,
+            buyer.monthly_cap.is_some(),
         )?;
         if let Some(cap) = buyer.daily_cap.filter(|cap| usage.today >= *cap) {
             return Ok((
@@ -260,56 +261,10 @@ fn check(
 
 #[cfg(test)]
 mod tests {
-    use super::super::lead::testing::{interest, lead};
+    use super::super::testing::{
+        BuyerFixture, add_buyer, add_transaction, database, interest, lead,
+    };
     use super::*;
-
-    /// An in-memory database with the schema, workspace `ws`, product `solar` and buyers
-    /// subscribed to it as `buyers` describes: (id, subscription columns as SQL).
-    fn database() -> Connection {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(include_str!("../../schema.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
-             INSERT INTO products (id, workspace_id, slug, name, created_at)
-                 VALUES ('solar', 'ws', 'solar', 'Solar', 0), ('heat', 'ws', 'heat', 'Heat', 0);
-             INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
-                 VALUES ('web', 'ws', 'channel', 'Web', 1, 0);
-             INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
-                 VALUES ('src', 'web', 'S', 'channel', 0);
-             INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
-                 last_name, quality_status, duplicate_status, created_at)
-                 VALUES ('lead_test', 'src', 'web', 'ws', 'Ann', 'Lee', 'ok', 'unique', 0);
-             INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
-                 VALUES ('lreq_test', 'lead_test', 0, 'solar', 0),
-                        ('lreq_old', 'lead_test', 1, 'solar', 0);",
-        )
-        .unwrap();
-        conn
-    }
-
-    fn add_buyer(conn: &Connection, id: &str, buyer_sql: &str, subscription_sql: &str) {
-        conn.execute_batch(&format!(
-            "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
-                 VALUES ('{id}', 'ws', '{id}', 'http://x.test/', 'whsec_x', 0);
-             UPDATE buyers SET {buyer_sql} WHERE id = '{id}';
-             INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
-                 VALUES ('{id}', 'solar', 1000, 0);
-             UPDATE subscriptions SET {subscription_sql} WHERE buyer_id = '{id}';"
-        ))
-        .unwrap();
-    }
-
-    fn add_transaction(conn: &Connection, request: &str, buyer: &str, status: &str, at: i64) {
-        conn.execute(
-            "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-                 workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
-                 created_at, updated_at)
-             VALUES (?1, ?2, 'lead_test', ?3, 'solar', 'ws', 'exclusive', 1000, 1000, ?4, ?5, ?5)",
-            rusqlite::params![crate::ids::new("txn"), request, buyer, status, at],
-        )
-        .unwrap();
-    }
 
     /// Monday 2025-01-06 10:00 UTC.
     const NOW: i64 = 1_736_157_600_000;
@@ -335,67 +290,110 @@ mod tests {
     #[test]
     fn each_buyer_gets_the_first_reason_that_applies() {
         let conn = database();
-        add_buyer(&conn, "a_ok", "status = 'active'", "priority = 0");
-        add_buyer(
-            &conn,
-            "b_paused",
-            "status = 'paused'",
-            "filters = '[{\"field\":\"country\",\"op\":\"equals\",\"values\":[\"AT\"]}]'",
-        );
-        add_buyer(
-            &conn,
-            "c_filter",
-            "status = 'active'",
-            "filters = '[{\"field\":\"country\",\"op\":\"equals\",\"values\":[\"DE\"]},{\"field\":\"fieldValues.roof\",\"op\":\"oneOf\",\"values\":[\"flat\",\"metal\"]}]'",
-        );
-        add_buyer(
-            &conn,
-            "d_closed",
-            "status = 'active'",
-            "schedule = '[{\"days\":[6,7],\"from\":\"00:00\",\"to\":\"24:00\"}]'",
-        );
-        add_buyer(
-            &conn,
-            "e_open",
-            "status = 'active'",
-            "schedule = '[{\"days\":[1],\"from\":\"09:00\",\"to\":\"11:00\"}]'",
-        );
-        add_buyer(
-            &conn,
-            "f_daily",
-            "status = 'active'",
-            "daily_cap = 1, monthly_cap = 100",
-        );
-        add_buyer(
-            &conn,
-            "g_monthly",
-            "status = 'active'",
-            "daily_cap = 5, monthly_cap = 2",
-        );
-        add_buyer(
-            &conn,
-            "h_poor",
-            "plan = 'prepaid', balance_cents = 500, credit_limit_cents = 499",
-            "priority = 0",
-        );
-        add_buyer(
-            &conn,
-            "i_credit",
-            "plan = 'prepaid', balance_cents = -200, credit_limit_cents = 1200",
-            "priority = 0",
-        );
-        add_buyer(&conn, "j_holder", "status = 'active'", "priority = 0");
+        let buyers = [
+            ("a_ok", BuyerFixture::default()),
+            (
+                "b_paused",
+                BuyerFixture {
+                    status: "paused",
+                    filters: r#"[{"field":"country","op":"equals","values":["AT"]}]"#,
+                    ..Default::default()
+                },
+            ),
+            (
+                "c_filter",
+                BuyerFixture {
+                    filters: r#"[{"field":"country","op":"equals","values":["DE"]},
+                                 {"field":"fieldValues.roof","op":"oneOf","values":["flat","metal"]}]"#,
+                    ..Default::default()
+                },
+            ),
+            (
+                "d_closed",
+                BuyerFixture {
+                    schedule: Some(r#"[{"days":[6,7],"from":"00:00","to":"24:00"}]"#),
+                    ..Default::default()
+                },
+            ),
+            (
+                "e_open",
+                BuyerFixture {
+                    schedule: Some(r#"[{"days":[1],"from":"09:00","to":"11:00"}]"#),
+                    ..Default::default()
+                },
+            ),
+            (
+                "f_daily",
+                BuyerFixture {
+                    daily_cap: Some(1),
+                    monthly_cap: Some(100),
+                    ..Default::default()
+                },
+            ),
+            (
+                "g_monthly",
+                BuyerFixture {
+                    daily_cap: Some(5),
+                    monthly_cap: Some(2),
+                    ..Default::default()
+                },
+            ),
+            (
+                "h_poor",
+                BuyerFixture {
+                    plan: "prepaid",
+                    balance_cents: 500,
+                    credit_limit_cents: 499,
+                    ..Default::default()
+                },
+            ),
+            (
+                "i_credit",
+                BuyerFixture {
+                    plan: "prepaid",
+                    balance_cents: -200,
+                    credit_limit_cents: 1200,
+                    ..Default::default()
+                },
+            ),
+            ("j_holder", BuyerFixture::default()),
+        ];
+        for (id, fixture) in &buyers {
+            add_buyer(&conn, id, fixture);
+        }
         // f_daily: one delivery today. g_monthly: two earlier this month, none today.
-        add_transaction(&conn, "lreq_old", "f_daily", "delivered", NOW - 3_600_000);
-        add_transaction(&conn, "lreq_old", "g_monthly", "paid", NOW - 3 * 86_400_000);
+        add_transaction(
+            &conn,
+            "lreq_old",
+            "f_daily",
+            "solar",
+            "delivered",
+            NOW - 3_600_000,
+        );
         add_transaction(
             &conn,
             "lreq_old",
             "g_monthly",
+            "solar",
+            "paid",
+            NOW - 3 * 86_400_000,
+        );
+        add_transaction(
+            &conn,
+            "lreq_old",
+            "g_monthly",
+            "solar",
             "acknowledged",
             NOW - 4 * 86_400_000,
         );
-        add_transaction(&conn, "lreq_test", "j_holder", "rejected", NOW - 60_000);
+        add_transaction(
+            &conn,
+            "lreq_test",
+            "j_holder",
+            "solar",
+            "rejected",
+            NOW - 60_000,
+        );
 
         let lead = lead(&[("country", "DE")]);
         let found = verdicts(&conn, &lead);
@@ -429,27 +427,33 @@ mod tests {
     #[test]
     fn rejected_and_cancelled_transactions_give_their_cap_place_back() {
         let conn = database();
-        add_buyer(&conn, "capped", "status = 'active'", "daily_cap = 2");
-        add_transaction(&conn, "lreq_old", "capped", "rejected", NOW - 60_000);
-        add_transaction(&conn, "lreq_old", "capped", "cancelled", NOW - 60_000);
-        add_transaction(&conn, "lreq_old", "capped", "delivered", NOW - 60_000);
+        let capped_at_two = BuyerFixture {
+            daily_cap: Some(2),
+            ..Default::default()
+        };
+        add_buyer(&conn, "capped", &capped_at_two);
+        let capped = |status: &str, at: i64| {
+            add_transaction(&conn, "lreq_old", "capped", "solar", status, at)
+        };
+        capped("rejected", NOW - 60_000);
+        capped("cancelled", NOW - 60_000);
+        capped("delivered", NOW - 60_000);
         // Yesterday's delivery counts for the month, not for today.
-        add_transaction(&conn, "lreq_old", "capped", "delivered", NOW - 86_400_000);
+        capped("delivered", NOW - 86_400_000);
         assert_eq!(verdicts(&conn, &lead(&[]))[0].1, "eligible");
-        add_transaction(&conn, "lreq_old", "capped", "acknowledged", NOW - 1);
+        capped("acknowledged", NOW - 1);
         assert_eq!(verdicts(&conn, &lead(&[]))[0].1, "daily_cap_reached");
     }
 
     #[test]
     fn only_buyers_of_the_workspace_subscribed_to_the_product_are_candidates() {
         let conn = database();
-        add_buyer(&conn, "sub", "status = 'active'", "priority = 0");
-        add_buyer(
-            &conn,
-            "other_product",
-            "status = 'active'",
-            "product_id = 'heat'",
-        );
+        add_buyer(&conn, "sub", &BuyerFixture::default());
+        let heat = BuyerFixture {
+            product: "heat",
+            ..Default::default()
+        };
+        add_buyer(&conn, "other_product", &heat);
         conn.execute_batch(
             "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
                  VALUES ('unsubscribed', 'ws', 'U', 'http://x.test/', 'whsec_x', 0);",
@@ -463,12 +467,11 @@ mod tests {
     #[test]
     fn an_unreadable_stored_schedule_is_closed() {
         let conn = database();
-        add_buyer(
-            &conn,
-            "odd",
-            "status = 'active'",
-            "schedule = '\"whenever\"'",
-        );
+        let odd = BuyerFixture {
+            schedule: Some(r#""whenever""#),
+            ..Default::default()
+        };
+        add_buyer(&conn, "odd", &odd);
         let found = verdicts(&conn, &lead(&[]));
         assert_eq!(found[0].1, "schedule_closed");
         assert!(found[0].2.as_ref().unwrap()["error"].is_string());

@@ -165,27 +165,28 @@ pub fn load(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<(W
         .prepare_cached("SELECT evaluator_weights FROM workspaces WHERE id = ?1")?
         .query_row([workspace_id], |row| row.get(0))
         .optional()?;
-    Ok(stored.map(|stored| match stored {
-        None => (DEFAULT_WEIGHTS, false),
-        Some(text) => (from_stored(workspace_id, &text), true),
-    }))
+    Ok(stored.map(|stored| from_stored(workspace_id, stored.as_deref())))
 }
 
-/// Reads stored weights. They were checked when set; should the column have been edited
-/// by hand into something unreadable, the defaults apply (and the log says so) rather than
-/// every lead of the workspace failing to ingest.
-fn from_stored(workspace_id: &str, text: &str) -> Weights {
+/// Reads the column's value: NULL means the defaults. Weights were checked when set; should
+/// the column have been edited by hand into something unreadable, the defaults apply (and
+/// the log says so) rather than every lead of the workspace failing to ingest. The flag
+/// says whether the workspace has weights of its own.
+pub fn from_stored(workspace_id: &str, stored: Option<&str>) -> (Weights, bool) {
+    let Some(text) = stored else {
+        return (DEFAULT_WEIGHTS, false);
+    };
     let mut weights = DEFAULT_WEIGHTS;
     let merged = serde_json::from_str::<Value>(text)
         .map_err(|e| e.to_string())
         .and_then(|value| weights.merge_json(&value));
     match merged {
-        Ok(()) => weights,
+        Ok(()) => (weights, true),
         Err(why) => {
             log::warn!(
                 "workspace {workspace_id}: stored evaluator weights unusable ({why}); using the defaults"
             );
-            DEFAULT_WEIGHTS
+            (DEFAULT_WEIGHTS, true)
         }
     }
 }
@@ -328,30 +329,27 @@ mod tests {
 
     #[test]
     fn stored_weights_load_per_workspace() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(include_str!("../../schema.sql"))
-            .unwrap();
-        conn.execute_batch(
-            "INSERT INTO workspaces (id, name, created_at) VALUES ('a', 'A', 0), ('b', 'B', 0);",
-        )
-        .unwrap();
+        let conn = super::super::testing::database();
         let mut custom = DEFAULT_WEIGHTS;
         custom.set("names", 3.0).unwrap();
-        store(&conn, "a", Some(&custom)).unwrap();
-        assert_eq!(load(&conn, "a").unwrap(), Some((custom, true)));
-        assert_eq!(load(&conn, "b").unwrap(), Some((DEFAULT_WEIGHTS, false)));
+        store(&conn, "ws", Some(&custom)).unwrap();
+        assert_eq!(load(&conn, "ws").unwrap(), Some((custom, true)));
+        assert_eq!(
+            load(&conn, "other").unwrap(),
+            Some((DEFAULT_WEIGHTS, false))
+        );
         assert_eq!(load(&conn, "nope").unwrap(), None);
-        store(&conn, "a", None).unwrap();
-        assert_eq!(load(&conn, "a").unwrap(), Some((DEFAULT_WEIGHTS, false)));
+        store(&conn, "ws", None).unwrap();
+        assert_eq!(load(&conn, "ws").unwrap(), Some((DEFAULT_WEIGHTS, false)));
         assert!(matches!(
             store(&conn, "nope", None),
             Err(ConfigError::NotFound { .. })
         ));
         conn.execute(
-            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'b'",
+            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'other'",
             [],
         )
         .unwrap();
-        assert_eq!(load(&conn, "b").unwrap(), Some((DEFAULT_WEIGHTS, true)));
+        assert_eq!(load(&conn, "other").unwrap(), Some((DEFAULT_WEIGHTS, true)));
     }
 }

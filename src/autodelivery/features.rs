@@ -117,7 +117,7 @@ fn is_real_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lead::testing::{interest, lead};
+    use super::super::testing::{interest, lead};
     use super::*;
 
     #[test]

@@ -37,7 +37,7 @@ fn matches(filter: &Filter, lead: &Lead, interest: &Interest) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lead::testing::{interest, lead};
+    use super::super::testing::{interest, lead};
     use super::*;
 
     fn check(filter: &str, expected: bool) {

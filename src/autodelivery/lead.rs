@@ -21,7 +21,7 @@ pub struct Lead {
     pub duplicate_status: String,
     /// Person, consent, capture and additional properties by interface name, as buyers
     /// get them.
-    fields: Map<String, Value>,
+    pub(super) fields: Map<String, Value>,
 }
 
 impl Lead {
@@ -97,39 +97,4 @@ pub fn load(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<(Lead, 
         fields,
     };
     Ok(Some((lead, interests)))
-}
-
-#[cfg(test)]
-pub(crate) mod testing {
-    //! Leads built in memory for the unit tests of the evaluator and the filters.
-
-    use super::*;
-
-    /// A lead with `fields` set by interface name, quality ok and unique.
-    pub fn lead(fields: &[(&str, &str)]) -> Lead {
-        Lead {
-            id: "lead_test".into(),
-            workspace_id: "ws".into(),
-            container_id: "web".into(),
-            quality_status: "ok".into(),
-            quality_reasons: Vec::new(),
-            duplicate_status: "unique".into(),
-            fields: fields
-                .iter()
-                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-                .collect(),
-        }
-    }
-
-    pub fn interest(answers: &[(&str, &str)]) -> Interest {
-        Interest {
-            id: "lreq_test".into(),
-            product_id: "solar".into(),
-            routing_ready: None,
-            field_values: answers
-                .iter()
-                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-                .collect(),
-        }
-    }
 }

@@ -22,13 +22,15 @@ pub mod filters;
 pub mod lead;
 pub mod schedule;
 pub mod select;
+#[cfg(test)]
+mod testing;
 
 use jiff::tz::TimeZone;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
-use crate::config::container::{self, Container, DeliveryMode};
-use crate::config::product;
+use crate::config::container::DeliveryMode;
+use crate::config::product::FieldDef;
 use crate::db::DbError;
 use crate::delivery::{self, DeliveryError, DeliveryOrder};
 use crate::http::ApiError;
@@ -127,49 +129,94 @@ pub fn run_for_lead(
     if interests.is_empty() {
         return Ok(None);
     }
-    let container = container::find(conn, &lead.container_id)?
+    let settings = Settings::load(conn, &lead.container_id, now_ms)?
         .ok_or_else(|| missing("container", &lead.container_id))?;
-    let place = Place::load(conn, &lead.workspace_id, now_ms)?
-        .ok_or_else(|| missing("workspace", &lead.workspace_id))?;
     let mut requests = Vec::with_capacity(interests.len());
     for interest in &interests {
-        let decision = decide(conn, &lead, interest, &container, &place)?;
+        let decision = decide(conn, &lead, interest, &settings)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }
     Ok(Some(AutoDelivery { requests }))
 }
 
-/// The workspace's time zone, evaluator weights and the moment, read once per lead.
-struct Place {
+/// What a decision depends on besides the lead: the container's delivery settings, the
+/// workspace's time zone and evaluator weights (read once per lead, in one query), and the
+/// moment with its cap windows.
+struct Settings {
+    auto_delivery: bool,
+    mode: DeliveryMode,
+    max_buyers: i64,
+    threshold: i64,
     tz: TimeZone,
     weights: Weights,
     now_ms: i64,
     windows: Windows,
 }
 
-impl Place {
-    fn load(conn: &Connection, workspace_id: &str, now_ms: i64) -> rusqlite::Result<Option<Place>> {
-        let Some((weights, _)) = evaluator::load(conn, workspace_id)? else {
+impl Settings {
+    fn load(
+        conn: &Connection,
+        container_id: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<Option<Settings>> {
+        let row = conn
+            .prepare_cached(
+                "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
+                        w.id, w.timezone, w.evaluator_weights
+                 FROM containers c JOIN workspaces w ON w.id = c.workspace_id
+                 WHERE c.id = ?1",
+            )?
+            .query_row([container_id], |row| {
+                Ok((
+                    row.get::<_, bool>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, Option<String>>(6)?,
+                ))
+            })
+            .optional()?;
+        let Some((auto_delivery, mode, max_buyers, threshold, workspace_id, zone, weights)) = row
+        else {
             return Ok(None);
         };
-        let zone: String = conn
-            .prepare_cached("SELECT timezone FROM workspaces WHERE id = ?1")?
-            .query_row([workspace_id], |row| row.get(0))?;
         // The zone was checked when the workspace was created; a name the bundled database
         // no longer knows counts in UTC rather than stopping ingest.
         let tz = TimeZone::get(&zone).unwrap_or_else(|_| {
             log::warn!("workspace {workspace_id}: unknown time zone '{zone}', counting in UTC");
             TimeZone::UTC
         });
-        let windows = Windows::at(now_ms, &tz);
-        Ok(Some(Place {
+        Ok(Some(Settings {
+            auto_delivery,
+            mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+            max_buyers,
+            threshold,
+            weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
+            windows: Windows::at(now_ms, &tz),
             tz,
-            weights,
             now_ms,
-            windows,
         }))
     }
+}
+
+/// The names of the required fields of `product_id`; `None` when there is no such product.
+fn required_fields(conn: &Connection, product_id: &str) -> rusqlite::Result<Option<Vec<String>>> {
+    let fields: Option<String> = conn
+        .prepare_cached("SELECT fields FROM products WHERE id = ?1")?
+        .query_row([product_id], |row| row.get(0))
+        .optional()?;
+    Ok(fields.map(|fields| {
+        // Written by `product create` from checked definitions.
+        serde_json::from_str::<Vec<FieldDef>>(&fields)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f.required)
+            .map(|f| f.name)
+            .collect()
+    }))
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
@@ -177,8 +224,7 @@ fn decide(
     conn: &Connection,
     lead: &Lead,
     interest: &Interest,
-    container: &Container,
-    place: &Place,
+    settings: &Settings,
 ) -> Result<RequestDecision, AutoDeliveryError> {
     let stop = |outcome, evaluation, candidates| RequestDecision {
         request_id: interest.id.clone(),
@@ -186,7 +232,7 @@ fn decide(
         evaluation,
         deliveries: Vec::new(),
         candidates,
-        decided_at: place.now_ms,
+        decided_at: settings.now_ms,
     };
     if interest.routing_ready == Some(false) {
         return Ok(stop(Outcome::NotRoutingReady, None, Vec::new()));
@@ -197,23 +243,18 @@ fn decide(
     if lead.quality_status == "invalid" {
         return Ok(stop(Outcome::QualityInvalid, None, Vec::new()));
     }
-    if !container.auto_delivery {
+    if !settings.auto_delivery {
         return Ok(stop(Outcome::AutoDeliveryDisabled, None, Vec::new()));
     }
 
-    let product =
-        product::find(conn, &interest.product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
+    let required =
+        required_fields(conn, &interest.product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
             kind: "product",
             id: interest.product_id.clone(),
         })?;
-    let required: Vec<&str> = product
-        .fields
-        .iter()
-        .filter(|f| f.required)
-        .map(|f| f.name.as_str())
-        .collect();
+    let required: Vec<&str> = required.iter().map(String::as_str).collect();
     let features = features::extract(lead, interest, &required);
-    let evaluation = evaluator::evaluate(&features, &place.weights, container.score_threshold);
+    let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
     if !evaluation.passed {
         return Ok(stop(
             Outcome::ScoreBelowThreshold,
@@ -227,13 +268,13 @@ fn decide(
         &eligibility::Context {
             lead,
             interest,
-            tz: &place.tz,
-            now_ms: place.now_ms,
-            windows: &place.windows,
+            tz: &settings.tz,
+            now_ms: settings.now_ms,
+            windows: &settings.windows,
         },
     )?;
     select::rank(&mut candidates);
-    let deliveries = take(conn, interest, container, &mut candidates)?;
+    let deliveries = take(conn, interest, settings, &mut candidates)?;
     Ok(RequestDecision {
         request_id: interest.id.clone(),
         outcome: if deliveries.is_empty() {
@@ -244,7 +285,7 @@ fn decide(
         evaluation: Some(evaluation),
         deliveries,
         candidates,
-        decided_at: place.now_ms,
+        decided_at: settings.now_ms,
     })
 }
 
@@ -254,12 +295,12 @@ fn decide(
 fn take(
     conn: &Connection,
     interest: &Interest,
-    container: &Container,
+    settings: &Settings,
     candidates: &mut [Candidate],
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
-    let wanted = match container.delivery_mode {
+    let wanted = match settings.mode {
         DeliveryMode::Exclusive => 1,
-        DeliveryMode::Multi => container.max_buyers.max(1) as usize,
+        DeliveryMode::Multi => settings.max_buyers.max(1) as usize,
     };
     let mut deliveries = Vec::new();
     let mut request_full = false;

@@ -273,8 +273,8 @@ pub enum BuyerCommand {
         daily_cap: Option<i64>,
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
         monthly_cap: Option<i64>,
-        /// Higher wins among equal prices.
-        #[arg(long, default_value_t = 0)]
+        /// Higher wins among equal prices; may be negative.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i64,
         /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; FIELD may be fieldValues.NAME.
         #[arg(long = "filter", value_parser = Filter::parse)]

@@ -22,6 +22,9 @@ pub use writer::{GROUP_SIZE_BOUNDS, WriterStats};
 /// backup) before it gives up with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Prepared statements kept per connection (see [`configure`]).
+const STATEMENT_CACHE_CAPACITY: usize = 128;
+
 /// How many read connections the pool keeps. Reads are short; this mostly bounds memory.
 const READ_POOL_SIZE: u32 = 16;
 
@@ -98,6 +101,10 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     // Each writer job runs in a SAVEPOINT, whose journal SQLite would otherwise move to a
     // temporary file once it outgrows 64 KiB: a file created and deleted per large job.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // Ingest, auto-delivery, delivery, lifecycle and the outbox run some 50 distinct cached
+    // statements on the writer; rusqlite's default cache of 16 would re-prepare most of them
+    // on every job.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     Ok(())
 }
 
@@ -113,9 +120,12 @@ impl Db {
         migrate::apply(&mut write_conn)?;
 
         let manager = SqliteConnectionManager::file(&path).with_init(configure);
+        // No test query on checkout: a local SQLite connection does not go stale the way a
+        // network connection does, and ingest checks out a connection on every request.
         let pool = r2d2::Pool::builder()
             .max_size(READ_POOL_SIZE)
             .min_idle(Some(2))
+            .test_on_check_out(false)
             .build(manager)?;
         let writer = writer::WriterHandle::start(write_conn)?;
         Ok(Db {

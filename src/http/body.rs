@@ -53,6 +53,28 @@ pub async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, ApiErro
     }
 }
 
+/// Reads and drops what is left of a request body: at most `limit` bytes, within the body
+/// read timeout. Call it before an answer given without reading the body (unknown path,
+/// unknown source, wrong secret, rate limited): a socket closed with unread data in it makes
+/// the kernel reset the connection, which can destroy the answer before the client has read
+/// it, so a partner would see a connection error instead of a clear 401.
+pub async fn discard(body: hyper::body::Incoming, limit: usize) {
+    let drain = async {
+        let mut body = body;
+        let mut read = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return };
+            if let Some(data) = frame.data_ref() {
+                read += data.len();
+                if read > limit {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(BODY_READ_TIMEOUT, drain).await;
+}
+
 /// Parses bytes as JSON, 400 `invalid_json` with the position of the problem otherwise.
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {

@@ -164,7 +164,10 @@ pub async fn dispatch(
 ) -> Response {
     let (endpoint, params) = match route {
         Ok(found) => found,
-        Err(e) => return e.into_response(),
+        Err(e) => {
+            super::body::discard(request.into_body(), state.config.body_limit).await;
+            return e.into_response();
+        }
     };
     let result = match endpoint {
         Endpoint::Health => crate::health::handle(state).await,

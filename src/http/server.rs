@@ -180,7 +180,10 @@ async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> 
         None => None,
     };
     let response = match limited {
-        Some(limited) => too_many_requests(limited),
+        Some(limited) => {
+            super::body::discard(request.into_body(), state.config.body_limit).await;
+            too_many_requests(limited)
+        }
         None => super::router::dispatch(state, request, route).await,
     };
     let status = response.status().as_u16();

@@ -32,10 +32,15 @@ pub async fn handle(
     kind: ContainerKind,
     params: Params,
 ) -> Result<Response, ApiError> {
-    let [container_id, source_id] =
-        <[String; 2]>::try_from(params).map_err(|_| ApiError::from(IngestError::SourceNotFound))?;
-    let source = find_source(&state.db, kind, container_id, source_id)?;
-    authenticate(&source, request.headers())?;
+    // Source (404) and secret (401) are decided before the body is read, as DESIGN.md
+    // orders them; the body is still drained before such an answer so it reaches the client.
+    let source = match admit(state, &request, kind, params) {
+        Ok(source) => source,
+        Err(e) => {
+            body::discard(request.into_body(), state.config.body_limit).await;
+            return Err(e.into());
+        }
+    };
     let bytes = body::read_bytes(request, state.config.body_limit).await?;
     let body = body::parse_json(&bytes)?;
     // A body that parsed as JSON is UTF-8 text.
@@ -64,6 +69,20 @@ pub async fn handle(
         Shape::Batch(items) => ingest_batch(state, target, items).await?,
     };
     Ok(response::json_bytes(status, answer))
+}
+
+/// The source the path names, if it exists, is enabled and the request presents its secret.
+fn admit(
+    state: &AppState,
+    request: &Request,
+    kind: ContainerKind,
+    params: Params,
+) -> Result<Source, IngestError> {
+    let [container_id, source_id] =
+        <[String; 2]>::try_from(params).map_err(|_| IngestError::SourceNotFound)?;
+    let source = find_source(&state.db, kind, container_id, source_id)?;
+    authenticate(&source, request.headers())?;
+    Ok(source)
 }
 
 /// Counts every lead's result status (once per lead) for `/metrics`.

@@ -12,11 +12,11 @@ use hyper::StatusCode;
 use serde_json::{Value, json};
 
 use super::apply::{self, Applied};
-use super::error::{LifecycleError, partner_form};
+use super::error::LifecycleError;
 use super::input::{self, BuyerCall};
 use super::lookup;
 use super::state::Move;
-use crate::http::{ApiError, AppState, Request, Response, auth, body, response};
+use crate::http::{ApiError, AppState, Request, Response, response};
 
 /// Which buyer endpoint a request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,22 +63,13 @@ pub async fn handle(
     request: Request,
     endpoint: Endpoint,
 ) -> Result<Response, ApiError> {
-    let presented: Vec<String> = auth::presented_secrets(request.headers())
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    let body = body::read_json(request, state.config.body_limit)
-        .await
-        .map_err(partner_form)?;
-    if presented.is_empty() {
-        return Err(LifecycleError::MissingCredential.into());
-    }
-    let call = endpoint.parse(&body)?;
+    let received = super::request::receive(state, request).await?;
+    let call = endpoint.parse(&received.body)?;
 
     let (address, capability, secrets) = (
         call.address.clone(),
         call.requested.capability(),
-        presented.clone(),
+        received.presented.clone(),
     );
     state
         .db
@@ -91,8 +82,7 @@ pub async fn handle(
     let applied = state
         .db
         .write(move |conn| {
-            let refs: Vec<&str> = presented.iter().map(String::as_str).collect();
-            apply::buyer_call(conn, &call, &refs, crate::clock::now_ms())
+            apply::buyer_call(conn, &call, &received.presented(), crate::clock::now_ms())
         })
         .await?;
     Ok(response::json(StatusCode::OK, &endpoint.body(&applied)))

@@ -13,23 +13,8 @@ use super::state::{Move, Status};
 use crate::db::DbError;
 use crate::http::ApiError;
 
-/// One problem with a request body, at a JSON pointer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub path: String,
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn new(path: &str, code: &'static str, message: impl Into<String>) -> Problem {
-        Problem {
-            path: path.to_string(),
-            code,
-            message: message.into(),
-        }
-    }
-}
+/// Problems in a body are the same `{path, code, message}` details ingest answers with.
+pub use crate::ingest::problem::Problem;
 
 #[derive(Debug)]
 pub enum LifecycleError {
@@ -211,11 +196,7 @@ impl LifecycleError {
         error.insert("message".into(), json!(self.to_string()));
         match self {
             LifecycleError::Validation(problems) => {
-                let details: Vec<Value> = problems
-                    .iter()
-                    .map(|p| json!({"path": p.path, "code": p.code, "message": p.message}))
-                    .collect();
-                error.insert("details".into(), Value::Array(details));
+                error.insert("details".into(), crate::ingest::problem::details(problems));
             }
             LifecycleError::TransitionNotAllowed { current, requested } => {
                 error.insert("currentState".into(), json!(current.as_str()));

@@ -59,7 +59,7 @@ fn string(fields: &Map<String, Value>, key: &str, problems: &mut Vec<Problem>) -
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => {
             problems.push(Problem::new(
-                &format!("/{key}"),
+                format!("/{key}"),
                 "min_length",
                 format!("{key} must not be empty"),
             ));
@@ -68,7 +68,7 @@ fn string(fields: &Map<String, Value>, key: &str, problems: &mut Vec<Problem>) -
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => {
             problems.push(Problem::new(
-                &format!("/{key}"),
+                format!("/{key}"),
                 "type",
                 format!("{key} must be a string"),
             ));
@@ -93,7 +93,7 @@ fn reason(fields: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<St
 fn required(value: Option<String>, key: &str, problems: &mut Vec<Problem>) -> Option<String> {
     if value.is_none() && !problems.iter().any(|p| p.path == format!("/{key}")) {
         problems.push(Problem::new(
-            &format!("/{key}"),
+            format!("/{key}"),
             "required",
             format!("{key} is required"),
         ));

@@ -14,11 +14,11 @@ use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
 use super::clawback::{self, CancellationStatus, SupplierCancellation};
-use super::error::{LifecycleError, partner_form};
+use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
 use crate::delivery::transaction;
-use crate::http::{ApiError, AppState, Request, Response, auth, body, response};
+use crate::http::{ApiError, AppState, Request, Response, response};
 
 /// What an answer did.
 #[derive(Debug, Clone)]
@@ -166,19 +166,9 @@ fn reverse_supplier_cost(
 /// The HTTP handler. Order: body (413, 415, 400 `invalid_json`) → credential (401) → body
 /// shape (400 `validation_failed`) → the answer, in one writer job.
 pub async fn handle(state: &AppState, request: Request) -> Result<Response, ApiError> {
-    let presented: Vec<String> = auth::presented_secrets(request.headers())
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    let body = body::read_json(request, state.config.body_limit)
-        .await
-        .map_err(partner_form)?;
-    let refs: Vec<&str> = presented.iter().map(String::as_str).collect();
-    if refs.is_empty() {
-        return Err(LifecycleError::MissingCredential.into());
-    }
+    let received = super::request::receive(state, request).await?;
     let supplier = {
-        let presented = presented.clone();
+        let presented = received.presented.clone();
         state
             .db
             .read(move |conn| {
@@ -187,7 +177,7 @@ pub async fn handle(state: &AppState, request: Request) -> Result<Response, ApiE
             })
             .await?
     };
-    let parsed = input::supplier_answer(&body)?;
+    let parsed = input::supplier_answer(&received.body)?;
     let answered = state
         .db
         .write(move |conn| answer(conn, &supplier, &parsed, crate::clock::now_ms()))

@@ -2,12 +2,13 @@
 //! `GET /metrics`.
 //!
 //! Owns what is counted and how it is named. There is no global registry: one [`Metrics`]
-//! hangs off `AppState` (and is handed to worker threads as an `Arc`), so two services in
-//! one process (tests) never mix their figures. Domain code records with plain calls
-//! ([`Metrics::ingest_result`], [`Metrics::delivery_outcome`]); the HTTP server records
-//! every request ([`Metrics::start_request`]). Gauges that live in the database (outbox
-//! depth) or in other components (writer, rate limiter) are read at scrape time by
-//! [`scrape`], not kept here.
+//! hangs off `AppState` (and can be handed to worker threads as an `Arc`), so two services
+//! in one process (tests) never mix their figures. Domain code records with plain calls
+//! ([`Metrics::ingest_result`]); the HTTP server records every request
+//! ([`Metrics::start_request`]). Figures that other components keep anyway are read at
+//! scrape time by [`scrape`], not counted twice here: outbox depth (the database), delivery
+//! attempts (the outbox workers' `Notifier`), group sizes (the writer), the rate limiter's
+//! table.
 
 mod instruments;
 pub mod scrape;
@@ -51,7 +52,6 @@ pub struct Metrics {
     latency: Vec<Histogram>,
     in_flight: AtomicI64,
     ingest: LabelledCounter,
-    deliveries: LabelledCounter,
 }
 
 /// Figures read at scrape time from outside this module.
@@ -62,6 +62,16 @@ pub struct Gauges {
     pub writer: WriterStats,
     /// Client addresses the rate limiter tracks; `None` when rate limiting is off.
     pub rate_limited_clients: Option<usize>,
+    /// Delivery attempts recorded by this service's outbox workers.
+    pub deliveries: DeliveryGauges,
+}
+
+/// Delivery attempts by outcome, as [`DELIVERY_OUTCOMES`] names them.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryGauges {
+    pub delivered: u64,
+    pub retry: u64,
+    pub failed: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -120,7 +130,6 @@ impl Metrics {
             endpoints,
             in_flight: AtomicI64::new(0),
             ingest: LabelledCounter::new(INGEST_STATUSES),
-            deliveries: LabelledCounter::new(DELIVERY_OUTCOMES),
         }
     }
 
@@ -137,11 +146,6 @@ impl Metrics {
     /// `rejected`): call once per lead, also for each item of a batch.
     pub fn ingest_result(&self, status: &str) {
         self.ingest.add(status, 1);
-    }
-
-    /// Counts one delivery attempt's outcome (`delivered`, `retry`, `failed`).
-    pub fn delivery_outcome(&self, outcome: &str) {
-        self.deliveries.add(outcome, 1);
     }
 
     /// How many requests were answered with `status` on `endpoint` so far.
@@ -185,7 +189,7 @@ impl Metrics {
             self.started.elapsed().as_secs(),
         );
         self.render_requests(&mut w);
-        self.render_domain(&mut w);
+        self.render_ingest(&mut w);
         render_gauges(&mut w, gauges);
         w.finish()
     }
@@ -237,7 +241,7 @@ impl Metrics {
         }
     }
 
-    fn render_domain(&self, w: &mut TextWriter) {
+    fn render_ingest(&self, w: &mut TextWriter) {
         w.family(
             "leadrelay_ingest_leads_total",
             "counter",
@@ -250,22 +254,20 @@ impl Metrics {
                 count,
             );
         }
-        w.family(
-            "leadrelay_deliveries_total",
-            "counter",
-            "Webhook delivery attempts, by outcome (delivered, retry, failed).",
-        );
-        for (outcome, count) in self.deliveries.values() {
-            w.sample(
-                "leadrelay_deliveries_total",
-                &[("outcome", &outcome)],
-                count,
-            );
-        }
     }
 }
 
 fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
+    w.family(
+        "leadrelay_deliveries_total",
+        "counter",
+        "Webhook delivery attempts, by outcome (delivered, retry, failed).",
+    );
+    let deliveries = &gauges.deliveries;
+    let counts = [deliveries.delivered, deliveries.retry, deliveries.failed];
+    for (outcome, count) in DELIVERY_OUTCOMES.iter().zip(counts) {
+        w.sample("leadrelay_deliveries_total", &[("outcome", outcome)], count);
+    }
     if let Some(outbox) = &gauges.outbox {
         w.family(
             "leadrelay_outbox_events",
@@ -373,8 +375,14 @@ mod tests {
         let metrics = Metrics::new(&[]);
         metrics.ingest_result("accepted");
         metrics.ingest_result("accepted");
-        metrics.delivery_outcome("retry");
-        let text = metrics.render(&Gauges::default());
+        let gauges = Gauges {
+            deliveries: DeliveryGauges {
+                retry: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let text = metrics.render(&gauges);
         assert!(text.contains("leadrelay_ingest_leads_total{status=\"accepted\"} 2\n"));
         assert!(text.contains("leadrelay_ingest_leads_total{status=\"idempotent_replay\"} 0\n"));
         assert!(text.contains("leadrelay_deliveries_total{outcome=\"retry\"} 1\n"));

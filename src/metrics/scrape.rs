@@ -1,5 +1,6 @@
-//! `GET /metrics`: gathers the gauges that live elsewhere (outbox depth from the database,
-//! the writer's group sizes, the rate limiter's table) and answers the Prometheus text.
+//! `GET /metrics`: gathers the figures that live elsewhere (outbox depth from the database,
+//! delivery attempts from the outbox workers, the writer's group sizes, the rate limiter's
+//! table) and answers the Prometheus text.
 //!
 //! With `serve --metrics off` the path answers 404 exactly like an unknown path.
 
@@ -8,7 +9,7 @@ use http_body_util::Full;
 use hyper::StatusCode;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 
-use super::{CONTENT_TYPE as PROMETHEUS_TEXT, Gauges, OutboxGauges};
+use super::{CONTENT_TYPE as PROMETHEUS_TEXT, DeliveryGauges, Gauges, OutboxGauges};
 use crate::db::DbError;
 use crate::http::{ApiError, AppState, Response};
 
@@ -42,6 +43,14 @@ pub async fn handle(state: &AppState, path: &str) -> Result<Response, ApiError> 
         outbox,
         writer: state.db.writer_stats(),
         rate_limited_clients: state.rate_limiter.as_ref().map(|l| l.tracked_clients()),
+        deliveries: {
+            let counts = state.outbox.counts();
+            DeliveryGauges {
+                delivered: counts.delivered,
+                retry: counts.retried,
+                failed: counts.failed,
+            }
+        },
     };
     let body = state.metrics.render(&gauges);
     let mut response = hyper::Response::new(Full::new(Bytes::from(body)));

@@ -19,6 +19,7 @@ pub mod signing;
 pub mod store;
 mod worker;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -51,7 +52,8 @@ impl Default for WorkerConfig {
     }
 }
 
-/// Wakes the workers when new events were committed.
+/// Wakes the workers when new events were committed, and counts what they did (read by
+/// `GET /metrics`).
 ///
 /// Cheap to clone; every clone talks to the same workers. Code in the server process that
 /// writes events (auto-delivery during ingest) calls [`Notifier::notify`] after its write
@@ -71,6 +73,9 @@ impl std::fmt::Debug for Notifier {
 struct Shared {
     inbox: Mutex<Inbox>,
     changed: Condvar,
+    delivered: AtomicU64,
+    retried: AtomicU64,
+    failed: AtomicU64,
 }
 
 /// What the coordinating worker thread is told between its rounds.
@@ -83,6 +88,15 @@ struct Inbox {
     stopping: bool,
 }
 
+/// Attempts recorded by the workers of this notifier, by what they did to their event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliveryCounts {
+    pub delivered: u64,
+    /// Attempts after which the event was due again later.
+    pub retried: u64,
+    pub failed: u64,
+}
+
 impl Notifier {
     pub fn new() -> Notifier {
         Notifier::default()
@@ -93,6 +107,14 @@ impl Notifier {
     pub fn notify(&self) {
         self.lock().woken = true;
         self.inner.changed.notify_all();
+    }
+
+    pub fn counts(&self) -> DeliveryCounts {
+        DeliveryCounts {
+            delivered: self.inner.delivered.load(Ordering::Relaxed),
+            retried: self.inner.retried.load(Ordering::Relaxed),
+            failed: self.inner.failed.load(Ordering::Relaxed),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inbox> {
@@ -133,5 +155,14 @@ impl Notifier {
             finished: std::mem::take(&mut inbox.finished),
             stopping: inbox.stopping,
         }
+    }
+
+    fn count(&self, outcome: store::Outcome) {
+        let counter = match outcome {
+            store::Outcome::Delivered => &self.inner.delivered,
+            store::Outcome::Retry => &self.inner.retried,
+            store::Outcome::Failed => &self.inner.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 }

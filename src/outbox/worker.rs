@@ -21,7 +21,6 @@ use super::sender::Sender;
 use super::store::{self, Admit, Attempt, Claimed, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
-use crate::metrics::Metrics;
 
 /// The running workers. [`Workers::stop`] ends them after their current attempts.
 pub struct Workers {
@@ -30,13 +29,8 @@ pub struct Workers {
 }
 
 /// Starts the coordinator and `config.senders` sender threads on `db`. Each recorded
-/// attempt is counted in `metrics` by its outcome.
-pub fn start(
-    db: Db,
-    config: WorkerConfig,
-    notifier: Notifier,
-    metrics: Arc<Metrics>,
-) -> std::io::Result<Workers> {
+/// attempt is counted on `notifier` by its outcome.
+pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Result<Workers> {
     notifier.set_stopping(false);
     let senders = config.senders.max(1);
     let queue = Arc::new(Queue::default());
@@ -65,7 +59,6 @@ pub fn start(
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
-        metrics,
         queue,
         senders: threads,
         in_flight: HashMap::new(),
@@ -148,7 +141,6 @@ struct Held {
 struct Coordinator {
     db: Db,
     notifier: Notifier,
-    metrics: Arc<Metrics>,
     queue: Arc<Queue>,
     senders: Vec<JoinHandle<()>>,
     in_flight: HashMap<String, Held>,
@@ -215,7 +207,12 @@ impl Coordinator {
                 continue;
             }
             match self.write_round(&round) {
-                Ok(claim) => {
+                Ok((claim, rescheduled)) => {
+                    if rescheduled {
+                        // Look up when the rescheduled events fall due, rather than finding
+                        // out at the next poll.
+                        next_poll = Instant::now();
+                    }
                     // Due events left behind (no place, or their buyer at its limit) are
                     // claimed in the next round, which the next finished attempt starts; a
                     // wish to claim with no free place waits for a round with one.
@@ -257,7 +254,8 @@ impl Coordinator {
     }
 
     /// Runs one round as one write job and updates what is in flight here.
-    fn write_round(&mut self, round: &Round) -> Result<store::Claim, DbError> {
+    /// Returns the claim and whether an event was rescheduled.
+    fn write_round(&mut self, round: &Round) -> Result<(store::Claim, bool), DbError> {
         let finished = round.finished.clone();
         let renew = round.renew.clone();
         let claim = round.claim;
@@ -301,9 +299,10 @@ impl Coordinator {
             };
             Ok::<_, DbError>((outcomes, claimed, now))
         })?;
+        let rescheduled = outcomes.contains(&Some(Outcome::Retry));
         for (attempt, outcome) in round.finished.iter().zip(outcomes) {
             if let Some(outcome) = outcome {
-                self.metrics.delivery_outcome(outcome.as_str());
+                self.notifier.count(outcome);
                 if outcome != Outcome::Delivered {
                     log::info!(
                         "outbox: event {} attempt {}: {}",
@@ -342,7 +341,7 @@ impl Coordinator {
                 },
             );
         }
-        Ok(claimed)
+        Ok((claimed, rescheduled))
     }
 
     /// Lets the senders finish their current attempts, records them, and releases the
@@ -369,7 +368,7 @@ impl Coordinator {
         match recorded {
             Ok(outcomes) => {
                 for outcome in outcomes.into_iter().flatten() {
-                    self.metrics.delivery_outcome(outcome.as_str());
+                    self.notifier.count(outcome);
                 }
             }
             // The leases run out and the events are sent again: at least once still holds.
