@@ -512,6 +512,19 @@ fn post_and_check(
     body: Vec<u8>,
     secret: Option<&str>,
 ) -> Result<crate::util::Reply, TestCaseError> {
+    post_and_check_pointers(server, path, body, secret, "validation_failed")
+}
+
+/// [`post_and_check`], where the details of errors with `pointing_code` must point into
+/// the body sent (on a mapped source, `mapping_error` does; validation problems point into
+/// the native body the mapping made).
+fn post_and_check_pointers(
+    server: &TestServer,
+    path: &str,
+    body: Vec<u8>,
+    secret: Option<&str>,
+    pointing_code: &str,
+) -> Result<crate::util::Reply, TestCaseError> {
     let mut request = server
         .request("POST", path)
         .header("Content-Type", "application/json")
@@ -529,7 +542,7 @@ fn post_and_check(
     if reply.status >= 400 {
         let code = &reply.json["error"]["code"];
         prop_assert!(code.is_string(), "a 4xx names its error: {}", reply.text);
-        if code == "validation_failed" {
+        if code == pointing_code {
             let sent: Value = serde_json::from_slice(&body).expect("validated bodies are JSON");
             for detail in reply.json["error"]["details"]
                 .as_array()
@@ -674,4 +687,65 @@ fn random_lifecycle_calls_over_http_get_2xx_or_4xx() {
         .unwrap();
     let check = crate::util::cli_output(&server.db.path, &["check"]);
     assert!(check.status.success(), "leadrelay check: {check:?}");
+}
+
+#[test]
+fn random_partner_bodies_over_http_through_a_published_mapping_get_2xx_or_4xx() {
+    let server = property_server();
+    server.cli(&[
+        "source",
+        "create",
+        "--channel",
+        "web",
+        "--name",
+        "mapped",
+        "--id",
+        "mapped",
+        "--no-secret",
+    ]);
+    let document = json!({"items": "/contacts", "fields": {
+        "externalId": {"from": "/ref"},
+        "firstName": {"from": "/name", "split": " ", "part": 0},
+        "lastName": {"from": "/name", "split": " ", "part": -1},
+        "email": {"from": "/mail", "transform": ["trim", "lowercase"]},
+        "consentStatus": {"from": "/optIn", "map": {"true": "granted", "false": "denied"}},
+        "routingReady": {"from": "/ready"},
+        "productSlug": {"const": "solar"},
+        "fieldValues.roof": {"from": "/roof", "default": "unknown"}}});
+    let file = server.db.dir.path().join("mapping.json");
+    std::fs::write(&file, document.to_string()).expect("the mapping file is written");
+    let file = file.to_str().expect("a UTF-8 temp path");
+    server.cli(&["mapping", "set", "mapped", "--file", file]);
+    server.cli(&["mapping", "publish", "mapped"]);
+
+    let contact = btree_map(
+        prop_oneof![
+            proptest::sample::select(&["ref", "name", "mail", "optIn", "ready", "roof"][..])
+                .prop_map(str::to_string),
+            key(),
+        ],
+        prop_oneof![text().prop_map(Value::String), json_value()],
+        0..7,
+    )
+    .prop_map(|m| Value::Object(m.into_iter().collect()));
+    let body = prop_oneof![
+        vec(contact, 0..5).prop_map(|contacts| json!({"contacts": contacts})),
+        json_value(),
+    ];
+    let path = "/api/webhooks/channels/web/sources/mapped/leads";
+    runner(128)
+        .run(&body, |body| {
+            let bytes = serde_json::to_vec(&body).expect("a Value serialises");
+            let reply = post_and_check_pointers(&server, path, bytes, None, "mapping_error")?;
+            if reply.status >= 400 {
+                let code = reply.json["error"]["code"].as_str().unwrap_or("");
+                prop_assert!(
+                    ["mapping_error", "validation_failed"].contains(&code),
+                    "{}",
+                    reply.text
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
 }
