@@ -329,7 +329,9 @@ impl Client {
         Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
     }
 
-    /// One operation of the mix; its kind, latency and error, if any.
+    /// One operation of the mix: 30% a buyer call on a delivered transaction (a single
+    /// ingest when none is waiting), 5% health, 10% a batch of 10, the rest a single lead.
+    /// Returns its kind, latency and error, if any.
     fn operate(&mut self) -> (Kind, u32, Option<String>) {
         let roll = self.roll(100);
         let next_call = if roll < 30 {
@@ -344,7 +346,7 @@ impl Client {
         let started = Instant::now();
         let (kind, result) = if let Some((txn, calls)) = next_call {
             (Kind::Lifecycle, self.lifecycle(&txn, calls))
-        } else if roll < 35 {
+        } else if (30..35).contains(&roll) {
             let result = self
                 .agent
                 .get(&format!("{}/api/health", self.base))
@@ -355,7 +357,7 @@ impl Client {
                     s => Err(format!("health {s}")),
                 });
             (Kind::Health, result)
-        } else if roll < 45 {
+        } else if (35..45).contains(&roll) {
             let leads: Vec<Value> = (0..10)
                 .map(|_| lead(self.shared.sequence.fetch_add(1, Ordering::Relaxed)))
                 .collect();
