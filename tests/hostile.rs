@@ -202,6 +202,8 @@ impl RawRequest {
 pub enum Outcome {
     Answered {
         status: u16,
+        /// The status line and headers, lower-cased.
+        head: String,
         body: String,
     },
     /// The server closed (or reset) the connection without a status line.
@@ -281,7 +283,11 @@ pub fn parse_response(received: &[u8]) -> Outcome {
     } else {
         body.to_string()
     };
-    Outcome::Answered { status, body }
+    Outcome::Answered {
+        status,
+        head: head.to_ascii_lowercase(),
+        body,
+    }
 }
 
 fn dechunk(mut rest: &str) -> String {
@@ -354,8 +360,19 @@ fn check(server: &TestServer, case: &Case) -> Outcome {
     let outcome = running.join().expect("the client thread does not panic");
     let name = case.name;
     match (case.expect, &outcome) {
-        (Expect::Error(status, code), Outcome::Answered { status: got, .. }) => {
+        (
+            Expect::Error(status, code),
+            Outcome::Answered {
+                status: got, head, ..
+            },
+        ) => {
             assert_eq!(*got, status, "{name}: {outcome:?}");
+            if status == 405 {
+                assert!(
+                    head.contains("\r\nallow: "),
+                    "{name}: 405 names the allowed methods"
+                );
+            }
             let body = outcome.json();
             assert_eq!(body["error"]["code"], code, "{name}: {outcome:?}");
             let message = body["error"]["message"].as_str().unwrap_or("");
