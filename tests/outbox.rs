@@ -4,9 +4,7 @@
 //! attempt, and at-least-once delivery across a SIGKILL of the real binary.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,8 +13,9 @@ use crate::delivery::{
     SIGNING_SECRET, WAIT, buyer, deliver, fast_options, lead_request, setup, signature_is_valid,
     simple_lead,
 };
+use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, TestServer, bin, cli_json, wait_until};
+use crate::util::{TempDb, TestServer, cli_json, wait_until};
 
 /// A server with fast retries, a receiver, the basic setup and buyer `b` on `path`.
 fn started(path: &str) -> (TestServer, Receiver) {
@@ -368,35 +367,17 @@ fn stopping_finishes_the_current_attempt_and_releases_unsent_claims() {
     }
 }
 
-/// `leadrelay serve` as a child process on port 0 with fast retries; returns it and its
-/// address once it listens.
-fn spawn_server(db: &Path) -> (Child, String) {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+/// `leadrelay serve` as a child process with fast retries.
+fn spawn_server(db: &Path) -> ServeProcess {
+    ServeProcess::start(
+        db,
+        &[
             "--retry-schedule",
             "200ms,200ms,200ms,200ms,200ms",
             "--delivery-timeout",
             "1s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the binary starts");
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in: {line}"))
-        .to_string();
-    (child, addr)
+        ],
+    )
 }
 
 #[test]
@@ -438,10 +419,9 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
         })
         .collect();
 
-    let (mut first, _) = spawn_server(path);
+    let first = spawn_server(path);
     receiver.wait_for_on("/crash", 3, WAIT);
-    first.kill().unwrap(); // SIGKILL: no shutdown, no recording, claims left leased.
-    first.wait().unwrap();
+    first.kill(); // SIGKILL: no shutdown, no recording, claims left leased.
     let conn = rusqlite::Connection::open(path).unwrap();
     let pending: i64 = conn
         .query_row(
@@ -460,7 +440,7 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
         .unwrap();
     assert!(leased >= 3, "the crash left claims in flight");
 
-    let (mut second, addr) = spawn_server(path);
+    let second = spawn_server(path);
     wait_until(Duration::from_secs(30), "every event delivered", || {
         conn.query_row(
             "SELECT count(*) FROM outbox_events WHERE status = 'delivered'",
@@ -470,12 +450,11 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
         .unwrap()
             == 20
     });
-    let health: Value = crate::util::Request::new("GET", &format!("http://{addr}/api/health"))
+    let health: Value = crate::util::Request::new("GET", &format!("{}/api/health", second.base))
         .send()
         .json;
     assert_eq!(health["outbox"]["pending"], 0, "{health}");
-    second.kill().unwrap();
-    second.wait().unwrap();
+    second.kill();
 
     let mut bodies: HashMap<String, String> = HashMap::new();
     for request in receiver.requests_to("/crash") {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod process;
 pub mod receiver;
 
 use std::path::{Path, PathBuf};
