@@ -14,15 +14,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, basic_setup, bin, cli_json, cli_output};
+use crate::util::{TempDb, basic_setup, cli_json, cli_output};
 
 const SOURCE: &str = "crash";
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/crash/leads";
@@ -230,16 +230,12 @@ fn client(
     sent
 }
 
-/// `leadrelay serve` on port 0 with fast retries and no rate limit; returns it and its base
-/// URL once it listens.
-fn start_server(db: &Path) -> (Child, String) {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+/// `leadrelay serve` on port 0 with fast retries, 16 senders and no rate limit (killed if
+/// the test fails, so no server outlives it).
+fn start_server(db: &Path) -> ServeProcess {
+    ServeProcess::start(
+        db,
+        &[
             "--retry-schedule",
             "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
             "--delivery-timeout",
@@ -248,21 +244,8 @@ fn start_server(db: &Path) -> (Child, String) {
             "16",
             "--rate-limit",
             "0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the binary starts");
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
-        .expect("the server prints its address");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in: {line}"));
-    (child, format!("http://{addr}"))
+        ],
+    )
 }
 
 fn check_passes(db: &Path, when: &str) {
@@ -428,7 +411,8 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
 
     let mut random = Random(seed);
     for cycle in 0..cycles {
-        let (mut server, base) = start_server(path);
+        let server = start_server(path);
+        let base = server.base.clone();
         *address
             .write()
             .expect("no thread panics holding the address") = Some(base);
@@ -443,13 +427,13 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
         *address
             .write()
             .expect("no thread panics holding the address") = None;
-        server.kill().expect("SIGKILL is sent");
-        server.wait().expect("the killed server is reaped");
+        server.kill();
         check_passes(path, &format!("after crash {}", cycle + 1));
     }
 
     // The last start: no more kills. Clients stop; unknown outcomes are sent again.
-    let (mut server, base) = start_server(path);
+    let server = start_server(path);
+    let base = server.base.clone();
     *address
         .write()
         .expect("no thread panics holding the address") = Some(base.clone());
@@ -490,15 +474,7 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
     )
     .expect("health is JSON");
     assert_eq!(health["status"], "ok", "{health}");
-    let pid = server.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(
-        server.wait().expect("the server exits").success(),
-        "a clean stop"
-    );
+    assert!(server.terminate().success(), "a clean stop");
 
     // Every lead answered 2xx is stored once, under the id it was answered with.
     let stored: HashMap<String, (String, i64)> = conn

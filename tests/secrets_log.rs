@@ -91,6 +91,16 @@ impl LoggedServer {
     }
 }
 
+impl Drop for LoggedServer {
+    /// A failing test must not leave its server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// A wrong secret that is as long as `right` and shares its prefix.
 fn same_length_wrong(right: &str) -> String {
     let keep = right.len() / 2;
