@@ -367,33 +367,7 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
             SECRET,
         ],
     );
-    cli_json(
-        path,
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "B",
-            "--id",
-            "b",
-            "--webhook-url",
-            &receiver.url("/hook"),
-        ],
-    );
-    cli_json(
-        path,
-        &[
-            "buyer",
-            "subscribe",
-            "b",
-            "--product",
-            "solar",
-            "--price",
-            "20",
-        ],
-    );
+    crate::delivery::buyer(path, "b", &receiver.url("/hook"), Some("20"), &[]);
 
     let address: Arc<RwLock<Option<String>>> = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));

@@ -55,7 +55,13 @@ pub fn setup(db: &Path) {
 
 /// A buyer in workspace `ws` posting to `url`, subscribed to `solar` at `price` (when
 /// given), with the test vector's signing secret. `extra` adds flags to `buyer create`.
-pub fn buyer(db: &Path, id: &str, url: &str, price: Option<&str>, extra: &[&str]) {
+pub fn buyer(
+    db: &Path,
+    id: &str,
+    url: &str,
+    price: Option<&str>,
+    extra: &[&str],
+) -> serde_json::Value {
     let mut args = vec![
         "buyer",
         "create",
@@ -71,7 +77,7 @@ pub fn buyer(db: &Path, id: &str, url: &str, price: Option<&str>, extra: &[&str]
         SIGNING_SECRET,
     ];
     args.extend_from_slice(extra);
-    cli_json(db, &args);
+    let created = cli_json(db, &args);
     if let Some(price) = price {
         cli_json(
             db,
@@ -86,6 +92,7 @@ pub fn buyer(db: &Path, id: &str, url: &str, price: Option<&str>, extra: &[&str]
             ],
         );
     }
+    created
 }
 
 /// Posts `lead` (a native Lead with one interest) to source `src` of channel `web` through

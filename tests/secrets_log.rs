@@ -145,33 +145,7 @@ fn secrets_and_keys_never_reach_the_log() {
             "sup",
         ],
     );
-    let buyer = cli_json(
-        path,
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "B",
-            "--id",
-            "b",
-            "--webhook-url",
-            &receiver.url("/hook"),
-        ],
-    );
-    cli_json(
-        path,
-        &[
-            "buyer",
-            "subscribe",
-            "b",
-            "--product",
-            "solar",
-            "--price",
-            "20",
-        ],
-    );
+    let buyer = crate::delivery::buyer(path, "b", &receiver.url("/hook"), Some("20"), &[]);
     let source_secret = source["secret"]
         .as_str()
         .expect("a generated secret")
