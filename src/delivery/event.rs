@@ -6,72 +6,18 @@
 //! written to the outbox with the transaction and sent, unchanged on every attempt, by
 //! `outbox`.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 
 use crate::config::container::DeliveryMode;
 
-/// The lead's columns that hold interface fields, with their names in the Lead object.
-const LEAD_FIELDS: &[(&str, &str)] = &[
-    ("external_id", "externalId"),
-    ("first_name", "firstName"),
-    ("last_name", "lastName"),
-    ("email", "email"),
-    ("phone", "phone"),
-    ("street", "street"),
-    ("house_number", "houseNumber"),
-    ("postal_code", "postalCode"),
-    ("city", "city"),
-    ("country", "country"),
-    ("consent_status", "consentStatus"),
-    ("legal_basis", "legalBasis"),
-    ("consent_captured_at", "consentCapturedAt"),
-    ("consent_text_version", "consentTextVersion"),
-    ("captured_by_external_id", "capturedByExternalId"),
-    ("captured_by_name", "capturedByName"),
-    ("captured_by_team", "capturedByTeam"),
-    ("captured_at", "capturedAt"),
-    ("capture_method", "captureMethod"),
-];
-
-/// The `lead` object of the event for `lead_id`, or `None` when there is no such lead.
-///
-/// Additional properties come first and the interface fields after them, so a stored
-/// additional property can never shadow a field the service validated. Absent (null)
-/// fields are left out; capture metadata goes where a native Lead carries it,
-/// `capture.metadata`.
+/// The `lead` object of the event for `lead_id`, or `None` when there is no such lead: the
+/// lead as ingest stored it, in the native Lead shape (`ingest::view`).
 pub fn lead_object(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Value>> {
-    let columns: Vec<&str> = LEAD_FIELDS.iter().map(|(column, _)| *column).collect();
-    let sql = format!(
-        "SELECT {}, capture_metadata, additional FROM leads WHERE id = ?1",
-        columns.join(", ")
-    );
-    conn.prepare_cached(&sql)?
-        .query_row([lead_id], |row| {
-            let additional: String = row.get(LEAD_FIELDS.len() + 1)?;
-            let mut lead = match serde_json::from_str::<Value>(&additional) {
-                Ok(Value::Object(map)) => map,
-                _ => Map::new(),
-            };
-            lead.retain(|_, value| !value.is_null());
-            for (index, (_, name)) in LEAD_FIELDS.iter().enumerate() {
-                match row.get::<_, Option<String>>(index)? {
-                    Some(value) => lead.insert((*name).to_string(), Value::String(value)),
-                    None => lead.remove(*name),
-                };
-            }
-            let metadata: Option<String> = row.get(LEAD_FIELDS.len())?;
-            match metadata.and_then(|m| serde_json::from_str::<Value>(&m).ok()) {
-                Some(metadata @ Value::Object(_)) => {
-                    lead.insert("capture".into(), json!({ "metadata": metadata }));
-                }
-                _ => {
-                    lead.remove("capture");
-                }
-            }
-            Ok(Value::Object(lead))
-        })
-        .optional()
+    Ok(
+        crate::ingest::view::find_without_requests(conn, lead_id)?
+            .map(|lead| lead.partner_fields()),
+    )
 }
 
 /// The interest's answers as stored (an object of strings), or an empty object.

@@ -111,18 +111,22 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<LeadRecord> {
 
 /// The lead `id` with its requests, or `None`.
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<LeadRecord>> {
-    let lead = conn
-        .prepare_cached(&format!(
-            "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
-             WHERE l.id = ?1"
-        ))?
-        .query_row([id], lead_from_row)
-        .optional()?;
-    let Some(mut lead) = lead else {
+    let Some(mut lead) = find_without_requests(conn, id)? else {
         return Ok(None);
     };
     lead.requests = requests_of(conn, id)?;
     Ok(Some(lead))
+}
+
+/// The lead alone (`requests` left empty), for callers that need only its fields, such as
+/// the `lead.delivered` event written on the writer thread.
+pub fn find_without_requests(conn: &Connection, id: &str) -> rusqlite::Result<Option<LeadRecord>> {
+    conn.prepare_cached(&format!(
+        "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
+         WHERE l.id = ?1"
+    ))?
+    .query_row([id], lead_from_row)
+    .optional()
 }
 
 /// The lead's requests with their products, in the order they were given.
@@ -196,9 +200,11 @@ fn insert_some(map: &mut Map<String, Value>, key: &str, value: &Option<String>) 
 
 impl LeadRecord {
     /// The person, consent, capture and additional properties as native Lead fields
-    /// (absent fields left out): what a buyer gets as `lead`.
+    /// (absent fields and null additional properties left out): what a buyer gets as
+    /// `lead`. A validated field always wins over an additional property of its name.
     pub fn partner_fields(&self) -> Value {
         let mut fields = Map::new();
+        insert_some(&mut fields, "externalId", &self.external_id);
         fields.insert("firstName".into(), self.person.first_name.as_str().into());
         fields.insert("lastName".into(), self.person.last_name.as_str().into());
         for (key, value) in self.person_pairs() {
@@ -214,7 +220,9 @@ impl LeadRecord {
             fields.insert("capture".into(), json!({ "metadata": metadata }));
         }
         for (key, value) in &self.additional {
-            fields.entry(key.clone()).or_insert_with(|| value.clone());
+            if !value.is_null() {
+                fields.entry(key.clone()).or_insert_with(|| value.clone());
+            }
         }
         Value::Object(fields)
     }
