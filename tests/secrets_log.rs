@@ -402,11 +402,6 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "placeholders",
         "a list of `?` placeholders, one per bound buyer id",
     ),
-    (
-        "src/delivery/event.rs",
-        "columns.join(\", \")",
-        "column names from the constant LEAD_FIELDS table",
-    ),
 ];
 
 #[test]
