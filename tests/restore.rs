@@ -269,6 +269,33 @@ fn a_backup_that_fails_its_check_is_refused() {
 }
 
 #[test]
+fn a_restore_is_refused_while_another_program_has_the_database_open() {
+    let db = setup();
+    let backup = db.dir.path().join("backup.db");
+    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    // Like Litestream: a plain SQLite connection holding a read transaction.
+    let other = rusqlite::Connection::open(&db.path).unwrap();
+    other
+        .execute_batch("PRAGMA journal_mode=WAL; BEGIN")
+        .unwrap();
+    let _: i64 = other
+        .query_row("SELECT count(*) FROM workspaces", [], |r| r.get(0))
+        .unwrap();
+    let before = names(db.dir.path());
+    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("another program has {} open", db.path.display())),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(names(db.dir.path()), before);
+    other.execute_batch("COMMIT").unwrap();
+    drop(other);
+    cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+}
+
+#[test]
 fn a_restore_onto_a_new_box_needs_no_existing_database() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
