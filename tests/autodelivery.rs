@@ -767,7 +767,7 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
         "open",
         "20",
         "",
-        &["--schedule", &open_window],
+        ["--schedule", &open_window],
     );
     add_buyer(
         &server,
@@ -775,7 +775,7 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
         "closed",
         "40",
         "",
-        &["--schedule", &closed_days],
+        ["--schedule", &closed_days],
     );
     let (_, item) = post(&server, &lead_path("web", "landing"), &lead(1));
     let request = &item["autoDelivery"]["requests"][0];

@@ -354,7 +354,7 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
         format!("source create --channel web --name Crash --id {SOURCE} --secret {SECRET}"),
     )
     .json();
-    crate::util::buyer(path, "b", &receiver.url("/hook"), Some("20"), &[]);
+    crate::util::buyer(path, "b", &receiver.url("/hook"), Some("20"), []);
 
     let address: Arc<RwLock<Option<String>>> = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));

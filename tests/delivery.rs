@@ -36,7 +36,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     receiver.answer("/b1", Answer::ok().json(&json!({"externalId": "SUN-77"})));
     let db = &server.db.path;
     setup(db);
-    buyer(db, "b1", &receiver.url("/b1"), Some("25"), &[]);
+    buyer(db, "b1", &receiver.url("/b1"), Some("25"), []);
     let sent = json!({
             "externalId": "crm-1",
             "firstName": "Ada",
@@ -191,16 +191,16 @@ fn refusals_are_clear_errors_that_write_nothing() {
     let db = &server.db.path;
     setup(db);
     let url = "http://127.0.0.1:9/unused";
-    buyer(db, "subscribed", url, Some("25"), &[]);
-    buyer(db, "unsubscribed", url, None, &[]);
-    buyer(db, "paused", url, Some("25"), &[]);
+    buyer(db, "subscribed", url, Some("25"), []);
+    buyer(db, "unsubscribed", url, None, []);
+    buyer(db, "paused", url, Some("25"), []);
     lr(db, "buyer pause paused").json();
     buyer(
         db,
         "prepaid",
         url,
         Some("25"),
-        &["--plan", "prepaid", "--credit-limit", "5"],
+        ["--plan", "prepaid", "--credit-limit", "5"],
     );
     lr(db, "buyer fund prepaid --amount 19.99").json();
     lr(db, "workspace create --name Other --id other").json();
@@ -320,7 +320,7 @@ fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cos
     )
     .json();
     for id in ["m1", "m2", "m3"] {
-        buyer(db, id, "http://127.0.0.1:9/unused", None, &[]);
+        buyer(db, id, "http://127.0.0.1:9/unused", None, []);
         lr(
             db,
             format!("buyer subscribe {id} --product heat --price 30"),

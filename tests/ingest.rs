@@ -68,7 +68,7 @@ pub fn shown(server: &TestServer, reply: &Reply) -> Value {
     let lead_id = reply.json["item"]["leadId"]
         .as_str()
         .unwrap_or_else(|| panic!("no leadId in {}", reply.text));
-    lr(&server, format!("lead show {lead_id}")).json()
+    lr(server, format!("lead show {lead_id}")).json()
 }
 
 /// How many leads the source has stored.

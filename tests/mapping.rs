@@ -496,7 +496,7 @@ fn mapped_server() -> TestServer {
 /// Sets and publishes `document` on `source`; returns the published version.
 fn publish(server: &TestServer, source: &str, document: &Value) -> i64 {
     set_draft(&server.db.path, source, document);
-    let published = lr(&server, format!("mapping publish {source}")).json();
+    let published = lr(server, format!("mapping publish {source}")).json();
     published["version"].as_i64().unwrap()
 }
 

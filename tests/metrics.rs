@@ -263,7 +263,7 @@ fn delivery_attempts_are_counted_by_outcome() {
     receiver.answer_sequence("/hook", vec![Answer::status(503), Answer::ok()]);
     let db = &server.db.path;
     setup(db);
-    buyer(db, "b", &receiver.url("/hook"), Some("25"), &[]);
+    buyer(db, "b", &receiver.url("/hook"), Some("25"), []);
     let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(db, &request, "b", None);
     crate::util::wait_until(WAIT, "the delivery to be counted", || {

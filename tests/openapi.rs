@@ -325,13 +325,7 @@ fn the_delivered_event_has_the_documented_fields() {
     let server = TestServer::start();
     let receiver = Receiver::start();
     setup(&server.db.path);
-    buyer(
-        &server.db.path,
-        "b",
-        &receiver.url("/hook"),
-        Some("25"),
-        &[],
-    );
+    buyer(&server.db.path, "b", &receiver.url("/hook"), Some("25"), []);
     let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(&server.db.path, &request, "b", None);
     let event = receiver.wait_for_on("/hook", 1, WAIT)[0].json();
@@ -364,7 +358,7 @@ fn lifecycle_answers_have_the_documented_fields() {
         "b",
         "http://127.0.0.1:9/hook",
         Some("25"),
-        &["--secret", secret],
+        ["--secret", secret],
     );
     let (_, request) = lead_request(&server, &simple_lead(1));
     let transaction = deliver(db, &request, "b", None)["transactionId"].clone();

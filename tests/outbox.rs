@@ -21,7 +21,7 @@ fn started(path: &str) -> (TestServer, Receiver) {
     let server = TestServer::start_with(TempDb::new(), fast_options());
     let receiver = Receiver::start();
     setup(&server.db.path);
-    buyer(&server.db.path, "b", &receiver.url(path), Some("25"), &[]);
+    buyer(&server.db.path, "b", &receiver.url(path), Some("25"), []);
     (server, receiver)
 }
 
@@ -141,7 +141,7 @@ fn other_4xx_and_redirects_fail_at_once() {
     for (n, (path, answer)) in cases.into_iter().enumerate() {
         let id = format!("b{n}");
         receiver.answer(path, answer);
-        buyer(db, &id, &receiver.url(path), Some("25"), &[]);
+        buyer(db, &id, &receiver.url(path), Some("25"), []);
         events.push((path, new_delivery(&server, n, &id)));
     }
     for (path, (transaction_id, event_id)) in &events {
@@ -231,12 +231,12 @@ fn timeouts_and_refused_connections_are_retried() {
         "/slow",
         vec![Answer::ok().delay(Duration::from_secs(5)), Answer::ok()],
     );
-    buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
+    buyer(db, "slow", &receiver.url("/slow"), Some("25"), []);
     // A port nobody listens on: bind one, then let it go.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let refused_url = format!("http://{}/hook", closed.local_addr().unwrap());
     drop(closed);
-    buyer(db, "refused", &refused_url, Some("25"), &[]);
+    buyer(db, "refused", &refused_url, Some("25"), []);
 
     let (_, slow_event) = new_delivery(&server, 1, "slow");
     let (_, refused_event) = new_delivery(&server, 2, "refused");
@@ -271,8 +271,8 @@ fn health_reports_pending_and_failed_counts_and_the_oldest_pending_age() {
     setup(db);
     receiver.answer("/later", Answer::status(503));
     receiver.answer("/never", Answer::status(400));
-    buyer(db, "later", &receiver.url("/later"), Some("25"), &[]);
-    buyer(db, "never", &receiver.url("/never"), Some("25"), &[]);
+    buyer(db, "later", &receiver.url("/later"), Some("25"), []);
+    buyer(db, "never", &receiver.url("/never"), Some("25"), []);
     let (_, older) = new_delivery(&server, 1, "later");
     let (_, newer) = new_delivery(&server, 2, "later");
     let (_, never) = new_delivery(&server, 3, "never");
@@ -327,8 +327,8 @@ fn a_slow_buyer_does_not_delay_the_others() {
     let db = &server.db.path;
     setup(db);
     receiver.answer("/slow", Answer::ok().delay(Duration::from_secs(20)));
-    buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
-    buyer(db, "fast", &receiver.url("/fast"), Some("25"), &[]);
+    buyer(db, "slow", &receiver.url("/slow"), Some("25"), []);
+    buyer(db, "fast", &receiver.url("/fast"), Some("25"), []);
     let slow: Vec<String> = (0..6).map(|n| new_delivery(&server, n, "slow").1).collect();
     receiver.wait_for_on("/slow", 3, WAIT);
     let fast: Vec<String> = (10..16)
@@ -424,7 +424,7 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
         "b",
         &receiver.url("/crash"),
         Some("25"),
-        &[],
+        [],
     );
     let requests: Vec<String> = (0..20)
         .map(|n| lead_request(&ingesting, &simple_lead(n)).1)

@@ -172,7 +172,7 @@ fn an_earlier_restores_file_is_replaced_only_with_force() {
 fn refused(db: &TempDb, backup: &Path, problem: &str) {
     let before = names(db.dir.path());
     let content = std::fs::read(&db.path).unwrap();
-    let output = lr(&db.path, "restore --from").arg(&backup).output();
+    let output = lr(&db.path, "restore --from").arg(backup).output();
     assert_eq!(
         output.status.code(),
         Some(1),

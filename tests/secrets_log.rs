@@ -123,7 +123,7 @@ fn secrets_and_keys_never_reach_the_log() {
         "source create --channel web --name Src --id src --supplier sup",
     )
     .json();
-    let buyer = crate::util::buyer(path, "b", &receiver.url("/hook"), Some("20"), &[]);
+    let buyer = crate::util::buyer(path, "b", &receiver.url("/hook"), Some("20"), []);
     let source_secret = source["secret"]
         .as_str()
         .expect("a generated secret")
