@@ -27,3 +27,4 @@ mod ratelimit;
 mod secrets_log;
 mod state_machine;
 mod supplier;
+mod tidy;

@@ -350,7 +350,11 @@ mod tests {
         let (parts, body) = response.into_parts();
         let bytes = body.collect().await.expect("a full body").to_bytes();
         let body = serde_json::from_slice(&bytes).expect("every error body is JSON");
-        (status, Response::from_parts(parts, Default::default()), body)
+        (
+            status,
+            Response::from_parts(parts, Default::default()),
+            body,
+        )
     }
 
     #[tokio::test]

@@ -189,9 +189,7 @@ pub(crate) async fn dispatch(
         Endpoint::Metrics => handlers::metrics::get(state, request.uri().path()).await,
         Endpoint::OpenApi => Ok(handlers::openapi::get()),
         Endpoint::PartnerConfirmation => handlers::lifecycle::confirmation(state, request).await,
-        Endpoint::PartnerPayoutPending => {
-            handlers::lifecycle::payout_pending(state, request).await
-        }
+        Endpoint::PartnerPayoutPending => handlers::lifecycle::payout_pending(state, request).await,
         Endpoint::PartnerPayout => handlers::lifecycle::payout(state, request).await,
         Endpoint::PartnerCancellation => handlers::lifecycle::cancellation(state, request).await,
         Endpoint::SupplierCancellationConfirmation => {

@@ -64,8 +64,8 @@ pub(crate) async fn ingest(
         Some(_) => (crate::mapping::apply_published(source, body)?, None),
         None => (body, raw),
     };
-    let shape = shape::detect(body, raw, source.container_kind)
-        .map_err(IngestError::body_invalid)?;
+    let shape =
+        shape::detect(body, raw, source.container_kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(Target::of(source));
     match shape {
         Shape::Single(item) => {

@@ -16,8 +16,8 @@ use super::clawback::{self, CancellationStatus, SupplierCancellation};
 use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
-use crate::delivery::transaction;
 use crate::db::Db;
+use crate::delivery::transaction;
 
 /// What an answer did.
 #[derive(Debug, Clone)]

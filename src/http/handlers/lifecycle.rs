@@ -30,10 +30,7 @@ pub(crate) async fn cancellation(state: &AppState, request: Request) -> Result<R
     buyer_call(state, request, Kind::Cancellation).await
 }
 
-pub(crate) async fn supplier_answer(
-    state: &AppState,
-    request: Request,
-) -> Result<Response, Error> {
+pub(crate) async fn supplier_answer(state: &AppState, request: Request) -> Result<Response, Error> {
     let (presented, body) = receive(state, request).await?;
     let answered = crate::lifecycle::supplier::call(&state.db, presented, &body).await?;
     Ok(response::json(StatusCode::OK, &answered.to_json()))
