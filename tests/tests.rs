@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod delivery;
 mod demo;
+mod durations;
 mod foundation;
 mod hostile;
 mod ingest;
