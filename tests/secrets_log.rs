@@ -389,7 +389,7 @@ fn a_wrong_secret_of_the_right_length_takes_the_same_path_as_the_right_one() {
         assert_eq!(leadrelay::secrets::hash(presented).len(), stored.len());
     }
     // Every presented candidate is checked, in any order.
-    let checks = leadrelay::http::auth::any_matches;
+    let checks = leadrelay::secrets::any_matches;
     assert!(checks(&[&wrong, &right], &stored));
     assert!(checks(&[&right, &wrong], &stored));
     assert!(!checks(&[&wrong, &wrong], &stored));
