@@ -7,37 +7,13 @@ use serde_json::json;
 use crate::db::DbError;
 use crate::http::{ApiError, AppState, Response, response};
 
-/// How the outbox stands; also read by `GET /metrics`.
-pub struct OutboxFigures {
-    pub pending: i64,
-    pub failed: i64,
-    pub oldest_pending_ms: Option<i64>,
-}
-
-pub fn outbox_figures(conn: &rusqlite::Connection) -> rusqlite::Result<OutboxFigures> {
-    conn.query_row(
-        "SELECT
-            (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
-            (SELECT count(*) FROM outbox_events WHERE status = 'failed'),
-            (SELECT min(created_at) FROM outbox_events WHERE status = 'pending')",
-        [],
-        |row| {
-            Ok(OutboxFigures {
-                pending: row.get(0)?,
-                failed: row.get(1)?,
-                oldest_pending_ms: row.get(2)?,
-            })
-        },
-    )
-}
-
 pub async fn handle(state: &AppState) -> Result<Response, ApiError> {
     if state.is_shutting_down() {
         return Ok(unavailable("shutting down"));
     }
     let figures = match state
         .db
-        .read(|conn| outbox_figures(conn).map_err(DbError::from))
+        .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
     {
         Ok(figures) => figures,

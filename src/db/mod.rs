@@ -6,6 +6,7 @@
 //! statements and runs them through [`Db::read`] and [`Db::write`].
 
 mod migrate;
+pub(crate) mod stored;
 mod writer;
 
 use std::path::{Path, PathBuf};

@@ -19,7 +19,7 @@ pub async fn handle(state: &AppState, path: &str) -> Result<Response, ApiError> 
     }
     let outbox = match state
         .db
-        .read(|conn| crate::health::outbox_figures(conn).map_err(DbError::from))
+        .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
     {
         Ok(figures) => {

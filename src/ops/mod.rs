@@ -8,6 +8,7 @@
 
 pub mod backup;
 pub mod check;
+pub mod states;
 
 use std::path::Path;
 use std::time::Duration;
