@@ -43,7 +43,10 @@ fn an_unknown_stored_state_is_an_error_that_check_reports() {
     );
     assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
 
-    tamper(&db.path, "UPDATE buyers SET status = 'suspended' WHERE id = 'b'");
+    tamper(
+        &db.path,
+        "UPDATE buyers SET status = 'suspended' WHERE id = 'b'",
+    );
 
     // Reading the buyer stops with the reason instead of taking it for active or paused.
     let listed = cli_output(&db.path, &["buyer", "list"]);

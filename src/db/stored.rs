@@ -152,9 +152,7 @@ mod tests {
                 .is_err(),
             "a number is not a colour"
         );
-        let none: Option<Colour> = conn
-            .query_row("SELECT NULL", [], |r| r.get(0))
-            .unwrap();
+        let none: Option<Colour> = conn.query_row("SELECT NULL", [], |r| r.get(0)).unwrap();
         assert_eq!(none, None);
     }
 }

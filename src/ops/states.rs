@@ -25,7 +25,10 @@ use crate::lifecycle::clawback::{CancellationStatus, Origin};
 use crate::outbox::store::{EventKind, EventStatus, Outcome};
 
 /// A table and its status columns, each with the values its enum knows.
-type Table = (&'static str, &'static [(&'static str, &'static [&'static str])]);
+type Table = (
+    &'static str,
+    &'static [(&'static str, &'static [&'static str])],
+);
 
 /// Every status column of the schema. NULL is never unknown: the one nullable column
 /// (`transaction_history.from_status`) is NULL for the entry that created the transaction.
@@ -153,12 +156,16 @@ pub fn scan(conn: &Connection) -> rusqlite::Result<Vec<UnknownState>> {
                 *counts.entry((index, text)).or_default() += 1;
             }
         }
-        found.extend(counts.into_iter().map(|((index, value), rows)| UnknownState {
-            table: table.to_string(),
-            column: columns[index].0.to_string(),
-            value,
-            rows,
-        }));
+        found.extend(
+            counts
+                .into_iter()
+                .map(|((index, value), rows)| UnknownState {
+                    table: table.to_string(),
+                    column: columns[index].0.to_string(),
+                    value,
+                    rows,
+                }),
+        );
     }
     Ok(found)
 }
