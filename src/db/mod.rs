@@ -30,43 +30,31 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 const READ_POOL_SIZE: u32 = 16;
 
 /// Errors of the storage layer itself, as opposed to the domain errors that jobs return.
-#[derive(Debug)]
+///
+/// No variant names its inner error as a `source`: the message already contains it, and
+/// the CLI prints the whole chain (`{e:#}`), which would repeat it.
+#[derive(Debug, thiserror::Error)]
 pub enum DbError {
+    #[error("database error: {0}")]
     Sqlite(rusqlite::Error),
+    #[error("database pool error: {0}")]
     Pool(r2d2::Error),
     /// The writer thread has stopped (shutdown) or went away.
+    #[error("database writer has stopped")]
     WriterGone,
     /// The job's writes did not commit (the group's commit failed, or SQLite rolled the
     /// group transaction back).
+    #[error("write not committed: {0}")]
     GroupFailed(String),
     /// A job panicked; its savepoint was rolled back and its neighbours were not affected.
+    #[error("database job panicked")]
     JobPanicked,
+    #[error("database file error: {0}")]
     Io(std::io::Error),
     /// The file's schema is newer than this binary knows.
-    SchemaTooNew {
-        found: i64,
-        known: i64,
-    },
+    #[error("database schema version {found} is newer than this binary knows ({known})")]
+    SchemaTooNew { found: i64, known: i64 },
 }
-
-impl std::fmt::Display for DbError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DbError::Sqlite(e) => write!(f, "database error: {e}"),
-            DbError::Pool(e) => write!(f, "database pool error: {e}"),
-            DbError::WriterGone => write!(f, "database writer has stopped"),
-            DbError::GroupFailed(why) => write!(f, "write not committed: {why}"),
-            DbError::JobPanicked => write!(f, "database job panicked"),
-            DbError::Io(e) => write!(f, "database file error: {e}"),
-            DbError::SchemaTooNew { found, known } => write!(
-                f,
-                "database schema version {found} is newer than this binary knows ({known})"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for DbError {}
 
 impl From<rusqlite::Error> for DbError {
     fn from(e: rusqlite::Error) -> Self {

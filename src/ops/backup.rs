@@ -24,49 +24,30 @@ const PAGES_PER_STEP: std::ffi::c_int = 1024;
 /// How long to wait before retrying a step that found the destination busy.
 const BUSY_PAUSE: Duration = Duration::from_millis(10);
 
-#[derive(Debug)]
+/// No variant names its inner error as a `source`: the message already contains it, and
+/// the CLI prints the whole chain (`{e:#}`), which would repeat it.
+#[derive(Debug, thiserror::Error)]
 pub enum BackupError {
     /// The database to copy does not exist (nothing is created).
+    #[error("database file {} does not exist", .0.display())]
     SourceMissing(PathBuf),
     /// The target exists and overwriting was not asked for.
+    #[error("{} exists already; pass --force to overwrite it", .0.display())]
     TargetExists(PathBuf),
     /// The target is the live database itself.
+    #[error("{} is the database being backed up; choose another file", .0.display())]
     TargetIsSource(PathBuf),
+    #[error("database error: {0}")]
     Sqlite(rusqlite::Error),
+    #[error("cannot {action}: {error}")]
     Io {
         action: String,
         error: std::io::Error,
     },
     /// The finished copy failed its quick check; it was not kept.
+    #[error("the copy failed its check and was removed: {0}")]
     CopyDamaged(String),
 }
-
-impl std::fmt::Display for BackupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BackupError::SourceMissing(path) => {
-                write!(f, "database file {} does not exist", path.display())
-            }
-            BackupError::TargetExists(path) => write!(
-                f,
-                "{} exists already; pass --force to overwrite it",
-                path.display()
-            ),
-            BackupError::TargetIsSource(path) => write!(
-                f,
-                "{} is the database being backed up; choose another file",
-                path.display()
-            ),
-            BackupError::Sqlite(e) => write!(f, "database error: {e}"),
-            BackupError::Io { action, error } => write!(f, "cannot {action}: {error}"),
-            BackupError::CopyDamaged(why) => {
-                write!(f, "the copy failed its check and was removed: {why}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for BackupError {}
 
 impl From<rusqlite::Error> for BackupError {
     fn from(e: rusqlite::Error) -> Self {

@@ -19,26 +19,15 @@ use crate::db::SCHEMA_VERSION;
 /// At most this many integrity or foreign-key problems are listed; the count is exact.
 const MAX_LISTED: usize = 100;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// Nothing to check: the file is not there (and was not created).
+    #[error("database file {} does not exist", .0.display())]
     Missing(PathBuf),
     /// The file exists but cannot be opened (permissions, a directory, …).
+    #[error("cannot open {}: {}", .0.display(), .1)]
     Open(PathBuf, rusqlite::Error),
 }
-
-impl std::fmt::Display for CheckError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckError::Missing(path) => {
-                write!(f, "database file {} does not exist", path.display())
-            }
-            CheckError::Open(path, e) => write!(f, "cannot open {}: {e}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for CheckError {}
 
 /// One row that points at a parent row that does not exist.
 #[derive(Debug, Clone, Serialize)]
