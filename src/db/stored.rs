@@ -12,24 +12,13 @@
 //! their column (`delivery::transaction::Status`, `outbox::store::EventStatus`, …).
 
 /// A stored value that the column's enum does not know.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{value}' stored in the database (run leadrelay check)")]
 pub struct UnknownValue {
     /// What the column holds, e.g. `transaction status`.
     pub what: &'static str,
     pub value: String,
 }
-
-impl std::fmt::Display for UnknownValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "unknown {} '{}' stored in the database (run leadrelay check)",
-            self.what, self.value
-        )
-    }
-}
-
-impl std::error::Error for UnknownValue {}
 
 /// Declares a stored enum: `stored_enum! { pub enum Status as "transaction status" {
 /// Delivered = "delivered", … } }`. It gets `ALL`, `NAMES`, `as_str`, `parse` (`None` for
