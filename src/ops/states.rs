@@ -124,22 +124,23 @@ fn known(table: &str, column: &str) -> &'static [&'static str] {
 pub fn scan(conn: &Connection) -> rusqlite::Result<Vec<UnknownState>> {
     let mut found = Vec::new();
     for (table, columns) in STATUS_COLUMNS {
-        let selected: Vec<&str> = columns.iter().map(|(column, _)| *column).collect();
+        let selected = columns
+            .iter()
+            .map(|(column, _)| *column)
+            .collect::<Vec<_>>()
+            .join(", ");
         let mut values: Vec<Value> = Vec::new();
-        let mut conditions = Vec::new();
+        let mut unknown = Vec::new();
         for (column, names) in columns.iter() {
             let placeholders = vec!["?"; names.len()].join(", ");
-            conditions.push(format!(
+            unknown.push(format!(
                 "({column} IS NOT NULL AND {column} NOT IN ({placeholders}))"
             ));
             values.extend(names.iter().map(|n| Value::Text((*n).to_string())));
         }
         // Table and column names are the constants above; the known values are bound.
-        let sql = format!(
-            "SELECT {} FROM {table} WHERE {}",
-            selected.join(", "),
-            conditions.join(" OR ")
-        );
+        let unknown = unknown.join(" OR ");
+        let sql = format!("SELECT {selected} FROM {table} WHERE {unknown}");
         let mut counts: BTreeMap<(usize, String), u64> = BTreeMap::new();
         let mut statement = conn.prepare(&sql)?;
         let mut rows = statement.query(params_from_iter(values))?;
