@@ -26,21 +26,7 @@ fn tamper(db: &Path, sql: &str) {
 fn an_unknown_stored_state_is_an_error_that_check_reports() {
     let db = TempDb::new();
     basic_setup(&db.path);
-    cli_json(
-        &db.path,
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "B",
-            "--id",
-            "b",
-            "--webhook-url",
-            "http://127.0.0.1:9/hook",
-        ],
-    );
+    crate::delivery::buyer(&db.path, "b", "http://127.0.0.1:9/hook", None, &[]);
     assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
 
     tamper(
