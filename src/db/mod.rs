@@ -2,9 +2,11 @@
 //!
 //! Owns opening the file, the connection PRAGMAs, migrations and the split between reads
 //! (r2d2 pool, run on tokio's blocking threads) and writes (the group-commit writer of
-//! [`writer`]). It does not own any domain SQL: each domain module brings its own
-//! statements and runs them through [`Db::read`] and [`Db::write`].
+//! [`writer`]); [`files`] owns the files on disk (names, private modes, the lock that says
+//! the database is in use). It does not own any domain SQL: each domain module brings its
+//! own statements and runs them through [`Db::read`] and [`Db::write`].
 
+pub(crate) mod files;
 mod migrate;
 pub(crate) mod stored;
 mod writer;
@@ -78,6 +80,8 @@ struct Inner {
     path: PathBuf,
     pool: r2d2::Pool<SqliteConnectionManager>,
     writer: writer::WriterHandle,
+    /// Declared last so it is released after the connections above are closed.
+    _in_use: files::UseLock,
 }
 
 /// Sets the PRAGMAs every connection needs. WAL lets readers run beside the writer;
@@ -99,10 +103,18 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
 
 impl Db {
     /// Opens (creating when missing) the database file, applies migrations and starts the
-    /// writer thread.
+    /// writer thread. The file and its `-wal`/`-shm` are made private (0600) first, and the
+    /// handle holds the database's in-use lock until the last clone is dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<Db, DbError> {
         let path = path.as_ref().to_path_buf();
-        create_private_file(&path)?;
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(DbError::Io)?;
+        }
+        // Lock before touching the file: a restore in progress finishes first.
+        let in_use = files::UseLock::shared(&path).map_err(DbError::Io)?;
+        files::prepare(&path).map_err(DbError::Io)?;
 
         let mut write_conn = Connection::open(&path)?;
         configure(&mut write_conn)?;
@@ -118,7 +130,12 @@ impl Db {
             .build(manager)?;
         let writer = writer::WriterHandle::start(write_conn)?;
         Ok(Db {
-            inner: Arc::new(Inner { path, pool, writer }),
+            inner: Arc::new(Inner {
+                path,
+                pool,
+                writer,
+                _in_use: in_use,
+            }),
         })
     }
 
@@ -191,32 +208,6 @@ impl Db {
     /// file and waits for the thread to end. Later writes fail with [`DbError::WriterGone`].
     pub fn close(&self) {
         self.inner.writer.stop();
-    }
-}
-
-/// Creates the database file with mode 0600 when it does not exist, so leads and hashes are
-/// never readable by other local users, whatever the umask.
-fn create_private_file(path: &Path) -> Result<(), DbError> {
-    if path.exists() {
-        return Ok(());
-    }
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent).map_err(DbError::Io)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        // Another process created it between our check and our open: fine.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(DbError::Io(e)),
     }
 }
 

@@ -4,8 +4,9 @@
 //! hold only known states (`states`); the verdict is `ok` or the list of problems.
 //!
 //! The file is opened read-only and never created, migrated or repaired, so `check` is safe
-//! on the live file while `serve` runs (it reads one consistent snapshot) and on a backup
-//! before it is restored.
+//! on the live file while `serve` runs (it reads one consistent snapshot, committed data in
+//! the WAL included) and on a backup before it is restored. It leaves no file behind, and
+//! works on a read-only file in a read-only directory (`ops::ReadOnlyDb` says how).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -62,27 +63,46 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
     if !path.exists() {
         return Err(CheckError::Missing(path.to_path_buf()));
     }
-    let conn = super::open_read_only(path).map_err(|e| CheckError::Open(path.to_path_buf(), e))?;
-    let mut report = CheckReport {
-        database: path.display().to_string(),
-        ok: false,
-        integrity: Vec::new(),
-        foreign_key_violations: 0,
-        foreign_keys: Vec::new(),
-        schema_version: None,
-        expected_schema_version: SCHEMA_VERSION,
-        missing_objects: Vec::new(),
-        unknown_states: Vec::new(),
-        problems: Vec::new(),
-    };
-    if let Err(e) = inspect(&conn, &mut report) {
-        report.problems.push(match e.sqlite_error_code() {
-            Some(ErrorCode::NotADatabase) => "not an SQLite database".to_string(),
-            _ => format!("cannot read the database: {e}"),
-        });
+    // A check of a file opened immutable is repeated when a server opened it meanwhile
+    // (see `ops::ReadOnlyDb`); the repeat reads through the server's WAL.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let db =
+            super::ReadOnlyDb::open(path).map_err(|e| CheckError::Open(path.to_path_buf(), e))?;
+        let mut report = CheckReport {
+            database: path.display().to_string(),
+            ok: false,
+            integrity: Vec::new(),
+            foreign_key_violations: 0,
+            foreign_keys: Vec::new(),
+            schema_version: None,
+            expected_schema_version: SCHEMA_VERSION,
+            missing_objects: Vec::new(),
+            unknown_states: Vec::new(),
+            problems: Vec::new(),
+        };
+        if let Err(e) = inspect(&db.conn, &mut report) {
+            report.problems.push(match e.sqlite_error_code() {
+                Some(ErrorCode::NotADatabase) => "not an SQLite database".to_string(),
+                _ => format!("cannot read the database: {e}"),
+            });
+        }
+        if db.changed_meanwhile(path) {
+            if attempts < super::READ_ATTEMPTS {
+                log::info!(
+                    "{} was opened by a server during the check; checking it again",
+                    path.display()
+                );
+                continue;
+            }
+            report
+                .problems
+                .push("the file kept changing during the check; check it again".to_string());
+        }
+        report.ok = report.problems.is_empty();
+        return Ok(report);
     }
-    report.ok = report.problems.is_empty();
-    Ok(report)
 }
 
 fn inspect(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> {
