@@ -5,15 +5,9 @@
 
 use std::path::Path;
 
-use crate::util::{TempDb, basic_setup, cli_json, cli_output};
+use serde_json::json;
 
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn stdout(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use crate::util::{TempDb, basic_setup, buyer, lr};
 
 /// Runs `sql` on the file as another program would, CHECK constraints off.
 fn tamper(db: &Path, sql: &str) {
@@ -26,38 +20,26 @@ fn tamper(db: &Path, sql: &str) {
 fn an_unknown_stored_state_is_an_error_that_check_reports() {
     let db = TempDb::new();
     basic_setup(&db.path);
-    crate::delivery::buyer(&db.path, "b", "http://127.0.0.1:9/hook", None, &[]);
-    assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
+    buyer(&db.path, "b", "http://127.0.0.1:9/hook", None, "");
+    assert_eq!(lr(&db.path, "check").json()["ok"], true);
 
-    tamper(
-        &db.path,
-        "UPDATE buyers SET status = 'suspended' WHERE id = 'b'",
-    );
+    tamper(&db.path, "UPDATE buyers SET status = 'suspended' WHERE id = 'b'");
 
     // Reading the buyer stops with the reason instead of taking it for active or paused.
-    let listed = cli_output(&db.path, &["buyer", "list"]);
-    assert_eq!(listed.status.code(), Some(1), "{}", stdout(&listed));
+    lr(&db.path, "buyer list")
+        .fails(1)
+        .stderr_contains("unknown buyer status 'suspended' stored in the database");
+    let text = lr(&db.path, "check").fails(1).stdout;
     assert!(
-        stderr(&listed).contains("unknown buyer status 'suspended' stored in the database"),
-        "{}",
-        stderr(&listed)
-    );
-
-    let checked = cli_output(&db.path, &["check"]);
-    assert_eq!(checked.status.code(), Some(1), "{}", stdout(&checked));
-    assert!(
-        stdout(&checked).contains(
+        text.contains(
             "buyers.status: 1 row(s) hold 'suspended', which is not a known value (active, paused)"
         ),
-        "{}",
-        stdout(&checked)
+        "{text}"
     );
-    let output = cli_output(&db.path, &["--json", "check"]);
-    assert_eq!(output.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = lr(&db.path, "check").fails_json(1).json();
     assert_eq!(report["ok"], false);
     assert_eq!(
         report["unknownStates"],
-        serde_json::json!([{"table": "buyers", "column": "status", "value": "suspended", "rows": 1}])
+        json!([{"table": "buyers", "column": "status", "value": "suspended", "rows": 1}])
     );
 }
