@@ -23,7 +23,10 @@ fn an_unknown_stored_state_is_an_error_that_check_reports() {
     buyer(&db.path, "b", "http://127.0.0.1:9/hook", None, "");
     assert_eq!(lr(&db.path, "check").json()["ok"], true);
 
-    tamper(&db.path, "UPDATE buyers SET status = 'suspended' WHERE id = 'b'");
+    tamper(
+        &db.path,
+        "UPDATE buyers SET status = 'suspended' WHERE id = 'b'",
+    );
 
     // Reading the buyer stops with the reason instead of taking it for active or paused.
     lr(&db.path, "buyer list")
