@@ -31,3 +31,4 @@ mod restore;
 mod secrets_log;
 mod state_machine;
 mod supplier;
+mod tidy;

@@ -146,7 +146,7 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<String>, String> {
 }
 
 fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
-    let parsed: Result<hyper::Uri, _> = url.parse();
+    let parsed: Result<::http::Uri, _> = url.parse();
     match parsed {
         Ok(uri)
             if matches!(uri.scheme_str(), Some("http") | Some("https"))
