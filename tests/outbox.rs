@@ -211,12 +211,8 @@ fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
         lr(db, format!("transaction show {transaction_id}")).json()["deliveryStatus"],
         "sent"
     );
-    let output = lr(db, format!("outbox retry {event_id}")).output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("was delivered already"),
-        "a delivered event is not retried"
-    );
+    let output = lr(db, format!("outbox retry {event_id}")).fails(1);
+    output.stderr_contains("was delivered already");
 }
 
 #[test]
