@@ -232,7 +232,7 @@ fn unknown_references_are_clear_errors_that_write_nothing() {
 #[test]
 fn configuration_works_while_the_server_runs() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     for n in 0..5 {
         let id = format!("src{n}");
         lr(

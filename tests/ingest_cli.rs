@@ -1,18 +1,9 @@
 //! `leadrelay lead show` and `lead list`: what ingest stored, as the operator reads it.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::ingest::{CHANNEL_PATH, TABLE_PATH, jane, person, server, with};
-use crate::util::lr;
-
-/// The ids of a printed list, in order.
-fn ids(list: &Value) -> Vec<&str> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["id"].as_str().unwrap())
-        .collect()
-}
+use crate::util::{lr, strings};
 
 #[test]
 fn lead_list_is_newest_first_and_filters_by_source() {
@@ -30,12 +21,12 @@ fn lead_list_is_newest_first_and_filters_by_source() {
 
     let all = lr(&server, "lead list").json();
     assert_eq!(
-        self::ids(&all),
+        strings(&all, "id"),
         [table_id.as_str(), &ids[2], &ids[1], &ids[0]]
     );
 
     let landing = lr(&server, "lead list --source landing").json();
-    assert_eq!(self::ids(&landing), [&ids[2], &ids[1], &ids[0]]);
+    assert_eq!(strings(&landing, "id"), [&ids[2], &ids[1], &ids[0]]);
     let first = &landing[0];
     assert_eq!(first["sourceId"], "landing");
     assert_eq!(first["channelId"], "web");

@@ -78,7 +78,7 @@ fn grow(db: &Db) {
 #[test]
 fn backup_while_the_server_writes_is_a_consistent_copy_that_checks_ok() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     // A second writer on the file, like a CLI command, keeps committing during the backup.
     let load = Db::open(&server.db.path).unwrap();
     grow(&load);

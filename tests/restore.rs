@@ -33,7 +33,7 @@ fn setup() -> TempDb {
     let db = TempDb::new();
     basic_setup(&db);
     lr(
-        &db.path,
+        &db,
         "source create --channel web --name Landing --id landing --no-secret",
     )
     .json();
