@@ -33,7 +33,6 @@ use crate::config::container::DeliveryMode;
 use crate::config::product::FieldDef;
 use crate::db::DbError;
 use crate::delivery::{self, DeliveryError, DeliveryOrder};
-use crate::http::ApiError;
 use caps::Windows;
 use decision::{AutoDelivery, Delivery, Outcome, RequestDecision};
 use eligibility::{Candidate, Reason};
@@ -67,18 +66,6 @@ impl From<AutoDeliveryError> for crate::ingest::IngestError {
             AutoDeliveryError::Db(db) => crate::ingest::IngestError::Db(db),
             missing @ AutoDeliveryError::Missing { .. } => {
                 crate::ingest::IngestError::Internal(missing.to_string())
-            }
-        }
-    }
-}
-
-impl From<AutoDeliveryError> for ApiError {
-    fn from(e: AutoDeliveryError) -> ApiError {
-        match e {
-            AutoDeliveryError::Db(db) => ApiError::from(db),
-            missing @ AutoDeliveryError::Missing { .. } => {
-                log::error!("{missing}");
-                ApiError::internal()
             }
         }
     }

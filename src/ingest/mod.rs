@@ -25,7 +25,7 @@ pub mod validate;
 pub mod view;
 
 use crate::db::DbError;
-use crate::http::ApiError;
+use crate::mapping::MappingError;
 use problem::Problem;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +45,9 @@ pub enum IngestError {
         message: String,
         problems: Vec<Problem>,
     },
+    /// The source's published mapping refused the body, or could not be read.
+    #[error(transparent)]
+    Mapping(#[from] MappingError),
     /// Something that cannot happen did; the request was not applied.
     #[error("internal error: {0}")]
     Internal(String),
@@ -77,25 +80,5 @@ impl IngestError {
 impl From<rusqlite::Error> for IngestError {
     fn from(e: rusqlite::Error) -> Self {
         IngestError::Db(DbError::Sqlite(e))
-    }
-}
-
-impl From<IngestError> for ApiError {
-    fn from(e: IngestError) -> ApiError {
-        match e {
-            IngestError::SourceNotFound => ApiError::not_found(e.to_string()),
-            IngestError::SecretMissing | IngestError::SecretInvalid => {
-                ApiError::unauthorized(e.to_string())
-            }
-            IngestError::Invalid { message, problems } => {
-                ApiError::bad_request("validation_failed", message)
-                    .details(problem::details(&problems))
-            }
-            IngestError::Internal(why) => {
-                log::error!("ingest: {why}");
-                ApiError::internal()
-            }
-            IngestError::Db(e) => ApiError::from(e),
-        }
     }
 }

@@ -9,7 +9,6 @@
 //! lead goes back to `active` (it stays bought from the supplier). Opening cancellations is
 //! `clawback`'s business.
 
-use hyper::StatusCode;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
@@ -17,8 +16,8 @@ use super::clawback::{self, CancellationStatus, SupplierCancellation};
 use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
+use crate::db::Db;
 use crate::delivery::transaction;
-use crate::http::{ApiError, AppState, Request, Response, response};
 
 /// What an answer did.
 #[derive(Debug, Clone)]
@@ -163,24 +162,24 @@ fn reverse_supplier_cost(
     Ok(())
 }
 
-/// The HTTP handler. Order: body (413, 415, 400 `invalid_json`) → credential (401) → body
-/// shape (400 `validation_failed`) → the answer, in one writer job.
-pub async fn handle(state: &AppState, request: Request) -> Result<Response, ApiError> {
-    let received = super::request::receive(state, request).await?;
-    let supplier = {
-        let presented = received.presented.clone();
-        state
-            .db
-            .read(move |conn| {
-                let refs: Vec<&str> = presented.iter().map(String::as_str).collect();
-                authenticate(conn, &refs)
-            })
-            .await?
-    };
-    let parsed = input::supplier_answer(&received.body)?;
-    let answered = state
-        .db
-        .write(move |conn| answer(conn, &supplier, &parsed, crate::clock::now_ms()))
+/// A supplier's answer in `body`, by whoever holds one of the `presented` keys. Order
+/// (after the HTTP layer has read the body: 413, 415, 400 `invalid_json`): credential (401)
+/// → body shape (400 `validation_failed`) → the answer, in one writer job.
+pub(crate) async fn call(
+    db: &Db,
+    presented: Vec<String>,
+    body: &Value,
+) -> Result<Answered, LifecycleError> {
+    if presented.is_empty() {
+        return Err(LifecycleError::MissingCredential);
+    }
+    let supplier = db
+        .read(move |conn| {
+            let refs: Vec<&str> = presented.iter().map(String::as_str).collect();
+            authenticate(conn, &refs)
+        })
         .await?;
-    Ok(response::json(StatusCode::OK, &answered.to_json()))
+    let parsed = input::supplier_answer(body)?;
+    db.write(move |conn| answer(conn, &supplier, &parsed, crate::clock::now_ms()))
+        .await
 }
