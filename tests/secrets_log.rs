@@ -380,6 +380,21 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "placeholders",
         "a list of `?` placeholders, one per bound buyer id",
     ),
+    (
+        "src/ops/states.rs",
+        "table",
+        "a table name from the constant list of status columns",
+    ),
+    (
+        "src/ops/states.rs",
+        "selected",
+        "column names from the constant list of status columns",
+    ),
+    (
+        "src/ops/states.rs",
+        "unknown",
+        "conditions on constant column names with one `?` per bound known value",
+    ),
 ];
 
 #[test]
