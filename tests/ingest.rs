@@ -125,7 +125,7 @@ fn a_single_lead_is_stored_with_its_request_and_answered_201() {
     assert_eq!(reply.status, 201, "{}", reply.text);
     assert_eq!(reply.header("content-type"), Some("application/json"));
     let item = &reply.json["item"];
-    let keys = keys(&item);
+    let keys = keys(item);
     assert_eq!(
         keys,
         [
