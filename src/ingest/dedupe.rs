@@ -31,6 +31,15 @@ impl DuplicateStatus {
         }
     }
 
+    pub fn parse(text: &str) -> Option<DuplicateStatus> {
+        match text {
+            "unique" => Some(DuplicateStatus::Unique),
+            "review" => Some(DuplicateStatus::Review),
+            "rejected" => Some(DuplicateStatus::Rejected),
+            _ => None,
+        }
+    }
+
     /// What a match means under `action`.
     pub fn for_match(action: DedupeAction) -> DuplicateStatus {
         match action {

@@ -16,7 +16,7 @@ use super::problem::Problem;
 use super::quality;
 use super::result::{self, Answer, ItemFacts};
 use super::shape::{self, Item, Shape};
-use super::store::{self, Outcome, PreparedLead, Target};
+use super::store::{self, PreparedLead, StoreOutcome};
 use super::validate;
 use crate::config::container::ContainerKind;
 use crate::config::source::{self, Source};
@@ -53,7 +53,7 @@ pub async fn handle(
         None => (body, raw),
     };
     let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
-    let target = Arc::new(Target::of(&source));
+    let target = Arc::new(source);
     let (status, answer) = match shape {
         Shape::Single(item) => {
             let answered = ingest_single(state, target, *item).await;
@@ -139,7 +139,7 @@ fn authenticate(source: &Source, headers: &HeaderMap) -> Result<(), IngestError>
 
 /// The products the items' interests name, read once for the whole request (on the
 /// request's task, as `find_source` explains).
-fn load_catalog(db: &Db, target: &Target, items: &[Item]) -> Result<Catalog, IngestError> {
+fn load_catalog(db: &Db, target: &Source, items: &[Item]) -> Result<Catalog, IngestError> {
     let references = References::of(items.iter().filter_map(|item| item.draft.as_ref()));
     if references.is_empty() {
         return Ok(Catalog::default());
@@ -175,11 +175,11 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     let lead = validate::complete(draft, catalog, &mut problems);
     if !problems.is_empty() {
         return Prepared::Invalid {
-            external_id: lead.external_id,
+            external_id: lead.fields.external_id,
             problems,
         };
     }
-    let quality = quality::assess(&lead);
+    let quality = quality::assess(&lead.fields);
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
@@ -188,9 +188,9 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
 /// once rather than at their next poll.
 async fn write(
     state: &AppState,
-    target: Arc<Target>,
+    target: Arc<Source>,
     leads: Vec<PreparedLead>,
-) -> Result<Vec<Outcome>, IngestError> {
+) -> Result<Vec<StoreOutcome>, IngestError> {
     let (outcomes, leads) = state
         .db
         .write(move |conn| {
@@ -203,7 +203,7 @@ async fn write(
     drop(leads);
     if outcomes
         .iter()
-        .any(|o| matches!(o, Outcome::Created { auto_delivered, .. } if *auto_delivered > 0))
+        .any(|o| matches!(o, StoreOutcome::Created { auto_delivered, .. } if *auto_delivered > 0))
     {
         state.outbox.notify();
     }
@@ -212,7 +212,7 @@ async fn write(
 
 async fn ingest_single(
     state: &AppState,
-    target: Arc<Target>,
+    target: Arc<Source>,
     item: Item,
 ) -> Result<(StatusCode, Vec<u8>), IngestError> {
     let db = &state.db;
@@ -233,7 +233,7 @@ async fn ingest_single(
 
 async fn ingest_batch(
     state: &AppState,
-    target: Arc<Target>,
+    target: Arc<Source>,
     items: Vec<Item>,
 ) -> Result<(StatusCode, Vec<u8>), IngestError> {
     let db = &state.db;

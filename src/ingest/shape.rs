@@ -205,14 +205,14 @@ fn wrapper(map: Map<String, Value>, raw: String) -> Result<Shape, Vec<Problem>> 
     if let Some(wrapper_id) = external_id
         && validate::check_external_id(&wrapper_id, "/externalId", &mut problems)
     {
-        match &draft.lead.external_id {
+        match &draft.fields.external_id {
             Some(person_id) if *person_id != wrapper_id => problems.push(Problem::new(
                 "/externalId",
                 "conflict",
                 "externalId differs from person.externalId; send one of them",
             )),
             Some(_) => {}
-            None => draft.lead.external_id = Some(wrapper_id),
+            None => draft.fields.external_id = Some(wrapper_id),
         }
     }
     draft.interests.extend(interests);
