@@ -21,6 +21,8 @@ pub mod quality;
 pub mod result;
 pub mod shape;
 pub mod store;
+#[cfg(test)]
+mod store_tests;
 pub mod validate;
 pub mod view;
 
