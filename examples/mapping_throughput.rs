@@ -25,7 +25,7 @@ fn main() {
     let stored = document.to_string();
     let contact = |i: usize| {
         json!({"id": format!("c-{i}"), "name": "Ada King Lovelace", "mail": " ADA@Example.ORG ",
-               "tel": "+49 170 1234567", "optin": i % 2 == 0, "utm": {"campaign": "spring"},
+               "tel": "+49 170 1234567", "optin": i.is_multiple_of(2), "utm": {"campaign": "spring"},
                "address": {"street": "Main Street", "no": i}, "details": {"roof": "tile"}})
     };
     let batch = json!({"contacts": (0..100).map(contact).collect::<Vec<_>>()});

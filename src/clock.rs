@@ -1,29 +1,24 @@
 //! Wall-clock time as stored (integer milliseconds since the Unix epoch, UTC) and as shown
 //! (ISO 8601 / RFC 3339 with milliseconds).
 
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
+use jiff::Timestamp;
 
 pub fn now_ms() -> i64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
+    Timestamp::now().as_millisecond()
 }
 
-/// `ms` as `2026-11-21T18:18:18.123Z`.
+/// `ms` as `2026-11-21T18:18:18.123Z`: always three fractional digits, always `Z`.
 pub fn iso(ms: i64) -> String {
-    let at = OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    at.format(&format)
-        .expect("a UTC date-time always formats with a fixed description")
+    // Only times beyond the years -9999..=9999 fail; no stored time is there.
+    let at = Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH);
+    format!("{at:.3}")
 }
 
 /// Parses an RFC 3339 date-time into milliseconds since the epoch.
 pub fn parse_iso(text: &str) -> Option<i64> {
-    OffsetDateTime::parse(text, &Rfc3339)
+    text.parse::<Timestamp>()
         .ok()
-        .map(|at| (at.unix_timestamp_nanos() / 1_000_000) as i64)
+        .map(Timestamp::as_millisecond)
 }
 
 #[cfg(test)]
@@ -34,8 +29,15 @@ mod tests {
     fn iso_round_trips() {
         let ms = 1_795_000_000_123;
         let text = iso(ms);
-        assert!(text.ends_with(".123Z"), "{text}");
+        assert_eq!(text, "2026-11-18T11:06:40.123Z");
         assert_eq!(parse_iso(&text), Some(ms));
+    }
+
+    #[test]
+    fn iso_always_prints_three_fractional_digits() {
+        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso(1_795_000_000_100), "2026-11-18T11:06:40.100Z");
+        assert_eq!(iso(-1), "1969-12-31T23:59:59.999Z");
     }
 
     #[test]
@@ -45,6 +47,12 @@ mod tests {
             Some(0),
             "offsets are honoured"
         );
+        assert_eq!(parse_iso("1970-01-01T00:00:00.5Z"), Some(500));
         assert_eq!(parse_iso("yesterday"), None);
+        assert_eq!(
+            parse_iso("1970-01-01T00:00:00"),
+            None,
+            "an offset is required"
+        );
     }
 }

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod db;
 pub mod delivery;
+pub mod duration;
 pub mod health;
 pub mod http;
 pub mod ids;

@@ -47,34 +47,14 @@ pub const ACTOR: &str = "auto-delivery";
 
 /// Errors that stop auto-delivery, and with it the ingest job it runs in. A buyer who is not
 /// eligible, or a delivery that is refused, is a decision, not an error.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum AutoDeliveryError {
     /// A record the lead refers to is missing: `kind` names it. Ingest has just written
     /// the lead, so this means the data changed under us or a bug; the job rolls back.
-    Missing {
-        kind: &'static str,
-        id: String,
-    },
-    Db(DbError),
-}
-
-impl std::fmt::Display for AutoDeliveryError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AutoDeliveryError::Missing { kind, id } => {
-                write!(f, "auto-delivery: {kind} '{id}' not found")
-            }
-            AutoDeliveryError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for AutoDeliveryError {}
-
-impl From<DbError> for AutoDeliveryError {
-    fn from(e: DbError) -> Self {
-        AutoDeliveryError::Db(e)
-    }
+    #[error("auto-delivery: {kind} '{id}' not found")]
+    Missing { kind: &'static str, id: String },
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl From<rusqlite::Error> for AutoDeliveryError {

@@ -11,10 +11,6 @@ fn money(text: &str) -> Result<i64, String> {
     crate::money::parse_cents(text)
 }
 
-fn duration(text: &str) -> Result<i64, String> {
-    crate::config::buyer::parse_duration_secs(text)
-}
-
 fn timezone(text: &str) -> Result<String, String> {
     crate::config::workspace::check_timezone(text).map(|()| text.to_string())
 }
@@ -28,7 +24,7 @@ fn on_off(text: &str) -> Result<bool, String> {
 }
 
 fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
-    match crate::outbox::schedule::parse_duration(text)? {
+    match crate::duration::parse_or_seconds(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err("the duration must be greater than 0".into()),
         d => Ok(d),
     }
@@ -88,10 +84,14 @@ pub struct ServeArgs {
     /// Threads sending webhooks; one slow buyer can hold all but one of them.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub delivery_workers: u16,
-    /// Waits between webhook attempts, in seconds (e.g. 1,2,5); the default is
-    /// 5,300,1800,7200,18000,36000,36000. Each wait varies by ±20%.
-    #[arg(long, value_parser = crate::outbox::RetrySchedule::parse)]
-    pub retry_schedule: Option<crate::outbox::RetrySchedule>,
+    /// Waits between webhook attempts (e.g. 30s,5m,2h; a bare number is seconds), or
+    /// none. Each wait varies by ±20%.
+    #[arg(
+        long,
+        default_value_t = crate::outbox::RetrySchedule::default(),
+        value_parser = crate::outbox::RetrySchedule::parse
+    )]
+    pub retry_schedule: crate::outbox::RetrySchedule,
     /// The most one webhook attempt may take, connecting included (e.g. 15s, 500ms).
     #[arg(long, default_value = "15s", value_parser = positive_duration)]
     pub delivery_timeout: std::time::Duration,
@@ -250,7 +250,7 @@ pub enum BuyerCommand {
         #[arg(long, default_value = "confirm,payout,cancel", value_parser = capability_list)]
         capabilities: List,
         /// How long after delivery the buyer may cancel (e.g. 72h, 30m, 7d).
-        #[arg(long, default_value = "72h", value_parser = duration)]
+        #[arg(long, default_value = "72h", value_parser = crate::duration::parse_whole_seconds)]
         cancellation_window: i64,
         /// Move acknowledged transactions to payout_pending at once.
         #[arg(long)]

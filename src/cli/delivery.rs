@@ -122,27 +122,12 @@ pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<E
 }
 
 /// A read that fails with a message when the record is missing.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum ShowError {
+    #[error("unknown {0} '{1}'")]
     NotFound(&'static str, String),
-    Db(DbError),
-}
-
-impl std::fmt::Display for ShowError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ShowError::NotFound(kind, id) => write!(f, "unknown {kind} '{id}'"),
-            ShowError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ShowError {}
-
-impl From<DbError> for ShowError {
-    fn from(e: DbError) -> Self {
-        ShowError::Db(e)
-    }
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl From<rusqlite::Error> for ShowError {

@@ -23,7 +23,7 @@ use clap::{Parser, Subcommand};
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
-pub use ops::BackupArgs;
+pub use ops::{BackupArgs, RestoreArgs};
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -59,8 +59,11 @@ pub enum Command {
     /// Copy the database to FILE while the server keeps running (a consistent snapshot).
     Backup(BackupArgs),
     /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
-    /// something is wrong.
+    /// something is wrong. Read-only; leaves no file behind.
     Check,
+    /// Replace the database with a checked copy of BACKUP, keeping the old file as
+    /// DB.before-restore. Refused while a server or another command uses the database.
+    Restore(RestoreArgs),
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -111,6 +114,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(&cli.db, args),
         Command::Backup(args) => ops::backup(&cli.db, &out, args),
         Command::Check => ops::check(&cli.db, &out),
+        Command::Restore(args) => ops::restore(&cli.db, &out, args),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,

@@ -1,5 +1,6 @@
-//! `leadrelay backup` and `leadrelay check`: the operator's commands on the database file.
-//! The work is in `ops::backup` and `ops::check`; this file parses flags and prints.
+//! `leadrelay backup`, `check` and `restore`: the operator's commands on the database file.
+//! The work is in `ops::backup`, `ops::check` and `ops::restore`; this file parses flags
+//! and prints.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::output::Output;
-use crate::ops::{backup, check};
+use crate::ops::{backup, check, restore};
 
 #[derive(Debug, Args)]
 pub struct BackupArgs {
@@ -25,6 +26,30 @@ pub fn backup(db: &Path, out: &Output, args: BackupArgs) -> anyhow::Result<ExitC
     out.print(&json!({
         "database": db.display().to_string(),
         "out": report.out.display().to_string(),
+        "bytes": report.bytes,
+        "pages": report.pages,
+        "schemaVersion": report.schema_version,
+        "durationMs": u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
+    }));
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The backup to put in place of the database (checked first).
+    #[arg(long, value_name = "BACKUP")]
+    pub from: PathBuf,
+    /// Replace DB.before-restore when an earlier restore left one.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn restore(db: &Path, out: &Output, args: RestoreArgs) -> anyhow::Result<ExitCode> {
+    let report = restore::restore(db, &args.from, args.force)?;
+    out.print(&json!({
+        "database": report.database.display().to_string(),
+        "from": report.from.display().to_string(),
+        "keptAs": report.kept.map(|kept| kept.display().to_string()),
         "bytes": report.bytes,
         "pages": report.pages,
         "schemaVersion": report.schema_version,

@@ -16,7 +16,7 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut options = ServiceOptions {
         delivery: WorkerConfig {
             senders: usize::from(args.delivery_workers),
-            retry_schedule: args.retry_schedule.clone().unwrap_or_default(),
+            retry_schedule: args.retry_schedule.clone(),
             request_timeout: args.delivery_timeout,
             ..WorkerConfig::default()
         },

@@ -147,28 +147,6 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-/// Parses a duration like `72h`, `30m`, `3d`, `90s` or `0` into seconds.
-pub fn parse_duration_secs(text: &str) -> Result<i64, String> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let number: i64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration '{text}': use e.g. 72h, 30m, 3d"))?;
-    let factor = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(format!("invalid duration '{text}': use e.g. 72h, 30m, 3d")),
-    };
-    number
-        .checked_mul(factor)
-        .ok_or_else(|| format!("duration '{text}' is too long"))
-}
-
 fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
     let parsed: Result<hyper::Uri, _> = url.parse();
     match parsed {
@@ -489,12 +467,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_durations_and_capabilities() {
-        assert_eq!(parse_duration_secs("72h"), Ok(259_200));
-        assert_eq!(parse_duration_secs("0"), Ok(0));
-        assert_eq!(parse_duration_secs("3d"), Ok(259_200));
-        assert!(parse_duration_secs("h").is_err());
-        assert!(parse_duration_secs("5w").is_err());
+    fn parses_capabilities() {
         assert_eq!(
             parse_capabilities("confirm,cancel").unwrap(),
             vec!["confirm", "cancel"]

@@ -14,40 +14,19 @@ pub mod workspace;
 
 use crate::db::DbError;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A referenced record does not exist: `kind` names what was looked for.
-    NotFound {
-        kind: &'static str,
-        id: String,
-    },
+    #[error("unknown {kind} '{id}'")]
+    NotFound { kind: &'static str, id: String },
     /// A record with this id (or slug) exists already.
-    AlreadyExists {
-        kind: &'static str,
-        id: String,
-    },
+    #[error("{kind} '{id}' exists already")]
+    AlreadyExists { kind: &'static str, id: String },
     /// A value the caller gave is not acceptable.
+    #[error("{0}")]
     Invalid(String),
-    Db(DbError),
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConfigError::NotFound { kind, id } => write!(f, "unknown {kind} '{id}'"),
-            ConfigError::AlreadyExists { kind, id } => write!(f, "{kind} '{id}' exists already"),
-            ConfigError::Invalid(why) => write!(f, "{why}"),
-            ConfigError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl From<DbError> for ConfigError {
-    fn from(e: DbError) -> Self {
-        ConfigError::Db(e)
-    }
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl From<rusqlite::Error> for ConfigError {

@@ -2,9 +2,11 @@
 //!
 //! Owns opening the file, the connection PRAGMAs, migrations and the split between reads
 //! (r2d2 pool, run on tokio's blocking threads) and writes (the group-commit writer of
-//! [`writer`]). It does not own any domain SQL: each domain module brings its own
-//! statements and runs them through [`Db::read`] and [`Db::write`].
+//! [`writer`]); [`files`] owns the files on disk (names, private modes, the lock that says
+//! the database is in use). It does not own any domain SQL: each domain module brings its
+//! own statements and runs them through [`Db::read`] and [`Db::write`].
 
+pub(crate) mod files;
 mod migrate;
 mod writer;
 
@@ -29,43 +31,31 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 const READ_POOL_SIZE: u32 = 16;
 
 /// Errors of the storage layer itself, as opposed to the domain errors that jobs return.
-#[derive(Debug)]
+///
+/// No variant names its inner error as a `source`: the message already contains it, and
+/// the CLI prints the whole chain (`{e:#}`), which would repeat it.
+#[derive(Debug, thiserror::Error)]
 pub enum DbError {
+    #[error("database error: {0}")]
     Sqlite(rusqlite::Error),
+    #[error("database pool error: {0}")]
     Pool(r2d2::Error),
     /// The writer thread has stopped (shutdown) or went away.
+    #[error("database writer has stopped")]
     WriterGone,
     /// The job's writes did not commit (the group's commit failed, or SQLite rolled the
     /// group transaction back).
+    #[error("write not committed: {0}")]
     GroupFailed(String),
     /// A job panicked; its savepoint was rolled back and its neighbours were not affected.
+    #[error("database job panicked")]
     JobPanicked,
+    #[error("database file error: {0}")]
     Io(std::io::Error),
     /// The file's schema is newer than this binary knows.
-    SchemaTooNew {
-        found: i64,
-        known: i64,
-    },
+    #[error("database schema version {found} is newer than this binary knows ({known})")]
+    SchemaTooNew { found: i64, known: i64 },
 }
-
-impl std::fmt::Display for DbError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DbError::Sqlite(e) => write!(f, "database error: {e}"),
-            DbError::Pool(e) => write!(f, "database pool error: {e}"),
-            DbError::WriterGone => write!(f, "database writer has stopped"),
-            DbError::GroupFailed(why) => write!(f, "write not committed: {why}"),
-            DbError::JobPanicked => write!(f, "database job panicked"),
-            DbError::Io(e) => write!(f, "database file error: {e}"),
-            DbError::SchemaTooNew { found, known } => write!(
-                f,
-                "database schema version {found} is newer than this binary knows ({known})"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for DbError {}
 
 impl From<rusqlite::Error> for DbError {
     fn from(e: rusqlite::Error) -> Self {
@@ -89,6 +79,8 @@ struct Inner {
     path: PathBuf,
     pool: r2d2::Pool<SqliteConnectionManager>,
     writer: writer::WriterHandle,
+    /// Declared last so it is released after the connections above are closed.
+    _in_use: files::UseLock,
 }
 
 /// Sets the PRAGMAs every connection needs. WAL lets readers run beside the writer;
@@ -110,10 +102,18 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
 
 impl Db {
     /// Opens (creating when missing) the database file, applies migrations and starts the
-    /// writer thread.
+    /// writer thread. The file and its `-wal`/`-shm` are made private (0600) first, and the
+    /// handle holds the database's in-use lock until the last clone is dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<Db, DbError> {
         let path = path.as_ref().to_path_buf();
-        create_private_file(&path)?;
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(DbError::Io)?;
+        }
+        // Lock before touching the file: a restore in progress finishes first.
+        let in_use = files::UseLock::shared(&path).map_err(DbError::Io)?;
+        files::prepare(&path).map_err(DbError::Io)?;
 
         let mut write_conn = Connection::open(&path)?;
         configure(&mut write_conn)?;
@@ -129,7 +129,12 @@ impl Db {
             .build(manager)?;
         let writer = writer::WriterHandle::start(write_conn)?;
         Ok(Db {
-            inner: Arc::new(Inner { path, pool, writer }),
+            inner: Arc::new(Inner {
+                path,
+                pool,
+                writer,
+                _in_use: in_use,
+            }),
         })
     }
 
@@ -202,32 +207,6 @@ impl Db {
     /// file and waits for the thread to end. Later writes fail with [`DbError::WriterGone`].
     pub fn close(&self) {
         self.inner.writer.stop();
-    }
-}
-
-/// Creates the database file with mode 0600 when it does not exist, so leads and hashes are
-/// never readable by other local users, whatever the umask.
-fn create_private_file(path: &Path) -> Result<(), DbError> {
-    if path.exists() {
-        return Ok(());
-    }
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent).map_err(DbError::Io)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        // Another process created it between our check and our open: fine.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(DbError::Io(e)),
     }
 }
 

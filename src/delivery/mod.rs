@@ -18,53 +18,73 @@ use hyper::StatusCode;
 
 use crate::db::DbError;
 use crate::http::ApiError;
+use crate::money::display;
 
 /// Why a delivery was refused. A refusal writes nothing.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
+    #[error("unknown lead request '{0}'")]
     RequestNotFound(String),
+    #[error("unknown buyer '{0}'")]
     BuyerNotFound(String),
     /// The buyer belongs to another workspace than the lead.
+    #[error("buyer '{buyer_id}' is not in the lead's workspace '{workspace_id}'")]
     OtherWorkspace {
         buyer_id: String,
         workspace_id: String,
     },
     /// The lead is cancelled or has a supplier cancellation pending.
-    LeadNotActive {
-        lead_id: String,
-        status: String,
-    },
+    #[error("lead '{lead_id}' is {status} and cannot be delivered")]
+    LeadNotActive { lead_id: String, status: String },
+    #[error("buyer '{0}' is paused")]
     BuyerPaused(String),
     /// No subscription to the product and no price given.
+    #[error(
+        "buyer '{buyer_id}' is not subscribed to product '{product_id}'; give a price with --price"
+    )]
     NotSubscribed {
         buyer_id: String,
         product_id: String,
     },
     /// Exclusive mode: the request has a live transaction already.
+    #[error(
+        "lead request '{lead_request_id}' is exclusive and already delivered (transaction '{transaction_id}')"
+    )]
     AlreadyDelivered {
         lead_request_id: String,
         transaction_id: String,
     },
     /// The buyer has had this lead request already (in either mode, also when that
     /// transaction was rejected or cancelled).
+    #[error(
+        "buyer '{buyer_id}' already had lead request '{lead_request_id}' (transaction '{transaction_id}')"
+    )]
     AlreadyDeliveredToBuyer {
         lead_request_id: String,
         buyer_id: String,
         transaction_id: String,
     },
     /// Multi mode: the container's maximum number of buyers hold the request already.
+    #[error("lead request '{lead_request_id}' already went to its maximum of {max_buyers} buyers")]
     MaxBuyersReached {
         lead_request_id: String,
         max_buyers: i64,
     },
     /// A prepaid buyer's balance plus credit limit does not cover the price.
+    #[error(
+        "buyer '{buyer_id}' has {} available (balance plus credit limit), less than the price {}",
+        display(*.available_cents),
+        display(*.price_cents)
+    )]
     InsufficientBalance {
         buyer_id: String,
         available_cents: i64,
         price_cents: i64,
     },
+    #[error("invalid price {}: it must not be negative", display(*.0))]
     InvalidPrice(i64),
-    Db(DbError),
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl DeliveryError {
@@ -84,82 +104,6 @@ impl DeliveryError {
             DeliveryError::InvalidPrice(_) => "invalid_price",
             DeliveryError::Db(_) => "database_error",
         }
-    }
-}
-
-impl std::fmt::Display for DeliveryError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use crate::money::display;
-        match self {
-            DeliveryError::RequestNotFound(id) => write!(f, "unknown lead request '{id}'"),
-            DeliveryError::BuyerNotFound(id) => write!(f, "unknown buyer '{id}'"),
-            DeliveryError::OtherWorkspace {
-                buyer_id,
-                workspace_id,
-            } => write!(
-                f,
-                "buyer '{buyer_id}' is not in the lead's workspace '{workspace_id}'"
-            ),
-            DeliveryError::LeadNotActive { lead_id, status } => {
-                write!(f, "lead '{lead_id}' is {status} and cannot be delivered")
-            }
-            DeliveryError::BuyerPaused(id) => write!(f, "buyer '{id}' is paused"),
-            DeliveryError::NotSubscribed {
-                buyer_id,
-                product_id,
-            } => write!(
-                f,
-                "buyer '{buyer_id}' is not subscribed to product '{product_id}'; give a price with --price"
-            ),
-            DeliveryError::AlreadyDelivered {
-                lead_request_id,
-                transaction_id,
-            } => write!(
-                f,
-                "lead request '{lead_request_id}' is exclusive and already delivered (transaction '{transaction_id}')"
-            ),
-            DeliveryError::AlreadyDeliveredToBuyer {
-                lead_request_id,
-                buyer_id,
-                transaction_id,
-            } => write!(
-                f,
-                "buyer '{buyer_id}' already had lead request '{lead_request_id}' (transaction '{transaction_id}')"
-            ),
-            DeliveryError::MaxBuyersReached {
-                lead_request_id,
-                max_buyers,
-            } => write!(
-                f,
-                "lead request '{lead_request_id}' already went to its maximum of {max_buyers} buyers"
-            ),
-            DeliveryError::InsufficientBalance {
-                buyer_id,
-                available_cents,
-                price_cents,
-            } => write!(
-                f,
-                "buyer '{buyer_id}' has {} available (balance plus credit limit), less than the price {}",
-                display(*available_cents),
-                display(*price_cents)
-            ),
-            DeliveryError::InvalidPrice(cents) => {
-                write!(
-                    f,
-                    "invalid price {}: it must not be negative",
-                    display(*cents)
-                )
-            }
-            DeliveryError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for DeliveryError {}
-
-impl From<DbError> for DeliveryError {
-    fn from(e: DbError) -> Self {
-        DeliveryError::Db(e)
     }
 }
 

@@ -30,22 +30,28 @@ use crate::db::DbError;
 use crate::http::ApiError;
 use problem::Problem;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     /// Unknown or disabled source, or one that is not in the path's channel or table.
+    #[error("no such source")]
     SourceNotFound,
     /// The source has a secret and the request presented none.
+    #[error("this source requires its ingest secret")]
     SecretMissing,
     /// The source has a secret and the request presented a different one.
+    #[error("the ingest secret is not valid")]
     SecretInvalid,
     /// The body, or its one lead, is not valid: every problem found.
+    #[error("{message}")]
     Invalid {
         message: String,
         problems: Vec<Problem>,
     },
     /// Something that cannot happen did; the request was not applied.
+    #[error("internal error: {0}")]
     Internal(String),
-    Db(DbError),
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl IngestError {
@@ -67,27 +73,6 @@ impl IngestError {
             ),
             problems,
         }
-    }
-}
-
-impl std::fmt::Display for IngestError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IngestError::SourceNotFound => write!(f, "no such source"),
-            IngestError::SecretMissing => write!(f, "this source requires its ingest secret"),
-            IngestError::SecretInvalid => write!(f, "the ingest secret is not valid"),
-            IngestError::Invalid { message, .. } => write!(f, "{message}"),
-            IngestError::Internal(why) => write!(f, "internal error: {why}"),
-            IngestError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for IngestError {}
-
-impl From<DbError> for IngestError {
-    fn from(e: DbError) -> Self {
-        IngestError::Db(e)
     }
 }
 

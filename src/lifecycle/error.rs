@@ -16,135 +16,78 @@ use crate::http::ApiError;
 /// Problems in a body are the same `{path, code, message}` details ingest answers with.
 pub use crate::ingest::problem::Problem;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
     /// The body is not what the endpoint takes; every problem is named.
+    #[error("invalid request body: {}", problem_list(.0))]
     Validation(Vec<Problem>),
     /// No credential was presented in either header.
+    #[error("missing secret: send X-Service-Webhook-Secret or Authorization: Bearer")]
     MissingCredential,
     /// The presented credential is not the one of the transaction's buyer (or of any
     /// supplier).
+    #[error("invalid secret")]
     InvalidCredential,
+    #[error("transaction not found")]
     TransactionNotFound,
     /// Several transactions match the external id and the presented secret does not narrow
     /// them down to one.
-    AmbiguousExternalId {
-        matches: usize,
-    },
+    #[error(
+        "{matches} transactions match this external id; resend with buyerAccountId, or with transactionId"
+    )]
+    AmbiguousExternalId { matches: usize },
     /// The transaction's buyer has no inbound secret, so nobody may act for it.
+    #[error("the buyer of this transaction has no webhook secret configured")]
     BuyerSecretNotConfigured,
-    CapabilityDenied {
-        capability: &'static str,
-    },
-    TransitionNotAllowed {
-        current: Status,
-        requested: Move,
-    },
-    CancellationWindowElapsed {
-        delivered_at: i64,
-        window_secs: i64,
-    },
+    #[error("the buyer of this transaction lacks the '{capability}' capability")]
+    CapabilityDenied { capability: &'static str },
+    #[error(
+        "cannot move a transaction from '{}' to '{}'",
+        .current.as_str(),
+        .requested.target().as_str()
+    )]
+    TransitionNotAllowed { current: Status, requested: Move },
+    #[error(
+        "the cancellation window of {window_secs} seconds after delivery at {} has elapsed",
+        crate::clock::iso(*.delivered_at)
+    )]
+    CancellationWindowElapsed { delivered_at: i64, window_secs: i64 },
     /// A prepaid buyer's new price would take the balance below its credit limit.
+    #[error(
+        "the price increase needs {} but only {} of balance and credit is available",
+        crate::money::display(*.required_cents),
+        crate::money::display(*.available_cents)
+    )]
     InsufficientBalance {
         required_cents: i64,
         available_cents: i64,
     },
     /// A lead that does not exist or, for a supplier, is not theirs: one answer for both,
     /// so that nothing leaks about other suppliers' leads.
+    #[error("lead not found")]
     LeadNotFound,
+    #[error("no cancellation was requested for this lead")]
     NoCancellationRequested,
     /// The supplier gives the opposite answer to a cancellation it resolved already.
-    CancellationAlreadyResolved {
-        status: String,
-    },
+    #[error("the cancellation of this lead was already resolved as '{status}'")]
+    CancellationAlreadyResolved { status: String },
     /// `lead cancel`: the lead's source has no supplier to claw back from.
+    #[error("the lead's source has no supplier to cancel with")]
     NoSupplier,
     /// `lead cancel`: the lead already has a supplier cancellation.
-    CancellationExists {
-        status: String,
-    },
-    Db(DbError),
+    #[error("the lead already has a supplier cancellation (status '{status}')")]
+    CancellationExists { status: String },
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
-impl std::fmt::Display for LifecycleError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LifecycleError::Validation(problems) => {
-                let each: Vec<String> = problems
-                    .iter()
-                    .map(|p| format!("{}: {}", p.path, p.message))
-                    .collect();
-                write!(f, "invalid request body: {}", each.join("; "))
-            }
-            LifecycleError::MissingCredential => write!(
-                f,
-                "missing secret: send X-Service-Webhook-Secret or Authorization: Bearer"
-            ),
-            LifecycleError::InvalidCredential => write!(f, "invalid secret"),
-            LifecycleError::TransactionNotFound => write!(f, "transaction not found"),
-            LifecycleError::AmbiguousExternalId { matches } => write!(
-                f,
-                "{matches} transactions match this external id; resend with buyerAccountId, \
-                 or with transactionId"
-            ),
-            LifecycleError::BuyerSecretNotConfigured => write!(
-                f,
-                "the buyer of this transaction has no webhook secret configured"
-            ),
-            LifecycleError::CapabilityDenied { capability } => write!(
-                f,
-                "the buyer of this transaction lacks the '{capability}' capability"
-            ),
-            LifecycleError::TransitionNotAllowed { current, requested } => write!(
-                f,
-                "cannot move a transaction from '{}' to '{}'",
-                current.as_str(),
-                requested.target().as_str()
-            ),
-            LifecycleError::CancellationWindowElapsed {
-                delivered_at,
-                window_secs,
-            } => write!(
-                f,
-                "the cancellation window of {window_secs} seconds after delivery at {} has \
-                 elapsed",
-                crate::clock::iso(*delivered_at)
-            ),
-            LifecycleError::InsufficientBalance {
-                required_cents,
-                available_cents,
-            } => write!(
-                f,
-                "the price increase needs {} but only {} of balance and credit is available",
-                crate::money::display(*required_cents),
-                crate::money::display(*available_cents)
-            ),
-            LifecycleError::LeadNotFound => write!(f, "lead not found"),
-            LifecycleError::NoCancellationRequested => {
-                write!(f, "no cancellation was requested for this lead")
-            }
-            LifecycleError::CancellationAlreadyResolved { status } => write!(
-                f,
-                "the cancellation of this lead was already resolved as '{status}'"
-            ),
-            LifecycleError::NoSupplier => {
-                write!(f, "the lead's source has no supplier to cancel with")
-            }
-            LifecycleError::CancellationExists { status } => write!(
-                f,
-                "the lead already has a supplier cancellation (status '{status}')"
-            ),
-            LifecycleError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for LifecycleError {}
-
-impl From<DbError> for LifecycleError {
-    fn from(e: DbError) -> Self {
-        LifecycleError::Db(e)
-    }
+/// `path: message` of each problem, joined for the one-line message.
+fn problem_list(problems: &[Problem]) -> String {
+    let each: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", p.path, p.message))
+        .collect();
+    each.join("; ")
 }
 
 impl From<rusqlite::Error> for LifecycleError {

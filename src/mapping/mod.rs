@@ -90,14 +90,19 @@ pub fn count_text(shown: usize, total: usize) -> String {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum MappingError {
     /// The mapping document breaks the language; paths point into the document.
+    #[error(
+        "the mapping document is not valid: {}",
+        count_text(.problems.len(), *.total)
+    )]
     InvalidDocument {
         problems: Vec<MappingProblem>,
         total: usize,
     },
     /// The body does not fit the mapping; paths point into the partner's body.
+    #[error("the body does not fit {mapping}: {}", count_text(.problems.len(), *.total))]
     Transform {
         /// Which mapping, for the message: "the published mapping (version 3)".
         mapping: String,
@@ -105,54 +110,14 @@ pub enum MappingError {
         total: usize,
     },
     /// A stored document no longer parses (written by another version, or edited by hand).
-    Stored {
-        source_id: String,
-        why: String,
-    },
+    #[error("the stored mapping of source '{source_id}' is not valid: {why}")]
+    Stored { source_id: String, why: String },
+    #[error("unknown source '{0}'")]
     SourceNotFound(String),
+    #[error("source '{0}' has no draft mapping; store one with mapping set")]
     NoDraft(String),
-    Db(DbError),
-}
-
-impl std::fmt::Display for MappingError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MappingError::InvalidDocument { problems, total } => write!(
-                f,
-                "the mapping document is not valid: {}",
-                count_text(problems.len(), *total)
-            ),
-            MappingError::Transform {
-                mapping,
-                problems,
-                total,
-            } => write!(
-                f,
-                "the body does not fit {mapping}: {}",
-                count_text(problems.len(), *total)
-            ),
-            MappingError::Stored { source_id, why } => {
-                write!(
-                    f,
-                    "the stored mapping of source '{source_id}' is not valid: {why}"
-                )
-            }
-            MappingError::SourceNotFound(id) => write!(f, "unknown source '{id}'"),
-            MappingError::NoDraft(id) => write!(
-                f,
-                "source '{id}' has no draft mapping; store one with mapping set"
-            ),
-            MappingError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for MappingError {}
-
-impl From<DbError> for MappingError {
-    fn from(e: DbError) -> Self {
-        MappingError::Db(e)
-    }
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl From<rusqlite::Error> for MappingError {

@@ -10,12 +10,14 @@
 //! one self-contained file), checked with `PRAGMA quick_check`, synced, and only then given
 //! its name; an existing file is replaced only when asked to.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use rusqlite::backup::{Backup, StepResult};
+
+use crate::db::files;
 
 /// Pages copied per step (4 MiB at SQLite's default page size): large enough that a big
 /// file needs few steps, small enough to report progress and stay responsive.
@@ -24,49 +26,30 @@ const PAGES_PER_STEP: std::ffi::c_int = 1024;
 /// How long to wait before retrying a step that found the destination busy.
 const BUSY_PAUSE: Duration = Duration::from_millis(10);
 
-#[derive(Debug)]
+/// No variant names its inner error as a `source`: the message already contains it, and
+/// the CLI prints the whole chain (`{e:#}`), which would repeat it.
+#[derive(Debug, thiserror::Error)]
 pub enum BackupError {
     /// The database to copy does not exist (nothing is created).
+    #[error("database file {} does not exist", .0.display())]
     SourceMissing(PathBuf),
     /// The target exists and overwriting was not asked for.
+    #[error("{} exists already; pass --force to overwrite it", .0.display())]
     TargetExists(PathBuf),
     /// The target is the live database itself.
+    #[error("{} is the database being backed up; choose another file", .0.display())]
     TargetIsSource(PathBuf),
+    #[error("database error: {0}")]
     Sqlite(rusqlite::Error),
+    #[error("cannot {action}: {error}")]
     Io {
         action: String,
         error: std::io::Error,
     },
     /// The finished copy failed its quick check; it was not kept.
+    #[error("the copy failed its check and was removed: {0}")]
     CopyDamaged(String),
 }
-
-impl std::fmt::Display for BackupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BackupError::SourceMissing(path) => {
-                write!(f, "database file {} does not exist", path.display())
-            }
-            BackupError::TargetExists(path) => write!(
-                f,
-                "{} exists already; pass --force to overwrite it",
-                path.display()
-            ),
-            BackupError::TargetIsSource(path) => write!(
-                f,
-                "{} is the database being backed up; choose another file",
-                path.display()
-            ),
-            BackupError::Sqlite(e) => write!(f, "database error: {e}"),
-            BackupError::Io { action, error } => write!(f, "cannot {action}: {error}"),
-            BackupError::CopyDamaged(why) => {
-                write!(f, "the copy failed its check and was removed: {why}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for BackupError {}
 
 impl From<rusqlite::Error> for BackupError {
     fn from(e: rusqlite::Error) -> Self {
@@ -104,41 +87,78 @@ pub fn backup(source: &Path, out: &Path, overwrite: bool) -> Result<BackupReport
             return Err(BackupError::TargetExists(out.to_path_buf()));
         }
     }
-    let temp = TempFile::create_beside(out)?;
-
-    let src = super::open_read_only(source)?;
-    // Start the read transaction now and keep it to the end: every step then reads the
-    // same snapshot (see the module header).
-    src.execute_batch("BEGIN DEFERRED")?;
-    let schema_version: i64 = src.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    let pages = {
-        let mut dst = Connection::open(&temp.path)?;
-        let pages = copy_pages(&src, &mut dst)?;
-        // A copy in rollback-journal mode is a single file: nothing to forget beside it
-        // when it is moved or restored. The server switches it back to WAL on open.
-        dst.pragma_update(None, "journal_mode", "DELETE")?;
-        let verdict: String = dst.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
-        if verdict != "ok" {
-            return Err(BackupError::CopyDamaged(verdict));
-        }
-        pages
-    };
-    src.execute_batch("COMMIT")?;
-    drop(src);
-
-    File::open(&temp.path)
-        .and_then(|f| f.sync_all())
-        .map_err(io(format!("sync {}", temp.path.display())))?;
-    let bytes = std::fs::metadata(&temp.path)
-        .map_err(io(format!("read {}", temp.path.display())))?
-        .len();
-    temp.publish(out, overwrite)?;
+    let copy = copy_beside(source, out)?;
+    let (bytes, pages, schema_version) = (copy.bytes, copy.pages, copy.schema_version);
+    copy.temp.publish(out, overwrite)?;
     Ok(BackupReport {
         out: out.to_path_buf(),
         bytes,
         pages,
         schema_version,
         duration: started.elapsed(),
+    })
+}
+
+/// A checked and synced copy of a database in a private temporary file, not yet given its
+/// name; removed when dropped unless published.
+pub(crate) struct Copy {
+    pub(crate) temp: TempFile,
+    pub(crate) bytes: u64,
+    pub(crate) pages: u64,
+    pub(crate) schema_version: i64,
+}
+
+/// Copies the database at `source` into a temporary file beside `target` (same directory,
+/// so a rename can give it `target`'s name atomically): one snapshot, switched to a
+/// rollback journal, quick-checked and synced.
+pub(crate) fn copy_beside(source: &Path, target: &Path) -> Result<Copy, BackupError> {
+    for _ in 0..super::READ_ATTEMPTS {
+        let temp = TempFile::create_beside(target)?;
+        let src = super::ReadOnlyDb::open(source)?;
+        // Start the read transaction now and keep it to the end: every step then reads the
+        // same snapshot (see the module header).
+        src.conn.execute_batch("BEGIN DEFERRED")?;
+        let schema_version: i64 = src
+            .conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let pages = {
+            let mut dst = Connection::open(&temp.path)?;
+            let pages = copy_pages(&src.conn, &mut dst)?;
+            // A copy in rollback-journal mode is a single file: nothing to forget beside it
+            // when it is moved or restored. The server switches it back to WAL on open.
+            dst.pragma_update(None, "journal_mode", "DELETE")?;
+            let verdict: String = dst.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
+            if verdict != "ok" {
+                return Err(BackupError::CopyDamaged(verdict));
+            }
+            pages
+        };
+        src.conn.execute_batch("COMMIT")?;
+        if src.changed_meanwhile(source) {
+            log::info!(
+                "{} was opened by another process during the copy; copying it again",
+                source.display()
+            );
+            continue;
+        }
+        drop(src);
+
+        File::open(&temp.path)
+            .and_then(|f| f.sync_all())
+            .map_err(io(format!("sync {}", temp.path.display())))?;
+        let bytes = std::fs::metadata(&temp.path)
+            .map_err(io(format!("read {}", temp.path.display())))?
+            .len();
+        return Ok(Copy {
+            temp,
+            bytes,
+            pages,
+            schema_version,
+        });
+    }
+    Err(BackupError::Io {
+        action: format!("take a stable copy of {}", source.display()),
+        error: std::io::Error::other("it changed during every attempt; try again"),
     })
 }
 
@@ -160,7 +180,7 @@ fn copy_pages(src: &Connection, dst: &mut Connection) -> Result<u64, BackupError
 }
 
 /// Whether two existing paths name the same file (the same inode on Unix).
-fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -176,8 +196,8 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// The copy under construction: a private (0600) file beside the target, removed unless
 /// it was published.
-struct TempFile {
-    path: PathBuf,
+pub(crate) struct TempFile {
+    pub(crate) path: PathBuf,
     published: bool,
 }
 
@@ -187,20 +207,9 @@ impl TempFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "backup".into());
-        let dir = match out.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let path = dir.join(format!(".{name}.partial-{}", std::process::id()));
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            // The copy holds the same personal data and secret hashes as the database.
-            options.mode(0o600);
-        }
-        options
+        let path = files::parent_dir(out).join(format!(".{name}.partial-{}", std::process::id()));
+        // The copy holds the same personal data and secret hashes as the database.
+        files::private_new_file()
             .open(&path)
             .map_err(io(format!("create {}", path.display())))?;
         Ok(TempFile {
@@ -212,7 +221,7 @@ impl TempFile {
     /// Gives the copy its final name. Without `overwrite` a hard link makes the "does not
     /// exist yet" check and the naming one atomic step, so a file that appeared meanwhile
     /// is still never replaced.
-    fn publish(mut self, out: &Path, overwrite: bool) -> Result<(), BackupError> {
+    pub(crate) fn publish(mut self, out: &Path, overwrite: bool) -> Result<(), BackupError> {
         if overwrite {
             std::fs::rename(&self.path, out)
                 .map_err(io(format!("move the copy to {}", out.display())))?;
@@ -235,7 +244,7 @@ impl TempFile {
             }
         }
         self.published = true;
-        sync_parent(out);
+        files::sync_dir(out);
         Ok(())
     }
 }
@@ -246,21 +255,6 @@ impl Drop for TempFile {
             let _ = std::fs::remove_file(&self.path);
             let journal = format!("{}-journal", self.path.display());
             let _ = std::fs::remove_file(journal);
-        }
-    }
-}
-
-/// Makes the new directory entry durable. Best effort: not every platform can open a
-/// directory for syncing, and the data itself is already synced.
-fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        if let Ok(dir) = File::open(dir) {
-            let _ = dir.sync_all();
         }
     }
 }

@@ -3,8 +3,9 @@
 //! objects that should be there; the verdict is `ok` or the list of problems.
 //!
 //! The file is opened read-only and never created, migrated or repaired, so `check` is safe
-//! on the live file while `serve` runs (it reads one consistent snapshot) and on a backup
-//! before it is restored.
+//! on the live file while `serve` runs (it reads one consistent snapshot, committed data in
+//! the WAL included) and on a backup before it is restored. It leaves no file behind, and
+//! works on a read-only file in a read-only directory (`ops::ReadOnlyDb` says how).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,26 +18,15 @@ use crate::db::SCHEMA_VERSION;
 /// At most this many integrity or foreign-key problems are listed; the count is exact.
 const MAX_LISTED: usize = 100;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// Nothing to check: the file is not there (and was not created).
+    #[error("database file {} does not exist", .0.display())]
     Missing(PathBuf),
     /// The file exists but cannot be opened (permissions, a directory, …).
+    #[error("cannot open {}: {}", .0.display(), .1)]
     Open(PathBuf, rusqlite::Error),
 }
-
-impl std::fmt::Display for CheckError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckError::Missing(path) => {
-                write!(f, "database file {} does not exist", path.display())
-            }
-            CheckError::Open(path, e) => write!(f, "cannot open {}: {e}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for CheckError {}
 
 /// One row that points at a parent row that does not exist.
 #[derive(Debug, Clone, Serialize)]
@@ -69,26 +59,45 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
     if !path.exists() {
         return Err(CheckError::Missing(path.to_path_buf()));
     }
-    let conn = super::open_read_only(path).map_err(|e| CheckError::Open(path.to_path_buf(), e))?;
-    let mut report = CheckReport {
-        database: path.display().to_string(),
-        ok: false,
-        integrity: Vec::new(),
-        foreign_key_violations: 0,
-        foreign_keys: Vec::new(),
-        schema_version: None,
-        expected_schema_version: SCHEMA_VERSION,
-        missing_objects: Vec::new(),
-        problems: Vec::new(),
-    };
-    if let Err(e) = inspect(&conn, &mut report) {
-        report.problems.push(match e.sqlite_error_code() {
-            Some(ErrorCode::NotADatabase) => "not an SQLite database".to_string(),
-            _ => format!("cannot read the database: {e}"),
-        });
+    // A check of a file opened immutable is repeated when a server opened it meanwhile
+    // (see `ops::ReadOnlyDb`); the repeat reads through the server's WAL.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let db =
+            super::ReadOnlyDb::open(path).map_err(|e| CheckError::Open(path.to_path_buf(), e))?;
+        let mut report = CheckReport {
+            database: path.display().to_string(),
+            ok: false,
+            integrity: Vec::new(),
+            foreign_key_violations: 0,
+            foreign_keys: Vec::new(),
+            schema_version: None,
+            expected_schema_version: SCHEMA_VERSION,
+            missing_objects: Vec::new(),
+            problems: Vec::new(),
+        };
+        if let Err(e) = inspect(&db.conn, &mut report) {
+            report.problems.push(match e.sqlite_error_code() {
+                Some(ErrorCode::NotADatabase) => "not an SQLite database".to_string(),
+                _ => format!("cannot read the database: {e}"),
+            });
+        }
+        if db.changed_meanwhile(path) {
+            if attempts < super::READ_ATTEMPTS {
+                log::info!(
+                    "{} was opened by a server during the check; checking it again",
+                    path.display()
+                );
+                continue;
+            }
+            report
+                .problems
+                .push("the file kept changing during the check; check it again".to_string());
+        }
+        report.ok = report.problems.is_empty();
+        return Ok(report);
     }
-    report.ok = report.problems.is_empty();
-    Ok(report)
 }
 
 fn inspect(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> {

@@ -3,7 +3,14 @@
 //!
 //! Owns the arithmetic only; the outbox store applies it when it records an attempt.
 
-use std::time::{Duration, SystemTime};
+use std::fmt;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::fmt::rfc2822;
+use jiff::tz::TimeZone;
+
+use crate::duration::{self, DurationError};
 
 /// How far each wait may stray from its step, either way (DESIGN.md section 3: ±20%), so
 /// that events that failed together do not all come back at the same instant.
@@ -30,16 +37,16 @@ impl RetrySchedule {
         }
     }
 
-    /// Parses `1,2,5` (seconds; `ms` suffix for milliseconds, e.g. `200ms,1`). An empty
-    /// list means no retries.
-    pub fn parse(text: &str) -> Result<RetrySchedule, String> {
+    /// Parses `5s,5m,2h` (the duration syntax of every flag; a bare number is seconds, so
+    /// 0.1.0's `1,2,5` still works). An empty list or `none` means no retries.
+    pub fn parse(text: &str) -> Result<RetrySchedule, DurationError> {
         let text = text.trim();
         if text.is_empty() || text == "none" {
             return Ok(RetrySchedule { steps: Vec::new() });
         }
         let steps = text
             .split(',')
-            .map(parse_duration)
+            .map(duration::parse_or_seconds)
             .collect::<Result<_, _>>()?;
         Ok(RetrySchedule { steps })
     }
@@ -70,29 +77,46 @@ impl RetrySchedule {
     }
 }
 
-/// Parses a duration in whole seconds (`5`, `5s`) or milliseconds (`200ms`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let parsed = match text.strip_suffix("ms") {
-        Some(ms) => ms.parse().map(Duration::from_millis),
-        None => text
-            .strip_suffix('s')
-            .unwrap_or(text)
-            .parse()
-            .map(Duration::from_secs),
-    };
-    parsed
-        .map_err(|_| format!("invalid duration '{text}': use whole seconds like 5 or 5s, or 200ms"))
+/// Printed as it is parsed (`5s,5m,30m`, `none`), so `serve --help` shows the default.
+impl fmt::Display for RetrySchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.steps.is_empty() {
+            return f.write_str("none");
+        }
+        for (n, step) in self.steps.iter().enumerate() {
+            if n > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(&duration::format(*step))?;
+        }
+        Ok(())
+    }
 }
 
 /// A `Retry-After` header value: seconds, or an HTTP date (RFC 9110 section 10.2.3).
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let wait = parse_http_date(value)?.duration_since(now);
+    Some(Duration::try_from(wait).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP date (RFC 9110 section 5.6.7) in any of its three forms: the IMF-fixdate
+/// `Sun, 06 Nov 1994 08:49:37 GMT` (an RFC 2822 date), and the obsolete RFC 850
+/// `Sunday, 06-Nov-94 08:49:37 GMT` and asctime `Sun Nov  6 08:49:37 1994`, which a
+/// recipient must still accept.
+fn parse_http_date(value: &str) -> Option<Timestamp> {
+    if let Ok(at) = rfc2822::DateTimeParser::new().parse_timestamp(value) {
+        return Some(at);
+    }
+    ["%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"]
+        .into_iter()
+        .find_map(|format| jiff::fmt::strtime::parse(format, value).ok())
+        .and_then(|parsed| parsed.to_datetime().ok())
+        .and_then(|civil| civil.to_zoned(TimeZone::UTC).ok())
+        .map(|zoned| zoned.timestamp())
 }
 
 /// A uniformly random number in [0, 1) for the jitter.
@@ -152,14 +176,40 @@ mod tests {
             RetrySchedule::parse("200ms, 1s").unwrap().steps(),
             [Duration::from_millis(200), Duration::from_secs(1)]
         );
+        assert_eq!(
+            RetrySchedule::parse("5m,1h,2d").unwrap().steps(),
+            [
+                Duration::from_secs(300),
+                Duration::from_secs(3600),
+                Duration::from_secs(172_800)
+            ]
+        );
         assert!(RetrySchedule::parse("none").unwrap().steps().is_empty());
         assert!(RetrySchedule::parse("1,x").is_err());
         assert!(RetrySchedule::parse("-1").is_err());
+        assert!(RetrySchedule::parse("5w").is_err());
+    }
+
+    #[test]
+    fn prints_as_it_parses() {
+        assert_eq!(
+            RetrySchedule::default().to_string(),
+            "5s,5m,30m,2h,5h,10h,10h"
+        );
+        assert_eq!(
+            RetrySchedule::parse(&RetrySchedule::default().to_string()).unwrap(),
+            RetrySchedule::default()
+        );
+        assert_eq!(
+            RetrySchedule::parse("200ms, 1").unwrap().to_string(),
+            "200ms,1s"
+        );
+        assert_eq!(RetrySchedule::parse("none").unwrap().to_string(), "none");
     }
 
     #[test]
     fn parses_retry_after_as_seconds_or_http_date() {
-        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        let now: Timestamp = "1994-11-06T08:49:37Z".parse().unwrap();
         assert_eq!(
             parse_retry_after("120", now),
             Some(Duration::from_secs(120))
@@ -173,7 +223,21 @@ mod tests {
             Some(Duration::ZERO),
             "a date in the past means now"
         );
+        assert_eq!(
+            parse_retry_after("Sunday, 06-Nov-94 08:50:07 GMT", now),
+            Some(Duration::from_secs(30)),
+            "the obsolete RFC 850 form"
+        );
+        assert_eq!(
+            parse_retry_after("Sun Nov  6 08:50:07 1994", now),
+            Some(Duration::from_secs(30)),
+            "the obsolete asctime form"
+        );
         assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 25:00:00 GMT", now),
+            None
+        );
         assert_eq!(parse_retry_after("-5", now), None);
     }
 

@@ -5,7 +5,7 @@
 //! and the rules that turn an answer into delivered, retry or failed. It does not touch the
 //! database: the worker records what it returns.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -80,7 +80,7 @@ impl Sender {
                     .headers()
                     .get("retry-after")
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| parse_retry_after(v, SystemTime::now()));
+                    .and_then(|v| parse_retry_after(v, jiff::Timestamp::now()));
                 let body = response
                     .body_mut()
                     .with_config()

@@ -11,19 +11,9 @@ use sha2::Sha256;
 /// The signing key in a `whsec_…` secret.
 pub struct SigningKey(Vec<u8>);
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the buyer's signing secret is not 'whsec_' followed by base64")]
 pub struct InvalidSecret;
-
-impl std::fmt::Display for InvalidSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the buyer's signing secret is not 'whsec_' followed by base64"
-        )
-    }
-}
-
-impl std::error::Error for InvalidSecret {}
 
 impl SigningKey {
     /// Reads a `whsec_…` secret. The prefix is optional, as in the reference libraries.

@@ -382,34 +382,14 @@ pub fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
 }
 
 /// Why an operator command on an event was refused.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
+    #[error("unknown event '{0}'")]
     NotFound(String),
+    #[error("event '{0}' was delivered already; there is nothing to retry")]
     AlreadyDelivered(String),
-    Db(DbError),
-}
-
-impl std::fmt::Display for OutboxError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            OutboxError::NotFound(id) => write!(f, "unknown event '{id}'"),
-            OutboxError::AlreadyDelivered(id) => {
-                write!(
-                    f,
-                    "event '{id}' was delivered already; there is nothing to retry"
-                )
-            }
-            OutboxError::Db(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for OutboxError {}
-
-impl From<DbError> for OutboxError {
-    fn from(e: DbError) -> Self {
-        OutboxError::Db(e)
-    }
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 impl From<rusqlite::Error> for OutboxError {

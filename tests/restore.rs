@@ -1,0 +1,315 @@
+//! `leadrelay restore --from BACKUP`, through the real binary: refused while a server uses
+//! the database and for a backup that fails its check (nothing changed), brings back
+//! exactly the backed-up leads, keeps the replaced database (with the data its WAL held)
+//! as `DB.before-restore`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::ingest::{person, with};
+use crate::util::process::ServeProcess;
+use crate::util::{Request, TempDb, basic_setup, cli_json, cli_output};
+
+const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn kept(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".before-restore");
+    PathBuf::from(name)
+}
+
+/// A database with `basic_setup` and a channel source `landing` without a secret.
+fn setup() -> TempDb {
+    let db = TempDb::new();
+    basic_setup(&db.path);
+    cli_json(
+        &db.path,
+        &[
+            "source",
+            "create",
+            "--channel",
+            "web",
+            "--name",
+            "Landing",
+            "--id",
+            "landing",
+            "--no-secret",
+        ],
+    );
+    db
+}
+
+/// Sends leads numbered `numbers` to the running server; returns their ids.
+fn ingest(server: &ServeProcess, numbers: std::ops::Range<usize>) -> Vec<String> {
+    numbers
+        .map(|n| {
+            let reply = Request::new("POST", &format!("{}{INGEST_PATH}", server.base))
+                .json(&with(person(n), json!({"productSlug": "solar"})))
+                .send();
+            assert_eq!(reply.status, 201, "{}", reply.text);
+            reply.json["item"]["leadId"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// The ids of the leads in the database at `path`, sorted, read with plain SQLite.
+fn lead_ids(path: &Path) -> Vec<String> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let mut statement = conn.prepare("SELECT id FROM leads ORDER BY id").unwrap();
+    statement
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
+    let db = setup();
+    let backup = db.dir.path().join("backup.db");
+    let server = ServeProcess::start(&db.path, &[]);
+    let backed_up = ingest(&server, 0..3);
+    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    let later = ingest(&server, 3..5);
+
+    // Refused while the server runs: nothing changes.
+    let before = names(db.dir.path());
+    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let expected = format!(
+        "a leadrelay server or command is using {}; stop it first",
+        db.path.display()
+    );
+    assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
+    assert_eq!(names(db.dir.path()), before);
+
+    // A crash (no checkpoint, no cleanup): the last leads are only in the WAL.
+    server.kill();
+    let report = cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let kept = kept(&db.path);
+    assert_eq!(report["database"], db.path.to_str().unwrap());
+    assert_eq!(report["from"], backup.to_str().unwrap());
+    assert_eq!(report["keptAs"], kept.to_str().unwrap());
+    assert_eq!(report["schemaVersion"], leadrelay::db::SCHEMA_VERSION);
+    assert_eq!(report["bytes"], std::fs::metadata(&db.path).unwrap().len());
+
+    assert_eq!(lead_ids(&db.path), sorted(backed_up.clone()));
+    let all = sorted(backed_up.iter().chain(&later).cloned().collect());
+    assert_eq!(
+        lead_ids(&kept),
+        all,
+        "the kept file has every lead, its WAL's too"
+    );
+    // No stale -wal or -shm beside the restored file, no temporary file left.
+    assert_eq!(
+        names(db.dir.path()),
+        [
+            "backup.db",
+            "leadrelay.db",
+            "leadrelay.db.before-restore",
+            "leadrelay.db.lock"
+        ]
+    );
+    #[cfg(unix)]
+    for path in [&db.path, &kept] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+    }
+
+    // The restored file serves: the backed-up leads are there, and new ones go in.
+    let server = ServeProcess::start(&db.path, &[]);
+    let listed: Vec<String> = cli_json(&db.path, &["lead", "list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lead| lead["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sorted(listed), sorted(backed_up));
+    ingest(&server, 10..11);
+    assert_eq!(server.terminate().code(), Some(0));
+    assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
+}
+
+#[test]
+fn an_earlier_restores_file_is_replaced_only_with_force() {
+    let db = setup();
+    let backup = db.dir.path().join("backup.db");
+    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let kept = kept(&db.path);
+    std::fs::write(&kept, b"the operator's only copy").unwrap();
+
+    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("exists from an earlier restore; move it away or pass --force"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(&kept).unwrap(), b"the operator's only copy");
+
+    let report = cli_json(
+        &db.path,
+        &["restore", "--force", "--from", backup.to_str().unwrap()],
+    );
+    assert_eq!(report["keptAs"], kept.to_str().unwrap());
+    assert_eq!(cli_json(&kept, &["check"])["ok"], true);
+}
+
+/// Restores `backup` over a sound database and expects a refusal naming `problem`, with
+/// nothing changed beside the database.
+fn refused(db: &TempDb, backup: &Path, problem: &str) {
+    let before = names(db.dir.path());
+    let content = std::fs::read(&db.path).unwrap();
+    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{problem}: {}",
+        stderr(&output)
+    );
+    let message = stderr(&output);
+    assert!(
+        message.contains("is not a sound leadrelay database, nothing was changed"),
+        "{message}"
+    );
+    assert!(
+        message.contains(problem),
+        "{problem} missing from: {message}"
+    );
+    assert_eq!(names(db.dir.path()), before, "{problem}");
+    assert_eq!(std::fs::read(&db.path).unwrap(), content, "{problem}");
+}
+
+#[test]
+fn a_backup_that_fails_its_check_is_refused() {
+    let db = setup();
+    let dir = db.dir.path();
+
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, vec![b'x'; 8192]).unwrap();
+    refused(&db, &notes, "not an SQLite database");
+
+    let foreign = dir.join("foreign.db");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x)")
+        .unwrap();
+    refused(&db, &foreign, "not a leadrelay database");
+
+    let newer = dir.join("newer.db");
+    cli_json(&db.path, &["backup", "--out", newer.to_str().unwrap()]);
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    refused(&db, &newer, "newer than this binary");
+
+    // A backup with a damaged page in the middle.
+    let big = TempDb::new();
+    basic_setup(&big.path);
+    let conn = rusqlite::Connection::open(&big.path).unwrap();
+    conn.execute_batch(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+         INSERT INTO workspaces (id, name, timezone, created_at)
+         SELECT 'pad-' || i, printf('%.500c', 'p'), 'UTC', 0 FROM n",
+    )
+    .unwrap();
+    drop(conn);
+    let damaged = dir.join("damaged.db");
+    cli_json(&big.path, &["backup", "--out", damaged.to_str().unwrap()]);
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    let page = 4096;
+    let middle = (bytes.len() / page / 2) * page;
+    for (i, byte) in bytes[middle..middle + page].iter_mut().enumerate() {
+        *byte = (i * 7 + 13) as u8;
+    }
+    std::fs::write(&damaged, &bytes).unwrap();
+    refused(&db, &damaged, "integrity check failed");
+
+    let missing = dir.join("missing.db");
+    let output = cli_output(&db.path, &["restore", "--from", missing.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("does not exist"),
+        "{}",
+        stderr(&output)
+    );
+    let output = cli_output(&db.path, &["restore", "--from", db.path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("is the database itself"),
+        "{}",
+        stderr(&output)
+    );
+    let output = cli_output(&db.path, &["restore"]);
+    assert_eq!(output.status.code(), Some(2), "--from is required");
+}
+
+#[test]
+fn a_restore_is_refused_while_another_program_has_the_database_open() {
+    let db = setup();
+    let backup = db.dir.path().join("backup.db");
+    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    // Like Litestream: a plain SQLite connection holding a read transaction.
+    let other = rusqlite::Connection::open(&db.path).unwrap();
+    other
+        .execute_batch("PRAGMA journal_mode=WAL; BEGIN")
+        .unwrap();
+    let _: i64 = other
+        .query_row("SELECT count(*) FROM workspaces", [], |r| r.get(0))
+        .unwrap();
+    let before = names(db.dir.path());
+    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("another program has {} open", db.path.display())),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(names(db.dir.path()), before);
+    other.execute_batch("COMMIT").unwrap();
+    drop(other);
+    cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+}
+
+#[test]
+fn a_restore_onto_a_new_box_needs_no_existing_database() {
+    let db = setup();
+    let backup = db.dir.path().join("backup.db");
+    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    let fresh = TempDb::new();
+    let report = cli_json(
+        &fresh.path,
+        &["restore", "--from", backup.to_str().unwrap()],
+    );
+    assert_eq!(report["keptAs"], Value::Null);
+    assert_eq!(
+        names(fresh.dir.path()),
+        ["leadrelay.db", "leadrelay.db.lock"]
+    );
+    let sources = cli_json(&fresh.path, &["source", "list"]);
+    assert_eq!(sources[0]["id"], "landing");
+}
