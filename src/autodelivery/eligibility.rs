@@ -82,12 +82,12 @@ pub struct Candidate {
 }
 
 /// What the checks need to know about the moment and the place.
-pub struct Context<'a> {
-    pub lead: &'a StoredLead,
-    pub request: &'a StoredRequest,
-    pub tz: &'a TimeZone,
-    pub now_ms: i64,
-    pub windows: &'a Windows,
+pub(crate) struct Context<'a> {
+    pub(crate) lead: &'a StoredLead,
+    pub(crate) request: &'a StoredRequest,
+    pub(crate) tz: &'a TimeZone,
+    pub(crate) now_ms: i64,
+    pub(crate) windows: &'a Windows,
 }
 
 /// A subscribed buyer as read, before the checks.
@@ -107,7 +107,7 @@ struct Subscribed {
 }
 
 /// Every buyer of the workspace subscribed to the interest's product, each checked.
-pub fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
+pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
     let subscribed = subscribed_buyers(
         conn,
         &context.lead.workspace_id,

@@ -73,7 +73,11 @@ impl Features {
 
 /// The features of `lead` for `interest` of a product whose required fields are
 /// `required_fields`. The lead's fields are read as buyers get them.
-pub fn extract(lead: &StoredLead, interest: &Interest, required_fields: &[&str]) -> Features {
+pub(crate) fn extract(
+    lead: &StoredLead,
+    interest: &Interest,
+    required_fields: &[&str],
+) -> Features {
     let quality_reasons = lead.quality_reasons.len();
     let lead = &lead.fields;
     let mut values = [0.0; FEATURES.len()];

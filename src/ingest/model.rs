@@ -98,23 +98,23 @@ impl Interest {
 /// that wrote it, so auto-delivery and delivery never read it back) or what `view` reads
 /// from the file (the `deliver` command, `lead show`, `lead list`).
 #[derive(Debug, Clone)]
-pub struct StoredLead {
-    pub id: String,
-    pub source_id: String,
-    pub container_id: String,
-    pub container_kind: ContainerKind,
-    pub workspace_id: String,
-    pub fields: LeadFields,
-    pub quality_status: QualityStatus,
-    pub quality_reasons: Vec<String>,
-    pub duplicate_status: DuplicateStatus,
+pub(crate) struct StoredLead {
+    pub(crate) id: String,
+    pub(crate) source_id: String,
+    pub(crate) container_id: String,
+    pub(crate) container_kind: ContainerKind,
+    pub(crate) workspace_id: String,
+    pub(crate) fields: LeadFields,
+    pub(crate) quality_status: QualityStatus,
+    pub(crate) quality_reasons: Vec<String>,
+    pub(crate) duplicate_status: DuplicateStatus,
     /// The `duplicateMatch` object, as stored.
-    pub duplicate_match: Option<Value>,
+    pub(crate) duplicate_match: Option<Value>,
     /// `active`, `cancellation_pending` or `cancelled`.
-    pub status: String,
-    pub created_at: i64,
+    pub(crate) status: String,
+    pub(crate) created_at: i64,
     /// In the order the partner gave them.
-    pub requests: Vec<StoredRequest>,
+    pub(crate) requests: Vec<StoredRequest>,
 }
 
 impl StoredLead {
@@ -126,15 +126,15 @@ impl StoredLead {
 
 /// A stored lead request: one interest of a stored lead, with its state.
 #[derive(Debug, Clone)]
-pub struct StoredRequest {
-    pub id: String,
-    pub position: i64,
-    pub interest: Interest,
+pub(crate) struct StoredRequest {
+    pub(crate) id: String,
+    pub(crate) position: i64,
+    pub(crate) interest: Interest,
     /// `open`, `delivered` or `not_delivered`.
-    pub status: String,
+    pub(crate) status: String,
     /// The auto-delivery decision (the operator's view), when one was made.
-    pub decision: Option<Value>,
-    pub created_at: i64,
+    pub(crate) decision: Option<Value>,
+    pub(crate) created_at: i64,
 }
 
 impl LeadFields {

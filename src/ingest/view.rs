@@ -87,7 +87,7 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
 }
 
 /// The lead `id` with its requests, or `None`.
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredLead>> {
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredLead>> {
     let found = conn
         .prepare_cached(&format!(
             "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
@@ -153,7 +153,7 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
 }
 
 /// The raw body the lead came in (the batch item for a batch), as received.
-pub fn raw_body(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
+pub(crate) fn raw_body(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
     conn.query_row(
         "SELECT body FROM lead_bodies WHERE lead_id = ?1",
         [id],
@@ -163,7 +163,7 @@ pub fn raw_body(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>>
 }
 
 /// Newest leads first, of one source or of all, at most `limit`.
-pub fn list(
+pub(crate) fn list(
     conn: &Connection,
     source_id: Option<&str>,
     limit: usize,
@@ -191,7 +191,7 @@ pub fn list(
 
 impl StoredLead {
     /// Everything stored about the lead, for `leadrelay lead show`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let fields = &self.fields;
         let mut person = Map::new();
         person.insert("firstName".into(), fields.person.first_name.as_str().into());
@@ -239,7 +239,7 @@ impl StoredLead {
     }
 
     /// One line's worth of the lead, for `leadrelay lead list`.
-    pub fn summary_json(&self) -> Value {
+    pub(crate) fn summary_json(&self) -> Value {
         let person = &self.fields.person;
         json!({
             "id": self.id,
