@@ -87,7 +87,7 @@ pub(crate) fn format(duration: Duration) -> String {
         (1_000, "s"),
     ]
     .into_iter()
-    .find(|(per_unit, _)| millis % per_unit == 0)
+    .find(|(per_unit, _)| millis.is_multiple_of(*per_unit))
     .map_or((millis, "ms"), |(per_unit, unit)| (millis / per_unit, unit));
     format!("{count}{unit}")
 }

@@ -1,86 +1,33 @@
-//! `GET /api/health`: whether the database can be read and written, and how the outbox
-//! stands.
+//! The service's health (`GET /api/health`): whether the database can be read and
+//! written, and how the outbox stands.
+//!
+//! Owns the checks. The answer's HTTP form, and whether the server is shutting down, are
+//! the HTTP layer's (`http::handlers::health`).
 
-use hyper::StatusCode;
-use serde_json::json;
+use crate::db::{Db, DbError};
+use crate::outbox::store::Figures;
 
-use crate::db::DbError;
-use crate::http::{ApiError, AppState, Response, response};
-
-/// How the outbox stands; also read by `GET /metrics`.
-pub struct OutboxFigures {
-    pub pending: i64,
-    pub failed: i64,
-    pub oldest_pending_ms: Option<i64>,
+/// Why the service cannot serve now.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unhealthy {
+    #[error("shutting down")]
+    ShuttingDown,
+    #[error("database cannot be read: {0}")]
+    Unreadable(DbError),
+    #[error("database cannot be written: {0}")]
+    Unwritable(DbError),
 }
 
-pub fn outbox_figures(conn: &rusqlite::Connection) -> rusqlite::Result<OutboxFigures> {
-    conn.query_row(
-        "SELECT
-            (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
-            (SELECT count(*) FROM outbox_events WHERE status = 'failed'),
-            (SELECT min(created_at) FROM outbox_events WHERE status = 'pending')",
-        [],
-        |row| {
-            Ok(OutboxFigures {
-                pending: row.get(0)?,
-                failed: row.get(1)?,
-                oldest_pending_ms: row.get(2)?,
-            })
-        },
-    )
-}
-
-pub async fn handle(state: &AppState) -> Result<Response, ApiError> {
-    if state.is_shutting_down() {
-        return Ok(unavailable("shutting down"));
-    }
-    let figures = match state
-        .db
-        .read(|conn| outbox_figures(conn).map_err(DbError::from))
+/// Reads the outbox figures through the read pool, then proves the writer alive: an empty
+/// group transaction shows that the writer thread runs and can take the file's write lock,
+/// without writing anything.
+pub(crate) async fn check(db: &Db) -> Result<Figures, Unhealthy> {
+    let figures = db
+        .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
-    {
-        Ok(figures) => figures,
-        Err(e) => return Ok(unavailable(&format!("database cannot be read: {e}"))),
-    };
-    // A write probe through the writer thread: an empty group transaction proves the writer
-    // is alive and can take the file's write lock, without writing anything.
-    if let Err(e) = state.db.write(|_conn| Ok::<(), DbError>(())).await {
-        return Ok(unavailable(&format!("database cannot be written: {e}")));
-    }
-    // A call that raced the start of shutdown answers like one that came after it, so a
-    // load balancer stops sending traffic to an instance that is draining.
-    if state.is_shutting_down() {
-        return Ok(unavailable("shutting down"));
-    }
-    let now = crate::clock::now_ms();
-    let oldest_pending_seconds = figures
-        .oldest_pending_ms
-        .map(|created| ((now - created).max(0)) / 1000);
-    Ok(response::json(
-        StatusCode::OK,
-        &json!({
-            "status": "ok",
-            "version": env!("CARGO_PKG_VERSION"),
-            "database": "ok",
-            "outbox": {
-                "pending": figures.pending,
-                "failed": figures.failed,
-                "oldestPendingSeconds": oldest_pending_seconds,
-            },
-            "uptimeSeconds": state.started.elapsed().as_secs(),
-        }),
-    ))
-}
-
-fn unavailable(reason: &str) -> Response {
-    let mut response = response::json(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &json!({"status": "unavailable", "reason": reason}),
-    );
-    response.headers_mut().insert(
-        hyper::header::RETRY_AFTER,
-        hyper::header::HeaderValue::from_static("1"),
-    );
-    response
+        .map_err(Unhealthy::Unreadable)?;
+    db.write(|_conn| Ok::<(), DbError>(()))
+        .await
+        .map_err(Unhealthy::Unwritable)?;
+    Ok(figures)
 }

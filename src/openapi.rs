@@ -1,31 +1,12 @@
 //! The OpenAPI 3.1 description of the whole HTTP interface: `openapi.json` at the
-//! repository root, embedded in the binary and served at `GET /api/openapi.json`.
+//! repository root, embedded in the binary and served at `GET /api/openapi.json` by
+//! `http::handlers::openapi`.
 //!
-//! Owns serving the document. The document itself is written by hand beside `SPEC.md` and
+//! Owns the embedded document. The document itself is written by hand beside `SPEC.md` and
 //! `DESIGN.md`; a test keeps its paths and methods equal to the router's `ROUTES`.
-
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::StatusCode;
-use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
-
-use crate::http::Response;
 
 /// The document, exactly as committed.
 pub const DOCUMENT: &str = include_str!("../openapi.json");
-
-pub fn handle() -> Response {
-    let mut response = hyper::Response::new(Full::new(Bytes::from_static(DOCUMENT.as_bytes())));
-    *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    // The document changes only with the binary; clients may keep it for a while.
-    headers.insert(
-        CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=300"),
-    );
-    response
-}
 
 #[cfg(test)]
 mod tests {

@@ -56,9 +56,26 @@ pub fn verify(presented: &str, stored_hash: &str) -> bool {
         .into()
 }
 
+/// Whether any presented secret matches `stored_hash`. Each candidate is hashed and compared
+/// in constant time, and every candidate is checked (no early exit), so the time taken does
+/// not depend on which one matched.
+pub fn any_matches(presented: &[&str], stored_hash: &str) -> bool {
+    presented
+        .iter()
+        .fold(false, |found, p| verify(p, stored_hash) | found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_matches_checks_the_hash() {
+        let stored = hash("right");
+        assert!(any_matches(&["wrong", "right"], &stored));
+        assert!(!any_matches(&["wrong"], &stored));
+        assert!(!any_matches(&[], &stored));
+    }
 
     #[test]
     fn generated_secrets_are_long_random_and_prefixed() {

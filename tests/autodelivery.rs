@@ -4,22 +4,13 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{TempDb, basic_setup, cli_json, cli_output};
-
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[test]
 fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
     let db = TempDb::new();
     basic_setup(&db.path);
-    cli_json(
-        &db.path,
-        &["workspace", "create", "--name", "Other", "--id", "other"],
-    );
+    lr(&db.path, "workspace create --name Other --id other").json();
 
-    let shown = cli_json(&db.path, &["evaluator", "show", "--workspace", "ws"]);
+    let shown = lr(&db.path, "evaluator show --workspace ws").json();
     assert_eq!(shown["model"], "leadrelay-logistic-v1");
     assert_eq!(shown["custom"], false);
     assert_eq!(shown["weights"], shown["defaults"]);
@@ -50,42 +41,31 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
         ])
     );
 
-    let set = cli_json(
+    let set = lr(
         &db.path,
-        &[
-            "evaluator",
-            "set",
-            "--workspace",
-            "ws",
-            "--weight",
-            "validPhone=2.5",
-            "--weight",
-            "intercept=-2",
-        ],
-    );
+        "evaluator set --workspace ws --weight validPhone=2.5 --weight intercept=-2",
+    )
+    .json();
     assert_eq!(set["custom"], true);
     assert_eq!(set["weights"]["validPhone"], 2.5);
     assert_eq!(set["weights"]["intercept"], -2.0);
     assert_eq!(set["weights"]["validEmail"], 1.5, "others keep their value");
-    let again = cli_json(&db.path, &["evaluator", "show", "--workspace", "ws"]);
+    let again = lr(&db.path, "evaluator show --workspace ws").json();
     assert_eq!(again["weights"], set["weights"], "stored");
-    let other = cli_json(&db.path, &["evaluator", "show", "--workspace", "other"]);
+    let other = lr(&db.path, "evaluator show --workspace other").json();
     assert_eq!(other["custom"], false, "weights are per workspace");
 
     // A file replaces the whole model: names it leaves out take their defaults.
     let file = db.dir.path().join("weights.json");
     std::fs::write(&file, r#"{"names": 3, "softQualityFlags": -0.25}"#).unwrap();
-    let from_file = cli_json(
+    let from_file = lr(
         &db.path,
-        &[
-            "evaluator",
-            "set",
-            "--workspace",
-            "ws",
-            "--file",
-            file.to_str().unwrap(),
-        ],
-    );
+        format!(
+            "evaluator set --workspace ws --file {}",
+            file.to_str().unwrap()
+        ),
+    )
+    .json();
     assert_eq!(from_file["weights"]["names"], 3.0);
     assert_eq!(from_file["weights"]["softQualityFlags"], -0.25);
     assert_eq!(
@@ -93,10 +73,7 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
         "back to the default"
     );
 
-    let reset = cli_json(
-        &db.path,
-        &["evaluator", "set", "--workspace", "ws", "--reset"],
-    );
+    let reset = lr(&db.path, "evaluator set --workspace ws --reset").json();
     assert_eq!(reset["custom"], false);
     assert_eq!(reset["weights"], reset["defaults"]);
 }
@@ -105,17 +82,7 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
 fn evaluator_set_refuses_bad_input_and_changes_nothing() {
     let db = TempDb::new();
     basic_setup(&db.path);
-    cli_json(
-        &db.path,
-        &[
-            "evaluator",
-            "set",
-            "--workspace",
-            "ws",
-            "--weight",
-            "names=2",
-        ],
-    );
+    lr(&db.path, "evaluator set --workspace ws --weight names=2").json();
     let bad_file = db.dir.path().join("bad.json");
     std::fs::write(&bad_file, r#"{"names": "lots"}"#).unwrap();
     let not_json = db.dir.path().join("not.json");
@@ -139,25 +106,15 @@ fn evaluator_set_refuses_bad_input_and_changes_nothing() {
         (&["--file", "/nonexistent/w.json"], 1, "cannot read"),
     ];
     for (args, code, message) in cases {
-        let mut full = vec!["evaluator", "set", "--workspace", "ws"];
-        full.extend_from_slice(args);
-        let output = cli_output(&db.path, &full);
-        assert_eq!(
-            output.status.code(),
-            Some(*code),
-            "{args:?}: {}",
-            stderr(&output)
-        );
-        assert!(
-            stderr(&output).contains(message),
-            "{args:?}: {}",
-            stderr(&output)
-        );
+        lr(&db, "evaluator set --workspace ws")
+            .args(*args)
+            .fails(*code)
+            .stderr_contains(message);
     }
-    let unknown = cli_output(&db.path, &["evaluator", "show", "--workspace", "nope"]);
-    assert_eq!(unknown.status.code(), Some(1));
-    assert!(stderr(&unknown).contains("unknown workspace 'nope'"));
-    let shown = cli_json(&db.path, &["evaluator", "show", "--workspace", "ws"]);
+    lr(&db, "evaluator show --workspace nope")
+        .fails(1)
+        .stderr_contains("unknown workspace 'nope'");
+    let shown = lr(&db.path, "evaluator show --workspace ws").json();
     assert_eq!(shown["weights"]["names"], 2.0, "nothing changed");
 }
 
@@ -165,37 +122,8 @@ fn evaluator_set_refuses_bad_input_and_changes_nothing() {
 fn subscriptions_take_schedules() {
     let db = TempDb::new();
     basic_setup(&db.path);
-    cli_json(
-        &db.path,
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "SunCo",
-            "--id",
-            "sunco",
-            "--webhook-url",
-            "http://127.0.0.1:9/leads",
-        ],
-    );
-    let subscribed = cli_json(
-        &db.path,
-        &[
-            "buyer",
-            "subscribe",
-            "sunco",
-            "--product",
-            "solar",
-            "--price",
-            "25",
-            "--schedule",
-            "mon-fri 08:00-18:00",
-            "--schedule",
-            "sat 22:00-02:00",
-        ],
-    );
+    lr(&db.path, "buyer create --workspace ws --name SunCo --id sunco --webhook-url http://127.0.0.1:9/leads").json();
+    let subscribed = lr(&db.path, "buyer subscribe sunco --product solar --price 25 --schedule 'mon-fri 08:00-18:00' --schedule 'sat 22:00-02:00'").json();
     assert_eq!(
         subscribed["schedule"],
         json!([
@@ -212,40 +140,15 @@ fn subscriptions_take_schedules() {
         subscribed["schedule"]
     );
     // Subscribing again replaces the terms: no schedule means always open.
-    let always = cli_json(
-        &db.path,
-        &[
-            "buyer",
-            "subscribe",
-            "sunco",
-            "--product",
-            "solar",
-            "--price",
-            "25",
-        ],
-    );
+    let always = lr(&db.path, "buyer subscribe sunco --product solar --price 25").json();
     assert_eq!(always["schedule"], Value::Null);
 
-    let bad = cli_output(
-        &db.path,
-        &[
-            "buyer",
-            "subscribe",
-            "sunco",
-            "--product",
-            "solar",
-            "--price",
-            "25",
-            "--schedule",
-            "someday 8-18",
-        ],
-    );
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(
-        stderr(&bad).contains("schedule 'someday 8-18'"),
-        "{}",
-        stderr(&bad)
-    );
+    lr(
+        &db,
+        "buyer subscribe sunco --product solar --price 25 --schedule 'someday 8-18'",
+    )
+    .fails(2)
+    .stderr_contains("schedule 'someday 8-18'");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -255,8 +158,8 @@ fn subscriptions_take_schedules() {
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::TestServer;
 use crate::util::receiver::Receiver;
+use crate::util::{TempDb, TestServer, Words, basic_setup, buyer, channel, lr, product, source};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -281,55 +184,9 @@ fn start() -> (TestServer, Receiver) {
         ..Default::default()
     };
     let server = TestServer::start_with(TempDb::new(), options);
-    basic_setup(&server.db.path);
-    add_source(&server, "web", "landing", &[]);
+    basic_setup(&server);
+    source(&server, "web", "landing", "--no-secret");
     (server, Receiver::start())
-}
-
-fn add_source(server: &TestServer, channel: &str, id: &str, extra: &[&str]) {
-    let mut args = vec![
-        "source",
-        "create",
-        "--channel",
-        channel,
-        "--name",
-        id,
-        "--id",
-        id,
-        "--no-secret",
-    ];
-    args.extend_from_slice(extra);
-    server.cli(&args);
-}
-
-fn add_product(server: &TestServer, slug: &str) {
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        slug,
-        "--name",
-        slug,
-        "--id",
-        slug,
-    ]);
-}
-
-fn add_channel(server: &TestServer, id: &str, extra: &[&str]) {
-    let mut args = vec![
-        "channel",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        id,
-        "--id",
-        id,
-    ];
-    args.extend_from_slice(extra);
-    server.cli(&args);
 }
 
 /// A buyer `id` posting to the receiver's `/id`, subscribed to `solar` at `price` with
@@ -339,35 +196,16 @@ fn add_buyer(
     receiver: &Receiver,
     id: &str,
     price: &str,
-    create: &[&str],
-    terms: &[&str],
+    create: impl Words,
+    terms: impl Words,
 ) {
-    let url = receiver.url(&format!("/{id}"));
-    let mut args = vec![
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        id,
-        "--id",
-        id,
-        "--webhook-url",
-        &url,
-    ];
-    args.extend_from_slice(create);
-    server.cli(&args);
-    let mut args = vec![
-        "buyer",
-        "subscribe",
-        id,
-        "--product",
-        "solar",
-        "--price",
-        price,
-    ];
-    args.extend_from_slice(terms);
-    server.cli(&args);
+    buyer(server, id, &receiver.url(&format!("/{id}")), None, create);
+    lr(
+        server,
+        format!("buyer subscribe {id} --product solar --price {price}"),
+    )
+    .args(terms.words())
+    .json();
 }
 
 /// A complete lead (score 99 with the default weights) interested in `solar` with
@@ -474,7 +312,7 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
     for (id, price, create, terms) in buyers {
         add_buyer(&server, &receiver, id, price, create, terms);
     }
-    server.cli(&["buyer", "pause", "paused"]);
+    lr(&server, "buyer pause paused").json();
 
     let (status, item) = post(&server, &lead_path("web", "landing"), &lead(1));
     assert_eq!(status, 201);
@@ -555,7 +393,7 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
 
     // The operator's view keeps the decision with every detail.
     let lead_id = item["leadId"].as_str().unwrap();
-    let shown = server.cli(&["lead", "show", lead_id]);
+    let shown = lr(&server, format!("lead show {lead_id}")).json();
     let stored = &shown["requests"][0];
     assert_eq!(stored["status"], "delivered");
     let decision = &stored["decision"];
@@ -577,8 +415,7 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
     );
     assert_eq!(candidates[6]["buyerPrice"], 30.0);
     assert_eq!(candidates[7]["priority"], 9);
-    let text = cli_output(db, &["lead", "show", lead_id]);
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = lr(db, format!("lead show {lead_id}")).ok();
     for expected in [
         "filter_mismatch",
         "postalCode",
@@ -596,23 +433,17 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
 fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
     let (server, receiver) = start();
     let db = &server.db.path;
-    add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
-    add_channel(&server, "manual", &["--auto-delivery", "off"]);
-    add_source(&server, "manual", "manual-src", &[]);
-    server.cli(&[
-        "source",
-        "create",
-        "--table",
-        "list",
-        "--name",
-        "List",
-        "--id",
-        "list-src",
-        "--no-secret",
-    ]);
-    add_channel(&server, "picky", &["--score-threshold", "100"]);
-    add_source(&server, "picky", "picky-src", &[]);
-    add_product(&server, "wind");
+    add_buyer(&server, &receiver, "anyone", "10", "", "");
+    channel(&server, "manual", "--auto-delivery off");
+    source(&server, "manual", "manual-src", "--no-secret");
+    lr(
+        &server,
+        "source create --table list --name List --id list-src --no-secret",
+    )
+    .json();
+    channel(&server, "picky", "--score-threshold 100");
+    source(&server, "picky", "picky-src", "--no-secret");
+    product(&server, "wind", "");
     // The first lead of this email arrives without auto-delivery; the second is its
     // duplicate and is kept for review.
     let mut original = lead(100);
@@ -668,7 +499,11 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
         assert_eq!(request["deliveries"], json!([]), "{reason}");
         assert_eq!(request["candidates"], json!([]), "{reason}");
         assert_eq!(!request["evaluation"].is_null(), *evaluated, "{reason}");
-        let shown = server.cli(&["lead", "show", item["leadId"].as_str().unwrap()]);
+        let shown = lr(
+            &server,
+            format!("lead show {}", item["leadId"].as_str().unwrap()),
+        )
+        .json();
         assert_eq!(shown["requests"][0]["status"], "not_delivered", "{reason}");
         assert_eq!(shown["requests"][0]["decision"]["reason"], *reason);
     }
@@ -696,23 +531,12 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
 fn multi_mode_delivers_to_up_to_max_buyers_and_charges_each() {
     let (server, receiver) = start();
     let db = &server.db.path;
-    add_channel(
-        &server,
-        "shared",
-        &["--delivery-mode", "multi", "--max-buyers", "2"],
-    );
-    add_source(&server, "shared", "shared-src", &[]);
-    add_buyer(
-        &server,
-        &receiver,
-        "first",
-        "30",
-        &["--plan", "prepaid"],
-        &[],
-    );
-    server.cli(&["buyer", "fund", "first", "--amount", "100"]);
-    add_buyer(&server, &receiver, "second", "20", &[], &[]);
-    add_buyer(&server, &receiver, "third", "10", &[], &[]);
+    channel(&server, "shared", "--delivery-mode multi --max-buyers 2");
+    source(&server, "shared", "shared-src", "--no-secret");
+    add_buyer(&server, &receiver, "first", "30", "--plan prepaid", "");
+    lr(&server, "buyer fund first --amount 100").json();
+    add_buyer(&server, &receiver, "second", "20", "", "");
+    add_buyer(&server, &receiver, "third", "10", "", "");
 
     let (_, item) = post(&server, &lead_path("shared", "shared-src"), &lead(1));
     let auto = &item["autoDelivery"];
@@ -738,7 +562,7 @@ fn multi_mode_delivers_to_up_to_max_buyers_and_charges_each() {
     assert_eq!(reasons, ["selected", "selected", "not_selected"]);
     receiver.wait_for_on("/first", 1, WAIT);
     receiver.wait_for_on("/second", 1, WAIT);
-    let buyers = server.cli(&["buyer", "list"]);
+    let buyers = lr(&server, "buyer list").json();
     let first = buyers
         .as_array()
         .unwrap()
@@ -752,9 +576,9 @@ fn multi_mode_delivers_to_up_to_max_buyers_and_charges_each() {
 #[test]
 fn equal_buyers_take_turns_by_who_was_served_longest_ago() {
     let (server, receiver) = start();
-    add_buyer(&server, &receiver, "a", "20", &[], &[]);
-    add_buyer(&server, &receiver, "b", "20", &[], &[]);
-    add_buyer(&server, &receiver, "c", "20", &[], &["--priority=-1"]);
+    add_buyer(&server, &receiver, "a", "20", "", "");
+    add_buyer(&server, &receiver, "b", "20", "", "");
+    add_buyer(&server, &receiver, "c", "20", "", "--priority=-1");
     let mut winners = Vec::new();
     for n in 0..4 {
         let (_, item) = post(&server, &lead_path("web", "landing"), &lead(n));
@@ -771,25 +595,10 @@ fn equal_buyers_take_turns_by_who_was_served_longest_ago() {
 #[test]
 fn one_leads_interests_are_decided_in_order_and_share_the_balance() {
     let (server, receiver) = start();
-    add_product(&server, "heat");
-    add_buyer(
-        &server,
-        &receiver,
-        "both",
-        "20",
-        &["--plan", "prepaid"],
-        &[],
-    );
-    server.cli(&[
-        "buyer",
-        "subscribe",
-        "both",
-        "--product",
-        "heat",
-        "--price",
-        "20",
-    ]);
-    server.cli(&["buyer", "fund", "both", "--amount", "30"]);
+    product(&server, "heat", "");
+    add_buyer(&server, &receiver, "both", "20", "--plan prepaid", "");
+    lr(&server, "buyer subscribe both --product heat --price 20").json();
+    lr(&server, "buyer fund both --amount 30").json();
     let mut two = lead(1);
     for key in ["productSlug", "triggerAutoDelivery"] {
         two.as_object_mut().unwrap().remove(key);
@@ -817,23 +626,9 @@ fn daily_caps_and_prepaid_balances_hold_under_concurrent_ingest() {
     const AFFORDABLE: usize = 3;
     let (server, receiver) = start();
     let db = &server.db.path;
-    add_buyer(
-        &server,
-        &receiver,
-        "capped",
-        "30",
-        &[],
-        &["--daily-cap", "5"],
-    );
-    add_buyer(
-        &server,
-        &receiver,
-        "prepaid",
-        "20",
-        &["--plan", "prepaid"],
-        &[],
-    );
-    server.cli(&["buyer", "fund", "prepaid", "--amount", "60"]);
+    add_buyer(&server, &receiver, "capped", "30", "", "--daily-cap 5");
+    add_buyer(&server, &receiver, "prepaid", "20", "--plan prepaid", "");
+    lr(&server, "buyer fund prepaid --amount 60").json();
 
     let path = lead_path("web", "landing");
     let results: Vec<Value> = std::thread::scope(|scope| {
@@ -907,8 +702,8 @@ fn wait_until_delivered(db: &Path, total: usize) {
 #[test]
 fn scores_are_deterministic_and_follow_the_workspace_weights() {
     let (server, receiver) = start();
-    add_source(&server, "web", "open", &["--dedupe-fields", "none"]);
-    add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
+    source(&server, "web", "open", "--no-secret --dedupe-fields none");
+    add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = lead_path("web", "open");
     // Valid email, names, nothing else: just above the default threshold.
     let sparse = |n: usize| {
@@ -930,20 +725,17 @@ fn scores_are_deterministic_and_follow_the_workspace_weights() {
     );
     assert_eq!(first["reason"], "delivered");
 
-    server.cli(&[
-        "evaluator",
-        "set",
-        "--workspace",
-        "ws",
-        "--weight",
-        "intercept=-4",
-    ]);
+    lr(
+        &server,
+        "evaluator set --workspace ws --weight intercept=-4",
+    )
+    .json();
     let lowered = post(&server, &path, &sparse(3)).1["autoDelivery"]["requests"][0].clone();
     assert_eq!(lowered["evaluation"]["score"], 38);
     assert_eq!(lowered["evaluation"]["factors"][0]["contribution"], -4.0);
     assert_eq!(lowered["reason"], "score_below_threshold");
 
-    server.cli(&["evaluator", "set", "--workspace", "ws", "--reset"]);
+    lr(&server, "evaluator set --workspace ws --reset").json();
     let reset = post(&server, &path, &sparse(4)).1["autoDelivery"]["requests"][0].clone();
     assert_eq!(reset["evaluation"], first["evaluation"]);
 }
@@ -956,22 +748,14 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
     let server = TestServer::start();
     let receiver = Receiver::start();
     let db = &server.db.path;
-    cli_json(
+    lr(
         db,
-        &[
-            "workspace",
-            "create",
-            "--name",
-            "Far",
-            "--id",
-            "ws",
-            "--timezone",
-            ZONE,
-        ],
-    );
-    add_channel(&server, "web", &[]);
-    add_product(&server, "solar");
-    add_source(&server, "web", "landing", &[]);
+        format!("workspace create --name Far --id ws --timezone {ZONE}"),
+    )
+    .json();
+    channel(&server, "web", "");
+    product(&server, "solar", "");
+    source(&server, "web", "landing", "--no-secret");
     // Open today and tomorrow in the workspace's zone, closed on the other days; the other
     // buyer pays more but is open only on those other days.
     let open_days = local_days(ZONE, &[0, 1]).join(",");
@@ -982,16 +766,16 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
         &receiver,
         "open",
         "20",
-        &[],
-        &["--schedule", &open_window],
+        "",
+        ["--schedule", &open_window],
     );
     add_buyer(
         &server,
         &receiver,
         "closed",
         "40",
-        &[],
-        &["--schedule", &closed_days],
+        "",
+        ["--schedule", &closed_days],
     );
     let (_, item) = post(&server, &lead_path("web", "landing"), &lead(1));
     let request = &item["autoDelivery"]["requests"][0];
@@ -1003,7 +787,11 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
             ("open".to_string(), true, "selected".to_string())
         ]
     );
-    let shown = server.cli(&["lead", "show", item["leadId"].as_str().unwrap()]);
+    let shown = lr(
+        &server,
+        format!("lead show {}", item["leadId"].as_str().unwrap()),
+    )
+    .json();
     assert_eq!(
         shown["requests"][0]["decision"]["candidates"][0]["detail"]["timezone"],
         ZONE
@@ -1013,7 +801,7 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
 #[test]
 fn a_replay_answers_the_first_decision_and_delivers_once() {
     let (server, receiver) = start();
-    add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
+    add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = lead_path("web", "landing");
     let (created, first) = post(&server, &path, &lead(1));
     let (replayed, again) = post(&server, &path, &lead(1));
@@ -1031,32 +819,17 @@ fn a_replay_answers_the_first_decision_and_delivers_once() {
 #[test]
 fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
     let (server, receiver) = start();
-    server.cli(&[
-        "table",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "Hot",
-        "--id",
-        "hot",
-        "--auto-delivery",
-        "on",
-        "--score-threshold",
-        "70",
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--table",
-        "hot",
-        "--name",
-        "Hot",
-        "--id",
-        "hot-src",
-        "--no-secret",
-    ]);
-    add_buyer(&server, &receiver, "anyone", "10", &[], &[]);
+    lr(
+        &server,
+        "table create --workspace ws --name Hot --id hot --auto-delivery on --score-threshold 70",
+    )
+    .json();
+    lr(
+        &server,
+        "source create --table hot --name Hot --id hot-src --no-secret",
+    )
+    .json();
+    add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = table_path("hot", "hot-src");
     // Valid email and names only: 62, below this table's 70 (and above the default 50).
     let sparse = json!({"firstName": "Bea", "lastName": "Kim", "email": "bea@example.com",

@@ -1,8 +1,7 @@
 //! The configuration command line, run as the real binary.
 
+use crate::util::{TempDb, TestServer, basic_setup, cli_output, lr};
 use serde_json::Value;
-
-use crate::util::{TempDb, TestServer, basic_setup, cli_json, cli_output};
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -17,7 +16,7 @@ fn count(db: &std::path::Path, table: &str) -> i64 {
 #[test]
 fn init_creates_a_migrated_database() {
     let db = TempDb::new();
-    let out = cli_json(&db.path, &["init"]);
+    let out = lr(&db.path, "init").json();
     assert_eq!(out["schemaVersion"], leadrelay::db::SCHEMA_VERSION);
     assert!(db.path.exists());
 }
@@ -25,88 +24,31 @@ fn init_creates_a_migrated_database() {
 #[test]
 fn the_whole_configuration_tour_works_with_json_keys() {
     let db = TempDb::new();
-    let ws = cli_json(
+    let ws = lr(
         &db.path,
-        &[
-            "workspace",
-            "create",
-            "--name",
-            "Acme",
-            "--id",
-            "ws",
-            "--timezone",
-            "Europe/Berlin",
-        ],
-    );
+        "workspace create --name Acme --id ws --timezone Europe/Berlin",
+    )
+    .json();
     assert_eq!(ws["id"], "ws");
     assert_eq!(ws["timezone"], "Europe/Berlin");
 
-    let channel = cli_json(
-        &db.path,
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Web",
-            "--id",
-            "web",
-            "--delivery-mode",
-            "multi",
-            "--max-buyers",
-            "2",
-            "--score-threshold",
-            "40",
-        ],
-    );
+    let channel = lr(&db.path, "channel create --workspace ws --name Web --id web --delivery-mode multi --max-buyers 2 --score-threshold 40").json();
     assert_eq!(channel["autoDelivery"], true);
     assert_eq!(channel["deliveryMode"], "multi");
     assert_eq!(channel["maxBuyers"], 2);
-    let table = cli_json(
-        &db.path,
-        &["table", "create", "--workspace", "ws", "--name", "List"],
-    );
+    let table = lr(&db.path, "table create --workspace ws --name List").json();
     assert_eq!(table["autoDelivery"], false, "lead tables default to off");
     assert!(table["id"].as_str().unwrap().starts_with("tbl_"));
 
-    let supplier = cli_json(
+    let supplier = lr(
         &db.path,
-        &[
-            "supplier",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Sup",
-            "--id",
-            "sup",
-        ],
-    );
+        "supplier create --workspace ws --name Sup --id sup",
+    )
+    .json();
     let key = supplier["key"].as_str().unwrap();
     assert!(key.len() >= 32);
 
-    let source = cli_json(
-        &db.path,
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "Form",
-            "--id",
-            "form",
-            "--supplier",
-            "sup",
-            "--supplier-cost",
-            "4.50",
-            "--dedupe-fields",
-            "email",
-            "--dedupe-action",
-            "reject",
-        ],
-    );
+    let source = lr(&db.path, "source create --channel web --name Form --id form --supplier sup --supplier-cost 4.50 --dedupe-fields email --dedupe-action reject").json();
     let secret = source["secret"].as_str().unwrap().to_string();
     assert!(
         secret.len() >= 32,
@@ -118,18 +60,11 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     );
     assert_eq!(source["supplierCost"], 4.5);
     let table_id = table["id"].as_str().unwrap();
-    let table_source = cli_json(
+    let table_source = lr(
         &db.path,
-        &[
-            "source",
-            "create",
-            "--table",
-            table_id,
-            "--name",
-            "Import",
-            "--no-secret",
-        ],
-    );
+        format!("source create --table {table_id} --name Import --no-secret"),
+    )
+    .json();
     assert_eq!(table_source["secret"], Value::Null);
     assert_eq!(
         table_source["webhookPath"],
@@ -140,10 +75,10 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     );
 
     // The secret is shown once: show and list never print it, and only its hash is stored.
-    let shown = cli_json(&db.path, &["source", "show", "form"]);
+    let shown = lr(&db.path, "source show form").json();
     assert_eq!(shown["hasSecret"], true);
     assert!(shown.get("secret").is_none());
-    let listed = cli_json(&db.path, &["source", "list"]);
+    let listed = lr(&db.path, "source list").json();
     assert_eq!(listed.as_array().unwrap().len(), 2);
     let raw = std::fs::read(&db.path).unwrap();
     let stored = rusqlite::Connection::open(&db.path)
@@ -157,56 +92,16 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     assert_eq!(stored, leadrelay::secrets::hash(&secret));
     assert!(!String::from_utf8_lossy(&raw).contains(&secret));
 
-    let rotated = cli_json(&db.path, &["source", "rotate-secret", "form"]);
+    let rotated = lr(&db.path, "source rotate-secret form").json();
     assert_ne!(rotated["secret"], secret.as_str());
-    let disabled = cli_json(&db.path, &["source", "disable", "form"]);
+    let disabled = lr(&db.path, "source disable form").json();
     assert_eq!(disabled["enabled"], false);
 
-    let product = cli_json(
-        &db.path,
-        &[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "solar",
-            "--name",
-            "Solar",
-            "--field",
-            "roof:required=tile|flat",
-            "--field",
-            "size",
-            "--supplier-cost",
-            "3",
-        ],
-    );
+    let product = lr(&db.path, "product create --workspace ws --slug solar --name Solar --field 'roof:required=tile|flat' --field size --supplier-cost 3").json();
     assert_eq!(product["fields"][0]["required"], true);
     assert_eq!(product["fields"][0]["allowedValues"][1], "flat");
 
-    let buyer = cli_json(
-        &db.path,
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "B",
-            "--id",
-            "b",
-            "--webhook-url",
-            "http://127.0.0.1:9/hook",
-            "--plan",
-            "prepaid",
-            "--credit-limit",
-            "10",
-            "--cancellation-window",
-            "24h",
-            "--capabilities",
-            "confirm,cancel",
-        ],
-    );
+    let buyer = lr(&db.path, "buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/hook --plan prepaid --credit-limit 10 --cancellation-window 24h --capabilities confirm,cancel").json();
     assert!(buyer["secret"].as_str().unwrap().len() >= 32);
     assert!(
         buyer["signingSecret"]
@@ -215,52 +110,20 @@ fn the_whole_configuration_tour_works_with_json_keys() {
             .starts_with("whsec_")
     );
     assert_eq!(buyer["cancellationWindowSeconds"], 86_400);
-    let subscription = cli_json(
-        &db.path,
-        &[
-            "buyer",
-            "subscribe",
-            "b",
-            "--product",
-            "solar",
-            "--price",
-            "20",
-            "--daily-cap",
-            "5",
-            "--filter",
-            "country=DE",
-            "--filter",
-            "postalCode=80*",
-        ],
-    );
+    let subscription = lr(&db.path, "buyer subscribe b --product solar --price 20 --daily-cap 5 --filter country=DE --filter 'postalCode=80*'").json();
     assert_eq!(subscription["price"], 20.0);
     assert_eq!(subscription["filters"][1]["op"], "prefix");
-    let demoted = cli_json(
+    let demoted = lr(
         &db.path,
-        &[
-            "buyer",
-            "subscribe",
-            "b",
-            "--product",
-            "solar",
-            "--price",
-            "20",
-            "--priority",
-            "-1",
-        ],
-    );
+        "buyer subscribe b --product solar --price 20 --priority -1",
+    )
+    .json();
     assert_eq!(demoted["priority"], -1);
-    let funded = cli_json(&db.path, &["buyer", "fund", "b", "--amount", "100"]);
+    let funded = lr(&db.path, "buyer fund b --amount 100").json();
     assert_eq!(funded["balance"], 100.0);
-    assert_eq!(
-        cli_json(&db.path, &["buyer", "pause", "b"])["status"],
-        "paused"
-    );
-    assert_eq!(
-        cli_json(&db.path, &["buyer", "resume", "b"])["status"],
-        "active"
-    );
-    let buyers = cli_json(&db.path, &["buyer", "list"]);
+    assert_eq!(lr(&db.path, "buyer pause b").json()["status"], "paused");
+    assert_eq!(lr(&db.path, "buyer resume b").json()["status"], "active");
+    let buyers = lr(&db.path, "buyer list").json();
     assert!(buyers[0].get("secret").is_none());
     assert!(buyers[0].get("signingSecret").is_none());
 }
@@ -524,29 +387,21 @@ fn configuration_works_while_the_server_runs() {
     basic_setup(&server.db.path);
     for n in 0..5 {
         let id = format!("src{n}");
-        server.cli(&[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "S",
-            "--id",
-            &id,
-        ]);
+        lr(
+            &server,
+            format!("source create --channel web --name S --id {id}"),
+        )
+        .json();
         assert_eq!(server.get("/api/health").status, 200);
     }
-    let listed = server.cli(&["source", "list"]);
+    let listed = lr(&server, "source list").json();
     assert_eq!(listed.as_array().unwrap().len(), 5);
 }
 
 #[test]
 fn text_output_is_readable() {
     let db = TempDb::new();
-    let output = cli_output(
-        &db.path,
-        &["workspace", "create", "--name", "Acme", "--id", "ws"],
-    );
+    let output = lr(&db.path, "workspace create --name Acme --id ws").output();
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("id: ws"), "{text}");
@@ -556,7 +411,7 @@ fn text_output_is_readable() {
 #[test]
 fn demo_creates_a_sample_setup_once() {
     let db = TempDb::new();
-    let demo = cli_json(&db.path, &["demo", "--base-url", "http://127.0.0.1:8081"]);
+    let demo = lr(&db.path, "demo --base-url http://127.0.0.1:8081").json();
     assert_eq!(demo["sourceId"], "demo-form");
     assert!(demo["sourceSecret"].as_str().unwrap().starts_with("lrs_"));
     let steps = demo["steps"].as_array().unwrap();
@@ -569,46 +424,39 @@ fn demo_creates_a_sample_setup_once() {
     );
     assert!(ingest.contains(demo["sourceSecret"].as_str().unwrap()));
     assert_eq!(
-        cli_json(&db.path, &["buyer", "list"])
-            .as_array()
-            .unwrap()
-            .len(),
+        lr(&db.path, "buyer list").json().as_array().unwrap().len(),
         2
     );
     assert_eq!(count(&db.path, "suppliers"), 1);
     assert_eq!(count(&db.path, "products"), 2);
 
-    let again = cli_output(&db.path, &["demo"]);
+    let again = lr(&db.path, "demo").output();
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("exists already"));
 }
 
 #[test]
 fn a_closed_output_pipe_ends_the_command_quietly() {
-    use std::io::Read;
-    use std::process::Stdio;
+    use std::os::unix::process::ExitStatusExt;
     let db = TempDb::new();
-    basic_setup(&db.path);
-    let mut child = crate::util::bin()
-        .arg("--db")
-        .arg(&db.path)
-        .args(["demo"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Read one byte, then close our end: the command's next write hits a broken pipe.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    stdout.read_exact(&mut first).unwrap();
-    drop(stdout);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    child.wait().unwrap();
-    assert!(!err.contains("panicked"), "{err}");
+    // The read end is closed before the command starts, so its first write to stdout meets a
+    // broken pipe on every run. (Reading a byte and then closing raced the command, which
+    // often wrote all of its output into the pipe's buffer before the close.)
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let output = lr(&db, "demo")
+        .command(false)
+        .stdout(writer)
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.is_empty(), "nothing on stderr, no panic: {stderr}");
+    // SIGPIPE ends it, as it ends Unix tools (`leadrelay lead list | head`): proof that it
+    // did write to the closed pipe.
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}",
+        output.status
+    );
 }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, basic_setup, cli_json, cli_output};
+use crate::util::{TempDb, basic_setup, lr};
 
 const SOURCE: &str = "crash";
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/crash/leads";
@@ -249,7 +249,7 @@ fn start_server(db: &Path) -> ServeProcess {
 }
 
 fn check_passes(db: &Path, when: &str) {
-    let output = cli_output(db, &["check"]);
+    let output = lr(db, "check").output();
     assert!(
         output.status.success(),
         "leadrelay check {when}: {}{}",
@@ -278,10 +278,7 @@ fn deliverer(db: std::path::PathBuf, stop: Arc<AtomicBool>, delivered: Arc<Atomi
                 .unwrap_or_default()
         };
         for request in open {
-            let output = cli_output(
-                &db,
-                &["--json", "deliver", "--request", &request, "--buyer", "b"],
-            );
+            let output = lr(&db, format!("--json deliver --request {request} --buyer b")).output();
             if output.status.success() {
                 delivered.fetch_add(1, Ordering::Relaxed);
             }
@@ -352,22 +349,12 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
             .collect(),
     );
     basic_setup(path);
-    cli_json(
+    lr(
         path,
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "Crash",
-            "--id",
-            SOURCE,
-            "--secret",
-            SECRET,
-        ],
-    );
-    crate::delivery::buyer(path, "b", &receiver.url("/hook"), Some("20"), &[]);
+        format!("source create --channel web --name Crash --id {SOURCE} --secret {SECRET}"),
+    )
+    .json();
+    crate::util::buyer(path, "b", &receiver.url("/hook"), Some("20"), []);
 
     let address: Arc<RwLock<Option<String>>> = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));

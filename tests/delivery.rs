@@ -3,151 +3,18 @@
 //! receiver gets: exact body, Standard Webhooks headers, a signature checked independently.
 
 use std::path::Path;
-use std::time::Duration;
 
-use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, TestServer, basic_setup, cli_json, cli_output};
-
-/// The signing secret of the Standard Webhooks test vector, used for the test buyers so
-/// that a signature can be checked against a value computed by hand.
-pub const SIGNING_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-pub const WAIT: Duration = Duration::from_secs(15);
-
-/// Options for a server whose retries come quickly.
-pub fn fast_options() -> leadrelay::service::ServiceOptions {
-    leadrelay::service::ServiceOptions {
-        delivery: leadrelay::outbox::WorkerConfig {
-            retry_schedule: leadrelay::outbox::RetrySchedule::parse("200ms,200ms,200ms")
-                .expect("a valid schedule"),
-            request_timeout: Duration::from_secs(2),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
-/// `basic_setup` plus a source `src` (no secret, supplier cost 4) in channel `web`.
-pub fn setup(db: &Path) {
-    basic_setup(db);
-    cli_json(
-        db,
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "Src",
-            "--id",
-            "src",
-            "--no-secret",
-            "--supplier-cost",
-            "4",
-        ],
-    );
-}
-
-/// A buyer in workspace `ws` posting to `url`, subscribed to `solar` at `price` (when
-/// given), with the test vector's signing secret. `extra` adds flags to `buyer create`.
-pub fn buyer(
-    db: &Path,
-    id: &str,
-    url: &str,
-    price: Option<&str>,
-    extra: &[&str],
-) -> serde_json::Value {
-    let mut args = vec![
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        id,
-        "--id",
-        id,
-        "--webhook-url",
-        url,
-        "--signing-secret",
-        SIGNING_SECRET,
-    ];
-    args.extend_from_slice(extra);
-    let created = cli_json(db, &args);
-    if let Some(price) = price {
-        cli_json(
-            db,
-            &[
-                "buyer",
-                "subscribe",
-                id,
-                "--product",
-                "solar",
-                "--price",
-                price,
-            ],
-        );
-    }
-    created
-}
-
-/// Posts `lead` (a native Lead with one interest) to source `src` of channel `web` through
-/// the real ingest endpoint; returns (lead id, lead request id).
-pub fn lead_request(server: &TestServer, lead: &Value) -> (String, String) {
-    lead_request_in(server, "web", "src", lead)
-}
-
-/// [`lead_request`] on source `source` of channel `channel`.
-pub fn lead_request_in(
-    server: &TestServer,
-    channel: &str,
-    source: &str,
-    lead: &Value,
-) -> (String, String) {
-    let reply = server.post_json(
-        &format!("/api/webhooks/channels/{channel}/sources/{source}/leads"),
-        lead,
-    );
-    assert_eq!(reply.status, 201, "ingest: {}", reply.text);
-    let item = &reply.json["item"];
-    (
-        item["leadId"].as_str().unwrap().to_string(),
-        item["requestIds"][0].as_str().unwrap().to_string(),
-    )
-}
-
-/// A minimal lead.
-pub fn simple_lead(n: usize) -> Value {
-    json!({"firstName": "Ada", "lastName": format!("Lovelace {n}"), "email": format!("ada{n}@example.org"), "productSlug": "solar"})
-}
-
-fn deliver_args<'a>(request: &'a str, buyer: &'a str, price: Option<&'a str>) -> Vec<&'a str> {
-    let mut args = vec!["deliver", "--request", request, "--buyer", buyer];
-    if let Some(price) = price {
-        args.extend_from_slice(&["--price", price]);
-    }
-    args
-}
-
-/// Runs `leadrelay deliver`; returns its JSON.
-pub fn deliver(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> Value {
-    cli_json(db, &deliver_args(request, buyer, price))
-}
+use crate::util::{
+    SIGNING_SECRET, TempDb, TestServer, WAIT, basic_setup, buyer, deliver, deliver_command,
+    fast_options, lead_request, lead_request_in, lr, setup, simple_lead,
+};
 
 /// Runs `leadrelay deliver` expecting a refusal; returns its stderr.
 fn refused(db: &Path, request: &str, buyer: &str, price: Option<&str>) -> String {
-    let output = cli_output(db, &deliver_args(request, buyer, price));
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "deliver {request} to {buyer} should be refused: {}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    deliver_command(db, request, buyer, price).fails(1).stderr
 }
 
 /// Rows that a delivery writes, to prove a refusal wrote none.
@@ -162,28 +29,6 @@ fn footprint(db: &Path) -> (i64, i64, i64, i64) {
     )
 }
 
-/// Checks a Standard Webhooks signature the way a buyer would, with nothing from
-/// leadrelay: HMAC-SHA256 keyed with the decoded secret over `id.timestamp.body`.
-pub fn signature_is_valid(
-    secret: &str,
-    id: &str,
-    timestamp: &str,
-    body: &[u8],
-    header: &str,
-) -> bool {
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(secret.strip_prefix("whsec_").unwrap())
-        .unwrap();
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
-    mac.update(format!("{id}.{timestamp}.").as_bytes());
-    mac.update(body);
-    let expected = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-    header
-        .split(' ')
-        .filter_map(|part| part.strip_prefix("v1,"))
-        .any(|signature| signature == expected)
-}
-
 #[test]
 fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     let server = TestServer::start_with(TempDb::new(), fast_options());
@@ -191,7 +36,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     receiver.answer("/b1", Answer::ok().json(&json!({"externalId": "SUN-77"})));
     let db = &server.db.path;
     setup(db);
-    buyer(db, "b1", &receiver.url("/b1"), Some("25"), &[]);
+    buyer(db, "b1", &receiver.url("/b1"), Some("25"), []);
     let sent = json!({
             "externalId": "crm-1",
             "firstName": "Ada",
@@ -238,23 +83,11 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     let signature = request.header("webhook-signature").unwrap();
     assert!(signature.starts_with("v1,"), "{signature}");
     assert!(
-        signature_is_valid(
-            SIGNING_SECRET,
-            &event_id,
-            timestamp,
-            &request.body,
-            signature
-        ),
+        request.is_signed_with(SIGNING_SECRET),
         "the signature verifies independently"
     );
     assert!(
-        !signature_is_valid(
-            "whsec_c2VjcmV0LW9mLWFub3RoZXItYnV5ZXItMTIzNDU2",
-            &event_id,
-            timestamp,
-            &request.body,
-            signature
-        ),
+        !request.is_signed_with("whsec_c2VjcmV0LW9mLWFub3RoZXItYnV5ZXItMTIzNDU2"),
         "and not with another secret"
     );
 
@@ -317,9 +150,9 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
 
     // The 2xx body's externalId becomes the transaction's partnerExternalId.
     crate::util::wait_until(WAIT, "the transaction to show the event sent", || {
-        server.cli(&["transaction", "show", &transaction_id])["deliveryStatus"] == "sent"
+        lr(&server, format!("transaction show {transaction_id}")).json()["deliveryStatus"] == "sent"
     });
-    let transaction = server.cli(&["transaction", "show", &transaction_id]);
+    let transaction = lr(&server, format!("transaction show {transaction_id}")).json();
     assert_eq!(transaction["transactionId"], transaction_id.as_str());
     assert_eq!(transaction["leadRequestId"], request_id.as_str());
     assert_eq!(transaction["leadId"], lead_id.as_str());
@@ -337,7 +170,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     assert_eq!(transaction["events"][0]["id"], event_id.as_str());
     assert_eq!(transaction["events"][0]["status"], "delivered");
 
-    let listed = server.cli(&["transaction", "list", "--buyer", "b1"]);
+    let listed = lr(&server, "transaction list --buyer b1").json();
     assert_eq!(listed.as_array().unwrap().len(), 1);
     let conn = rusqlite::Connection::open(db).unwrap();
     let (status, served): (String, Option<i64>) = conn
@@ -358,37 +191,26 @@ fn refusals_are_clear_errors_that_write_nothing() {
     let db = &server.db.path;
     setup(db);
     let url = "http://127.0.0.1:9/unused";
-    buyer(db, "subscribed", url, Some("25"), &[]);
-    buyer(db, "unsubscribed", url, None, &[]);
-    buyer(db, "paused", url, Some("25"), &[]);
-    cli_json(db, &["buyer", "pause", "paused"]);
+    buyer(db, "subscribed", url, Some("25"), []);
+    buyer(db, "unsubscribed", url, None, []);
+    buyer(db, "paused", url, Some("25"), []);
+    lr(db, "buyer pause paused").json();
     buyer(
         db,
         "prepaid",
         url,
         Some("25"),
-        &["--plan", "prepaid", "--credit-limit", "5"],
+        ["--plan", "prepaid", "--credit-limit", "5"],
     );
-    cli_json(db, &["buyer", "fund", "prepaid", "--amount", "19.99"]);
-    cli_json(
+    lr(db, "buyer fund prepaid --amount 19.99").json();
+    lr(db, "workspace create --name Other --id other").json();
+    lr(
         db,
-        &["workspace", "create", "--name", "Other", "--id", "other"],
-    );
-    cli_json(
-        db,
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "other",
-            "--name",
-            "Elsewhere",
-            "--id",
-            "elsewhere",
-            "--webhook-url",
-            url,
-        ],
-    );
+        format!(
+            "buyer create --workspace other --name Elsewhere --id elsewhere --webhook-url {url}"
+        ),
+    )
+    .json();
     let (_, request) = lead_request(&server, &simple_lead(1));
     let (_, taken) = lead_request(&server, &simple_lead(2));
     deliver(db, &taken, "subscribed", None);
@@ -485,69 +307,25 @@ fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cos
     let server = TestServer::start();
     let db = &server.db.path;
     basic_setup(db);
-    cli_json(
-        db,
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Multi",
-            "--id",
-            "multi",
-            "--delivery-mode",
-            "multi",
-            "--max-buyers",
-            "2",
-        ],
-    );
+    lr(db, "channel create --workspace ws --name Multi --id multi --delivery-mode multi --max-buyers 2").json();
     // The source has no cost of its own: the product's default applies.
-    cli_json(
+    lr(
         db,
-        &[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "heat",
-            "--name",
-            "Heat pumps",
-            "--id",
-            "heat",
-            "--supplier-cost",
-            "6",
-        ],
-    );
-    cli_json(
+        "product create --workspace ws --slug heat --name 'Heat pumps' --id heat --supplier-cost 6",
+    )
+    .json();
+    lr(
         db,
-        &[
-            "source",
-            "create",
-            "--channel",
-            "multi",
-            "--name",
-            "M",
-            "--id",
-            "src",
-            "--no-secret",
-        ],
-    );
+        "source create --channel multi --name M --id src --no-secret",
+    )
+    .json();
     for id in ["m1", "m2", "m3"] {
-        buyer(db, id, "http://127.0.0.1:9/unused", None, &[]);
-        cli_json(
+        buyer(db, id, "http://127.0.0.1:9/unused", None, []);
+        lr(
             db,
-            &[
-                "buyer",
-                "subscribe",
-                id,
-                "--product",
-                "heat",
-                "--price",
-                "30",
-            ],
-        );
+            format!("buyer subscribe {id} --product heat --price 30"),
+        )
+        .json();
     }
     let mut lead = simple_lead(1);
     lead["productSlug"] = json!("heat");

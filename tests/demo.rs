@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::delivery::fast_options;
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, TestServer, cli_json};
+use crate::util::{TempDb, TestServer, fast_options, lr};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -60,16 +59,14 @@ fn the_printed_walk_through_runs_end_to_end() {
     let receiver = Receiver::start();
     receiver.answer("/leads", Answer::ok().json(&json!({"externalId": "crm-1"})));
     let base = format!("http://{}", server.addr);
-    let demo = cli_json(
+    let demo = lr(
         &server.db.path,
-        &[
-            "demo",
-            "--base-url",
-            &base,
-            "--webhook-url",
-            &receiver.url("/leads"),
-        ],
-    );
+        format!(
+            "demo --base-url {base} --webhook-url {}",
+            &receiver.url("/leads")
+        ),
+    )
+    .json();
 
     // Ingest with auto-delivery: SunCo pays most for solar and gets the lead.
     let ingested = shell_json(step(&demo, "Ingest a lead"));
@@ -103,7 +100,7 @@ fn the_printed_walk_through_runs_end_to_end() {
         "{acknowledged}"
     );
     shell(&step(&demo, "SunCo marks the payout").replace("TXN_ID", &sunco_txn));
-    let paid = cli_json(&server.db.path, &["transaction", "show", &sunco_txn]);
+    let paid = lr(&server.db.path, format!("transaction show {sunco_txn}")).json();
     assert_eq!(paid["status"], "paid", "{paid}");
 
     let cancelled =

@@ -2,7 +2,7 @@
 //! real binary, bare seconds where 0.1.0 took them, and usage errors naming the forms.
 
 use crate::util::process::ServeProcess;
-use crate::util::{Request, TempDb, cli_json, cli_output};
+use crate::util::{Request, TempDb, TestCommand, lr};
 
 fn health(served: &ServeProcess) -> u16 {
     Request::new("GET", &format!("{}/api/health", served.base))
@@ -12,29 +12,19 @@ fn health(served: &ServeProcess) -> u16 {
 
 const FORMS: &str = "500ms, 30s, 5m, 2h or 7d";
 
-fn buyer_with_window(db: &TempDb, id: &str, window: &str) -> std::process::Output {
-    let buyer = [
-        "--json",
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        id,
-        "--id",
-        id,
-    ];
-    let rest = ["--webhook-url", "http://x", "--cancellation-window", window];
-    cli_output(&db.path, &[&buyer[..], &rest[..]].concat())
+fn buyer_with_window(db: &TempDb, id: &str, window: &str) -> TestCommand {
+    lr(
+        db,
+        format!("buyer create --workspace ws --name {id} --id {id}"),
+    )
+    .line("--webhook-url http://x --cancellation-window")
+    .arg(window)
 }
 
 #[test]
 fn the_cancellation_window_takes_every_unit_and_bare_seconds() {
     let db = TempDb::new();
-    cli_json(
-        &db.path,
-        &["workspace", "create", "--name", "W", "--id", "ws"],
-    );
+    lr(&db, "workspace create --name W --id ws").json();
     for (n, (window, seconds)) in [
         ("5m", 300),
         ("2d", 172_800),
@@ -46,33 +36,28 @@ fn the_cancellation_window_takes_every_unit_and_bare_seconds() {
     .enumerate()
     {
         let id = format!("b{n}");
-        let output = buyer_with_window(&db, &id, window);
-        assert!(output.status.success(), "{window}: {output:?}");
-        let created: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let created = buyer_with_window(&db, &id, window).json();
         assert_eq!(created["cancellationWindowSeconds"], seconds, "{window}");
     }
     for (window, message) in [("5w", FORMS), ("1500ms", "whole seconds"), ("1.5h", FORMS)] {
-        let output = buyer_with_window(&db, "bad", window);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{window}: {stderr}");
-        assert!(stderr.contains(message), "{window}: {stderr}");
+        buyer_with_window(&db, "bad", window)
+            .fails(2)
+            .stderr_contains(message);
     }
 }
 
 #[test]
 fn serve_takes_units_in_the_retry_schedule_and_the_timeout() {
     let db = TempDb::new();
-    cli_json(&db.path, &["init"]);
+    lr(&db, "init").json();
     // 0.1.0 refused `5m` here while `--cancellation-window 5m` worked.
-    let served = ServeProcess::start(
-        &db.path,
-        &[
-            "--retry-schedule",
-            "30s,5m,2h,7d",
-            "--delivery-timeout",
-            "2s",
-        ],
-    );
+    let flags = [
+        "--retry-schedule",
+        "30s,5m,2h,7d",
+        "--delivery-timeout",
+        "2s",
+    ];
+    let served = ServeProcess::start(&db.path, &flags);
     assert_eq!(health(&served), 200);
     let served = ServeProcess::start(&db.path, &["--retry-schedule", "1,2,5"]);
     assert_eq!(health(&served), 200, "bare seconds as in 0.1.0");
@@ -82,20 +67,16 @@ fn serve_takes_units_in_the_retry_schedule_and_the_timeout() {
         ["--retry-schedule", "1.5s"],
         ["--delivery-timeout", "soon"],
     ] {
-        let output = cli_output(
-            &db.path,
-            &[&["serve", "--listen", "127.0.0.1:0"][..], &flags].concat(),
-        );
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
-        assert!(stderr.contains(FORMS), "{flags:?}: {stderr}");
+        lr(&db, "serve --listen 127.0.0.1:0")
+            .args(flags)
+            .fails(2)
+            .stderr_contains(FORMS);
     }
 }
 
 #[test]
 fn serve_help_shows_the_default_retry_schedule_in_the_same_syntax() {
-    let output = cli_output(std::path::Path::new("unused.db"), &["serve", "--help"]);
-    let help = String::from_utf8_lossy(&output.stdout);
+    let help = lr("unused.db", "serve --help").ok();
     assert!(
         help.contains("[default: 5s,5m,30m,2h,5h,10h,10h]"),
         "{help}"

@@ -4,9 +4,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::util::{TestServer, basic_setup, lr, wait_until};
 use serde_json::json;
-
-use crate::util::{TestServer, wait_until};
 
 #[test]
 fn health_reports_database_and_outbox() {
@@ -131,7 +130,7 @@ fn slow_header_senders_are_cut_off() {
 #[test]
 fn shutdown_drains_and_the_data_stays() {
     let server = TestServer::start();
-    crate::util::basic_setup(&server.db.path);
+    basic_setup(&server.db.path);
     assert_eq!(server.get("/api/health").status, 200);
     let addr = server.addr;
     let db = server.stop();
@@ -152,19 +151,12 @@ fn early_answers_reach_clients_that_are_still_sending_a_body() {
     // An answer given before the body is read (unknown path, unknown source, wrong
     // secret) must not be lost: closing a socket with unread data resets the connection.
     let server = TestServer::start();
-    crate::util::basic_setup(&server.db.path);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "S",
-        "--id",
-        "src",
-        "--secret",
-        "right-secret-0123456789",
-    ]);
+    basic_setup(&server.db.path);
+    lr(
+        &server,
+        "source create --channel web --name S --id src --secret right-secret-0123456789",
+    )
+    .json();
     let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(900 * 1024));
     for (path, secret, status) in [
         ("/api/nothing", None, 404),

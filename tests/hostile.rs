@@ -12,9 +12,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use crate::util::{TempDb, TestServer, basic_setup, lr};
 use serde_json::{Value, json};
-
-use crate::util::{TempDb, TestServer, basic_setup, cli_output};
 
 const SOURCE_SECRET: &str = "hostile-source-secret-0123456789";
 const BUYER_SECRET: &str = "hostile-buyer-secret-0123456789";
@@ -42,57 +41,18 @@ pub fn hostile_server() -> TestServer {
     let server = TestServer::start_with(TempDb::new(), options);
     let db = &server.db.path;
     basic_setup(db);
-    server.cli(&[
-        "supplier",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "Sup",
-        "--id",
-        "sup",
-        "--key",
-        SUPPLIER_KEY,
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Hostile",
-        "--id",
-        "hostile",
-        "--secret",
-        SOURCE_SECRET,
-        "--supplier",
-        "sup",
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--table",
-        "list",
-        "--name",
-        "Table",
-        "--id",
-        "tsrc",
-        "--no-secret",
-    ]);
-    server.cli(&[
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "B",
-        "--id",
-        "b",
-        "--webhook-url",
-        "http://127.0.0.1:9/unused",
-        "--secret",
-        BUYER_SECRET,
-    ]);
+    lr(
+        &server,
+        format!("supplier create --workspace ws --name Sup --id sup --key {SUPPLIER_KEY}"),
+    )
+    .json();
+    lr(&server, format!("source create --channel web --name Hostile --id hostile --secret {SOURCE_SECRET} --supplier sup")).json();
+    lr(
+        &server,
+        "source create --table list --name Table --id tsrc --no-secret",
+    )
+    .json();
+    lr(&server, format!("buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused --secret {BUYER_SECRET}")).json();
     server
 }
 
@@ -1050,7 +1010,7 @@ fn hostile_requests_get_a_clear_4xx_and_store_nothing() {
         check(&server, case);
     }
     assert_eq!(lead_count(&server), 0, "no hostile request stored a lead");
-    let check = cli_output(&server.db.path, &["check"]);
+    let check = lr(&server.db.path, "check").output();
     assert!(check.status.success(), "leadrelay check: {check:?}");
 }
 
@@ -1104,7 +1064,7 @@ fn odd_but_valid_leads_are_stored_exactly_as_sent() {
             .as_str()
             .unwrap_or_else(|| panic!("{name}: no leadId in {answer:?}"))
             .to_string();
-        let shown = server.cli(&["lead", "show", &lead_id]);
+        let shown = lr(&server, format!("lead show {lead_id}")).json();
         assert_eq!(shown["externalId"], body["externalId"], "{name}");
         assert_eq!(shown["person"]["firstName"], body["firstName"], "{name}");
         assert_eq!(shown["person"]["lastName"], body["lastName"], "{name}");
@@ -1124,10 +1084,10 @@ fn odd_but_valid_leads_are_stored_exactly_as_sent() {
             "{name}"
         );
     }
-    let shown = server.cli(&["lead", "list", "--source", "hostile"]);
+    let shown = lr(&server, "lead list --source hostile").json();
     let stored = shown.as_array().map(Vec::len).unwrap_or(0);
     assert_eq!(stored, cases.len(), "{shown}");
-    let many_id = server.cli(&["lead", "list", "--source", "hostile"]);
+    let many_id = lr(&server, "lead list --source hostile").json();
     let many_row = many_id
         .as_array()
         .and_then(|leads| leads.iter().find(|l| l["externalId"] == "many-properties"))
@@ -1135,7 +1095,7 @@ fn odd_but_valid_leads_are_stored_exactly_as_sent() {
         .as_str()
         .expect("a listed lead has an id")
         .to_string();
-    let additional = &server.cli(&["lead", "show", &many_row])["additionalProperties"];
+    let additional = &lr(&server, format!("lead show {many_row}")).json()["additionalProperties"];
     assert_eq!(
         additional,
         &Value::Object(many),

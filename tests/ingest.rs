@@ -3,9 +3,8 @@
 //! own modules (`ingest_validation`, `ingest_dedupe`, `ingest_access`); this one also holds
 //! the helpers they share.
 
+use crate::util::{Reply, TestServer, basic_setup, lr};
 use serde_json::{Value, json};
-
-use crate::util::{Reply, TestServer, basic_setup};
 
 pub const CHANNEL_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
 pub const TABLE_PATH: &str = "/api/webhooks/lead-tables/list/sources/import/leads";
@@ -17,44 +16,17 @@ pub const TABLE_PATH: &str = "/api/webhooks/lead-tables/list/sources/import/lead
 pub fn server() -> TestServer {
     let server = TestServer::start();
     basic_setup(&server.db.path);
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        "heat",
-        "--name",
-        "Heat pump",
-        "--id",
-        "heat-pump",
-        "--field",
-        "size:required=small|large",
-        "--field",
-        "notes",
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Landing",
-        "--id",
-        "landing",
-        "--no-secret",
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--table",
-        "list",
-        "--name",
-        "Import",
-        "--id",
-        "import",
-        "--no-secret",
-    ]);
+    lr(&server, "product create --workspace ws --slug heat --name 'Heat pump' --id heat-pump --field 'size:required=small|large' --field notes").json();
+    lr(
+        &server,
+        "source create --channel web --name Landing --id landing --no-secret",
+    )
+    .json();
+    lr(
+        &server,
+        "source create --table list --name Import --id import --no-secret",
+    )
+    .json();
     server
 }
 
@@ -96,13 +68,13 @@ pub fn shown(server: &TestServer, reply: &Reply) -> Value {
     let lead_id = reply.json["item"]["leadId"]
         .as_str()
         .unwrap_or_else(|| panic!("no leadId in {}", reply.text));
-    server.cli(&["lead", "show", lead_id])
+    lr(server, format!("lead show {lead_id}")).json()
 }
 
 /// How many leads the source has stored.
 pub fn lead_count(server: &TestServer, source: &str) -> usize {
-    server
-        .cli(&["lead", "list", "--source", source, "--limit", "10000"])
+    lr(server, format!("lead list --source {source} --limit 10000"))
+        .json()
         .as_array()
         .expect("lead list prints an array")
         .len()
@@ -237,7 +209,7 @@ fn a_single_lead_is_stored_with_its_request_and_answered_201() {
     assert_eq!(requests[0]["status"], "open");
 
     // The raw body is kept as received.
-    let with_body = server.cli(&["lead", "show", lead_id, "--body"]);
+    let with_body = lr(&server, format!("lead show {lead_id} --body")).json();
     assert_eq!(with_body["body"], lead);
 }
 
@@ -323,18 +295,11 @@ fn the_person_wrapper_takes_interests_from_every_place() {
         ("door", "p-door"),
         ("garden", "p-garden"),
     ] {
-        server.cli(&[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            slug,
-            "--name",
-            slug,
-            "--id",
-            id,
-        ]);
+        lr(
+            &server,
+            format!("product create --workspace ws --slug {slug} --name {slug} --id {id}"),
+        )
+        .json();
     }
     let body = json!({
         "person": with(person(1), json!({
@@ -449,12 +414,11 @@ fn a_batch_stores_good_items_and_rejects_bad_ones_with_their_errors() {
     }
     assert_eq!(items[2]["requestIds"].as_array().unwrap().len(), 1);
     // A batch item's raw body is the item's JSON.
-    let stored = server.cli(&[
-        "lead",
-        "show",
-        items[2]["leadId"].as_str().unwrap(),
-        "--body",
-    ]);
+    let stored = lr(
+        &server,
+        format!("lead show {} --body", items[2]["leadId"].as_str().unwrap()),
+    )
+    .json();
     assert_eq!(stored["body"], body["leads"][2]);
     let errors = |index: usize| -> Vec<(String, String)> {
         items[index]["errors"]
@@ -574,7 +538,7 @@ fn a_lead_is_durable_once_answered() {
     let db = server.stop();
     let server = TestServer::start_with(db, Default::default());
     assert_eq!(
-        server.cli(&["lead", "show", &lead_id])["person"]["firstName"],
+        lr(&server, format!("lead show {lead_id}")).json()["person"]["firstName"],
         "Jane"
     );
 }

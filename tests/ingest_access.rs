@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use serde_json::json;
 
 use crate::ingest::{CHANNEL_PATH, jane, lead_count, person, server};
-use crate::util::TestServer;
+use crate::util::{TestServer, lr};
 
 const SECRET: &str = "s3cret-for-the-tests-0123";
 const GUARDED: &str = "/api/webhooks/channels/web/sources/guarded/leads";
@@ -15,18 +15,11 @@ const GUARDED: &str = "/api/webhooks/channels/web/sources/guarded/leads";
 /// `server()` plus a channel source `guarded` with the secret [`SECRET`].
 fn guarded() -> TestServer {
     let server = server();
-    let created = server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Guarded",
-        "--id",
-        "guarded",
-        "--secret",
-        SECRET,
-    ]);
+    let created = lr(
+        &server,
+        format!("source create --channel web --name Guarded --id guarded --secret {SECRET}"),
+    )
+    .json();
     assert_eq!(created["secret"], SECRET);
     server
 }
@@ -97,7 +90,7 @@ fn a_configured_secret_is_required_in_either_header() {
 #[test]
 fn a_rotated_secret_applies_on_the_next_request() {
     let server = guarded();
-    let rotated = server.cli(&["source", "rotate-secret", "guarded"]);
+    let rotated = lr(&server, "source rotate-secret guarded").json();
     let new_secret = rotated["secret"].as_str().unwrap();
     let reply = server
         .request("POST", GUARDED)
@@ -116,16 +109,11 @@ fn a_rotated_secret_applies_on_the_next_request() {
 #[test]
 fn unknown_disabled_and_misplaced_sources_are_404() {
     let server = guarded();
-    server.cli(&[
-        "channel",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "Other",
-        "--id",
-        "other",
-    ]);
+    lr(
+        &server,
+        "channel create --workspace ws --name Other --id other",
+    )
+    .json();
     let paths = [
         "/api/webhooks/channels/web/sources/nope/leads",
         "/api/webhooks/channels/nope/sources/landing/leads",
@@ -143,7 +131,7 @@ fn unknown_disabled_and_misplaced_sources_are_404() {
         assert_eq!(reply.status, 404, "{path}: {}", reply.text);
         assert_eq!(reply.json["error"]["code"], "not_found", "{path}");
     }
-    server.cli(&["source", "disable", "landing"]);
+    lr(&server, "source disable landing").json();
     let reply = server.post_json(CHANNEL_PATH, &jane());
     assert_eq!(reply.status, 404, "{}", reply.text);
     assert_eq!(lead_count(&server, "landing"), 0);

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::ingest::{CHANNEL_PATH, TABLE_PATH, jane, person, server, with};
-use crate::util::cli_output;
+use crate::util::{cli_output, lr};
 
 #[test]
 fn lead_list_is_newest_first_and_filters_by_source() {
@@ -19,7 +19,7 @@ fn lead_list_is_newest_first_and_filters_by_source() {
     let table = server.post_json(TABLE_PATH, &jane());
     let table_id = table.json["item"]["leadId"].as_str().unwrap().to_string();
 
-    let all = server.cli(&["lead", "list"]);
+    let all = lr(&server, "lead list").json();
     let listed: Vec<&str> = all
         .as_array()
         .unwrap()
@@ -28,7 +28,7 @@ fn lead_list_is_newest_first_and_filters_by_source() {
         .collect();
     assert_eq!(listed, [table_id.as_str(), &ids[2], &ids[1], &ids[0]]);
 
-    let landing = server.cli(&["lead", "list", "--source", "landing"]);
+    let landing = lr(&server, "lead list --source landing").json();
     let listed: Vec<&str> = landing
         .as_array()
         .unwrap()
@@ -50,9 +50,9 @@ fn lead_list_is_newest_first_and_filters_by_source() {
     assert_eq!(first["requestIds"].as_array().unwrap().len(), 1);
     assert!(first["createdAt"].as_str().unwrap().ends_with('Z'));
 
-    let limited = server.cli(&["lead", "list", "--limit", "2"]);
+    let limited = lr(&server, "lead list --limit 2").json();
     assert_eq!(limited.as_array().unwrap().len(), 2);
-    let table_leads = server.cli(&["lead", "list", "--source", "import"]);
+    let table_leads = lr(&server, "lead list --source import").json();
     assert_eq!(table_leads[0]["tableId"], "list");
 }
 
@@ -62,7 +62,7 @@ fn lead_commands_print_text_and_clear_errors() {
     let reply = server.post_json(CHANNEL_PATH, &with(jane(), json!({"productSlug": "solar"})));
     let lead_id = reply.json["item"]["leadId"].as_str().unwrap();
 
-    let output = cli_output(&server.db.path, &["lead", "show", lead_id]);
+    let output = lr(&server.db.path, format!("lead show {lead_id}")).output();
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
     for expected in [
@@ -78,7 +78,7 @@ fn lead_commands_print_text_and_clear_errors() {
     ] {
         assert!(text.contains(expected), "{expected:?} not in:\n{text}");
     }
-    let output = cli_output(&server.db.path, &["lead", "list"]);
+    let output = lr(&server.db.path, "lead list").output();
     assert!(String::from_utf8(output.stdout).unwrap().contains(lead_id));
 
     for (args, message) in [
@@ -96,6 +96,6 @@ fn lead_commands_print_text_and_clear_errors() {
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
-    let output = cli_output(&server.db.path, &["lead", "list", "--limit", "0"]);
+    let output = lr(&server.db.path, "lead list --limit 0").output();
     assert_eq!(output.status.code(), Some(2));
 }

@@ -7,7 +7,7 @@ use std::sync::Barrier;
 use serde_json::{Value, json};
 
 use crate::ingest::{CHANNEL_PATH, jane, lead_count, person, server, shown, with};
-use crate::util::TestServer;
+use crate::util::{TestServer, lr};
 
 /// Posts `body` to `path` from `count` threads at the same moment; the replies.
 fn post_concurrently(
@@ -56,19 +56,11 @@ fn a_repeated_external_id_is_an_idempotent_replay() {
     assert_eq!(shown(&server, &retry)["person"]["firstName"], "Jane");
 
     // The same externalId on another source is another lead.
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "B",
-        "--id",
-        "b",
-        "--no-secret",
-        "--dedupe-fields",
-        "none",
-    ]);
+    lr(
+        &server,
+        "source create --channel web --name B --id b --no-secret --dedupe-fields none",
+    )
+    .json();
     let other = server.post_json("/api/webhooks/channels/web/sources/b/leads", &jane());
     assert_eq!(other.status, 201, "{}", other.text);
     assert_ne!(other.json["item"]["leadId"], a["leadId"]);
@@ -156,27 +148,16 @@ fn the_default_rule_marks_duplicates_for_review() {
     );
 
     // Another channel and the lead table are other scopes.
-    server.cli(&[
-        "channel",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "Web 2",
-        "--id",
-        "web2",
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web2",
-        "--name",
-        "S",
-        "--id",
-        "s2",
-        "--no-secret",
-    ]);
+    lr(
+        &server,
+        "channel create --workspace ws --name 'Web 2' --id web2",
+    )
+    .json();
+    lr(
+        &server,
+        "source create --channel web2 --name S --id s2 --no-secret",
+    )
+    .json();
     let reply = server.post_json(
         "/api/webhooks/channels/web2/sources/s2/leads",
         &with(jane(), json!({"externalId": "x"})),
@@ -219,23 +200,7 @@ fn a_lead_table_is_its_own_scope() {
 #[test]
 fn a_reject_rule_stores_nothing() {
     let server = server();
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Strict",
-        "--id",
-        "strict",
-        "--no-secret",
-        "--dedupe-action",
-        "reject",
-        "--dedupe-scope",
-        "workspace",
-        "--dedupe-fields",
-        "email",
-    ]);
+    lr(&server, "source create --channel web --name Strict --id strict --no-secret --dedupe-action reject --dedupe-scope workspace --dedupe-fields email").json();
     let strict = "/api/webhooks/channels/web/sources/strict/leads";
     // The original came in through the lead table: the workspace scope sees it.
     let original = server.post_json(crate::ingest::TABLE_PATH, &jane());
@@ -278,32 +243,16 @@ fn a_reject_rule_stores_nothing() {
 #[test]
 fn the_window_limits_how_far_back_duplicates_are_found() {
     let server = server();
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Week",
-        "--id",
-        "week",
-        "--no-secret",
-        "--dedupe-window-days",
-        "7",
-    ]);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Ever",
-        "--id",
-        "ever",
-        "--no-secret",
-        "--dedupe-window-days",
-        "0",
-    ]);
+    lr(
+        &server,
+        "source create --channel web --name Week --id week --no-secret --dedupe-window-days 7",
+    )
+    .json();
+    lr(
+        &server,
+        "source create --channel web --name Ever --id ever --no-secret --dedupe-window-days 0",
+    )
+    .json();
     // An original in the channel, made `days` old; then a lead with its email to `source`.
     let duplicate_status_after = |n: usize, days: i64, source: &str| {
         let email = format!("w{n}@example.com");
@@ -337,19 +286,11 @@ fn the_window_limits_how_far_back_duplicates_are_found() {
 #[test]
 fn a_source_without_rule_finds_no_duplicates() {
     let server = server();
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Open",
-        "--id",
-        "open",
-        "--no-secret",
-        "--dedupe-fields",
-        "none",
-    ]);
+    lr(
+        &server,
+        "source create --channel web --name Open --id open --no-secret --dedupe-fields none",
+    )
+    .json();
     let path = "/api/webhooks/channels/web/sources/open/leads";
     for n in 0..2 {
         let reply = server.post_json(path, &with(jane(), json!({"externalId": format!("o-{n}")})));
@@ -395,19 +336,11 @@ fn concurrent_identical_leads_are_still_caught() {
 #[test]
 fn quality_status_and_reasons() {
     let server = server();
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Q",
-        "--id",
-        "q",
-        "--no-secret",
-        "--dedupe-fields",
-        "none",
-    ]);
+    lr(
+        &server,
+        "source create --channel web --name Q --id q --no-secret --dedupe-fields none",
+    )
+    .json();
     let path = "/api/webhooks/channels/web/sources/q/leads";
     let base = json!({"firstName": "Jane", "lastName": "Doe"});
     let cases: Vec<(Value, &str, Vec<&str>)> = vec![

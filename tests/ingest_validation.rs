@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::ingest::{CHANNEL_PATH, jane, lead_count, person, server, with};
-use crate::util::TestServer;
+use crate::util::{TestServer, lr};
 
 /// Posts `body` as a single lead and checks that the answer is 400 `validation_failed`
 /// listing exactly the `expected` (path, code) pairs, each with a message.
@@ -194,19 +194,12 @@ fn products_and_their_fields_are_checked() {
         &[("/request/productId", "unknown_product")],
     );
     // A product of another workspace does not exist here.
-    server.cli(&["workspace", "create", "--name", "Other", "--id", "other"]);
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "other",
-        "--slug",
-        "wind",
-        "--name",
-        "Wind",
-        "--id",
-        "wind-other",
-    ]);
+    lr(&server, "workspace create --name Other --id other").json();
+    lr(
+        &server,
+        "product create --workspace other --slug wind --name Wind --id wind-other",
+    )
+    .json();
     check(
         &server,
         &with(

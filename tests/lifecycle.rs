@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{Reply, TestServer, basic_setup, cli_output, wait_until};
+use crate::util::{
+    Reply, TestServer, basic_setup, deliver_command, lr, source, supplier, wait_until,
+};
 
 pub const CONFIRMATION: &str = "/api/webhooks/partner-confirmation";
 pub const PAYOUT_PENDING: &str = "/api/webhooks/partner-payout-pending";
@@ -40,55 +42,28 @@ impl Fixture {
         let server = TestServer::start();
         let receiver = Receiver::start();
         basic_setup(&server.db.path);
-        server.cli(&[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "heat",
-            "--name",
-            "Heat pump",
-            "--id",
-            "heat",
-        ]);
+        lr(
+            &server,
+            "product create --workspace ws --slug heat --name 'Heat pump' --id heat",
+        )
+        .json();
         for (id, key) in [("sup", SUPPLIER_KEY), ("other", OTHER_SUPPLIER_KEY)] {
-            server.cli(&[
-                "supplier",
-                "create",
-                "--workspace",
-                "ws",
-                "--name",
-                id,
-                "--id",
-                id,
-                "--key",
-                key,
-            ]);
+            supplier(&server, id, key);
         }
-        for (id, supplier) in [
-            ("src", Some("sup")),
-            ("src2", Some("other")),
-            ("plain", None),
-        ] {
-            let mut args = vec![
-                "source",
-                "create",
-                "--channel",
-                "web",
-                "--name",
-                id,
-                "--id",
-                id,
-                "--no-secret",
-                "--dedupe-fields",
-                "none",
-            ];
-            if let Some(supplier) = supplier {
-                args.extend(["--supplier", supplier, "--supplier-cost", "4"]);
-            }
-            server.cli(&args);
-        }
+        let no_rule = "--no-secret --dedupe-fields none";
+        source(
+            &server,
+            "web",
+            "src",
+            format!("{no_rule} --supplier sup --supplier-cost 4"),
+        );
+        source(
+            &server,
+            "web",
+            "src2",
+            format!("{no_rule} --supplier other --supplier-cost 4"),
+        );
+        source(&server, "web", "plain", no_rule);
         Fixture {
             server,
             receiver,
@@ -112,7 +87,7 @@ impl Fixture {
             flags.extend(["--secret", secret]);
         }
         flags.extend_from_slice(extra);
-        crate::delivery::buyer(&self.server.db.path, id, &url, Some("25"), &flags);
+        crate::util::buyer(&self.server, id, &url, Some("25"), flags.as_slice());
     }
 
     /// Posts a new lead to `source` with one interest per product slug; returns the lead id
@@ -150,9 +125,9 @@ impl Fixture {
     }
 
     pub fn deliver_with(&self, request: &str, buyer: &str, extra: &[&str]) -> String {
-        let mut args = vec!["deliver", "--request", request, "--buyer", buyer];
-        args.extend_from_slice(extra);
-        let out = self.server.cli(&args);
+        let out = deliver_command(&self.server, request, buyer, None)
+            .args(extra)
+            .json();
         out["transactionId"].as_str().unwrap().to_string()
     }
 
@@ -173,7 +148,7 @@ impl Fixture {
 
     /// `leadrelay transaction show ID --json`: the transaction with its history.
     pub fn transaction(&self, id: &str) -> Value {
-        self.server.cli(&["transaction", "show", id])
+        lr(&self.server, format!("transaction show {id}")).json()
     }
 
     pub fn status_of(&self, id: &str) -> String {
@@ -182,7 +157,7 @@ impl Fixture {
 
     /// The buyer's balance as `buyer list` shows it.
     pub fn balance(&self, buyer: &str) -> f64 {
-        let buyers = self.server.cli(&["buyer", "list"]);
+        let buyers = lr(&self.server, "buyer list").json();
         buyers
             .as_array()
             .unwrap()
@@ -194,7 +169,7 @@ impl Fixture {
     }
 
     pub fn lead(&self, id: &str) -> Value {
-        self.server.cli(&["lead", "show", id])
+        lr(&self.server, format!("lead show {id}")).json()
     }
 }
 
@@ -283,7 +258,7 @@ fn acknowledge_by_transaction_id_and_a_repeat_is_already_applied() {
 fn buyer_price_on_acknowledge_reprices_and_moves_a_prepaid_balance() {
     let f = Fixture::new();
     let secret = f.buyer("pre", &["--plan", "prepaid", "--credit-limit", "10"]);
-    f.server.cli(&["buyer", "fund", "pre", "--amount", "200"]);
+    lr(&f.server, "buyer fund pre --amount 200").json();
 
     // A higher price: the difference is charged, the margin follows (cost 4).
     let t1 = f.delivered("pre");
@@ -372,7 +347,7 @@ fn rejection_refunds_a_prepaid_buyer_and_economics_say_so() {
     let f = Fixture::new();
     let pre = f.buyer("pre", &["--plan", "prepaid"]);
     let post = f.buyer("post", &[]);
-    f.server.cli(&["buyer", "fund", "pre", "--amount", "100"]);
+    lr(&f.server, "buyer fund pre --amount 100").json();
 
     let t_pre = f.delivered("pre");
     assert_eq!(f.balance("pre"), 75.0);
@@ -415,7 +390,7 @@ fn rejection_refunds_a_prepaid_buyer_and_economics_say_so() {
 fn concurrent_rejections_refund_once() {
     let f = Fixture::new();
     let secret = f.buyer("pre", &["--plan", "prepaid"]);
-    f.server.cli(&["buyer", "fund", "pre", "--amount", "25"]);
+    lr(&f.server, "buyer fund pre --amount 25").json();
     let txn = f.delivered("pre");
     assert_eq!(f.balance("pre"), 0.0);
 
@@ -575,7 +550,7 @@ fn payout_pending_then_payout_with_history() {
     }
 
     // The text output of `transaction show` prints the history too.
-    let output = cli_output(&f.server.db.path, &["transaction", "show", &txn]);
+    let output = lr(&f.server.db.path, format!("transaction show {txn}")).output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("invoice sent"), "{text}");
     assert!(text.contains("payout_pending"), "{text}");
@@ -585,7 +560,7 @@ fn payout_pending_then_payout_with_history() {
 fn cancellation_needs_a_reason_and_the_window() {
     let f = Fixture::new();
     let secret = f.buyer("b", &["--plan", "prepaid"]);
-    f.server.cli(&["buyer", "fund", "b", "--amount", "100"]);
+    lr(&f.server, "buyer fund b --amount 100").json();
     let closed = f.buyer("closed", &["--cancellation-window", "0"]);
     let short = f.buyer("short", &["--cancellation-window", "1s"]);
 

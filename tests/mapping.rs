@@ -5,9 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
+use crate::util::{Reply, TempDb, TestServer, basic_setup, bin, cli_json, cli_output, lr};
 use serde_json::{Value, json};
-
-use crate::util::{Reply, TempDb, TestServer, basic_setup, bin, cli_json, cli_output};
 
 /// The example partner of the README: contacts in an array, names in one field.
 fn partner_mapping() -> Value {
@@ -73,30 +72,22 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 fn set_draft(db: &Path, source: &str, document: &Value) -> Value {
     let dir = db.parent().expect("the database is in a temp dir");
     let file = write_file(dir, &format!("mapping-{source}.json"), document);
-    cli_json(
+    lr(
         db,
-        &["mapping", "set", source, "--file", file.to_str().unwrap()],
+        format!("mapping set {source} --file {}", file.to_str().unwrap()),
     )
+    .json()
 }
 
 /// A database with the basic setup and a channel source `landing` without a secret.
 fn setup_with_source() -> TempDb {
     let db = TempDb::new();
     basic_setup(&db.path);
-    cli_json(
+    lr(
         &db.path,
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "Landing",
-            "--id",
-            "landing",
-            "--no-secret",
-        ],
-    );
+        "source create --channel web --name Landing --id landing --no-secret",
+    )
+    .json();
     db
 }
 
@@ -112,10 +103,11 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
     let file = write_file(db.dir.path(), "bad.json", &bad);
     let file = file.to_str().unwrap();
 
-    let output = cli_output(
+    let output = lr(
         &db.path,
-        &["--json", "mapping", "set", "landing", "--file", file],
-    );
+        format!("--json mapping set landing --file {file}"),
+    )
+    .output();
     assert_eq!(output.status.code(), Some(1));
     let error = stdout_json(&output);
     assert_eq!(error["error"]["code"], "invalid_mapping");
@@ -133,7 +125,7 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
     );
 
     // As text: one line per problem on stderr, exit 1.
-    let output = cli_output(&db.path, &["mapping", "set", "landing", "--file", file]);
+    let output = lr(&db.path, format!("mapping set landing --file {file}")).output();
     assert_eq!(output.status.code(), Some(1));
     let text = stderr(&output);
     assert!(text.contains("7 problems"), "{text}");
@@ -143,7 +135,7 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
     );
     assert!(text.contains("did you mean 'firstName'"), "{text}");
 
-    let shown = cli_json(&db.path, &["mapping", "show", "landing"]);
+    let shown = lr(&db.path, "mapping show landing").json();
     assert_eq!(shown["draft"], Value::Null, "nothing was stored");
     assert_eq!(shown["version"], 0);
 }
@@ -173,10 +165,11 @@ fn set_preview_publish_show_round_trip() {
         {"id": "c-2", "name": "Grace Hopper", "optin": "false", "ready": "no"}]});
     let sample_file = write_file(dir, "sample.json", &sample);
     let sample_file = sample_file.to_str().unwrap();
-    let preview = cli_json(
+    let preview = lr(
         &db.path,
-        &["mapping", "preview", "landing", "--file", sample_file],
-    );
+        format!("mapping preview landing --file {sample_file}"),
+    )
+    .json();
     assert_eq!(preview["mapping"], "draft");
     assert_eq!(preview["leads"], 2);
     assert_eq!(
@@ -201,12 +194,11 @@ fn set_preview_publish_show_round_trip() {
         {"id": {"n": 2}, "name": "Grace Hopper", "utm": {"campaign": ["a"]}}]});
     let bad_file = write_file(dir, "bad-sample.json", &bad_sample);
     let bad_file = bad_file.to_str().unwrap();
-    let output = cli_output(
+    let output = lr(
         &db.path,
-        &[
-            "--json", "mapping", "preview", "landing", "--file", bad_file,
-        ],
-    );
+        format!("--json mapping preview landing --file {bad_file}"),
+    )
+    .output();
     assert_eq!(output.status.code(), Some(1));
     let error = stdout_json(&output);
     assert_eq!(error["error"]["code"], "mapping_error");
@@ -218,10 +210,11 @@ fn set_preview_publish_show_round_trip() {
             ("/contacts/1/utm/campaign", "not_a_scalar"),
         ])
     );
-    let output = cli_output(
+    let output = lr(
         &db.path,
-        &["mapping", "preview", "landing", "--file", bad_file],
-    );
+        format!("mapping preview landing --file {bad_file}"),
+    )
+    .output();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("/contacts/0/ready: expected a boolean"),
@@ -246,7 +239,7 @@ fn set_preview_publish_show_round_trip() {
         stderr(&output)
     );
 
-    let published = cli_json(&db.path, &["mapping", "publish", "landing"]);
+    let published = lr(&db.path, "mapping publish landing").json();
     assert_eq!(published["version"], 1);
     assert_eq!(published["changed"], true);
     assert_eq!(published["published"]["version"], 1);
@@ -254,7 +247,7 @@ fn set_preview_publish_show_round_trip() {
     assert_eq!(published["unpublishedChanges"], false);
 
     // Publishing the same draft again changes nothing.
-    let again = cli_json(&db.path, &["mapping", "publish", "landing"]);
+    let again = lr(&db.path, "mapping publish landing").json();
     assert_eq!(again["version"], 1);
     assert_eq!(again["changed"], false);
 
@@ -262,30 +255,31 @@ fn set_preview_publish_show_round_trip() {
     let mut changed = partner_mapping();
     changed["fields"]["city"] = json!({"const": "Berlin"});
     set_draft(&db.path, "landing", &changed);
-    let shown = cli_json(&db.path, &["mapping", "show", "landing"]);
+    let shown = lr(&db.path, "mapping show landing").json();
     assert_eq!(shown["draft"]["document"], changed);
     assert_eq!(shown["published"]["document"], partner_mapping());
     assert_eq!(shown["unpublishedChanges"], true);
     let old = cli_json(&db.path, &preview_published);
     assert_eq!(old["mapping"], "published");
     assert_eq!(old["native"]["leads"][0].get("city"), None);
-    let new = cli_json(
+    let new = lr(
         &db.path,
-        &["mapping", "preview", "landing", "--file", sample_file],
-    );
+        format!("mapping preview landing --file {sample_file}"),
+    )
+    .json();
     assert_eq!(new["native"]["leads"][0]["city"], "Berlin");
 
-    let published = cli_json(&db.path, &["mapping", "publish", "landing"]);
+    let published = lr(&db.path, "mapping publish landing").json();
     assert_eq!(published["version"], 2);
     assert_eq!(published["published"]["document"], changed);
 
     // The source shows its mapping state too.
-    let source = cli_json(&db.path, &["source", "show", "landing"]);
+    let source = lr(&db.path, "source show landing").json();
     assert_eq!(source["mapping"]["version"], 2);
     assert_eq!(source["mapping"]["published"], true);
 
     // Text output of show lists one rule per line.
-    let output = cli_output(&db.path, &["mapping", "show", "landing"]);
+    let output = lr(&db.path, "mapping show landing").output();
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("published: version 2"), "{text}");
@@ -305,16 +299,11 @@ fn preview_also_runs_native_validation_with_products() {
     set_draft(&db.path, "landing", &document);
     let preview = |sample: &Value| -> Value {
         let file = write_file(db.dir.path(), "sample.json", sample);
-        cli_json(
+        lr(
             &db.path,
-            &[
-                "mapping",
-                "preview",
-                "landing",
-                "--file",
-                file.to_str().unwrap(),
-            ],
+            format!("mapping preview landing --file {}", file.to_str().unwrap()),
         )
+        .json()
     };
     let checked = preview(&json!({"contacts": [
         {"id": "ok", "name": "Ada Lovelace"},
@@ -345,16 +334,11 @@ fn preview_also_runs_native_validation_with_products() {
         "sample.json",
         &json!({"contacts": [{"id": "y"}]}),
     );
-    let output = cli_output(
+    let output = lr(
         &db.path,
-        &[
-            "mapping",
-            "preview",
-            "landing",
-            "--file",
-            file.to_str().unwrap(),
-        ],
-    );
+        format!("mapping preview landing --file {}", file.to_str().unwrap()),
+    )
+    .output();
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("native validation: 2 problems"), "{text}");
@@ -365,16 +349,16 @@ fn preview_also_runs_native_validation_with_products() {
 fn unpublish_returns_the_source_to_native_shapes_and_keeps_the_draft() {
     let db = setup_with_source();
     set_draft(&db.path, "landing", &partner_mapping());
-    let nothing = cli_json(&db.path, &["mapping", "unpublish", "landing"]);
+    let nothing = lr(&db.path, "mapping unpublish landing").json();
     assert_eq!(nothing["changed"], false);
-    cli_json(&db.path, &["mapping", "publish", "landing"]);
-    let withdrawn = cli_json(&db.path, &["mapping", "unpublish", "landing"]);
+    lr(&db.path, "mapping publish landing").json();
+    let withdrawn = lr(&db.path, "mapping unpublish landing").json();
     assert_eq!(withdrawn["changed"], true);
     assert_eq!(withdrawn["published"], Value::Null);
     assert_eq!(withdrawn["draft"]["document"], partner_mapping());
     assert_eq!(withdrawn["version"], 1);
     // Publishing again is a new version.
-    let republished = cli_json(&db.path, &["mapping", "publish", "landing"]);
+    let republished = lr(&db.path, "mapping publish landing").json();
     assert_eq!(republished["version"], 2);
 }
 
@@ -437,7 +421,7 @@ fn mapping_commands_fail_clearly() {
             stderr(&output)
         );
     }
-    let shown = cli_json(&db.path, &["mapping", "show", "landing"]);
+    let shown = lr(&db.path, "mapping show landing").json();
     assert_eq!(shown["draft"], Value::Null);
     assert_eq!(shown["published"], Value::Null);
 }
@@ -498,13 +482,13 @@ fn mapped_server() -> TestServer {
         } else {
             "partner-list"
         };
-        cli_json(
+        lr(
             db,
-            &[
-                "source", "create", container, id, "--name", "Partner", "--id", source_id,
-                "--secret", SECRET,
-            ],
-        );
+            format!(
+                "source create {container} {id} --name Partner --id {source_id} --secret {SECRET}"
+            ),
+        )
+        .json();
     }
     server
 }
@@ -512,7 +496,7 @@ fn mapped_server() -> TestServer {
 /// Sets and publishes `document` on `source`; returns the published version.
 fn publish(server: &TestServer, source: &str, document: &Value) -> i64 {
     set_draft(&server.db.path, source, document);
-    let published = server.cli(&["mapping", "publish", source]);
+    let published = lr(server, format!("mapping publish {source}")).json();
     published["version"].as_i64().unwrap()
 }
 
@@ -559,7 +543,7 @@ fn a_mapped_single_lead_runs_the_native_pipeline_on_the_channel_endpoint() {
     assert_eq!(item["ingest"]["duplicateStatus"], "unique");
     let lead_id = item["leadId"].as_str().unwrap();
 
-    let shown = server.cli(&["lead", "show", lead_id]);
+    let shown = lr(&server, format!("lead show {lead_id}")).json();
     assert_eq!(shown["person"]["firstName"], "Ada");
     assert_eq!(shown["person"]["lastName"], "Lovelace");
     assert_eq!(shown["person"]["email"], "ada@example.org");
@@ -620,7 +604,7 @@ fn items_turn_a_partner_array_into_a_batch_on_the_table_endpoint() {
     let again = post(&server, TABLE_PATH, &body);
     assert_eq!(again.status, 200, "{}", again.text);
     assert_eq!(again.json["summary"]["idempotentReplay"], 3);
-    let listed = server.cli(&["lead", "list", "--source", "partner-list"]);
+    let listed = lr(&server, "lead list --source partner-list").json();
     assert_eq!(listed.as_array().unwrap().len(), 3);
 
     // Native validation runs on each mapped lead: an item without a name is rejected on
@@ -704,7 +688,7 @@ fn a_body_the_mapping_cannot_transform_is_a_mapping_error_with_paths() {
 
     // Nothing of a refused body is stored.
     for source in ["partner", "partner-list"] {
-        let listed = server.cli(&["lead", "list", "--source", source]);
+        let listed = lr(&server, format!("lead list --source {source}")).json();
         assert_eq!(listed, json!([]), "{source}");
     }
 }
@@ -750,10 +734,10 @@ fn without_a_published_mapping_the_native_shapes_are_required() {
     assert_eq!(reply.status, 201, "{}", reply.text);
 
     // Published: the partner's JSON is accepted; unpublished: native shapes again.
-    server.cli(&["mapping", "publish", "partner"]);
+    lr(&server, "mapping publish partner").json();
     let reply = post(&server, CHANNEL_PATH, &partner_body);
     assert_eq!(reply.status, 201, "{}", reply.text);
-    server.cli(&["mapping", "unpublish", "partner"]);
+    lr(&server, "mapping unpublish partner").json();
     let reply = post(
         &server,
         CHANNEL_PATH,
@@ -790,10 +774,10 @@ fn a_newly_published_version_applies_from_the_next_request() {
         let reply = post(&server, CHANNEL_PATH, &body);
         assert_eq!(reply.status, 201, "{}", reply.text);
         let lead_id = reply.json["item"]["leadId"].as_str().unwrap();
-        server.cli(&["lead", "show", lead_id])["person"]["city"].clone()
+        lr(&server, format!("lead show {lead_id}")).json()["person"]["city"].clone()
     };
     assert_eq!(city_of("v-2"), Value::Null);
-    assert_eq!(server.cli(&["mapping", "publish", "partner"])["version"], 2);
+    assert_eq!(lr(&server, "mapping publish partner").json()["version"], 2);
     assert_eq!(city_of("v-3"), "BERLIN");
 
     // A version-2 problem names version 2.
@@ -816,27 +800,15 @@ fn a_newly_published_version_applies_from_the_next_request() {
 fn a_mapped_lead_is_delivered_automatically_like_a_native_one() {
     let server = mapped_server();
     let receiver = crate::util::receiver::Receiver::start();
-    server.cli(&[
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "B",
-        "--id",
-        "b",
-        "--webhook-url",
-        &receiver.url("/hook"),
-    ]);
-    server.cli(&[
-        "buyer",
-        "subscribe",
-        "b",
-        "--product",
-        "solar",
-        "--price",
-        "20",
-    ]);
+    lr(
+        &server,
+        format!(
+            "buyer create --workspace ws --name B --id b --webhook-url {}",
+            &receiver.url("/hook")
+        ),
+    )
+    .json();
+    lr(&server, "buyer subscribe b --product solar --price 20").json();
     let mut document = single_mapping();
     document["fields"]["triggerAutoDelivery"] = json!({"const": true});
     publish(&server, "partner", &document);

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::util::{
+    Reply, TempDb, TestServer, WAIT, basic_setup, buyer, deliver, fast_options, lead_request, lr,
+    setup, simple_lead,
+};
 use leadrelay::service::ServiceOptions;
-
-use crate::util::{Reply, TempDb, TestServer};
 
 /// One scrape: every sample line as `name{labels}` → value, plus the raw text.
 pub struct Scrape {
@@ -136,19 +138,12 @@ fn domain_counters_are_exported_from_the_start() {
 #[test]
 fn outbox_depth_and_oldest_age_come_from_the_database() {
     let server = TestServer::start();
-    crate::util::basic_setup(&server.db.path);
-    server.cli(&[
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "SunCo",
-        "--id",
-        "sunco",
-        "--webhook-url",
-        "http://127.0.0.1:9/hook",
-    ]);
+    basic_setup(&server.db.path);
+    lr(
+        &server,
+        "buyer create --workspace ws --name SunCo --id sunco --webhook-url http://127.0.0.1:9/hook",
+    )
+    .json();
     let empty = scrape(&server);
     assert_eq!(
         empty.value(r#"leadrelay_outbox_events{status="pending"}"#),
@@ -221,18 +216,12 @@ fn metrics_off_answers_404_like_an_unknown_path() {
 #[test]
 fn ingest_results_are_counted_per_lead() {
     let server = TestServer::start();
-    crate::util::basic_setup(&server.db.path);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Landing",
-        "--id",
-        "landing",
-        "--no-secret",
-    ]);
+    basic_setup(&server.db.path);
+    lr(
+        &server,
+        "source create --channel web --name Landing --id landing --no-secret",
+    )
+    .json();
     let path = "/api/webhooks/channels/web/sources/landing/leads";
     let lead = |id: &str, email: &str| serde_json::json!({"externalId": id, "firstName": "Jane", "lastName": "Doe", "email": email});
     let answers = [
@@ -267,7 +256,6 @@ fn ingest_results_are_counted_per_lead() {
 
 #[test]
 fn delivery_attempts_are_counted_by_outcome() {
-    use crate::delivery::{WAIT, buyer, deliver, fast_options, lead_request, setup, simple_lead};
     use crate::util::receiver::{Answer, Receiver};
 
     let server = TestServer::start_with(TempDb::new(), fast_options());
@@ -275,7 +263,7 @@ fn delivery_attempts_are_counted_by_outcome() {
     receiver.answer_sequence("/hook", vec![Answer::status(503), Answer::ok()]);
     let db = &server.db.path;
     setup(db);
-    buyer(db, "b", &receiver.url("/hook"), Some("25"), &[]);
+    buyer(db, "b", &receiver.url("/hook"), Some("25"), []);
     let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(db, &request, "b", None);
     crate::util::wait_until(WAIT, "the delivery to be counted", || {

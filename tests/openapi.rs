@@ -3,9 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use crate::util::{
+    TestServer, WAIT, basic_setup, buyer, deliver, lead_request, lr, setup, simple_lead,
+};
 use serde_json::Value;
-
-use crate::util::TestServer;
 
 const METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -269,18 +270,12 @@ fn assert_documented(doc: &Value, schema: &str, value: &Value) {
 fn ingest_answers_have_the_documented_fields() {
     let doc = document();
     let server = TestServer::start();
-    crate::util::basic_setup(&server.db.path);
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "Web",
-        "--id",
-        "s",
-        "--no-secret",
-    ]);
+    basic_setup(&server.db.path);
+    lr(
+        &server,
+        "source create --channel web --name Web --id s --no-secret",
+    )
+    .json();
     let path = "/api/webhooks/channels/web/sources/s/leads";
     let single = server.post_json(
         path,
@@ -324,20 +319,13 @@ fn ingest_answers_have_the_documented_fields() {
 
 #[test]
 fn the_delivered_event_has_the_documented_fields() {
-    use crate::delivery::{WAIT, buyer, deliver, lead_request, setup, simple_lead};
     use crate::util::receiver::Receiver;
 
     let doc = document();
     let server = TestServer::start();
     let receiver = Receiver::start();
     setup(&server.db.path);
-    buyer(
-        &server.db.path,
-        "b",
-        &receiver.url("/hook"),
-        Some("25"),
-        &[],
-    );
+    buyer(&server.db.path, "b", &receiver.url("/hook"), Some("25"), []);
     let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(&server.db.path, &request, "b", None);
     let event = receiver.wait_for_on("/hook", 1, WAIT)[0].json();
@@ -360,8 +348,6 @@ fn the_delivered_event_has_the_documented_fields() {
 
 #[test]
 fn lifecycle_answers_have_the_documented_fields() {
-    use crate::delivery::{buyer, deliver, lead_request, setup, simple_lead};
-
     let doc = document();
     let server = TestServer::start();
     let db = &server.db.path;
@@ -372,7 +358,7 @@ fn lifecycle_answers_have_the_documented_fields() {
         "b",
         "http://127.0.0.1:9/hook",
         Some("25"),
-        &["--secret", secret],
+        ["--secret", secret],
     );
     let (_, request) = lead_request(&server, &simple_lead(1));
     let transaction = deliver(db, &request, "b", None)["transactionId"].clone();

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::util::{TempDb, TestServer, basic_setup, bin, cli_output, lr, wait_until};
 use leadrelay::config::ConfigError;
 use leadrelay::config::container::{self, ContainerKind, DeliveryMode, NewContainer};
 use leadrelay::config::workspace::{self, NewWorkspace};
 use leadrelay::db::Db;
 use serde_json::Value;
-
-use crate::util::{TempDb, TestServer, basic_setup, bin, cli_json, cli_output, wait_until};
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -105,10 +104,10 @@ fn backup_while_the_server_writes_is_a_consistent_copy_that_checks_ok() {
 
     let before = committed.load(Ordering::Relaxed) as i64;
     let copy = server.db.dir.path().join("copy.db");
-    let report = server.cli(&["backup", "--out", copy.to_str().unwrap()]);
+    let report = lr(&server, format!("backup --out {}", copy.to_str().unwrap())).json();
     let after = committed.load(Ordering::Relaxed) as i64;
     // The live file checks ok while it is being written.
-    let live = server.cli(&["check"]);
+    let live = lr(&server, "check").json();
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     load.close();
@@ -123,7 +122,7 @@ fn backup_while_the_server_writes_is_a_consistent_copy_that_checks_ok() {
     assert!(report["pages"].as_u64().unwrap() > 1024, "{report}");
     assert_eq!(report["schemaVersion"], leadrelay::db::SCHEMA_VERSION);
 
-    let checked = cli_json(&copy, &["check"]);
+    let checked = lr(&copy, "check").json();
     assert_eq!(checked["ok"], true, "{checked}");
     assert_eq!(checked["integrity"], serde_json::json!(["ok"]));
     assert_eq!(checked["foreignKeyViolations"], 0);
@@ -160,31 +159,33 @@ fn backup_never_overwrites_unless_forced() {
     let copy = db.dir.path().join("copy.db");
     std::fs::write(&copy, b"keep me").unwrap();
 
-    let output = cli_output(&db.path, &["backup", "--out", copy.to_str().unwrap()]);
+    let output = lr(&db.path, format!("backup --out {}", copy.to_str().unwrap())).output();
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("--force"), "{}", stderr(&output));
     assert_eq!(std::fs::read(&copy).unwrap(), b"keep me");
 
-    let report = cli_json(
+    let report = lr(
         &db.path,
-        &["backup", "--out", copy.to_str().unwrap(), "--force"],
-    );
+        format!("backup --out {} --force", copy.to_str().unwrap()),
+    )
+    .json();
     assert_eq!(report["out"], copy.to_str().unwrap());
-    assert_eq!(cli_json(&copy, &["check"])["ok"], true);
+    assert_eq!(lr(&copy, "check").json()["ok"], true);
     assert_eq!(count(&copy, "SELECT count(*) FROM workspaces"), 1);
 
     // The live file itself is never a target, forced or not.
-    let output = cli_output(
+    let output = lr(
         &db.path,
-        &["backup", "--out", db.path.to_str().unwrap(), "--force"],
-    );
+        format!("backup --out {} --force", db.path.to_str().unwrap()),
+    )
+    .output();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("being backed up"),
         "{}",
         stderr(&output)
     );
-    assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
+    assert_eq!(lr(&db.path, "check").json()["ok"], true);
 }
 
 #[test]
@@ -214,13 +215,13 @@ fn a_restored_backup_serves_the_same_data() {
     let db = TempDb::new();
     basic_setup(&db.path);
     let copy = db.dir.path().join("copy.db");
-    cli_json(&db.path, &["backup", "--out", copy.to_str().unwrap()]);
+    lr(&db.path, format!("backup --out {}", copy.to_str().unwrap())).json();
     // Restore as the README says: stop, copy the file back, start.
     let restored = TempDb::new();
     std::fs::copy(&copy, &restored.path).unwrap();
     let server = TestServer::start_with(restored, Default::default());
     assert_eq!(server.get("/api/health").status, 200);
-    let sources = server.cli(&["source", "list"]);
+    let sources = lr(&server, "source list").json();
     assert!(sources.is_array());
     assert_eq!(count(&server.db.path, "SELECT count(*) FROM products"), 1);
 }
@@ -234,7 +235,7 @@ fn check_damaged(sql: &str) -> (Value, Option<i32>) {
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
     conn.execute_batch(sql).unwrap();
     drop(conn);
-    let output = cli_output(&db.path, &["--json", "check"]);
+    let output = lr(&db.path, "--json check").output();
     let report: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("check printed no JSON ({e}): {}", stderr(&output)));
     (report, output.status.code())
@@ -295,7 +296,7 @@ fn check_finds_a_corrupted_page() {
     }
     std::fs::write(&db.path, &bytes).unwrap();
 
-    let output = cli_output(&db.path, &["check"]);
+    let output = lr(&db.path, "check").output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("problem(s)"), "{text}");
@@ -306,7 +307,7 @@ fn check_finds_a_corrupted_page() {
 fn check_prints_a_readable_verdict() {
     let db = TempDb::new();
     basic_setup(&db.path);
-    let output = cli_output(&db.path, &["check"]);
+    let output = lr(&db.path, "check").output();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     for line in [

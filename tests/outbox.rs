@@ -9,20 +9,19 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::delivery::{
-    SIGNING_SECRET, WAIT, buyer, deliver, fast_options, lead_request, setup, signature_is_valid,
-    simple_lead,
-};
 use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, TestServer, cli_json, wait_until};
+use crate::util::{
+    SIGNING_SECRET, TempDb, TestServer, WAIT, buyer, deliver, fast_options, lead_request, lr,
+    setup, simple_lead, wait_until,
+};
 
 /// A server with fast retries, a receiver, the basic setup and buyer `b` on `path`.
 fn started(path: &str) -> (TestServer, Receiver) {
     let server = TestServer::start_with(TempDb::new(), fast_options());
     let receiver = Receiver::start();
     setup(&server.db.path);
-    buyer(&server.db.path, "b", &receiver.url(path), Some("25"), &[]);
+    buyer(&server.db.path, "b", &receiver.url(path), Some("25"), []);
     (server, receiver)
 }
 
@@ -38,7 +37,7 @@ fn new_delivery(server: &TestServer, n: usize, buyer_id: &str) -> (String, Strin
 }
 
 fn event(db: &Path, id: &str) -> Value {
-    cli_json(db, &["outbox", "show", id])
+    lr(db, format!("outbox show {id}")).json()
 }
 
 fn wait_for_status(db: &Path, id: &str, status: &str) -> Value {
@@ -75,13 +74,7 @@ fn retryable_answers_are_retried_with_the_same_id_until_delivered() {
             "the body is the same on every attempt"
         );
         // Each attempt is signed over its own timestamp.
-        assert!(signature_is_valid(
-            SIGNING_SECRET,
-            &event_id,
-            request.header("webhook-timestamp").unwrap(),
-            &request.body,
-            request.header("webhook-signature").unwrap()
-        ));
+        assert!(request.is_signed_with(SIGNING_SECRET));
     }
     // Retry-After: 1 is honoured up to twice the 200ms step: 400ms at least.
     let after_retry_after = requests[1].at - requests[0].at;
@@ -115,7 +108,7 @@ fn retryable_answers_are_retried_with_the_same_id_until_delivered() {
     assert!(log[0]["at"].is_string());
     assert_eq!(shown["attempts"], 4);
     assert_eq!(shown["payload"]["transactionId"], transaction_id.as_str());
-    let transaction = cli_json(db, &["transaction", "show", &transaction_id]);
+    let transaction = lr(db, format!("transaction show {transaction_id}")).json();
     assert_eq!(transaction["deliveryStatus"], "sent");
     assert_eq!(transaction["partnerExternalId"], "P-9");
 
@@ -148,7 +141,7 @@ fn other_4xx_and_redirects_fail_at_once() {
     for (n, (path, answer)) in cases.into_iter().enumerate() {
         let id = format!("b{n}");
         receiver.answer(path, answer);
-        buyer(db, &id, &receiver.url(path), Some("25"), &[]);
+        buyer(db, &id, &receiver.url(path), Some("25"), []);
         events.push((path, new_delivery(&server, n, &id)));
     }
     for (path, (transaction_id, event_id)) in &events {
@@ -159,7 +152,7 @@ fn other_4xx_and_redirects_fail_at_once() {
             shown["lastError"].as_str().unwrap().starts_with("HTTP "),
             "{path}"
         );
-        let transaction = cli_json(db, &["transaction", "show", transaction_id]);
+        let transaction = lr(db, format!("transaction show {transaction_id}")).json();
         assert_eq!(transaction["deliveryStatus"], "failed", "{path}");
         assert_eq!(
             transaction["status"], "delivered",
@@ -171,7 +164,7 @@ fn other_4xx_and_redirects_fail_at_once() {
         "redirects are not followed"
     );
     assert_eq!(receiver.count(), events.len(), "no second attempt anywhere");
-    let failed = cli_json(db, &["outbox", "list", "--status", "failed"]);
+    let failed = lr(db, "outbox list --status failed").json();
     assert_eq!(failed.as_array().unwrap().len(), events.len());
     let health = server.get("/api/health").json;
     assert_eq!(health["outbox"]["failed"], events.len());
@@ -196,13 +189,13 @@ fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
         .collect();
     assert_eq!(outcomes, ["retry", "retry", "retry", "failed"]);
     assert_eq!(
-        cli_json(db, &["transaction", "show", &transaction_id])["deliveryStatus"],
+        lr(db, format!("transaction show {transaction_id}")).json()["deliveryStatus"],
         "failed"
     );
 
     // The buyer is back: the operator retries; the server's poll picks it up.
     receiver.answer("/down", Answer::ok());
-    let retried = cli_json(db, &["outbox", "retry", &event_id]);
+    let retried = lr(db, format!("outbox retry {event_id}")).json();
     assert_eq!(retried["status"], "pending");
     let shown = wait_for_status(db, &event_id, "delivered");
     assert_eq!(shown["attempts"], 5);
@@ -215,10 +208,10 @@ fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
         "the same webhook-id on every attempt"
     );
     assert_eq!(
-        cli_json(db, &["transaction", "show", &transaction_id])["deliveryStatus"],
+        lr(db, format!("transaction show {transaction_id}")).json()["deliveryStatus"],
         "sent"
     );
-    let output = crate::util::cli_output(db, &["outbox", "retry", &event_id]);
+    let output = lr(db, format!("outbox retry {event_id}")).output();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("was delivered already"),
@@ -238,12 +231,12 @@ fn timeouts_and_refused_connections_are_retried() {
         "/slow",
         vec![Answer::ok().delay(Duration::from_secs(5)), Answer::ok()],
     );
-    buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
+    buyer(db, "slow", &receiver.url("/slow"), Some("25"), []);
     // A port nobody listens on: bind one, then let it go.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let refused_url = format!("http://{}/hook", closed.local_addr().unwrap());
     drop(closed);
-    buyer(db, "refused", &refused_url, Some("25"), &[]);
+    buyer(db, "refused", &refused_url, Some("25"), []);
 
     let (_, slow_event) = new_delivery(&server, 1, "slow");
     let (_, refused_event) = new_delivery(&server, 2, "refused");
@@ -278,21 +271,50 @@ fn health_reports_pending_and_failed_counts_and_the_oldest_pending_age() {
     setup(db);
     receiver.answer("/later", Answer::status(503));
     receiver.answer("/never", Answer::status(400));
-    buyer(db, "later", &receiver.url("/later"), Some("25"), &[]);
-    buyer(db, "never", &receiver.url("/never"), Some("25"), &[]);
-    let (_, later) = new_delivery(&server, 1, "later");
-    let (_, never) = new_delivery(&server, 2, "never");
+    buyer(db, "later", &receiver.url("/later"), Some("25"), []);
+    buyer(db, "never", &receiver.url("/never"), Some("25"), []);
+    let (_, older) = new_delivery(&server, 1, "later");
+    let (_, newer) = new_delivery(&server, 2, "later");
+    let (_, never) = new_delivery(&server, 3, "never");
     wait_for_status(db, &never, "failed");
-    wait_until(WAIT, "the first attempt of the pending event", || {
-        event(db, &later)["attempts"] == 1
-    });
+    for id in [&older, &newer] {
+        wait_until(WAIT, "the first attempt of a pending event", || {
+            event(db, id)["attempts"] == 1
+        });
+    }
+    // Known ages: the pending events were made two hours and one hour ago, the failed one
+    // three hours ago (a failed event is not pending, so it must not count).
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let now = leadrelay::clock::now_ms();
+    for (id, hours) in [(&older, 2), (&newer, 1), (&never, 3)] {
+        let updated = conn
+            .execute(
+                "UPDATE outbox_events SET created_at = ?2 WHERE id = ?1",
+                rusqlite::params![id, now - hours * 3_600_000],
+            )
+            .unwrap();
+        assert_eq!(updated, 1, "{id}");
+    }
 
     let health = server.get("/api/health").json;
-    assert_eq!(health["outbox"]["pending"], 1, "{health}");
+    assert_eq!(health["outbox"]["pending"], 2, "{health}");
     assert_eq!(health["outbox"]["failed"], 1, "{health}");
-    assert!(health["outbox"]["oldestPendingSeconds"].as_i64().unwrap() >= 0);
-    let pending = cli_json(db, &["outbox", "list", "--status", "pending"]);
-    assert_eq!(pending[0]["id"], later.as_str());
+    let oldest = health["outbox"]["oldestPendingSeconds"].as_i64().unwrap();
+    assert!(
+        (7_200..7_260).contains(&oldest),
+        "the older pending event's age, two hours: {health}"
+    );
+    let pending = lr(db, "outbox list --status pending").json();
+    let mut ids: Vec<&str> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let mut expected = [older.as_str(), newer.as_str()];
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
     assert!(pending[0]["nextAttemptAt"].is_string(), "{pending}");
 }
 
@@ -305,8 +327,8 @@ fn a_slow_buyer_does_not_delay_the_others() {
     let db = &server.db.path;
     setup(db);
     receiver.answer("/slow", Answer::ok().delay(Duration::from_secs(20)));
-    buyer(db, "slow", &receiver.url("/slow"), Some("25"), &[]);
-    buyer(db, "fast", &receiver.url("/fast"), Some("25"), &[]);
+    buyer(db, "slow", &receiver.url("/slow"), Some("25"), []);
+    buyer(db, "fast", &receiver.url("/fast"), Some("25"), []);
     let slow: Vec<String> = (0..6).map(|n| new_delivery(&server, n, "slow").1).collect();
     receiver.wait_for_on("/slow", 3, WAIT);
     let fast: Vec<String> = (10..16)
@@ -402,7 +424,7 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
         "b",
         &receiver.url("/crash"),
         Some("25"),
-        &[],
+        [],
     );
     let requests: Vec<String> = (0..20)
         .map(|n| lead_request(&ingesting, &simple_lead(n)).1)

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use crate::util::process::ServeProcess;
-use crate::util::{TempDb, basic_setup, cli_json, cli_output};
+use crate::util::{TempDb, basic_setup, lr};
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -163,7 +163,7 @@ fn database_wal_shm_and_backups_are_0600_whatever_the_umask_or_earlier_mode() {
         &["backup", "--out", fresh.to_str().unwrap()],
     ));
     assert_eq!(mode(&fresh), 0o600);
-    assert_eq!(cli_json(&copy, &["check"])["ok"], true);
+    assert_eq!(lr(&copy, "check").json()["ok"], true);
 }
 
 /// A stopped database with some data: its directory holds the file and its lock file.
@@ -178,23 +178,23 @@ fn stopped_database() -> TempDb {
 fn check_and_backup_of_a_stopped_database_leave_nothing_beside_it() {
     let db = stopped_database();
     let before = names(db.dir.path());
-    let report = cli_json(&db.path, &["check"]);
+    let report = lr(&db.path, "check").json();
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(names(db.dir.path()), before, "after check");
 
     let out = tempfile::tempdir().unwrap();
     let copy = out.path().join("copy.db");
-    cli_json(&db.path, &["backup", "--out", copy.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&copy).json();
     assert_eq!(names(db.dir.path()), before, "after backup");
     assert_eq!(names(out.path()), ["copy.db"]);
-    cli_json(&copy, &["check"]);
+    lr(&copy, "check").json();
     assert_eq!(names(out.path()), ["copy.db"], "after checking the backup");
 
     // A copy of the live file (WAL mode, unlike a backup) in a directory of its own.
     let other = tempfile::tempdir().unwrap();
     let raw = other.path().join("raw.db");
     std::fs::copy(&db.path, &raw).unwrap();
-    assert_eq!(cli_json(&raw, &["check"])["ok"], true);
+    assert_eq!(lr(&raw, "check").json()["ok"], true);
     assert_eq!(names(other.path()), ["raw.db"]);
 }
 
@@ -256,7 +256,7 @@ fn check_works_on_a_read_only_file_in_a_read_only_directory() {
     set_mode(&copy, 0o400);
     let read_only = ReadOnlyDir::new(place.path());
 
-    let output = cli_output(&copy, &["--json", "check"]);
+    let output = lr(&copy, "--json check").output();
     let report: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("no JSON ({e}): {}", stderr(&output)));
     assert_eq!(output.status.code(), Some(0), "{report}");
@@ -264,7 +264,7 @@ fn check_works_on_a_read_only_file_in_a_read_only_directory() {
     assert_eq!(report["integrity"], serde_json::json!(["ok"]));
     // A backup reads the same way.
     let out = db.dir.path().join("copy.db");
-    let backup = cli_json(&copy, &["backup", "--out", out.to_str().unwrap()]);
+    let backup = lr(&copy, "backup --out").arg(&out).json();
     assert!(backup["pages"].as_u64().unwrap() > 0);
     drop(read_only);
     assert_eq!(names(place.path()), ["leadrelay.db"]);
@@ -275,19 +275,16 @@ fn check_while_the_server_runs_sees_committed_data_and_leaves_its_files_alone() 
     let db = stopped_database();
     let server = ServeProcess::start(&db.path, &[]);
     // Committed while the server runs: in the WAL, not yet in the main file.
-    cli_json(
-        &db.path,
-        &["workspace", "create", "--name", "Later", "--id", "later"],
-    );
+    lr(&db.path, "workspace create --name Later --id later").json();
     let before = names(db.dir.path());
     assert!(
         before.contains(&"leadrelay.db-wal".to_string()),
         "{before:?}"
     );
-    assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
+    assert_eq!(lr(&db.path, "check").json()["ok"], true);
     let copy = tempfile::tempdir().unwrap();
     let out = copy.path().join("copy.db");
-    cli_json(&db.path, &["backup", "--out", out.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&out).json();
     assert_eq!(names(db.dir.path()), before);
     drop(server);
     let conn = rusqlite::Connection::open(&out).unwrap();

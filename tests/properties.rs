@@ -12,14 +12,13 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{Map, Value, json};
 
+use crate::util::{TestServer, basic_setup, lr};
 use leadrelay::config::container::ContainerKind;
 use leadrelay::ingest::catalog::Catalog;
 use leadrelay::ingest::shape::{self, Shape};
 use leadrelay::ingest::validate;
 use leadrelay::mapping::document::{BOOLEAN_TARGETS, MappingDocument, TEXT_TARGETS, TRANSFORMS};
 use leadrelay::mapping::engine;
-
-use crate::util::{TestServer, basic_setup};
 
 /// Cases per property: 128 by default (a few seconds), `PROPTEST_CASES` for more.
 fn runner(default_cases: u32) -> TestRunner {
@@ -460,47 +459,15 @@ fn property_server() -> TestServer {
     let server = TestServer::start();
     let db = &server.db.path;
     basic_setup(db);
-    server.cli(&[
-        "product",
-        "create",
-        "--workspace",
-        "ws",
-        "--slug",
-        "heat",
-        "--name",
-        "Heat",
-        "--id",
-        "heat",
-        "--field",
-        "size:required=small|large",
-    ]);
+    lr(&server, "product create --workspace ws --slug heat --name Heat --id heat --field 'size:required=small|large'").json();
     for (flag, container, id) in [("--channel", "web", "prop"), ("--table", "list", "tprop")] {
-        server.cli(&[
-            "source",
-            "create",
-            flag,
-            container,
-            "--name",
-            id,
-            "--id",
-            id,
-            "--no-secret",
-        ]);
+        lr(
+            &server,
+            format!("source create {flag} {container} --name {id} --id {id} --no-secret"),
+        )
+        .json();
     }
-    server.cli(&[
-        "buyer",
-        "create",
-        "--workspace",
-        "ws",
-        "--name",
-        "B",
-        "--id",
-        "b",
-        "--webhook-url",
-        "http://127.0.0.1:9/unused",
-        "--secret",
-        BUYER_SECRET,
-    ]);
+    lr(&server, format!("buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused --secret {BUYER_SECRET}")).json();
     server
 }
 
@@ -582,7 +549,7 @@ fn random_and_mutated_bodies_over_http_get_2xx_or_4xx() {
                         .unwrap_or(Value::Null)
                 };
                 let lead_id = lead_id.as_str().expect("a created lead has an id");
-                let shown = server.cli(&["lead", "show", lead_id]);
+                let shown = lr(&server, format!("lead show {lead_id}")).json();
                 prop_assert_eq!(shown["id"].as_str(), Some(lead_id));
             }
             Ok(())
@@ -633,15 +600,11 @@ fn random_lifecycle_calls_over_http_get_2xx_or_4xx() {
         .as_str()
         .unwrap()
         .to_string();
-    let delivered = server.cli(&[
-        "deliver",
-        "--request",
-        &request_id,
-        "--buyer",
-        "b",
-        "--price",
-        "20",
-    ]);
+    let delivered = lr(
+        &server,
+        format!("deliver --request {request_id} --buyer b --price 20"),
+    )
+    .json();
     let transaction_id = delivered["transactionId"].as_str().unwrap().to_string();
 
     let field = prop_oneof![
@@ -685,24 +648,18 @@ fn random_lifecycle_calls_over_http_get_2xx_or_4xx() {
             Ok(())
         })
         .unwrap();
-    let check = crate::util::cli_output(&server.db.path, &["check"]);
+    let check = lr(&server.db.path, "check").output();
     assert!(check.status.success(), "leadrelay check: {check:?}");
 }
 
 #[test]
 fn random_partner_bodies_over_http_through_a_published_mapping_get_2xx_or_4xx() {
     let server = property_server();
-    server.cli(&[
-        "source",
-        "create",
-        "--channel",
-        "web",
-        "--name",
-        "mapped",
-        "--id",
-        "mapped",
-        "--no-secret",
-    ]);
+    lr(
+        &server,
+        "source create --channel web --name mapped --id mapped --no-secret",
+    )
+    .json();
     let document = json!({"items": "/contacts", "fields": {
         "externalId": {"from": "/ref"},
         "firstName": {"from": "/name", "split": " ", "part": 0},
@@ -715,8 +672,8 @@ fn random_partner_bodies_over_http_through_a_published_mapping_get_2xx_or_4xx() 
     let file = server.db.dir.path().join("mapping.json");
     std::fs::write(&file, document.to_string()).expect("the mapping file is written");
     let file = file.to_str().expect("a UTF-8 temp path");
-    server.cli(&["mapping", "set", "mapped", "--file", file]);
-    server.cli(&["mapping", "publish", "mapped"]);
+    lr(&server, format!("mapping set mapped --file {file}")).json();
+    lr(&server, "mapping publish mapped").json();
 
     let contact = btree_map(
         prop_oneof![

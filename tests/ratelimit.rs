@@ -5,11 +5,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use crate::util::{Reply, Request, TempDb, TestServer, bin, wait_until};
 use leadrelay::ratelimit::RateLimit;
 use leadrelay::service::ServiceOptions;
 use serde_json::json;
-
-use crate::util::{Reply, Request, TempDb, TestServer, bin, wait_until};
 
 fn limited_server(per_second: u32, burst: u32) -> TestServer {
     let mut options = ServiceOptions::default();

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::ingest::{person, with};
 use crate::util::process::ServeProcess;
-use crate::util::{Request, TempDb, basic_setup, cli_json, cli_output};
+use crate::util::{Request, TempDb, basic_setup, lr};
 
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
 
@@ -36,20 +36,11 @@ fn kept(db: &Path) -> PathBuf {
 fn setup() -> TempDb {
     let db = TempDb::new();
     basic_setup(&db.path);
-    cli_json(
+    lr(
         &db.path,
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "Landing",
-            "--id",
-            "landing",
-            "--no-secret",
-        ],
-    );
+        "source create --channel web --name Landing --id landing --no-secret",
+    )
+    .json();
     db
 }
 
@@ -90,12 +81,12 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     let backup = db.dir.path().join("backup.db");
     let server = ServeProcess::start(&db.path, &[]);
     let backed_up = ingest(&server, 0..3);
-    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&backup).json();
     let later = ingest(&server, 3..5);
 
     // Refused while the server runs: nothing changes.
     let before = names(db.dir.path());
-    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let output = lr(&db.path, "restore --from").arg(&backup).output();
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let expected = format!(
         "a leadrelay server or command is using {}; stop it first",
@@ -106,7 +97,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
 
     // A crash (no checkpoint, no cleanup): the last leads are only in the WAL.
     server.kill();
-    let report = cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let report = lr(&db.path, "restore --from").arg(&backup).json();
     let kept = kept(&db.path);
     assert_eq!(report["database"], db.path.to_str().unwrap());
     assert_eq!(report["from"], backup.to_str().unwrap());
@@ -140,7 +131,8 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
 
     // The restored file serves: the backed-up leads are there, and new ones go in.
     let server = ServeProcess::start(&db.path, &[]);
-    let listed: Vec<String> = cli_json(&db.path, &["lead", "list"])
+    let listed: Vec<String> = lr(&db.path, "lead list")
+        .json()
         .as_array()
         .unwrap()
         .iter()
@@ -149,19 +141,19 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     assert_eq!(sorted(listed), sorted(backed_up));
     ingest(&server, 10..11);
     assert_eq!(server.terminate().code(), Some(0));
-    assert_eq!(cli_json(&db.path, &["check"])["ok"], true);
+    assert_eq!(lr(&db.path, "check").json()["ok"], true);
 }
 
 #[test]
 fn an_earlier_restores_file_is_replaced_only_with_force() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
-    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
-    cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&backup).json();
+    lr(&db.path, "restore --from").arg(&backup).json();
     let kept = kept(&db.path);
     std::fs::write(&kept, b"the operator's only copy").unwrap();
 
-    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let output = lr(&db.path, "restore --from").arg(&backup).output();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("exists from an earlier restore; move it away or pass --force"),
@@ -170,12 +162,9 @@ fn an_earlier_restores_file_is_replaced_only_with_force() {
     );
     assert_eq!(std::fs::read(&kept).unwrap(), b"the operator's only copy");
 
-    let report = cli_json(
-        &db.path,
-        &["restore", "--force", "--from", backup.to_str().unwrap()],
-    );
+    let report = lr(&db.path, "restore --force --from").arg(&backup).json();
     assert_eq!(report["keptAs"], kept.to_str().unwrap());
-    assert_eq!(cli_json(&kept, &["check"])["ok"], true);
+    assert_eq!(lr(&kept, "check").json()["ok"], true);
 }
 
 /// Restores `backup` over a sound database and expects a refusal naming `problem`, with
@@ -183,7 +172,7 @@ fn an_earlier_restores_file_is_replaced_only_with_force() {
 fn refused(db: &TempDb, backup: &Path, problem: &str) {
     let before = names(db.dir.path());
     let content = std::fs::read(&db.path).unwrap();
-    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let output = lr(&db.path, "restore --from").arg(backup).output();
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -220,7 +209,7 @@ fn a_backup_that_fails_its_check_is_refused() {
     refused(&db, &foreign, "not a leadrelay database");
 
     let newer = dir.join("newer.db");
-    cli_json(&db.path, &["backup", "--out", newer.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&newer).json();
     rusqlite::Connection::open(&newer)
         .unwrap()
         .execute_batch("PRAGMA user_version = 99")
@@ -239,7 +228,7 @@ fn a_backup_that_fails_its_check_is_refused() {
     .unwrap();
     drop(conn);
     let damaged = dir.join("damaged.db");
-    cli_json(&big.path, &["backup", "--out", damaged.to_str().unwrap()]);
+    lr(&big.path, "backup --out").arg(&damaged).json();
     let mut bytes = std::fs::read(&damaged).unwrap();
     let page = 4096;
     let middle = (bytes.len() / page / 2) * page;
@@ -250,21 +239,21 @@ fn a_backup_that_fails_its_check_is_refused() {
     refused(&db, &damaged, "integrity check failed");
 
     let missing = dir.join("missing.db");
-    let output = cli_output(&db.path, &["restore", "--from", missing.to_str().unwrap()]);
+    let output = lr(&db.path, "restore --from").arg(&missing).output();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("does not exist"),
         "{}",
         stderr(&output)
     );
-    let output = cli_output(&db.path, &["restore", "--from", db.path.to_str().unwrap()]);
+    let output = lr(&db.path, "restore --from").arg(&db.path).output();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("is the database itself"),
         "{}",
         stderr(&output)
     );
-    let output = cli_output(&db.path, &["restore"]);
+    let output = lr(&db.path, "restore").output();
     assert_eq!(output.status.code(), Some(2), "--from is required");
 }
 
@@ -272,7 +261,7 @@ fn a_backup_that_fails_its_check_is_refused() {
 fn a_restore_is_refused_while_another_program_has_the_database_open() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
-    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&backup).json();
     // Like Litestream: a plain SQLite connection holding a read transaction.
     let other = rusqlite::Connection::open(&db.path).unwrap();
     other
@@ -282,7 +271,7 @@ fn a_restore_is_refused_while_another_program_has_the_database_open() {
         .query_row("SELECT count(*) FROM workspaces", [], |r| r.get(0))
         .unwrap();
     let before = names(db.dir.path());
-    let output = cli_output(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    let output = lr(&db.path, "restore --from").arg(&backup).output();
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(
         stderr(&output).contains(&format!("another program has {} open", db.path.display())),
@@ -292,24 +281,21 @@ fn a_restore_is_refused_while_another_program_has_the_database_open() {
     assert_eq!(names(db.dir.path()), before);
     other.execute_batch("COMMIT").unwrap();
     drop(other);
-    cli_json(&db.path, &["restore", "--from", backup.to_str().unwrap()]);
+    lr(&db.path, "restore --from").arg(&backup).json();
 }
 
 #[test]
 fn a_restore_onto_a_new_box_needs_no_existing_database() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
-    cli_json(&db.path, &["backup", "--out", backup.to_str().unwrap()]);
+    lr(&db.path, "backup --out").arg(&backup).json();
     let fresh = TempDb::new();
-    let report = cli_json(
-        &fresh.path,
-        &["restore", "--from", backup.to_str().unwrap()],
-    );
+    let report = lr(&fresh.path, "restore --from").arg(&backup).json();
     assert_eq!(report["keptAs"], Value::Null);
     assert_eq!(
         names(fresh.dir.path()),
         ["leadrelay.db", "leadrelay.db.lock"]
     );
-    let sources = cli_json(&fresh.path, &["source", "list"]);
+    let sources = lr(&fresh.path, "source list").json();
     assert_eq!(sources[0]["id"], "landing");
 }

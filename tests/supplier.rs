@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::lifecycle::{
     CANCELLATION, CONFIRMATION, Fixture, OTHER_SUPPLIER_KEY, SUPPLIER_CONFIRMATION, SUPPLIER_KEY,
 };
-use crate::util::{Reply, cli_output};
+use crate::util::{Reply, lr};
 
 fn answer(f: &Fixture, key: &str, lead: &str, status: &str) -> Reply {
     f.server
@@ -31,10 +31,9 @@ fn lead_status(f: &Fixture, lead: &str) -> String {
 
 /// `leadrelay lead cancel` with `--json`; the exit status and the JSON or the error text.
 fn lead_cancel(f: &Fixture, lead: &str, reason: &str) -> Result<Value, String> {
-    let output = cli_output(
-        &f.server.db.path,
-        &["--json", "lead", "cancel", lead, "--reason", reason],
-    );
+    let output = lr(&f.server, format!("--json lead cancel {lead} --reason"))
+        .arg(reason)
+        .output();
     if output.status.success() {
         Ok(serde_json::from_slice(&output.stdout).expect("lead cancel prints JSON"))
     } else {
@@ -211,10 +210,7 @@ fn lead_cancel_explains_what_it_cannot_do() {
     assert_eq!(lead_status(&f, &plain_lead), "active");
 
     // The text output names the cancellation too.
-    let output = cli_output(
-        &f.server.db.path,
-        &["lead", "cancel", &lead, "--reason", "by hand"],
-    );
+    let output = lr(&f.server, format!("lead cancel {lead} --reason 'by hand'")).output();
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(

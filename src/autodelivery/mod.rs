@@ -33,7 +33,6 @@ use crate::config::container::DeliveryMode;
 use crate::config::product::FieldDef;
 use crate::db::DbError;
 use crate::delivery::{self, DeliveryError, DeliveryTerms, LeadDelivery};
-use crate::http::ApiError;
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
@@ -69,18 +68,6 @@ impl From<AutoDeliveryError> for crate::ingest::IngestError {
             AutoDeliveryError::Db(db) => crate::ingest::IngestError::Db(db),
             missing @ AutoDeliveryError::Missing { .. } => {
                 crate::ingest::IngestError::Internal(missing.to_string())
-            }
-        }
-    }
-}
-
-impl From<AutoDeliveryError> for ApiError {
-    fn from(e: AutoDeliveryError) -> ApiError {
-        match e {
-            AutoDeliveryError::Db(db) => ApiError::from(db),
-            missing @ AutoDeliveryError::Missing { .. } => {
-                log::error!("{missing}");
-                ApiError::internal()
             }
         }
     }
@@ -160,7 +147,7 @@ impl Settings {
                 Ok((
                     (
                         row.get::<_, bool>(0)?,
-                        row.get::<_, String>(1)?,
+                        row.get::<_, DeliveryMode>(1)?,
                         row.get::<_, i64>(2)?,
                         row.get::<_, i64>(3)?,
                     ),
@@ -189,7 +176,7 @@ impl Settings {
         });
         Ok(Some(Settings {
             auto_delivery,
-            mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+            mode,
             max_buyers,
             threshold,
             source_cost_cents,

@@ -8,6 +8,7 @@ use crate::config::container::ContainerKind;
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{Interest, StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
+use crate::ingest::status::{LeadStatus, RequestStatus};
 
 /// Lead `lead_test` with `fields` set by interface name (read as ingest's validation reads
 /// a Lead), quality ok and unique, with request [`request`] and no answers.
@@ -29,7 +30,7 @@ pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
         quality_reasons: Vec::new(),
         duplicate_status: DuplicateStatus::Unique,
         duplicate_match: None,
-        status: "active".into(),
+        status: LeadStatus::Active,
         created_at: 0,
         requests: vec![request(&[])],
     }
@@ -56,7 +57,7 @@ pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
         id: "lreq_test".into(),
         position: 0,
         interest: interest(answers),
-        status: "open".into(),
+        status: RequestStatus::Open,
         decision: None,
         created_at: 0,
     }

@@ -9,6 +9,7 @@ use super::transaction::{self, Status};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
 use crate::ingest::model::{StoredLead, StoredRequest};
+use crate::ingest::status::LeadStatus;
 use crate::ingest::view;
 
 /// What to deliver to whom, the request named by its id (the `deliver` command).
@@ -99,9 +100,8 @@ fn load_terms(
          WHERE c.id = ?1 AND s.id = ?2 AND p.id = ?3",
     )?
     .query_row([container_id, source_id, product_id], |row| {
-        let mode: String = row.get(0)?;
         Ok(DeliveryTerms {
-            mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+            mode: row.get(0)?,
             max_buyers: row.get(1)?,
             supplier_cost_cents: row.get(2)?,
         })
@@ -161,10 +161,10 @@ pub(crate) fn deliver_lead(
             workspace_id: lead.workspace_id.clone(),
         });
     }
-    if lead.status != "active" {
+    if lead.status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
             lead_id: lead.id.clone(),
-            status: lead.status.replace('_', " "),
+            status: lead.status.as_str().replace('_', " "),
         });
     }
     if buyer.paused {
@@ -331,8 +331,7 @@ fn write(
         "UPDATE buyers SET balance_cents = balance_cents - ?2, last_served_at = ?3 WHERE id = ?1",
     )?
     .execute(params![delivered.buyer_id, delivered.charged_cents, now])?;
-    conn.prepare_cached("UPDATE lead_requests SET status = 'delivered' WHERE id = ?1")?
-        .execute([&delivered.lead_request_id])?;
+    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
     transaction::append_history(
         conn,
         &delivered.transaction_id,

@@ -14,10 +14,7 @@ pub mod transaction;
 pub use deliver::{Delivered, DeliveryOrder, deliver};
 pub(crate) use deliver::{DeliveryTerms, LeadDelivery, deliver_lead};
 
-use hyper::StatusCode;
-
 use crate::db::DbError;
-use crate::http::ApiError;
 use crate::money::display;
 
 /// Why a delivery was refused. A refusal writes nothing.
@@ -88,7 +85,7 @@ pub enum DeliveryError {
 }
 
 impl DeliveryError {
-    /// A short machine-readable code, used in HTTP bodies and as auto-delivery's reason.
+    /// A short machine-readable code: auto-delivery's reason when it is refused.
     pub fn code(&self) -> &'static str {
         match self {
             DeliveryError::RequestNotFound(_) => "lead_request_not_found",
@@ -110,23 +107,5 @@ impl DeliveryError {
 impl From<rusqlite::Error> for DeliveryError {
     fn from(e: rusqlite::Error) -> Self {
         DeliveryError::Db(DbError::Sqlite(e))
-    }
-}
-
-impl From<DeliveryError> for ApiError {
-    fn from(e: DeliveryError) -> ApiError {
-        if let DeliveryError::Db(db) = e {
-            return ApiError::from(db);
-        }
-        let status = match &e {
-            DeliveryError::RequestNotFound(_) | DeliveryError::BuyerNotFound(_) => {
-                StatusCode::NOT_FOUND
-            }
-            DeliveryError::AlreadyDelivered { .. }
-            | DeliveryError::AlreadyDeliveredToBuyer { .. }
-            | DeliveryError::MaxBuyersReached { .. } => StatusCode::CONFLICT,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError::new(status, e.code(), e.to_string())
     }
 }

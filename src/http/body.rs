@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::StatusCode;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use serde_json::Value;
 
-use super::{ApiError, Request};
+use super::Request;
+use super::error::HttpError;
 
 /// How long a client may take to send a whole body once its headers arrived. A client that
 /// trickles a body (slowloris) is answered 408 and cut off.
@@ -17,16 +17,14 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Reads the whole body, refusing more than `limit` bytes (413) and non-JSON content types
 /// (415). A missing content type is accepted: the interface is JSON-only, and many partner
 /// tools omit the header.
-pub async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, HttpError> {
     if let Some(content_type) = request.headers().get(CONTENT_TYPE) {
         let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
         let media_type = content_type.split(';').next().unwrap_or("").trim();
         if media_type != "application/json" && !media_type.ends_with("+json") {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                format!("content type must be application/json, not '{media_type}'"),
-            ));
+            return Err(HttpError::UnsupportedMediaType {
+                media_type: media_type.to_string(),
+            });
         }
     }
     let declared = request
@@ -35,20 +33,15 @@ pub async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, ApiErro
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large(limit));
+        return Err(HttpError::PayloadTooLarge { limit });
     }
     let body = Limited::new(request.into_body(), limit);
     match tokio::time::timeout(BODY_READ_TIMEOUT, body.collect()).await {
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
-            "request body was not received in time",
-        )),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
-        Ok(Err(e)) => Err(ApiError::bad_request(
-            "body_unreadable",
-            format!("request body could not be read: {e}"),
-        )),
+        Err(_) => Err(HttpError::BodyTimeout),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(HttpError::PayloadTooLarge { limit })
+        }
+        Ok(Err(e)) => Err(HttpError::BodyUnreadable(e.to_string())),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
@@ -58,7 +51,7 @@ pub async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, ApiErro
 /// unknown source, wrong secret, rate limited): a socket closed with unread data in it makes
 /// the kernel reset the connection, which can destroy the answer before the client has read
 /// it, so a partner would see a connection error instead of a clear 401.
-pub async fn discard(body: hyper::body::Incoming, limit: usize) {
+pub(crate) async fn discard(body: hyper::body::Incoming, limit: usize) {
     let drain = async {
         let mut body = body;
         let mut read = 0usize;
@@ -76,29 +69,12 @@ pub async fn discard(body: hyper::body::Incoming, limit: usize) {
 }
 
 /// Parses bytes as JSON, 400 `invalid_json` with the position of the problem otherwise.
-pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_json",
-            format!(
-                "request body is not valid JSON: {e} (line {}, column {})",
-                e.line(),
-                e.column()
-            ),
-        )
-    })
+pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
+    serde_json::from_slice(bytes).map_err(|json| HttpError::InvalidJson { json })
 }
 
 /// [`read_bytes`] then [`parse_json`].
-pub async fn read_json(request: Request, limit: usize) -> Result<Value, ApiError> {
+pub(crate) async fn read_json(request: Request, limit: usize) -> Result<Value, HttpError> {
     let bytes = read_bytes(request, limit).await?;
     parse_json(&bytes)
-}
-
-fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        format!("request body is larger than {limit} bytes"),
-    )
 }

@@ -1,83 +1,333 @@
-//! The one place where errors become HTTP responses.
+//! The one place where errors become HTTP responses: [`error_to_http_response`].
 //!
-//! Every domain error converts into an [`ApiError`] (a status, a JSON body and any extra
-//! headers) with a `From` impl beside the domain's error type; [`ApiError::into_response`]
-//! turns it into the response. Bodies follow DESIGN.md section 7:
-//! `{"error": {"code", "message", "details"?}}`, or a structured partner form where the
-//! interface asks for one.
+//! Domain modules return their own error types and know nothing of status codes or
+//! headers; handlers return [`Error`], which wraps each of them (and [`HttpError`], the
+//! errors of HTTP itself), and the router hands any error to [`error_to_http_response`].
+//! Bodies follow DESIGN.md section 7: `{"error": {"code", "message", "details"?}}`; the
+//! lifecycle endpoints answer in the partner form of SPEC.md section 7 ([`Form::Partner`]).
 
-use hyper::StatusCode;
-use hyper::header::{HeaderName, HeaderValue};
-use serde_json::{Value, json};
+use hyper::header::{ALLOW, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::{Method, StatusCode};
+use serde_json::{Map, Value, json};
 
 use super::Response;
 use crate::db::DbError;
+use crate::health::Unhealthy;
+use crate::ingest::IngestError;
+use crate::lifecycle::LifecycleError;
+use crate::mapping::MappingError;
 
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub body: Value,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+/// Errors of HTTP itself, found before any domain code runs: routing, the body, the rate
+/// limit.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpError {
+    #[error("no such path: {path}")]
+    NoSuchPath { path: String },
+    /// The path exists for other methods, listed in `allow`.
+    #[error("{method} is not allowed on {path}; allowed: {allow}")]
+    MethodNotAllowed {
+        method: Method,
+        path: String,
+        allow: String,
+    },
+    #[error("content type must be application/json, not '{media_type}'")]
+    UnsupportedMediaType { media_type: String },
+    #[error("request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("request body was not received in time")]
+    BodyTimeout,
+    #[error("request body could not be read: {0}")]
+    BodyUnreadable(String),
+    #[error(
+        "request body is not valid JSON: {json} (line {}, column {})",
+        .json.line(),
+        .json.column()
+    )]
+    InvalidJson { json: serde_json::Error },
+    #[error("too many requests from this address; retry in {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
 }
 
-impl ApiError {
-    /// `{"error": {"code": code, "message": message}}` with `status`.
-    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            body: json!({"error": {"code": code, "message": message.into()}}),
-            headers: Vec::new(),
+/// Everything a handler can fail with.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    #[error(transparent)]
+    Lifecycle(#[from] LifecycleError),
+    #[error(transparent)]
+    Unhealthy(#[from] Unhealthy),
+}
+
+/// The body form of an endpoint's errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// `{"error": {"code", "message", "details"?}}`.
+    Plain,
+    /// The lifecycle endpoints' form (SPEC.md section 7): `accepted: false` with the
+    /// `code` and `message` of the `error` object also at the top level.
+    Partner,
+}
+
+/// The response to `error` on an endpoint whose errors have `form`: status, JSON body and
+/// headers. Errors that mean a fault on our side are logged here, once.
+pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
+    let reply = match error {
+        Error::Http(e) => {
+            let status = match &e {
+                HttpError::NoSuchPath { .. } => StatusCode::NOT_FOUND,
+                HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+                HttpError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+                HttpError::BodyUnreadable(_) | HttpError::InvalidJson { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                HttpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            };
+            let code = match &e {
+                HttpError::NoSuchPath { .. } => "not_found",
+                HttpError::MethodNotAllowed { .. } => "method_not_allowed",
+                HttpError::UnsupportedMediaType { .. } => "unsupported_media_type",
+                HttpError::PayloadTooLarge { .. } => "payload_too_large",
+                HttpError::BodyTimeout => "body_timeout",
+                HttpError::BodyUnreadable(_) => "body_unreadable",
+                HttpError::InvalidJson { .. } => "invalid_json",
+                HttpError::RateLimited { .. } => "rate_limited",
+            };
+            let reply = Reply::new(status, code, e.to_string());
+            match e {
+                HttpError::MethodNotAllowed { allow, .. } => reply.header(
+                    ALLOW,
+                    HeaderValue::from_str(&allow).expect("method names are valid header values"),
+                ),
+                HttpError::RateLimited { retry_after_secs } => {
+                    reply.header(RETRY_AFTER, HeaderValue::from(retry_after_secs))
+                }
+                _ => reply,
+            }
         }
+        Error::Db(e) => db_reply(e),
+        Error::Ingest(e) => match e {
+            IngestError::SourceNotFound => {
+                Reply::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            IngestError::SecretMissing | IngestError::SecretInvalid => {
+                Reply::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string())
+            }
+            IngestError::Invalid { message, problems } => {
+                Reply::new(StatusCode::BAD_REQUEST, "validation_failed", message)
+                    .details(crate::ingest::problem::details(&problems))
+            }
+            IngestError::Mapping(e @ MappingError::Transform { .. }) => {
+                Reply::with_body(StatusCode::BAD_REQUEST, e.to_json())
+            }
+            IngestError::Mapping(MappingError::Db(db)) | IngestError::Db(db) => db_reply(db),
+            IngestError::Mapping(MappingError::SourceNotFound(id)) => Reply::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("unknown source '{id}'"),
+            ),
+            // A mapping is checked before it is stored, so the other mapping errors mean a
+            // broken database or an operator's hand edit: the partner cannot fix it, the
+            // operator must.
+            IngestError::Mapping(other) => internal(&other),
+            IngestError::Internal(why) => {
+                log::error!("ingest: {why}");
+                Reply::internal()
+            }
+        },
+        Error::Lifecycle(LifecycleError::Db(db)) => db_reply(db),
+        Error::Lifecycle(e) => {
+            let status = match &e {
+                LifecycleError::MissingCredential | LifecycleError::InvalidCredential => {
+                    StatusCode::UNAUTHORIZED
+                }
+                LifecycleError::TransactionNotFound => StatusCode::NOT_FOUND,
+                LifecycleError::AmbiguousExternalId { .. } => StatusCode::CONFLICT,
+                LifecycleError::BuyerSecretNotConfigured
+                | LifecycleError::CapabilityDenied { .. } => StatusCode::FORBIDDEN,
+                // `lead cancel` errors never reach HTTP; 400 keeps the mapping total.
+                _ => StatusCode::BAD_REQUEST,
+            };
+            let mut body = json!({
+                "accepted": false,
+                "code": e.code(),
+                "message": e.to_string(),
+                "error": lifecycle_error_object(&e),
+            });
+            if let LifecycleError::TransitionNotAllowed { current, .. } = &e {
+                body["currentState"] = json!(current.as_str());
+            }
+            let reply = Reply::with_body(status, body);
+            if status == StatusCode::UNAUTHORIZED {
+                reply.header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+            } else {
+                reply
+            }
+        }
+        Error::Unhealthy(e) => Reply::with_body(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "unavailable", "reason": e.to_string()}),
+        )
+        .header(RETRY_AFTER, HeaderValue::from_static("1")),
+    };
+    match form {
+        Form::Plain => reply,
+        Form::Partner => reply.partner_form(),
+    }
+    .into_response()
+}
+
+/// A database error: 503 with `Retry-After` when retrying can help, else 500.
+fn db_reply(e: DbError) -> Reply {
+    match &e {
+        // The file is locked by another writer for longer than busy_timeout, or the writer
+        // is stopping: temporary, the caller retries.
+        DbError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            log::warn!("database busy: {e}");
+            Reply::unavailable("database is busy; retry")
+        }
+        DbError::WriterGone => Reply::unavailable("service is shutting down; retry"),
+        DbError::GroupFailed(_) => {
+            log::error!("{e}");
+            Reply::unavailable("write not committed; retry")
+        }
+        _ => internal(&e),
+    }
+}
+
+/// A fault on our side: logged, and answered without its details.
+fn internal(e: &dyn std::error::Error) -> Reply {
+    log::error!("{e}");
+    Reply::internal()
+}
+
+/// The `error` object of a lifecycle error body: code and message, plus what the caller
+/// needs to act.
+fn lifecycle_error_object(e: &LifecycleError) -> Value {
+    let mut error = Map::new();
+    error.insert("code".into(), json!(e.code()));
+    error.insert("message".into(), json!(e.to_string()));
+    match e {
+        LifecycleError::Validation(problems) => {
+            error.insert("details".into(), crate::ingest::problem::details(problems));
+        }
+        LifecycleError::TransitionNotAllowed { current, requested } => {
+            error.insert("currentState".into(), json!(current.as_str()));
+            error.insert("requestedState".into(), json!(requested.target().as_str()));
+        }
+        LifecycleError::CancellationWindowElapsed {
+            delivered_at,
+            window_secs,
+        } => {
+            error.insert("class".into(), json!("PartnerCancellationWindowError"));
+            error.insert(
+                "deliveredAt".into(),
+                json!(crate::clock::iso(*delivered_at)),
+            );
+            error.insert("windowSeconds".into(), json!(window_secs));
+            error.insert(
+                "windowEndedAt".into(),
+                json!(crate::clock::iso(
+                    delivered_at.saturating_add(window_secs.saturating_mul(1000))
+                )),
+            );
+        }
+        LifecycleError::CapabilityDenied { capability } => {
+            error.insert("capability".into(), json!(capability));
+        }
+        LifecycleError::InsufficientBalance {
+            required_cents,
+            available_cents,
+        } => {
+            error.insert("required".into(), crate::money::to_json(*required_cents));
+            error.insert("available".into(), crate::money::to_json(*available_cents));
+        }
+        LifecycleError::CancellationAlreadyResolved { status } => {
+            error.insert("status".into(), json!(status));
+        }
+        _ => {}
+    }
+    Value::Object(error)
+}
+
+/// An error answer before it becomes a [`Response`]: status, JSON body, extra headers.
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    body: Value,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Reply {
+    /// `{"error": {"code": code, "message": message}}` with `status`.
+    fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Reply {
+        Reply::with_body(
+            status,
+            json!({"error": {"code": code, "message": message.into()}}),
+        )
     }
 
-    /// A response whose whole body the caller chose (partner forms).
-    pub fn with_body(status: StatusCode, body: Value) -> ApiError {
-        ApiError {
+    fn with_body(status: StatusCode, body: Value) -> Reply {
+        Reply {
             status,
             body,
             headers: Vec::new(),
         }
     }
 
-    /// Adds `details` (a list of `{path, code, message}`) to the error object.
-    pub fn details(mut self, details: Value) -> ApiError {
-        if let Some(error) = self.body.get_mut("error").and_then(Value::as_object_mut) {
-            error.insert("details".into(), details);
-        }
-        self
-    }
-
-    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> ApiError {
-        self.headers.push((name, value));
-        self
-    }
-
-    pub fn bad_request(code: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
-    pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
-    }
-
-    pub fn unauthorized(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
-    }
-
-    pub fn internal() -> ApiError {
-        ApiError::new(
+    fn internal() -> Reply {
+        Reply::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
             "internal error; the request was not applied",
         )
     }
 
-    pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
-            .header(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"))
+    fn unavailable(message: &str) -> Reply {
+        Reply::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+            .header(RETRY_AFTER, HeaderValue::from_static("1"))
     }
 
-    pub fn into_response(self) -> Response {
+    /// Adds `details` (a list of `{path, code, message}`) to the error object.
+    fn details(mut self, details: Value) -> Reply {
+        if let Some(error) = self.body.get_mut("error").and_then(Value::as_object_mut) {
+            error.insert("details".into(), details);
+        }
+        self
+    }
+
+    fn header(mut self, name: HeaderName, value: HeaderValue) -> Reply {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// The partner form of a body that has only the `error` object: `accepted: false` with
+    /// its `code` and `message` at the top level too. A lifecycle body has them already.
+    fn partner_form(mut self) -> Reply {
+        let code = self.body["error"]["code"].clone();
+        let message = self.body["error"]["message"].clone();
+        if let Some(body) = self.body.as_object_mut()
+            && !body.contains_key("accepted")
+        {
+            body.insert("accepted".into(), json!(false));
+            body.insert("code".into(), code);
+            body.insert("message".into(), message);
+        }
+        self
+    }
+
+    fn into_response(self) -> Response {
         let mut response = super::response::json(self.status, &self.body);
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
@@ -86,29 +336,102 @@ impl ApiError {
     }
 }
 
-impl From<DbError> for ApiError {
-    fn from(e: DbError) -> ApiError {
-        match &e {
-            // The file is locked by another writer for longer than busy_timeout, or the
-            // writer is stopping: temporary, the caller retries.
-            DbError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) =>
-            {
-                log::warn!("database busy: {e}");
-                ApiError::unavailable("database is busy; retry")
-            }
-            DbError::WriterGone => ApiError::unavailable("service is shutting down; retry"),
-            DbError::GroupFailed(_) => {
-                log::error!("{e}");
-                ApiError::unavailable("write not committed; retry")
-            }
-            _ => {
-                log::error!("{e}");
-                ApiError::internal()
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+    use crate::lifecycle::state::{Move, Status};
+
+    /// The status, headers and JSON body of the response to `error`.
+    async fn answer(error: impl Into<Error>, form: Form) -> (StatusCode, Response, Value) {
+        let response = error_to_http_response(error.into(), form);
+        let status = response.status();
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.expect("a full body").to_bytes();
+        let body = serde_json::from_slice(&bytes).expect("every error body is JSON");
+        (
+            status,
+            Response::from_parts(parts, Default::default()),
+            body,
+        )
+    }
+
+    #[tokio::test]
+    async fn lifecycle_bodies_have_the_partner_form_and_the_error_object() {
+        let error = LifecycleError::TransitionNotAllowed {
+            current: Status::Paid,
+            requested: Move::Cancel,
+        };
+        let (status, _, body) = answer(error, Form::Partner).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["accepted"], false);
+        assert_eq!(body["code"], "transition_not_allowed");
+        assert_eq!(body["currentState"], "paid");
+        assert_eq!(body["error"]["currentState"], "paid");
+        assert_eq!(body["error"]["requestedState"], "cancelled");
+
+        let error = LifecycleError::CancellationWindowElapsed {
+            delivered_at: 0,
+            window_secs: 60,
+        };
+        let (_, _, body) = answer(error, Form::Partner).await;
+        assert_eq!(body["error"]["class"], "PartnerCancellationWindowError");
+        assert_eq!(body["error"]["windowEndedAt"], "1970-01-01T00:01:00.000Z");
+
+        let (status, response, _) = answer(LifecycleError::MissingCredential, Form::Partner).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(response.headers()[WWW_AUTHENTICATE], "Bearer");
+    }
+
+    #[tokio::test]
+    async fn http_errors_get_the_partner_form_on_lifecycle_endpoints_only() {
+        let invalid = || HttpError::BodyUnreadable("reset".into());
+        let (status, _, body) = answer(invalid(), Form::Partner).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["accepted"], false);
+        assert_eq!(body["code"], "body_unreadable");
+        assert_eq!(body["message"], "request body could not be read: reset");
+        assert_eq!(body["error"]["message"], body["message"]);
+        let (_, _, body) = answer(invalid(), Form::Plain).await;
+        assert_eq!(
+            body,
+            json!({"error": {
+                "code": "body_unreadable",
+                "message": "request body could not be read: reset",
+            }})
+        );
+    }
+
+    #[tokio::test]
+    async fn headers_go_with_their_errors() {
+        let error = HttpError::MethodNotAllowed {
+            method: Method::DELETE,
+            path: "/api/health".into(),
+            allow: "GET".into(),
+        };
+        let (status, response, body) = answer(error, Form::Plain).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(response.headers()[ALLOW], "GET");
+        assert_eq!(
+            body["error"]["message"],
+            "DELETE is not allowed on /api/health; allowed: GET"
+        );
+        let error = HttpError::RateLimited {
+            retry_after_secs: 3,
+        };
+        let (status, response, _) = answer(error, Form::Plain).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[RETRY_AFTER], "3");
+        let (status, response, _) = answer(DbError::WriterGone, Form::Plain).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+        let (status, response, body) = answer(Unhealthy::ShuttingDown, Form::Plain).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+        assert_eq!(
+            body,
+            json!({"status": "unavailable", "reason": "shutting down"})
+        );
     }
 }

@@ -1,13 +1,12 @@
 //! The route table and dispatch: a path is matched against [`ROUTES`]; an unknown path is
-//! 404, a known path with the wrong method 405 with `Allow`, and a match goes to the
-//! handler in the module of its domain.
+//! 404, a known path with the wrong method 405 with `Allow`, and a match goes to its
+//! handler in [`super::handlers`]. Any error a handler ends with becomes its response in
+//! [`error_to_http_response`], in the error form of the endpoint.
 
-use hyper::header::{ALLOW, HeaderValue};
-use hyper::{Method, StatusCode};
+use hyper::Method;
 
-use super::{ApiError, AppState, Request, Response};
-use crate::config::container::ContainerKind;
-use crate::lifecycle::buyer::Endpoint as BuyerEndpoint;
+use super::error::{Form, HttpError, error_to_http_response};
+use super::{AppState, Request, Response, handlers};
 
 /// What a route leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +37,23 @@ impl Endpoint {
             Endpoint::SupplierCancellationConfirmation => "supplier_cancellation_confirmation",
             Endpoint::Metrics => "metrics",
             Endpoint::OpenApi => "openapi",
+        }
+    }
+
+    /// The body form of the endpoint's errors: the lifecycle endpoints answer every error
+    /// in the partner form (SPEC.md section 7), even one found before their own checks.
+    fn error_form(self) -> Form {
+        match self {
+            Endpoint::PartnerConfirmation
+            | Endpoint::PartnerPayoutPending
+            | Endpoint::PartnerPayout
+            | Endpoint::PartnerCancellation
+            | Endpoint::SupplierCancellationConfirmation => Form::Partner,
+            Endpoint::Health
+            | Endpoint::ChannelIngest
+            | Endpoint::TableIngest
+            | Endpoint::Metrics
+            | Endpoint::OpenApi => Form::Plain,
         }
     }
 }
@@ -130,7 +146,7 @@ fn match_pattern(pattern: &str, path: &str) -> Option<Params> {
 
 /// Finds the route for `method` and `path`: the endpoint and its parameters, or the
 /// error for an unknown path (404) or a wrong method (405 with `Allow`).
-pub fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), ApiError> {
+pub(crate) fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), HttpError> {
     let mut allowed: Vec<&str> = Vec::new();
     for route in ROUTES {
         if let Some(params) = match_pattern(route.pattern, path) {
@@ -141,61 +157,46 @@ pub fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), ApiErr
         }
     }
     if allowed.is_empty() {
-        return Err(ApiError::not_found(format!("no such path: {path}")));
+        return Err(HttpError::NoSuchPath {
+            path: path.to_string(),
+        });
     }
-    let allow = allowed.join(", ");
-    Err(ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        format!("{method} is not allowed on {path}; allowed: {allow}"),
-    )
-    .header(
-        ALLOW,
-        HeaderValue::from_str(&allow).expect("method names are valid header values"),
-    ))
+    Err(HttpError::MethodNotAllowed {
+        method: method.clone(),
+        path: path.to_string(),
+        allow: allowed.join(", "),
+    })
 }
 
 /// Routes one request to its handler (`route` is what [`resolve`] found for it) and turns
 /// any error into its response.
-pub async fn dispatch(
+pub(crate) async fn dispatch(
     state: &AppState,
     request: Request,
-    route: Result<(Endpoint, Params), ApiError>,
+    route: Result<(Endpoint, Params), HttpError>,
 ) -> Response {
     let (endpoint, params) = match route {
         Ok(found) => found,
         Err(e) => {
             super::body::discard(request.into_body(), state.config.body_limit).await;
-            return e.into_response();
+            return error_to_http_response(e.into(), Form::Plain);
         }
     };
     let result = match endpoint {
-        Endpoint::Health => crate::health::handle(state).await,
-        Endpoint::ChannelIngest => {
-            crate::ingest::handler::handle(state, request, ContainerKind::Channel, params).await
-        }
-        Endpoint::TableIngest => {
-            crate::ingest::handler::handle(state, request, ContainerKind::Table, params).await
-        }
-        Endpoint::Metrics => crate::metrics::scrape::handle(state, request.uri().path()).await,
-        Endpoint::OpenApi => Ok(crate::openapi::handle()),
-        Endpoint::PartnerConfirmation => {
-            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Confirmation).await
-        }
-        Endpoint::PartnerPayoutPending => {
-            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::PayoutPending).await
-        }
-        Endpoint::PartnerPayout => {
-            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Payout).await
-        }
-        Endpoint::PartnerCancellation => {
-            crate::lifecycle::buyer::handle(state, request, BuyerEndpoint::Cancellation).await
-        }
+        Endpoint::Health => handlers::health::get(state).await,
+        Endpoint::ChannelIngest => handlers::ingest::channel(state, request, params).await,
+        Endpoint::TableIngest => handlers::ingest::table(state, request, params).await,
+        Endpoint::Metrics => handlers::metrics::get(state, request.uri().path()).await,
+        Endpoint::OpenApi => Ok(handlers::openapi::get()),
+        Endpoint::PartnerConfirmation => handlers::lifecycle::confirmation(state, request).await,
+        Endpoint::PartnerPayoutPending => handlers::lifecycle::payout_pending(state, request).await,
+        Endpoint::PartnerPayout => handlers::lifecycle::payout(state, request).await,
+        Endpoint::PartnerCancellation => handlers::lifecycle::cancellation(state, request).await,
         Endpoint::SupplierCancellationConfirmation => {
-            crate::lifecycle::supplier::handle(state, request).await
+            handlers::lifecycle::supplier_answer(state, request).await
         }
     };
-    result.unwrap_or_else(ApiError::into_response)
+    result.unwrap_or_else(|e| error_to_http_response(e, endpoint.error_form()))
 }
 
 #[cfg(test)]
@@ -227,10 +228,12 @@ mod tests {
             "/api/webhooks/channels/c/sources/s/leads/x",
         ] {
             let e = resolve(&Method::POST, path).unwrap_err();
-            assert_eq!(e.status, StatusCode::NOT_FOUND, "{path}");
+            assert!(matches!(e, HttpError::NoSuchPath { .. }), "{path}");
         }
         let e = resolve(&Method::DELETE, "/api/health").unwrap_err();
-        assert_eq!(e.status, StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(e.headers[0].1, "GET");
+        assert!(
+            matches!(&e, HttpError::MethodNotAllowed { allow, .. } if allow == "GET"),
+            "{e:?}"
+        );
     }
 }

@@ -201,15 +201,8 @@ async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> 
 
 /// 429 with `Retry-After` and the usual JSON error body.
 fn too_many_requests(limited: crate::ratelimit::Limited) -> super::Response {
-    let seconds = limited.retry_after_secs;
-    super::ApiError::new(
-        hyper::StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-        format!("too many requests from this address; retry in {seconds} s"),
-    )
-    .header(
-        hyper::header::RETRY_AFTER,
-        hyper::header::HeaderValue::from(seconds),
-    )
-    .into_response()
+    let error = super::error::HttpError::RateLimited {
+        retry_after_secs: limited.retry_after_secs,
+    };
+    super::error::error_to_http_response(error.into(), super::error::Form::Plain)
 }

@@ -1,50 +1,62 @@
-//! The two ingest endpoints (SPEC.md 4.2 and 4.3): one handler for channel and lead-table
-//! sources, running the pipeline of DESIGN.md section 2.
+//! One ingest request (SPEC.md 4.2 and 4.3) for channel and lead-table sources, from its
+//! source to its answer: the pipeline of DESIGN.md section 2.
 //!
 //! Owns the order of the steps and where each runs: source lookup and product lookup on
 //! the read pool, parsing, validation, normalisation and quality on the request's task,
 //! and one writer job for all of a request's leads. The steps themselves live in the
-//! sibling modules.
+//! sibling modules. The HTTP half (path, headers, reading the body, the status code) is
+//! `http::handlers::ingest`, which calls [`admit`] before it reads the body and [`ingest`]
+//! after.
 
 use std::sync::Arc;
 
-use hyper::{HeaderMap, StatusCode};
+use serde_json::Value;
 
 use super::IngestError;
 use super::catalog::{self, Catalog, References};
 use super::problem::Problem;
 use super::quality;
-use super::result::{self, Answer, ItemFacts};
+use super::result::{self, Answer, ItemFacts, Reply};
 use super::shape::{self, Item, Shape};
 use super::store::{self, PreparedLead, StoreOutcome};
 use super::validate;
 use crate::config::container::ContainerKind;
 use crate::config::source::{self, Source};
 use crate::db::Db;
-use crate::http::router::Params;
-use crate::http::{ApiError, AppState, Request, Response, auth, body, response};
+use crate::metrics::Metrics;
+use crate::outbox::Notifier;
 
-/// `POST /api/webhooks/channels/{channelId}/sources/{sourceId}/leads` (`kind` channel) and
-/// `POST /api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads` (`kind` table).
-pub async fn handle(
-    state: &AppState,
-    request: Request,
+/// What an ingest request uses besides its own input: the database, the outbox workers'
+/// wake-up and the counters.
+pub(crate) struct Services<'a> {
+    pub(crate) db: &'a Db,
+    pub(crate) outbox: &'a Notifier,
+    pub(crate) metrics: &'a Metrics,
+}
+
+/// The source a request names, if it exists, is enabled, is in the named container and
+/// `presented` holds its secret. Source (404) and secret (401) are decided before the body
+/// is read, as DESIGN.md orders them.
+pub(crate) fn admit(
+    db: &Db,
     kind: ContainerKind,
-    params: Params,
-) -> Result<Response, ApiError> {
-    // Source (404) and secret (401) are decided before the body is read, as DESIGN.md
-    // orders them; the body is still drained before such an answer so it reaches the client.
-    let source = match admit(state, &request, kind, params) {
-        Ok(source) => source,
-        Err(e) => {
-            body::discard(request.into_body(), state.config.body_limit).await;
-            return Err(e.into());
-        }
-    };
-    let bytes = body::read_bytes(request, state.config.body_limit).await?;
-    let body = body::parse_json(&bytes)?;
-    // A body that parsed as JSON is UTF-8 text.
-    let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
+    container_id: String,
+    source_id: String,
+    presented: &[&str],
+) -> Result<Source, IngestError> {
+    let source = find_source(db, kind, container_id, source_id)?;
+    authenticate(&source, presented)?;
+    Ok(source)
+}
+
+/// Ingests the JSON `body` sent to `source` (`raw` is its text, stored as the lead's raw
+/// body) and returns the answer.
+pub(crate) async fn ingest(
+    services: &Services<'_>,
+    source: Source,
+    body: Value,
+    raw: Option<String>,
+) -> Result<Reply, IngestError> {
     // A published partner-native mapping (DESIGN.md section 9) transforms `body` into a
     // native shape here, before shape detection (400 `mapping_error` on failure). The
     // mapped leads are then stored as JSON, since the received text is not their text.
@@ -52,41 +64,27 @@ pub async fn handle(
         Some(_) => (crate::mapping::apply_published(&source, body)?, None),
         None => (body, raw),
     };
-    let shape = shape::detect(body, raw, kind).map_err(IngestError::body_invalid)?;
+    let shape =
+        shape::detect(body, raw, source.container_kind).map_err(IngestError::body_invalid)?;
     let target = Arc::new(source);
-    let (status, answer) = match shape {
+    match shape {
         Shape::Single(item) => {
-            let answered = ingest_single(state, target, *item).await;
+            let answered = ingest_single(services, target, *item).await;
             // A single lead that fails validation is answered 400; it still counts as a
             // lead received and rejected.
             if matches!(answered, Err(IngestError::Invalid { .. })) {
-                state
+                services
                     .metrics
                     .ingest_result(result::Status::Rejected.as_str());
             }
-            answered?
+            answered
         }
-        Shape::Batch(items) => ingest_batch(state, target, items).await?,
-    };
-    Ok(response::json_bytes(status, answer))
-}
-
-/// The source the path names, if it exists, is enabled and the request presents its secret.
-fn admit(
-    state: &AppState,
-    request: &Request,
-    kind: ContainerKind,
-    params: Params,
-) -> Result<Source, IngestError> {
-    let [container_id, source_id] =
-        <[String; 2]>::try_from(params).map_err(|_| IngestError::SourceNotFound)?;
-    let source = find_source(&state.db, kind, container_id, source_id)?;
-    authenticate(&source, request.headers())?;
-    Ok(source)
+        Shape::Batch(items) => ingest_batch(services, target, items).await,
+    }
 }
 
 /// Counts every lead's result status (once per lead) for `/metrics`.
-fn count_results(metrics: &crate::metrics::Metrics, answers: &[Answer]) {
+fn count_results(metrics: &Metrics, answers: &[Answer]) {
     for answer in answers {
         metrics.ingest_result(answer.status().as_str());
     }
@@ -122,16 +120,16 @@ fn find_source(
     }
 }
 
-/// The source's secret, when it has one, in either header; compared in constant time.
-fn authenticate(source: &Source, headers: &HeaderMap) -> Result<(), IngestError> {
+/// The source's secret, when it has one, among the presented ones; compared in constant
+/// time.
+fn authenticate(source: &Source, presented: &[&str]) -> Result<(), IngestError> {
     let Some(stored_hash) = &source.secret_hash else {
         return Ok(());
     };
-    let presented = auth::presented_secrets(headers);
     if presented.is_empty() {
         return Err(IngestError::SecretMissing);
     }
-    if !auth::any_matches(&presented, stored_hash) {
+    if !crate::secrets::any_matches(presented, stored_hash) {
         return Err(IngestError::SecretInvalid);
     }
     Ok(())
@@ -187,11 +185,11 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
 /// wrote in that job are committed now, so the outbox workers are woken to send them at
 /// once rather than at their next poll.
 async fn write(
-    state: &AppState,
+    services: &Services<'_>,
     target: Arc<Source>,
     leads: Vec<PreparedLead>,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
-    let (outcomes, leads) = state
+    let (outcomes, leads) = services
         .db
         .write(move |conn| {
             let outcomes = store::store_all(conn, &target, &leads, crate::clock::now_ms())?;
@@ -205,39 +203,37 @@ async fn write(
         .iter()
         .any(|o| matches!(o, StoreOutcome::Created { auto_delivered, .. } if *auto_delivered > 0))
     {
-        state.outbox.notify();
+        services.outbox.notify();
     }
     Ok(outcomes)
 }
 
 async fn ingest_single(
-    state: &AppState,
+    services: &Services<'_>,
     target: Arc<Source>,
     item: Item,
-) -> Result<(StatusCode, Vec<u8>), IngestError> {
-    let db = &state.db;
-    let catalog = load_catalog(db, &target, std::slice::from_ref(&item))?;
+) -> Result<Reply, IngestError> {
+    let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
         Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
     };
-    let outcome = write(state, target.clone(), vec![lead])
+    let outcome = write(services, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
     let created = outcome.created();
     let answer = outcome.into_answer(&target);
-    count_results(&state.metrics, std::slice::from_ref(&answer));
+    count_results(services.metrics, std::slice::from_ref(&answer));
     Ok(result::single(&target, &answer, created))
 }
 
 async fn ingest_batch(
-    state: &AppState,
+    services: &Services<'_>,
     target: Arc<Source>,
     items: Vec<Item>,
-) -> Result<(StatusCode, Vec<u8>), IngestError> {
-    let db = &state.db;
-    let catalog = load_catalog(db, &target, &items)?;
+) -> Result<Reply, IngestError> {
+    let catalog = load_catalog(services.db, &target, &items)?;
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
@@ -258,7 +254,7 @@ async fn ingest_batch(
         }
     }
     if !valid.is_empty() {
-        let outcomes = write(state, target.clone(), valid).await?;
+        let outcomes = write(services, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
             answers[position] = Some(outcome.into_answer(&target));
         }
@@ -269,6 +265,6 @@ async fn ingest_batch(
             answer.ok_or_else(|| IngestError::Internal("a batch item was not answered".into()))
         })
         .collect::<Result<_, _>>()?;
-    count_results(&state.metrics, &answers);
+    count_results(services.metrics, &answers);
     Ok(result::batch(&target, &answers))
 }

@@ -7,7 +7,8 @@
 //! [`quality`] → one writer job in [`store`] (idempotency, [`dedupe`], inserts) → the
 //! answer of [`result`]. [`model`] has the typed lead at each stage; [`view`] reads stored
 //! leads for the CLI and the `deliver` command (a lead the writer job has just stored is
-//! handed on by that job, not read back).
+//! handed on by that job, not read back); [`status`] makes every later write to them (lead
+//! and request states, the decision).
 //!
 //! Ingest does not own the source, product or container records (`config`), partner-native
 //! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
@@ -22,6 +23,7 @@ pub mod problem;
 pub mod quality;
 pub mod result;
 pub mod shape;
+pub mod status;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
@@ -29,7 +31,7 @@ pub mod validate;
 pub mod view;
 
 use crate::db::DbError;
-use crate::http::ApiError;
+use crate::mapping::MappingError;
 use problem::Problem;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,9 @@ pub enum IngestError {
         message: String,
         problems: Vec<Problem>,
     },
+    /// The source's published mapping refused the body, or could not be read.
+    #[error(transparent)]
+    Mapping(#[from] MappingError),
     /// Something that cannot happen did; the request was not applied.
     #[error("internal error: {0}")]
     Internal(String),
@@ -81,25 +86,5 @@ impl IngestError {
 impl From<rusqlite::Error> for IngestError {
     fn from(e: rusqlite::Error) -> Self {
         IngestError::Db(DbError::Sqlite(e))
-    }
-}
-
-impl From<IngestError> for ApiError {
-    fn from(e: IngestError) -> ApiError {
-        match e {
-            IngestError::SourceNotFound => ApiError::not_found(e.to_string()),
-            IngestError::SecretMissing | IngestError::SecretInvalid => {
-                ApiError::unauthorized(e.to_string())
-            }
-            IngestError::Invalid { message, problems } => {
-                ApiError::bad_request("validation_failed", message)
-                    .details(problem::details(&problems))
-            }
-            IngestError::Internal(why) => {
-                log::error!("ingest: {why}");
-                ApiError::internal()
-            }
-            IngestError::Db(e) => ApiError::from(e),
-        }
     }
 }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::dedupe::DuplicateStatus;
 use super::quality::QualityStatus;
+use super::status::{LeadStatus, RequestStatus};
 use crate::config::container::ContainerKind;
 
 /// A validated lead, every interest resolved to a product of the source's workspace: what
@@ -110,8 +111,7 @@ pub(crate) struct StoredLead {
     pub(crate) duplicate_status: DuplicateStatus,
     /// The `duplicateMatch` object, as stored.
     pub(crate) duplicate_match: Option<Value>,
-    /// `active`, `cancellation_pending` or `cancelled`.
-    pub(crate) status: String,
+    pub(crate) status: LeadStatus,
     pub(crate) created_at: i64,
     /// In the order the partner gave them.
     pub(crate) requests: Vec<StoredRequest>,
@@ -130,8 +130,7 @@ pub(crate) struct StoredRequest {
     pub(crate) id: String,
     pub(crate) position: i64,
     pub(crate) interest: Interest,
-    /// `open`, `delivered` or `not_delivered`.
-    pub(crate) status: String,
+    pub(crate) status: RequestStatus,
     /// The auto-delivery decision (the operator's view), when one was made.
     pub(crate) decision: Option<Value>,
     pub(crate) created_at: i64,

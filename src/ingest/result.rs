@@ -1,12 +1,12 @@
 //! The ingest answer: the per-lead result item, the single-lead wrapper and the batch
-//! summary (SPEC.md 2.5, DESIGN.md section 2), and the status codes that go with them.
+//! summary (SPEC.md 2.5, DESIGN.md section 2), and whether they created a lead (which the
+//! HTTP layer answers 201 rather than 200).
 //!
 //! Owns the JSON of results. Items are serialised straight from [`ItemFacts`] (no
 //! intermediate `serde_json::Value`), because the writer stores each new lead's item in
 //! `leads.result` and every microsecond on the writer thread is one all requests wait for.
 //! It decides nothing about leads; it reports what `store` did.
 
-use hyper::StatusCode;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
@@ -230,8 +230,15 @@ impl Serialize for AnswerJson<'_> {
     }
 }
 
+/// A whole answer, serialised, and whether it created a lead (201) or not (200).
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) created: bool,
+    pub(crate) body: Vec<u8>,
+}
+
 /// The answer to a single lead: `{"item": …}`, 201 when a lead was created, else 200.
-pub fn single(source: &Source, answer: &Answer, created: bool) -> (StatusCode, Vec<u8>) {
+pub(crate) fn single(source: &Source, answer: &Answer, created: bool) -> Reply {
     struct Body<'a>(AnswerJson<'a>);
     impl Serialize for Body<'_> {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -245,20 +252,15 @@ pub fn single(source: &Source, answer: &Answer, created: bool) -> (StatusCode, V
         answer,
         index: None,
     });
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    (
-        status,
-        serde_json::to_vec(&body).expect("a result always serialises"),
-    )
+    Reply {
+        created,
+        body: serde_json::to_vec(&body).expect("a result always serialises"),
+    }
 }
 
 /// The answer to a batch: a summary and one item per lead, in order. 201 when at least one
 /// lead was created, else 200.
-pub fn batch(source: &Source, answers: &[Answer]) -> (StatusCode, Vec<u8>) {
+pub(crate) fn batch(source: &Source, answers: &[Answer]) -> Reply {
     let mut summary = [0usize; 4];
     for answer in answers {
         let status = match answer {
@@ -312,18 +314,13 @@ pub fn batch(source: &Source, answers: &[Answer]) -> (StatusCode, Vec<u8>) {
         }
     }
     let created = summary[Status::Accepted as usize] + summary[Status::Duplicate as usize] > 0;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
     let body = Body {
         source,
         answers,
         summary,
     };
-    (
-        status,
-        serde_json::to_vec(&body).expect("a result always serialises"),
-    )
+    Reply {
+        created,
+        body: serde_json::to_vec(&body).expect("a result always serialises"),
+    }
 }

@@ -16,6 +16,7 @@ use super::model::{Lead, StoredLead, StoredRequest};
 use super::normalize;
 use super::quality::Quality;
 use super::result::{IngestFacts, ItemFacts, Status};
+use super::status::{LeadStatus, RequestStatus};
 use crate::config::source::{DedupeScope, Source};
 
 /// The duplicate rule's scope as shown in `duplicateMatch`: the source's container kind or
@@ -272,7 +273,7 @@ fn stored_lead(
         duplicate_match: ingest
             .and_then(|i| i.duplicate_match.as_ref())
             .map(|m| m.to_json()),
-        status: "active".into(),
+        status: LeadStatus::Active,
         created_at: now,
         requests: lead
             .lead
@@ -284,7 +285,7 @@ fn stored_lead(
                 id: id.clone(),
                 position: position as i64,
                 interest: interest.clone(),
-                status: "open".into(),
+                status: RequestStatus::Open,
                 decision: None,
                 created_at: now,
             })

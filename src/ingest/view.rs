@@ -8,10 +8,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
-use super::dedupe::DuplicateStatus;
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
-use super::quality::QualityStatus;
-use crate::config::container::ContainerKind;
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
     l.external_id, l.first_name, l.last_name, l.email, l.phone, l.street, l.house_number, \
@@ -24,28 +21,12 @@ fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T
     text.and_then(|t| serde_json::from_str(&t).ok())
 }
 
-/// A stored status column; a value this version does not know is an error, not a guess.
-fn status<T>(row: &Row, index: usize, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
-    let text: String = row.get(index)?;
-    parse(&text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            index,
-            rusqlite::types::Type::Text,
-            format!("unknown stored value '{text}'").into(),
-        )
-    })
-}
-
 fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
     Ok(StoredLead {
         id: row.get(0)?,
         source_id: row.get(1)?,
         container_id: row.get(2)?,
-        container_kind: if row.get::<_, String>(3)? == "table" {
-            ContainerKind::Table
-        } else {
-            ContainerKind::Channel
-        },
+        container_kind: row.get(3)?,
         workspace_id: row.get(4)?,
         fields: LeadFields {
             external_id: row.get(5)?,
@@ -76,9 +57,9 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
             },
             additional: json_column(row.get(25)?).unwrap_or_default(),
         },
-        quality_status: status(row, 26, QualityStatus::parse)?,
+        quality_status: row.get(26)?,
         quality_reasons: json_column(row.get(27)?).unwrap_or_default(),
-        duplicate_status: status(row, 28, DuplicateStatus::parse)?,
+        duplicate_status: row.get(28)?,
         duplicate_match: json_column(row.get(29)?),
         status: row.get(30)?,
         created_at: row.get(31)?,
@@ -224,7 +205,7 @@ impl StoredLead {
             self.container_kind.id_key(): self.container_id,
             "workspaceId": self.workspace_id,
             "externalId": fields.external_id,
-            "status": self.status,
+            "status": self.status.as_str(),
             "person": person,
             "consent": consent,
             "capture": capture,
@@ -252,7 +233,7 @@ impl StoredLead {
             "phone": person.phone,
             "qualityStatus": self.quality_status.as_str(),
             "duplicateStatus": self.duplicate_status.as_str(),
-            "status": self.status,
+            "status": self.status.as_str(),
             "products": self
                 .requests
                 .iter()
@@ -275,7 +256,7 @@ fn request_json(request: &StoredRequest) -> Value {
         "routingReady": interest.routing_ready,
         "triggerAutoDelivery": interest.trigger_auto_delivery,
         "fieldValues": interest.field_values,
-        "status": request.status,
+        "status": request.status.as_str(),
         "createdAt": crate::clock::iso(request.created_at),
     });
     if let Some(decision) = &request.decision {

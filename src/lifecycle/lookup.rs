@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 use super::error::LifecycleError;
 use super::input::Address;
 use crate::config::buyer::{self, Buyer};
-use crate::http::auth::any_matches;
+use crate::secrets::any_matches;
 
 /// A transaction the caller may act on, and its buyer.
 #[derive(Debug, Clone)]

@@ -2,11 +2,11 @@
 //! acknowledge, reject, mark payout pending, complete the payout or cancel; suppliers
 //! answer lead cancellations (clawback).
 //!
-//! Owns the state machine (`state`), the common first checks of a request (`request`),
-//! reading lifecycle bodies (`input`), finding and authorising the transaction of a buyer
-//! call (`lookup`), applying a move with its money and history (`apply`), the buyer
-//! endpoints (`buyer`), supplier cancellations (`clawback` opens them, `supplier` takes the
-//! supplier's answer) and `LifecycleError`. It does not own the transaction record or its
+//! Owns the state machine (`state`), reading lifecycle bodies (`input`), finding and
+//! authorising the transaction of a buyer call (`lookup`), applying a move with its money
+//! and history (`apply`), the buyer calls (`buyer`), supplier cancellations (`clawback`
+//! opens them, `supplier` takes the supplier's answer) and `LifecycleError`. The HTTP half
+//! of the endpoints (headers, body, status) is `http::handlers::lifecycle`. It does not own the transaction record or its
 //! history table (`delivery::transaction`), nor buyers and suppliers (`config`).
 
 pub mod apply;
@@ -15,7 +15,6 @@ pub mod clawback;
 pub mod error;
 pub mod input;
 pub mod lookup;
-pub mod request;
 pub mod state;
 pub mod supplier;
 

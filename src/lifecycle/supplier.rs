@@ -9,7 +9,6 @@
 //! lead goes back to `active` (it stays bought from the supplier). Opening cancellations is
 //! `clawback`'s business.
 
-use hyper::StatusCode;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
@@ -17,8 +16,8 @@ use super::clawback::{self, CancellationStatus, SupplierCancellation};
 use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
-use crate::delivery::transaction;
-use crate::http::{ApiError, AppState, Request, Response, response};
+use crate::db::Db;
+use crate::delivery::transaction::{self, Status};
 
 /// What an answer did.
 #[derive(Debug, Clone)]
@@ -109,16 +108,9 @@ pub fn answer(
             });
         }
     }
-    conn.execute(
-        "UPDATE supplier_cancellations SET status = ?2, response_reason = ?3, resolved_at = ?4
-         WHERE id = ?1",
-        params![cancellation.id, wanted.as_str(), answer.reason, now],
-    )?;
+    clawback::resolve(conn, &cancellation, wanted, answer.reason.as_deref(), now)?;
     if answer.acknowledged {
-        clawback::set_lead_status(conn, &answer.lead_id, "cancelled")?;
         reverse_supplier_cost(conn, &answer.lead_id, &supplier.id, now)?;
-    } else {
-        clawback::set_lead_status(conn, &answer.lead_id, "active")?;
     }
     let cancellation = clawback::of_lead(conn, &answer.lead_id)?
         .expect("the cancellation was read in this job and nothing deletes it");
@@ -141,7 +133,7 @@ fn reverse_supplier_cost(
         "SELECT id, status, supplier_cost_cents FROM transactions
          WHERE lead_id = ?1 AND supplier_cost_cents <> 0 ORDER BY id",
     )?;
-    let carrying: Vec<(String, String, i64)> = stmt
+    let carrying: Vec<(String, Status, i64)> = stmt
         .query_map([lead_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let actor = format!("supplier:{supplier_id}");
@@ -152,8 +144,6 @@ fn reverse_supplier_cost(
              WHERE id = ?1",
             params![id, now],
         )?;
-        let status = super::state::Status::parse(&status)
-            .expect("the CHECK constraint admits only known states");
         let reason = format!(
             "supplier cost {} reversed: the supplier confirmed the lead cancellation",
             crate::money::display(cost)
@@ -163,24 +153,24 @@ fn reverse_supplier_cost(
     Ok(())
 }
 
-/// The HTTP handler. Order: body (413, 415, 400 `invalid_json`) → credential (401) → body
-/// shape (400 `validation_failed`) → the answer, in one writer job.
-pub async fn handle(state: &AppState, request: Request) -> Result<Response, ApiError> {
-    let received = super::request::receive(state, request).await?;
-    let supplier = {
-        let presented = received.presented.clone();
-        state
-            .db
-            .read(move |conn| {
-                let refs: Vec<&str> = presented.iter().map(String::as_str).collect();
-                authenticate(conn, &refs)
-            })
-            .await?
-    };
-    let parsed = input::supplier_answer(&received.body)?;
-    let answered = state
-        .db
-        .write(move |conn| answer(conn, &supplier, &parsed, crate::clock::now_ms()))
+/// A supplier's answer in `body`, by whoever holds one of the `presented` keys. Order
+/// (after the HTTP layer has read the body: 413, 415, 400 `invalid_json`): credential (401)
+/// → body shape (400 `validation_failed`) → the answer, in one writer job.
+pub(crate) async fn call(
+    db: &Db,
+    presented: Vec<String>,
+    body: &Value,
+) -> Result<Answered, LifecycleError> {
+    if presented.is_empty() {
+        return Err(LifecycleError::MissingCredential);
+    }
+    let supplier = db
+        .read(move |conn| {
+            let refs: Vec<&str> = presented.iter().map(String::as_str).collect();
+            authenticate(conn, &refs)
+        })
         .await?;
-    Ok(response::json(StatusCode::OK, &answered.to_json()))
+    let parsed = input::supplier_answer(body)?;
+    db.write(move |conn| answer(conn, &supplier, &parsed, crate::clock::now_ms()))
+        .await
 }

@@ -16,7 +16,6 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
-use hyper::StatusCode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -25,7 +24,6 @@ pub use engine::transform;
 
 use crate::config::source::Source;
 use crate::db::DbError;
-use crate::http::ApiError;
 
 /// At most this many problems are reported for one document or body, so that a body of
 /// thousands of bad items still gets a short answer.
@@ -145,7 +143,8 @@ impl MappingError {
         }
     }
 
-    /// The error as the JSON body the HTTP interface answers with (and `--json` prints):
+    /// The error as JSON, in the form of the HTTP interface's error bodies (the ingest
+    /// endpoints answer a [`MappingError::Transform`] with it; `--json` prints it):
     /// `{"error": {"code", "message", "details"?}}`.
     pub fn to_json(&self) -> Value {
         let code = match self {
@@ -166,30 +165,10 @@ impl MappingError {
     }
 }
 
-impl From<MappingError> for ApiError {
-    fn from(e: MappingError) -> ApiError {
-        match e {
-            MappingError::Transform { .. } => {
-                ApiError::with_body(StatusCode::BAD_REQUEST, e.to_json())
-            }
-            MappingError::Db(db) => ApiError::from(db),
-            MappingError::SourceNotFound(id) => {
-                ApiError::not_found(format!("unknown source '{id}'"))
-            }
-            // A document is checked before it is stored, so these mean a broken database
-            // or an operator's hand edit: the partner cannot fix it, the operator must.
-            other => {
-                log::error!("{other}");
-                ApiError::internal()
-            }
-        }
-    }
-}
-
 /// The ingest seam: when `source` has a published mapping, transforms the partner's
 /// `body` into a native body; otherwise returns `body` unchanged, so the native shapes are
-/// required. A body that does not fit gives [`MappingError::Transform`] (400
-/// `mapping_error` with a path into the body for each problem).
+/// required. A body that does not fit gives [`MappingError::Transform`] (which the HTTP
+/// layer answers 400 `mapping_error`, with a path into the body for each problem).
 pub fn apply_published(source: &Source, body: Value) -> Result<Value, MappingError> {
     let Some(text) = source.mapping_published.as_deref() else {
         return Ok(body);

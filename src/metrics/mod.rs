@@ -6,12 +6,11 @@
 //! in one process (tests) never mix their figures. Domain code records with plain calls
 //! ([`Metrics::ingest_result`]); the HTTP server records every request
 //! ([`Metrics::start_request`]). Figures that other components keep anyway are read at
-//! scrape time by [`scrape`], not counted twice here: outbox depth (the database), delivery
-//! attempts (the outbox workers' `Notifier`), group sizes (the writer), the rate limiter's
-//! table.
+//! scrape time by the handler of `GET /metrics` (`http::handlers::metrics`), not counted
+//! twice here: outbox depth (the database), delivery attempts (the outbox workers'
+//! `Notifier`), group sizes (the writer), the rate limiter's table.
 
 mod instruments;
-pub mod scrape;
 mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
+pub mod fixtures;
 pub mod http;
 pub mod process;
 pub mod receiver;
@@ -13,6 +15,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use cli::{TestCommand, lr};
+pub use fixtures::{
+    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, deliver, deliver_command,
+    fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
+};
 pub use http::{Reply, Request};
 
 /// Routes the server's log lines into the test output (shown for failing tests).
@@ -36,6 +43,12 @@ impl TempDb {
         let dir = tempfile::tempdir().expect("a temp dir can be made");
         let path = dir.path().join("leadrelay.db");
         TempDb { dir, path }
+    }
+}
+
+impl AsRef<Path> for TempDb {
+    fn as_ref(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -108,11 +121,6 @@ impl TestServer {
         self.request("POST", path).json(body).send()
     }
 
-    /// Runs the CLI on this server's database; panics unless it succeeds. Returns its JSON.
-    pub fn cli(&self, args: &[&str]) -> Value {
-        cli_json(&self.db.path, args)
-    }
-
     /// Stops the server (drains requests, stops the writer) and waits for it.
     pub fn stop(mut self) -> TempDb {
         self.shutdown_and_join();
@@ -129,6 +137,13 @@ impl TestServer {
     }
 }
 
+/// The server's database file, so `lr(&server, …)` runs the CLI on it.
+impl AsRef<Path> for TestServer {
+    fn as_ref(&self) -> &Path {
+        &self.db.path
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.shutdown_and_join();
@@ -142,36 +157,16 @@ pub fn bin() -> Command {
     command
 }
 
-/// Runs the CLI with `--db path` and returns its output, whatever the exit code.
+/// Runs the CLI with `--db path` and returns its output, whatever the exit code. Prefer
+/// [`lr`]: `lr(db, "source show x").output()`.
 pub fn cli_output(db: &Path, args: &[&str]) -> Output {
-    bin()
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    lr(db, "").args(args).output()
 }
 
-/// Runs the CLI with `--json`; panics with its stderr unless it exits 0.
+/// Runs the CLI with `--json`; panics with its stderr unless it exits 0. Prefer [`lr`]:
+/// `lr(db, "source show x").json()`.
 pub fn cli_json(db: &Path, args: &[&str]) -> Value {
-    let output = bin()
-        .arg("--db")
-        .arg(db)
-        .arg("--json")
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    assert!(
-        output.status.success(),
-        "leadrelay {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "leadrelay {args:?} printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
+    lr(db, "").args(args).json()
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
@@ -181,51 +176,4 @@ pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> 
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// A workspace `ws`, a channel `web`, a lead table `list` and a product `solar`, created with
-/// the CLI. Returns nothing: tests refer to the fixed ids.
-pub fn basic_setup(db: &Path) {
-    cli_json(db, &["workspace", "create", "--name", "Acme", "--id", "ws"]);
-    cli_json(
-        db,
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "Web",
-            "--id",
-            "web",
-        ],
-    );
-    cli_json(
-        db,
-        &[
-            "table",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "List",
-            "--id",
-            "list",
-        ],
-    );
-    cli_json(
-        db,
-        &[
-            "product",
-            "create",
-            "--workspace",
-            "ws",
-            "--slug",
-            "solar",
-            "--name",
-            "Solar",
-            "--id",
-            "solar",
-        ],
-    );
 }

@@ -9,17 +9,21 @@ use http_body_util::Full;
 use hyper::StatusCode;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 
-use super::{CONTENT_TYPE as PROMETHEUS_TEXT, DeliveryGauges, Gauges, OutboxGauges};
 use crate::db::DbError;
-use crate::http::{ApiError, AppState, Response};
+use crate::http::error::{Error, HttpError};
+use crate::http::{AppState, Response};
+use crate::metrics::{CONTENT_TYPE as PROMETHEUS_TEXT, DeliveryGauges, Gauges, OutboxGauges};
 
-pub async fn handle(state: &AppState, path: &str) -> Result<Response, ApiError> {
+pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error> {
     if !state.config.metrics_endpoint {
-        return Err(ApiError::not_found(format!("no such path: {path}")));
+        return Err(HttpError::NoSuchPath {
+            path: path.to_string(),
+        }
+        .into());
     }
     let outbox = match state
         .db
-        .read(|conn| crate::health::outbox_figures(conn).map_err(DbError::from))
+        .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
     {
         Ok(figures) => {

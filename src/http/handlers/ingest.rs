@@ -1,0 +1,69 @@
+//! The two ingest endpoints: `POST /api/webhooks/channels/{channelId}/sources/{sourceId}/leads`
+//! and `POST /api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads` (SPEC.md 4.2 and
+//! 4.3), the HTTP half of `ingest::handler`.
+
+use hyper::StatusCode;
+
+use crate::config::container::ContainerKind;
+use crate::http::error::Error;
+use crate::http::router::Params;
+use crate::http::{AppState, Request, Response, auth, body, response};
+use crate::ingest::IngestError;
+use crate::ingest::handler::{self, Services};
+
+pub(crate) async fn channel(
+    state: &AppState,
+    request: Request,
+    params: Params,
+) -> Result<Response, Error> {
+    post(state, request, ContainerKind::Channel, params).await
+}
+
+pub(crate) async fn table(
+    state: &AppState,
+    request: Request,
+    params: Params,
+) -> Result<Response, Error> {
+    post(state, request, ContainerKind::Table, params).await
+}
+
+async fn post(
+    state: &AppState,
+    request: Request,
+    kind: ContainerKind,
+    params: Params,
+) -> Result<Response, Error> {
+    let limit = state.config.body_limit;
+    // Source (404) and secret (401) are decided before the body is read; the body is still
+    // drained before such an answer so that the answer reaches the client.
+    let admitted = match <[String; 2]>::try_from(params) {
+        Ok([container_id, source_id]) => {
+            let presented = auth::presented_secrets(request.headers());
+            handler::admit(&state.db, kind, container_id, source_id, &presented)
+        }
+        Err(_) => Err(IngestError::SourceNotFound),
+    };
+    let source = match admitted {
+        Ok(source) => source,
+        Err(e) => {
+            body::discard(request.into_body(), limit).await;
+            return Err(e.into());
+        }
+    };
+    let bytes = body::read_bytes(request, limit).await?;
+    let json = body::parse_json(&bytes)?;
+    // A body that parsed as JSON is UTF-8 text.
+    let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
+    let services = Services {
+        db: &state.db,
+        outbox: &state.outbox,
+        metrics: &state.metrics,
+    };
+    let reply = handler::ingest(&services, source, json, raw).await?;
+    let status = if reply.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(response::json_bytes(status, reply.body))
+}

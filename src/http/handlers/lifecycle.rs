@@ -1,0 +1,53 @@
+//! The lifecycle endpoints (SPEC.md sections 4.4 to 4.8): the four buyer calls
+//! (`partner-confirmation`, `partner-payout-pending`, `partner-payout`,
+//! `partner-cancellation`) and the supplier's `supplier-cancellation-confirmation`; the
+//! HTTP half of `lifecycle::buyer` and `lifecycle::supplier`.
+//!
+//! Each takes the presented credentials from the headers and reads the body (413, 415, 408,
+//! 400 `invalid_json`) before the domain checks anything; the router answers their errors
+//! in the partner form.
+
+use hyper::StatusCode;
+use serde_json::Value;
+
+use crate::http::error::Error;
+use crate::http::{AppState, Request, Response, auth, body, response};
+use crate::lifecycle::buyer::{self, Kind};
+
+pub(crate) async fn confirmation(state: &AppState, request: Request) -> Result<Response, Error> {
+    buyer_call(state, request, Kind::Confirmation).await
+}
+
+pub(crate) async fn payout_pending(state: &AppState, request: Request) -> Result<Response, Error> {
+    buyer_call(state, request, Kind::PayoutPending).await
+}
+
+pub(crate) async fn payout(state: &AppState, request: Request) -> Result<Response, Error> {
+    buyer_call(state, request, Kind::Payout).await
+}
+
+pub(crate) async fn cancellation(state: &AppState, request: Request) -> Result<Response, Error> {
+    buyer_call(state, request, Kind::Cancellation).await
+}
+
+pub(crate) async fn supplier_answer(state: &AppState, request: Request) -> Result<Response, Error> {
+    let (presented, body) = receive(state, request).await?;
+    let answered = crate::lifecycle::supplier::call(&state.db, presented, &body).await?;
+    Ok(response::json(StatusCode::OK, &answered.to_json()))
+}
+
+async fn buyer_call(state: &AppState, request: Request, kind: Kind) -> Result<Response, Error> {
+    let (presented, body) = receive(state, request).await?;
+    let answer = buyer::call(&state.db, kind, presented, &body).await?;
+    Ok(response::json(StatusCode::OK, &answer))
+}
+
+/// The credentials presented in either header, and the body as JSON.
+async fn receive(state: &AppState, request: Request) -> Result<(Vec<String>, Value), Error> {
+    let presented: Vec<String> = auth::presented_secrets(request.headers())
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let body = body::read_json(request, state.config.body_limit).await?;
+    Ok((presented, body))
+}
