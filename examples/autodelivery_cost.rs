@@ -43,7 +43,7 @@ fn leads() -> usize {
     std::env::var("LEADS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .filter(|n: &usize| *n >= 1000 && n % PER_JOB == 0)
+        .filter(|n: &usize| *n >= 1000 && n.is_multiple_of(PER_JOB))
         .unwrap_or(10_000)
 }
 
