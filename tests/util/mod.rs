@@ -170,6 +170,21 @@ pub fn cli_json(db: &Path, args: &[&str]) -> Value {
     lr(db, "").args(args).json()
 }
 
+/// The names of the entries in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the directory is readable")
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
 pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
