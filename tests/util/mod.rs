@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod files;
 pub mod fixtures;
 pub mod http;
 pub mod json;
@@ -18,9 +19,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use cli::{TestCommand, lr};
+pub use files::{beside, file_names, mode};
 pub use fixtures::{
-    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, deliver, deliver_command,
-    fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
+    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, complete_lead, deliver,
+    deliver_command, fast_options, lead_request, lead_request_in, product, setup, simple_lead,
+    source, supplier, table_source,
 };
 pub use http::{Reply, Request};
 pub use json::{keys, strings};
@@ -170,21 +173,6 @@ pub fn cli_output(db: &Path, args: &[&str]) -> Output {
 /// `lr(db, "source show x").json()`.
 pub fn cli_json(db: &Path, args: &[&str]) -> Value {
     lr(db, "").args(args).json()
-}
-
-/// The names of the entries in `dir`, sorted.
-pub fn file_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("the directory is readable")
-        .map(|e| {
-            e.expect("a directory entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
