@@ -491,7 +491,7 @@ fn post_and_check_pointers(
     pointing_code: &str,
 ) -> Result<crate::util::Reply, TestCaseError> {
     let mut request = server
-        .request("POST", path)
+        .post(path)
         .header("Content-Type", "application/json")
         .body(body.clone());
     if let Some(secret) = secret {

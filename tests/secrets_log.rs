@@ -80,7 +80,7 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
     let server = ServeProcess::start_with(
         lr(&db, "serve --listen 127.0.0.1:0 --retry-schedule 200ms").env("RUST_LOG", "trace"),
     );
-    let post = |path: &str, body: &Value| server.request("POST", path).json(body);
+    let post = |path: &str, body: &Value| server.post(path).json(body);
     let ingest = "/api/webhooks/channels/web/sources/src/leads";
     // The first lead asks for automated delivery (a complete lead, so it scores well); the
     // second is delivered by the operator.

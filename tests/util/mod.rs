@@ -119,6 +119,11 @@ impl TestServer {
         Request::new(method, &self.url(path))
     }
 
+    /// A POST request builder for `path` on this server.
+    pub fn post(&self, path: &str) -> Request {
+        self.request("POST", path)
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         self.request("GET", path).send()
     }

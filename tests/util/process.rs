@@ -84,6 +84,11 @@ impl ServeProcess {
         Request::new(method, &format!("{}{path}", self.base))
     }
 
+    /// A POST request builder for `path` on this server.
+    pub fn post(&self, path: &str) -> Request {
+        self.request("POST", path)
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         self.request("GET", path).send()
     }
