@@ -9,6 +9,7 @@ mod delivery;
 mod demo;
 mod evaluator;
 mod lead;
+mod ledger;
 mod mapping;
 mod ops;
 mod output;
@@ -96,6 +97,9 @@ pub enum Command {
     /// Outbound webhook events and their attempts.
     #[command(subcommand)]
     Outbox(OutboxCommand),
+    /// The money ledger: every fund, charge, refund, price change and supplier cost.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
     /// Partner-native mappings of a source: set a draft, preview, publish, show.
@@ -136,6 +140,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
+        Command::Ledger(command) => ledger::run(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
