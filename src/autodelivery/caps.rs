@@ -85,11 +85,8 @@ impl Limits {
     /// daily cap is asked first.
     pub(crate) fn reached(&self, usage: &Usage) -> Option<Reached> {
         let reached = |period, cap: Option<i64>, count: i64| {
-            cap.filter(|cap| count >= *cap).map(|cap| Reached {
-                period,
-                cap,
-                count,
-            })
+            cap.filter(|cap| count >= *cap)
+                .map(|cap| Reached { period, cap, count })
         };
         reached(Period::Day, self.daily, usage.today)
             .or_else(|| reached(Period::Month, self.monthly, usage.this_month))
@@ -286,7 +283,10 @@ mod tests {
             daily: Some(0),
             monthly: None,
         };
-        assert!(zero.reached(&usage(0, 0)).is_some(), "a cap of 0 takes nothing");
+        assert!(
+            zero.reached(&usage(0, 0)).is_some(),
+            "a cap of 0 takes nothing"
+        );
     }
 
     #[test]

@@ -164,7 +164,11 @@ mod tests {
                 available_cents: 999
             })
         );
-        assert_eq!(covers(-200, 1200, 1000), Ok(()), "credit covers a negative balance");
+        assert_eq!(
+            covers(-200, 1200, 1000),
+            Ok(()),
+            "credit covers a negative balance"
+        );
         assert_eq!(covers(0, 0, 0), Ok(()), "a free lead needs no money");
         assert_eq!(
             covers(i64::MAX, i64::MAX, i64::MAX),
@@ -218,7 +222,11 @@ mod tests {
         };
         post(&conn, &posting(Party::Buyer("b"), Kind::Fund, 5000)).unwrap();
         post(&conn, &posting(Party::Buyer("b"), Kind::Adjustment, -1250)).unwrap();
-        post(&conn, &posting(Party::Supplier("s"), Kind::SupplierCost, 400)).unwrap();
+        post(
+            &conn,
+            &posting(Party::Supplier("s"), Kind::SupplierCost, 400),
+        )
+        .unwrap();
         let cached: i64 = conn
             .query_row("SELECT balance_cents FROM buyers WHERE id = 'b'", [], |r| {
                 r.get(0)

@@ -75,7 +75,11 @@ pub(crate) struct ListFilter {
 pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Entry>> {
     const RANGE: &str = "at >= coalesce(?2, -9223372036854775808) \
         AND at < coalesce(?3, 9223372036854775807) ORDER BY at, id LIMIT ?4";
-    let (sql, party) = match (&filter.buyer_id, &filter.supplier_id, &filter.transaction_id) {
+    let (sql, party) = match (
+        &filter.buyer_id,
+        &filter.supplier_id,
+        &filter.transaction_id,
+    ) {
         (Some(buyer), _, _) => (
             format!("SELECT {COLUMNS} FROM ledger_entries WHERE buyer_id = ?1 AND {RANGE}"),
             Some(buyer),
@@ -85,9 +89,7 @@ pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<V
             Some(supplier),
         ),
         (None, None, Some(transaction)) => (
-            format!(
-                "SELECT {COLUMNS} FROM ledger_entries WHERE transaction_id = ?1 AND {RANGE}"
-            ),
+            format!("SELECT {COLUMNS} FROM ledger_entries WHERE transaction_id = ?1 AND {RANGE}"),
             Some(transaction),
         ),
         (None, None, None) => (

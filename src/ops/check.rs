@@ -16,8 +16,8 @@ use rusqlite::{Connection, ErrorCode};
 use serde::Serialize;
 
 use super::states::UnknownState;
-use crate::ledger::query::BalanceMismatch;
 use crate::db::SCHEMA_VERSION;
+use crate::ledger::query::BalanceMismatch;
 
 /// At most this many integrity or foreign-key problems are listed; the count is exact.
 const MAX_LISTED: usize = 100;
@@ -172,9 +172,12 @@ fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()>
         .problems
         .extend(report.unknown_states.iter().map(UnknownState::problem));
     report.balance_mismatches = crate::ledger::query::balance_mismatches(conn)?;
-    report
-        .problems
-        .extend(report.balance_mismatches.iter().map(BalanceMismatch::problem));
+    report.problems.extend(
+        report
+            .balance_mismatches
+            .iter()
+            .map(BalanceMismatch::problem),
+    );
     Ok(())
 }
 
