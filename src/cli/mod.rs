@@ -59,8 +59,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Copy the database to FILE while the server keeps running (a consistent snapshot).
     Backup(BackupArgs),
-    /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
-    /// something is wrong. Read-only; leaves no file behind.
+    /// Check the database file: integrity, foreign keys, schema version, known states,
+    /// balances equal to their ledger. Exit code 1 when something is wrong. Read-only;
+    /// leaves no file behind.
     Check,
     /// Replace the database with a checked copy of BACKUP, keeping the old file as
     /// DB.before-restore. Refused while a server or another command uses the database.
