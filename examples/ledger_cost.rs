@@ -27,8 +27,16 @@ const PER_JOB: usize = 100;
 
 fn main() {
     let scenarios = [
-        ("postpaid buyer, no supplier (no money row)", Plan::Postpaid, false),
-        ("prepaid buyer, no supplier (a charge)", Plan::Prepaid, false),
+        (
+            "postpaid buyer, no supplier (no money row)",
+            Plan::Postpaid,
+            false,
+        ),
+        (
+            "prepaid buyer, no supplier (a charge)",
+            Plan::Prepaid,
+            false,
+        ),
         (
             "prepaid buyer, source with a supplier (a charge and a supplier cost)",
             Plan::Prepaid,
