@@ -8,6 +8,13 @@
 
 pub use crate::delivery::transaction::Status;
 
+/// The rule "the cancellation window is open": a transaction delivered at `delivered_at`
+/// (ms) may be cancelled while less than `window_secs` have passed. Half-open, so a window
+/// of 0 refuses every cancellation.
+pub(crate) fn cancellation_window_open(delivered_at: i64, window_secs: i64, now: i64) -> bool {
+    now.saturating_sub(delivered_at) < window_secs.saturating_mul(1000)
+}
+
 /// Whether no move leaves `status`.
 pub fn is_final(status: Status) -> bool {
     matches!(status, Status::Rejected | Status::Paid | Status::Cancelled)
