@@ -12,7 +12,7 @@ pub mod receiver;
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -166,18 +166,6 @@ pub fn bin() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_leadrelay"));
     command.env_remove("LEADRELAY_DB").env("RUST_LOG", "warn");
     command
-}
-
-/// Runs the CLI with `--db path` and returns its output, whatever the exit code. Prefer
-/// [`lr`]: `lr(db, "source show x").output()`.
-pub fn cli_output(db: &Path, args: &[&str]) -> Output {
-    lr(db, "").args(args).output()
-}
-
-/// Runs the CLI with `--json`; panics with its stderr unless it exits 0. Prefer [`lr`]:
-/// `lr(db, "source show x").json()`.
-pub fn cli_json(db: &Path, args: &[&str]) -> Value {
-    lr(db, "").args(args).json()
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
