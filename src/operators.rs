@@ -161,7 +161,9 @@ pub fn login(conn: &Connection, token: &str, now: i64) -> Result<Option<Opened>,
             "SELECT id, name, token_hash FROM operators \
              WHERE token_hash = ?1 AND revoked_at IS NULL",
         )?
-        .query_row([&token_hash], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_row([&token_hash], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .optional()?;
     // The index found the row by its hash; the comparison that decides is the constant-time
     // one, as everywhere a secret is checked.
@@ -196,11 +198,7 @@ pub fn login(conn: &Connection, token: &str, now: i64) -> Result<Option<Opened>,
 }
 
 /// The live session whose id is `session_id`: not expired, its operator not revoked.
-pub fn session(
-    conn: &Connection,
-    session_id: &str,
-    now: i64,
-) -> rusqlite::Result<Option<Session>> {
+pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
     conn.prepare_cached(
         "SELECT s.operator_id, o.name, s.expires_at FROM operator_sessions s \
          JOIN operators o ON o.id = s.operator_id \
@@ -244,7 +242,9 @@ mod tests {
         let id = &opened.session_id;
         assert!(session(&conn, id, 3_000).unwrap().is_some());
         assert!(
-            session(&conn, id, 2_000 + SESSION_TTL_MS).unwrap().is_none(),
+            session(&conn, id, 2_000 + SESSION_TTL_MS)
+                .unwrap()
+                .is_none(),
             "expired"
         );
         revoke(&conn, &created.operator.id, 4_000).unwrap();

@@ -296,7 +296,11 @@ mod tests {
         let limiter = limiter(1, 2);
         assert_eq!(limiter.check_at(ip("2001:db8:1:2::1"), 0, true), Ok(()));
         assert_eq!(limiter.check_at(ip("2001:db8:1:2::ffff"), 0, true), Ok(()));
-        assert!(limiter.check_at(ip("2001:db8:1:2:abcd::9"), 0, true).is_err());
+        assert!(
+            limiter
+                .check_at(ip("2001:db8:1:2:abcd::9"), 0, true)
+                .is_err()
+        );
         assert_eq!(limiter.check_at(ip("2001:db8:1:3::1"), 0, true), Ok(()));
         // An IPv4-mapped address is the IPv4 client.
         assert_eq!(limiter.check_at(ip("198.51.100.7"), 0, true), Ok(()));
@@ -352,6 +356,10 @@ mod tests {
         );
         assert!(limiter.peek_at(client, 9 * 1_000_000_000).is_err());
         assert_eq!(limiter.peek_at(client, 10 * 1_000_000_000), Ok(()));
-        assert_eq!(limiter.peek_at(client, 10 * 1_000_000_000), Ok(()), "peek took nothing");
+        assert_eq!(
+            limiter.peek_at(client, 10 * 1_000_000_000),
+            Ok(()),
+            "peek took nothing"
+        );
     }
 }

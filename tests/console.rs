@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::util;
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::*;
 
@@ -21,7 +22,7 @@ const PAGES: &[&str] = &[
     "/reports.csv",
 ];
 
-fn start() -> TestServer {
+pub(crate) fn start() -> TestServer {
     TestServer::start_with_console(
         TempDb::new(),
         fast_options(),
@@ -30,7 +31,7 @@ fn start() -> TestServer {
 }
 
 /// A new operator's token.
-fn operator(server: &TestServer, name: &str) -> Value {
+pub(crate) fn operator(server: &TestServer, name: &str) -> Value {
     lr(server, "operator create --name").arg(name).json()
 }
 
@@ -48,8 +49,11 @@ fn login_with(server: &TestServer, token: &str) -> Reply {
 }
 
 /// Signs in with a new operator's token; the `Cookie` header value of the session.
-fn login(server: &TestServer) -> String {
-    let token = operator(server, "ana")["token"].as_str().unwrap().to_string();
+pub(crate) fn login(server: &TestServer) -> String {
+    let token = operator(server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let reply = login_with(server, &token);
     assert_eq!(reply.status, 303, "{}", reply.text);
     cookie_of(&reply)
@@ -78,15 +82,21 @@ fn every_page_needs_a_session_and_every_answer_has_the_security_headers() {
     }
     let form = Request::new("GET", &server.console_url("/login")).send();
     assert_eq!(form.status, 200);
-    assert!(form.text.contains(r#"<form method="post" action="/login">"#));
+    assert!(
+        form.text
+            .contains(r#"<form method="post" action="/login">"#)
+    );
     assert!(form.text.contains(r#"name="token""#));
-    assert!(form.text.contains(r#"<link rel="stylesheet" href="/style.css">"#));
+    assert!(
+        form.text
+            .contains(r#"<link rel="stylesheet" href="/style.css">"#)
+    );
     for reply in [&form, &Request::new("GET", &server.console_url("/")).send()] {
         let csp = reply.header("content-security-policy").unwrap();
         assert!(csp.starts_with("default-src 'self'"), "{csp}");
         assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
         assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
-        assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(reply.header("referrer-policy"), Some("same-origin"));
     }
     let css = Request::new("GET", &server.console_url("/style.css")).send();
     assert_eq!(css.status, 200);
@@ -106,7 +116,10 @@ fn a_token_signs_in_with_a_strict_http_only_cookie_and_a_wrong_one_is_401() {
     assert!(wrong.header("set-cookie").is_none());
     assert_eq!(login_with(&server, "").status, 401);
 
-    let token = operator(&server, "ana")["token"].as_str().unwrap().to_string();
+    let token = operator(&server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let reply = login_with(&server, &token);
     assert_eq!(reply.status, 303);
     assert_eq!(reply.header("location"), Some("/"));
@@ -151,7 +164,10 @@ fn the_cookie_is_secure_when_asked() {
             secure_cookie: true,
         },
     );
-    let token = operator(&server, "ana")["token"].as_str().unwrap().to_string();
+    let token = operator(&server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let reply = login_with(&server, &token);
     assert!(
         reply
@@ -178,7 +194,11 @@ fn revoking_a_token_ends_its_sessions_at_once() {
     assert_eq!(get(&server, "/", &cookie).status, 303, "the session ended");
     assert_eq!(get(&server, "/buyers", &cookie).status, 303);
     assert_eq!(login_with(&server, token).status, 401, "the token is dead");
-    assert_eq!(get(&server, "/", &other).status, 200, "other operators stay");
+    assert_eq!(
+        get(&server, "/", &other).status,
+        200,
+        "other operators stay"
+    );
 }
 
 #[test]
@@ -210,7 +230,10 @@ fn logout_needs_the_consoles_own_origin() {
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
     assert_eq!(get(&server, "/", &cookie).status, 303, "the session ended");
     // A login form sent from another site's page is refused as well.
-    let token = operator(&server, "bo")["token"].as_str().unwrap().to_string();
+    let token = operator(&server, "bo")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let foreign = form_post(&server, "/login", &format!("token={token}"))
         .header("Origin", "http://evil.example")
         .send();
@@ -220,7 +243,10 @@ fn logout_needs_the_consoles_own_origin() {
 #[test]
 fn failed_logins_are_limited_per_client() {
     let server = start();
-    let token = operator(&server, "ana")["token"].as_str().unwrap().to_string();
+    let token = operator(&server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for attempt in 0..10 {
         assert_eq!(login_with(&server, "lro_guess").status, 401, "{attempt}");
     }
@@ -258,7 +284,11 @@ fn operator_commands_print_the_token_once() {
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert_eq!(listed[0]["id"], created["id"]);
     assert!(listed[0].get("token").is_none(), "{listed}");
-    assert!(!listed.to_string().contains(created["token"].as_str().unwrap()));
+    assert!(
+        !listed
+            .to_string()
+            .contains(created["token"].as_str().unwrap())
+    );
     lr(&db, "operator revoke opr_nope")
         .fails(1)
         .stderr_contains("unknown operator 'opr_nope'");
@@ -266,9 +296,9 @@ fn operator_commands_print_the_token_once() {
 }
 
 /// What the hostile lead carries, and how each must show.
-const SCRIPT: &str = "<script>alert(1)</script>";
+pub(crate) const SCRIPT: &str = "<script>alert(1)</script>";
 const SCRIPT_SHOWN: &str = "&lt;script&gt;alert(1)&lt;/script&gt;";
-const IMG: &str = "\"><img src=x onerror=alert(1)>";
+pub(crate) const IMG: &str = "\"><img src=x onerror=alert(1)>";
 const IMG_SHOWN: &str = "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;";
 const EXCERPT: &str = "<b>refused</b><img src=y onerror=alert(2)>";
 const EXCERPT_SHOWN: &str = "&lt;b&gt;refused&lt;/b&gt;&lt;img src=y onerror=alert(2)&gt;";
@@ -306,35 +336,81 @@ fn hostile_lead() -> Value {
     })
 }
 
-#[test]
-fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
+/// What [`populate`] made.
+pub(crate) struct Business {
+    /// Kept so the buyers' endpoint stays up while the test runs.
+    pub _receiver: Receiver,
+    /// The hostile lead, sold to `good` by auto-delivery.
+    pub lead_id: String,
+    /// A plain lead delivered by hand to `refuses`, whose endpoint answered 400 with HTML.
+    pub other_lead: String,
+    pub other_request: String,
+}
+
+/// Buyers `good` (solar at 30, daily cap 5), `picky` (a filter that excludes the lead) and
+/// `refuses` (answers 400 with HTML), the hostile lead auto-delivered to `good`, and a
+/// second lead delivered to `refuses`, whose event has failed.
+pub(crate) fn populate(server: &TestServer) -> Business {
     let receiver = Receiver::start();
     receiver.answer("/refuses", Answer::status(400).body(EXCERPT));
-    let server = start();
     let db = &server.db.path;
     setup(db);
     buyer(db, "good", &receiver.url("/good"), None, "");
-    lr(db, "buyer subscribe good --product solar --price 30 --daily-cap 5").ok();
+    lr(
+        db,
+        "buyer subscribe good --product solar --price 30 --daily-cap 5",
+    )
+    .ok();
     buyer(db, "picky", &receiver.url("/picky"), None, "");
-    lr(db, "buyer subscribe picky --product solar --price 50 --filter country=FR").ok();
+    lr(
+        db,
+        "buyer subscribe picky --product solar --price 50 --filter country=FR",
+    )
+    .ok();
     buyer(db, "refuses", &receiver.url("/refuses"), None, "");
 
     // The hostile lead is routed automatically: `good` takes it, `picky` is a candidate that
     // the filter excludes.
-    let (lead_id, _) = lead_request(&server, &hostile_lead());
+    let (lead_id, _) = lead_request(server, &hostile_lead());
     receiver.wait_for(1, WAIT);
     // A second lead, delivered by hand to a buyer whose endpoint refuses it with HTML.
-    let (other_lead, other_request) = lead_request(&server, &simple_lead(2));
+    let (other_lead, other_request) = lead_request(server, &simple_lead(2));
     deliver(db, &other_request, "refuses", Some("12"));
     wait_until(WAIT, "the refused event fails", || {
-        lr(db, "outbox list --status failed").json().as_array().unwrap().len() == 1
+        lr(db, "outbox list --status failed")
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+            == 1
     });
+    Business {
+        _receiver: receiver,
+        lead_id,
+        other_lead,
+        other_request,
+    }
+}
 
+#[test]
+fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
+    let server = start();
+    let Business {
+        lead_id,
+        other_lead,
+        other_request,
+        ..
+    } = populate(&server);
+    let db = &server.db.path;
     let cookie = login(&server);
 
     let overview = get(&server, "/", &cookie);
     assert_escaped("/", &overview, &[]);
-    let today = overview.text.split("<th scope=\"row\">Today</th>").nth(1).unwrap();
+    let today = overview
+        .text
+        .split("<th scope=\"row\">Today</th>")
+        .nth(1)
+        .unwrap();
     let cells: Vec<&str> = today
         .split("</tr>")
         .next()
@@ -350,9 +426,19 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
         "a bar per hour and per day"
     );
     assert!(overview.text.contains("id=\"leads-per-hour\""));
-    assert!(overview.text.contains("data-value=\"42\""), "today's revenue bar");
-    assert!(overview.text.contains(">1</span> failed"), "{}", overview.text);
-    assert!(overview.text.contains("refuses"), "the failing buyer is named");
+    assert!(
+        overview.text.contains("data-value=\"42\""),
+        "today's revenue bar"
+    );
+    assert!(
+        overview.text.contains(">1</span> failed"),
+        "{}",
+        overview.text
+    );
+    assert!(
+        overview.text.contains("refuses"),
+        "the failing buyer is named"
+    );
 
     let leads = get(&server, "/leads", &cookie);
     assert_escaped("/leads", &leads, &[SCRIPT_SHOWN]);
@@ -413,16 +499,28 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
     }
     let refused = get(&server, &format!("/leads/{other_lead}"), &cookie);
     assert_escaped("/leads/{other}", &refused, &[EXCERPT_SHOWN]);
-    assert!(refused.text.contains("<td>400</td>"), "the attempt's status");
+    assert!(
+        refused.text.contains("<td>400</td>"),
+        "the attempt's status"
+    );
     assert_eq!(get(&server, "/leads/lead_nope", &cookie).status, 404);
 
     let buyers = get(&server, "/buyers", &cookie);
     assert_escaped("/buyers", &buyers, &[]);
-    assert!(buyers.text.contains("solar at 30.00: 1 / 5"), "caps used today");
-    assert!(buyers.text.contains("0 pending · 1 failed"), "the refusing endpoint");
+    assert!(
+        buyers.text.contains("solar at 30.00: 1 / 5"),
+        "caps used today"
+    );
+    assert!(
+        buyers.text.contains("0 pending · 1 failed"),
+        "the refusing endpoint"
+    );
     let good_row = buyers.text.split("id=\"buyer-good\"").nth(1).unwrap();
     let good_row = good_row.split("</tr>").next().unwrap();
-    assert!(good_row.contains("<td>1</td>"), "sold in 30 days: {good_row}");
+    assert!(
+        good_row.contains("<td>1</td>"),
+        "sold in 30 days: {good_row}"
+    );
 
     let sources = get(&server, "/sources", &cookie);
     assert_escaped("/sources", &sources, &[]);
@@ -433,6 +531,44 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
 
     let outbox = get(&server, "/outbox", &cookie);
     assert_escaped("/outbox", &outbox, &[]);
-    assert!(outbox.text.contains("0 pending, 1 failed"), "{}", outbox.text);
-    assert!(outbox.text.contains(&format!("href=\"/leads/{other_lead}\"")));
+    assert!(
+        outbox.text.contains("0 pending, 1 failed"),
+        "{}",
+        outbox.text
+    );
+    assert!(
+        outbox
+            .text
+            .contains(&format!("href=\"/leads/{other_lead}\""))
+    );
+}
+
+#[test]
+fn serve_starts_the_console_on_its_own_listener_unless_it_is_off() {
+    let db = TempDb::new();
+    let served = util::process::ServeProcess::start(&db.path, &["--console-listen", "127.0.0.1:0"]);
+    let console = served
+        .console
+        .clone()
+        .expect("the console's address is printed");
+    assert_ne!(console, served.base);
+    let form = Request::new("GET", &format!("{console}/login")).send();
+    assert_eq!(form.status, 200);
+    assert!(form.text.contains("Operator token"));
+    let page = Request::new("GET", &format!("{console}/")).send();
+    assert_eq!(page.status, 303);
+    assert_eq!(
+        served.terminate().code(),
+        Some(0),
+        "both listeners stop cleanly"
+    );
+
+    let help = lr(&db, "serve --help").ok();
+    assert!(help.contains("[default: 127.0.0.1:8081]"), "{help}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    lr(&db, "serve --listen 127.0.0.1:0 --console-listen")
+        .arg(&port)
+        .fails(1)
+        .stderr_contains("for the console (--console-listen off turns it off)");
 }

@@ -6,6 +6,7 @@ mod util;
 mod autodelivery;
 mod cli;
 mod console;
+mod console_browser;
 mod crash;
 mod delivery;
 mod demo;

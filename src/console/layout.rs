@@ -18,10 +18,14 @@ use crate::operators::Session;
 
 const STYLESHEET: &str = include_str!("style.css");
 
+/// The console's icon, so browsers that ask for one get an answer instead of an error.
+const ICON: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 16\">\
+<rect width=\"16\" height=\"16\" rx=\"3\" fill=\"#2a5bd7\"/>\
+<path d=\"M4 3v10h8\" stroke=\"#fff\" stroke-width=\"2\" fill=\"none\"/></svg>";
+
 /// Only the console's own origin may provide anything (no inline script or style, no
 /// third-party asset), no page may frame it, and forms post only to it.
-const CSP: &str =
-    "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 /// Adds the headers of every console answer.
 pub(super) fn secure_headers(response: &mut Response) {
@@ -31,7 +35,11 @@ pub(super) fn secure_headers(response: &mut Response) {
     };
     set(CONTENT_SECURITY_POLICY, CSP);
     set(X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(REFERRER_POLICY, "no-referrer");
+    // Links to other sites carry no referrer (a lead page's address names a lead), but
+    // the console's own forms keep their `Origin`: under `no-referrer` a browser sends
+    // `Origin: null`, and the logout's origin check could not tell the console from a
+    // stranger.
+    set(REFERRER_POLICY, "same-origin");
     set(X_FRAME_OPTIONS, "DENY");
     // Pages hold personal data: no copy in a shared cache or the browser's disk cache.
     if !headers.contains_key(CACHE_CONTROL) {
@@ -52,17 +60,34 @@ pub(super) fn stylesheet() -> Response {
     response
 }
 
+/// `GET /favicon.svg` (and `/favicon.ico`, which browsers ask for unprompted).
+pub(super) fn icon() -> Response {
+    let mut response = response::text(StatusCode::OK, "image/svg+xml", ICON.as_bytes().to_vec());
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("max-age=86400"));
+    response
+}
+
+/// The `head` every page shares: charset, viewport, title, stylesheet, icon.
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) " · leadrelay" }
+            link rel="stylesheet" href="/style.css";
+            link rel="icon" href="/favicon.svg" type="image/svg+xml";
+        }
+    }
+}
+
 /// A whole page without navigation (the login form, errors).
 pub(super) fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · leadrelay" }
-                link rel="stylesheet" href="/style.css";
-            }
+            (head(title))
             body { (body) }
         }
     }
@@ -91,12 +116,7 @@ pub(super) fn page(
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · leadrelay" }
-                link rel="stylesheet" href="/style.css";
-            }
+            (head(title))
             body {
                 header class="top" {
                     a class="brand" href="/" { "leadrelay" }
@@ -157,7 +177,10 @@ impl Zone {
     /// `ms` as `2026-05-01 14:03:07` in this zone.
     pub fn when(&self, ms: i64) -> String {
         match jiff::Timestamp::from_millisecond(ms) {
-            Ok(at) => at.to_zoned(self.tz.clone()).strftime("%Y-%m-%d %H:%M:%S").to_string(),
+            Ok(at) => at
+                .to_zoned(self.tz.clone())
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string(),
             Err(_) => ms.to_string(),
         }
     }

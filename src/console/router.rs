@@ -1,4 +1,4 @@
-//! The console's routes: the login and logout, the stylesheet, and the pages of DESIGN.md
+//! The console's routes: the login and logout, the stylesheet and icon, and the pages of DESIGN.md
 //! section 15. Every page needs a live session; without one it answers 303 to `/login`
 //! (unknown paths too, so the console shows nothing of itself to a stranger).
 
@@ -44,6 +44,9 @@ pub(super) async fn dispatch(console: &Console, request: Request, peer: SocketAd
     let path = request.uri().path().to_string();
     let result = match (path.as_str(), &method) {
         ("/style.css", &Method::GET | &Method::HEAD) => Ok(super::layout::stylesheet()),
+        ("/favicon.svg" | "/favicon.ico", &Method::GET | &Method::HEAD) => {
+            Ok(super::layout::icon())
+        }
         ("/login", &Method::GET | &Method::HEAD) => Ok(session::login_form(console, &request)),
         ("/login", &Method::POST) => session::login(console, request, peer).await,
         ("/logout", &Method::POST) => session::logout(console, request).await,

@@ -53,7 +53,10 @@ fn cookie_session(request: &Request) -> Option<String> {
 }
 
 /// The operator signed in on this request, or `None` without a live session.
-pub(super) async fn current(console: &Console, request: &Request) -> Result<Option<Session>, Error> {
+pub(super) async fn current(
+    console: &Console,
+    request: &Request,
+) -> Result<Option<Session>, Error> {
     let Some(session_id) = cookie_session(request) else {
         return Ok(None);
     };
@@ -77,6 +80,10 @@ fn form_page(problem: Option<&str>) -> Markup {
                 p class="problem" role="alert" { (problem) }
             }
             form method="post" action="/login" {
+                // Browsers and password managers expect a user name beside a password
+                // field; the token alone identifies the operator.
+                input type="text" name="username" autocomplete="username" value="operator"
+                    hidden;
                 label for="token" { "Operator token" }
                 input id="token" name="token" type="password" autocomplete="current-password"
                     required autofocus;
@@ -131,7 +138,11 @@ pub(super) async fn login(
         "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
         opened.session_id,
         operators::SESSION_TTL_MS / 1000,
-        if console.config.secure_cookie { "; Secure" } else { "" }
+        if console.config.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
     );
     response.headers_mut().insert(
         SET_COOKIE,
@@ -187,7 +198,11 @@ pub(super) async fn logout(console: &Console, request: Request) -> Result<Respon
     let mut response = to_login();
     let cookie = format!(
         "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
-        if console.config.secure_cookie { "; Secure" } else { "" }
+        if console.config.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
     );
     response.headers_mut().insert(
         SET_COOKIE,

@@ -46,7 +46,14 @@ pub(crate) async fn read_form(request: Request, limit: usize) -> Result<Bytes, H
 fn media_type(request: &Request) -> Option<String> {
     let content_type = request.headers().get(CONTENT_TYPE)?;
     let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
-    Some(content_type.split(';').next().unwrap_or("").trim().to_string())
+    Some(
+        content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    )
 }
 
 async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError> {

@@ -118,9 +118,15 @@ impl TestServer {
                     ready
                         .send((listener.local_addr().expect("bound address"), console_addr))
                         .expect("test waits for the address");
-                    leadrelay::service::run_with_console(listener, console, database, options, async {
-                        let _ = stop.await;
-                    })
+                    leadrelay::service::run_with_console(
+                        listener,
+                        console,
+                        database,
+                        options,
+                        async {
+                            let _ = stop.await;
+                        },
+                    )
                     .await
                     .expect("service runs");
                 });
@@ -142,7 +148,9 @@ impl TestServer {
 
     /// The URL of `path` on the operator console.
     pub fn console_url(&self, path: &str) -> String {
-        let addr = self.console_addr.expect("the server was started with its console");
+        let addr = self
+            .console_addr
+            .expect("the server was started with its console");
         format!("http://{addr}{path}")
     }
 

@@ -173,7 +173,9 @@ fn render(page: &LeadPage) -> Markup {
 fn request_section(request: &Value) -> Markup {
     let decision = &request["decision"];
     let empty = Vec::new();
-    let factors = decision["evaluation"]["factors"].as_array().unwrap_or(&empty);
+    let factors = decision["evaluation"]["factors"]
+        .as_array()
+        .unwrap_or(&empty);
     let candidates = decision["candidates"].as_array().unwrap_or(&empty);
     html! {
         section class="request" id={ "request-" (text(&request["id"])) } {

@@ -66,8 +66,8 @@ fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
                 count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
          FROM transactions WHERE created_at >= ?1 AND created_at < ?2",
     )?;
-    let mut received =
-        conn.prepare_cached("SELECT count(*) FROM leads WHERE created_at >= ?1 AND created_at < ?2")?;
+    let mut received = conn
+        .prepare_cached("SELECT count(*) FROM leads WHERE created_at >= ?1 AND created_at < ?2")?;
     for back in (0..DAYS).rev() {
         let start = zone.day_start(now, back);
         let end = zone.day_start(now, back - 1);
