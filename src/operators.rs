@@ -8,13 +8,15 @@
 //! expiry. Revoking an operator deletes its sessions in the same job, so a revoked token's
 //! browser is signed out at its next request.
 //!
-//! Owns the rules of tokens and sessions. It does not own cookies, forms or the login rate
-//! limit (the console's HTTP half, `crate::console`), nor the command line (`cli`).
+//! Owns the rules of tokens and sessions and their writes ([`sign_in`] and [`sign_out`] are
+//! the console's writer jobs: the console itself only reads). It does not own cookies, forms
+//! or the login rate limit (the console's HTTP half, `crate::console`), nor the command line
+//! (`cli`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
-use crate::db::DbError;
+use crate::db::{Db, DbError};
 
 /// How long a session lasts after login; the operator signs in again after that.
 pub const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;
@@ -212,6 +214,17 @@ pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Resul
         })
     })
     .optional()
+}
+
+/// [`login`] as one writer job, for the console's login form.
+pub async fn sign_in(db: &Db, token: String, now: i64) -> Result<Option<Opened>, OperatorError> {
+    db.write(move |conn| login(conn, &token, now)).await
+}
+
+/// [`logout`] as one writer job, for the console's sign-out button.
+pub async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
+    db.write(move |conn| Ok::<_, DbError>(logout(conn, &session_id)?))
+        .await
 }
 
 /// Ends the session `session_id` (nothing happens when there is none).

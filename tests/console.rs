@@ -476,9 +476,9 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
         &lead_id,
         &good_txn,
     ] {
-        assert_eq!(found_by(q), [lead_id.clone()], "{q}");
+        assert_eq!(found_by(q), std::slice::from_ref(&lead_id), "{q}");
     }
-    assert_eq!(found_by(&other_request), [other_lead.clone()]);
+    assert_eq!(found_by(&other_request), std::slice::from_ref(&other_lead));
     assert!(found_by("nobody@example.com").is_empty());
     assert!(transaction.is_object());
 

@@ -122,10 +122,7 @@ pub(super) async fn login(
     let opened = if token.is_empty() {
         None
     } else {
-        console
-            .db
-            .write(move |conn| operators::login(conn, &token, now))
-            .await?
+        operators::sign_in(&console.db, token, now).await?
     };
     let Some(opened) = opened else {
         // Only failures are counted: an operator who signs in often is never limited.
@@ -190,10 +187,7 @@ pub(super) async fn logout(console: &Console, request: Request) -> Result<Respon
     let session_id = cookie_session(&request);
     crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
     if let Some(session_id) = session_id {
-        console
-            .db
-            .write(move |conn| Ok::<_, DbError>(operators::logout(conn, &session_id)?))
-            .await?;
+        operators::sign_out(&console.db, session_id).await?;
     }
     let mut response = to_login();
     let cookie = format!(
