@@ -8,19 +8,21 @@
 //! candidate also has `buyerPrice`, `priority`, `lastServedAt` and the full `detail`, which
 //! `leadrelay lead show` prints. Owns both shapes and the write of the stored one.
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 
 use super::eligibility::{Candidate, Reason};
 use super::evaluator::Evaluation;
 use crate::config::container::DeliveryMode;
+use crate::ingest::status::RequestStatus;
 
 /// The `version` of every `autoDelivery` object.
 pub const VERSION: &str = "1.0";
 
-/// Why a request ended as it did (the request's `reason`).
+/// Why a request's evaluation ended as it did: the request's `reason` (its `outcome` is
+/// only whether anything was delivered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RequestReason {
     Delivered,
     NotRoutingReady,
     DuplicateReview,
@@ -30,16 +32,16 @@ pub enum Outcome {
     NoEligibleBuyer,
 }
 
-impl Outcome {
+impl RequestReason {
     pub fn code(self) -> &'static str {
         match self {
-            Outcome::Delivered => "delivered",
-            Outcome::NotRoutingReady => "not_routing_ready",
-            Outcome::DuplicateReview => "duplicate_review",
-            Outcome::QualityInvalid => "quality_invalid",
-            Outcome::AutoDeliveryDisabled => "auto_delivery_disabled",
-            Outcome::ScoreBelowThreshold => "score_below_threshold",
-            Outcome::NoEligibleBuyer => "no_eligible_buyer",
+            RequestReason::Delivered => "delivered",
+            RequestReason::NotRoutingReady => "not_routing_ready",
+            RequestReason::DuplicateReview => "duplicate_review",
+            RequestReason::QualityInvalid => "quality_invalid",
+            RequestReason::AutoDeliveryDisabled => "auto_delivery_disabled",
+            RequestReason::ScoreBelowThreshold => "score_below_threshold",
+            RequestReason::NoEligibleBuyer => "no_eligible_buyer",
         }
     }
 }
@@ -57,7 +59,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestDecision {
     pub request_id: String,
-    pub outcome: Outcome,
+    pub reason: RequestReason,
     /// `None` when an earlier step ended the evaluation.
     pub evaluation: Option<Evaluation>,
     pub deliveries: Vec<Delivery>,
@@ -96,7 +98,7 @@ impl RequestDecision {
         json!({
             "requestId": self.request_id,
             "outcome": if self.deliveries.is_empty() { "not_delivered" } else { "delivered" },
-            "reason": self.outcome.code(),
+            "reason": self.reason.code(),
             "evaluation": self.evaluation,
             "deliveries": deliveries,
             "candidates": candidates,
@@ -168,13 +170,11 @@ pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<
     let mut stored = decision.to_json(View::Operator);
     stored["version"] = json!(VERSION);
     let status = if decision.deliveries.is_empty() {
-        "not_delivered"
+        RequestStatus::NotDelivered
     } else {
-        "delivered"
+        RequestStatus::Delivered
     };
-    conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
-        .execute(params![decision.request_id, stored.to_string(), status])?;
-    Ok(())
+    crate::ingest::status::record_decision(conn, &decision.request_id, &stored.to_string(), status)
 }
 
 #[cfg(test)]
@@ -198,7 +198,7 @@ mod tests {
     fn decision() -> RequestDecision {
         RequestDecision {
             request_id: "lreq_1".into(),
-            outcome: Outcome::Delivered,
+            reason: RequestReason::Delivered,
             evaluation: Some(evaluate(&Features([1.0; 7]), &DEFAULT_WEIGHTS, 50)),
             deliveries: vec![Delivery {
                 transaction_id: "txn_1".into(),
@@ -267,7 +267,7 @@ mod tests {
     fn an_early_stop_has_no_evaluation_and_no_candidates() {
         let stopped = RequestDecision {
             request_id: "lreq_2".into(),
-            outcome: Outcome::NotRoutingReady,
+            reason: RequestReason::NotRoutingReady,
             evaluation: None,
             deliveries: Vec::new(),
             candidates: Vec::new(),

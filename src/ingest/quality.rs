@@ -4,32 +4,16 @@
 //! Owns the checks and their reason codes. It is a pure function of the lead: no database,
 //! no configuration. What quality means for delivery is auto-delivery's business.
 
-use super::model::LeadInput;
+use super::model::LeadFields;
 use super::normalize::{is_valid_email, phone_digits};
+use crate::db::stored::stored_enum;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QualityStatus {
-    Ok,
-    Suspect,
-    Invalid,
-}
-
-impl QualityStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QualityStatus::Ok => "ok",
-            QualityStatus::Suspect => "suspect",
-            QualityStatus::Invalid => "invalid",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<QualityStatus> {
-        match text {
-            "ok" => Some(QualityStatus::Ok),
-            "suspect" => Some(QualityStatus::Suspect),
-            "invalid" => Some(QualityStatus::Invalid),
-            _ => None,
-        }
+stored_enum! {
+    /// `ok`, `suspect` (a soft check failed) or `invalid` (no usable contact).
+    pub enum QualityStatus as "quality status" {
+        Ok = "ok",
+        Suspect = "suspect",
+        Invalid = "invalid",
     }
 }
 
@@ -122,7 +106,7 @@ pub const CONSENT_GRANTED: &[&str] = &[
     "consented",
 ];
 
-pub fn assess(lead: &LeadInput) -> Quality {
+pub fn assess(lead: &LeadFields) -> Quality {
     let mut reasons = Vec::new();
     let email = lead
         .person
@@ -298,8 +282,8 @@ fn uk_postcode(code: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn lead(first: &str, email: Option<&str>, phone: Option<&str>) -> LeadInput {
-        let mut lead = LeadInput::default();
+    fn lead(first: &str, email: Option<&str>, phone: Option<&str>) -> LeadFields {
+        let mut lead = LeadFields::default();
         lead.person.first_name = first.into();
         lead.person.last_name = "Doe".into();
         lead.person.email = email.map(str::to_string);

@@ -5,8 +5,10 @@
 pub mod cli;
 pub mod fixtures;
 pub mod http;
+pub mod json;
 pub mod process;
 pub mod receiver;
+pub mod source;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,6 +23,7 @@ pub use fixtures::{
     fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
 };
 pub use http::{Reply, Request};
+pub use json::{keys, strings};
 
 /// Routes the server's log lines into the test output (shown for failing tests).
 fn init_logging() {
@@ -213,6 +216,21 @@ pub fn cli_output(db: &Path, args: &[&str]) -> Output {
 /// `lr(db, "source show x").json()`.
 pub fn cli_json(db: &Path, args: &[&str]) -> Value {
     lr(db, "").args(args).json()
+}
+
+/// The names of the entries in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the directory is readable")
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
