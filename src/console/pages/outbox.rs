@@ -26,7 +26,7 @@ struct EventRow {
 }
 
 struct OutboxPage {
-    figures: crate::health::OutboxFigures,
+    figures: crate::outbox::store::Figures,
     pending: Vec<EventRow>,
     failed: Vec<EventRow>,
 }
@@ -80,7 +80,7 @@ fn load(conn: &Connection) -> Result<OutboxPage, DbError> {
     let pending = of("pending")?;
     let failed = of("failed")?;
     Ok(OutboxPage {
-        figures: crate::health::outbox_figures(conn)?,
+        figures: crate::outbox::store::figures(conn)?,
         pending,
         failed,
     })

@@ -38,7 +38,7 @@ struct Overview {
     days: Vec<Day>,
     /// Oldest first; the last is the current hour: (start, leads).
     hours: Vec<(i64, i64)>,
-    outbox: crate::health::OutboxFigures,
+    outbox: crate::outbox::store::Figures,
     failing_buyers: Vec<(String, String, i64)>,
     now: i64,
 }
@@ -105,7 +105,7 @@ fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
         }
     }
 
-    let outbox = crate::health::outbox_figures(conn)?;
+    let outbox = crate::outbox::store::figures(conn)?;
     let mut failing = conn.prepare_cached(
         "SELECT e.buyer_id, b.name, count(*) FROM outbox_events e
          JOIN buyers b ON b.id = e.buyer_id
