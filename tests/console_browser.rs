@@ -94,6 +94,24 @@ fn evaluate(tab: &Tab, expression: &str) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// With `CONSOLE_SCREENSHOTS=DIR` set, saves what `tab` shows as `DIR/NAME.png` (the
+/// README's pictures are made this way).
+fn screenshot(tab: &Tab, name: &str) {
+    let Ok(dir) = std::env::var("CONSOLE_SCREENSHOTS") else {
+        return;
+    };
+    let png = tab
+        .capture_screenshot(
+            headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption::Png,
+            None,
+            None,
+            true,
+        )
+        .expect("a screenshot is taken");
+    std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png)
+        .expect("the screenshot is saved");
+}
+
 /// The number of elements `selector` finds.
 fn count(tab: &Tab, selector: &str) -> u64 {
     let expression = format!("document.querySelectorAll({selector:?}).length");
@@ -160,6 +178,7 @@ fn chromium_signs_in_and_renders_every_page_without_console_errors() {
         "getComputedStyle(document.querySelector('rect.bar')).fill",
     );
     assert_eq!(fill, "rgb(59, 111, 224)");
+    screenshot(&tab, "console-overview");
 
     let pages: &[(&str, &str, &str)] = &[
         ("/leads", "Leads", "#leads tbody tr"),
@@ -197,6 +216,7 @@ fn chromium_signs_in_and_renders_every_page_without_console_errors() {
     );
     assert_eq!(count(&tab, "img"), 0, "no element is made of lead data");
     assert_eq!(count(&tab, "script"), 0);
+    screenshot(&tab, "console-lead");
 
     // Signing out through the button ends the session.
     tab.find_element("form.signout button")

@@ -14,8 +14,8 @@ pub(super) struct Point {
     pub shown: String,
 }
 
-const WIDTH: f64 = 720.0;
-const HEIGHT: f64 = 200.0;
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 180.0;
 /// Room for the labels under the bars and the scale on the left.
 const BOTTOM: f64 = 22.0;
 const LEFT: f64 = 44.0;
