@@ -16,6 +16,7 @@ pub mod health;
 pub mod http;
 pub mod ids;
 pub mod ingest;
+pub(crate) mod ledger;
 pub mod lifecycle;
 pub mod mapping;
 pub mod metrics;

@@ -139,6 +139,71 @@ fn the_source_tree_keeps_the_architecture_invariants() {
     );
 }
 
+/// The tables that hold state or money and the one module that writes each (ARCHITECTURE.md,
+/// "Table owners"): a write is an `INSERT INTO`, `UPDATE` or `DELETE FROM` of the table in
+/// the SQL text of a production line. `buyers.balance_cents` is the ledger's, though the
+/// rest of `buyers` is `config::buyer`'s.
+const TABLE_OWNERS: &[(&str, &[&str])] = &[
+    ("transactions", &["src/delivery/transaction.rs"]),
+    ("transaction_history", &["src/delivery/transaction.rs"]),
+    ("ledger_entries", &["src/ledger/"]),
+    ("buyers SET balance_cents", &["src/ledger/"]),
+    ("outbox_events", &["src/outbox/store.rs"]),
+    ("outbox_attempts", &["src/outbox/store.rs"]),
+    ("leads", &["src/ingest/store.rs", "src/ingest/status.rs"]),
+    ("lead_bodies", &["src/ingest/store.rs"]),
+    (
+        "lead_requests",
+        &["src/ingest/store.rs", "src/ingest/status.rs"],
+    ),
+    ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+];
+
+#[test]
+fn each_state_and_money_table_is_written_by_its_owner_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut broken = Vec::new();
+    let mut writes = 0;
+    for (path, text) in production_sources(root) {
+        let file = path.to_string_lossy().replace('\\', "/");
+        for (n, line) in production_code(&text).lines().enumerate() {
+            for (table, owners) in TABLE_OWNERS {
+                let written = ["INSERT INTO ", "UPDATE ", "DELETE FROM "]
+                    .iter()
+                    .any(|verb| writes_table(line, verb, table));
+                if !written {
+                    continue;
+                }
+                writes += 1;
+                if !owners.iter().any(|owner| is_under(&file, owner)) {
+                    broken.push(format!(
+                        "{file}:{}: writes {table}, which only {} may write",
+                        n + 1,
+                        owners.join(" and ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(writes >= 10, "the scan finds the writes: {writes}");
+    assert!(
+        broken.is_empty(),
+        "a table written by a module that does not own it:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// Whether `line` has `verb` followed by `table` as a whole name.
+fn writes_table(line: &str, verb: &str, table: &str) -> bool {
+    let wanted = format!("{verb}{table}");
+    line.match_indices(&wanted).any(|(at, _)| {
+        line[at + wanted.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_ident(c))
+    })
+}
+
 #[test]
 fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
     let domain = Path::new("src/ingest/example.rs");

@@ -1,7 +1,7 @@
 //! Versioned migrations, tracked in `PRAGMA user_version`.
 //!
-//! Migration 1 is `schema.sql` at the repository root; later ones are the files of
-//! `migrations/` (`NNNN_topic.sql`), appended to [`MIGRATIONS`] and never edited once
+//! Migration 1 is `schema.sql` at the repository root (0.1.0 files have it); later ones are
+//! `migrations/NNNN_name.sql`. They are appended to [`MIGRATIONS`] and never edited once
 //! released, so any older file can be brought forward.
 
 use rusqlite::Connection;
@@ -10,7 +10,10 @@ use super::DbError;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
-    include_str!("../../migrations/0002_operator_console.sql"),
+    // The money ledger; existing balances become opening rows.
+    include_str!("../../migrations/0002_ledger.sql"),
+    // The operator console: operators, sessions and the console's two indexes.
+    include_str!("../../migrations/0003_operator_console.sql"),
 ];
 
 /// The schema version this binary writes.

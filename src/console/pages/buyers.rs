@@ -2,7 +2,7 @@
 //! and failed, the last errors), its caps used today per product, and its acceptance and
 //! return rates over the last 30 days.
 //!
-//! The rates read the `transactions_created` index (migration 2) over 30 days; cap use is
+//! The rates read the `transactions_created` index (migration 3) over 30 days; cap use is
 //! `autodelivery::caps`' count, the one auto-delivery applies.
 
 use std::collections::HashMap;

@@ -2,7 +2,7 @@
 //! return rate), the outbox, buyers whose events failed, leads per hour over 48 hours and
 //! revenue per day over 30 days.
 //!
-//! Reads the `leads_created` and `transactions_created` indexes (migration 2) by time
+//! Reads the `leads_created` and `transactions_created` indexes (migration 3) by time
 //! range, one aggregate per day, so the page costs the same on a year of history as on a
 //! week's.
 

@@ -1,7 +1,7 @@
 //! `/sources`: each source's volume over the last 30 days and today, its duplicates and its
 //! quality mix (ok, suspect, invalid), with its container, supplier and whether it is on.
 //!
-//! Reads the `leads_created` index (migration 2), which holds each lead's source, quality
+//! Reads the `leads_created` index (migration 3), which holds each lead's source, quality
 //! and duplicate status beside its time, so the 30 days are one range of the index.
 //! Leads refused by validation are not stored, so their count waits for the report's
 //! aggregate (DESIGN.md section 11).

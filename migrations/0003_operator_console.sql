@@ -1,4 +1,4 @@
--- Migration 2: the operator console (DESIGN.md section 15).
+-- Migration 3: the operator console (DESIGN.md section 15).
 --
 -- Operators sign in to the console with a token that `leadrelay operator create` prints
 -- once; only its SHA-256 is kept. A login opens a session whose random id travels in a
