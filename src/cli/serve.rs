@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::args::ServeArgs;
+use crate::console::ConsoleConfig;
 use crate::outbox::WorkerConfig;
 use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
@@ -35,6 +36,22 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let console = if args.console_listen == "off" {
+            None
+        } else {
+            let listener = tokio::net::TcpListener::bind(&args.console_listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {} for the console (--console-listen off turns it off)",
+                        args.console_listen
+                    )
+                })?;
+            let config = ConsoleConfig {
+                secure_cookie: args.console_secure_cookie,
+            };
+            Some((listener, config))
+        };
         // The signal handlers go in before the address is printed: a supervisor that stops
         // the server as soon as it reports its address gets the graceful stop, not death by
         // the signal's default action.
@@ -46,7 +63,10 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             listener.local_addr()?,
             path.display()
         );
-        service::run(listener, db, options, shutdown)
+        if let Some((console, _)) = &console {
+            println!("operator console on http://{}", console.local_addr()?);
+        }
+        service::run_with_console(listener, console, db, options, shutdown)
             .await
             .context("server failed")
     })?;

@@ -12,6 +12,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
     // The money ledger; existing balances become opening rows.
     include_str!("../../migrations/0002_ledger.sql"),
+    // The operator console: operators, sessions and the console's two indexes.
+    include_str!("../../migrations/0003_operator_console.sql"),
 ];
 
 /// The schema version this binary writes.

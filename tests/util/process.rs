@@ -14,6 +14,8 @@ pub struct ServeProcess {
     child: Child,
     /// `http://127.0.0.1:PORT`, as the server printed it.
     pub base: String,
+    /// The operator console's `http://127.0.0.1:PORT`, when it was turned on.
+    pub console: Option<String>,
     logs: tempfile::TempDir,
 }
 
@@ -31,8 +33,18 @@ impl ServeProcess {
     }
 
     /// Starts `command`, which runs `leadrelay … serve --listen 127.0.0.1:0` in some way (a
-    /// shell that sets the umask first), and waits until it prints its address.
+    /// shell that sets the umask first), and waits until it prints its address. The operator
+    /// console is off unless the command names a `--console-listen` (its default port would
+    /// clash between tests).
     pub fn spawn(mut command: Command) -> ServeProcess {
+        let console_flag = command.get_args().position(|arg| arg == "--console-listen");
+        let console_on = match console_flag {
+            Some(at) => command.get_args().nth(at + 1).is_some_and(|v| v != "off"),
+            None => {
+                command.args(["--console-listen", "off"]);
+                false
+            }
+        };
         let logs = tempfile::tempdir().expect("a temp dir can be made");
         let file = |name: &str| {
             Stdio::from(std::fs::File::create(logs.path().join(name)).expect("a log file"))
@@ -45,28 +57,26 @@ impl ServeProcess {
         let mut server = ServeProcess {
             child,
             base: String::new(),
+            console: None,
             logs,
         };
         let stdout = server.logs.path().join("stdout");
-        let mut base = None;
+        let (mut base, mut console) = (None, None);
         wait_until(
             Duration::from_secs(20),
             "the server to print its address",
             || {
                 let printed = std::fs::read_to_string(&stdout).unwrap_or_default();
-                base = printed
-                    .lines()
-                    .find(|line| line.contains("listening on"))
-                    .and_then(|line| line.split("http://").nth(1))
-                    .and_then(|rest| rest.split_whitespace().next())
-                    .map(|addr| format!("http://{addr}"));
-                base.is_some() || server.exited()
+                base = address_after(&printed, "listening on");
+                console = address_after(&printed, "operator console on");
+                (base.is_some() && (console.is_some() || !console_on)) || server.exited()
             },
         );
         match base {
             Some(base) => server.base = base,
             None => panic!("the server ended before it listened:\n{}", server.output()),
         }
+        server.console = console;
         server
     }
 
@@ -141,4 +151,14 @@ impl Drop for ServeProcess {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The `http://…` address on the first line of `printed` that contains `marker`.
+fn address_after(printed: &str, marker: &str) -> Option<String> {
+    printed
+        .lines()
+        .find(|line| line.contains(marker))
+        .and_then(|line| line.split("http://").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|addr| format!("http://{addr}"))
 }
