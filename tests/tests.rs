@@ -3,6 +3,7 @@
 
 mod util;
 
+mod amounts;
 mod autodelivery;
 mod cli;
 mod console;

@@ -7,8 +7,35 @@ use crate::autodelivery::schedule::Window;
 use crate::config::buyer::Filter;
 use crate::config::product::FieldDef;
 
-fn money(text: &str) -> Result<i64, String> {
-    crate::money::parse_cents(text)
+/// An amount flag as typed: its syntax is checked while parsing the flags (a usage error,
+/// exit 2), its range and sign when the command runs, so that an amount out of range is a
+/// refused operation (exit 1) whose message names the bound (DESIGN.md section 11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Money(Result<i64, crate::money::AmountError>);
+
+impl Money {
+    /// The amount in cents, or why it is refused.
+    pub fn cents(&self) -> Result<i64, crate::money::AmountError> {
+        self.0.clone()
+    }
+}
+
+/// `Some` amount's cents, or why it is refused.
+pub fn cents(amount: Option<&Money>) -> Result<Option<i64>, crate::money::AmountError> {
+    amount.map(Money::cents).transpose()
+}
+
+/// A non-negative amount (`--price 12.50`).
+pub(crate) fn money(text: &str) -> Result<Money, String> {
+    signed_money(text).map(|_| Money(crate::money::parse_cents(text)))
+}
+
+/// An amount that may be negative (`--amount=-5` of an adjustment).
+pub(crate) fn signed_money(text: &str) -> Result<Money, String> {
+    match crate::money::parse_signed_cents(text) {
+        Err(invalid @ crate::money::AmountError::Invalid(_)) => Err(invalid.to_string()),
+        parsed => Ok(Money(parsed)),
+    }
 }
 
 fn timezone(text: &str) -> Result<String, String> {
@@ -193,7 +220,7 @@ pub enum SourceCommand {
         supplier: Option<String>,
         /// What a lead from this source costs (e.g. 4.50).
         #[arg(long, value_parser = money)]
-        supplier_cost: Option<i64>,
+        supplier_cost: Option<Money>,
         /// Fields the duplicate rule compares: email, phone, email,phone or none.
         #[arg(long, value_parser = dedupe_field_list)]
         dedupe_fields: Option<List>,
@@ -235,7 +262,7 @@ pub enum ProductCommand {
         fields: Vec<FieldDef>,
         /// Default supplier cost of a lead for this product.
         #[arg(long, value_parser = money)]
-        supplier_cost: Option<i64>,
+        supplier_cost: Option<Money>,
     },
 }
 
@@ -272,7 +299,7 @@ pub enum BuyerCommand {
         plan: PlanArg,
         /// How far a prepaid balance may go below zero.
         #[arg(long, default_value = "0", value_parser = money)]
-        credit_limit: i64,
+        credit_limit: Money,
     },
     /// Subscribe a buyer to a product (again: replace the terms).
     Subscribe {
@@ -281,7 +308,7 @@ pub enum BuyerCommand {
         #[arg(long)]
         product: String,
         #[arg(long, value_parser = money)]
-        price: i64,
+        price: Money,
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
         daily_cap: Option<i64>,
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
@@ -302,7 +329,20 @@ pub enum BuyerCommand {
     Fund {
         id: String,
         #[arg(long, value_parser = money)]
-        amount: i64,
+        amount: Money,
+    },
+    /// Correct a prepaid buyer's balance by hand: an `adjustment` in the ledger with the
+    /// reason and the actor `operator`. A debit is written `--amount=-5`.
+    ///
+    /// Example: leadrelay buyer adjust acme --amount=-12.50 --reason 'double charge on 3 May'
+    Adjust {
+        id: String,
+        /// The correction, positive to credit the buyer, negative (`--amount=-5`) to debit.
+        #[arg(long, value_parser = signed_money)]
+        amount: Money,
+        /// Why, kept with the ledger row.
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        reason: String,
     },
     /// Stop deliveries to a buyer.
     Pause { id: String },

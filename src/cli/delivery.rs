@@ -26,8 +26,8 @@ pub struct DeliverArgs {
     #[arg(long)]
     pub buyer: String,
     /// The buyer price; without it the buyer's subscription price applies.
-    #[arg(long, value_parser = crate::money::parse_cents)]
-    pub price: Option<i64>,
+    #[arg(long, value_parser = super::args::money)]
+    pub price: Option<super::args::Money>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -103,6 +103,7 @@ pub enum OutboxCommand {
 }
 
 pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
+    let price_cents = super::args::cents(args.price.as_ref())?;
     let db = open(path)?;
     let result = db.write_blocking(move |conn| {
         crate::delivery::deliver(
@@ -110,7 +111,7 @@ pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<E
             &DeliveryOrder {
                 lead_request_id: &args.request,
                 buyer_id: &args.buyer,
-                price_cents: args.price,
+                price_cents,
                 actor: "operator",
             },
         )

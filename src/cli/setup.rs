@@ -124,6 +124,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
             dedupe_action,
             dedupe_window_days,
         } => {
+            let supplier_cost_cents = cents(supplier_cost.as_ref())?;
             let (container_id, container_kind) = match (channel, table) {
                 (Some(channel), _) => (channel, ContainerKind::Channel),
                 (None, Some(table)) => (table, ContainerKind::Table),
@@ -143,7 +144,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                             Some(secret.as_deref())
                         },
                         supplier_id: supplier.as_deref(),
-                        supplier_cost_cents: supplier_cost,
+                        supplier_cost_cents,
                         dedupe_fields: dedupe_fields.map(|l| l.0),
                         dedupe_scope: dedupe_scope.map(|s| match s {
                             DedupeScopeArg::Channel => "channel",
@@ -196,6 +197,7 @@ pub fn product(path: &Path, out: &Output, command: ProductCommand) -> anyhow::Re
         fields,
         supplier_cost,
     } = command;
+    let default_supplier_cost_cents = cents(supplier_cost.as_ref())?;
     let db = open(path)?;
     let created = write(&db, move |conn| {
         product::create(
@@ -206,7 +208,7 @@ pub fn product(path: &Path, out: &Output, command: ProductCommand) -> anyhow::Re
                 slug: &slug,
                 name: &name,
                 fields,
-                default_supplier_cost_cents: supplier_cost,
+                default_supplier_cost_cents,
             },
         )
     })?;
@@ -231,6 +233,7 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             plan,
             credit_limit,
         } => {
+            let credit_limit_cents = credit_limit.cents()?;
             let created = write(&db, move |conn| {
                 buyer::create(
                     conn,
@@ -252,7 +255,7 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
                             PlanArg::Postpaid => buyer::Plan::Postpaid,
                             PlanArg::Prepaid => buyer::Plan::Prepaid,
                         },
-                        credit_limit_cents: credit_limit,
+                        credit_limit_cents,
                     },
                 )
             })?;
@@ -271,6 +274,7 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             filters,
             schedules,
         } => {
+            let price_cents = price.cents()?;
             let schedule = (!schedules.is_empty()).then(|| Schedule::new(schedules).to_json());
             let subscription = write(&db, move |conn| {
                 buyer::subscribe(
@@ -278,7 +282,7 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
                     &buyer::NewSubscription {
                         buyer_id: &id,
                         product: &product,
-                        price_cents: price,
+                        price_cents,
                         daily_cap,
                         monthly_cap,
                         priority,
@@ -290,8 +294,16 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             out.print(&to_value(&subscription));
         }
         BuyerCommand::Fund { id, amount } => {
-            let funded = write(&db, move |conn| buyer::fund(conn, &id, amount))?;
+            let amount_cents = amount.cents()?;
+            let funded = write(&db, move |conn| buyer::fund(conn, &id, amount_cents))?;
             out.print(&funded.to_json());
+        }
+        BuyerCommand::Adjust { id, amount, reason } => {
+            let amount_cents = amount.cents()?;
+            let adjusted = write(&db, move |conn| {
+                buyer::adjust(conn, &id, amount_cents, &reason)
+            })?;
+            out.print(&adjusted.to_json());
         }
         BuyerCommand::Pause { id } => {
             let paused = write(&db, move |conn| buyer::set_paused(conn, &id, true))?;

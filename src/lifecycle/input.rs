@@ -118,31 +118,38 @@ fn confirmation_status(fields: &Map<String, Value>, problems: &mut Vec<Problem>)
     }
 }
 
+/// `buyerPrice`, read from the number's text (never through a float), rounded half away
+/// from zero to cents and bounded (DESIGN.md section 11).
 fn buyer_price(fields: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<i64> {
+    use crate::money::AmountError;
     match fields.get("buyerPrice") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => {
-            let cents = n.as_f64().and_then(crate::money::cents_from_f64);
-            match cents {
-                Some(cents) if cents >= 0 => Some(cents),
-                Some(_) => {
-                    problems.push(Problem::new(
-                        "/buyerPrice",
-                        "minimum",
-                        "buyerPrice must not be negative",
-                    ));
-                    None
-                }
-                None => {
-                    problems.push(Problem::new(
-                        "/buyerPrice",
-                        "maximum",
-                        "buyerPrice is too large",
-                    ));
-                    None
-                }
+        Some(Value::Number(n)) => match crate::money::cents_from_json(n) {
+            Ok(cents) if cents >= 0 => Some(cents),
+            Ok(_) => {
+                problems.push(Problem::new(
+                    "/buyerPrice",
+                    "minimum",
+                    "buyerPrice must not be negative",
+                ));
+                None
             }
-        }
+            Err(AmountError::OutOfRange(_)) => {
+                problems.push(Problem::new(
+                    "/buyerPrice",
+                    "maximum",
+                    format!(
+                        "buyerPrice {n} is out of range: amounts are bounded to ±{}",
+                        crate::money::BOUND_TEXT
+                    ),
+                ));
+                None
+            }
+            Err(other) => {
+                problems.push(Problem::new("/buyerPrice", "type", other.to_string()));
+                None
+            }
+        },
         Some(_) => {
             problems.push(Problem::new(
                 "/buyerPrice",
