@@ -12,6 +12,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
     // The money ledger; existing balances become opening rows.
     include_str!("../../migrations/0002_ledger.sql"),
+    // Day-two configuration: archived records, previous secrets during a rotation's overlap.
+    include_str!("../../migrations/0003_config.sql"),
 ];
 
 /// The schema version this binary writes.
