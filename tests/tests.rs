@@ -5,6 +5,7 @@ mod util;
 
 mod autodelivery;
 mod cli;
+mod cli_help;
 mod crash;
 mod delivery;
 mod demo;

@@ -287,10 +287,14 @@ pub enum ContainerCommand {
         delivery: DeliveryOptions,
     },
     /// List them (archived ones with --all).
-    #[command(after_help = "Example:\n  leadrelay channel list --workspace acme")]
+    #[command(
+        after_help = "Example:\n  leadrelay channel list --workspace acme\n  leadrelay table list --all"
+    )]
     List(ListArgs),
     /// Show one.
-    #[command(after_help = "Example:\n  leadrelay channel show web")]
+    #[command(
+        after_help = "Example:\n  leadrelay channel show web\n  leadrelay table show imports"
+    )]
     Show {
         /// Its id.
         id: String,
@@ -310,7 +314,9 @@ pub enum ContainerCommand {
     },
     /// Delete one that holds nothing; archive one with leads. Refused while it has live
     /// sources.
-    #[command(after_help = "Example:\n  leadrelay channel delete web")]
+    #[command(
+        after_help = "Example:\n  leadrelay channel delete web\n  leadrelay table delete imports"
+    )]
     Delete {
         /// Its id.
         id: String,

@@ -64,17 +64,25 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create (or migrate) the database file and exit.
+    #[command(after_help = "Example:\n  leadrelay --db /var/lib/leadrelay/leadrelay.db init")]
     Init,
     /// Run the HTTP server and the delivery workers.
     Serve(ServeArgs),
     /// Copy the database to FILE while the server keeps running (a consistent snapshot).
+    #[command(
+        after_help = "Example:\n  leadrelay backup --out /var/backups/leadrelay-2026-01-31.db"
+    )]
     Backup(BackupArgs),
     /// Check the database file: integrity, foreign keys, schema version, known states,
     /// balances equal to their ledger. Exit code 1 when something is wrong. Read-only;
     /// leaves no file behind.
+    #[command(after_help = "Example:\n  leadrelay check --json")]
     Check,
     /// Replace the database with a checked copy of BACKUP, keeping the old file as
     /// DB.before-restore. Refused while a server or another command uses the database.
+    #[command(
+        after_help = "Example:\n  leadrelay restore --from /var/backups/leadrelay-2026-01-31.db"
+    )]
     Restore(RestoreArgs),
     /// Workspaces (tenants).
     #[command(subcommand)]
@@ -101,6 +109,9 @@ pub enum Command {
     #[command(subcommand)]
     Evaluator(evaluator::EvaluatorCommand),
     /// Deliver a lead request to a buyer: creates the transaction and its webhook event.
+    #[command(
+        after_help = "Example:\n  leadrelay deliver --request lreq_01J0000000000000000000000 --buyer sunco --price 30"
+    )]
     Deliver(DeliverArgs),
     /// Transactions created by deliveries.
     #[command(subcommand)]
@@ -112,6 +123,9 @@ pub enum Command {
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
+    #[command(
+        after_help = "Example:\n  leadrelay --db /tmp/demo.db demo --webhook-url http://127.0.0.1:9100/leads"
+    )]
     Demo(demo::DemoArgs),
     /// Partner-native mappings of a source: set a draft, preview, publish, show.
     #[command(subcommand)]
