@@ -7,6 +7,8 @@ mod autodelivery;
 mod cli;
 mod cli_help;
 mod config;
+mod console;
+mod console_browser;
 mod crash;
 mod delivery;
 mod demo;

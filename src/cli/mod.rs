@@ -13,6 +13,7 @@ mod evaluator;
 mod lead;
 mod ledger;
 mod mapping;
+mod operator;
 mod ops;
 mod output;
 mod serve;
@@ -26,6 +27,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
+pub use operator::OperatorCommand;
 pub use ops::{BackupArgs, RestoreArgs};
 pub use output::Output;
 pub use setup::NoDatabase;
@@ -133,6 +135,9 @@ pub enum Command {
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
+    /// Operators of the web console and their login tokens.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
 }
 
 /// The flags that take an amount: a negative one must be written `--price=-5`, since clap
@@ -269,5 +274,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(&cli.db, &out, args),
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
+        Command::Operator(command) => operator::run(&cli.db, &out, command),
     }
 }

@@ -1,4 +1,4 @@
--- leadrelay schema, migration 3: day-two configuration (DESIGN.md section 10).
+-- leadrelay schema, migration 4: day-two configuration (DESIGN.md section 10).
 --
 -- Retiring: a configuration record with history (leads, transactions, ledger rows) is
 -- archived instead of deleted: `archived_at` is set, the row stays (so its id is never
