@@ -1,6 +1,7 @@
 //! Money (DESIGN.md section 11): stored as integer minor units (cents); read from its
 //! decimal text, never through a float; rounded half away from zero to cents; bounded; and
-//! shown with two decimals, as text or as a JSON number, never in exponent form.
+//! shown with two decimals as text, as the shortest exact decimal as a JSON number, never in
+//! exponent form.
 //!
 //! Owns the amount syntax, the rounding, the bounds every amount and balance keep, and how
 //! an amount is written. It does not own when money moves (the ledger and its callers).
@@ -158,11 +159,19 @@ pub fn cents_from_json(number: &Number) -> Result<i64, AmountError> {
     parse(number.as_str(), Syntax::Json)
 }
 
-/// Cents as a JSON number with two decimals: 1250 → `12.50`, exactly.
+/// Cents as a JSON number, written from the exact decimal: 1250 → `12.5`, 2500 → `25.0`,
+/// 199 → `1.99`. That is the form the HTTP interface has always had (the shortest decimal
+/// of the value with at least one digit after the point) but built from the integer, so it
+/// is exact at every size and never in exponent form (no `9.223372036854776e16`).
 pub fn to_json(cents: i64) -> Value {
-    let number: Number = display(cents)
+    let text = display(cents);
+    let text = match text.strip_suffix('0') {
+        Some(shorter) => shorter,
+        None => &text,
+    };
+    let number: Number = text
         .parse()
-        .expect("a decimal with two places is a JSON number");
+        .expect("digits, a point and one or two digits are a JSON number");
     Value::Number(number)
 }
 
@@ -270,10 +279,21 @@ mod tests {
         assert_eq!(display(1250), "12.50");
         assert_eq!(display(-5), "-0.05");
         assert_eq!(display(MAX_CENTS), "1000000000.00");
-        assert_eq!(to_json(1250).to_string(), "12.50");
-        assert_eq!(to_json(-MAX_CENTS).to_string(), "-1000000000.00");
+        assert_eq!(to_json(1250).to_string(), "12.5");
+        assert_eq!(to_json(2500).to_string(), "25.0");
+        assert_eq!(to_json(1999).to_string(), "19.99");
+        assert_eq!(to_json(-5).to_string(), "-0.05");
+        assert_eq!(to_json(-MAX_CENTS).to_string(), "-1000000000.0");
         assert_eq!(to_json(i64::MAX).to_string(), "92233720368547758.07");
-        assert_eq!(to_json(0).to_string(), "0.00");
+        assert_eq!(to_json(0).to_string(), "0.0");
+        // The same text serde_json gives the float, which is what the interface showed.
+        for cents in [0, 1, 10, 99, 1250, 2500, 123_456_789, -42, MAX_CENTS] {
+            assert_eq!(
+                to_json(cents),
+                serde_json::json!(cents as f64 / 100.0),
+                "{cents}"
+            );
+        }
     }
 
     #[test]
@@ -335,7 +355,8 @@ mod tests {
             prop_assert!(!shown.to_string().contains(['e', 'E']));
             let text = shown.to_string();
             let (_, decimals) = text.split_once('.').unwrap();
-            prop_assert_eq!(decimals.len(), 2);
+            prop_assert!(decimals.len() == 1 || decimals.len() == 2);
+            prop_assert_eq!(shown, serde_json::json!(cents as f64 / 100.0));
         }
 
         #[test]

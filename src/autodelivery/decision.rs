@@ -239,7 +239,7 @@ mod tests {
         assert_eq!(request["evaluation"]["factors"][1]["name"], "validEmail");
         assert_eq!(
             request["deliveries"][0],
-            json!({"transactionId": "txn_1", "buyerAccountId": "sunco", "buyerPrice": crate::money::to_json(2500),
+            json!({"transactionId": "txn_1", "buyerAccountId": "sunco", "buyerPrice": 25.0,
                    "deliveryMode": "exclusive"})
         );
         assert_eq!(

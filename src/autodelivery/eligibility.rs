@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(found[6].2, Some(json!({"cap": 2, "count": 2})));
         assert_eq!(
             found[7].2,
-            Some(json!({"buyerPrice": crate::money::to_json(1000), "available": crate::money::to_json(999)}))
+            Some(json!({"buyerPrice": 10.0, "available": 9.99}))
         );
     }
 

@@ -124,7 +124,7 @@ mod tests {
         assert_eq!(body["deliveryChannel"], "webhook");
         assert_eq!(body["deliveryMode"], "multi");
         assert_eq!(body["sentAt"], "1970-01-01T00:00:00.000Z");
-        assert_eq!(body["pricing"]["marginAmount"].to_string(), "21.00");
+        assert_eq!(body["pricing"]["marginAmount"], json!(21.0));
         assert_eq!(
             body["lead"],
             json!({"externalId": "x1", "firstName": "", "lastName": ""})

@@ -228,8 +228,8 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
         assert_eq!(payload["fieldValues"], json!({"roof": "tile"}));
         assert_eq!(payload["product"]["slug"], "solar");
     }
-    assert_eq!(payloads[0]["pricing"]["supplierCost"].to_string(), "3.00");
-    assert_eq!(payloads[1]["pricing"]["supplierCost"].to_string(), "0.00");
+    assert_eq!(payloads[0]["pricing"]["supplierCost"], json!(3.0));
+    assert_eq!(payloads[1]["pricing"]["supplierCost"], json!(0.0));
 }
 
 #[test]
