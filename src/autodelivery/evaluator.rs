@@ -7,16 +7,14 @@
 //! value 1, so the contributions add up to `z`. The same lead and weights always give the
 //! same score: the sum runs in a fixed order over the same numbers.
 //!
-//! Weights are stored in `workspaces.evaluator_weights` as a JSON object
-//! (`{"intercept": -3, "validEmail": 1.5, …}`); NULL means the defaults. Owns the model,
-//! its defaults and that column; the threshold belongs to the container.
+//! Weights are a JSON object (`{"intercept": -3, "validEmail": 1.5, …}`), stored per
+//! workspace with their versions by `weights`. Owns the model, its defaults and the
+//! weights' JSON; the threshold belongs to the container.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::features::{FEATURES, Feature, Features};
-use crate::config::ConfigError;
 
 /// The model's name in every evaluation, so a stored decision says what produced it.
 pub const MODEL: &str = "leadrelay-logistic-v1";
@@ -158,16 +156,6 @@ fn shown(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0 + 0.0
 }
 
-/// The weights of `workspace_id` and whether they are the workspace's own (else the
-/// defaults); `None` when the workspace does not exist.
-pub fn load(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<(Weights, bool)>> {
-    let stored: Option<Option<String>> = conn
-        .prepare_cached("SELECT evaluator_weights FROM workspaces WHERE id = ?1")?
-        .query_row([workspace_id], |row| row.get(0))
-        .optional()?;
-    Ok(stored.map(|stored| from_stored(workspace_id, stored.as_deref())))
-}
-
 /// Reads the column's value: NULL means the defaults. Weights were checked when set; should
 /// the column have been edited by hand into something unreadable, the defaults apply (and
 /// the log says so) rather than every lead of the workspace failing to ingest. The flag
@@ -189,25 +177,6 @@ pub fn from_stored(workspace_id: &str, stored: Option<&str>) -> (Weights, bool) 
             (DEFAULT_WEIGHTS, true)
         }
     }
-}
-
-/// Stores `weights` for `workspace_id`, or goes back to the defaults with `None`.
-pub fn store(
-    conn: &Connection,
-    workspace_id: &str,
-    weights: Option<&Weights>,
-) -> Result<(), ConfigError> {
-    let changed = conn.execute(
-        "UPDATE workspaces SET evaluator_weights = ?2 WHERE id = ?1",
-        params![workspace_id, weights.map(|w| w.to_json().to_string())],
-    )?;
-    if changed == 0 {
-        return Err(ConfigError::NotFound {
-            kind: "workspace",
-            id: workspace_id.to_string(),
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -328,28 +297,12 @@ mod tests {
     }
 
     #[test]
-    fn stored_weights_load_per_workspace() {
-        let conn = super::super::testing::database();
+    fn unreadable_stored_weights_fall_back_to_the_defaults() {
         let mut custom = DEFAULT_WEIGHTS;
         custom.set("names", 3.0).unwrap();
-        store(&conn, "ws", Some(&custom)).unwrap();
-        assert_eq!(load(&conn, "ws").unwrap(), Some((custom, true)));
-        assert_eq!(
-            load(&conn, "other").unwrap(),
-            Some((DEFAULT_WEIGHTS, false))
-        );
-        assert_eq!(load(&conn, "nope").unwrap(), None);
-        store(&conn, "ws", None).unwrap();
-        assert_eq!(load(&conn, "ws").unwrap(), Some((DEFAULT_WEIGHTS, false)));
-        assert!(matches!(
-            store(&conn, "nope", None),
-            Err(ConfigError::NotFound { .. })
-        ));
-        conn.execute(
-            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'other'",
-            [],
-        )
-        .unwrap();
-        assert_eq!(load(&conn, "other").unwrap(), Some((DEFAULT_WEIGHTS, true)));
+        let text = custom.to_json().to_string();
+        assert_eq!(from_stored("ws", Some(&text)), (custom, true));
+        assert_eq!(from_stored("ws", None), (DEFAULT_WEIGHTS, false));
+        assert_eq!(from_stored("ws", Some("junk")), (DEFAULT_WEIGHTS, true));
     }
 }

@@ -24,6 +24,7 @@ pub mod schedule;
 pub mod select;
 #[cfg(test)]
 mod testing;
+pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};

@@ -40,9 +40,8 @@ pub fn interest(answers: &[(&str, &str)]) -> Interest {
 /// `heat`; channel `web` with source `src`; lead `lead_test` with requests `lreq_test` and
 /// `lreq_old` for `solar`.
 pub fn database() -> Connection {
-    let conn = Connection::open_in_memory().expect("an in-memory database opens");
-    conn.execute_batch(include_str!("../../schema.sql"))
-        .expect("the schema applies");
+    let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
+    crate::db::apply_migrations(&mut conn).expect("the schema applies");
     conn.execute_batch(
         "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
          INSERT INTO products (id, workspace_id, slug, name, created_at)

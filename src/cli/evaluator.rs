@@ -1,8 +1,8 @@
-//! `leadrelay evaluator show|set`: the built-in evaluator's weights of a workspace, and the
-//! score thresholds of its channels and lead tables.
+//! `leadrelay evaluator show|set|history`: the built-in evaluator's weights of a workspace,
+//! their versions, and the score thresholds of its channels and lead tables.
 //!
-//! Owns the flags and the printing; the model, its weights and their storage are
-//! `autodelivery::evaluator`.
+//! Owns the flags and the printing; the model is `autodelivery::evaluator`, the weights'
+//! storage and versions `autodelivery::weights`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::output::Output;
 use super::setup::open;
 use crate::autodelivery::evaluator::{self, DEFAULT_WEIGHTS, Weights};
+use crate::autodelivery::weights::{self, Current, Origin};
 use crate::config::ConfigError;
 
 #[derive(Debug, Subcommand)]
@@ -24,12 +25,19 @@ pub enum EvaluatorCommand {
         #[arg(long)]
         workspace: String,
     },
-    /// Change a workspace's weights: some by name, all from a file, or back to the defaults.
+    /// Change a workspace's weights: some by name, all from a file, back to the defaults, or
+    /// back to an earlier version. Every change is kept as a new version.
     Set {
         #[arg(long)]
         workspace: String,
         #[command(flatten)]
         change: WeightChange,
+    },
+    /// Every version of a workspace's weights, newest first: when, how (set, reset, train,
+    /// restore) and the weights.
+    History {
+        #[arg(long)]
+        workspace: String,
     },
 }
 
@@ -47,6 +55,9 @@ pub struct WeightChange {
     /// Go back to the built-in defaults.
     #[arg(long)]
     reset: bool,
+    /// Go back to version N of `evaluator history` (recorded as a new version).
+    #[arg(long, value_name = "N")]
+    version: Option<i64>,
 }
 
 /// Parses and checks `NAME=NUMBER` while the command line is read (a usage error otherwise).
@@ -68,23 +79,29 @@ pub fn run(path: &Path, out: &Output, command: EvaluatorCommand) -> anyhow::Resu
     let db = open(path)?;
     let shown = match command {
         EvaluatorCommand::Show { workspace } => db.read_blocking(|conn| describe(conn, &workspace)),
+        EvaluatorCommand::History { workspace } => {
+            db.read_blocking(move |conn| history(conn, &workspace))
+        }
         EvaluatorCommand::Set { workspace, change } => {
             let replacement = match &change.file {
                 Some(file) => Some(read_file(file)?),
                 None => None,
             };
+            let now = crate::clock::now_ms();
             db.write_blocking(move |conn| {
-                let (mut weights, _) = load(conn, &workspace)?;
                 if change.reset {
-                    evaluator::store(conn, &workspace, None)?;
+                    weights::change(conn, &workspace, None, Origin::Reset, None, now)?;
+                } else if let Some(version) = change.version {
+                    weights::restore(conn, &workspace, version, now)?;
                 } else {
-                    if let Some(replacement) = replacement {
-                        weights = replacement;
-                    }
+                    let mut weights = match replacement {
+                        Some(replacement) => replacement,
+                        None => load(conn, &workspace)?.weights,
+                    };
                     for (name, value) in &change.weights {
                         weights.set(name, *value).map_err(ConfigError::Invalid)?;
                     }
-                    evaluator::store(conn, &workspace, Some(&weights))?;
+                    weights::change(conn, &workspace, Some(&weights), Origin::Set, None, now)?;
                 }
                 describe(conn, &workspace)
             })
@@ -108,17 +125,32 @@ fn read_file(file: &Path) -> anyhow::Result<Weights> {
     Ok(weights)
 }
 
-fn load(conn: &Connection, workspace: &str) -> Result<(Weights, bool), ConfigError> {
-    evaluator::load(conn, workspace)?.ok_or_else(|| ConfigError::NotFound {
+fn load(conn: &Connection, workspace: &str) -> Result<Current, ConfigError> {
+    weights::current(conn, workspace)?.ok_or_else(|| ConfigError::NotFound {
         kind: "workspace",
         id: workspace.to_string(),
     })
 }
 
-/// `{"workspaceId", "model", "custom", "weights", "defaults", "thresholds": [{"containerId",
-/// "kind", "autoDelivery", "scoreThreshold"}]}`.
+/// `{"workspaceId", "current": N | null, "versions": [version…]}`, newest first.
+fn history(conn: &Connection, workspace: &str) -> Result<Value, ConfigError> {
+    let versions = weights::history(conn, workspace)?;
+    Ok(json!({
+        "workspaceId": workspace,
+        "current": versions.first().map(|v| v.version),
+        "versions": versions.iter().map(weights::Version::to_json).collect::<Vec<_>>(),
+    }))
+}
+
+/// `{"workspaceId", "model", "version", "custom", "weights", "defaults", "thresholds":
+/// [{"containerId", "kind", "autoDelivery", "scoreThreshold"}]}`; `version` is null while
+/// the workspace never changed its weights.
 fn describe(conn: &Connection, workspace: &str) -> Result<Value, ConfigError> {
-    let (weights, custom) = load(conn, workspace)?;
+    let Current {
+        weights,
+        custom,
+        version,
+    } = load(conn, workspace)?;
     let mut stmt = conn.prepare(
         "SELECT id, kind, auto_delivery, score_threshold FROM containers
          WHERE workspace_id = ?1 ORDER BY kind, id",
@@ -136,6 +168,7 @@ fn describe(conn: &Connection, workspace: &str) -> Result<Value, ConfigError> {
     Ok(json!({
         "workspaceId": workspace,
         "model": evaluator::MODEL,
+        "version": version,
         "custom": custom,
         "weights": weights.to_json(),
         "defaults": DEFAULT_WEIGHTS.to_json(),

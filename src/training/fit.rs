@@ -270,8 +270,8 @@ mod tests {
             let flag = (i * 7 % 5 < 3) as i32;
             let share = (i * 13 % 10) as f64 / 10.0;
             let count = (i % 4) as f64;
-            let score = flag + (i * 13 % 10 >= 6) as i32 + (i * 11 % 7 == 0) as i32
-                - (i % 4 == 3) as i32;
+            let score =
+                flag + (i * 13 % 10 >= 6) as i32 + (i * 11 % 7 == 0) as i32 - (i % 4 == 3) as i32;
             out[i] = ([flag as f64, share, count], (score >= 1) as u8);
             i += 1;
         }
