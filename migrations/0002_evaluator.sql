@@ -18,3 +18,13 @@ CREATE TABLE evaluator_versions (
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (workspace_id, version)
 ) WITHOUT ROWID;
+
+-- The features each delivered lead request was scored with, as the evaluator computed them
+-- when it decided (so a later change of the feature code does not move old rows): what
+-- `evaluator train` learns from, joined to the request's transactions and their outcomes.
+-- Written by `autodelivery::stored_features` in the ingest writer job, only for requests
+-- that got a transaction. The encoding is described there.
+CREATE TABLE evaluation_features (
+    lead_request_id TEXT PRIMARY KEY REFERENCES lead_requests(id),
+    features        TEXT NOT NULL
+) WITHOUT ROWID;

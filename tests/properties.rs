@@ -235,7 +235,7 @@ fn detect_and_validate(body: &Value, kind: ContainerKind) -> Result<(), TestCase
                 if let Some(draft) = item.draft {
                     let lead = validate::complete(draft, &catalog, &mut problems);
                     if problems.is_empty() {
-                        let _ = leadrelay::ingest::quality::assess(&lead);
+                        let _ = leadrelay::ingest::quality::assess(&lead.fields);
                     }
                 }
                 all.extend(problems);

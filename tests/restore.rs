@@ -9,21 +9,12 @@ use serde_json::{Value, json};
 
 use crate::ingest::{person, with};
 use crate::util::process::ServeProcess;
-use crate::util::{Request, TempDb, basic_setup, lr};
+use crate::util::{Request, TempDb, basic_setup, file_names, lr};
 
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 fn kept(db: &Path) -> PathBuf {
@@ -85,7 +76,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     let later = ingest(&server, 3..5);
 
     // Refused while the server runs: nothing changes.
-    let before = names(db.dir.path());
+    let before = file_names(db.dir.path());
     let output = lr(&db.path, "restore --from").arg(&backup).output();
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let expected = format!(
@@ -93,7 +84,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
         db.path.display()
     );
     assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
-    assert_eq!(names(db.dir.path()), before);
+    assert_eq!(file_names(db.dir.path()), before);
 
     // A crash (no checkpoint, no cleanup): the last leads are only in the WAL.
     server.kill();
@@ -114,7 +105,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     );
     // No stale -wal or -shm beside the restored file, no temporary file left.
     assert_eq!(
-        names(db.dir.path()),
+        file_names(db.dir.path()),
         [
             "backup.db",
             "leadrelay.db",
@@ -170,7 +161,7 @@ fn an_earlier_restores_file_is_replaced_only_with_force() {
 /// Restores `backup` over a sound database and expects a refusal naming `problem`, with
 /// nothing changed beside the database.
 fn refused(db: &TempDb, backup: &Path, problem: &str) {
-    let before = names(db.dir.path());
+    let before = file_names(db.dir.path());
     let content = std::fs::read(&db.path).unwrap();
     let output = lr(&db.path, "restore --from").arg(backup).output();
     assert_eq!(
@@ -188,7 +179,7 @@ fn refused(db: &TempDb, backup: &Path, problem: &str) {
         message.contains(problem),
         "{problem} missing from: {message}"
     );
-    assert_eq!(names(db.dir.path()), before, "{problem}");
+    assert_eq!(file_names(db.dir.path()), before, "{problem}");
     assert_eq!(std::fs::read(&db.path).unwrap(), content, "{problem}");
 }
 
@@ -270,7 +261,7 @@ fn a_restore_is_refused_while_another_program_has_the_database_open() {
     let _: i64 = other
         .query_row("SELECT count(*) FROM workspaces", [], |r| r.get(0))
         .unwrap();
-    let before = names(db.dir.path());
+    let before = file_names(db.dir.path());
     let output = lr(&db.path, "restore --from").arg(&backup).output();
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(
@@ -278,7 +269,7 @@ fn a_restore_is_refused_while_another_program_has_the_database_open() {
         "{}",
         stderr(&output)
     );
-    assert_eq!(names(db.dir.path()), before);
+    assert_eq!(file_names(db.dir.path()), before);
     other.execute_batch("COMMIT").unwrap();
     drop(other);
     lr(&db.path, "restore --from").arg(&backup).json();
@@ -293,7 +284,7 @@ fn a_restore_onto_a_new_box_needs_no_existing_database() {
     let report = lr(&fresh.path, "restore --from").arg(&backup).json();
     assert_eq!(report["keptAs"], Value::Null);
     assert_eq!(
-        names(fresh.dir.path()),
+        file_names(fresh.dir.path()),
         ["leadrelay.db", "leadrelay.db.lock"]
     );
     let sources = lr(&fresh.path, "source list").json();

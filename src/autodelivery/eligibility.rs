@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 
 use super::caps::{self, Windows};
 use super::filters;
-use super::lead::{Interest, Lead};
 use super::schedule::Schedule;
 use crate::config::buyer::{Filter, Plan};
+use crate::ingest::model::{StoredLead, StoredRequest};
 
 /// A candidate's standing, from ineligible through the selection's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,12 +82,12 @@ pub struct Candidate {
 }
 
 /// What the checks need to know about the moment and the place.
-pub struct Context<'a> {
-    pub lead: &'a Lead,
-    pub interest: &'a Interest,
-    pub tz: &'a TimeZone,
-    pub now_ms: i64,
-    pub windows: &'a Windows,
+pub(crate) struct Context<'a> {
+    pub(crate) lead: &'a StoredLead,
+    pub(crate) request: &'a StoredRequest,
+    pub(crate) tz: &'a TimeZone,
+    pub(crate) now_ms: i64,
+    pub(crate) windows: &'a Windows,
 }
 
 /// A subscribed buyer as read, before the checks.
@@ -107,16 +107,16 @@ struct Subscribed {
 }
 
 /// Every buyer of the workspace subscribed to the interest's product, each checked.
-pub fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
+pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
     let subscribed = subscribed_buyers(
         conn,
         &context.lead.workspace_id,
-        &context.interest.product_id,
+        &context.request.interest.product_id,
     )?;
     if subscribed.is_empty() {
         return Ok(Vec::new());
     }
-    let holders = request_holders(conn, &context.interest.id)?;
+    let holders = request_holders(conn, &context.request.id)?;
     let mut candidates = Vec::with_capacity(subscribed.len());
     for buyer in subscribed {
         let (reason, detail) = check(conn, context, &buyer, &holders)?;
@@ -197,7 +197,9 @@ fn check(
             ));
         }
     };
-    if let Some(failed) = filters::first_mismatch(&filters, context.lead, context.interest) {
+    if let Some(failed) =
+        filters::first_mismatch(&filters, &context.lead.fields, &context.request.interest)
+    {
         return Ok((
             Reason::FilterMismatch,
             Some(json!({"field": failed.field, "op": failed.op, "values": failed.values})),
@@ -227,7 +229,7 @@ fn check(
         let usage = caps::usage(
             conn,
             &buyer.buyer_id,
-            &context.interest.product_id,
+            &context.request.interest.product_id,
             context.windows,
             buyer.monthly_cap.is_some(),
         )?;
@@ -262,18 +264,21 @@ fn check(
 #[cfg(test)]
 mod tests {
     use super::super::testing::{
-        BuyerFixture, add_buyer, add_transaction, database, interest, lead,
+        BuyerFixture, add_buyer, add_transaction, database, lead, request,
     };
     use super::*;
 
     /// Monday 2025-01-06 10:00 UTC.
     const NOW: i64 = 1_736_157_600_000;
 
-    fn verdicts(conn: &Connection, lead: &Lead) -> Vec<(String, &'static str, Option<Value>)> {
+    fn verdicts(
+        conn: &Connection,
+        lead: &StoredLead,
+    ) -> Vec<(String, &'static str, Option<Value>)> {
         let windows = Windows::at(NOW, &TimeZone::UTC);
         let context = Context {
             lead,
-            interest: &interest(&[("roof", "tile")]),
+            request: &request(&[("roof", "tile")]),
             tz: &TimeZone::UTC,
             now_ms: NOW,
             windows: &windows,

@@ -301,7 +301,10 @@ mod tests {
             "only the lead's categories; one without a weight adds 0"
         );
         let z: f64 = evaluation.factors.iter().map(|f| f.contribution).sum();
-        assert_eq!(evaluation.score, (100.0 / (1.0 + (-z).exp())).round() as i64);
+        assert_eq!(
+            evaluation.score,
+            (100.0 / (1.0 + (-z).exp())).round() as i64
+        );
         assert_eq!(evaluation.score, 82, "99 without the answer's -2.5");
     }
 
@@ -355,19 +358,33 @@ mod tests {
         );
         assert!(weights.merge_json(&serde_json::json!([1])).is_err());
         weights.set("source:web", 0.75).unwrap();
-        assert!(weights.set("source:", 1.0).unwrap_err().contains("source:VALUE"));
+        assert!(
+            weights
+                .set("source:", 1.0)
+                .unwrap_err()
+                .contains("source:VALUE")
+        );
         assert!(weights.set("colour:red", 1.0).is_err());
         assert_eq!(weights.category("source:web"), 0.75);
         let mut round_trip = DEFAULT_WEIGHTS;
         round_trip.merge_json(&weights.to_json()).unwrap();
         assert_eq!(round_trip, weights);
         assert_eq!(
-            weights.to_json().as_object().unwrap().keys().last().unwrap(),
+            weights
+                .to_json()
+                .as_object()
+                .unwrap()
+                .keys()
+                .last()
+                .unwrap(),
             "source:web",
             "categories after the features"
         );
         weights.set("source:web", 0.0).unwrap();
-        assert!(weights.categories.is_empty(), "0 removes a category's weight");
+        assert!(
+            weights.categories.is_empty(),
+            "0 removes a category's weight"
+        );
     }
 
     #[test]

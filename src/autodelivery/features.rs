@@ -30,7 +30,7 @@
 //! Owns turning a lead into these numbers and the names of features and groups; the
 //! weights and the score are `evaluator`.
 
-use super::lead::{Interest, Lead};
+use crate::ingest::model::{Interest, LeadFields, StoredLead};
 use crate::ingest::normalize::{is_valid_email, phone_digits};
 use crate::ingest::quality::CONSENT_GRANTED;
 
@@ -219,8 +219,9 @@ pub(crate) struct Context<'a> {
     pub local_hour: u8,
 }
 
-/// The features of `lead` for `interest`.
-pub(crate) fn extract(lead: &Lead, interest: &Interest, context: &Context) -> Features {
+/// The features of `lead` for `interest`. The lead's fields are read as buyers get them.
+pub(crate) fn extract(stored: &StoredLead, interest: &Interest, context: &Context) -> Features {
+    let lead = &stored.fields;
     let mut values = [0.0; FEATURES.len()];
     let flag = |yes: bool| if yes { 1.0 } else { 0.0 };
     values[Feature::ValidEmail.index()] =
@@ -255,7 +256,7 @@ pub(crate) fn extract(lead: &Lead, interest: &Interest, context: &Context) -> Fe
             .count();
         answered as f64 / required.len() as f64
     };
-    values[Feature::SoftQualityFlags.index()] = lead.quality_reasons.len() as f64;
+    values[Feature::SoftQualityFlags.index()] = stored.quality_reasons.len() as f64;
     values[Feature::DuplicatesSeen.index()] =
         context.duplicates_seen.min(DUPLICATES_SEEN_CAP) as f64;
     for value in &mut values {
@@ -283,7 +284,7 @@ pub(crate) fn extract(lead: &Lead, interest: &Interest, context: &Context) -> Fe
 
 /// `DE-80` from country `de` and postal code ` 80331`; `80` without a country; `None`
 /// without two letters or digits at the start of the postal code.
-fn postal_prefix(lead: &Lead) -> Option<String> {
+fn postal_prefix(lead: &LeadFields) -> Option<String> {
     let code = lead.text("postalCode")?;
     let prefix: String = code
         .chars()

@@ -2,37 +2,64 @@
 //! an in-memory database with the schema and a small workspace.
 
 use rusqlite::Connection;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::lead::{Interest, Lead};
+use crate::config::container::ContainerKind;
 use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::model::{Interest, StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
+use crate::ingest::status::{LeadStatus, RequestStatus};
 
-/// A lead with `fields` set by interface name, quality ok and unique.
-pub fn lead(fields: &[(&str, &str)]) -> Lead {
-    Lead {
+/// Lead `lead_test` with `fields` set by interface name (read as ingest's validation reads
+/// a Lead), quality ok and unique, with request [`request`] and no answers.
+pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
+    let body: Map<String, Value> = fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+        .collect();
+    // Missing names are problems the fixtures do not care about.
+    let draft = crate::ingest::validate::lead(body, "", &mut Vec::new());
+    StoredLead {
         id: "lead_test".into(),
-        workspace_id: "ws".into(),
+        source_id: "src".into(),
         container_id: "web".into(),
+        container_kind: ContainerKind::Channel,
+        workspace_id: "ws".into(),
+        fields: draft.fields,
         quality_status: QualityStatus::Ok,
         quality_reasons: Vec::new(),
         duplicate_status: DuplicateStatus::Unique,
-        fields: fields
+        duplicate_match: None,
+        status: LeadStatus::Active,
+        created_at: 0,
+        requests: vec![request(&[])],
+    }
+}
+
+/// An interest in `solar` with `answers`, asking for auto-delivery.
+pub fn interest(answers: &[(&str, &str)]) -> Interest {
+    Interest {
+        product_id: "solar".into(),
+        product_slug: "solar".into(),
+        product_name: "Solar".into(),
+        routing_ready: None,
+        trigger_auto_delivery: true,
+        field_values: answers
             .iter()
             .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
             .collect(),
     }
 }
 
-pub fn interest(answers: &[(&str, &str)]) -> Interest {
-    Interest {
+/// Request `lreq_test` of `lead_test`: an interest in `solar` with `answers`.
+pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
+    StoredRequest {
         id: "lreq_test".into(),
-        product_id: "solar".into(),
-        routing_ready: None,
-        field_values: answers
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-            .collect(),
+        position: 0,
+        interest: interest(answers),
+        status: RequestStatus::Open,
+        decision: None,
+        created_at: 0,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod fixtures;
 pub mod http;
 pub mod process;
 pub mod receiver;
+pub mod source;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -167,6 +168,21 @@ pub fn cli_output(db: &Path, args: &[&str]) -> Output {
 /// `lr(db, "source show x").json()`.
 pub fn cli_json(db: &Path, args: &[&str]) -> Value {
     lr(db, "").args(args).json()
+}
+
+/// The names of the entries in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the directory is readable")
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.
