@@ -30,7 +30,8 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
             "addressCompleteness",
             "consentGranted",
             "requiredFields",
-            "softQualityFlags"
+            "softQualityFlags",
+            "duplicatesSeen"
         ]
     );
     assert_eq!(

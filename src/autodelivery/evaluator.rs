@@ -62,6 +62,19 @@ impl Weights {
         self.features[feature.index()]
     }
 
+    /// `z = intercept + Σ weight × value` over the features, then the categories, in that
+    /// fixed order.
+    pub fn linear(&self, features: &Features) -> f64 {
+        let mut z = self.intercept;
+        for feature in FEATURES {
+            z += features.get(feature) * self.get(feature);
+        }
+        for name in &features.categories {
+            z += self.category(name);
+        }
+        z
+    }
+
     /// The weight of a category factor (0 when it has none).
     pub fn category(&self, name: &str) -> f64 {
         self.categories.get(name).copied().unwrap_or(0.0)
@@ -157,21 +170,17 @@ pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evalu
         weight: weights.intercept,
         contribution: weights.intercept,
     });
-    let mut z = weights.intercept;
     for feature in FEATURES {
         let (value, weight) = (features.get(feature), weights.get(feature));
-        let contribution = value * weight;
-        z += contribution;
         factors.push(Factor {
             name: Cow::Borrowed(feature.name()),
             value: rounded(value),
             weight,
-            contribution: rounded(contribution),
+            contribution: rounded(value * weight),
         });
     }
     for name in &features.categories {
         let weight = weights.category(name);
-        z += weight;
         factors.push(Factor {
             name: Cow::Owned(name.clone()),
             value: 1.0,
@@ -179,7 +188,7 @@ pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evalu
             contribution: rounded(weight),
         });
     }
-    let score = (100.0 / (1.0 + (-z).exp())).round().clamp(0.0, 100.0) as i64;
+    let score = score(weights.linear(features));
     Evaluation {
         model: MODEL,
         score,
@@ -187,6 +196,12 @@ pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evalu
         passed: score >= threshold,
         factors,
     }
+}
+
+/// The score of `z`: `round(100 / (1 + e^-z))`, 0 to 100. The one rule, also for the
+/// comparison `evaluator train` prints.
+pub fn score(z: f64) -> i64 {
+    (100.0 / (1.0 + (-z).exp())).round().clamp(0.0, 100.0) as i64
 }
 
 /// Reads the column's value: NULL means the defaults. Weights were checked when set; should

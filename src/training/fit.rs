@@ -22,6 +22,7 @@ use std::ops::Range;
 /// the intercept, implicit in every row; feature columns are `1..=dims`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rows {
+    /// The highest feature column (at least the one given to [`Rows::new`]).
     dims: usize,
     offsets: Vec<usize>,
     columns: Vec<u32>,
@@ -38,11 +39,12 @@ impl Rows {
         }
     }
 
-    /// Appends a row: its (feature column, value) entries, columns from 1 to `dims`,
-    /// strictly increasing; zero values may be left out.
+    /// Appends a row: its (feature column, value) entries, columns from 1, strictly
+    /// increasing; zero values may be left out. A column beyond `dims` raises it.
     pub(crate) fn push(&mut self, entries: impl IntoIterator<Item = (u32, f64)>, label: bool) {
         for (column, value) in entries {
-            debug_assert!(column >= 1 && column as usize <= self.dims);
+            debug_assert!(column >= 1);
+            self.dims = self.dims.max(column as usize);
             debug_assert!(
                 self.columns.len() == *self.offsets.last().expect("offsets start with 0")
                     || *self.columns.last().expect("not empty") < column,
