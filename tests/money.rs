@@ -19,9 +19,9 @@ fn tamper(db: &Path, sql: &str) {
 #[test]
 fn an_unknown_stored_state_is_an_error_that_check_reports() {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     buyer(&db.path, "b", "http://127.0.0.1:9/hook", None, "");
-    assert_eq!(lr(&db.path, "check").json()["ok"], true);
+    assert_eq!(lr(&db, "check").json()["ok"], true);
 
     tamper(
         &db.path,
@@ -29,17 +29,17 @@ fn an_unknown_stored_state_is_an_error_that_check_reports() {
     );
 
     // Reading the buyer stops with the reason instead of taking it for active or paused.
-    lr(&db.path, "buyer list")
+    lr(&db, "buyer list")
         .fails(1)
         .stderr_contains("unknown buyer status 'suspended' stored in the database");
-    let text = lr(&db.path, "check").fails(1).stdout;
+    let text = lr(&db, "check").fails(1).stdout;
     assert!(
         text.contains(
             "buyers.status: 1 row(s) hold 'suspended', which is not a known value (active, paused)"
         ),
         "{text}"
     );
-    let report = lr(&db.path, "check").fails_json(1).json();
+    let report = lr(&db, "check").fails_json(1).json();
     assert_eq!(report["ok"], false);
     assert_eq!(
         report["unknownStates"],

@@ -270,7 +270,7 @@ fn assert_documented(doc: &Value, schema: &str, value: &Value) {
 fn ingest_answers_have_the_documented_fields() {
     let doc = document();
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     lr(
         &server,
         "source create --channel web --name Web --id s --no-secret",
@@ -324,7 +324,7 @@ fn the_delivered_event_has_the_documented_fields() {
     let doc = document();
     let server = TestServer::start();
     let receiver = Receiver::start();
-    setup(&server.db.path);
+    setup(&server);
     buyer(&server.db.path, "b", &receiver.url("/hook"), Some("25"), []);
     let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(&server.db.path, &request, "b", None);

@@ -163,7 +163,7 @@ fn database_wal_shm_and_backups_are_0600_whatever_the_umask_or_earlier_mode() {
 /// A stopped database with some data: its directory holds the file and its lock file.
 fn stopped_database() -> TempDb {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     assert_eq!(
         file_names(db.dir.path()),
         ["leadrelay.db", "leadrelay.db.lock"]
@@ -175,13 +175,13 @@ fn stopped_database() -> TempDb {
 fn check_and_backup_of_a_stopped_database_leave_nothing_beside_it() {
     let db = stopped_database();
     let before = file_names(db.dir.path());
-    let report = lr(&db.path, "check").json();
+    let report = lr(&db, "check").json();
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(file_names(db.dir.path()), before, "after check");
 
     let out = tempfile::tempdir().unwrap();
     let copy = out.path().join("copy.db");
-    lr(&db.path, "backup --out").arg(&copy).json();
+    lr(&db, "backup --out").arg(&copy).json();
     assert_eq!(file_names(db.dir.path()), before, "after backup");
     assert_eq!(file_names(out.path()), ["copy.db"]);
     lr(&copy, "check").json();
@@ -276,16 +276,16 @@ fn check_while_the_server_runs_sees_committed_data_and_leaves_its_files_alone() 
     let db = stopped_database();
     let server = ServeProcess::start(&db.path, &[]);
     // Committed while the server runs: in the WAL, not yet in the main file.
-    lr(&db.path, "workspace create --name Later --id later").json();
+    lr(&db, "workspace create --name Later --id later").json();
     let before = file_names(db.dir.path());
     assert!(
         before.contains(&"leadrelay.db-wal".to_string()),
         "{before:?}"
     );
-    assert_eq!(lr(&db.path, "check").json()["ok"], true);
+    assert_eq!(lr(&db, "check").json()["ok"], true);
     let copy = tempfile::tempdir().unwrap();
     let out = copy.path().join("copy.db");
-    lr(&db.path, "backup --out").arg(&out).json();
+    lr(&db, "backup --out").arg(&out).json();
     assert_eq!(file_names(db.dir.path()), before);
     drop(server);
     let conn = rusqlite::Connection::open(&out).unwrap();

@@ -410,19 +410,10 @@ fn flatten(prefix: &str, tree: &str, paths: &mut Vec<String>) {
 /// Every `.rs` file under `src/` with its text, but the files that a `#[cfg(test)]`
 /// declaration names (unit tests kept in their own file).
 fn production_sources(root: &Path) -> Vec<(PathBuf, String)> {
-    let mut pending = vec![root.join("src")];
-    let mut found = Vec::new();
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/ reads") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("a source file reads");
-                found.push((path, text));
-            }
-        }
-    }
+    let found: Vec<(PathBuf, String)> = crate::util::source::rust_files("src")
+        .into_iter()
+        .map(|(path, text)| (root.join(path), text))
+        .collect();
     let test_only: Vec<PathBuf> = found
         .iter()
         .flat_map(|(path, text)| test_modules(path, text))

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod fixtures;
 pub mod http;
+pub mod json;
 pub mod process;
 pub mod receiver;
 pub mod source;
@@ -22,6 +23,7 @@ pub use fixtures::{
     fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
 };
 pub use http::{Reply, Request};
+pub use json::{keys, strings};
 
 /// Routes the server's log lines into the test output (shown for failing tests).
 fn init_logging() {
