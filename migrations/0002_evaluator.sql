@@ -26,5 +26,7 @@ CREATE TABLE evaluator_versions (
 -- that got a transaction. The encoding is described there.
 CREATE TABLE evaluation_features (
     lead_request_id TEXT PRIMARY KEY REFERENCES lead_requests(id),
+    -- The lead's container, for its threshold (the leads table is wide to read).
+    container_id    TEXT NOT NULL REFERENCES containers(id),
     features        TEXT NOT NULL
 ) WITHOUT ROWID;

@@ -65,11 +65,24 @@ impl Weights {
     /// `z = intercept + Σ weight × value` over the features, then the categories, in that
     /// fixed order.
     pub fn linear(&self, features: &Features) -> f64 {
+        self.linear_of(
+            &features.values,
+            features.categories.iter().map(String::as_str),
+        )
+    }
+
+    /// [`linear`](Self::linear) of numeric `values` (indexed by [`Feature::index`]) and
+    /// category factor names.
+    pub fn linear_of<'a>(
+        &self,
+        values: &[f64; FEATURES.len()],
+        categories: impl Iterator<Item = &'a str>,
+    ) -> f64 {
         let mut z = self.intercept;
         for feature in FEATURES {
-            z += features.get(feature) * self.get(feature);
+            z += values[feature.index()] * self.get(feature);
         }
-        for name in &features.categories {
+        for name in categories {
             z += self.category(name);
         }
         z
@@ -320,7 +333,7 @@ mod tests {
             evaluation.score,
             (100.0 / (1.0 + (-z).exp())).round() as i64
         );
-        assert_eq!(evaluation.score, 82, "99 without the answer's -2.5");
+        assert_eq!(evaluation.score, 88, "z = 4.5 - 2.5");
     }
 
     #[test]

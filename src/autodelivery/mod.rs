@@ -24,7 +24,7 @@ pub mod schedule;
 pub mod select;
 pub mod stored_features;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod weights;
 
 use jiff::tz::TimeZone;
@@ -320,7 +320,7 @@ fn decide(
     };
     let deliveries = take(conn, lead, request, terms, &mut candidates)?;
     if !deliveries.is_empty() {
-        stored_features::record(conn, &request.id, &features)?;
+        stored_features::record(conn, &request.id, &lead.container_id, &features)?;
     }
     Ok(RequestDecision {
         request_id: request.id.clone(),

@@ -4,7 +4,9 @@
 //! lead request that got at least one transaction, in the ingest writer job that decided
 //! it, with the features exactly as the evaluator computed and scored them then: a later
 //! change of the feature code does not move old rows, and `evaluator train` learns from
-//! what the scorer saw. Requests delivered by hand (`leadrelay deliver`) have none.
+//! what the scorer saw. Requests delivered by hand (`leadrelay deliver`) have none. The row
+//! also names the lead's container, so training finds each row's threshold without
+//! reading the (wide) leads table.
 //!
 //! The stored text is JSON `[1, [numeric values…], ["group:value"…]]`: the encoding's
 //! version, the numeric features in the order of that version, and the category factors.
@@ -13,7 +15,10 @@
 //! a row does not have reads as 0, as it weighed nothing for the scorer that wrote it).
 //! About 60–100 bytes a row.
 
+use std::borrow::Cow;
+
 use rusqlite::{Connection, params};
+use serde::Deserialize;
 
 use super::features::{FEATURES, Feature, Features};
 
@@ -37,12 +42,14 @@ const V1_NUMERIC: [&str; 8] = [
 pub(crate) fn record(
     conn: &Connection,
     lead_request_id: &str,
+    container_id: &str,
     features: &Features,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO evaluation_features (lead_request_id, features) VALUES (?1, ?2)",
+        "INSERT INTO evaluation_features (lead_request_id, container_id, features)
+         VALUES (?1, ?2, ?3)",
     )?
-    .execute(params![lead_request_id, encode(features)])?;
+    .execute(params![lead_request_id, container_id, encode(features)])?;
     Ok(())
 }
 
@@ -64,9 +71,30 @@ pub(crate) enum DecodeError {
     Version(u64),
 }
 
+/// A stored row read without copying its category names where it can.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stored<'a> {
+    /// Indexed by [`Feature::index`].
+    pub values: [f64; FEATURES.len()],
+    pub categories: Vec<Cow<'a, str>>,
+}
+
+impl Stored<'_> {
+    #[cfg(test)]
+    pub(crate) fn into_features(self) -> Features {
+        Features {
+            values: self.values,
+            categories: self.categories.into_iter().map(Cow::into_owned).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Encoded<'a>(u64, Vec<f64>, #[serde(borrow)] Vec<Cow<'a, str>>);
+
 /// The features of a stored row, in the current [`Features`] layout.
-pub(crate) fn decode(text: &str) -> Result<Features, DecodeError> {
-    let (version, numeric, categories): (u64, Vec<f64>, Vec<String>) =
+pub(crate) fn decode(text: &str) -> Result<Stored<'_>, DecodeError> {
+    let Encoded(version, numeric, categories) =
         serde_json::from_str(text).map_err(|e| DecodeError::Shape(e.to_string()))?;
     let names: &[&str] = match version {
         1 => &V1_NUMERIC,
@@ -85,7 +113,7 @@ pub(crate) fn decode(text: &str) -> Result<Features, DecodeError> {
             values[feature.index()] = value;
         }
     }
-    Ok(Features { values, categories })
+    Ok(Stored { values, categories })
 }
 
 /// The stored features of one request as JSON; `None` when none are stored.
@@ -123,7 +151,7 @@ mod tests {
             text,
             r#"[1,[1.0,0.0,0.5,0.6,1.0,0.3333,1.0,2.0],["source:web","answer:roof=flat;\"x\""]]"#
         );
-        assert_eq!(decode(&text), Ok(sample()));
+        assert_eq!(decode(&text).unwrap().into_features(), sample());
     }
 
     #[test]
@@ -134,7 +162,7 @@ mod tests {
             "a new feature needs a new encoding version"
         );
         let old = r#"[1,[0,1,0,0,0,0,0,3],[]]"#;
-        let features = decode(old).unwrap();
+        let features = decode(old).unwrap().into_features();
         assert_eq!(features.get(Feature::ValidPhone), 1.0);
         assert_eq!(features.get(Feature::DuplicatesSeen), 3.0);
     }
@@ -142,6 +170,8 @@ mod tests {
     #[test]
     fn unreadable_rows_are_errors() {
         assert!(matches!(decode("junk"), Err(DecodeError::Shape(_))));
+        let escaped = r#"[1,[0,0,0,0,0,0,0,0],["answer:a=\u00e9"]]"#;
+        assert_eq!(decode(escaped).unwrap().categories, ["answer:a=é"]);
         assert_eq!(decode(r#"[7,[],[]]"#), Err(DecodeError::Version(7)));
         assert!(matches!(
             decode(r#"[1,[1,2],[]]"#),
@@ -152,7 +182,7 @@ mod tests {
     #[test]
     fn a_recorded_row_is_found() {
         let conn = super::super::testing::database();
-        record(&conn, "lreq_test", &sample()).unwrap();
+        record(&conn, "lreq_test", "web", &sample()).unwrap();
         let stored = find(&conn, "lreq_test").unwrap().unwrap();
         assert_eq!(stored[2][0], "source:web");
         assert_eq!(find(&conn, "lreq_old").unwrap(), None);

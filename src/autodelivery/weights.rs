@@ -280,7 +280,7 @@ mod tests {
         let versions = history(&conn, "ws").unwrap();
         let summary: Vec<(i64, Option<Weights>, Origin)> = versions
             .iter()
-            .map(|v| (v.version, v.weights, v.origin))
+            .map(|v| (v.version, v.weights.clone(), v.origin))
             .collect();
         assert_eq!(
             summary,

@@ -236,6 +236,7 @@ fn train(path: &Path, out: &Output, args: TrainArgs) -> anyhow::Result<ExitCode>
     let workspace = args.workspace.clone();
     let product = args.product.clone();
     let read_groups = groups.clone();
+    let reading = std::time::Instant::now();
     let loaded = db.read_blocking(move |conn| {
         let current = load(conn, &workspace)?;
         let product_id = match &product {
@@ -257,11 +258,23 @@ fn train(path: &Path, out: &Output, args: TrainArgs) -> anyhow::Result<ExitCode>
             return Err(e.into());
         }
     };
+    let read_ms = reading.elapsed().as_millis();
     let limits = training::Limits {
         min_rows: args.min_rows,
         min_per_label: args.min_per_label,
     };
-    let report = match training::train(data, &limits) {
+    let fitting = std::time::Instant::now();
+    let trained = training::train(data, &limits);
+    if let Ok(report) = &trained {
+        log::info!(
+            "training: read {} rows in {read_ms} ms, fitted {} weights in {} ms ({} iterations)",
+            report.rows,
+            report.weights.to_json().as_object().map_or(0, |w| w.len()),
+            fitting.elapsed().as_millis(),
+            report.iterations
+        );
+    }
+    let report = match trained {
         Ok(report) => report,
         Err(e) => {
             db.close();

@@ -8,9 +8,10 @@
 //! ones are the most recent: the holdout. Each row also carries the current weights' `z`
 //! on its full stored features and its container's threshold now, for the comparison.
 //!
-//! Owns this read (transactions, `evaluation_features`, leads and containers, read only)
+//! Owns this read (transactions, `evaluation_features` and containers, read only)
 //! and the columns: the numeric features of the selected groups in their fixed order, then
-//! each category factor in the order first seen.
+//! each category factor in the order first seen. Reads transactions and
+//! `evaluation_features` only: the feature row names the lead's container.
 
 use std::collections::HashMap;
 
@@ -65,6 +66,11 @@ impl Dataset {
 
 /// Reads the labelled rows of `selection`, with columns for the features of `groups`;
 /// `current` scores each row's full stored features.
+///
+/// One pass over the workspace's transactions with a primary-key lookup of their
+/// request's stored features each; no sort in SQL: the rows come in table order, which is
+/// the order they were created in unless the clock went back, and are sorted here only
+/// then.
 pub(crate) fn load(
     conn: &Connection,
     selection: &Selection,
@@ -80,6 +86,10 @@ pub(crate) fn load(
         .iter()
         .map(|&i| FEATURES[i].name().to_string())
         .collect();
+    let thresholds: HashMap<String, i64> = conn
+        .prepare("SELECT id, score_threshold FROM containers WHERE workspace_id = ?1")?
+        .query_map([&selection.workspace_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
     let mut category_columns: HashMap<String, u32> = HashMap::new();
     let mut data = Dataset {
         rows: Rows::new(numeric.len()),
@@ -89,16 +99,15 @@ pub(crate) fn load(
         without_features: 0,
         unreadable: 0,
     };
+    // (created_at, transaction id) of every row, for the time order.
+    let mut keys: Vec<(i64, String)> = Vec::new();
     let mut entries: Vec<(u32, f64)> = Vec::new();
     let mut statement = conn.prepare(
-        "SELECT t.status, f.features, c.score_threshold
+        "SELECT t.status, t.created_at, t.id, f.container_id, f.features
          FROM transactions t
          LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
-         JOIN leads l ON l.id = t.lead_id
-         JOIN containers c ON c.id = l.container_id
          WHERE t.workspace_id = ?1 AND t.created_at >= ?2
-           AND (?3 IS NULL OR t.product_id = ?3)
-         ORDER BY t.created_at, t.id",
+           AND (?3 IS NULL OR t.product_id = ?3)",
     )?;
     let mut found = statement.query(rusqlite::params![
         selection.workspace_id,
@@ -109,43 +118,72 @@ pub(crate) fn load(
         let Some(good) = label(row.get(0)?) else {
             continue;
         };
-        let Some(text) = row.get_ref(1)?.as_str_or_null()? else {
+        let Some(text) = row.get_ref(4)?.as_str_or_null()? else {
             data.without_features += 1;
             continue;
         };
-        let Ok(features) = stored_features::decode(text) else {
+        let Ok(stored) = stored_features::decode(text) else {
             data.unreadable += 1;
             continue;
         };
         entries.clear();
         for (column, &index) in numeric.iter().enumerate() {
-            let value = features.values[index];
+            let value = stored.values[index];
             if value != 0.0 {
                 entries.push((column as u32 + 1, value));
             }
         }
-        for category in &features.categories {
+        for category in &stored.categories {
             if !Group::of_name(category).is_some_and(|g| groups.contains(&g)) {
                 continue;
             }
-            let next = (names.len() + 1) as u32;
-            let column = *category_columns.entry(category.clone()).or_insert_with(|| {
-                names.push(category.clone());
-                next
-            });
+            let column = match category_columns.get(category.as_ref()) {
+                Some(&column) => column,
+                None => {
+                    names.push(category.to_string());
+                    let column = names.len() as u32;
+                    category_columns.insert(category.to_string(), column);
+                    column
+                }
+            };
             entries.push((column, 1.0));
         }
         entries.sort_unstable_by_key(|(c, _)| *c);
         entries.dedup_by_key(|(c, _)| *c);
-        data.current_z.push(current.linear(&features));
-        data.thresholds.push(row.get(2)?);
+        data.current_z.push(
+            current.linear_of(&stored.values, stored.categories.iter().map(|c| c.as_ref())),
+        );
+        // A container deleted since counts as never passing.
+        let container = row.get_ref(3)?.as_str()?;
+        data.thresholds
+            .push(thresholds.get(container).copied().unwrap_or(i64::MAX));
         data.rows.push(entries.iter().copied(), good);
+        keys.push((row.get(1)?, row.get(2)?));
     }
     data.names = names;
+    if !keys.is_sorted() {
+        data.reorder(&keys);
+    }
     Ok(data)
 }
 
 impl Dataset {
+    /// Puts the rows in the order of their `keys` (one per row).
+    fn reorder(&mut self, keys: &[(i64, String)]) {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut rows = Rows::new(self.rows.dims());
+        for &i in &order {
+            rows.push(
+                self.rows.entries(i).map(|(c, v)| (c as u32, v)),
+                self.rows.label(i),
+            );
+        }
+        self.rows = rows;
+        self.current_z = order.iter().map(|&i| self.current_z[i]).collect();
+        self.thresholds = order.iter().map(|&i| self.thresholds[i]).collect();
+    }
+
     /// Leaves out the category columns seen in fewer than `min` rows of `range` (their
     /// weights would be noise; they stay at 0, neutral); returns how many went.
     pub(crate) fn drop_rare(&mut self, range: std::ops::Range<usize>, min: usize) -> usize {
@@ -187,6 +225,98 @@ impl Dataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::autodelivery::evaluator::DEFAULT_WEIGHTS;
+    use crate::autodelivery::features::GROUPS;
+
+    /// Requests `lreq_N` of `lead_test` with a transaction each: (N, created_at, status,
+    /// stored features text or none). Rows written the way the owners write them, in the
+    /// order given.
+    fn transactions(rows: &[(u32, i64, &str, Option<&str>)]) -> Connection {
+        let conn = crate::autodelivery::testing::database();
+        conn.execute_batch(
+            "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
+             VALUES ('b', 'ws', 'B', 'http://127.0.0.1:9/', 'whsec_x', 0);
+             INSERT INTO containers (id, workspace_id, kind, name, auto_delivery,
+                 score_threshold, created_at)
+             VALUES ('strict', 'ws', 'channel', 'Strict', 1, 99, 0);",
+        )
+        .unwrap();
+        for &(n, at, status, features) in rows {
+            let request = format!("lreq_{n}");
+            conn.execute(
+                "INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
+                 VALUES (?1, 'lead_test', ?2, 'solar', 0)",
+                rusqlite::params![request, n],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
+                     workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
+                     created_at, updated_at)
+                 VALUES (?1, ?2, 'lead_test', 'b', 'solar', 'ws', 'exclusive', 100, 100, ?3,
+                     ?4, ?4)",
+                rusqlite::params![format!("txn_{n}"), request, status, at],
+            )
+            .unwrap();
+            if let Some(text) = features {
+                let container = if n == 3 { "strict" } else { "web" };
+                conn.execute(
+                    "INSERT INTO evaluation_features (lead_request_id, container_id, features)
+                     VALUES (?1, ?2, ?3)",
+                    rusqlite::params![request, container, text],
+                )
+                .unwrap();
+            }
+        }
+        conn
+    }
+
+    fn selection(since_ms: i64) -> Selection {
+        Selection {
+            workspace_id: "ws".into(),
+            since_ms,
+            product_id: None,
+        }
+    }
+
+    #[test]
+    fn rows_come_in_time_order_with_labels_thresholds_and_columns() {
+        let phone = r#"[1,[1,1,1,1,1,1,0,0],["source:a","hourOfDay:night"]]"#;
+        let plain = r#"[1,[1,0,1,0,0,1,0,0],["source:b"]]"#;
+        let conn = transactions(&[
+            (1, 30, "rejected", Some(plain)),
+            (2, 10, "acknowledged", Some(phone)),
+            (3, 20, "paid", Some(phone)),
+            (4, 15, "delivered", Some(phone)),
+            (5, 25, "cancelled", None),
+            (6, 5, "rejected", Some("junk")),
+            (7, 1, "rejected", Some(plain)),
+        ]);
+        let data = load(&conn, &selection(2), &GROUPS, &DEFAULT_WEIGHTS).unwrap();
+        let labels: Vec<bool> = (0..data.rows.len()).map(|i| data.rows.label(i)).collect();
+        assert_eq!(labels, [true, true, false], "created at 10, 20, 30");
+        assert_eq!((data.without_features, data.unreadable), (1, 1));
+        assert_eq!(data.thresholds, [50, 99, 50], "row 3 is in the strict container");
+        assert_eq!(data.names[..8], FEATURES.map(|f| f.name().to_string()));
+        assert_eq!(
+            &data.names[8..],
+            ["source:b", "source:a", "hourOfDay:night"],
+            "as first read"
+        );
+        let expected = DEFAULT_WEIGHTS.linear(
+            &stored_features::decode(phone).unwrap().into_features(),
+        );
+        assert_eq!(data.current_z[..2], [expected, expected]);
+        let last: Vec<(usize, f64)> = data.rows.entries(2).collect();
+        assert_eq!(last, [(1, 1.0), (3, 1.0), (6, 1.0), (9, 1.0)]);
+
+        let base = load(&conn, &selection(2), &[Group::Base], &DEFAULT_WEIGHTS).unwrap();
+        assert_eq!(base.names.len(), 7, "only the seven base features");
+        assert_eq!(base.current_z, data.current_z, "the current weights see everything");
+        let mut other = selection(0);
+        other.product_id = Some("heat".into());
+        assert_eq!(load(&conn, &other, &GROUPS, &DEFAULT_WEIGHTS).unwrap().rows.len(), 0);
+    }
 
     #[test]
     fn every_status_has_a_decided_label() {
