@@ -78,7 +78,9 @@ fn settings() -> Settings {
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let value = pair.get(1).cloned().unwrap_or_else(|| {
-            panic!("usage: evaluator_data --url URL --secret S [--leads N] [--clients C] [--seed S]")
+            panic!(
+                "usage: evaluator_data --url URL --secret S [--leads N] [--clients C] [--seed S]"
+            )
         });
         let number = || value.parse().expect("a number");
         match pair[0].as_str() {
@@ -431,7 +433,9 @@ fn main() {
                     *skipped.lock().expect("no poisoning") += 1;
                 }
                 for delivery in deliveries {
-                    let txn = delivery["transactionId"].as_str().expect("a transaction id");
+                    let txn = delivery["transactionId"]
+                        .as_str()
+                        .expect("a transaction id");
                     let buyer = delivery["buyerAccountId"].as_str().expect("a buyer");
                     let k: usize = buyer[1..].parse().expect("buyers are b1, b2, b3");
                     found.push((txn.to_string(), i, k - 1));
@@ -440,7 +444,11 @@ fn main() {
             transactions.lock().expect("no poisoning").extend(found);
         });
         if w % 100 == 99 {
-            eprintln!("{} leads sent in {:.0?}", base + window.len(), started.elapsed());
+            eprintln!(
+                "{} leads sent in {:.0?}",
+                base + window.len(),
+                started.elapsed()
+            );
         }
     }
     not_delivered += skipped.into_inner().expect("no poisoning");
@@ -458,7 +466,11 @@ fn main() {
             counts.lock().expect("no poisoning")[3] += 1;
             return;
         }
-        let status = if lead.good || lead.cancel { "acknowledged" } else { "rejected" };
+        let status = if lead.good || lead.cancel {
+            "acknowledged"
+        } else {
+            "rejected"
+        };
         let body = json!({"transactionId": txn, "status": status});
         let (code, answer) = post(agent, &confirmation, Some(&secret), &body);
         assert_eq!(code, 200, "{answer}");

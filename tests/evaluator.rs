@@ -306,3 +306,101 @@ fn training_refuses_too_little_data_and_changes_nothing() {
         "nothing applied"
     );
 }
+
+#[test]
+fn the_trace_explains_categories_and_duplicates_and_delivered_requests_keep_their_features() {
+    let (server, receiver) = outcomes_server();
+    lr(
+        &server,
+        "product create --workspace ws --slug heat --name Heat --id heat --field 'homeowner:required=yes|no'",
+    )
+    .json();
+    lr(&server, "buyer subscribe b --product heat --price 20").json();
+    channel(&server, "other", "");
+    source(&server, "other", "elsewhere", "--no-secret");
+    let lead = |external_id: &str, homeowner: &str| {
+        json!({
+            "externalId": external_id, "firstName": "Kim", "lastName": "Berg",
+            "email": "kim@example.org", "phone": "+49 30 5550100",
+            "postalCode": "80331", "country": "de",
+            "capturedAt": "2025-03-01T02:30:00Z",
+            "productSlug": "heat", "fieldValues": {"homeowner": homeowner},
+            "triggerAutoDelivery": true,
+        })
+    };
+    let first = posted_evaluation(&server, &lead("k1", "no"));
+    let factors = |evaluation: &Value| -> Vec<(String, f64, f64)> {
+        evaluation["factors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["value"].as_f64().unwrap(),
+                    f["contribution"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let shown = factors(&first);
+    assert_eq!(
+        shown[8..],
+        [
+            ("duplicatesSeen".to_string(), 0.0, 0.0),
+            ("source:src".to_string(), 1.0, 0.0),
+            ("answer:homeowner=no".to_string(), 1.0, 0.0),
+            ("hourOfDay:night".to_string(), 1.0, 0.0),
+            ("postalPrefix:DE-80".to_string(), 1.0, 0.0),
+        ],
+        "UTC is the workspace's zone: 02:30 is night"
+    );
+
+    // The same person again, through another channel: seen once before.
+    let reply = server.post_json(
+        "/api/webhooks/channels/other/sources/elsewhere/leads",
+        &lead("k2", "no"),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let id = reply.json["item"]["leadId"].as_str().unwrap();
+    let again =
+        &lr(&server, format!("lead show {id}")).json()["requests"][0]["decision"]["evaluation"];
+    assert!(factors(again).contains(&("duplicatesSeen".to_string(), 1.0, 0.0)));
+
+    // A category weight moves the score and shows in the trace.
+    lr(
+        &server,
+        "evaluator set --workspace ws --weight answer:homeowner=no=-2.5",
+    )
+    .json();
+    let weighted = posted_evaluation(&server, &lead("k3", "no"));
+    assert!(factors(&weighted).contains(&("answer:homeowner=no".to_string(), 1.0, -2.5)));
+    assert!(weighted["score"].as_i64().unwrap() < first["score"].as_i64().unwrap());
+    let other_answer = posted_evaluation(&server, &lead("k4", "yes"));
+    assert_eq!(
+        other_answer["score"], first["score"],
+        "only that answer weighs"
+    );
+
+    // Every delivered request kept the features it was scored with; the one below the
+    // threshold (k3) was not delivered and has none.
+    assert_eq!(weighted["passed"], false);
+    receiver.wait_for_on("/b", 3, WAIT);
+    let conn = rusqlite::Connection::open(&server.db.path).unwrap();
+    let stored: Vec<(String, String)> = conn
+        .prepare("SELECT container_id, features FROM evaluation_features ORDER BY lead_request_id")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(stored.len(), 3);
+    assert_eq!(
+        stored[0],
+        (
+            "web".to_string(),
+            r#"[1,[1.0,1.0,1.0,0.4,0.0,1.0,0.0,0.0],["source:src","answer:homeowner=no","hourOfDay:night","postalPrefix:DE-80"]]"#.to_string()
+        )
+    );
+    assert_eq!(stored[1].0, "other");
+}

@@ -230,21 +230,15 @@ fn product_terms(conn: &Connection, product_id: &str) -> rusqlite::Result<Option
     }))
 }
 
-/// The hour the lead was captured (its `capturedAt` when it gives a readable one, else now)
-/// in the workspace's time zone.
-fn local_hour(lead: &StoredLead, settings: &Settings) -> u8 {
-    let at = lead
-        .fields
-        .capture
-        .captured_at
-        .as_deref()
+/// The hour the lead was captured (its `capturedAt` when it gives a readable one, else
+/// `now_ms`) in the time zone `tz`.
+fn local_hour(captured_at: Option<&str>, now_ms: i64, tz: &TimeZone) -> u8 {
+    let at = captured_at
         .and_then(crate::clock::parse_iso)
-        .unwrap_or(settings.now_ms);
-    // Any millisecond jiff can read as a timestamp; an out-of-range one counts as now.
-    let at = jiff::Timestamp::from_millisecond(at)
-        .or_else(|_| jiff::Timestamp::from_millisecond(settings.now_ms))
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .or_else(|| jiff::Timestamp::from_millisecond(now_ms).ok())
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    at.to_zoned(settings.tz.clone()).hour() as u8
+    at.to_zoned(tz.clone()).hour() as u8
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
@@ -287,7 +281,11 @@ fn decide(
         required_fields: &required,
         choice_fields: &choices,
         duplicates_seen: settings.duplicates_seen,
-        local_hour: local_hour(lead, settings),
+        local_hour: local_hour(
+            lead.fields.capture.captured_at.as_deref(),
+            settings.now_ms,
+            &settings.tz,
+        ),
     };
     let features = features::extract(lead, &request.interest, &context);
     let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
@@ -398,4 +396,30 @@ fn take(
         }
     }
     Ok(deliveries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hour_of_day_is_the_capture_time_in_the_workspace_zone() {
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        let noon_utc = crate::clock::parse_iso("2025-01-15T12:00:00Z").unwrap();
+        assert_eq!(
+            local_hour(Some("2025-07-01T22:30:00Z"), noon_utc, &berlin),
+            0,
+            "CEST"
+        );
+        assert_eq!(local_hour(Some("2025-01-01T05:10:00+01:00"), 0, &berlin), 5);
+        assert_eq!(
+            local_hour(None, noon_utc, &berlin),
+            13,
+            "no capture time: now, CET"
+        );
+        assert_eq!(
+            local_hour(Some("last tuesday"), noon_utc, &TimeZone::UTC),
+            12
+        );
+    }
 }

@@ -88,7 +88,9 @@ pub(crate) fn load(
         .collect();
     let thresholds: HashMap<String, i64> = conn
         .prepare("SELECT id, score_threshold FROM containers WHERE workspace_id = ?1")?
-        .query_map([&selection.workspace_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .query_map([&selection.workspace_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
         .collect::<Result<_, _>>()?;
     let mut category_columns: HashMap<String, u32> = HashMap::new();
     let mut data = Dataset {
@@ -150,9 +152,8 @@ pub(crate) fn load(
         }
         entries.sort_unstable_by_key(|(c, _)| *c);
         entries.dedup_by_key(|(c, _)| *c);
-        data.current_z.push(
-            current.linear_of(&stored.values, stored.categories.iter().map(|c| c.as_ref())),
-        );
+        data.current_z
+            .push(current.linear_of(&stored.values, stored.categories.iter().map(|c| c.as_ref())));
         // A container deleted since counts as never passing.
         let container = row.get_ref(3)?.as_str()?;
         data.thresholds
@@ -296,26 +297,38 @@ mod tests {
         let labels: Vec<bool> = (0..data.rows.len()).map(|i| data.rows.label(i)).collect();
         assert_eq!(labels, [true, true, false], "created at 10, 20, 30");
         assert_eq!((data.without_features, data.unreadable), (1, 1));
-        assert_eq!(data.thresholds, [50, 99, 50], "row 3 is in the strict container");
+        assert_eq!(
+            data.thresholds,
+            [50, 99, 50],
+            "row 3 is in the strict container"
+        );
         assert_eq!(data.names[..8], FEATURES.map(|f| f.name().to_string()));
         assert_eq!(
             &data.names[8..],
             ["source:b", "source:a", "hourOfDay:night"],
             "as first read"
         );
-        let expected = DEFAULT_WEIGHTS.linear(
-            &stored_features::decode(phone).unwrap().into_features(),
-        );
+        let expected =
+            DEFAULT_WEIGHTS.linear(&stored_features::decode(phone).unwrap().into_features());
         assert_eq!(data.current_z[..2], [expected, expected]);
         let last: Vec<(usize, f64)> = data.rows.entries(2).collect();
         assert_eq!(last, [(1, 1.0), (3, 1.0), (6, 1.0), (9, 1.0)]);
 
         let base = load(&conn, &selection(2), &[Group::Base], &DEFAULT_WEIGHTS).unwrap();
         assert_eq!(base.names.len(), 7, "only the seven base features");
-        assert_eq!(base.current_z, data.current_z, "the current weights see everything");
+        assert_eq!(
+            base.current_z, data.current_z,
+            "the current weights see everything"
+        );
         let mut other = selection(0);
         other.product_id = Some("heat".into());
-        assert_eq!(load(&conn, &other, &GROUPS, &DEFAULT_WEIGHTS).unwrap().rows.len(), 0);
+        assert_eq!(
+            load(&conn, &other, &GROUPS, &DEFAULT_WEIGHTS)
+                .unwrap()
+                .rows
+                .len(),
+            0
+        );
     }
 
     #[test]
