@@ -121,9 +121,9 @@ fn stream_lead(n: usize, phone: bool) -> Value {
             lead[*field] = json!(value);
         }
     }
-    if (n * 11) % 4 != 0 {
+    if !(n * 11).is_multiple_of(4) {
         lead["consentStatus"] = json!("granted");
-        if n % 3 != 0 {
+        if !n.is_multiple_of(3) {
             lead["consentCapturedAt"] = json!("2025-05-01T10:00:00Z");
         }
     }

@@ -403,7 +403,7 @@ mod tests {
                 .as_object()
                 .unwrap()
                 .keys()
-                .last()
+                .next_back()
                 .unwrap(),
             "source:web",
             "categories after the features"
