@@ -50,11 +50,15 @@
 //! [--clients C] [--seed S]`.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+
+#[path = "client.rs"]
+mod client;
+use client::{agent, post};
 
 struct Settings {
     url: String,
@@ -351,26 +355,6 @@ fn stream(settings: &Settings) -> Vec<Planned> {
         planned.push(plan(&mut rng, (n, settings.leads), &p, source, 0));
     }
     planned
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::config::Config::builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build(),
-    )
-}
-
-fn post(agent: &ureq::Agent, url: &str, secret: Option<&str>, body: &Value) -> (u16, Value) {
-    let mut request = agent.post(url).header("Content-Type", "application/json");
-    if let Some(secret) = secret {
-        request = request.header("X-Service-Webhook-Secret", secret);
-    }
-    let mut response = request.send(body.to_string()).expect("the service answers");
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 /// Runs `work(agent, item)` for every item on `clients` threads.
