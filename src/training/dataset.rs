@@ -64,19 +64,47 @@ impl Dataset {
     }
 }
 
-/// Reads the labelled rows of `selection`, with columns for the features of `groups`;
-/// `current` scores each row's full stored features.
+/// The workspace's transactions with their request's stored features (a primary-key
+/// lookup each), in table order: the order they were written in.
+const IN_TABLE_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
+     FROM transactions t
+     LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
+     WHERE t.workspace_id = ?1 AND t.created_at >= ?2 AND (?3 IS NULL OR t.product_id = ?3)";
+
+/// The same in creation order, sorted by SQLite.
+const IN_TIME_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
+     FROM transactions t
+     LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
+     WHERE t.workspace_id = ?1 AND t.created_at >= ?2 AND (?3 IS NULL OR t.product_id = ?3)
+     ORDER BY t.created_at, t.id";
+
+/// Reads the labelled rows of `selection` in creation order (then by id), with columns
+/// for the features of `groups`; `current` scores each row's full stored features.
 ///
-/// One pass over the workspace's transactions with a primary-key lookup of their
-/// request's stored features each; no sort in SQL: the rows come in table order, which is
-/// the order they were created in unless the clock went back, and are sorted here only
-/// then.
+/// Transactions are written in the order they are created, so one pass in table order
+/// normally is that order and needs no sort of a million rows; should the clock have gone
+/// back (or a restore have reordered the table), the pass notices and reads again, sorted.
 pub(crate) fn load(
     conn: &Connection,
     selection: &Selection,
     groups: &[Group],
     current: &Weights,
 ) -> rusqlite::Result<Dataset> {
+    match read(conn, IN_TABLE_ORDER, selection, groups, current)? {
+        Some(data) => Ok(data),
+        None => Ok(read(conn, IN_TIME_ORDER, selection, groups, current)?
+            .expect("rows sorted by SQLite come in order")),
+    }
+}
+
+/// One pass of `sql`; `None` as soon as a row comes before the one read before it.
+fn read(
+    conn: &Connection,
+    sql: &str,
+    selection: &Selection,
+    groups: &[Group],
+    current: &Weights,
+) -> rusqlite::Result<Option<Dataset>> {
     let numeric: Vec<usize> = FEATURES
         .iter()
         .filter(|f| groups.contains(&f.group()))
@@ -101,22 +129,23 @@ pub(crate) fn load(
         without_features: 0,
         unreadable: 0,
     };
-    // (created_at, transaction id) of every row, for the time order.
-    let mut keys: Vec<(i64, String)> = Vec::new();
+    // (created_at, transaction id) of the row read before.
+    let mut last: (i64, String) = (i64::MIN, String::new());
     let mut entries: Vec<(u32, f64)> = Vec::new();
-    let mut statement = conn.prepare(
-        "SELECT t.status, t.created_at, t.id, f.container_id, f.features
-         FROM transactions t
-         LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
-         WHERE t.workspace_id = ?1 AND t.created_at >= ?2
-           AND (?3 IS NULL OR t.product_id = ?3)",
-    )?;
+    let mut statement = conn.prepare(sql)?;
     let mut found = statement.query(rusqlite::params![
         selection.workspace_id,
         selection.since_ms,
         selection.product_id
     ])?;
     while let Some(row) = found.next()? {
+        let (at, id): (i64, &str) = (row.get(1)?, row.get_ref(2)?.as_str()?);
+        if (at, id) < (last.0, last.1.as_str()) {
+            return Ok(None);
+        }
+        last.0 = at;
+        last.1.clear();
+        last.1.push_str(id);
         let Some(good) = label(row.get(0)?) else {
             continue;
         };
@@ -159,32 +188,12 @@ pub(crate) fn load(
         data.thresholds
             .push(thresholds.get(container).copied().unwrap_or(i64::MAX));
         data.rows.push(entries.iter().copied(), good);
-        keys.push((row.get(1)?, row.get(2)?));
     }
     data.names = names;
-    if !keys.is_sorted() {
-        data.reorder(&keys);
-    }
-    Ok(data)
+    Ok(Some(data))
 }
 
 impl Dataset {
-    /// Puts the rows in the order of their `keys` (one per row).
-    fn reorder(&mut self, keys: &[(i64, String)]) {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
-        let mut rows = Rows::new(self.rows.dims());
-        for &i in &order {
-            rows.push(
-                self.rows.entries(i).map(|(c, v)| (c as u32, v)),
-                self.rows.label(i),
-            );
-        }
-        self.rows = rows;
-        self.current_z = order.iter().map(|&i| self.current_z[i]).collect();
-        self.thresholds = order.iter().map(|&i| self.thresholds[i]).collect();
-    }
-
     /// Leaves out the category columns seen in fewer than `min` rows of `range` (their
     /// weights would be noise; they stay at 0, neutral); returns how many went.
     pub(crate) fn drop_rare(&mut self, range: std::ops::Range<usize>, min: usize) -> usize {
