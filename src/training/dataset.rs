@@ -314,14 +314,14 @@ mod tests {
         assert_eq!(data.names[..8], FEATURES.map(|f| f.name().to_string()));
         assert_eq!(
             &data.names[8..],
-            ["source:b", "source:a", "hourOfDay:night"],
-            "as first read"
+            ["source:a", "hourOfDay:night", "source:b"],
+            "in the order first seen in time"
         );
         let expected =
             DEFAULT_WEIGHTS.linear(&stored_features::decode(phone).unwrap().into_features());
         assert_eq!(data.current_z[..2], [expected, expected]);
         let last: Vec<(usize, f64)> = data.rows.entries(2).collect();
-        assert_eq!(last, [(1, 1.0), (3, 1.0), (6, 1.0), (9, 1.0)]);
+        assert_eq!(last, [(1, 1.0), (3, 1.0), (6, 1.0), (11, 1.0)]);
 
         let base = load(&conn, &selection(2), &[Group::Base], &DEFAULT_WEIGHTS).unwrap();
         assert_eq!(base.names.len(), 7, "only the seven base features");
