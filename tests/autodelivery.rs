@@ -343,7 +343,7 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
         .map(|f| (f["name"].as_str().unwrap(), f["value"].as_f64().unwrap()))
         .collect();
     assert_eq!(
-        factors,
+        factors[..9],
         [
             ("intercept", 1.0),
             ("validEmail", 1.0),
@@ -352,8 +352,14 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
             ("addressCompleteness", 1.0),
             ("consentGranted", 1.0),
             ("requiredFields", 1.0),
-            ("softQualityFlags", 0.0)
+            ("softQualityFlags", 0.0),
+            ("duplicatesSeen", 0.0)
         ]
+    );
+    assert_eq!(
+        factors[9],
+        ("source:landing", 1.0),
+        "then the lead's categories"
     );
 
     let delivery = &request["deliveries"][0];
@@ -712,12 +718,14 @@ fn scores_are_deterministic_and_follow_the_workspace_weights() {
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = lead_path("web", "open");
     // Valid email, names, nothing else: just above the default threshold.
+    // Each one a new person (no duplicate seen), captured at the same hour.
     let sparse = |n: usize| {
         json!({
             "externalId": format!("sparse-{n}"),
             "firstName": "Bea",
             "lastName": "Kim",
-            "email": "bea@example.com",
+            "email": format!("bea{n}@example.com"),
+            "capturedAt": "2025-06-01T10:00:00Z",
             "productSlug": "solar",
             "triggerAutoDelivery": true,
         })

@@ -63,7 +63,13 @@ impl Server {
     /// Starts `serve` on port 0 and waits until it listens.
     fn start(mut command: Command) -> Server {
         let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--console-listen",
+                "off",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

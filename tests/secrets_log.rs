@@ -40,6 +40,8 @@ impl LoggedServer {
                 "127.0.0.1:0",
                 "--retry-schedule",
                 "200ms",
+                "--console-listen",
+                "off",
             ])
             .stdout(Stdio::from(
                 std::fs::File::create(&stdout).expect("log file"),

@@ -24,7 +24,7 @@ pub mod schedule;
 pub mod select;
 pub mod stored_features;
 #[cfg(test)]
-pub(crate) mod testing;
+mod testing;
 pub mod weights;
 
 use jiff::tz::TimeZone;

@@ -4,7 +4,8 @@
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use crate::config::container::ContainerKind;
+use crate::config::container::{ContainerKind, DeliveryMode};
+use crate::delivery::transaction::{self, NewTransaction, Status};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{Interest, StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
@@ -124,17 +125,28 @@ impl Default for BuyerFixture<'_> {
 pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
     conn.execute(
         "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, status, plan,
-             balance_cents, credit_limit_cents, created_at)
-         VALUES (?1, 'ws', ?1, 'http://x.test/', 'whsec_x', ?2, ?3, ?4, ?5, 0)",
-        rusqlite::params![
-            id,
-            fixture.status,
-            fixture.plan,
-            fixture.balance_cents,
-            fixture.credit_limit_cents
-        ],
+             credit_limit_cents, created_at)
+         VALUES (?1, 'ws', ?1, 'http://x.test/', 'whsec_x', ?2, ?3, ?4, 0)",
+        rusqlite::params![id, fixture.status, fixture.plan, fixture.credit_limit_cents],
     )
     .expect("the buyer fixture inserts");
+    if fixture.balance_cents != 0 {
+        // The balance comes from the ledger, as every balance does.
+        crate::ledger::post(
+            conn,
+            &crate::ledger::Posting {
+                workspace_id: "ws",
+                party: crate::ledger::Party::Buyer(id),
+                transaction_id: None,
+                kind: crate::ledger::Kind::Adjustment,
+                amount_cents: fixture.balance_cents,
+                reason: Some("test balance"),
+                actor: "test",
+                at: 0,
+            },
+        )
+        .expect("the balance fixture posts");
+    }
     conn.execute(
         "INSERT INTO subscriptions (buyer_id, product_id, price_cents, daily_cap, monthly_cap,
              filters, schedule, created_at)
@@ -151,7 +163,8 @@ pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
     .expect("the subscription fixture inserts");
 }
 
-/// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at`.
+/// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at` and
+/// moved to `status`, written through the transaction's owner.
 pub fn add_transaction(
     conn: &Connection,
     request: &str,
@@ -160,12 +173,24 @@ pub fn add_transaction(
     status: &str,
     at: i64,
 ) {
-    conn.execute(
-        "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-             workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
-             created_at, updated_at)
-         VALUES (?1, ?2, 'lead_test', ?3, ?4, 'ws', 'exclusive', 1000, 1000, ?5, ?6, ?6)",
-        rusqlite::params![crate::ids::new("txn"), request, buyer, product, status, at],
-    )
-    .expect("the transaction fixture inserts");
+    let id = crate::ids::new("txn");
+    let new = NewTransaction {
+        id: &id,
+        lead_request_id: request,
+        lead_id: "lead_test",
+        buyer_id: buyer,
+        product_id: product,
+        workspace_id: "ws",
+        delivery_mode: DeliveryMode::Exclusive,
+        buyer_price_cents: 1000,
+        supplier_cost_cents: 0,
+        margin_cents: 1000,
+        charged_cents: 0,
+    };
+    transaction::create(conn, &new, "test", at).expect("the transaction fixture inserts");
+    let status = Status::parse(status).expect("a known transaction status");
+    if status != Status::Delivered {
+        transaction::move_to(conn, &id, Status::Delivered, status, "test", None, at)
+            .expect("the transaction fixture moves");
+    }
 }

@@ -10,8 +10,12 @@ use super::DbError;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
+    // The money ledger; existing balances become opening rows.
+    include_str!("../../migrations/0002_ledger.sql"),
+    // The operator console: operators, sessions and the console's two indexes.
+    include_str!("../../migrations/0003_operator_console.sql"),
     // The evaluator's weight versions and stored features.
-    include_str!("../../migrations/0002_evaluator.sql"),
+    include_str!("../../migrations/0004_evaluator.sql"),
 ];
 
 /// The schema version this binary writes.

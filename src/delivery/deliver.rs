@@ -1,16 +1,17 @@
 //! [`deliver`]: one delivery of one lead request to one buyer, checked and written as a
 //! whole inside the caller's write job.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension};
 
 use super::DeliveryError;
 use super::event::{LeadDelivered, Party, ProductRef};
-use super::transaction::{self, Status};
+use super::transaction::{self, NewTransaction};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::status::LeadStatus;
 use crate::ingest::view;
+use crate::ledger;
 
 /// What to deliver to whom, the request named by its id (the `deliver` command).
 #[derive(Debug, Clone)]
@@ -136,21 +137,42 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     )
 }
 
-/// Delivers a lead request to a buyer: checks every rule, writes the transaction, charges a
-/// prepaid balance, marks the request delivered, records when the buyer was served, starts
-/// the history and writes the `lead.delivered` event (built from the lead as handed over,
-/// not read back) to the outbox.
+/// Delivers a lead request to a buyer: checks every rule, writes the transaction with its
+/// first history entry, charges a prepaid balance and pays the supplier (ledger), marks the
+/// request delivered, records when the buyer was served and writes the `lead.delivered`
+/// event (built from the lead as handed over, not read back) to the outbox.
 ///
 /// Runs inside the caller's write job and never begins or commits: the caller's job (and
-/// so the delivery) commits or rolls back as a whole. On `Err` nothing was written, so a
-/// caller that goes on after a refusal (auto-delivery trying the next buyer) needs no
-/// savepoint of its own. Callers in the server process poke the outbox's
-/// [`Notifier`](crate::outbox::Notifier) after the job returns so that the event goes out
-/// at once.
+/// so the delivery) commits or rolls back as a whole. Every rule is checked before the
+/// first write ([`decide`] reads and decides, [`write`] only writes), so a refusal has
+/// written nothing and a caller that goes on after one (auto-delivery trying the next
+/// buyer) needs no savepoint. An error from the writes is a database error
+/// ([`DeliveryError::Db`]), after which the caller must fail its job: the writer then rolls
+/// back the job's own savepoint, and with it the half-written delivery. Callers in the
+/// server process poke the outbox's [`Notifier`](crate::outbox::Notifier) after the job
+/// returns so that the event goes out at once.
 pub(crate) fn deliver_lead(
     conn: &Connection,
     order: &LeadDelivery,
 ) -> Result<Delivered, DeliveryError> {
+    let decided = decide(conn, order)?;
+    Ok(write(conn, decided, order.actor)?)
+}
+
+/// A delivery that passed every rule, with what writing it needs.
+struct Decided {
+    delivered: Delivered,
+    workspace_id: String,
+    webhook_url: String,
+    body: serde_json::Value,
+    /// The supplier this delivery buys the lead from: set when the transaction carries a
+    /// supplier cost, the source has a supplier, and no earlier transaction of the request
+    /// bought the lead already.
+    supplier_id: Option<String>,
+}
+
+/// Reads what a delivery needs and checks every rule; writes nothing.
+fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryError> {
     let (lead, request, terms) = (order.lead, order.request, &order.terms);
     let product = &request.interest;
     let buyer = buyer::find(conn, order.buyer_id)?
@@ -215,11 +237,12 @@ pub(crate) fn deliver_lead(
     let charged_cents = match buyer.plan {
         Plan::Postpaid => 0,
         Plan::Prepaid => {
-            let available_cents = buyer.balance_cents + buyer.credit_limit_cents;
-            if price_cents > available_cents {
+            if let Err(short) =
+                ledger::covers(buyer.balance_cents, buyer.credit_limit_cents, price_cents)
+            {
                 return Err(DeliveryError::InsufficientBalance {
                     buyer_id: buyer.id,
-                    available_cents,
+                    available_cents: short.available_cents,
                     price_cents,
                 });
             }
@@ -271,81 +294,92 @@ pub(crate) fn deliver_lead(
     }
     .to_json();
 
-    // The writes go in a savepoint of their own so that even a database error half-way
-    // leaves nothing behind, and a caller that goes on after an error (auto-delivery trying
-    // the next buyer) keeps a consistent job.
-    conn.execute_batch("SAVEPOINT deliver")?;
-    match write(
-        conn,
+    // The supplier is paid once per request: a transaction that takes the cost over from
+    // a rejected or cancelled one buys nothing new.
+    let buys_the_lead =
+        supplier_cost_cents > 0 && !earlier.iter().any(|t| t.supplier_cost_cents > 0);
+    let supplier_id = if buys_the_lead {
+        crate::config::source::supplier_of(conn, &lead.source_id)?
+    } else {
+        None
+    };
+    Ok(Decided {
         delivered,
-        &lead.workspace_id,
-        &buyer.webhook_url,
-        &body,
-        order.actor,
-    ) {
-        Ok(delivered) => {
-            conn.execute_batch("RELEASE deliver")?;
-            Ok(delivered)
-        }
-        Err(e) => {
-            if let Err(rollback) = conn.execute_batch("ROLLBACK TO deliver; RELEASE deliver") {
-                log::error!("rolling back a failed delivery failed: {rollback}");
-            }
-            Err(e.into())
-        }
-    }
+        workspace_id: lead.workspace_id.clone(),
+        webhook_url: buyer.webhook_url,
+        body,
+        supplier_id,
+    })
 }
 
-/// Writes a checked delivery: the transaction, the prepaid charge, the request's and the
-/// buyer's state, the first history entry and the outbox event.
-fn write(
-    conn: &Connection,
-    mut delivered: Delivered,
-    workspace_id: &str,
-    webhook_url: &str,
-    body: &serde_json::Value,
-    actor: &str,
-) -> rusqlite::Result<Delivered> {
-    let now = crate::clock::now_ms();
-    conn.prepare_cached(
-        "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-            workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents, margin_cents,
-            charged_cents, status, delivery_status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'delivered', 'pending', ?12, ?12)",
-    )?
-    .execute(params![
-        delivered.transaction_id,
-        delivered.lead_request_id,
-        delivered.lead_id,
-        delivered.buyer_id,
-        delivered.product_id,
+/// Writes a decided delivery: the transaction and its first history entry, the money
+/// (the prepaid charge, the supplier's cost), the buyer's and the request's state and the
+/// outbox event. Each table through its owner.
+fn write(conn: &Connection, decided: Decided, actor: &str) -> rusqlite::Result<Delivered> {
+    let Decided {
+        mut delivered,
         workspace_id,
-        delivered.delivery_mode.as_str(),
-        delivered.buyer_price_cents,
-        delivered.supplier_cost_cents,
-        delivered.margin_cents,
-        delivered.charged_cents,
-        now
-    ])?;
-    conn.prepare_cached(
-        "UPDATE buyers SET balance_cents = balance_cents - ?2, last_served_at = ?3 WHERE id = ?1",
-    )?
-    .execute(params![delivered.buyer_id, delivered.charged_cents, now])?;
-    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
-    transaction::append_history(
+        webhook_url,
+        body,
+        supplier_id,
+    } = decided;
+    let now = crate::clock::now_ms();
+    transaction::create(
         conn,
-        &delivered.transaction_id,
-        None,
-        Status::Delivered,
+        &NewTransaction {
+            id: &delivered.transaction_id,
+            lead_request_id: &delivered.lead_request_id,
+            lead_id: &delivered.lead_id,
+            buyer_id: &delivered.buyer_id,
+            product_id: &delivered.product_id,
+            workspace_id: &workspace_id,
+            delivery_mode: delivered.delivery_mode,
+            buyer_price_cents: delivered.buyer_price_cents,
+            supplier_cost_cents: delivered.supplier_cost_cents,
+            margin_cents: delivered.margin_cents,
+            charged_cents: delivered.charged_cents,
+        },
         actor,
-        None,
+        now,
     )?;
+    let posting = |party, kind, amount_cents| ledger::Posting {
+        workspace_id: &workspace_id,
+        party,
+        transaction_id: Some(&delivered.transaction_id),
+        kind,
+        amount_cents,
+        reason: None,
+        actor,
+        at: now,
+    };
+    if delivered.charged_cents > 0 {
+        ledger::post(
+            conn,
+            &posting(
+                ledger::Party::Buyer(&delivered.buyer_id),
+                ledger::Kind::Charge,
+                -delivered.charged_cents,
+            ),
+        )?;
+    }
+    if let Some(supplier_id) = &supplier_id {
+        ledger::post(
+            conn,
+            &posting(
+                ledger::Party::Supplier(supplier_id),
+                ledger::Kind::SupplierCost,
+                delivered.supplier_cost_cents,
+            ),
+        )?;
+    }
+    buyer::mark_served(conn, &delivered.buyer_id, now)?;
+    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
     delivered.event_id = crate::outbox::store::insert(
         conn,
         &crate::outbox::store::NewEvent {
             transaction_id: &delivered.transaction_id,
             buyer_id: &delivered.buyer_id,
-            url: webhook_url,
+            url: &webhook_url,
             payload: &body.to_string(),
             created_at: now,
         },

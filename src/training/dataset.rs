@@ -242,13 +242,23 @@ mod tests {
     /// stored features text or none). Rows written the way the owners write them, in the
     /// order given.
     fn transactions(rows: &[(u32, i64, &str, Option<&str>)]) -> Connection {
-        let conn = crate::autodelivery::testing::database();
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::db::apply_migrations(&mut conn).unwrap();
         conn.execute_batch(
-            "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
-             VALUES ('b', 'ws', 'B', 'http://127.0.0.1:9/', 'whsec_x', 0);
+            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0);
+             INSERT INTO products (id, workspace_id, slug, name, created_at)
+                 VALUES ('solar', 'ws', 'solar', 'Solar', 0), ('heat', 'ws', 'heat', 'Heat', 0);
              INSERT INTO containers (id, workspace_id, kind, name, auto_delivery,
                  score_threshold, created_at)
-             VALUES ('strict', 'ws', 'channel', 'Strict', 1, 99, 0);",
+                 VALUES ('web', 'ws', 'channel', 'Web', 1, 50, 0),
+                        ('strict', 'ws', 'channel', 'Strict', 1, 99, 0);
+             INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
+                 VALUES ('src', 'web', 'S', 'channel', 0);
+             INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
+                 last_name, quality_status, duplicate_status, created_at)
+                 VALUES ('lead_test', 'src', 'web', 'ws', 'Ann', 'Lee', 'ok', 'unique', 0);
+             INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, created_at)
+                 VALUES ('b', 'ws', 'B', 'http://127.0.0.1:9/', 'whsec_x', 0);",
         )
         .unwrap();
         for &(n, at, status, features) in rows {

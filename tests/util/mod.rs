@@ -58,6 +58,8 @@ impl AsRef<Path> for TempDb {
 /// The service running on 127.0.0.1:0 on its own runtime thread. Stops when dropped.
 pub struct TestServer {
     pub addr: std::net::SocketAddr,
+    /// The operator console's address, when started with [`TestServer::start_with_console`].
+    pub console_addr: Option<std::net::SocketAddr>,
     pub db: TempDb,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -71,6 +73,23 @@ impl TestServer {
 
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
+        TestServer::start_inner(db, options, None)
+    }
+
+    /// Starts the service and the operator console (each on its own port 0) on `db`.
+    pub fn start_with_console(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        console: leadrelay::console::ConsoleConfig,
+    ) -> TestServer {
+        TestServer::start_inner(db, options, Some(console))
+    }
+
+    fn start_inner(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        console: Option<leadrelay::console::ConsoleConfig>,
+    ) -> TestServer {
         init_logging();
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -87,20 +106,39 @@ impl TestServer {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await
                         .expect("port 0 binds");
+                    let console = match console {
+                        Some(config) => Some((
+                            tokio::net::TcpListener::bind("127.0.0.1:0")
+                                .await
+                                .expect("port 0 binds"),
+                            config,
+                        )),
+                        None => None,
+                    };
+                    let console_addr = console
+                        .as_ref()
+                        .map(|(l, _)| l.local_addr().expect("bound address"));
                     ready
-                        .send(listener.local_addr().expect("bound address"))
+                        .send((listener.local_addr().expect("bound address"), console_addr))
                         .expect("test waits for the address");
-                    leadrelay::service::run(listener, database, options, async {
-                        let _ = stop.await;
-                    })
+                    leadrelay::service::run_with_console(
+                        listener,
+                        console,
+                        database,
+                        options,
+                        async {
+                            let _ = stop.await;
+                        },
+                    )
                     .await
                     .expect("service runs");
                 });
             })
             .expect("server thread starts");
-        let addr = bound.recv().expect("server reports its address");
+        let (addr, console_addr) = bound.recv().expect("server reports its address");
         TestServer {
             addr,
+            console_addr,
             db,
             shutdown: Some(shutdown),
             thread: Some(thread),
@@ -109,6 +147,14 @@ impl TestServer {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The URL of `path` on the operator console.
+    pub fn console_url(&self, path: &str) -> String {
+        let addr = self
+            .console_addr
+            .expect("the server was started with its console");
+        format!("http://{addr}{path}")
     }
 
     /// A request builder for `method` `path` on this server.
