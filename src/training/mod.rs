@@ -159,11 +159,19 @@ pub(crate) fn train(mut data: Dataset, limits: &Limits) -> Result<Report, TrainE
     }
     let rare_categories = data.drop_rare(0..training, MIN_CATEGORY_ROWS);
     let fitted = fit::fit(&data.rows, 0..training, LAMBDA)?;
-    let weights = to_weights(&data.names, &fitted.weights)?;
+    // Six decimals: what is stored, shown and compared. It loses nothing a score could
+    // show, and a feature that carries no information (a column equal to the intercept)
+    // gets 0 rather than a rounding residue like 1e-20.
+    let rounded: Vec<f64> = fitted
+        .weights
+        .iter()
+        .map(|w| (w * 1e6).round() / 1e6 + 0.0)
+        .collect();
+    let weights = to_weights(&data.names, &rounded)?;
 
     let current: Vec<f64> = data.current_z[training..].to_vec();
     let trained: Vec<f64> = (training..rows)
-        .map(|i| data.rows.linear(i, &fitted.weights))
+        .map(|i| data.rows.linear(i, &rounded))
         .collect();
     Ok(Report {
         rows,
