@@ -4,7 +4,9 @@
 //! `score = round(100 / (1 + e^-z))` with `z = intercept + Σ weight × value`, so the score
 //! runs from 0 to 100, and each factor's `contribution` (weight × value) shows how much it
 //! moved the lead towards or away from delivery; the intercept is listed as a factor with
-//! value 1, so the contributions add up to `z`. The same lead and weights always give the
+//! value 1, so the contributions add up to `z`. The lead's categories are listed for the
+//! groups the weights give any weight (a category of such a group without one shows 0);
+//! the others would only add zeros. The same lead and weights always give the
 //! same score: the sum runs in a fixed order over the same numbers.
 //!
 //! Weights are a JSON object (`{"intercept": -3, "validEmail": 1.5, …, "source:web": 0.4}`):
@@ -86,6 +88,23 @@ impl Weights {
             z += self.category(name);
         }
         z
+    }
+
+    /// Whether any category of `name`'s group (the part before `:`) has a weight: the trace
+    /// shows a lead's categories of such groups only, so a group nobody weighs (as none
+    /// does with the defaults) adds no line of zeros to every decision.
+    pub fn weighs_group_of(&self, name: &str) -> bool {
+        let Some((group, _)) = name.split_once(':') else {
+            return false;
+        };
+        let prefix = format!("{group}:");
+        self.categories
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .next()
+            .is_some_and(|(key, _)| key.starts_with(&prefix))
     }
 
     /// The weight of a category factor (0 when it has none).
@@ -194,6 +213,9 @@ pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evalu
     }
     for name in &features.categories {
         let weight = weights.category(name);
+        if weight == 0.0 && !weights.weighs_group_of(name) {
+            continue;
+        }
         factors.push(Factor {
             name: Cow::Owned(name.clone()),
             value: 1.0,
@@ -314,7 +336,11 @@ mod tests {
     #[test]
     fn categories_are_factors_with_their_weight_or_zero() {
         let mut lead = features([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]);
-        lead.categories = vec!["source:web".into(), "answer:homeowner=no".into()];
+        lead.categories = vec![
+            "source:web".into(),
+            "answer:homeowner=no".into(),
+            "hourOfDay:night".into(),
+        ];
         let mut weights = DEFAULT_WEIGHTS;
         weights.set("answer:homeowner=no", -2.5).unwrap();
         weights.set("source:other", 9.0).unwrap();
@@ -326,8 +352,10 @@ mod tests {
         assert_eq!(
             shown,
             [("source:web", 1.0, 0.0), ("answer:homeowner=no", 1.0, -2.5)],
-            "only the lead's categories; one without a weight adds 0"
+            "only the lead's categories, of the groups with weights; one without a weight adds 0"
         );
+        assert!(weights.weighs_group_of("source:x") && !weights.weighs_group_of("hourOfDay:x"));
+        assert!(!weights.weighs_group_of("sourc:x") && !weights.weighs_group_of("intercept"));
         let z: f64 = evaluation.factors.iter().map(|f| f.contribution).sum();
         assert_eq!(
             evaluation.score,
