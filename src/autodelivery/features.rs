@@ -14,8 +14,9 @@
 //! | `softQualityFlags` | how many soft quality checks failed (ingest's `qualityReasons`) |
 //! | `duplicatesSeen` | how many earlier leads of the workspace had the same email or phone (at most 3) |
 //!
-//! Category features, one factor per category the lead is in, named `group:value`, with
-//! value 1 (a category without a weight weighs 0):
+//! Category features: the categories the lead is in, each named `group:value` with value 1
+//! (a category without a weight weighs 0; the trace lists those of the groups the
+//! workspace's weights give any weight):
 //!
 //! | group | the lead's category |
 //! |---|---|

@@ -12,10 +12,14 @@
 //! L-BFGS at a tolerance rather than at the optimum, and brings 17 crates (ndarray, sprs,
 //! argmin, a second `rand`). Newton on sparse rows is the textbook method and is short.
 //!
-//! Deterministic: every sum runs over the rows in the order given, on one thread, so the
-//! same rows give bit-identical weights. Owns the arithmetic only; which rows and features
+//! Identical rows are summed once, weighted by their count (`Grouped`): the same objective
+//! at a fraction of the cost when, as here, features take few distinct values.
+//!
+//! Deterministic: every sum runs over the distinct rows in the order first given, on one
+//! thread, so the same rows give bit-identical weights. Owns the arithmetic only; which rows and features
 //! go in is `training::dataset`.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 /// Rows of a design matrix in compressed sparse row form, with their labels. Column 0 is
@@ -105,17 +109,65 @@ const MAX_ITERATIONS: usize = 100;
 /// Converged when no weight moves by more than this in a step.
 const STEP_TOLERANCE: f64 = 1e-10;
 
+/// Identical rows of a range, each kept once with how many of them are good and how many
+/// there are: the objective is the same sum, computed once per distinct row. Features are
+/// flags, shares of a few parts, small counts and categories, so a million transactions
+/// hold far fewer distinct rows, and each Newton step costs that much less.
+struct Grouped<'a> {
+    rows: &'a Rows,
+    /// A representative row of each group, in the order first seen.
+    first: Vec<usize>,
+    good: Vec<f64>,
+    total: Vec<f64>,
+}
+
+impl<'a> Grouped<'a> {
+    fn new(rows: &'a Rows, range: Range<usize>) -> Grouped<'a> {
+        let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
+        let mut grouped = Grouped {
+            rows,
+            first: Vec::new(),
+            good: Vec::new(),
+            total: Vec::new(),
+        };
+        let mut key = Vec::new();
+        for row in range {
+            key.clear();
+            for (column, value) in rows.entries(row) {
+                key.push(column as u64);
+                key.push(value.to_bits());
+            }
+            let group = match index.get(&key) {
+                Some(&group) => group,
+                None => {
+                    index.insert(key.clone(), grouped.first.len());
+                    grouped.first.push(row);
+                    grouped.good.push(0.0);
+                    grouped.total.push(0.0);
+                    grouped.first.len() - 1
+                }
+            };
+            grouped.total[group] += 1.0;
+            if rows.label(row) {
+                grouped.good[group] += 1.0;
+            }
+        }
+        grouped
+    }
+}
+
 /// Fits the rows `range` of `rows` with penalty `lambda` (≥ 0; 0 is plain maximum
 /// likelihood, which has no finite optimum when a feature separates the labels).
 pub(crate) fn fit(rows: &Rows, range: Range<usize>, lambda: f64) -> Result<Fit, FitError> {
     if range.is_empty() {
         return Err(FitError::NoRows);
     }
+    let data = Grouped::new(rows, range);
     let n = rows.dims() + 1;
     let mut w = vec![0.0; n];
-    let mut objective = loss(rows, range.clone(), &w, lambda);
+    let mut objective = loss(&data, &w, lambda);
     for iteration in 1..=MAX_ITERATIONS {
-        let (gradient, mut hessian) = derivatives(rows, range.clone(), &w, lambda);
+        let (gradient, mut hessian) = derivatives(&data, &w, lambda);
         let Some(step) = solve(&mut hessian, &gradient, n) else {
             return Err(FitError::NotFinite);
         };
@@ -125,7 +177,7 @@ pub(crate) fn fit(rows: &Rows, range: Range<usize>, lambda: f64) -> Result<Fit, 
         let mut t = 1.0;
         let (candidate, value) = loop {
             let candidate: Vec<f64> = w.iter().zip(&step).map(|(w, s)| w - t * s).collect();
-            let value = loss(rows, range.clone(), &candidate, lambda);
+            let value = loss(&data, &candidate, lambda);
             if value <= objective - 1e-4 * t * slope || t < 1e-12 {
                 break (candidate, value);
             }
@@ -167,29 +219,29 @@ pub(crate) fn sigmoid(z: f64) -> f64 {
 }
 
 /// The objective at `w`.
-fn loss(rows: &Rows, range: Range<usize>, w: &[f64], lambda: f64) -> f64 {
+fn loss(data: &Grouped, w: &[f64], lambda: f64) -> f64 {
     let mut total = 0.0;
-    for row in range {
-        let z = rows.linear(row, w);
-        total += softplus(z) - if rows.label(row) { z } else { 0.0 };
+    for (k, &row) in data.first.iter().enumerate() {
+        let z = data.rows.linear(row, w);
+        total += data.total[k] * softplus(z) - data.good[k] * z;
     }
     total + lambda / 2.0 * w[1..].iter().map(|x| x * x).sum::<f64>()
 }
 
 /// The gradient and the Hessian (upper triangle, row-major `n × n`) of the objective at `w`.
-fn derivatives(rows: &Rows, range: Range<usize>, w: &[f64], lambda: f64) -> (Vec<f64>, Vec<f64>) {
+fn derivatives(data: &Grouped, w: &[f64], lambda: f64) -> (Vec<f64>, Vec<f64>) {
     let n = w.len();
     let mut gradient = vec![0.0; n];
     let mut hessian = vec![0.0; n * n];
     let mut entries: Vec<(usize, f64)> = Vec::new();
-    for row in range {
+    for (k, &row) in data.first.iter().enumerate() {
         entries.clear();
         entries.push((0, 1.0));
-        entries.extend(rows.entries(row));
+        entries.extend(data.rows.entries(row));
         let z = entries.iter().map(|&(c, v)| w[c] * v).sum::<f64>();
         let p = sigmoid(z);
-        let residual = p - if rows.label(row) { 1.0 } else { 0.0 };
-        let curvature = p * (1.0 - p);
+        let residual = data.total[k] * p - data.good[k];
+        let curvature = data.total[k] * p * (1.0 - p);
         for (a, &(ca, va)) in entries.iter().enumerate() {
             gradient[ca] += residual * va;
             let scaled = curvature * va;
@@ -326,6 +378,27 @@ mod tests {
         assert_close(&fitted.weights, &SKLEARN_C01, 1e-8);
     }
 
+    /// Ten copies of every row with ten times the penalty is the same objective, ten times
+    /// over: the same optimum as scikit-learn's on the rows once, found through the groups.
+    #[test]
+    fn repeated_rows_count_as_often_as_they_occur() {
+        let once = reference_rows();
+        let mut repeated = Rows::new(3);
+        for _ in 0..10 {
+            for row in 0..once.len() {
+                repeated.push(
+                    once.entries(row).map(|(c, v)| (c as u32, v)),
+                    once.label(row),
+                );
+            }
+        }
+        let grouped = Grouped::new(&repeated, 0..repeated.len());
+        assert!(grouped.first.len() <= once.len());
+        assert_eq!(grouped.total.iter().sum::<f64>(), 400.0);
+        let fitted = fit(&repeated, 0..repeated.len(), 10.0).unwrap();
+        assert_close(&fitted.weights, &SKLEARN_C1, 1e-8);
+    }
+
     /// Without a penalty and with one 0/1 feature the optimum is known in closed form: the
     /// intercept is the log-odds of the label where the feature is 0, the weight the
     /// difference of the log-odds where it is 1.
@@ -350,7 +423,7 @@ mod tests {
     fn the_gradient_vanishes_at_the_optimum() {
         let rows = noisy_rows(2000, 7);
         let fitted = fit(&rows, 0..rows.len(), 1.0).unwrap();
-        let (gradient, _) = derivatives(&rows, 0..rows.len(), &fitted.weights, 1.0);
+        let (gradient, _) = derivatives(&Grouped::new(&rows, 0..rows.len()), &fitted.weights, 1.0);
         assert!(
             gradient.iter().all(|g| g.abs() < 1e-8),
             "gradient {gradient:?}"
