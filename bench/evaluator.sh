@@ -47,6 +47,7 @@ generate() {
   local db="$1.partial"
   rm -f "$db" "$db-wal" "$db-shm" "$db.lock"
   cli() { "$BIN" --db "$db" --json "$@" >/dev/null; }
+  "$BIN" --db "$db" init >/dev/null
   cli workspace create --name Solar --id ws --timezone Europe/Berlin
   cli product create --workspace ws --slug solar --name Solar --id solar \
     --field 'homeowner:required=yes|no' --field 'timeframe=now|3months|12months|researching'

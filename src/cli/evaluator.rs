@@ -25,13 +25,20 @@ use crate::training::{self, DEFAULT_MIN_PER_LABEL, DEFAULT_MIN_ROWS, Report, dat
 #[derive(Debug, Subcommand)]
 pub enum EvaluatorCommand {
     /// Show the weights a workspace scores leads with, and its containers' thresholds.
+    #[command(after_help = "Example:\n  leadrelay evaluator show --workspace acme")]
     Show {
+        /// The workspace.
         #[arg(long)]
         workspace: String,
     },
     /// Change a workspace's weights: some by name, all from a file, back to the defaults, or
     /// back to an earlier version. Every change is kept as a new version.
+    #[command(after_help = "Example:
+  leadrelay evaluator set --workspace acme --weight validPhone=2.5 --weight intercept=-2
+  leadrelay evaluator set --workspace acme --weight source:landing=0.4
+  leadrelay evaluator set --workspace acme --version 3")]
     Set {
+        /// The workspace.
         #[arg(long)]
         workspace: String,
         #[command(flatten)]
@@ -39,18 +46,24 @@ pub enum EvaluatorCommand {
     },
     /// Every version of a workspace's weights, newest first: when, how (set, reset, train,
     /// restore) and the weights.
+    #[command(after_help = "Example:\n  leadrelay evaluator history --workspace acme")]
     History {
+        /// The workspace.
         #[arg(long)]
         workspace: String,
     },
     /// Fit the weights on buyers' outcomes (acknowledged, payout pending or paid: good;
     /// rejected or cancelled: bad) and compare them with the weights in use on the latest
     /// 20% of outcomes, held out. Changes nothing without --apply.
+    #[command(
+        after_help = "Example:\n  leadrelay evaluator train --workspace acme\n  leadrelay evaluator train --workspace acme --since 180d --product solar --apply"
+    )]
     Train(TrainArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct TrainArgs {
+    /// The workspace.
     #[arg(long)]
     workspace: String,
     /// Learn from transactions delivered within this time: 30d, 90d, 365d.
