@@ -28,3 +28,4 @@ pub mod outbox;
 pub mod ratelimit;
 pub mod secrets;
 pub mod service;
+pub mod training;
