@@ -221,7 +221,9 @@ mod tests {
 
     #[test]
     fn refuses_what_is_no_amount_or_out_of_range() {
-        for bad in ["", "-", "abc", "1.", ".5", "1e3", "+1", "1,5", "1 000", "--1", "0x10"] {
+        for bad in [
+            "", "-", "abc", "1.", ".5", "1e3", "+1", "1,5", "1 000", "--1", "0x10",
+        ] {
             assert_eq!(
                 parse_signed_cents(bad),
                 Err(AmountError::Invalid(bad.trim().to_string())),
@@ -242,7 +244,11 @@ mod tests {
             );
         }
         assert_eq!(parse_cents("-5"), Err(AmountError::Negative("-5".into())));
-        assert_eq!(parse_cents("-0.001"), Ok(0), "rounds to zero, which is not negative");
+        assert_eq!(
+            parse_cents("-0.001"),
+            Ok(0),
+            "rounds to zero, which is not negative"
+        );
         assert!(
             AmountError::OutOfRange("1e12".into())
                 .to_string()
@@ -267,7 +273,10 @@ mod tests {
             ("0e999999999999", Ok(0)),
             ("1e-999999999999", Ok(0)),
             ("1e10", Err(AmountError::OutOfRange("1e+10".into()))),
-            ("1e999999999999", Err(AmountError::OutOfRange("1e+999999999999".into()))),
+            (
+                "1e999999999999",
+                Err(AmountError::OutOfRange("1e+999999999999".into())),
+            ),
             ("-2.5", Ok(-250)),
         ] {
             assert_eq!(cents_from_json(&json_number(text)), cents, "{text}");

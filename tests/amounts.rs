@@ -32,13 +32,24 @@ fn a_credit_limit_past_the_bound_is_refused_and_a_buyer_at_the_bound_is_served()
     let create = format!(
         "buyer create --workspace ws --name Huge --id huge --webhook-url {url} --plan prepaid"
     );
-    lr(&server, format!("{create} --credit-limit 92233720368547758"))
-        .fails(1)
-        .stderr_contains(BOUND);
-    let refused = lr(&server, format!("{create} --credit-limit 92233720368547758")).fails_json(1);
+    lr(
+        &server,
+        format!("{create} --credit-limit 92233720368547758"),
+    )
+    .fails(1)
+    .stderr_contains(BOUND);
+    let refused = lr(
+        &server,
+        format!("{create} --credit-limit 92233720368547758"),
+    )
+    .fails_json(1);
     let refused: Value = serde_json::from_str(&refused.stderr).expect("a JSON error");
     assert_eq!(refused["error"]["code"], "out_of_range", "{refused}");
-    assert_eq!(lr(&server, "buyer list").json(), json!([]), "nothing created");
+    assert_eq!(
+        lr(&server, "buyer list").json(),
+        json!([]),
+        "nothing created"
+    );
 
     buyer(
         &server,
@@ -102,7 +113,11 @@ fn cli_amounts_round_half_away_from_zero() {
             format!("buyer terms set b --product solar --price {typed}"),
         )
         .json();
-        assert_eq!(terms["price"].to_string(), *shown, "--price {typed}: {terms}");
+        assert_eq!(
+            terms["price"].to_string(),
+            *shown,
+            "--price {typed}: {terms}"
+        );
     }
     // A fund of 1.005 adds 1.01 (a float would have added 1.00); 2.675 adds 2.68.
     lr(&f.server, "buyer fund b --amount 1.005").json();
@@ -119,7 +134,11 @@ fn http_buyer_prices_are_read_from_their_decimal_text() {
     let f = Fixture::new();
     let secret = f.buyer("b", &[]);
     let mut table: Vec<(&str, &str)> = ROUNDING.to_vec();
-    table.extend([("1.25e1", "12.5"), ("5E-3", "0.01"), ("1e9", "1000000000.0")]);
+    table.extend([
+        ("1.25e1", "12.5"),
+        ("5E-3", "0.01"),
+        ("1e9", "1000000000.0"),
+    ]);
     for (sent, shown) in table {
         let txn = f.delivered("b");
         let reply = f
@@ -203,7 +222,11 @@ fn a_balance_never_leaves_its_bound() {
     )
     .json();
     assert_eq!(down["balance"].to_string(), "0.0");
-    lr(&f.server, "buyer adjust b --amount=-1000000000 --reason reset").json();
+    lr(
+        &f.server,
+        "buyer adjust b --amount=-1000000000 --reason reset",
+    )
+    .json();
     lr(&f.server, "buyer adjust b --amount=-0.01 --reason reset")
         .fails(1)
         .stderr_contains(BOUND);
@@ -254,7 +277,11 @@ fn http_buyer_prices_past_the_bound_are_a_400() {
         .send();
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(reply.json["code"], "invalid_json", "{}", reply.text);
-    assert!(reply.text.contains("1e+400 is out of range"), "{}", reply.text);
+    assert!(
+        reply.text.contains("1e+400 is out of range"),
+        "{}",
+        reply.text
+    );
     assert_eq!(f.status_of(&txn), "delivered");
     assert_eq!(f.transaction(&txn)["buyerPrice"], json!(25.0));
 }
@@ -286,7 +313,11 @@ fn buyer_adjust_posts_an_adjustment_with_its_reason() {
     assert_eq!(
         adjustments,
         vec![
-            (json!(-12.5), json!("double charge on 3 May"), json!("operator")),
+            (
+                json!(-12.5),
+                json!("double charge on 3 May"),
+                json!("operator")
+            ),
             (json!(2.5), json!("goodwill"), json!("operator")),
         ]
     );
