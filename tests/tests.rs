@@ -12,6 +12,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod delivery;
+mod disclosure;
 mod demo;
 mod durations;
 mod evaluator;

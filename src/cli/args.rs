@@ -106,6 +106,12 @@ pub enum DeliveryModeArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ResultDetailArg {
+    Summary,
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DedupeScopeArg {
     Channel,
     Table,
@@ -359,6 +365,11 @@ pub struct SourceSettings {
     /// Where duplicates are looked for: the source's channel or table, or the workspace.
     #[arg(long, value_enum)]
     pub dedupe_scope: Option<DedupeScopeArg>,
+    /// What the partner's ingest answer shows: summary (outcome and reason per request; the
+    /// default) or full (buyers, prices, transactions, score and candidates, for the
+    /// operator's own forms). `lead show` always shows everything.
+    #[arg(long, value_enum)]
+    pub result_detail: Option<ResultDetailArg>,
 }
 
 #[derive(Debug, Subcommand)]

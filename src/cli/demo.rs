@@ -108,6 +108,8 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
+            // The operator's own landing page: its answers may show the whole trace.
+            result_detail: Some(source::ResultDetail::Full),
         },
     )?;
     let mut secrets = Vec::new();

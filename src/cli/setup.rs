@@ -230,6 +230,13 @@ fn dedupe_action(arg: DedupeActionArg) -> DedupeAction {
     }
 }
 
+fn result_detail(arg: ResultDetailArg) -> source::ResultDetail {
+    match arg {
+        ResultDetailArg::Summary => source::ResultDetail::Summary,
+        ResultDetailArg::Full => source::ResultDetail::Full,
+    }
+}
+
 pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
@@ -268,6 +275,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                         dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
                         dedupe_action: dedupe_action(action),
                         dedupe_window_days,
+                        result_detail: settings.result_detail.map(result_detail),
                     },
                 )
             })?;
@@ -302,6 +310,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                 dedupe_scope: settings.dedupe_scope.map(|s| dedupe_scope(s).to_string()),
                 dedupe_action: action.map(dedupe_action),
                 dedupe_window_days,
+                result_detail: settings.result_detail.map(result_detail),
             };
             let updated = write(&db, move |conn| source::update(conn, &id, &changes))?;
             out.print(&updated.to_json());

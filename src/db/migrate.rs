@@ -18,6 +18,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_config.sql"),
     // The evaluator's weight versions and stored features.
     include_str!("../../migrations/0005_evaluator.sql"),
+    // What a source's ingest answer discloses: summary (default) or full.
+    include_str!("../../migrations/0006_disclosure.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -97,6 +97,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
+            result_detail: None,
         },
     )
     .unwrap();
