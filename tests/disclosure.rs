@@ -80,7 +80,10 @@ fn secrets_of(server: &TestServer, lead_id: &str) -> Vec<String> {
 
 fn assert_discloses_nothing(what: &str, body: &str, secrets: &[String]) {
     for secret in secrets {
-        assert!(!body.contains(secret.as_str()), "{what} shows {secret}: {body}");
+        assert!(
+            !body.contains(secret.as_str()),
+            "{what} shows {secret}: {body}"
+        );
     }
 }
 
@@ -97,7 +100,11 @@ fn a_summary_source_never_shows_buyers_prices_transactions_or_scores() {
     let server = &s.server;
 
     // Single.
-    let reply = post(server, "hidden", &complete_lead("x-1", "ann@example.org", "+4930111"));
+    let reply = post(
+        server,
+        "hidden",
+        &complete_lead("x-1", "ann@example.org", "+4930111"),
+    );
     assert_eq!(reply.status, 201, "{}", reply.text);
     let item = &reply.json["item"];
     let lead_id = item["leadId"].as_str().unwrap().to_string();
@@ -106,7 +113,11 @@ fn a_summary_source_never_shows_buyers_prices_transactions_or_scores() {
     assert_eq!(item["autoDelivery"], summary_of(item), "{}", reply.text);
 
     // Replay of the same externalId: the stored answer, cut the same way.
-    let replay = post(server, "hidden", &complete_lead("x-1", "ann@example.org", "+4930111"));
+    let replay = post(
+        server,
+        "hidden",
+        &complete_lead("x-1", "ann@example.org", "+4930111"),
+    );
     assert_eq!(replay.status, 200, "{}", replay.text);
     assert_eq!(replay.json["item"]["idempotentReplay"], true);
     assert_discloses_nothing("a replay", &replay.text, &secrets);
@@ -127,7 +138,11 @@ fn a_summary_source_never_shows_buyers_prices_transactions_or_scores() {
     assert_eq!(batch_item["autoDelivery"], summary_of(batch_item));
 
     // Duplicate (same email, new externalId): which field matched, never the other lead.
-    let duplicate = post(server, "hidden", &complete_lead("x-3", "ann@example.org", "+4930333"));
+    let duplicate = post(
+        server,
+        "hidden",
+        &complete_lead("x-3", "ann@example.org", "+4930333"),
+    );
     assert_eq!(duplicate.status, 201, "{}", duplicate.text);
     let ingest = &duplicate.json["item"]["ingest"];
     assert_eq!(ingest["duplicateStatus"], "review", "{}", duplicate.text);
@@ -140,14 +155,22 @@ fn a_summary_source_never_shows_buyers_prices_transactions_or_scores() {
     // `lead show` has the whole match.
     let dup_id = duplicate.json["item"]["leadId"].as_str().unwrap();
     let shown = lr(server, format!("lead show {dup_id}")).json();
-    assert_eq!(shown["duplicateMatch"]["leadId"], lead_id.as_str(), "{shown}");
+    assert_eq!(
+        shown["duplicateMatch"]["leadId"],
+        lead_id.as_str(),
+        "{shown}"
+    );
 }
 
 #[test]
 fn a_full_source_shows_the_whole_trace_and_the_setting_can_change() {
     let s = setup();
     let server = &s.server;
-    let reply = post(server, "own", &complete_lead("o-1", "cy@example.org", "+4930444"));
+    let reply = post(
+        server,
+        "own",
+        &complete_lead("o-1", "cy@example.org", "+4930444"),
+    );
     assert_eq!(reply.status, 201, "{}", reply.text);
     let auto = &reply.json["item"]["autoDelivery"];
     let request = &auto["requests"][0];
@@ -155,7 +178,11 @@ fn a_full_source_shows_the_whole_trace_and_the_setting_can_change() {
     assert_eq!(request["deliveries"][0]["buyerPrice"], json!(37.13));
     assert!(request["evaluation"]["score"].is_number(), "{auto}");
     assert!(request["candidates"].is_array(), "{auto}");
-    let duplicate = post(server, "own", &complete_lead("o-2", "cy@example.org", "+4930555"));
+    let duplicate = post(
+        server,
+        "own",
+        &complete_lead("o-2", "cy@example.org", "+4930555"),
+    );
     let lead_id = reply.json["item"]["leadId"].as_str().unwrap();
     assert_eq!(
         duplicate.json["item"]["ingest"]["duplicateMatch"]["leadId"], lead_id,
@@ -167,16 +194,28 @@ fn a_full_source_shows_the_whole_trace_and_the_setting_can_change() {
     // what it showed at first.
     let updated = lr(server, "source update own --result-detail summary").json();
     assert_eq!(updated["resultDetail"], "summary");
-    let replay = post(server, "own", &complete_lead("o-1", "cy@example.org", "+4930444"));
+    let replay = post(
+        server,
+        "own",
+        &complete_lead("o-1", "cy@example.org", "+4930444"),
+    );
     assert_eq!(replay.json["item"]["idempotentReplay"], true);
     let secrets = secrets_of(server, lead_id);
     assert_discloses_nothing("a replay after the change", &replay.text, &secrets);
-    let replay = post(server, "own", &complete_lead("o-2", "cy@example.org", "+4930555"));
+    let replay = post(
+        server,
+        "own",
+        &complete_lead("o-2", "cy@example.org", "+4930555"),
+    );
     assert!(!replay.text.contains(lead_id), "{}", replay.text);
 
     // And back to full: the stored answer was kept whole.
     lr(server, "source update own --result-detail full").json();
-    let replay = post(server, "own", &complete_lead("o-1", "cy@example.org", "+4930444"));
+    let replay = post(
+        server,
+        "own",
+        &complete_lead("o-1", "cy@example.org", "+4930444"),
+    );
     assert_eq!(
         replay.json["item"]["autoDelivery"]["requests"][0]["deliveries"][0]["buyerAccountId"],
         BUYER
