@@ -68,10 +68,10 @@ const RULES: &[Rule] = &[
         allowed: &["src/http/"],
     },
     Rule {
-        says: "the `http` types crate is for the HTTP layer; config/buyer.rs uses its `Uri` \
-               to check a webhook URL",
+        says: "the `http` types crate is for the HTTP layer; outbound_url.rs uses its `Uri` \
+               to check a URL leadrelay sends to",
         names: &[root("http::")],
-        allowed: &["src/http/", "src/config/buyer.rs"],
+        allowed: &["src/http/", "src/outbound_url.rs"],
     },
     Rule {
         says: "only outbox/ makes outbound HTTP calls (ureq)",

@@ -46,6 +46,17 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// How long to wait for another process's write lock on the database (the running
+    /// server's, a backup's) before giving up with "database is busy" (e.g. 30s, 2m).
+    #[arg(
+        long,
+        global = true,
+        env = "LEADRELAY_BUSY_TIMEOUT",
+        default_value = "30s",
+        value_parser = args::positive_duration
+    )]
+    pub busy_timeout: std::time::Duration,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -109,6 +120,7 @@ pub enum Command {
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let out = Output::new(cli.json);
+    crate::db::set_busy_timeout(cli.busy_timeout);
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),

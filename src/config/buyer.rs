@@ -147,19 +147,11 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
-    let parsed: Result<::http::Uri, _> = url.parse();
-    match parsed {
-        Ok(uri)
-            if matches!(uri.scheme_str(), Some("http") | Some("https"))
-                && uri.host().is_some_and(|h| !h.is_empty()) =>
-        {
-            Ok(())
-        }
-        _ => Err(ConfigError::Invalid(format!(
-            "invalid webhook URL '{url}': use an absolute http:// or https:// URL"
-        ))),
-    }
+/// The webhook URL rule is [`crate::outbound_url::check`], shared with every other URL
+/// leadrelay sends to; set a buyer's URL only through it.
+pub(crate) fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
+    crate::outbound_url::check(url)
+        .map_err(|e| ConfigError::Invalid(format!("invalid webhook URL: {e}")))
 }
 
 pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigError> {

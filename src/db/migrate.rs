@@ -1,13 +1,18 @@
 //! Versioned migrations, tracked in `PRAGMA user_version`.
 //!
-//! Migration 1 is `schema.sql` at the repository root. Later changes are appended to
-//! [`MIGRATIONS`] and never edited once released, so any older file can be brought forward.
+//! Migration 1 is `schema.sql` at the repository root; later ones are the files in
+//! `migrations/` (`NNNN_topic.sql`, NNNN being the version they bring the file to). They
+//! are appended to [`MIGRATIONS`] and never edited once on main, so any older file can be
+//! brought forward.
 
 use rusqlite::Connection;
 
 use super::DbError;
 
-const MIGRATIONS: &[&str] = &[include_str!("../../schema.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../schema.sql"),
+    include_str!("../../migrations/0002_production.sql"),
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
