@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::db::{Db, DbError, StorageFault};
 use crate::logging::Repeated;
+use crate::outbox::store::Figures;
 
 /// How often the probe writes at most; a check in between reuses its result.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -24,30 +25,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Less free space than this on the database's file system is a full disk: the largest
 /// request body (1 MiB) could not be stored.
 pub const MIN_FREE_BYTES: u64 = 1024 * 1024;
-
-/// How the outbox stands; also read by `GET /metrics`.
-pub struct OutboxFigures {
-    pub pending: i64,
-    pub failed: i64,
-    pub oldest_pending_ms: Option<i64>,
-}
-
-pub fn outbox_figures(conn: &rusqlite::Connection) -> rusqlite::Result<OutboxFigures> {
-    conn.query_row(
-        "SELECT
-            (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
-            (SELECT count(*) FROM outbox_events WHERE status = 'failed'),
-            (SELECT min(created_at) FROM outbox_events WHERE status = 'pending')",
-        [],
-        |row| {
-            Ok(OutboxFigures {
-                pending: row.get(0)?,
-                failed: row.get(1)?,
-                oldest_pending_ms: row.get(2)?,
-            })
-        },
-    )
-}
 
 /// Why the service cannot serve now.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -95,9 +72,9 @@ struct Probe {
 
 /// Reads the outbox figures through the read pool, then checks that a write can be
 /// committed: room on the file system, the probe (run or cached), the latest commit.
-pub(crate) async fn check(db: &Db, prober: &Prober) -> Result<OutboxFigures, Unhealthy> {
+pub(crate) async fn check(db: &Db, prober: &Prober) -> Result<Figures, Unhealthy> {
     let figures = db
-        .read(|conn| outbox_figures(conn).map_err(DbError::from))
+        .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
         .map_err(|e| Unhealthy::Unreadable(e.to_string()))?;
     check_space(db)?;

@@ -19,6 +19,7 @@ mod ingest_validation;
 mod lifecycle;
 mod mapping;
 mod metrics;
+mod money;
 mod openapi;
 mod ops;
 mod outbox;

@@ -8,12 +8,13 @@
 //! candidate also has `buyerPrice`, `priority`, `lastServedAt` and the full `detail`, which
 //! `leadrelay lead show` prints. Owns both shapes and the write of the stored one.
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 
 use super::eligibility::{Candidate, Reason};
 use super::evaluator::Evaluation;
 use crate::config::container::DeliveryMode;
+use crate::ingest::status::RequestStatus;
 
 /// The `version` of every `autoDelivery` object.
 pub const VERSION: &str = "1.0";
@@ -168,13 +169,11 @@ pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<
     let mut stored = decision.to_json(View::Operator);
     stored["version"] = json!(VERSION);
     let status = if decision.deliveries.is_empty() {
-        "not_delivered"
+        RequestStatus::NotDelivered
     } else {
-        "delivered"
+        RequestStatus::Delivered
     };
-    conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
-        .execute(params![decision.request_id, stored.to_string(), status])?;
-    Ok(())
+    crate::ingest::status::record_decision(conn, &decision.request_id, &stored.to_string(), status)
 }
 
 #[cfg(test)]

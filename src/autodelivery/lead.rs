@@ -9,6 +9,8 @@ use std::borrow::Cow;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 use crate::ingest::view;
 
 #[derive(Debug, Clone)]
@@ -16,9 +18,9 @@ pub struct Lead {
     pub id: String,
     pub workspace_id: String,
     pub container_id: String,
-    pub quality_status: String,
+    pub quality_status: QualityStatus,
     pub quality_reasons: Vec<String>,
-    pub duplicate_status: String,
+    pub duplicate_status: DuplicateStatus,
     /// Person, consent, capture and additional properties by interface name, as buyers
     /// get them.
     pub(super) fields: Map<String, Value>,

@@ -33,6 +33,8 @@ use crate::config::container::DeliveryMode;
 use crate::config::product::FieldDef;
 use crate::db::DbError;
 use crate::delivery::{self, DeliveryError, DeliveryOrder};
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 use caps::Windows;
 use decision::{AutoDelivery, Delivery, Outcome, RequestDecision};
 use eligibility::{Candidate, Reason};
@@ -137,7 +139,7 @@ impl Settings {
             .query_row([container_id], |row| {
                 Ok((
                     row.get::<_, bool>(0)?,
-                    row.get::<_, String>(1)?,
+                    row.get::<_, DeliveryMode>(1)?,
                     row.get::<_, i64>(2)?,
                     row.get::<_, i64>(3)?,
                     row.get::<_, String>(4)?,
@@ -158,7 +160,7 @@ impl Settings {
         });
         Ok(Some(Settings {
             auto_delivery,
-            mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+            mode,
             max_buyers,
             threshold,
             weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
@@ -204,10 +206,10 @@ fn decide(
     if interest.routing_ready == Some(false) {
         return Ok(stop(Outcome::NotRoutingReady, None, Vec::new()));
     }
-    if lead.duplicate_status == "review" {
+    if lead.duplicate_status == DuplicateStatus::Review {
         return Ok(stop(Outcome::DuplicateReview, None, Vec::new()));
     }
-    if lead.quality_status == "invalid" {
+    if lead.quality_status == QualityStatus::Invalid {
         return Ok(stop(Outcome::QualityInvalid, None, Vec::new()));
     }
     if !settings.auto_delivery {

@@ -5,6 +5,8 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use super::lead::{Interest, Lead};
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 
 /// A lead with `fields` set by interface name, quality ok and unique.
 pub fn lead(fields: &[(&str, &str)]) -> Lead {
@@ -12,9 +14,9 @@ pub fn lead(fields: &[(&str, &str)]) -> Lead {
         id: "lead_test".into(),
         workspace_id: "ws".into(),
         container_id: "web".into(),
-        quality_status: "ok".into(),
+        quality_status: QualityStatus::Ok,
         quality_reasons: Vec::new(),
-        duplicate_status: "unique".into(),
+        duplicate_status: DuplicateStatus::Unique,
         fields: fields
             .iter()
             .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))

@@ -15,7 +15,7 @@ use super::setup::open;
 use crate::db::DbError;
 use crate::delivery::DeliveryOrder;
 use crate::delivery::transaction::{self, ListFilter, Status};
-use crate::outbox::store::{self, OutboxError};
+use crate::outbox::store::{self, EventStatus, OutboxError};
 
 #[derive(Debug, Args)]
 pub struct DeliverArgs {
@@ -78,11 +78,11 @@ pub enum EventStatusArg {
 }
 
 impl EventStatusArg {
-    fn as_str(self) -> &'static str {
+    fn status(self) -> EventStatus {
         match self {
-            EventStatusArg::Pending => "pending",
-            EventStatusArg::Delivered => "delivered",
-            EventStatusArg::Failed => "failed",
+            EventStatusArg::Pending => EventStatus::Pending,
+            EventStatusArg::Delivered => EventStatus::Delivered,
+            EventStatusArg::Failed => EventStatus::Failed,
         }
     }
 }
@@ -190,7 +190,7 @@ pub fn outbox(path: &Path, out: &Output, command: OutboxCommand) -> anyhow::Resu
     match command {
         OutboxCommand::List { status, limit } => {
             let listed = db.read_blocking(|conn| {
-                store::list(conn, status.map(EventStatusArg::as_str), limit).map_err(DbError::from)
+                store::list(conn, status.map(EventStatusArg::status), limit).map_err(DbError::from)
             });
             db.close();
             let items: Vec<Value> = listed?.iter().map(|e| e.to_json()).collect();

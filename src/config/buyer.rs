@@ -9,21 +9,23 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{ConfigError, choose_id, exists, insert_error, product};
+use crate::db::stored::stored_enum;
 
 pub const CAPABILITIES: &[&str] = &["confirm", "payout", "cancel"];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
-    Postpaid,
-    Prepaid,
+stored_enum! {
+    /// How a buyer pays: invoiced later, or from a balance funded in advance.
+    pub enum Plan as "buyer plan" {
+        Postpaid = "postpaid",
+        Prepaid = "prepaid",
+    }
 }
 
-impl Plan {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Plan::Postpaid => "postpaid",
-            Plan::Prepaid => "prepaid",
-        }
+stored_enum! {
+    /// Whether a buyer takes deliveries.
+    pub enum BuyerStatus as "buyer status" {
+        Active = "active",
+        Paused = "paused",
     }
 }
 
@@ -115,14 +117,10 @@ fn from_row(row: &Row) -> rusqlite::Result<Buyer> {
             .collect(),
         cancellation_window_secs: row.get(7)?,
         auto_payout_pending: row.get(8)?,
-        plan: if row.get::<_, String>(9)? == "prepaid" {
-            Plan::Prepaid
-        } else {
-            Plan::Postpaid
-        },
+        plan: row.get(9)?,
         balance_cents: row.get(10)?,
         credit_limit_cents: row.get(11)?,
-        paused: row.get::<_, String>(12)? == "paused",
+        paused: row.get::<_, BuyerStatus>(12)? == BuyerStatus::Paused,
         last_served_at: row.get(13)?,
         created_at: row.get(14)?,
     })
@@ -267,7 +265,11 @@ pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, Con
 
 /// Pauses (`true`) or resumes (`false`) a buyer. A paused buyer gets no deliveries.
 pub fn set_paused(conn: &Connection, id: &str, paused: bool) -> Result<Buyer, ConfigError> {
-    let status = if paused { "paused" } else { "active" };
+    let status = if paused {
+        BuyerStatus::Paused
+    } else {
+        BuyerStatus::Active
+    };
     let changed = conn.execute(
         "UPDATE buyers SET status = ?2 WHERE id = ?1",
         params![id, status],

@@ -4,30 +4,18 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::{ConfigError, choose_id, exists, insert_error};
+use crate::db::stored::stored_enum;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContainerKind {
-    Channel,
-    Table,
+stored_enum! {
+    #[derive(Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum ContainerKind as "container kind" {
+        Channel = "channel",
+        Table = "table",
+    }
 }
 
 impl ContainerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContainerKind::Channel => "channel",
-            ContainerKind::Table => "table",
-        }
-    }
-
-    fn parse(text: &str) -> ContainerKind {
-        if text == "table" {
-            ContainerKind::Table
-        } else {
-            ContainerKind::Channel
-        }
-    }
-
     /// The key that names a container of this kind in JSON (`channelId` or `tableId`).
     pub fn id_key(self) -> &'static str {
         match self {
@@ -42,27 +30,12 @@ impl ContainerKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryMode {
-    Exclusive,
-    Multi,
-}
-
-impl DeliveryMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryMode::Exclusive => "exclusive",
-            DeliveryMode::Multi => "multi",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<DeliveryMode> {
-        match text {
-            "exclusive" => Some(DeliveryMode::Exclusive),
-            "multi" => Some(DeliveryMode::Multi),
-            _ => None,
-        }
+stored_enum! {
+    #[derive(Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum DeliveryMode as "delivery mode" {
+        Exclusive = "exclusive",
+        Multi = "multi",
     }
 }
 
@@ -99,11 +72,10 @@ fn from_row(row: &Row) -> rusqlite::Result<Container> {
     Ok(Container {
         id: row.get(0)?,
         workspace_id: row.get(1)?,
-        kind: ContainerKind::parse(&row.get::<_, String>(2)?),
+        kind: row.get(2)?,
         name: row.get(3)?,
         auto_delivery: row.get(4)?,
-        delivery_mode: DeliveryMode::parse(&row.get::<_, String>(5)?)
-            .unwrap_or(DeliveryMode::Exclusive),
+        delivery_mode: row.get(5)?,
         max_buyers: row.get(6)?,
         score_threshold: row.get(7)?,
         created_at: row.get(8)?,

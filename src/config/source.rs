@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::container::{self, ContainerKind};
 use super::{ConfigError, choose_id, exists, insert_error};
+use crate::db::stored::stored_enum;
 
 /// The fields a duplicate rule may compare.
 pub const DEDUPE_FIELDS: &[&str] = &["email", "phone"];
@@ -18,18 +19,20 @@ pub enum DedupeScope {
     Workspace,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DedupeAction {
-    Review,
-    Reject,
+stored_enum! {
+    /// What a duplicate match does to the new lead.
+    pub enum DedupeAction as "duplicate action" {
+        Review = "review",
+        Reject = "reject",
+    }
 }
 
-impl DedupeAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DedupeAction::Review => "review",
-            DedupeAction::Reject => "reject",
-        }
+stored_enum! {
+    /// `sources.dedupe_scope` as stored: the container's kind by name, or the workspace.
+    pub(crate) enum StoredScope as "duplicate scope" {
+        Channel = "channel",
+        Table = "table",
+        Workspace = "workspace",
     }
 }
 
@@ -141,16 +144,11 @@ const COLUMNS: &str = "s.id, s.container_id, c.kind, c.workspace_id, s.name, s.s
 
 fn from_row(row: &Row) -> rusqlite::Result<Source> {
     let fields: String = row.get(8)?;
-    let scope: String = row.get(9)?;
-    let action: String = row.get(10)?;
+    let scope: StoredScope = row.get(9)?;
     Ok(Source {
         id: row.get(0)?,
         container_id: row.get(1)?,
-        container_kind: if row.get::<_, String>(2)? == "table" {
-            ContainerKind::Table
-        } else {
-            ContainerKind::Channel
-        },
+        container_kind: row.get(2)?,
         workspace_id: row.get(3)?,
         name: row.get(4)?,
         secret_hash: row.get(5)?,
@@ -162,16 +160,11 @@ fn from_row(row: &Row) -> rusqlite::Result<Source> {
                 .filter(|f| !f.is_empty())
                 .map(str::to_string)
                 .collect(),
-            scope: if scope == "workspace" {
-                DedupeScope::Workspace
-            } else {
-                DedupeScope::Container
+            scope: match scope {
+                StoredScope::Workspace => DedupeScope::Workspace,
+                StoredScope::Channel | StoredScope::Table => DedupeScope::Container,
             },
-            action: if action == "reject" {
-                DedupeAction::Reject
-            } else {
-                DedupeAction::Review
-            },
+            action: row.get(10)?,
             window_days: row.get(11)?,
         },
         mapping_draft: row.get(12)?,

@@ -8,6 +8,7 @@
 
 pub(crate) mod files;
 mod migrate;
+pub(crate) mod stored;
 mod writer;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use super::event::{self, LeadDelivered, Party, ProductRef};
 use super::transaction::{self, Status};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
+use crate::ingest::status::LeadStatus;
 
 /// What to deliver to whom.
 #[derive(Debug, Clone)]
@@ -63,7 +64,7 @@ struct RequestContext {
     product_id: String,
     field_values: String,
     workspace_id: String,
-    lead_status: String,
+    lead_status: LeadStatus,
     delivery_mode: DeliveryMode,
     max_buyers: i64,
     source_cost_cents: Option<i64>,
@@ -85,14 +86,13 @@ fn load_request(conn: &Connection, id: &str) -> rusqlite::Result<Option<RequestC
          WHERE r.id = ?1",
     )?
     .query_row([id], |row| {
-        let mode: String = row.get(5)?;
         Ok(RequestContext {
             lead_id: row.get(0)?,
             product_id: row.get(1)?,
             field_values: row.get(2)?,
             workspace_id: row.get(3)?,
             lead_status: row.get(4)?,
-            delivery_mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+            delivery_mode: row.get(5)?,
             max_buyers: row.get(6)?,
             source_cost_cents: row.get(7)?,
             product_cost_cents: row.get(8)?,
@@ -124,10 +124,10 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
             workspace_id: request.workspace_id,
         });
     }
-    if request.lead_status != "active" {
+    if request.lead_status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
             lead_id: request.lead_id,
-            status: request.lead_status.replace('_', " "),
+            status: request.lead_status.as_str().replace('_', " "),
         });
     }
     if buyer.paused {
@@ -299,8 +299,7 @@ fn write(
         "UPDATE buyers SET balance_cents = balance_cents - ?2, last_served_at = ?3 WHERE id = ?1",
     )?
     .execute(params![delivered.buyer_id, delivered.charged_cents, now])?;
-    conn.prepare_cached("UPDATE lead_requests SET status = 'delivered' WHERE id = ?1")?
-        .execute([&delivered.lead_request_id])?;
+    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
     transaction::append_history(
         conn,
         &delivered.transaction_id,

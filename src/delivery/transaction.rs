@@ -9,43 +9,21 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use crate::config::container::DeliveryMode;
+use crate::db::stored::stored_enum;
 
-/// The commercial state of a transaction (DESIGN.md section 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Delivered,
-    Acknowledged,
-    Rejected,
-    PayoutPending,
-    Paid,
-    Cancelled,
+stored_enum! {
+    /// The commercial state of a transaction (DESIGN.md section 4).
+    pub enum Status as "transaction status" {
+        Delivered = "delivered",
+        Acknowledged = "acknowledged",
+        Rejected = "rejected",
+        PayoutPending = "payout_pending",
+        Paid = "paid",
+        Cancelled = "cancelled",
+    }
 }
 
 impl Status {
-    pub const ALL: [Status; 6] = [
-        Status::Delivered,
-        Status::Acknowledged,
-        Status::Rejected,
-        Status::PayoutPending,
-        Status::Paid,
-        Status::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Delivered => "delivered",
-            Status::Acknowledged => "acknowledged",
-            Status::Rejected => "rejected",
-            Status::PayoutPending => "payout_pending",
-            Status::Paid => "paid",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-
     /// Live transactions count against exclusivity and the multi-mode buyer limit; a
     /// rejected or cancelled one no longer holds its lead request.
     pub fn is_live(self) -> bool {
@@ -53,29 +31,12 @@ impl Status {
     }
 }
 
-/// Where the transaction's `lead.delivered` event stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryStatus {
-    Pending,
-    Sent,
-    Failed,
-}
-
-impl DeliveryStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Sent => "sent",
-            DeliveryStatus::Failed => "failed",
-        }
-    }
-
-    fn parse(text: &str) -> DeliveryStatus {
-        match text {
-            "sent" => DeliveryStatus::Sent,
-            "failed" => DeliveryStatus::Failed,
-            _ => DeliveryStatus::Pending,
-        }
+stored_enum! {
+    /// Where the transaction's `lead.delivered` event stands.
+    pub enum DeliveryStatus as "transaction delivery status" {
+        Pending = "pending",
+        Sent = "sent",
+        Failed = "failed",
     }
 }
 
@@ -128,9 +89,6 @@ pub(crate) const COLUMNS: &str = "id, lead_request_id, lead_id, buyer_id, produc
     charged_cents, status, partner_external_id, delivery_status, created_at, updated_at";
 
 pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
-    let mode: String = row.get(6)?;
-    let status: String = row.get(11)?;
-    let delivery_status: String = row.get(13)?;
     Ok(Transaction {
         id: row.get(0)?,
         lead_request_id: row.get(1)?,
@@ -138,15 +96,14 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
         buyer_id: row.get(3)?,
         product_id: row.get(4)?,
         workspace_id: row.get(5)?,
-        delivery_mode: DeliveryMode::parse(&mode).unwrap_or(DeliveryMode::Exclusive),
+        delivery_mode: row.get(6)?,
         buyer_price_cents: row.get(7)?,
         supplier_cost_cents: row.get(8)?,
         margin_cents: row.get(9)?,
         charged_cents: row.get(10)?,
-        // The CHECK constraint admits only the names `Status` knows.
-        status: Status::parse(&status).unwrap_or(Status::Delivered),
+        status: row.get(11)?,
         partner_external_id: row.get(12)?,
-        delivery_status: DeliveryStatus::parse(&delivery_status),
+        delivery_status: row.get(13)?,
         created_at: row.get(14)?,
         updated_at: row.get(15)?,
     })
@@ -253,11 +210,9 @@ pub fn history(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<
          WHERE transaction_id = ?1 ORDER BY id",
     )?;
     let rows = stmt.query_map([transaction_id], |row| {
-        let from: Option<String> = row.get(0)?;
-        let to: String = row.get(1)?;
         Ok(HistoryEntry {
-            from: from.as_deref().and_then(Status::parse),
-            to: Status::parse(&to).unwrap_or(Status::Delivered),
+            from: row.get(0)?,
+            to: row.get(1)?,
             actor: row.get(2)?,
             reason: row.get(3)?,
             at: row.get(4)?,
@@ -295,7 +250,7 @@ mod tests {
 
     #[test]
     fn status_names_round_trip_and_liveness() {
-        for status in Status::ALL {
+        for &status in Status::ALL {
             assert_eq!(Status::parse(status.as_str()), Some(status));
         }
         assert_eq!(Status::parse("shipped"), None);

@@ -10,27 +10,23 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Value, json};
 
 use crate::config::source::{DedupeAction, DedupeRule, DedupeScope};
+use crate::db::stored::stored_enum;
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DuplicateStatus {
-    Unique,
-    /// Stored, marked for review, not auto-delivered.
-    Review,
-    /// Not stored.
-    Rejected,
+stored_enum! {
+    /// The duplicate rule's verdict on a lead. Only `unique` and `review` are stored: a
+    /// rejected duplicate is not.
+    pub enum DuplicateStatus as "duplicate status" {
+        Unique = "unique",
+        /// Stored, marked for review, not auto-delivered.
+        Review = "review",
+        /// Not stored.
+        Rejected = "rejected",
+    }
 }
 
 impl DuplicateStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DuplicateStatus::Unique => "unique",
-            DuplicateStatus::Review => "review",
-            DuplicateStatus::Rejected => "rejected",
-        }
-    }
-
     /// What a match means under `action`.
     pub fn for_match(action: DedupeAction) -> DuplicateStatus {
         match action {

@@ -5,7 +5,8 @@
 //! body → JSON → [`shape`] (Lead, person wrapper or batch) → [`validate`] (every problem
 //! with a JSON pointer, [`problem`]) with products from [`catalog`] → [`normalize`] and
 //! [`quality`] → one writer job in [`store`] (idempotency, [`dedupe`], inserts) → the
-//! answer of [`result`]. [`view`] reads stored leads for the CLI and other modules.
+//! answer of [`result`]. [`view`] reads stored leads for the CLI and other modules;
+//! [`status`] makes every later write to them (lead and request states, the decision).
 //!
 //! Ingest does not own the source, product or container records (`config`), partner-native
 //! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
@@ -20,6 +21,7 @@ pub mod problem;
 pub mod quality;
 pub mod result;
 pub mod shape;
+pub mod status;
 pub mod store;
 pub mod validate;
 pub mod view;

@@ -6,30 +6,14 @@
 
 use super::model::LeadInput;
 use super::normalize::{is_valid_email, phone_digits};
+use crate::db::stored::stored_enum;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QualityStatus {
-    Ok,
-    Suspect,
-    Invalid,
-}
-
-impl QualityStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QualityStatus::Ok => "ok",
-            QualityStatus::Suspect => "suspect",
-            QualityStatus::Invalid => "invalid",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<QualityStatus> {
-        match text {
-            "ok" => Some(QualityStatus::Ok),
-            "suspect" => Some(QualityStatus::Suspect),
-            "invalid" => Some(QualityStatus::Invalid),
-            _ => None,
-        }
+stored_enum! {
+    /// `ok`, `suspect` (a soft check failed) or `invalid` (no usable contact).
+    pub enum QualityStatus as "quality status" {
+        Ok = "ok",
+        Suspect = "suspect",
+        Invalid = "invalid",
     }
 }
 

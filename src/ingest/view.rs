@@ -6,7 +6,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
+use super::dedupe::DuplicateStatus;
 use super::model::{Capture, Consent, Person};
+use super::quality::QualityStatus;
+use super::status::{LeadStatus, RequestStatus};
 use crate::config::container::ContainerKind;
 
 /// A stored lead with its requests.
@@ -22,12 +25,11 @@ pub struct LeadRecord {
     pub consent: Consent,
     pub capture: Capture,
     pub additional: Map<String, Value>,
-    pub quality_status: String,
+    pub quality_status: QualityStatus,
     pub quality_reasons: Vec<String>,
-    pub duplicate_status: String,
+    pub duplicate_status: DuplicateStatus,
     pub duplicate_match: Option<Value>,
-    /// `active`, `cancellation_pending` or `cancelled`.
-    pub status: String,
+    pub status: LeadStatus,
     pub created_at: i64,
     pub requests: Vec<RequestRecord>,
 }
@@ -43,8 +45,7 @@ pub struct RequestRecord {
     pub routing_ready: Option<bool>,
     pub trigger_auto_delivery: bool,
     pub field_values: Map<String, Value>,
-    /// `open`, `delivered` or `not_delivered`.
-    pub status: String,
+    pub status: RequestStatus,
     /// The auto-delivery decision, when one was made.
     pub decision: Option<Value>,
     pub created_at: i64,
@@ -66,11 +67,7 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<LeadRecord> {
         id: row.get(0)?,
         source_id: row.get(1)?,
         container_id: row.get(2)?,
-        container_kind: if row.get::<_, String>(3)? == "table" {
-            ContainerKind::Table
-        } else {
-            ContainerKind::Channel
-        },
+        container_kind: row.get(3)?,
         workspace_id: row.get(4)?,
         external_id: row.get(5)?,
         person: Person {
@@ -302,14 +299,14 @@ impl LeadRecord {
             self.container_kind.id_key(): self.container_id,
             "workspaceId": self.workspace_id,
             "externalId": self.external_id,
-            "status": self.status,
+            "status": self.status.as_str(),
             "person": person,
             "consent": consent,
             "capture": capture,
             "additionalProperties": self.additional,
-            "qualityStatus": self.quality_status,
+            "qualityStatus": self.quality_status.as_str(),
             "qualityReasons": self.quality_reasons,
-            "duplicateStatus": self.duplicate_status,
+            "duplicateStatus": self.duplicate_status.as_str(),
             "duplicateMatch": self.duplicate_match,
             "requests": requests,
             "createdAt": crate::clock::iso(self.created_at),
@@ -327,9 +324,9 @@ impl LeadRecord {
             "lastName": self.person.last_name,
             "email": self.person.email,
             "phone": self.person.phone,
-            "qualityStatus": self.quality_status,
-            "duplicateStatus": self.duplicate_status,
-            "status": self.status,
+            "qualityStatus": self.quality_status.as_str(),
+            "duplicateStatus": self.duplicate_status.as_str(),
+            "status": self.status.as_str(),
             "products": self.requests.iter().map(|r| r.product_slug.as_str()).collect::<Vec<_>>(),
             "requestIds": self.requests.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
             "createdAt": crate::clock::iso(self.created_at),
@@ -348,7 +345,7 @@ impl RequestRecord {
             "routingReady": self.routing_ready,
             "triggerAutoDelivery": self.trigger_auto_delivery,
             "fieldValues": self.field_values,
-            "status": self.status,
+            "status": self.status.as_str(),
             "createdAt": crate::clock::iso(self.created_at),
         });
         if let Some(decision) = &self.decision {

@@ -1,7 +1,8 @@
 //! Supplier cancellations (clawback): asking the supplier of a lead to take it back.
 //!
-//! Owns the `supplier_cancellations` SQL and the lead's lifecycle status (`active`,
-//! `cancellation_pending`, `cancelled`). A cancellation opens by itself when every
+//! Owns the `supplier_cancellations` SQL and decides the lead's lifecycle status (`active`,
+//! `cancellation_pending`, `cancelled`; written through `ingest::status`, which owns the
+//! `leads` table). A cancellation opens by itself when every
 //! transaction of a lead has ended rejected or cancelled and the lead's source has a
 //! supplier ([`open_when_all_void`], called in the writer job of the move that ended the
 //! last one), or by hand with `leadrelay lead cancel` ([`open_by_operator`]). A lead has at
@@ -12,48 +13,26 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use super::error::LifecycleError;
+use crate::db::stored::stored_enum;
+use crate::ingest::status::{self, LeadStatus};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// Opened by the service when the lead's last transaction ended.
-    Auto,
-    /// Opened by the operator with `leadrelay lead cancel`.
-    Operator,
-}
-
-impl Origin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Auto => "auto",
-            Origin::Operator => "operator",
-        }
+stored_enum! {
+    /// Who opened a supplier cancellation.
+    pub enum Origin as "supplier cancellation origin" {
+        /// Opened by the service when the lead's last transaction ended.
+        Auto = "auto",
+        /// Opened by the operator with `leadrelay lead cancel`.
+        Operator = "operator",
     }
 }
 
-/// Where a supplier cancellation stands: `pending` until the supplier answers, then
-/// `acknowledged` (the lead is cancelled) or `rejected` (the supplier disputes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancellationStatus {
-    Pending,
-    Acknowledged,
-    Rejected,
-}
-
-impl CancellationStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CancellationStatus::Pending => "pending",
-            CancellationStatus::Acknowledged => "acknowledged",
-            CancellationStatus::Rejected => "rejected",
-        }
-    }
-
-    fn parse(text: &str) -> CancellationStatus {
-        match text {
-            "acknowledged" => CancellationStatus::Acknowledged,
-            "rejected" => CancellationStatus::Rejected,
-            _ => CancellationStatus::Pending,
-        }
+stored_enum! {
+    /// Where a supplier cancellation stands: `pending` until the supplier answers, then
+    /// `acknowledged` (the lead is cancelled) or `rejected` (the supplier disputes it).
+    pub enum CancellationStatus as "supplier cancellation status" {
+        Pending = "pending",
+        Acknowledged = "acknowledged",
+        Rejected = "rejected",
     }
 }
 
@@ -63,7 +42,7 @@ pub struct SupplierCancellation {
     pub lead_id: String,
     pub supplier_id: String,
     pub status: CancellationStatus,
-    pub origin: String,
+    pub origin: Origin,
     pub reason: Option<String>,
     pub response_reason: Option<String>,
     pub created_at: i64,
@@ -77,7 +56,7 @@ impl SupplierCancellation {
             "leadId": self.lead_id,
             "supplierId": self.supplier_id,
             "status": self.status.as_str(),
-            "origin": self.origin,
+            "origin": self.origin.as_str(),
             "reason": self.reason,
             "responseReason": self.response_reason,
             "createdAt": crate::clock::iso(self.created_at),
@@ -90,12 +69,11 @@ const COLUMNS: &str =
     "id, lead_id, supplier_id, status, origin, reason, response_reason, created_at, resolved_at";
 
 fn from_row(row: &Row) -> rusqlite::Result<SupplierCancellation> {
-    let status: String = row.get(3)?;
     Ok(SupplierCancellation {
         id: row.get(0)?,
         lead_id: row.get(1)?,
         supplier_id: row.get(2)?,
-        status: CancellationStatus::parse(&status),
+        status: row.get(3)?,
         origin: row.get(4)?,
         reason: row.get(5)?,
         response_reason: row.get(6)?,
@@ -115,7 +93,7 @@ pub fn of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Supp
 
 /// A lead as clawback sees it: its lifecycle status and its source's supplier.
 pub(crate) struct LeadSupply {
-    pub status: String,
+    pub status: LeadStatus,
     pub supplier_id: Option<String>,
 }
 
@@ -136,16 +114,6 @@ pub(crate) fn lead_supply(
     .optional()
 }
 
-pub(crate) fn set_lead_status(
-    conn: &Connection,
-    lead_id: &str,
-    status: &str,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE leads SET status = ?2 WHERE id = ?1")?
-        .execute(params![lead_id, status])?;
-    Ok(())
-}
-
 fn open(
     conn: &Connection,
     lead_id: &str,
@@ -158,23 +126,24 @@ fn open(
     conn.prepare_cached(
         "INSERT INTO supplier_cancellations (id, lead_id, supplier_id, status, origin, reason,
             created_at)
-         VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         id,
         lead_id,
         supplier_id,
-        origin.as_str(),
+        CancellationStatus::Pending,
+        origin,
         reason,
         now
     ])?;
-    set_lead_status(conn, lead_id, "cancellation_pending")?;
+    status::set_lead_status(conn, lead_id, LeadStatus::CancellationPending)?;
     Ok(SupplierCancellation {
         id,
         lead_id: lead_id.to_string(),
         supplier_id: supplier_id.to_string(),
         status: CancellationStatus::Pending,
-        origin: origin.as_str().to_string(),
+        origin,
         reason: Some(reason.to_string()),
         response_reason: None,
         created_at: now,
@@ -206,11 +175,33 @@ pub fn open_when_all_void(
     else {
         return Ok(None);
     };
-    if status != "active" || of_lead(conn, lead_id)?.is_some() {
+    if status != LeadStatus::Active || of_lead(conn, lead_id)?.is_some() {
         return Ok(None);
     }
     let reason = format!("all {total} transaction(s) of the lead were rejected or cancelled");
     open(conn, lead_id, &supplier_id, Origin::Auto, &reason, now).map(Some)
+}
+
+/// Resolves a pending cancellation with the supplier's answer (`acknowledged` or
+/// `rejected`) and moves the lead: `cancelled` after an acknowledgement, `active` again
+/// after a dispute.
+pub(crate) fn resolve(
+    conn: &Connection,
+    cancellation: &SupplierCancellation,
+    answer: CancellationStatus,
+    response_reason: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE supplier_cancellations SET status = ?2, response_reason = ?3, resolved_at = ?4
+         WHERE id = ?1",
+    )?
+    .execute(params![cancellation.id, answer, response_reason, now])?;
+    let lead_status = match answer {
+        CancellationStatus::Acknowledged => LeadStatus::Cancelled,
+        CancellationStatus::Rejected | CancellationStatus::Pending => LeadStatus::Active,
+    };
+    status::set_lead_status(conn, &cancellation.lead_id, lead_status)
 }
 
 /// `leadrelay lead cancel ID --reason R`: opens a supplier cancellation by hand.

@@ -167,7 +167,7 @@ mod tests {
             );
         }
         // The table covers each pair exactly once.
-        for state in Status::ALL {
+        for &state in Status::ALL {
             for requested in Move::ALL {
                 let rows = TABLE
                     .iter()
@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn the_machine_keeps_its_invariants() {
-        for state in Status::ALL {
+        for &state in Status::ALL {
             for requested in Move::ALL {
                 let verdict = decide(state, requested);
                 // A move to the state the transaction is in is never a change.

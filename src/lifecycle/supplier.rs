@@ -17,7 +17,7 @@ use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
 use crate::db::Db;
-use crate::delivery::transaction;
+use crate::delivery::transaction::{self, Status};
 
 /// What an answer did.
 #[derive(Debug, Clone)]
@@ -108,16 +108,9 @@ pub fn answer(
             });
         }
     }
-    conn.execute(
-        "UPDATE supplier_cancellations SET status = ?2, response_reason = ?3, resolved_at = ?4
-         WHERE id = ?1",
-        params![cancellation.id, wanted.as_str(), answer.reason, now],
-    )?;
+    clawback::resolve(conn, &cancellation, wanted, answer.reason.as_deref(), now)?;
     if answer.acknowledged {
-        clawback::set_lead_status(conn, &answer.lead_id, "cancelled")?;
         reverse_supplier_cost(conn, &answer.lead_id, &supplier.id, now)?;
-    } else {
-        clawback::set_lead_status(conn, &answer.lead_id, "active")?;
     }
     let cancellation = clawback::of_lead(conn, &answer.lead_id)?
         .expect("the cancellation was read in this job and nothing deletes it");
@@ -140,7 +133,7 @@ fn reverse_supplier_cost(
         "SELECT id, status, supplier_cost_cents FROM transactions
          WHERE lead_id = ?1 AND supplier_cost_cents <> 0 ORDER BY id",
     )?;
-    let carrying: Vec<(String, String, i64)> = stmt
+    let carrying: Vec<(String, Status, i64)> = stmt
         .query_map([lead_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let actor = format!("supplier:{supplier_id}");
@@ -151,8 +144,6 @@ fn reverse_supplier_cost(
              WHERE id = ?1",
             params![id, now],
         )?;
-        let status = super::state::Status::parse(&status)
-            .expect("the CHECK constraint admits only known states");
         let reason = format!(
             "supplier cost {} reversed: the supplier confirmed the lead cancellation",
             crate::money::display(cost)

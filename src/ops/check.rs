@@ -1,6 +1,7 @@
 //! `leadrelay check`: whether a database file is sound. Runs SQLite's integrity check and
-//! foreign key check, compares the schema version with this binary's, and looks for schema
-//! objects that should be there; the verdict is `ok` or the list of problems.
+//! foreign key check, compares the schema version with this binary's, looks for schema
+//! objects that should be there, and on a complete schema checks the rows: status columns
+//! hold only known states (`states`); the verdict is `ok` or the list of problems.
 //!
 //! The file is opened read-only and never created, migrated or repaired, so `check` is safe
 //! on the live file while `serve` runs (it reads one consistent snapshot, committed data in
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, ErrorCode};
 use serde::Serialize;
 
+use super::states::UnknownState;
 use crate::db::SCHEMA_VERSION;
 
 /// At most this many integrity or foreign-key problems are listed; the count is exact.
@@ -51,6 +53,8 @@ pub struct CheckReport {
     pub expected_schema_version: i64,
     /// Tables, indexes and triggers of the schema that the file lacks.
     pub missing_objects: Vec<String>,
+    /// Status columns holding values this binary does not know (`ops::states`).
+    pub unknown_states: Vec<UnknownState>,
     pub problems: Vec<String>,
 }
 
@@ -75,6 +79,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
             schema_version: None,
             expected_schema_version: SCHEMA_VERSION,
             missing_objects: Vec::new(),
+            unknown_states: Vec::new(),
             problems: Vec::new(),
         };
         if let Err(e) = inspect(&db.conn, &mut report) {
@@ -146,9 +151,20 @@ fn inspect(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> 
                 "schema objects missing: {}",
                 report.missing_objects.join(", ")
             ));
+        } else {
+            contents(conn, report)?;
         }
     }
     conn.execute_batch("COMMIT")?;
+    Ok(())
+}
+
+/// What the rows say, on a file whose schema is complete: states this binary knows.
+fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> {
+    report.unknown_states = super::states::scan(conn)?;
+    report
+        .problems
+        .extend(report.unknown_states.iter().map(UnknownState::problem));
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 pub mod backup;
 pub mod check;
 pub mod restore;
+pub mod states;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

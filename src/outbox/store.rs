@@ -13,7 +13,24 @@ use serde_json::{Value, json};
 
 use super::schedule::{self, RetrySchedule};
 use crate::db::DbError;
+use crate::db::stored::stored_enum;
 use crate::delivery::transaction::{self, DeliveryStatus};
+
+stored_enum! {
+    /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
+    pub enum EventStatus as "outbox event status" {
+        Pending = "pending",
+        Delivered = "delivered",
+        Failed = "failed",
+    }
+}
+
+stored_enum! {
+    /// What an event tells its buyer.
+    pub enum EventKind as "outbox event kind" {
+        LeadDelivered = "lead.delivered",
+    }
+}
 
 /// The longest response excerpt kept per attempt.
 pub const EXCERPT_LIMIT: usize = 1024;
@@ -34,14 +51,16 @@ pub fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
             next_attempt_at, created_at)
-         VALUES (?1, 'lead.delivered', ?2, ?3, ?4, ?5, 'pending', ?6, ?6)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
     )?
     .execute(params![
         id,
+        EventKind::LeadDelivered,
         event.transaction_id,
         event.buyer_id,
         event.url,
         event.payload,
+        EventStatus::Pending,
         event.created_at
     ])?;
     Ok(id)
@@ -234,22 +253,13 @@ pub struct Attempt {
     pub verdict: Verdict,
 }
 
-/// What recording an attempt did to its event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Delivered,
-    /// Due again later.
-    Retry,
-    Failed,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Delivered => "delivered",
-            Outcome::Retry => "retry",
-            Outcome::Failed => "failed",
-        }
+stored_enum! {
+    /// What recording an attempt did to its event (`outbox_attempts.outcome`).
+    pub enum Outcome as "attempt outcome" {
+        Delivered = "delivered",
+        /// Due again later.
+        Retry = "retry",
+        Failed = "failed",
     }
 }
 
@@ -270,7 +280,7 @@ pub fn record(
         )?
         .query_row([&attempt.event_id], |row| {
             Ok((
-                row.get::<_, String>(0)?,
+                row.get::<_, EventStatus>(0)?,
                 row.get::<_, i64>(1)?,
                 row.get::<_, i64>(2)?,
                 row.get::<_, i64>(3)?,
@@ -282,7 +292,7 @@ pub fn record(
         return Ok(None);
     };
     let number = attempts + 1;
-    let current = claims == attempt.claim && status == "pending";
+    let current = claims == attempt.claim && status == EventStatus::Pending;
     let error = attempt.error.clone().or_else(|| match attempt.verdict {
         Verdict::Delivered { .. } => None,
         _ => attempt.http_status.map(|s| format!("HTTP {s}")),
@@ -291,7 +301,7 @@ pub fn record(
         Verdict::Delivered {
             partner_external_id,
         } => {
-            if status != "delivered" {
+            if status != EventStatus::Delivered {
                 conn.prepare_cached(
                     "UPDATE outbox_events SET status = 'delivered', delivered_at = ?2,
                         lease_until = NULL, last_error = NULL
@@ -355,7 +365,7 @@ pub fn record(
         attempt.http_status,
         attempt.error,
         attempt.response_excerpt,
-        outcome.as_str()
+        outcome
     ])?;
     Ok(Some(outcome))
 }
@@ -387,6 +397,33 @@ pub fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     .query_row([], |row| row.get(0))
 }
 
+/// How the outbox stands, for `GET /api/health` and `GET /metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figures {
+    pub pending: i64,
+    pub failed: i64,
+    /// When the oldest pending event was made; `None` when nothing is pending.
+    pub oldest_pending_ms: Option<i64>,
+}
+
+/// Counts pending and failed events and finds the oldest pending one (three lookups on
+/// `outbox_status_created`).
+pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
+    conn.prepare_cached(
+        "SELECT
+            (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
+            (SELECT count(*) FROM outbox_events WHERE status = 'failed'),
+            (SELECT min(created_at) FROM outbox_events WHERE status = 'pending')",
+    )?
+    .query_row([], |row| {
+        Ok(Figures {
+            pending: row.get(0)?,
+            failed: row.get(1)?,
+            oldest_pending_ms: row.get(2)?,
+        })
+    })
+}
+
 /// Why an operator command on an event was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
@@ -408,12 +445,12 @@ impl From<rusqlite::Error> for OutboxError {
 #[derive(Debug, Clone)]
 pub struct Event {
     pub id: String,
-    pub kind: String,
+    pub kind: EventKind,
     pub transaction_id: Option<String>,
     pub buyer_id: String,
     pub url: String,
     pub payload: String,
-    pub status: String,
+    pub status: EventStatus,
     pub attempts: i64,
     pub next_attempt_at: i64,
     pub lease_until: Option<i64>,
@@ -446,13 +483,13 @@ fn event_from_row(row: &Row) -> rusqlite::Result<Event> {
 impl Event {
     /// The summary shown by `outbox list` (without the body).
     pub fn to_json(&self) -> Value {
-        let pending = self.status == "pending";
+        let pending = self.status == EventStatus::Pending;
         json!({
             "id": self.id,
-            "event": self.kind,
+            "event": self.kind.as_str(),
             "transactionId": self.transaction_id,
             "buyerAccountId": self.buyer_id,
-            "status": self.status,
+            "status": self.status.as_str(),
             "attempts": self.attempts,
             "nextAttemptAt": pending.then(|| crate::clock::iso(self.next_attempt_at)),
             "leasedUntil": self
@@ -475,7 +512,11 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
 }
 
 /// Events, newest first, optionally of one status.
-pub fn list(conn: &Connection, status: Option<&str>, limit: i64) -> rusqlite::Result<Vec<Event>> {
+pub fn list(
+    conn: &Connection,
+    status: Option<EventStatus>,
+    limit: i64,
+) -> rusqlite::Result<Vec<Event>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events
          WHERE (?1 IS NULL OR status = ?1)
@@ -505,7 +546,7 @@ pub struct AttemptRecord {
     pub http_status: Option<i64>,
     pub error: Option<String>,
     pub response_excerpt: Option<String>,
-    pub outcome: String,
+    pub outcome: Outcome,
 }
 
 impl AttemptRecord {
@@ -518,7 +559,7 @@ impl AttemptRecord {
             "httpStatus": self.http_status,
             "error": self.error,
             "responseExcerpt": self.response_excerpt,
-            "outcome": self.outcome,
+            "outcome": self.outcome.as_str(),
         })
     }
 }
@@ -549,7 +590,7 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
 /// again; its transaction's delivery status goes back to pending.
 pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
-    if event.status == "delivered" {
+    if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.to_string()));
     }
     conn.prepare_cached(

@@ -247,7 +247,7 @@ fn a_used_up_schedule_fails_and_an_operator_retry_starts_it_again() {
     );
 
     let retried = retry_event(&conn, &id, now);
-    assert_eq!(retried.status, "pending");
+    assert_eq!(retried.status, EventStatus::Pending);
     let claimed = claim(&conn, now, now + 100, 1, |_, _| Admit::Take)
         .unwrap()
         .events

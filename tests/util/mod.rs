@@ -7,6 +7,7 @@ pub mod fixtures;
 pub mod http;
 pub mod process;
 pub mod receiver;
+pub mod source;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

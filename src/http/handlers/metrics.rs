@@ -27,7 +27,7 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
     }
     let outbox = match state
         .db
-        .read(|conn| crate::health::outbox_figures(conn).map_err(DbError::from))
+        .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
     {
         Ok(figures) => {
