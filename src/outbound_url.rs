@@ -69,7 +69,9 @@ pub fn check(url: &str) -> Result<(), OutboundUrlError> {
 /// another spelling.
 fn ip_of_host(host: &str) -> Option<IpAddr> {
     if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return inner.parse().ok();
+        // A zone (`%25eth0`) only names the interface; the address is before it.
+        let address = inner.split('%').next().unwrap_or(inner);
+        return address.parse().ok();
     }
     legacy_ipv4(host).map(IpAddr::V4)
 }
@@ -165,14 +167,14 @@ mod tests {
     #[test]
     fn credentials_are_refused_without_repeating_them() {
         for url in [
-            "http://user:pass@buyer.example/hook",
-            "https://token@buyer.example/hook",
-            "http://:secret@127.0.0.1/",
+            "http://user:hunter2@buyer.example/hook",
+            "https://hunter2@buyer.example/hook",
+            "http://:hunter2@127.0.0.1/",
         ] {
             let error = check(url).unwrap_err();
             assert_eq!(error, OutboundUrlError::Credentials, "{url}");
             let message = error.to_string();
-            assert!(!message.contains("pass") && !message.contains("secret"));
+            assert!(!message.contains("hunter2"), "{message}");
             assert!(message.contains("printed by `show`"), "{message}");
             assert!(message.contains("in clear"), "{message}");
         }
@@ -193,13 +195,7 @@ mod tests {
             "http://169.254.43518/",
             "http://169.254.169.254./",
         ] {
-            let result = check(url);
-            // A zone id is not valid in a URL's host for the parser: refused either way.
-            if url.contains('%') {
-                assert!(result.is_err(), "{url}");
-                continue;
-            }
-            let error = result.unwrap_err();
+            let error = check(url).unwrap_err();
             assert!(
                 matches!(error, OutboundUrlError::LinkLocal { .. }),
                 "{url}: {error}"

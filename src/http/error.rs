@@ -131,8 +131,8 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 HttpError::RateLimited { retry_after_secs } => {
                     reply.header(RETRY_AFTER, HeaderValue::from(retry_after_secs))
                 }
-                // RFC 9110 section 15.5.16: say which encodings would do.
-                HttpError::UnsupportedEncoding { .. } => {
+                // RFC 9110 section 15.5.16: a 415 says which encodings would do.
+                HttpError::UnsupportedEncoding { .. } | HttpError::UnsupportedMediaType { .. } => {
                     reply.header(ACCEPT_ENCODING, HeaderValue::from_static("gzip, identity"))
                 }
                 _ => reply,

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod contract;
 pub mod fixtures;
 pub mod http;
 pub mod process;
