@@ -7,7 +7,6 @@
 //! reviewed constant pieces.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -16,95 +15,8 @@ use syn::visit::Visit;
 
 use crate::util::receiver::Receiver;
 use crate::util::source::{self, SourceFile, production_sources};
-use crate::util::{Request, TempDb, basic_setup, bin, lr, wait_until};
-
-/// `leadrelay serve` on port 0 with `RUST_LOG=trace`, stdout and stderr going to files.
-struct LoggedServer {
-    child: Child,
-    base: String,
-    stdout: PathBuf,
-    stderr: PathBuf,
-}
-
-impl LoggedServer {
-    fn start(db: &TempDb) -> LoggedServer {
-        let stdout = db.dir.path().join("serve.out");
-        let stderr = db.dir.path().join("serve.err");
-        let child = bin()
-            .env("RUST_LOG", "trace")
-            .arg("--db")
-            .arg(&db.path)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--retry-schedule",
-                "200ms",
-            ])
-            .stdout(Stdio::from(
-                std::fs::File::create(&stdout).expect("log file"),
-            ))
-            .stderr(Stdio::from(
-                std::fs::File::create(&stderr).expect("log file"),
-            ))
-            .spawn()
-            .expect("the binary starts");
-        let mut base = String::new();
-        wait_until(
-            Duration::from_secs(20),
-            "the server to print its address",
-            || {
-                let printed = std::fs::read_to_string(&stdout).unwrap_or_default();
-                match printed
-                    .split("http://")
-                    .nth(1)
-                    .and_then(|r| r.split_whitespace().next())
-                {
-                    Some(addr) => {
-                        base = format!("http://{addr}");
-                        true
-                    }
-                    None => false,
-                }
-            },
-        );
-        LoggedServer {
-            child,
-            base,
-            stdout,
-            stderr,
-        }
-    }
-
-    fn post(&self, path: &str, body: &Value) -> Request {
-        Request::new("POST", &format!("{}{path}", self.base)).json(body)
-    }
-
-    /// Stops the server with SIGTERM (so it logs its shutdown) and returns everything it
-    /// printed.
-    fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "SIGTERM sent");
-        let exit = self.child.wait().expect("the server exits");
-        assert!(exit.success(), "a clean stop: {exit:?}");
-        let read = |p: &Path| std::fs::read_to_string(p).expect("the log file reads");
-        format!("{}{}", read(&self.stdout), read(&self.stderr))
-    }
-}
-
-impl Drop for LoggedServer {
-    /// A failing test must not leave its server running.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+use crate::util::logged::LoggedServer;
+use crate::util::{TempDb, basic_setup, lr};
 
 /// A wrong secret that is as long as `right` and shares its prefix.
 fn same_length_wrong(right: &str) -> String {
@@ -166,7 +78,7 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
         "short-wrong-secret".to_string(),
     ];
 
-    let server = LoggedServer::start(&db);
+    let server = LoggedServer::start(&db.path, db.dir.path(), "trace", &["--retry-schedule", "200ms"]);
     let ingest = "/api/webhooks/channels/web/sources/src/leads";
     // The first lead asks for automated delivery (a complete lead, so it scores well); the
     // second is delivered by the operator.

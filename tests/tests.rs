@@ -25,6 +25,7 @@ mod ops;
 mod outbox;
 mod packaging;
 mod private_files;
+mod production;
 mod properties;
 mod ratelimit;
 mod restore;

@@ -66,7 +66,7 @@ pub enum DbError {
     /// The writer thread has stopped (shutdown) or went away.
     #[error("database writer has stopped")]
     WriterGone,
-    /// [`MAX_QUEUED_WRITES`] jobs are waiting for the writer already: the job was not
+    /// `DbOptions::max_queued_writes` jobs are waiting for the writer already: the job was not
     /// queued, so that a burst the disk cannot keep up with is refused at once instead of
     /// waiting in an ever longer queue.
     #[error("too many writes are waiting for the database")]
@@ -216,11 +216,32 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Settings of a [`Db`] beyond its file.
+#[derive(Debug, Clone, Copy)]
+pub struct DbOptions {
+    /// Request write jobs queued or running at most; past it [`Db::write`] answers
+    /// [`DbError::Overloaded`].
+    pub max_queued_writes: usize,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            max_queued_writes: MAX_QUEUED_WRITES,
+        }
+    }
+}
+
 impl Db {
     /// Opens (creating when missing) the database file, applies migrations and starts the
     /// writer thread. The file and its `-wal`/`-shm` are made private (0600) first, and the
     /// handle holds the database's in-use lock until the last clone is dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<Db, DbError> {
+        Db::open_with(path, DbOptions::default())
+    }
+
+    /// [`Db::open`] with `options`.
+    pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db, DbError> {
         let path = path.as_ref().to_path_buf();
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
@@ -243,7 +264,7 @@ impl Db {
             .min_idle(Some(2))
             .test_on_check_out(false)
             .build(manager)?;
-        let writer = writer::WriterHandle::start(write_conn)?;
+        let writer = writer::WriterHandle::start(write_conn, options.max_queued_writes.max(1))?;
         Ok(Db {
             inner: Arc::new(Inner {
                 path,
@@ -288,7 +309,7 @@ impl Db {
     /// Runs `f` in its own savepoint inside the writer's current group transaction and
     /// answers once the group has committed. An `Err` from `f` rolls back only `f`'s writes.
     ///
-    /// For requests: when [`MAX_QUEUED_WRITES`] jobs are waiting already, `f` is not
+    /// For requests: when `DbOptions::max_queued_writes` jobs are waiting already, `f` is not
     /// queued and the answer is [`DbError::Overloaded`] at once. The job carries the
     /// current request id (`request_id::current`) into the writer's log lines.
     pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>

@@ -30,8 +30,8 @@ use crate::request_id::RequestId;
 /// group adds to the early ones.
 const MAX_GROUP: usize = 512;
 
-/// The most request jobs queued or running at once: two full groups. Past it a request's
-/// write is refused with [`DbError::Overloaded`]. With the writer as the bottleneck, a
+/// The most request jobs queued or running at once by default (`DbOptions`): two full
+/// groups. Past it a request's write is refused with [`DbError::Overloaded`]. With the writer as the bottleneck, a
 /// job accepted waits for at most the groups ahead of it, which is what bounds the latency
 /// of accepted requests under overload (BENCHMARKS.md, "Overload").
 pub const MAX_QUEUED_WRITES: usize = 2 * MAX_GROUP;
@@ -166,6 +166,8 @@ pub struct WriterStats {
     pub refused: u64,
     /// Request jobs queued or running now.
     pub queued: u64,
+    /// The most request jobs queued or running at once.
+    pub capacity: u64,
     pub groups: u64,
     pub jobs: u64,
     pub last_group_size: u64,
@@ -192,11 +194,12 @@ pub(super) struct WriterHandle {
     counters: Arc<Counters>,
     /// One permit per place in the bounded queue of request jobs.
     places: Arc<Semaphore>,
+    capacity: usize,
     last_commit: Arc<Mutex<Option<LastCommit>>>,
 }
 
 impl WriterHandle {
-    pub(super) fn start(conn: Connection) -> Result<WriterHandle, DbError> {
+    pub(super) fn start(conn: Connection, capacity: usize) -> Result<WriterHandle, DbError> {
         let (sender, receiver) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let last_commit = Arc::new(Mutex::new(None));
@@ -210,7 +213,8 @@ impl WriterHandle {
             sender,
             thread: Mutex::new(Some(thread)),
             counters,
-            places: Arc::new(Semaphore::new(MAX_QUEUED_WRITES)),
+            places: Arc::new(Semaphore::new(capacity)),
+            capacity,
             last_commit,
         })
     }
@@ -254,7 +258,8 @@ impl WriterHandle {
         WriterStats {
             submitted: self.counters.submitted.load(Ordering::Relaxed),
             refused: self.counters.refused.load(Ordering::Relaxed),
-            queued: (MAX_QUEUED_WRITES - self.places.available_permits()) as u64,
+            queued: (self.capacity - self.places.available_permits()) as u64,
+            capacity: self.capacity as u64,
             groups: self.counters.groups.load(Ordering::Relaxed),
             jobs: self.counters.jobs.load(Ordering::Relaxed),
             last_group_size: self.counters.last_group_size.load(Ordering::Relaxed),

@@ -376,11 +376,7 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         "gauge",
         "The most request write jobs queued at once; past it requests are answered 503.",
     );
-    w.sample(
-        "leadrelay_db_write_queue_capacity",
-        &[],
-        crate::db::MAX_QUEUED_WRITES,
-    );
+    w.sample("leadrelay_db_write_queue_capacity", &[], writer.capacity);
     w.family(
         "leadrelay_db_writes_refused_total",
         "counter",

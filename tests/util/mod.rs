@@ -6,6 +6,7 @@ pub mod cli;
 pub mod contract;
 pub mod fixtures;
 pub mod http;
+pub mod logged;
 pub mod process;
 pub mod receiver;
 pub mod source;
@@ -70,8 +71,18 @@ impl TestServer {
 
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
-        init_logging();
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_on(db, database, options)
+    }
+
+    /// Starts the service with `options` on `database`, opened on `db` by the caller (with
+    /// its own `DbOptions`).
+    pub fn start_on(
+        db: TempDb,
+        database: leadrelay::db::Db,
+        options: leadrelay::service::ServiceOptions,
+    ) -> TestServer {
+        init_logging();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let (ready, bound) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
