@@ -164,3 +164,50 @@ fn write_probe(conn: &rusqlite::Connection) -> Result<(), DbError> {
     .execute([crate::clock::now_ms()])?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probes(db: &Db) -> i64 {
+        db.read_blocking(|conn| {
+            conn.query_row("SELECT probes FROM health_probe", [], |r| r.get(0))
+                .map_err(DbError::from)
+        })
+        .expect("the probe row reads")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_probe_writes_once_per_interval_and_a_read_only_file_fails_it() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let db = Db::open(dir.path().join("health.db")).expect("the database opens");
+        let prober = Prober::default();
+        check(&db, &prober).await.expect("a new database is healthy");
+        assert_eq!(probes(&db), 1);
+        // A polling load balancer: the result is reused within the interval.
+        for _ in 0..20 {
+            check(&db, &prober).await.expect("still healthy");
+        }
+        assert_eq!(probes(&db), 1, "one real write per interval");
+
+        // The writer's connection can no longer write: every write now fails with a real
+        // SQLITE_READONLY, which the next probe meets.
+        db.write(|conn| {
+            conn.pragma_update(None, "query_only", true)
+                .map_err(DbError::from)
+        })
+        .await
+        .expect("the pragma is set");
+        let fresh = Prober::default();
+        match check(&db, &fresh).await {
+            Err(unhealthy @ Unhealthy::Unwritable { .. }) => {
+                assert_eq!(unhealthy.storage_fault(), Some(StorageFault::ReadOnly));
+                assert!(
+                    unhealthy.to_string().starts_with("database cannot be written:"),
+                    "{unhealthy}"
+                );
+            }
+            other => panic!("a read-only database is healthy: {:?}", other.err()),
+        }
+    }
+}

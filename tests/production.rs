@@ -471,3 +471,203 @@ fn metrics_include_the_process_figures() {
     assert!(started <= now + 1.0 && started > now - 86_400.0, "{started} vs {now}");
     assert_eq!(metrics.value("leadrelay_db_write_queue_capacity"), 1024.0);
 }
+
+/// A tmpfs of `size` mounted on a new temp directory, unmounted when dropped; `None` (with
+/// the reason) when this process may not mount one.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Result<SmallDisk, String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("not running as root, so no small file system can be mounted".into());
+        }
+        let dir = tempfile::tempdir().expect("a temp dir can be made");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("mount cannot run: {e}"))?;
+        if !mounted.status.success() {
+            return Err(format!(
+                "mount -t tmpfs failed: {}",
+                String::from_utf8_lossy(&mounted.stderr).trim()
+            ));
+        }
+        Ok(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Writes a filler file until the disk is full; returns its path.
+    fn fill(&self) -> std::path::PathBuf {
+        let filler = self.path().join("filler");
+        let mut file = std::fs::File::create(&filler).expect("the filler is created");
+        let chunk = vec![0u8; 64 * 1024];
+        loop {
+            match file.write(&chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+                Err(e) => panic!("filling the disk: {e}"),
+            }
+        }
+        // The last partial blocks too.
+        for size in [4096usize, 512, 1] {
+            while file.write_all(&chunk[..size]).is_ok() {}
+        }
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn count_leads(db: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT count(*) FROM leads", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
+    let disk = match SmallDisk::mount("16m") {
+        Ok(disk) => disk,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let contract = crate::util::contract::Contract::new();
+    let logs = tempfile::tempdir().unwrap();
+    let db = disk.path().join("leadrelay.db");
+    let receiver = Receiver::start();
+    // The buyer's system is down, so the outbox keeps recording attempts: writes that
+    // fail on a full disk too, and once flooded the log.
+    receiver.answer("/b", Answer::status(500));
+    setup(&db);
+    buyer(&db, "b", &receiver.url("/b"), Some("20"), "");
+    let server = LoggedServer::start(
+        &db,
+        logs.path(),
+        "info",
+        &["--retry-schedule", "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms"],
+    );
+    let auto = |n: usize| {
+        let mut lead = simple_lead(n);
+        lead["phone"] = json!(format!("+49 30 {:07}", 1_000_000 + n));
+        lead["street"] = json!("Hauptstr.");
+        lead["houseNumber"] = json!("1");
+        lead["postalCode"] = json!("10115");
+        lead["city"] = json!("Berlin");
+        lead["consentStatus"] = json!("granted");
+        lead["triggerAutoDelivery"] = json!(true);
+        lead
+    };
+    let mut acknowledged = 0;
+    for n in 0..5 {
+        let reply = server.post(INGEST, &auto(n)).send();
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        acknowledged += 1;
+    }
+    receiver.wait_for_on("/b", 1, WAIT);
+    assert_eq!(server.request("GET", "/api/health").send().status, 200);
+
+    let filler = disk.fill();
+    let before_full = server.log().lines().count();
+    let health = server.request("GET", "/api/health").send();
+    assert_eq!(health.status, 503, "{}", health.text);
+    assert_eq!(health.json["status"], "unavailable");
+    assert!(
+        health.json["reason"].as_str().unwrap().contains("full"),
+        "{}",
+        health.text
+    );
+    assert!(health.header("retry-after").is_some());
+    contract.check("get", "/api/health", &health);
+
+    // Every write is refused with 503 and Retry-After while the disk is full, never 500;
+    // reads still answer.
+    let mut statuses = std::collections::BTreeMap::new();
+    let clients: Vec<_> = (0..4)
+        .map(|client| {
+            let base = server.base.clone();
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|n| {
+                        let lead = json!({"firstName": "Full", "lastName": format!("Disk {client}-{n}"),
+                                          "productSlug": "solar"});
+                        crate::util::Request::new("POST", &format!("{base}{INGEST}"))
+                            .json(&lead)
+                            .send()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for client in clients {
+        for reply in client.join().unwrap() {
+            *statuses.entry(reply.status).or_insert(0) += 1;
+            match reply.status {
+                201 => acknowledged += 1,
+                503 => {
+                    assert!(reply.header("retry-after").is_some(), "{}", reply.text);
+                    assert_eq!(reply.json["error"]["code"], "disk_full", "{}", reply.text);
+                    contract.check(
+                        "post",
+                        "/api/webhooks/channels/{channelId}/sources/{sourceId}/leads",
+                        &reply,
+                    );
+                }
+                other => panic!("{other} on a full disk: {}", reply.text),
+            }
+        }
+    }
+    assert!(statuses.get(&503).copied().unwrap_or(0) > 0, "{statuses:?}");
+    assert_eq!(server.request("GET", "/api/openapi.json").send().status, 200);
+    // Let the outbox fail a few rounds (an attempt is due every 200 ms).
+    std::thread::sleep(Duration::from_secs(2));
+    let log = server.log();
+    let during: Vec<&str> = log.lines().skip(before_full).collect();
+    let warnings: Vec<&&str> = during
+        .iter()
+        .filter(|line| line.contains(" WARN ") || line.contains(" ERROR "))
+        .collect();
+    assert!(
+        warnings.len() <= 12,
+        "the log is flooded ({} warnings):\n{}",
+        warnings.len(),
+        warnings.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")
+    );
+    assert!(
+        during.iter().any(|l| l.contains("disk_full")),
+        "the refusals name their code"
+    );
+
+    // Space comes back: health and writes recover without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    wait_until(WAIT, "health to recover", || {
+        server.request("GET", "/api/health").send().status == 200
+    });
+    let reply = server.post(INGEST, &simple_lead(99)).send();
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    acknowledged += 1;
+    let log = server.stop();
+    let answered_500: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("leadrelay::http::server") && l.contains(" 500 "))
+        .collect();
+    assert!(answered_500.is_empty(), "answered 500: {answered_500:#?}");
+    // Every acknowledged lead is in the file, and nothing else is.
+    assert_eq!(count_leads(&db), acknowledged);
+}

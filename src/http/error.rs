@@ -515,4 +515,89 @@ mod tests {
             json!({"status": "unavailable", "reason": "shutting down"})
         );
     }
+
+    /// A real SQLite error of each storage fault, from a connection that cannot write.
+    fn storage_error(code: rusqlite::ErrorCode) -> DbError {
+        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+        if code == rusqlite::ErrorCode::ReadOnly {
+            conn.pragma_update(None, "query_only", true)
+                .expect("query_only can be set");
+            let e = conn
+                .execute_batch("CREATE TABLE t (x)")
+                .expect_err("a query-only connection refuses writes");
+            return DbError::Sqlite(e);
+        }
+        DbError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error {
+                code,
+                extended_code: 0,
+            },
+            None,
+        ))
+    }
+
+    #[tokio::test]
+    async fn storage_faults_are_503_with_retry_after_never_500() {
+        use rusqlite::ErrorCode as C;
+        let cases: [(&dyn Fn() -> DbError, &str, &str); 7] = [
+            (&|| storage_error(C::DiskFull), "disk_full", "30"),
+            (&|| storage_error(C::ReadOnly), "read_only", "30"),
+            (&|| storage_error(C::SystemIoFailure), "io_error", "30"),
+            (&|| storage_error(C::CannotOpen), "io_error", "30"),
+            (&|| storage_error(C::DatabaseBusy), "unavailable", "1"),
+            (
+                &|| DbError::GroupFailed {
+                    why: "commit failed: database or disk is full".into(),
+                    fault: Some(StorageFault::Full),
+                },
+                "disk_full",
+                "30",
+            ),
+            (&|| DbError::Overloaded, "overloaded", "1"),
+        ];
+        for (error, code, retry_after) in cases {
+            let described = format!("{:?}", error());
+            // Whichever domain error carries it, on either endpoint form.
+            for (wrapped, form) in [
+                (Error::from(IngestError::Db(error())), Form::Plain),
+                (Error::from(LifecycleError::Db(error())), Form::Partner),
+                (Error::from(error()), Form::Plain),
+            ] {
+                let response = error_to_http_response(wrapped, form);
+                assert_eq!(
+                    response.status(),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "{described}"
+                );
+                assert_eq!(response.headers()[RETRY_AFTER], retry_after, "{described}");
+                assert_eq!(
+                    response.extensions().get::<ErrorCode>().unwrap().0,
+                    code,
+                    "{described}"
+                );
+            }
+        }
+        // Anything else from the database is our fault: 500.
+        let (status, _, _) = answer(storage_error(C::DatabaseCorrupt), Form::Plain).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[tokio::test]
+    async fn refusals_carry_their_code_for_the_log_line() {
+        let response = error_to_http_response(
+            IngestError::SecretInvalid.into(),
+            Form::Plain,
+        );
+        assert_eq!(response.extensions().get::<ErrorCode>().unwrap().0, "unauthorized");
+        let response = error_to_http_response(
+            LifecycleError::TransactionNotFound.into(),
+            Form::Partner,
+        );
+        assert_eq!(
+            response.extensions().get::<ErrorCode>().unwrap().0,
+            LifecycleError::TransactionNotFound.code()
+        );
+        let response = error_to_http_response(Unhealthy::ShuttingDown.into(), Form::Plain);
+        assert_eq!(response.extensions().get::<ErrorCode>().unwrap().0, "unavailable");
+    }
 }
