@@ -43,11 +43,16 @@ async fn post(
         }
         Err(_) => Err(IngestError::SourceNotFound),
     };
+    // Under overload, a request the writer has no room for is refused before its body is
+    // parsed, so the time goes to the requests that can be stored.
+    let admitted = admitted
+        .map_err(Error::from)
+        .and_then(|source| state.db.room_for_write().map(|()| source).map_err(Error::from));
     let source = match admitted {
         Ok(source) => source,
         Err(e) => {
             body::discard(request.into_body(), limit).await;
-            return Err(e.into());
+            return Err(e);
         }
     };
     let bytes = body::read_bytes(request, limit).await?;

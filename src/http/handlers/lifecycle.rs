@@ -42,8 +42,13 @@ async fn buyer_call(state: &AppState, request: Request, kind: Kind) -> Result<Re
     Ok(response::json(StatusCode::OK, &answer))
 }
 
-/// The credentials presented in either header, and the body as JSON.
+/// The credentials presented in either header, and the body as JSON. A call the writer
+/// has no room for is refused before its body is read.
 async fn receive(state: &AppState, request: Request) -> Result<(Vec<String>, Value), Error> {
+    if let Err(e) = state.db.room_for_write() {
+        body::discard(request.into_body(), state.config.body_limit).await;
+        return Err(e.into());
+    }
     let presented: Vec<String> = auth::presented_secrets(request.headers())
         .into_iter()
         .map(str::to_string)
