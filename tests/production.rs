@@ -299,6 +299,44 @@ fn the_writer_queue_is_bounded_and_a_full_one_answers_503() {
     assert_eq!(server.post_json(INGEST, &simple_lead(9)).status, 201);
 }
 
+#[test]
+fn write_requests_past_the_limit_are_refused_before_their_body_is_read() {
+    let mut options = leadrelay::service::ServiceOptions::default();
+    options.server.max_write_requests = 1;
+    let server = TestServer::start_with(TempDb::new(), options);
+    setup(&server.db.path);
+    let blocker = rusqlite::Connection::open(&server.db.path).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let in_progress = {
+        let url = server.url(INGEST);
+        std::thread::spawn(move || {
+            crate::util::Request::new("POST", &url)
+                .json(&simple_lead(1))
+                .send()
+        })
+    };
+    wait_until(WAIT, "one write request in progress", || {
+        scrape(&server).value("leadrelay_http_write_requests_in_progress") == 1.0
+    });
+    // Not even read: a body that is not JSON gets the 503, not a 400.
+    for path in [INGEST, "/api/webhooks/partner-payout"] {
+        let refused = server.request("POST", path).body("{not json").send();
+        assert_eq!(refused.status, 503, "{path}: {}", refused.text);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        let code = match path {
+            INGEST => &refused.json["error"]["code"],
+            _ => &refused.json["code"],
+        };
+        assert_eq!(code, "overloaded", "{}", refused.text);
+    }
+    // Reads are not write requests.
+    assert_eq!(server.get("/api/openapi.json").status, 200);
+    blocker.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(in_progress.join().unwrap().status, 201);
+    assert_eq!(server.post_json(INGEST, &simple_lead(2)).status, 201);
+    assert_eq!(scrape(&server).value("leadrelay_http_write_requests_max"), 1.0);
+}
+
 /// Sends a raw `GET /api/health` on `stream` and returns the whole answer.
 fn raw_health(mut stream: TcpStream) -> String {
     stream

@@ -347,14 +347,6 @@ impl Db {
         self.inner.writer.stats()
     }
 
-    /// [`DbError::Overloaded`] (counted as a refusal) when a request's write would be
-    /// refused now because the queue is full: lets the HTTP layer refuse a write request
-    /// before it spends time reading and parsing its body. A request that finds room may
-    /// still be refused by [`Db::write`] when others took the places meanwhile.
-    pub fn room_for_write(&self) -> Result<(), DbError> {
-        self.inner.writer.room()
-    }
-
     /// How the writer's most recent group transaction ended, if it ran one.
     pub fn last_commit(&self) -> Option<LastCommit> {
         self.inner.writer.last_commit()

@@ -270,14 +270,6 @@ impl WriterHandle {
         }
     }
 
-    pub(super) fn room(&self) -> Result<(), DbError> {
-        if self.places.available_permits() == 0 {
-            self.counters.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(DbError::Overloaded);
-        }
-        Ok(())
-    }
-
     pub(super) fn last_commit(&self) -> Option<LastCommit> {
         *self
             .last_commit

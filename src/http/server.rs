@@ -25,7 +25,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::db::Db;
 use crate::logging::Repeated;
@@ -38,6 +38,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The default of `serve --max-connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// The default of [`ServerConfig::max_write_requests`].
+pub const DEFAULT_MAX_WRITE_REQUESTS: usize = 256;
 
 /// Connections being refused at once, past the connection limit; a connection beyond these
 /// is closed without an answer. Refusing takes a few milliseconds, so this is plenty.
@@ -65,6 +68,11 @@ pub struct ServerConfig {
     /// Open connections at most (`serve --max-connections`); past it a new connection is
     /// answered 503 with `Retry-After` and closed.
     pub max_connections: usize,
+    /// Requests that write (ingest, lifecycle) handled at once at most, from before their
+    /// body is read to their answer; past it one is answered 503 `overloaded` at once.
+    /// This bounds the work in progress, so an accepted request's latency stays bounded
+    /// under overload, and a refusal costs almost nothing.
+    pub max_write_requests: usize,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +83,7 @@ impl Default for ServerConfig {
             rate_limit: RateLimit::default(),
             metrics_endpoint: true,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_write_requests: DEFAULT_MAX_WRITE_REQUESTS,
         }
     }
 }
@@ -94,6 +103,8 @@ pub struct AppState {
     pub(crate) health: crate::health::Prober,
     /// One permit per connection that may be open.
     pub(crate) connections: Arc<Semaphore>,
+    /// One permit per write request that may be in progress.
+    write_requests: Arc<Semaphore>,
     shutting_down: AtomicBool,
 }
 
@@ -111,6 +122,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new(&endpoints)),
             health: crate::health::Prober::default(),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
+            write_requests: Arc::new(Semaphore::new(config.max_write_requests.max(1))),
             config,
             shutting_down: AtomicBool::new(false),
         }
@@ -119,6 +131,20 @@ impl AppState {
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.config.max_connections.max(1) - self.connections.available_permits()
+    }
+
+    /// Write requests in progress now.
+    pub fn write_requests_in_progress(&self) -> usize {
+        self.config.max_write_requests.max(1) - self.write_requests.available_permits()
+    }
+
+    /// A place for a request that writes, held until it is answered; `Overloaded` when
+    /// `max_write_requests` are in progress.
+    pub(crate) fn admit_write(&self) -> Result<OwnedSemaphorePermit, crate::db::DbError> {
+        self.write_requests
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| crate::db::DbError::Overloaded)
     }
 
     pub fn is_shutting_down(&self) -> bool {

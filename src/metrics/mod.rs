@@ -77,6 +77,9 @@ pub struct Gauges {
 pub struct ConnectionGauges {
     pub open: usize,
     pub max: usize,
+    /// Requests that write in progress now, and the most allowed at once.
+    pub write_requests: usize,
+    pub max_write_requests: usize,
 }
 
 /// Delivery attempts by outcome, as [`DELIVERY_OUTCOMES`] names them.
@@ -286,6 +289,26 @@ impl Metrics {
             "leadrelay_http_connections_refused_total",
             &[],
             self.connections_refused.load(Ordering::Relaxed),
+        );
+        w.family(
+            "leadrelay_http_write_requests_in_progress",
+            "gauge",
+            "Requests that write (ingest, lifecycle) being handled now.",
+        );
+        w.sample(
+            "leadrelay_http_write_requests_in_progress",
+            &[],
+            connections.write_requests,
+        );
+        w.family(
+            "leadrelay_http_write_requests_max",
+            "gauge",
+            "The most requests that write handled at once; past it they are answered 503.",
+        );
+        w.sample(
+            "leadrelay_http_write_requests_max",
+            &[],
+            connections.max_write_requests,
         );
     }
 

@@ -65,6 +65,8 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
         connections: ConnectionGauges {
             open: state.open_connections(),
             max: state.config.max_connections,
+            write_requests: state.write_requests_in_progress(),
+            max_write_requests: state.config.max_write_requests,
         },
         process: crate::metrics::process::read(),
     };
