@@ -232,6 +232,24 @@ fn request(settings: &Settings, body: Bytes) -> hyper::Request<Full<Bytes>> {
         .expect("a valid request")
 }
 
+/// Sends one request of new leads and records its answer, with its latency counted from
+/// `since` (when it was sent, or when it was scheduled).
+async fn send_one(
+    settings: &Settings,
+    leads: &Leads,
+    pool: &Pool,
+    tally: &Mutex<Tally>,
+    since: Instant,
+) {
+    let answer = pool.send(request(settings, leads.body())).await;
+    let micros = since.elapsed().as_micros() as u64;
+    let mut tally = tally.lock().expect("not poisoned");
+    match answer {
+        Some(answer) => tally.record(&answer, micros),
+        None => tally.no_answer += 1,
+    }
+}
+
 async fn calibrate(settings: &Arc<Settings>, leads: &Arc<Leads>, pool: &Arc<Pool>) -> (f64, Tally) {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let end = Instant::now() + Duration::from_secs(settings.calibrate_secs);
@@ -242,14 +260,7 @@ async fn calibrate(settings: &Arc<Settings>, leads: &Arc<Leads>, pool: &Arc<Pool
                 (settings.clone(), leads.clone(), pool.clone(), tally.clone());
             tokio::spawn(async move {
                 while Instant::now() < end {
-                    let sent = Instant::now();
-                    let answer = pool.send(request(&settings, leads.body())).await;
-                    let micros = sent.elapsed().as_micros() as u64;
-                    let mut tally = tally.lock().expect("not poisoned");
-                    match answer {
-                        Some(answer) => tally.record(&answer, micros),
-                        None => tally.no_answer += 1,
-                    }
+                    send_one(&settings, &leads, &pool, &tally, Instant::now()).await;
                 }
             })
         })
@@ -284,13 +295,7 @@ async fn overload(
         let (settings, leads, pool, tally) =
             (settings.clone(), leads.clone(), pool.clone(), tally.clone());
         tasks.push(tokio::spawn(async move {
-            let answer = pool.send(request(&settings, leads.body())).await;
-            let micros = scheduled.elapsed().as_micros() as u64;
-            let mut tally = tally.lock().expect("not poisoned");
-            match answer {
-                Some(answer) => tally.record(&answer, micros),
-                None => tally.no_answer += 1,
-            }
+            send_one(&settings, &leads, &pool, &tally, scheduled).await;
         }));
     }
     for task in tasks {
