@@ -7,7 +7,8 @@
 #
 # Settings (environment): DURATION (10s), SINGLE_CONNECTIONS (64), BATCH_CONNECTIONS (4),
 # WRK_THREADS (2), WARMUP (3s), RUST_LOG (warn: no per-request log line; set info to
-# measure with the request log on).
+# measure with the request log on), LEADRELAY_BIN (a leadrelay binary to measure instead of
+# building this checkout, e.g. a baseline built from another commit).
 #
 # Every request carries new leads (unique externalId, email and phone), a product interest
 # with a field answer, and the source's secret in a header, so each one takes the full
@@ -32,8 +33,12 @@ if ! command -v wrk >/dev/null; then
   $SUDO apt-get install -y wrk >/dev/null || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y wrk >/dev/null; }
 fi
 
-(cd "$ROOT" && cargo build --release --quiet)
-BIN="$ROOT/target/release/leadrelay"
+if [ -n "${LEADRELAY_BIN:-}" ]; then
+  BIN="$LEADRELAY_BIN"
+else
+  (cd "$ROOT" && cargo build --release --quiet)
+  BIN="$ROOT/target/release/leadrelay"
+fi
 
 WORK="$(mktemp -d)"
 SERVER_PID=""
@@ -67,7 +72,7 @@ run_load() {
   export BENCH_SECRET="bench-secret-0123456789abcdef"
   "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
 
-  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   local url=""
   for _ in $(seq 1 100); do

@@ -73,7 +73,10 @@ fn settings() -> Settings {
             other => panic!("unknown flag {other}"),
         }
     }
-    assert!(!settings.url.is_empty() && !settings.db.is_empty(), "--url and --db are needed");
+    assert!(
+        !settings.url.is_empty() && !settings.db.is_empty(),
+        "--url and --db are needed"
+    );
     settings
 }
 
@@ -126,7 +129,10 @@ impl Tally {
             self.accepted_micros.push(micros);
             self.accepted_service_micros.push(answer.service_micros);
             let items: Vec<&serde_json::Value> = match json.get("items") {
-                Some(items) => items.as_array().map(|a| a.iter().collect()).unwrap_or_default(),
+                Some(items) => items
+                    .as_array()
+                    .map(|a| a.iter().collect())
+                    .unwrap_or_default(),
                 None => json.get("item").into_iter().collect(),
             };
             self.acknowledged_leads += items
@@ -309,8 +315,9 @@ async fn overload(
 }
 
 fn rows_in(db: &str) -> i64 {
-    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("the database opens");
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("the database opens");
     conn.query_row("SELECT count(*) FROM leads", [], |row| row.get(0))
         .expect("the leads are counted")
 }

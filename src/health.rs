@@ -101,21 +101,21 @@ fn check_space(db: &Db) -> Result<(), Unhealthy> {
             reason: "the file system holding it is read-only".into(),
             fault: Some(StorageFault::ReadOnly),
         }),
-        Ok(Some(space)) if space.available_bytes < MIN_FREE_BYTES => {
-            Err(Unhealthy::Unwritable {
-                reason: format!(
-                    "the disk is full ({} bytes free, {MIN_FREE_BYTES} needed)",
-                    space.available_bytes
-                ),
-                fault: Some(StorageFault::Full),
-            })
-        }
+        Ok(Some(space)) if space.available_bytes < MIN_FREE_BYTES => Err(Unhealthy::Unwritable {
+            reason: format!(
+                "the disk is full ({} bytes free, {MIN_FREE_BYTES} needed)",
+                space.available_bytes
+            ),
+            fault: Some(StorageFault::Full),
+        }),
         Ok(_) => Ok(()),
         // The probe still tells; a file system that cannot say its free space is no
         // reason to take the service out.
         Err(e) => {
             if let Some(repeats) = STATVFS_FAILED.admit() {
-                log::warn!("health: cannot read the free space of the database's disk: {e}{repeats}");
+                log::warn!(
+                    "health: cannot read the free space of the database's disk: {e}{repeats}"
+                );
             }
             Ok(())
         }
@@ -182,7 +182,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temp dir");
         let db = Db::open(dir.path().join("health.db")).expect("the database opens");
         let prober = Prober::default();
-        check(&db, &prober).await.expect("a new database is healthy");
+        check(&db, &prober)
+            .await
+            .expect("a new database is healthy");
         assert_eq!(probes(&db), 1);
         // A polling load balancer: the result is reused within the interval.
         for _ in 0..20 {
@@ -203,7 +205,9 @@ mod tests {
             Err(unhealthy @ Unhealthy::Unwritable { .. }) => {
                 assert_eq!(unhealthy.storage_fault(), Some(StorageFault::ReadOnly));
                 assert!(
-                    unhealthy.to_string().starts_with("database cannot be written:"),
+                    unhealthy
+                        .to_string()
+                        .starts_with("database cannot be written:"),
                     "{unhealthy}"
                 );
             }

@@ -106,7 +106,8 @@ impl Repeated {
                 state.last_written = Some(now);
                 Some(Repeats {
                     held_back: std::mem::take(&mut state.held_back),
-                    since_secs: last.map_or(0, |last| now.saturating_duration_since(last).as_secs()),
+                    since_secs: last
+                        .map_or(0, |last| now.saturating_duration_since(last).as_secs()),
                 })
             }
         }
@@ -140,7 +141,9 @@ mod tests {
         );
         assert_eq!(repeated.admit_at(later + Duration::from_millis(1)), None);
         let much_later = later + 6 * REPEAT_INTERVAL;
-        let written = repeated.admit_at(much_later).expect("a new interval writes");
+        let written = repeated
+            .admit_at(much_later)
+            .expect("a new interval writes");
         assert_eq!(written.to_string(), " (1 more like this in the last 60 s)");
     }
 }

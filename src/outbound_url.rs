@@ -86,16 +86,14 @@ fn legacy_ipv4(host: &str) -> Option<Ipv4Addr> {
     }
     let mut values = Vec::with_capacity(parts.len());
     for part in &parts {
-        let (digits, radix) = if let Some(hex) = part
-            .strip_prefix("0x")
-            .or_else(|| part.strip_prefix("0X"))
-        {
-            (hex, 16)
-        } else if part.len() > 1 && part.starts_with('0') {
-            (&part[1..], 8)
-        } else {
-            (*part, 10)
-        };
+        let (digits, radix) =
+            if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+                (hex, 16)
+            } else if part.len() > 1 && part.starts_with('0') {
+                (&part[1..], 8)
+            } else {
+                (*part, 10)
+            };
         if digits.is_empty() && radix != 16 {
             return None;
         }
@@ -156,7 +154,13 @@ mod tests {
 
     #[test]
     fn urls_that_are_not_http_are_refused() {
-        for url in ["", "buyer.example/hook", "ftp://buyer.example/", "/hook", "http://"] {
+        for url in [
+            "",
+            "buyer.example/hook",
+            "ftp://buyer.example/",
+            "/hook",
+            "http://",
+        ] {
             assert!(
                 matches!(check(url), Err(OutboundUrlError::NotHttp { .. })),
                 "{url}"

@@ -31,7 +31,11 @@ pub fn is_sane(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_LEN
         && id.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/' | b'+' | b'=' | b'@' | b'~')
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'_' | b'.' | b':' | b'/' | b'+' | b'=' | b'@' | b'~'
+                )
         })
 }
 
@@ -75,11 +79,23 @@ mod tests {
 
     #[test]
     fn sane_ids_are_kept_and_others_replaced() {
-        for sane in ["abc", "0f8e-12", "trace:1/2+3=4@x~y_z.w", &"a".repeat(MAX_LEN)] {
+        for sane in [
+            "abc",
+            "0f8e-12",
+            "trace:1/2+3=4@x~y_z.w",
+            &"a".repeat(MAX_LEN),
+        ] {
             assert!(is_sane(sane), "{sane}");
             assert_eq!(&*from_client(Some(sane.as_bytes())), sane);
         }
-        for insane in ["", "a b", "a\nb", "\"quoted\"", "é", &"a".repeat(MAX_LEN + 1)] {
+        for insane in [
+            "",
+            "a b",
+            "a\nb",
+            "\"quoted\"",
+            "é",
+            &"a".repeat(MAX_LEN + 1),
+        ] {
             assert!(!is_sane(insane), "{insane:?}");
             let replaced = from_client(Some(insane.as_bytes()));
             assert!(replaced.starts_with("req_"), "{replaced}");

@@ -2,24 +2,27 @@
 //! path over HTTP — a lead posted to the real server is evaluated, delivered to a real
 //! local webhook receiver, and its decision is shown by `leadrelay lead show`.
 
+use std::path::Path;
+use std::time::Duration;
+
 use serde_json::{Value, json};
+
+use crate::util::receiver::Receiver;
+use crate::util::{
+    TempDb, TestServer, WAIT, Words, basic_setup, buyer, channel, keys, lr, product, source,
+};
 
 #[test]
 fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    lr(&db.path, "workspace create --name Other --id other").json();
+    basic_setup(&db);
+    lr(&db, "workspace create --name Other --id other").json();
 
-    let shown = lr(&db.path, "evaluator show --workspace ws").json();
+    let shown = lr(&db, "evaluator show --workspace ws").json();
     assert_eq!(shown["model"], "leadrelay-logistic-v1");
     assert_eq!(shown["custom"], false);
     assert_eq!(shown["weights"], shown["defaults"]);
-    let names: Vec<&str> = shown["weights"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let names = keys(&shown["weights"]);
     assert_eq!(
         names,
         [
@@ -42,7 +45,7 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
     );
 
     let set = lr(
-        &db.path,
+        &db,
         "evaluator set --workspace ws --weight validPhone=2.5 --weight intercept=-2",
     )
     .json();
@@ -50,16 +53,16 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
     assert_eq!(set["weights"]["validPhone"], 2.5);
     assert_eq!(set["weights"]["intercept"], -2.0);
     assert_eq!(set["weights"]["validEmail"], 1.5, "others keep their value");
-    let again = lr(&db.path, "evaluator show --workspace ws").json();
+    let again = lr(&db, "evaluator show --workspace ws").json();
     assert_eq!(again["weights"], set["weights"], "stored");
-    let other = lr(&db.path, "evaluator show --workspace other").json();
+    let other = lr(&db, "evaluator show --workspace other").json();
     assert_eq!(other["custom"], false, "weights are per workspace");
 
     // A file replaces the whole model: names it leaves out take their defaults.
     let file = db.dir.path().join("weights.json");
     std::fs::write(&file, r#"{"names": 3, "softQualityFlags": -0.25}"#).unwrap();
     let from_file = lr(
-        &db.path,
+        &db,
         format!(
             "evaluator set --workspace ws --file {}",
             file.to_str().unwrap()
@@ -73,7 +76,7 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
         "back to the default"
     );
 
-    let reset = lr(&db.path, "evaluator set --workspace ws --reset").json();
+    let reset = lr(&db, "evaluator set --workspace ws --reset").json();
     assert_eq!(reset["custom"], false);
     assert_eq!(reset["weights"], reset["defaults"]);
 }
@@ -81,8 +84,8 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
 #[test]
 fn evaluator_set_refuses_bad_input_and_changes_nothing() {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    lr(&db.path, "evaluator set --workspace ws --weight names=2").json();
+    basic_setup(&db);
+    lr(&db, "evaluator set --workspace ws --weight names=2").json();
     let bad_file = db.dir.path().join("bad.json");
     std::fs::write(&bad_file, r#"{"names": "lots"}"#).unwrap();
     let not_json = db.dir.path().join("not.json");
@@ -114,16 +117,26 @@ fn evaluator_set_refuses_bad_input_and_changes_nothing() {
     lr(&db, "evaluator show --workspace nope")
         .fails(1)
         .stderr_contains("unknown workspace 'nope'");
-    let shown = lr(&db.path, "evaluator show --workspace ws").json();
+    let shown = lr(&db, "evaluator show --workspace ws").json();
     assert_eq!(shown["weights"]["names"], 2.0, "nothing changed");
 }
 
 #[test]
 fn subscriptions_take_schedules() {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    lr(&db.path, "buyer create --workspace ws --name SunCo --id sunco --webhook-url http://127.0.0.1:9/leads").json();
-    let subscribed = lr(&db.path, "buyer subscribe sunco --product solar --price 25 --schedule 'mon-fri 08:00-18:00' --schedule 'sat 22:00-02:00'").json();
+    basic_setup(&db);
+    lr(
+        &db,
+        "buyer create --workspace ws --name SunCo --id sunco --webhook-url \
+         http://127.0.0.1:9/leads",
+    )
+    .json();
+    let subscribed = lr(
+        &db,
+        "buyer subscribe sunco --product solar --price 25 --schedule 'mon-fri 08:00-18:00' \
+         --schedule 'sat 22:00-02:00'",
+    )
+    .json();
     assert_eq!(
         subscribed["schedule"],
         json!([
@@ -140,7 +153,7 @@ fn subscriptions_take_schedules() {
         subscribed["schedule"]
     );
     // Subscribing again replaces the terms: no schedule means always open.
-    let always = lr(&db.path, "buyer subscribe sunco --product solar --price 25").json();
+    let always = lr(&db, "buyer subscribe sunco --product solar --price 25").json();
     assert_eq!(always["schedule"], Value::Null);
 
     lr(
@@ -154,14 +167,6 @@ fn subscriptions_take_schedules() {
 // ---------------------------------------------------------------------------------------
 // Over HTTP, with a real local receiver.
 // ---------------------------------------------------------------------------------------
-
-use std::path::Path;
-use std::time::Duration;
-
-use crate::util::receiver::Receiver;
-use crate::util::{TempDb, TestServer, Words, basic_setup, buyer, channel, lr, product, source};
-
-const WAIT: Duration = Duration::from_secs(15);
 
 /// The path of source `source` in channel `channel`.
 fn lead_path(channel: &str, source: &str) -> String {

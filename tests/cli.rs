@@ -1,11 +1,8 @@
 //! The configuration command line, run as the real binary.
 
-use crate::util::{TempDb, TestServer, basic_setup, cli_output, lr};
 use serde_json::Value;
 
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use crate::util::{TempDb, TestServer, basic_setup, lr};
 
 fn count(db: &std::path::Path, table: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -16,7 +13,7 @@ fn count(db: &std::path::Path, table: &str) -> i64 {
 #[test]
 fn init_creates_a_migrated_database() {
     let db = TempDb::new();
-    let out = lr(&db.path, "init").json();
+    let out = lr(&db, "init").json();
     assert_eq!(out["schemaVersion"], leadrelay::db::SCHEMA_VERSION);
     assert!(db.path.exists());
 }
@@ -25,30 +22,36 @@ fn init_creates_a_migrated_database() {
 fn the_whole_configuration_tour_works_with_json_keys() {
     let db = TempDb::new();
     let ws = lr(
-        &db.path,
+        &db,
         "workspace create --name Acme --id ws --timezone Europe/Berlin",
     )
     .json();
     assert_eq!(ws["id"], "ws");
     assert_eq!(ws["timezone"], "Europe/Berlin");
 
-    let channel = lr(&db.path, "channel create --workspace ws --name Web --id web --delivery-mode multi --max-buyers 2 --score-threshold 40").json();
+    let channel = lr(
+        &db,
+        "channel create --workspace ws --name Web --id web \
+         --delivery-mode multi --max-buyers 2 --score-threshold 40",
+    )
+    .json();
     assert_eq!(channel["autoDelivery"], true);
     assert_eq!(channel["deliveryMode"], "multi");
     assert_eq!(channel["maxBuyers"], 2);
-    let table = lr(&db.path, "table create --workspace ws --name List").json();
+    let table = lr(&db, "table create --workspace ws --name List").json();
     assert_eq!(table["autoDelivery"], false, "lead tables default to off");
     assert!(table["id"].as_str().unwrap().starts_with("tbl_"));
 
-    let supplier = lr(
-        &db.path,
-        "supplier create --workspace ws --name Sup --id sup",
-    )
-    .json();
+    let supplier = lr(&db, "supplier create --workspace ws --name Sup --id sup").json();
     let key = supplier["key"].as_str().unwrap();
     assert!(key.len() >= 32);
 
-    let source = lr(&db.path, "source create --channel web --name Form --id form --supplier sup --supplier-cost 4.50 --dedupe-fields email --dedupe-action reject").json();
+    let source = lr(
+        &db,
+        "source create --channel web --name Form --id form --supplier sup \
+         --supplier-cost 4.50 --dedupe-fields email --dedupe-action reject",
+    )
+    .json();
     let secret = source["secret"].as_str().unwrap().to_string();
     assert!(
         secret.len() >= 32,
@@ -61,7 +64,7 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     assert_eq!(source["supplierCost"], 4.5);
     let table_id = table["id"].as_str().unwrap();
     let table_source = lr(
-        &db.path,
+        &db,
         format!("source create --table {table_id} --name Import --no-secret"),
     )
     .json();
@@ -75,10 +78,10 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     );
 
     // The secret is shown once: show and list never print it, and only its hash is stored.
-    let shown = lr(&db.path, "source show form").json();
+    let shown = lr(&db, "source show form").json();
     assert_eq!(shown["hasSecret"], true);
     assert!(shown.get("secret").is_none());
-    let listed = lr(&db.path, "source list").json();
+    let listed = lr(&db, "source list").json();
     assert_eq!(listed.as_array().unwrap().len(), 2);
     let raw = std::fs::read(&db.path).unwrap();
     let stored = rusqlite::Connection::open(&db.path)
@@ -92,16 +95,26 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     assert_eq!(stored, leadrelay::secrets::hash(&secret));
     assert!(!String::from_utf8_lossy(&raw).contains(&secret));
 
-    let rotated = lr(&db.path, "source rotate-secret form").json();
+    let rotated = lr(&db, "source rotate-secret form").json();
     assert_ne!(rotated["secret"], secret.as_str());
-    let disabled = lr(&db.path, "source disable form").json();
+    let disabled = lr(&db, "source disable form").json();
     assert_eq!(disabled["enabled"], false);
 
-    let product = lr(&db.path, "product create --workspace ws --slug solar --name Solar --field 'roof:required=tile|flat' --field size --supplier-cost 3").json();
+    let product = lr(
+        &db,
+        "product create --workspace ws --slug solar --name Solar \
+         --field 'roof:required=tile|flat' --field size --supplier-cost 3",
+    )
+    .json();
     assert_eq!(product["fields"][0]["required"], true);
     assert_eq!(product["fields"][0]["allowedValues"][1], "flat");
 
-    let buyer = lr(&db.path, "buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/hook --plan prepaid --credit-limit 10 --cancellation-window 24h --capabilities confirm,cancel").json();
+    let buyer = lr(
+        &db,
+        "buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/hook \
+         --plan prepaid --credit-limit 10 --cancellation-window 24h --capabilities confirm,cancel",
+    )
+    .json();
     assert!(buyer["secret"].as_str().unwrap().len() >= 32);
     assert!(
         buyer["signingSecret"]
@@ -110,20 +123,25 @@ fn the_whole_configuration_tour_works_with_json_keys() {
             .starts_with("whsec_")
     );
     assert_eq!(buyer["cancellationWindowSeconds"], 86_400);
-    let subscription = lr(&db.path, "buyer subscribe b --product solar --price 20 --daily-cap 5 --filter country=DE --filter 'postalCode=80*'").json();
+    let subscription = lr(
+        &db,
+        "buyer subscribe b --product solar --price 20 --daily-cap 5 \
+         --filter country=DE --filter 'postalCode=80*'",
+    )
+    .json();
     assert_eq!(subscription["price"], 20.0);
     assert_eq!(subscription["filters"][1]["op"], "prefix");
     let demoted = lr(
-        &db.path,
+        &db,
         "buyer subscribe b --product solar --price 20 --priority -1",
     )
     .json();
     assert_eq!(demoted["priority"], -1);
-    let funded = lr(&db.path, "buyer fund b --amount 100").json();
+    let funded = lr(&db, "buyer fund b --amount 100").json();
     assert_eq!(funded["balance"], 100.0);
-    assert_eq!(lr(&db.path, "buyer pause b").json()["status"], "paused");
-    assert_eq!(lr(&db.path, "buyer resume b").json()["status"], "active");
-    let buyers = lr(&db.path, "buyer list").json();
+    assert_eq!(lr(&db, "buyer pause b").json()["status"], "paused");
+    assert_eq!(lr(&db, "buyer resume b").json()["status"], "active");
+    let buyers = lr(&db, "buyer list").json();
     assert!(buyers[0].get("secret").is_none());
     assert!(buyers[0].get("signingSecret").is_none());
 }
@@ -131,260 +149,90 @@ fn the_whole_configuration_tour_works_with_json_keys() {
 #[test]
 fn bad_flags_are_usage_errors_with_exit_code_2() {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    for args in [
-        &["workspace", "create"][..],
-        &[
-            "workspace",
-            "create",
-            "--name",
-            "X",
-            "--timezone",
-            "Mars/Base",
-        ],
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "X",
-            "--delivery-mode",
-            "x",
-        ],
-        &[
-            "channel",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "X",
-            "--score-threshold",
-            "101",
-        ],
-        &["source", "create", "--name", "X"],
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--table",
-            "list",
-            "--name",
-            "X",
-        ],
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "X",
-            "--supplier-cost",
-            "-1",
-        ],
-        &[
-            "source",
-            "create",
-            "--channel",
-            "web",
-            "--name",
-            "X",
-            "--dedupe-fields",
-            "zip",
-        ],
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "X",
-            "--webhook-url",
-            "http://x",
-            "--plan",
-            "free",
-        ],
-        &[
-            "buyer",
-            "create",
-            "--workspace",
-            "ws",
-            "--name",
-            "X",
-            "--webhook-url",
-            "http://x",
-            "--cancellation-window",
-            "soon",
-        ],
-        &[
-            "buyer",
-            "subscribe",
-            "b",
-            "--product",
-            "solar",
-            "--price",
-            "1.234",
-        ],
-        &["nonsense"],
+    basic_setup(&db);
+    for line in [
+        "workspace create",
+        "workspace create --name X --timezone Mars/Base",
+        "channel create --workspace ws --name X --delivery-mode x",
+        "channel create --workspace ws --name X --score-threshold 101",
+        "source create --name X",
+        "source create --channel web --table list --name X",
+        "source create --channel web --name X --supplier-cost -1",
+        "source create --channel web --name X --dedupe-fields zip",
+        "buyer create --workspace ws --name X --webhook-url http://x --plan free",
+        "buyer create --workspace ws --name X --webhook-url http://x --cancellation-window soon",
+        "buyer subscribe b --product solar --price 1.234",
+        "nonsense",
     ] {
-        let output = cli_output(&db.path, args);
-        assert_eq!(
-            output.status.code(),
-            Some(2),
-            "{args:?}: {}",
-            stderr(&output)
-        );
-        assert!(!stderr(&output).is_empty());
+        let failure = lr(&db, line).fails(2);
+        assert!(!failure.stderr.is_empty(), "{line}");
     }
 }
 
 #[test]
 fn unknown_references_are_clear_errors_that_write_nothing() {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    let before: Vec<i64> = ["containers", "sources", "products", "buyers", "suppliers"]
-        .iter()
-        .map(|t| count(&db.path, t))
-        .collect();
-    for (args, message) in [
+    basic_setup(&db);
+    let tables = ["containers", "sources", "products", "buyers", "suppliers"];
+    let before: Vec<i64> = tables.iter().map(|t| count(&db.path, t)).collect();
+    for (line, message) in [
         (
-            &["channel", "create", "--workspace", "nope", "--name", "X"][..],
+            "channel create --workspace nope --name X",
             "unknown workspace 'nope'",
         ),
         (
-            &["source", "create", "--channel", "nope", "--name", "X"],
+            "source create --channel nope --name X",
             "unknown channel 'nope'",
         ),
+        ("source create --table web --name X", "unknown table 'web'"),
         (
-            &["source", "create", "--table", "web", "--name", "X"],
-            "unknown table 'web'",
-        ),
-        (
-            &[
-                "source",
-                "create",
-                "--channel",
-                "web",
-                "--name",
-                "X",
-                "--supplier",
-                "nope",
-            ],
+            "source create --channel web --name X --supplier nope",
             "unknown supplier 'nope'",
         ),
         (
-            &[
-                "product",
-                "create",
-                "--workspace",
-                "nope",
-                "--slug",
-                "s",
-                "--name",
-                "S",
-            ],
+            "product create --workspace nope --slug s --name S",
             "unknown workspace 'nope'",
         ),
         (
-            &[
-                "product",
-                "create",
-                "--workspace",
-                "ws",
-                "--slug",
-                "solar",
-                "--name",
-                "S",
-            ],
+            "product create --workspace ws --slug solar --name S",
             "exists already",
         ),
         (
-            &[
-                "buyer",
-                "create",
-                "--workspace",
-                "nope",
-                "--name",
-                "X",
-                "--webhook-url",
-                "http://x",
-            ],
+            "buyer create --workspace nope --name X --webhook-url http://x",
             "unknown workspace 'nope'",
         ),
         (
-            &[
-                "buyer",
-                "create",
-                "--workspace",
-                "ws",
-                "--name",
-                "X",
-                "--webhook-url",
-                "ftp://x",
-            ],
+            "buyer create --workspace ws --name X --webhook-url ftp://x",
             "invalid webhook URL",
         ),
         (
-            &[
-                "buyer",
-                "subscribe",
-                "nope",
-                "--product",
-                "solar",
-                "--price",
-                "1",
-            ],
+            "buyer subscribe nope --product solar --price 1",
             "unknown buyer 'nope'",
         ),
         (
-            &["supplier", "create", "--workspace", "nope", "--name", "X"],
+            "supplier create --workspace nope --name X",
             "unknown workspace 'nope'",
         ),
-        (&["source", "show", "nope"], "unknown source 'nope'"),
+        ("source show nope", "unknown source 'nope'"),
         (
-            &[
-                "channel",
-                "create",
-                "--workspace",
-                "ws",
-                "--name",
-                "X",
-                "--id",
-                "web",
-            ],
+            "channel create --workspace ws --name X --id web",
             "exists already",
         ),
         (
-            &[
-                "source",
-                "create",
-                "--channel",
-                "web",
-                "--name",
-                "X",
-                "--secret",
-                "short",
-            ],
+            "source create --channel web --name X --secret short",
             "at least 16",
         ),
     ] {
-        let output = cli_output(&db.path, args);
-        assert_eq!(output.status.code(), Some(1), "{args:?}");
-        let err = stderr(&output);
-        assert!(err.contains(message), "{args:?}: {err}");
+        lr(&db, line).fails(1).stderr_contains(message);
     }
-    let after: Vec<i64> = ["containers", "sources", "products", "buyers", "suppliers"]
-        .iter()
-        .map(|t| count(&db.path, t))
-        .collect();
+    let after: Vec<i64> = tables.iter().map(|t| count(&db.path, t)).collect();
     assert_eq!(before, after);
 }
 
 #[test]
 fn configuration_works_while_the_server_runs() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     for n in 0..5 {
         let id = format!("src{n}");
         lr(
@@ -401,9 +249,7 @@ fn configuration_works_while_the_server_runs() {
 #[test]
 fn text_output_is_readable() {
     let db = TempDb::new();
-    let output = lr(&db.path, "workspace create --name Acme --id ws").output();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = lr(&db, "workspace create --name Acme --id ws").ok();
     assert!(text.contains("id: ws"), "{text}");
     assert!(text.contains("timezone: UTC"), "{text}");
 }
@@ -411,7 +257,7 @@ fn text_output_is_readable() {
 #[test]
 fn demo_creates_a_sample_setup_once() {
     let db = TempDb::new();
-    let demo = lr(&db.path, "demo --base-url http://127.0.0.1:8081").json();
+    let demo = lr(&db, "demo --base-url http://127.0.0.1:8081").json();
     assert_eq!(demo["sourceId"], "demo-form");
     assert!(demo["sourceSecret"].as_str().unwrap().starts_with("lrs_"));
     let steps = demo["steps"].as_array().unwrap();
@@ -423,16 +269,11 @@ fn demo_creates_a_sample_setup_once() {
         )
     );
     assert!(ingest.contains(demo["sourceSecret"].as_str().unwrap()));
-    assert_eq!(
-        lr(&db.path, "buyer list").json().as_array().unwrap().len(),
-        2
-    );
+    assert_eq!(lr(&db, "buyer list").json().as_array().unwrap().len(), 2);
     assert_eq!(count(&db.path, "suppliers"), 1);
     assert_eq!(count(&db.path, "products"), 2);
 
-    let again = lr(&db.path, "demo").output();
-    assert_eq!(again.status.code(), Some(1));
-    assert!(stderr(&again).contains("exists already"));
+    lr(&db, "demo").fails(1).stderr_contains("exists already");
 }
 
 #[test]

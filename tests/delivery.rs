@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::{
     SIGNING_SECRET, TempDb, TestServer, WAIT, basic_setup, buyer, deliver, deliver_command,
-    fast_options, lead_request, lead_request_in, lr, setup, simple_lead,
+    fast_options, keys, lead_request, lead_request_in, lr, setup, simple_lead,
 };
 
 /// Runs `leadrelay deliver` expecting a refusal; returns its stderr.
@@ -92,12 +92,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
     );
 
     let body = request.json();
-    let keys: Vec<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = keys(&body);
     assert_eq!(
         keys,
         [
@@ -307,7 +302,12 @@ fn multi_mode_goes_to_several_buyers_and_only_the_first_carries_the_supplier_cos
     let server = TestServer::start();
     let db = &server.db.path;
     basic_setup(db);
-    lr(db, "channel create --workspace ws --name Multi --id multi --delivery-mode multi --max-buyers 2").json();
+    lr(
+        db,
+        "channel create --workspace ws --name Multi --id multi --delivery-mode multi --max-buyers \
+         2",
+    )
+    .json();
     // The source has no cost of its own: the product's default applies.
     lr(
         db,

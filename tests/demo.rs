@@ -60,7 +60,7 @@ fn the_printed_walk_through_runs_end_to_end() {
     receiver.answer("/leads", Answer::ok().json(&json!({"externalId": "crm-1"})));
     let base = format!("http://{}", server.addr);
     let demo = lr(
-        &server.db.path,
+        &server,
         format!(
             "demo --base-url {base} --webhook-url {}",
             &receiver.url("/leads")
@@ -100,7 +100,7 @@ fn the_printed_walk_through_runs_end_to_end() {
         "{acknowledged}"
     );
     shell(&step(&demo, "SunCo marks the payout").replace("TXN_ID", &sunco_txn));
-    let paid = lr(&server.db.path, format!("transaction show {sunco_txn}")).json();
+    let paid = lr(&server, format!("transaction show {sunco_txn}")).json();
     assert_eq!(paid["status"], "paid", "{paid}");
 
     let cancelled =

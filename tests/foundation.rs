@@ -134,7 +134,7 @@ fn slow_header_senders_are_cut_off() {
 #[test]
 fn shutdown_drains_and_the_data_stays() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     assert_eq!(server.get("/api/health").status, 200);
     let addr = server.addr;
     let db = server.stop();
@@ -155,7 +155,7 @@ fn early_answers_reach_clients_that_are_still_sending_a_body() {
     // An answer given before the body is read (unknown path, unknown source, wrong
     // secret) must not be lost: closing a socket with unread data resets the connection.
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     lr(
         &server,
         "source create --channel web --name S --id src --secret right-secret-0123456789",

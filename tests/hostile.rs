@@ -46,13 +46,27 @@ pub fn hostile_server() -> TestServer {
         format!("supplier create --workspace ws --name Sup --id sup --key {SUPPLIER_KEY}"),
     )
     .json();
-    lr(&server, format!("source create --channel web --name Hostile --id hostile --secret {SOURCE_SECRET} --supplier sup")).json();
+    lr(
+        &server,
+        format!(
+            "source create --channel web --name Hostile --id hostile --secret {SOURCE_SECRET} \
+         --supplier sup"
+        ),
+    )
+    .json();
     lr(
         &server,
         "source create --table list --name Table --id tsrc --no-secret",
     )
     .json();
-    lr(&server, format!("buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused --secret {BUYER_SECRET}")).json();
+    lr(
+        &server,
+        format!(
+            "buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused \
+         --secret {BUYER_SECRET}"
+        ),
+    )
+    .json();
     server
 }
 
@@ -1010,7 +1024,7 @@ fn hostile_requests_get_a_clear_4xx_and_store_nothing() {
         check(&server, case);
     }
     assert_eq!(lead_count(&server), 0, "no hostile request stored a lead");
-    let check = lr(&server.db.path, "check").output();
+    let check = lr(&server, "check").output();
     assert!(check.status.success(), "leadrelay check: {check:?}");
 }
 

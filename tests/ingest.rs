@@ -3,7 +3,7 @@
 //! own modules (`ingest_validation`, `ingest_dedupe`, `ingest_access`); this one also holds
 //! the helpers they share.
 
-use crate::util::{Reply, TestServer, basic_setup, lr};
+use crate::util::{Reply, TestServer, basic_setup, keys, lr};
 use serde_json::{Value, json};
 
 pub const CHANNEL_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
@@ -15,8 +15,13 @@ pub const TABLE_PATH: &str = "/api/webhooks/lead-tables/list/sources/import/lead
 /// `import`, both without a secret and with the default duplicate rule.
 pub fn server() -> TestServer {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
-    lr(&server, "product create --workspace ws --slug heat --name 'Heat pump' --id heat-pump --field 'size:required=small|large' --field notes").json();
+    basic_setup(&server);
+    lr(
+        &server,
+        "product create --workspace ws --slug heat --name 'Heat pump' --id heat-pump --field \
+         'size:required=small|large' --field notes",
+    )
+    .json();
     lr(
         &server,
         "source create --channel web --name Landing --id landing --no-secret",
@@ -120,12 +125,7 @@ fn a_single_lead_is_stored_with_its_request_and_answered_201() {
     assert_eq!(reply.status, 201, "{}", reply.text);
     assert_eq!(reply.header("content-type"), Some("application/json"));
     let item = &reply.json["item"];
-    let keys: Vec<&str> = item
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = keys(item);
     assert_eq!(
         keys,
         [

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::ingest::{CHANNEL_PATH, TABLE_PATH, jane, person, server, with};
-use crate::util::{cli_output, lr};
+use crate::util::{lr, strings};
 
 #[test]
 fn lead_list_is_newest_first_and_filters_by_source() {
@@ -20,22 +20,13 @@ fn lead_list_is_newest_first_and_filters_by_source() {
     let table_id = table.json["item"]["leadId"].as_str().unwrap().to_string();
 
     let all = lr(&server, "lead list").json();
-    let listed: Vec<&str> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(listed, [table_id.as_str(), &ids[2], &ids[1], &ids[0]]);
+    assert_eq!(
+        strings(&all, "id"),
+        [table_id.as_str(), &ids[2], &ids[1], &ids[0]]
+    );
 
     let landing = lr(&server, "lead list --source landing").json();
-    let listed: Vec<&str> = landing
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(listed, [&ids[2], &ids[1], &ids[0]]);
+    assert_eq!(strings(&landing, "id"), [&ids[2], &ids[1], &ids[0]]);
     let first = &landing[0];
     assert_eq!(first["sourceId"], "landing");
     assert_eq!(first["channelId"], "web");
@@ -62,9 +53,7 @@ fn lead_commands_print_text_and_clear_errors() {
     let reply = server.post_json(CHANNEL_PATH, &with(jane(), json!({"productSlug": "solar"})));
     let lead_id = reply.json["item"]["leadId"].as_str().unwrap();
 
-    let output = lr(&server.db.path, format!("lead show {lead_id}")).output();
-    assert!(output.status.success());
-    let text = String::from_utf8(output.stdout).unwrap();
+    let text = lr(&server, format!("lead show {lead_id}")).ok();
     for expected in [
         &format!("id: {lead_id}") as &str,
         "person:",
@@ -78,24 +67,13 @@ fn lead_commands_print_text_and_clear_errors() {
     ] {
         assert!(text.contains(expected), "{expected:?} not in:\n{text}");
     }
-    let output = lr(&server.db.path, "lead list").output();
-    assert!(String::from_utf8(output.stdout).unwrap().contains(lead_id));
+    assert!(lr(&server, "lead list").ok().contains(lead_id));
 
-    for (args, message) in [
-        (
-            vec!["lead", "show", "lead_nope"],
-            "unknown lead 'lead_nope'",
-        ),
-        (
-            vec!["lead", "list", "--source", "nope"],
-            "unknown source 'nope'",
-        ),
+    for (line, message) in [
+        ("lead show lead_nope", "unknown lead 'lead_nope'"),
+        ("lead list --source nope", "unknown source 'nope'"),
     ] {
-        let output = cli_output(&server.db.path, &args);
-        assert_eq!(output.status.code(), Some(1), "{args:?}");
-        let stderr = String::from_utf8(output.stderr).unwrap();
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        lr(&server, line).fails(1).stderr_contains(message);
     }
-    let output = lr(&server.db.path, "lead list --limit 0").output();
-    assert_eq!(output.status.code(), Some(2));
+    lr(&server, "lead list --limit 0").fails(2);
 }

@@ -200,7 +200,12 @@ fn a_lead_table_is_its_own_scope() {
 #[test]
 fn a_reject_rule_stores_nothing() {
     let server = server();
-    lr(&server, "source create --channel web --name Strict --id strict --no-secret --dedupe-action reject --dedupe-scope workspace --dedupe-fields email").json();
+    lr(
+        &server,
+        "source create --channel web --name Strict --id strict --no-secret --dedupe-action reject \
+         --dedupe-scope workspace --dedupe-fields email",
+    )
+    .json();
     let strict = "/api/webhooks/channels/web/sources/strict/leads";
     // The original came in through the lead table: the workspace scope sees it.
     let original = server.post_json(crate::ingest::TABLE_PATH, &jane());

@@ -41,7 +41,7 @@ impl Fixture {
     pub fn new() -> Fixture {
         let server = TestServer::start();
         let receiver = Receiver::start();
-        basic_setup(&server.db.path);
+        basic_setup(&server);
         lr(
             &server,
             "product create --workspace ws --slug heat --name 'Heat pump' --id heat",
@@ -550,7 +550,7 @@ fn payout_pending_then_payout_with_history() {
     }
 
     // The text output of `transaction show` prints the history too.
-    let output = lr(&f.server.db.path, format!("transaction show {txn}")).output();
+    let output = lr(&f.server, format!("transaction show {txn}")).output();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("invoice sent"), "{text}");
     assert!(text.contains("payout_pending"), "{text}");

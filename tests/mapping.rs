@@ -1,12 +1,11 @@
 //! Partner-native mappings through the real binary (`mapping set/preview/publish/show`) and
 //! through the real server (both ingest endpoints with a published mapping).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
 
-use crate::util::{Reply, TempDb, TestServer, basic_setup, bin, cli_json, cli_output, lr};
 use serde_json::{Value, json};
+
+use crate::util::{Reply, TempDb, TestServer, basic_setup, lr, source};
 
 /// The example partner of the README: contacts in an array, names in one field.
 fn partner_mapping() -> Value {
@@ -27,19 +26,6 @@ fn write_file(dir: &Path, name: &str, value: &Value) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
     path
-}
-
-fn stdout_json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON on stdout ({e}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// The (path, code) pairs of an error body's details.
@@ -72,22 +58,16 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 fn set_draft(db: &Path, source: &str, document: &Value) -> Value {
     let dir = db.parent().expect("the database is in a temp dir");
     let file = write_file(dir, &format!("mapping-{source}.json"), document);
-    lr(
-        db,
-        format!("mapping set {source} --file {}", file.to_str().unwrap()),
-    )
-    .json()
+    lr(db, format!("mapping set {source} --file"))
+        .arg(file)
+        .json()
 }
 
 /// A database with the basic setup and a channel source `landing` without a secret.
 fn setup_with_source() -> TempDb {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    lr(
-        &db.path,
-        "source create --channel web --name Landing --id landing --no-secret",
-    )
-    .json();
+    basic_setup(&db);
+    source(&db, "web", "landing", "--no-secret");
     db
 }
 
@@ -101,15 +81,11 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
         "routingReady": {"const": "maybe"},
         "phone": {"from": "/tel", "const": "1"}}});
     let file = write_file(db.dir.path(), "bad.json", &bad);
-    let file = file.to_str().unwrap();
 
-    let output = lr(
-        &db.path,
-        format!("--json mapping set landing --file {file}"),
-    )
-    .output();
-    assert_eq!(output.status.code(), Some(1));
-    let error = stdout_json(&output);
+    let error = lr(&db, "mapping set landing --file")
+        .arg(&file)
+        .fails_json(1)
+        .json();
     assert_eq!(error["error"]["code"], "invalid_mapping");
     assert_eq!(
         details(&error),
@@ -125,9 +101,10 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
     );
 
     // As text: one line per problem on stderr, exit 1.
-    let output = lr(&db.path, format!("mapping set landing --file {file}")).output();
-    assert_eq!(output.status.code(), Some(1));
-    let text = stderr(&output);
+    let text = lr(&db, "mapping set landing --file")
+        .arg(&file)
+        .fails(1)
+        .stderr;
     assert!(text.contains("7 problems"), "{text}");
     assert!(
         text.contains("/fields/email/transform/1: unknown transform 'lower'"),
@@ -135,7 +112,7 @@ fn a_bad_document_is_refused_with_every_path_and_nothing_is_stored() {
     );
     assert!(text.contains("did you mean 'firstName'"), "{text}");
 
-    let shown = lr(&db.path, "mapping show landing").json();
+    let shown = lr(&db, "mapping show landing").json();
     assert_eq!(shown["draft"], Value::Null, "nothing was stored");
     assert_eq!(shown["version"], 0);
 }
@@ -164,12 +141,9 @@ fn set_preview_publish_show_round_trip() {
          "details": {"roof": "tile"}},
         {"id": "c-2", "name": "Grace Hopper", "optin": "false", "ready": "no"}]});
     let sample_file = write_file(dir, "sample.json", &sample);
-    let sample_file = sample_file.to_str().unwrap();
-    let preview = lr(
-        &db.path,
-        format!("mapping preview landing --file {sample_file}"),
-    )
-    .json();
+    let preview = lr(&db, "mapping preview landing --file")
+        .arg(&sample_file)
+        .json();
     assert_eq!(preview["mapping"], "draft");
     assert_eq!(preview["leads"], 2);
     assert_eq!(
@@ -193,14 +167,10 @@ fn set_preview_publish_show_round_trip() {
         {"id": "c-1", "name": "Ada Lovelace", "ready": "maybe"},
         {"id": {"n": 2}, "name": "Grace Hopper", "utm": {"campaign": ["a"]}}]});
     let bad_file = write_file(dir, "bad-sample.json", &bad_sample);
-    let bad_file = bad_file.to_str().unwrap();
-    let output = lr(
-        &db.path,
-        format!("--json mapping preview landing --file {bad_file}"),
-    )
-    .output();
-    assert_eq!(output.status.code(), Some(1));
-    let error = stdout_json(&output);
+    let error = lr(&db, "mapping preview landing --file")
+        .arg(&bad_file)
+        .fails_json(1)
+        .json();
     assert_eq!(error["error"]["code"], "mapping_error");
     assert_eq!(
         details(&error),
@@ -210,36 +180,19 @@ fn set_preview_publish_show_round_trip() {
             ("/contacts/1/utm/campaign", "not_a_scalar"),
         ])
     );
-    let output = lr(
-        &db.path,
-        format!("mapping preview landing --file {bad_file}"),
-    )
-    .output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("/contacts/0/ready: expected a boolean"),
-        "{}",
-        stderr(&output)
-    );
+    lr(&db, "mapping preview landing --file")
+        .arg(&bad_file)
+        .fails(1)
+        .stderr_contains("/contacts/0/ready: expected a boolean");
 
     // Nothing is published yet.
-    let preview_published = [
-        "mapping",
-        "preview",
-        "landing",
-        "--file",
-        sample_file,
-        "--published",
-    ];
-    let output = cli_output(&db.path, &preview_published);
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("no published mapping"),
-        "{}",
-        stderr(&output)
-    );
+    let preview_published =
+        || lr(&db, "mapping preview landing --published --file").arg(&sample_file);
+    preview_published()
+        .fails(1)
+        .stderr_contains("no published mapping");
 
-    let published = lr(&db.path, "mapping publish landing").json();
+    let published = lr(&db, "mapping publish landing").json();
     assert_eq!(published["version"], 1);
     assert_eq!(published["changed"], true);
     assert_eq!(published["published"]["version"], 1);
@@ -247,7 +200,7 @@ fn set_preview_publish_show_round_trip() {
     assert_eq!(published["unpublishedChanges"], false);
 
     // Publishing the same draft again changes nothing.
-    let again = lr(&db.path, "mapping publish landing").json();
+    let again = lr(&db, "mapping publish landing").json();
     assert_eq!(again["version"], 1);
     assert_eq!(again["changed"], false);
 
@@ -255,33 +208,29 @@ fn set_preview_publish_show_round_trip() {
     let mut changed = partner_mapping();
     changed["fields"]["city"] = json!({"const": "Berlin"});
     set_draft(&db.path, "landing", &changed);
-    let shown = lr(&db.path, "mapping show landing").json();
+    let shown = lr(&db, "mapping show landing").json();
     assert_eq!(shown["draft"]["document"], changed);
     assert_eq!(shown["published"]["document"], partner_mapping());
     assert_eq!(shown["unpublishedChanges"], true);
-    let old = cli_json(&db.path, &preview_published);
+    let old = preview_published().json();
     assert_eq!(old["mapping"], "published");
     assert_eq!(old["native"]["leads"][0].get("city"), None);
-    let new = lr(
-        &db.path,
-        format!("mapping preview landing --file {sample_file}"),
-    )
-    .json();
+    let new = lr(&db, "mapping preview landing --file")
+        .arg(&sample_file)
+        .json();
     assert_eq!(new["native"]["leads"][0]["city"], "Berlin");
 
-    let published = lr(&db.path, "mapping publish landing").json();
+    let published = lr(&db, "mapping publish landing").json();
     assert_eq!(published["version"], 2);
     assert_eq!(published["published"]["document"], changed);
 
     // The source shows its mapping state too.
-    let source = lr(&db.path, "source show landing").json();
+    let source = lr(&db, "source show landing").json();
     assert_eq!(source["mapping"]["version"], 2);
     assert_eq!(source["mapping"]["published"], true);
 
     // Text output of show lists one rule per line.
-    let output = lr(&db.path, "mapping show landing").output();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = lr(&db, "mapping show landing").ok();
     assert!(text.contains("published: version 2"), "{text}");
     assert!(text.contains("items: /contacts"), "{text}");
     assert!(
@@ -299,11 +248,7 @@ fn preview_also_runs_native_validation_with_products() {
     set_draft(&db.path, "landing", &document);
     let preview = |sample: &Value| -> Value {
         let file = write_file(db.dir.path(), "sample.json", sample);
-        lr(
-            &db.path,
-            format!("mapping preview landing --file {}", file.to_str().unwrap()),
-        )
-        .json()
+        lr(&db, "mapping preview landing --file").arg(file).json()
     };
     let checked = preview(&json!({"contacts": [
         {"id": "ok", "name": "Ada Lovelace"},
@@ -334,13 +279,7 @@ fn preview_also_runs_native_validation_with_products() {
         "sample.json",
         &json!({"contacts": [{"id": "y"}]}),
     );
-    let output = lr(
-        &db.path,
-        format!("mapping preview landing --file {}", file.to_str().unwrap()),
-    )
-    .output();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = lr(&db, "mapping preview landing --file").arg(file).ok();
     assert!(text.contains("native validation: 2 problems"), "{text}");
     assert!(text.contains("/leads/0/firstName"), "{text}");
 }
@@ -349,16 +288,16 @@ fn preview_also_runs_native_validation_with_products() {
 fn unpublish_returns_the_source_to_native_shapes_and_keeps_the_draft() {
     let db = setup_with_source();
     set_draft(&db.path, "landing", &partner_mapping());
-    let nothing = lr(&db.path, "mapping unpublish landing").json();
+    let nothing = lr(&db, "mapping unpublish landing").json();
     assert_eq!(nothing["changed"], false);
-    lr(&db.path, "mapping publish landing").json();
-    let withdrawn = lr(&db.path, "mapping unpublish landing").json();
+    lr(&db, "mapping publish landing").json();
+    let withdrawn = lr(&db, "mapping unpublish landing").json();
     assert_eq!(withdrawn["changed"], true);
     assert_eq!(withdrawn["published"], Value::Null);
     assert_eq!(withdrawn["draft"]["document"], partner_mapping());
     assert_eq!(withdrawn["version"], 1);
     // Publishing again is a new version.
-    let republished = lr(&db.path, "mapping publish landing").json();
+    let republished = lr(&db, "mapping publish landing").json();
     assert_eq!(republished["version"], 2);
 }
 
@@ -367,61 +306,36 @@ fn mapping_commands_fail_clearly() {
     let db = setup_with_source();
     let dir = db.dir.path();
     let mapping = write_file(dir, "mapping.json", &partner_mapping());
-    let mapping = mapping.to_str().unwrap();
     let not_json = dir.join("not.json");
     std::fs::write(&not_json, "{\"fields\": ").unwrap();
     let missing = dir.join("missing.json");
 
-    let cases: Vec<(Vec<&str>, &str)> = vec![
+    let cases = [
+        (lr(&db, "mapping publish landing"), "has no draft mapping"),
         (
-            vec!["mapping", "publish", "landing"],
-            "has no draft mapping",
-        ),
-        (
-            vec!["mapping", "preview", "landing", "--file", mapping],
+            lr(&db, "mapping preview landing --file").arg(&mapping),
             "no draft mapping",
         ),
         (
-            vec!["mapping", "set", "nope", "--file", mapping],
+            lr(&db, "mapping set nope --file").arg(&mapping),
             "unknown source 'nope'",
         ),
-        (vec!["mapping", "show", "nope"], "unknown source 'nope'"),
-        (vec!["mapping", "publish", "nope"], "unknown source 'nope'"),
+        (lr(&db, "mapping show nope"), "unknown source 'nope'"),
+        (lr(&db, "mapping publish nope"), "unknown source 'nope'"),
+        (lr(&db, "mapping unpublish nope"), "unknown source 'nope'"),
         (
-            vec!["mapping", "unpublish", "nope"],
-            "unknown source 'nope'",
-        ),
-        (
-            vec![
-                "mapping",
-                "set",
-                "landing",
-                "--file",
-                not_json.to_str().unwrap(),
-            ],
+            lr(&db, "mapping set landing --file").arg(&not_json),
             "is not valid JSON",
         ),
         (
-            vec![
-                "mapping",
-                "set",
-                "landing",
-                "--file",
-                missing.to_str().unwrap(),
-            ],
+            lr(&db, "mapping set landing --file").arg(&missing),
             "cannot read",
         ),
     ];
-    for (args, message) in cases {
-        let output = cli_output(&db.path, &args);
-        assert_eq!(output.status.code(), Some(1), "{args:?}");
-        assert!(
-            stderr(&output).contains(message),
-            "{args:?}: {}",
-            stderr(&output)
-        );
+    for (command, message) in cases {
+        command.fails(1).stderr_contains(message);
     }
-    let shown = lr(&db.path, "mapping show landing").json();
+    let shown = lr(&db, "mapping show landing").json();
     assert_eq!(shown["draft"], Value::Null);
     assert_eq!(shown["published"], Value::Null);
 }
@@ -429,34 +343,11 @@ fn mapping_commands_fail_clearly() {
 #[test]
 fn documents_and_samples_can_come_from_standard_input() {
     let db = setup_with_source();
-    let run = |args: &[&str], input: &Value| -> Value {
-        let mut child = bin()
-            .arg("--db")
-            .arg(&db.path)
-            .arg("--json")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
-        stdout_json(&output)
-    };
+    let run = |line: &str, input: &Value| lr(&db, line).stdin(input.to_string()).json();
     let document = json!({"fields": {"email": {"from": "/e"}, "firstName": {"const": "X"}}});
-    let stored = run(&["mapping", "set", "landing", "--file", "-"], &document);
+    let stored = run("mapping set landing --file -", &document);
     assert_eq!(stored["draft"]["document"], document);
-    let preview = run(
-        &["mapping", "preview", "landing", "--file", "-"],
-        &json!({"e": "a@b.org"}),
-    );
+    let preview = run("mapping preview landing --file -", &json!({"e": "a@b.org"}));
     assert_eq!(
         preview["native"],
         json!({"email": "a@b.org", "firstName": "X"})
@@ -476,20 +367,13 @@ fn mapped_server() -> TestServer {
     let server = TestServer::start();
     let db = &server.db.path;
     basic_setup(db);
-    for (container, id) in [("--channel", "web"), ("--table", "list")] {
-        let source_id = if id == "web" {
-            "partner"
-        } else {
-            "partner-list"
-        };
-        lr(
-            db,
-            format!(
-                "source create {container} {id} --name Partner --id {source_id} --secret {SECRET}"
-            ),
-        )
-        .json();
-    }
+    source(db, "web", "partner", format!("--secret {SECRET}"));
+    lr(
+        db,
+        "source create --table list --name Partner --id partner-list --secret",
+    )
+    .arg(SECRET)
+    .json();
     server
 }
 

@@ -138,7 +138,7 @@ fn domain_counters_are_exported_from_the_start() {
 #[test]
 fn outbox_depth_and_oldest_age_come_from_the_database() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     lr(
         &server,
         "buyer create --workspace ws --name SunCo --id sunco --webhook-url http://127.0.0.1:9/hook",
@@ -226,7 +226,7 @@ fn metrics_off_answers_404_like_an_unknown_path() {
 #[test]
 fn ingest_results_are_counted_per_lead() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     lr(
         &server,
         "source create --channel web --name Landing --id landing --no-secret",

@@ -270,7 +270,7 @@ fn assert_documented(doc: &Value, schema: &str, value: &Value) {
 fn ingest_answers_have_the_documented_fields() {
     let doc = document();
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     lr(
         &server,
         "source create --channel web --name Web --id s --no-secret",
@@ -324,7 +324,7 @@ fn the_delivered_event_has_the_documented_fields() {
     let doc = document();
     let server = TestServer::start();
     let receiver = Receiver::start();
-    setup(&server.db.path);
+    setup(&server);
     buyer(&server.db.path, "b", &receiver.url("/hook"), Some("25"), []);
     let (_, request) = lead_request(&server, &simple_lead(1));
     deliver(&server.db.path, &request, "b", None);
@@ -480,7 +480,12 @@ fn real_answers_match_the_documented_schemas() {
         );
     }
     assert!(contract.schema_valid("PartnerNativeBody", &json!({"anything": [1]})));
-    source(db, "web", "locked", "--secret locked-source-secret-0123456789");
+    source(
+        db,
+        "web",
+        "locked",
+        "--secret locked-source-secret-0123456789",
+    );
     let locked = "/api/webhooks/channels/web/sources/locked/leads";
     for reply in [
         server.post_json(locked, &lead(5)),
@@ -511,7 +516,11 @@ fn real_answers_match_the_documented_schemas() {
 
     // Lead-table ingest.
     let table = "/api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads";
-    lr(db, "source create --table list --name T --id tsrc --no-secret").json();
+    lr(
+        db,
+        "source create --table list --name T --id tsrc --no-secret",
+    )
+    .json();
     let table_path = "/api/webhooks/lead-tables/list/sources/tsrc/leads";
     let reply = server.post_json(table_path, &lead(6));
     assert_eq!(reply.status, 201, "{}", reply.text);
@@ -526,17 +535,72 @@ fn real_answers_match_the_documented_schemas() {
     let secret = f.buyer("b", &[]);
     let transaction = f.delivered("b");
     let cases: Vec<(&str, &str, Value, u16)> = vec![
-        (CONFIRMATION, &secret, json!({"transactionId": transaction, "status": "acknowledged", "buyerPrice": 30}), 200),
-        (CONFIRMATION, &secret, json!({"transactionId": transaction, "status": "acknowledged"}), 200),
-        (CONFIRMATION, &secret, json!({"transactionId": transaction, "status": "rejected"}), 400),
-        (CONFIRMATION, &secret, json!({"transactionId": "", "status": "acknowledged"}), 400),
-        (CONFIRMATION, &secret, json!({"transactionId": "txn_nothing", "status": "acknowledged"}), 404),
-        (CONFIRMATION, "wrong-secret-0123456789", json!({"transactionId": transaction, "status": "acknowledged"}), 401),
-        (PAYOUT_PENDING, &secret, json!({"transactionId": transaction}), 200),
-        (PAYOUT_PENDING, &secret, json!({"transactionId": transaction, "reason": ""}), 400),
-        (PAYOUT, &secret, json!({"transactionId": transaction, "reason": "settled"}), 200),
-        (CANCELLATION, &secret, json!({"transactionId": transaction, "reason": ""}), 400),
-        (CANCELLATION, &secret, json!({"transactionId": transaction, "reason": "late"}), 400),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": transaction, "status": "acknowledged", "buyerPrice": 30}),
+            200,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": transaction, "status": "acknowledged"}),
+            200,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": transaction, "status": "rejected"}),
+            400,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": "", "status": "acknowledged"}),
+            400,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": "txn_nothing", "status": "acknowledged"}),
+            404,
+        ),
+        (
+            CONFIRMATION,
+            "wrong-secret-0123456789",
+            json!({"transactionId": transaction, "status": "acknowledged"}),
+            401,
+        ),
+        (
+            PAYOUT_PENDING,
+            &secret,
+            json!({"transactionId": transaction}),
+            200,
+        ),
+        (
+            PAYOUT_PENDING,
+            &secret,
+            json!({"transactionId": transaction, "reason": ""}),
+            400,
+        ),
+        (
+            PAYOUT,
+            &secret,
+            json!({"transactionId": transaction, "reason": "settled"}),
+            200,
+        ),
+        (
+            CANCELLATION,
+            &secret,
+            json!({"transactionId": transaction, "reason": ""}),
+            400,
+        ),
+        (
+            CANCELLATION,
+            &secret,
+            json!({"transactionId": transaction, "reason": "late"}),
+            400,
+        ),
     ];
     for (path, secret, body, status) in &cases {
         let reply = f.call(path, secret, body);
@@ -573,10 +637,26 @@ fn real_answers_match_the_documented_schemas() {
         .unwrap()
         .to_string();
     for (key, body, status) in [
-        (SUPPLIER_KEY, json!({"leadId": lead_id, "status": "acknowledged", "reason": "checked"}), 200),
-        (SUPPLIER_KEY, json!({"leadId": lead_id, "status": "acknowledged"}), 200),
-        (SUPPLIER_KEY, json!({"leadId": "", "status": "acknowledged"}), 400),
-        ("wrong-key-0123456789", json!({"leadId": lead_id, "status": "rejected"}), 401),
+        (
+            SUPPLIER_KEY,
+            json!({"leadId": lead_id, "status": "acknowledged", "reason": "checked"}),
+            200,
+        ),
+        (
+            SUPPLIER_KEY,
+            json!({"leadId": lead_id, "status": "acknowledged"}),
+            200,
+        ),
+        (
+            SUPPLIER_KEY,
+            json!({"leadId": "", "status": "acknowledged"}),
+            400,
+        ),
+        (
+            "wrong-key-0123456789",
+            json!({"leadId": lead_id, "status": "rejected"}),
+            401,
+        ),
     ] {
         let reply = server
             .request("POST", SUPPLIER_CONFIRMATION)

@@ -7,16 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::util::{TempDb, TestServer, basic_setup, bin, cli_output, lr, wait_until};
 use leadrelay::config::ConfigError;
 use leadrelay::config::container::{self, ContainerKind, DeliveryMode, NewContainer};
 use leadrelay::config::workspace::{self, NewWorkspace};
 use leadrelay::db::Db;
 use serde_json::Value;
 
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use crate::util::{TempDb, TestServer, basic_setup, bin, lr, wait_until};
 
 fn count(db: &Path, sql: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
@@ -81,7 +78,7 @@ fn grow(db: &Db) {
 #[test]
 fn backup_while_the_server_writes_is_a_consistent_copy_that_checks_ok() {
     let server = TestServer::start();
-    basic_setup(&server.db.path);
+    basic_setup(&server);
     // A second writer on the file, like a CLI command, keeps committing during the backup.
     let load = Db::open(&server.db.path).unwrap();
     grow(&load);
@@ -104,7 +101,7 @@ fn backup_while_the_server_writes_is_a_consistent_copy_that_checks_ok() {
 
     let before = committed.load(Ordering::Relaxed) as i64;
     let copy = server.db.dir.path().join("copy.db");
-    let report = lr(&server, format!("backup --out {}", copy.to_str().unwrap())).json();
+    let report = lr(&server, "backup --out").arg(&copy).json();
     let after = committed.load(Ordering::Relaxed) as i64;
     // The live file checks ok while it is being written.
     let live = lr(&server, "check").json();
@@ -155,55 +152,39 @@ fn backup_while_the_server_writes_is_a_consistent_copy_that_checks_ok() {
 #[test]
 fn backup_never_overwrites_unless_forced() {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     let copy = db.dir.path().join("copy.db");
     std::fs::write(&copy, b"keep me").unwrap();
 
-    let output = lr(&db.path, format!("backup --out {}", copy.to_str().unwrap())).output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("--force"), "{}", stderr(&output));
+    lr(&db, "backup --out")
+        .arg(&copy)
+        .fails(1)
+        .stderr_contains("--force");
     assert_eq!(std::fs::read(&copy).unwrap(), b"keep me");
 
-    let report = lr(
-        &db.path,
-        format!("backup --out {} --force", copy.to_str().unwrap()),
-    )
-    .json();
+    let report = lr(&db, "backup --force --out").arg(&copy).json();
     assert_eq!(report["out"], copy.to_str().unwrap());
     assert_eq!(lr(&copy, "check").json()["ok"], true);
     assert_eq!(count(&copy, "SELECT count(*) FROM workspaces"), 1);
 
     // The live file itself is never a target, forced or not.
-    let output = lr(
-        &db.path,
-        format!("backup --out {} --force", db.path.to_str().unwrap()),
-    )
-    .output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("being backed up"),
-        "{}",
-        stderr(&output)
-    );
-    assert_eq!(lr(&db.path, "check").json()["ok"], true);
+    lr(&db, "backup --force --out")
+        .arg(&db.path)
+        .fails(1)
+        .stderr_contains("being backed up");
+    assert_eq!(lr(&db, "check").json()["ok"], true);
 }
 
 #[test]
 fn backup_and_check_of_a_missing_database_create_nothing() {
     let db = TempDb::new();
     let copy = db.dir.path().join("copy.db");
-    for args in [
-        vec!["backup", "--out", copy.to_str().unwrap()],
-        vec!["check"],
-        vec!["--json", "check"],
+    for command in [
+        lr(&db, "backup --out").arg(&copy),
+        lr(&db, "check"),
+        lr(&db, "--json check"),
     ] {
-        let output = cli_output(&db.path, &args);
-        assert_eq!(output.status.code(), Some(1), "{args:?}");
-        assert!(
-            stderr(&output).contains("does not exist"),
-            "{}",
-            stderr(&output)
-        );
+        command.fails(1).stderr_contains("does not exist");
     }
     assert!(!db.path.exists());
     assert!(!copy.exists());
@@ -213,9 +194,9 @@ fn backup_and_check_of_a_missing_database_create_nothing() {
 #[test]
 fn a_restored_backup_serves_the_same_data() {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     let copy = db.dir.path().join("copy.db");
-    lr(&db.path, format!("backup --out {}", copy.to_str().unwrap())).json();
+    lr(&db, "backup --out").arg(&copy).json();
     // Restore as the README says: stop, copy the file back, start.
     let restored = TempDb::new();
     std::fs::copy(&copy, &restored.path).unwrap();
@@ -230,14 +211,16 @@ fn a_restored_backup_serves_the_same_data() {
 /// returns what `check --json` says and its exit code.
 fn check_damaged(sql: &str) -> (Value, Option<i32>) {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     let conn = rusqlite::Connection::open(&db.path).unwrap();
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
     conn.execute_batch(sql).unwrap();
     drop(conn);
-    let output = lr(&db.path, "--json check").output();
-    let report: Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("check printed no JSON ({e}): {}", stderr(&output)));
+    let output = lr(&db, "--json check").output();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        panic!("check printed no JSON ({e}): {stderr}")
+    });
     (report, output.status.code())
 }
 
@@ -282,7 +265,7 @@ fn check_names_what_is_wrong_and_exits_1() {
 #[test]
 fn check_finds_a_corrupted_page() {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     let grower = Db::open(&db.path).unwrap();
     grow(&grower);
     grower.close();
@@ -296,9 +279,7 @@ fn check_finds_a_corrupted_page() {
     }
     std::fs::write(&db.path, &bytes).unwrap();
 
-    let output = lr(&db.path, "check").output();
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{text}");
+    let text = lr(&db, "check").fails(1).stdout;
     assert!(text.contains("problem(s)"), "{text}");
     assert!(!text.contains("result: ok"), "{text}");
 }
@@ -306,10 +287,8 @@ fn check_finds_a_corrupted_page() {
 #[test]
 fn check_prints_a_readable_verdict() {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    let output = lr(&db.path, "check").output();
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let text = String::from_utf8_lossy(&output.stdout);
+    basic_setup(&db);
+    let text = lr(&db, "check").ok();
     for line in [
         "integrity: ok",
         "foreign keys: ok",

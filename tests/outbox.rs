@@ -13,14 +13,14 @@ use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::{
     SIGNING_SECRET, TempDb, TestServer, WAIT, buyer, deliver, fast_options, lead_request, lr,
-    setup, simple_lead, wait_until,
+    setup, simple_lead, strings, wait_until,
 };
 
 /// A server with fast retries, a receiver, the basic setup and buyer `b` on `path`.
 fn started(path: &str) -> (TestServer, Receiver) {
     let server = TestServer::start_with(TempDb::new(), fast_options());
     let receiver = Receiver::start();
-    setup(&server.db.path);
+    setup(&server);
     buyer(&server.db.path, "b", &receiver.url(path), Some("25"), []);
     (server, receiver)
 }
@@ -181,12 +181,7 @@ fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
     let shown = wait_for_status(db, &event_id, "failed");
     // The first attempt and one per step of the 200ms,200ms,200ms schedule.
     assert_eq!(shown["attempts"], 4);
-    let outcomes: Vec<&str> = shown["attemptLog"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["outcome"].as_str().unwrap())
-        .collect();
+    let outcomes = strings(&shown["attemptLog"], "outcome");
     assert_eq!(outcomes, ["retry", "retry", "retry", "failed"]);
     assert_eq!(
         lr(db, format!("transaction show {transaction_id}")).json()["deliveryStatus"],
@@ -211,12 +206,8 @@ fn a_used_up_schedule_fails_the_event_and_outbox_retry_sends_it_again() {
         lr(db, format!("transaction show {transaction_id}")).json()["deliveryStatus"],
         "sent"
     );
-    let output = lr(db, format!("outbox retry {event_id}")).output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("was delivered already"),
-        "a delivered event is not retried"
-    );
+    let output = lr(db, format!("outbox retry {event_id}")).fails(1);
+    output.stderr_contains("was delivered already");
 }
 
 #[test]
@@ -305,12 +296,7 @@ fn health_reports_pending_and_failed_counts_and_the_oldest_pending_age() {
         "the older pending event's age, two hours: {health}"
     );
     let pending = lr(db, "outbox list --status pending").json();
-    let mut ids: Vec<&str> = pending
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["id"].as_str().unwrap())
-        .collect();
+    let mut ids = strings(&pending, "id");
     ids.sort_unstable();
     let mut expected = [older.as_str(), newer.as_str()];
     expected.sort_unstable();

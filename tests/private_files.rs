@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use crate::util::process::ServeProcess;
-use crate::util::{TempDb, basic_setup, lr};
+use crate::util::{TempDb, basic_setup, file_names, lr};
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -25,16 +25,6 @@ fn side(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// `leadrelay --db DB ARGS…` started by a shell that set the usual `umask 022` first.
@@ -73,7 +63,13 @@ impl Server {
     /// Starts `serve` on port 0 and waits until it listens.
     fn start(mut command: Command) -> Server {
         let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--console-listen",
+                "off",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -121,7 +117,11 @@ fn database_wal_shm_and_backups_are_0600_whatever_the_umask_or_earlier_mode() {
     // A server killed without cleaning up leaves its -wal and -shm; then someone loosens
     // all three (a copy with `cp`, a careless chmod).
     ServeProcess::start(&db.path, &[]).kill();
-    assert!(wal.exists() && shm.exists(), "{:?}", names(db.dir.path()));
+    assert!(
+        wal.exists() && shm.exists(),
+        "{:?}",
+        file_names(db.dir.path())
+    );
     for path in [&db.path, &wal, &shm] {
         set_mode(path, 0o644);
     }
@@ -169,33 +169,40 @@ fn database_wal_shm_and_backups_are_0600_whatever_the_umask_or_earlier_mode() {
 /// A stopped database with some data: its directory holds the file and its lock file.
 fn stopped_database() -> TempDb {
     let db = TempDb::new();
-    basic_setup(&db.path);
-    assert_eq!(names(db.dir.path()), ["leadrelay.db", "leadrelay.db.lock"]);
+    basic_setup(&db);
+    assert_eq!(
+        file_names(db.dir.path()),
+        ["leadrelay.db", "leadrelay.db.lock"]
+    );
     db
 }
 
 #[test]
 fn check_and_backup_of_a_stopped_database_leave_nothing_beside_it() {
     let db = stopped_database();
-    let before = names(db.dir.path());
-    let report = lr(&db.path, "check").json();
+    let before = file_names(db.dir.path());
+    let report = lr(&db, "check").json();
     assert_eq!(report["ok"], true, "{report}");
-    assert_eq!(names(db.dir.path()), before, "after check");
+    assert_eq!(file_names(db.dir.path()), before, "after check");
 
     let out = tempfile::tempdir().unwrap();
     let copy = out.path().join("copy.db");
-    lr(&db.path, "backup --out").arg(&copy).json();
-    assert_eq!(names(db.dir.path()), before, "after backup");
-    assert_eq!(names(out.path()), ["copy.db"]);
+    lr(&db, "backup --out").arg(&copy).json();
+    assert_eq!(file_names(db.dir.path()), before, "after backup");
+    assert_eq!(file_names(out.path()), ["copy.db"]);
     lr(&copy, "check").json();
-    assert_eq!(names(out.path()), ["copy.db"], "after checking the backup");
+    assert_eq!(
+        file_names(out.path()),
+        ["copy.db"],
+        "after checking the backup"
+    );
 
     // A copy of the live file (WAL mode, unlike a backup) in a directory of its own.
     let other = tempfile::tempdir().unwrap();
     let raw = other.path().join("raw.db");
     std::fs::copy(&db.path, &raw).unwrap();
     assert_eq!(lr(&raw, "check").json()["ok"], true);
-    assert_eq!(names(other.path()), ["raw.db"]);
+    assert_eq!(file_names(other.path()), ["raw.db"]);
 }
 
 /// Makes a directory read-only for the test's user, root included, until dropped. Root
@@ -267,7 +274,7 @@ fn check_works_on_a_read_only_file_in_a_read_only_directory() {
     let backup = lr(&copy, "backup --out").arg(&out).json();
     assert!(backup["pages"].as_u64().unwrap() > 0);
     drop(read_only);
-    assert_eq!(names(place.path()), ["leadrelay.db"]);
+    assert_eq!(file_names(place.path()), ["leadrelay.db"]);
 }
 
 #[test]
@@ -275,17 +282,17 @@ fn check_while_the_server_runs_sees_committed_data_and_leaves_its_files_alone() 
     let db = stopped_database();
     let server = ServeProcess::start(&db.path, &[]);
     // Committed while the server runs: in the WAL, not yet in the main file.
-    lr(&db.path, "workspace create --name Later --id later").json();
-    let before = names(db.dir.path());
+    lr(&db, "workspace create --name Later --id later").json();
+    let before = file_names(db.dir.path());
     assert!(
         before.contains(&"leadrelay.db-wal".to_string()),
         "{before:?}"
     );
-    assert_eq!(lr(&db.path, "check").json()["ok"], true);
+    assert_eq!(lr(&db, "check").json()["ok"], true);
     let copy = tempfile::tempdir().unwrap();
     let out = copy.path().join("copy.db");
-    lr(&db.path, "backup --out").arg(&out).json();
-    assert_eq!(names(db.dir.path()), before);
+    lr(&db, "backup --out").arg(&out).json();
+    assert_eq!(file_names(db.dir.path()), before);
     drop(server);
     let conn = rusqlite::Connection::open(&out).unwrap();
     let later: i64 = conn

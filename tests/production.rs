@@ -40,7 +40,10 @@ fn request_ids_are_taken_when_sane_generated_otherwise_and_stored() {
         }
         let reply = request.send();
         assert_eq!(reply.status, 200, "{}", reply.text);
-        reply.header("x-request-id").expect("every answer has one").to_string()
+        reply
+            .header("x-request-id")
+            .expect("every answer has one")
+            .to_string()
     };
     assert_eq!(id_of(Some("lb-7f3a:trace/42")), "lb-7f3a:trace/42");
     for insane in ["has spaces", "quote\"d", &"x".repeat(129)] {
@@ -48,7 +51,10 @@ fn request_ids_are_taken_when_sane_generated_otherwise_and_stored() {
         assert!(replaced.starts_with("req_"), "{insane:?} → {replaced}");
     }
     let (a, b) = (id_of(None), id_of(None));
-    assert!(a.starts_with("req_") && b.starts_with("req_") && a != b, "{a} {b}");
+    assert!(
+        a.starts_with("req_") && b.starts_with("req_") && a != b,
+        "{a} {b}"
+    );
     // Errors and unknown paths carry one too.
     let reply = server
         .request("GET", "/nothing")
@@ -116,12 +122,16 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
         .header("X-Request-Id", "trace-ingest-1")
         .send();
     assert_eq!(reply.status, 201, "{}", reply.text);
-    assert_eq!(reply.json["item"]["autoDelivery"]["delivered"], 1, "{}", reply.text);
-    let transaction = reply.json["item"]["autoDelivery"]["requests"][0]["deliveries"][0]
-        ["transactionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a transaction in {}", reply.text))
-        .to_string();
+    assert_eq!(
+        reply.json["item"]["autoDelivery"]["delivered"], 1,
+        "{}",
+        reply.text
+    );
+    let transaction =
+        reply.json["item"]["autoDelivery"]["requests"][0]["deliveries"][0]["transactionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a transaction in {}", reply.text))
+            .to_string();
     let refused = server
         .post(INGEST, &lead)
         .secret("wrong-secret-0123456789")
@@ -154,11 +164,15 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
 
     let ingest = lines_of(&log, "trace-ingest-1");
     assert!(
-        ingest.iter().any(|l| l.contains("POST /api/webhooks/channels/web/sources/src/leads 201 ")),
+        ingest
+            .iter()
+            .any(|l| l.contains("POST /api/webhooks/channels/web/sources/src/leads 201 ")),
         "the request's line: {ingest:#?}"
     );
     assert!(
-        ingest.iter().any(|l| l.contains("outbox: event") && l.contains("HTTP 500")),
+        ingest
+            .iter()
+            .any(|l| l.contains("outbox: event") && l.contains("HTTP 500")),
         "the outbox's line about the event it caused: {ingest:#?}\n{log}"
     );
     let refused = lines_of(&log, "trace-refused-2");
@@ -168,16 +182,22 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
     );
     let invalid = lines_of(&log, "trace-invalid-3");
     assert!(
-        invalid.iter().any(|l| l.contains(" 400 validation_failed ")),
+        invalid
+            .iter()
+            .any(|l| l.contains(" 400 validation_failed ")),
         "{invalid:#?}"
     );
     let writer = lines_of(&log, "trace-writer-4");
     assert!(
-        writer.iter().any(|l| l.contains("db::writer") && l.contains("rolled back")),
+        writer
+            .iter()
+            .any(|l| l.contains("db::writer") && l.contains("rolled back")),
         "the writer's line: {writer:#?}"
     );
     assert!(
-        writer.iter().any(|l| l.contains(" 400 transition_not_allowed ")),
+        writer
+            .iter()
+            .any(|l| l.contains(" 400 transition_not_allowed ")),
         "{writer:#?}"
     );
 }
@@ -205,7 +225,10 @@ fn gzip_bodies_are_decoded_within_the_limit_and_other_encodings_refused() {
     // The stored raw body is the JSON, not the gzip bytes.
     let shown = lr(
         &server,
-        format!("lead show {}", reply.json["item"]["leadId"].as_str().unwrap()),
+        format!(
+            "lead show {}",
+            reply.json["item"]["leadId"].as_str().unwrap()
+        ),
     )
     .json();
     assert_eq!(shown["person"]["lastName"], "Lovelace 1", "{shown}");
@@ -289,13 +312,20 @@ fn the_writer_queue_is_bounded_and_a_full_one_answers_503() {
     assert_eq!(refused.status, 503, "{}", refused.text);
     assert_eq!(refused.json["error"]["code"], "overloaded");
     assert_eq!(refused.header("retry-after"), Some("1"));
-    assert_eq!(scrape(&server).value("leadrelay_db_writes_refused_total"), 1.0);
+    assert_eq!(
+        scrape(&server).value("leadrelay_db_writes_refused_total"),
+        1.0
+    );
     blocker.execute_batch("ROLLBACK").unwrap();
     for handle in queued {
         let reply = handle.join().unwrap();
         assert_eq!(reply.status, 201, "{}", reply.text);
     }
-    assert_eq!(request_ids_of(&server.db.path).len(), 2, "exactly the accepted leads");
+    assert_eq!(
+        request_ids_of(&server.db.path).len(),
+        2,
+        "exactly the accepted leads"
+    );
     assert_eq!(server.post_json(INGEST, &simple_lead(9)).status, 201);
 }
 
@@ -334,7 +364,10 @@ fn write_requests_past_the_limit_are_refused_before_their_body_is_read() {
     blocker.execute_batch("ROLLBACK").unwrap();
     assert_eq!(in_progress.join().unwrap().status, 201);
     assert_eq!(server.post_json(INGEST, &simple_lead(2)).status, 201);
-    assert_eq!(scrape(&server).value("leadrelay_http_write_requests_max"), 1.0);
+    assert_eq!(
+        scrape(&server).value("leadrelay_http_write_requests_max"),
+        1.0
+    );
 }
 
 /// Sends a raw `GET /api/health` on `stream` and returns the whole answer.
@@ -382,7 +415,11 @@ fn a_cli_write_waits_for_the_lock_and_then_says_the_database_is_busy() {
     let blocker = rusqlite::Connection::open(&db.path).unwrap();
     blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let started = std::time::Instant::now();
-    let output = lr(&db, "--busy-timeout 1s workspace create --name Other --id other").output();
+    let output = lr(
+        &db,
+        "--busy-timeout 1s workspace create --name Other --id other",
+    )
+    .output();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -396,7 +433,11 @@ fn a_cli_write_waits_for_the_lock_and_then_says_the_database_is_busy() {
     let waiting = {
         let path = db.path.clone();
         std::thread::spawn(move || {
-            lr(&path, "--busy-timeout 30s workspace create --name Other --id other").output()
+            lr(
+                &path,
+                "--busy-timeout 30s workspace create --name Other --id other",
+            )
+            .output()
         })
     };
     std::thread::sleep(Duration::from_millis(300));
@@ -425,8 +466,14 @@ fn webhook_urls_with_credentials_or_link_local_hosts_are_refused_with_the_reason
         .output()
     };
     for (url, why) in [
-        ("http://user:hunter2@buyer.example/hook", "printed by `show` and sent in clear"),
-        ("https://hunter2@buyer.example/hook", "printed by `show` and sent in clear"),
+        (
+            "http://user:hunter2@buyer.example/hook",
+            "printed by `show` and sent in clear",
+        ),
+        (
+            "https://hunter2@buyer.example/hook",
+            "printed by `show` and sent in clear",
+        ),
         ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
         ("http://[fe80::1]:8080/hook", "cloud metadata"),
         ("http://2852039166/", "cloud metadata"),
@@ -436,7 +483,10 @@ fn webhook_urls_with_credentials_or_link_local_hosts_are_refused_with_the_reason
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("invalid webhook URL"), "{url}: {stderr}");
         assert!(stderr.contains(why), "{url}: {stderr}");
-        assert!(!stderr.contains("hunter2"), "the password is not repeated: {stderr}");
+        assert!(
+            !stderr.contains("hunter2"),
+            "the password is not repeated: {stderr}"
+        );
     }
     for url in [
         "http://127.0.0.1:9000/hook",
@@ -460,7 +510,9 @@ fn a_stored_url_with_credentials_is_not_sent_to() {
     setup(&server.db.path);
     buyer(&server, "b", &receiver.url("/b"), Some("20"), "");
     // Written before the rule existed, or by hand: the outbox checks again before sending.
-    let with_credentials = receiver.url("/b").replace("http://", "http://user:hunter2@");
+    let with_credentials = receiver
+        .url("/b")
+        .replace("http://", "http://user:hunter2@");
     rusqlite::Connection::open(&server.db.path)
         .unwrap()
         .execute(
@@ -476,7 +528,10 @@ fn a_stored_url_with_credentials_is_not_sent_to() {
     });
     let events = lr(&server, "outbox list").json();
     assert!(
-        events[0]["lastError"].as_str().unwrap().contains("not sent"),
+        events[0]["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("not sent"),
         "{events}"
     );
     assert_eq!(receiver.count(), 0, "nothing was sent");
@@ -506,7 +561,10 @@ fn metrics_include_the_process_figures() {
         .unwrap()
         .as_secs_f64();
     let started = metrics.value("process_start_time_seconds");
-    assert!(started <= now + 1.0 && started > now - 86_400.0, "{started} vs {now}");
+    assert!(
+        started <= now + 1.0 && started > now - 86_400.0,
+        "{started} vs {now}"
+    );
     assert_eq!(metrics.value("leadrelay_db_write_queue_capacity"), 1024.0);
 }
 
@@ -524,7 +582,13 @@ impl SmallDisk {
         }
         let dir = tempfile::tempdir().expect("a temp dir can be made");
         let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(dir.path())
             .output()
             .map_err(|e| format!("mount cannot run: {e}"))?;
@@ -599,7 +663,10 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
         &db,
         logs.path(),
         "info",
-        &["--retry-schedule", "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms"],
+        &[
+            "--retry-schedule",
+            "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
+        ],
     );
     let auto = |n: usize| {
         let mut lead = simple_lead(n);
@@ -672,7 +739,10 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
         }
     }
     assert!(statuses.get(&503).copied().unwrap_or(0) > 0, "{statuses:?}");
-    assert_eq!(server.request("GET", "/api/openapi.json").send().status, 200);
+    assert_eq!(
+        server.request("GET", "/api/openapi.json").send().status,
+        200
+    );
     // Let the outbox fail a few rounds (an attempt is due every 200 ms).
     std::thread::sleep(Duration::from_secs(2));
     let log = server.log();
@@ -685,7 +755,11 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
         warnings.len() <= 12,
         "the log is flooded ({} warnings):\n{}",
         warnings.len(),
-        warnings.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n")
+        warnings
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(
         during.iter().any(|l| l.contains("disk_full")),

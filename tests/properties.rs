@@ -235,7 +235,7 @@ fn detect_and_validate(body: &Value, kind: ContainerKind) -> Result<(), TestCase
                 if let Some(draft) = item.draft {
                     let lead = validate::complete(draft, &catalog, &mut problems);
                     if problems.is_empty() {
-                        let _ = leadrelay::ingest::quality::assess(&lead);
+                        let _ = leadrelay::ingest::quality::assess(&lead.fields);
                     }
                 }
                 all.extend(problems);
@@ -459,7 +459,12 @@ fn property_server() -> TestServer {
     let server = TestServer::start();
     let db = &server.db.path;
     basic_setup(db);
-    lr(&server, "product create --workspace ws --slug heat --name Heat --id heat --field 'size:required=small|large'").json();
+    lr(
+        &server,
+        "product create --workspace ws --slug heat --name Heat --id heat --field \
+         'size:required=small|large'",
+    )
+    .json();
     for (flag, container, id) in [("--channel", "web", "prop"), ("--table", "list", "tprop")] {
         lr(
             &server,
@@ -467,7 +472,14 @@ fn property_server() -> TestServer {
         )
         .json();
     }
-    lr(&server, format!("buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused --secret {BUYER_SECRET}")).json();
+    lr(
+        &server,
+        format!(
+            "buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused \
+         --secret {BUYER_SECRET}"
+        ),
+    )
+    .json();
     server
 }
 
@@ -648,7 +660,7 @@ fn random_lifecycle_calls_over_http_get_2xx_or_4xx() {
             Ok(())
         })
         .unwrap();
-    let check = lr(&server.db.path, "check").output();
+    let check = lr(&server, "check").output();
     assert!(check.status.success(), "leadrelay check: {check:?}");
 }
 

@@ -134,7 +134,13 @@ impl Served {
         let mut child = bin()
             .arg("--db")
             .arg(db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--console-listen",
+                "off",
+            ])
             .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -9,22 +9,9 @@ use serde_json::{Value, json};
 
 use crate::ingest::{person, with};
 use crate::util::process::ServeProcess;
-use crate::util::{Request, TempDb, basic_setup, lr};
+use crate::util::{Request, TempDb, basic_setup, file_names, lr};
 
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
-
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 fn kept(db: &Path) -> PathBuf {
     let mut name = db.as_os_str().to_owned();
@@ -35,9 +22,9 @@ fn kept(db: &Path) -> PathBuf {
 /// A database with `basic_setup` and a channel source `landing` without a secret.
 fn setup() -> TempDb {
     let db = TempDb::new();
-    basic_setup(&db.path);
+    basic_setup(&db);
     lr(
-        &db.path,
+        &db,
         "source create --channel web --name Landing --id landing --no-secret",
     )
     .json();
@@ -81,23 +68,24 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     let backup = db.dir.path().join("backup.db");
     let server = ServeProcess::start(&db.path, &[]);
     let backed_up = ingest(&server, 0..3);
-    lr(&db.path, "backup --out").arg(&backup).json();
+    lr(&db, "backup --out").arg(&backup).json();
     let later = ingest(&server, 3..5);
 
     // Refused while the server runs: nothing changes.
-    let before = names(db.dir.path());
-    let output = lr(&db.path, "restore --from").arg(&backup).output();
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let before = file_names(db.dir.path());
     let expected = format!(
         "a leadrelay server or command is using {}; stop it first",
         db.path.display()
     );
-    assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
-    assert_eq!(names(db.dir.path()), before);
+    lr(&db, "restore --from")
+        .arg(&backup)
+        .fails(1)
+        .stderr_contains(&expected);
+    assert_eq!(file_names(db.dir.path()), before);
 
     // A crash (no checkpoint, no cleanup): the last leads are only in the WAL.
     server.kill();
-    let report = lr(&db.path, "restore --from").arg(&backup).json();
+    let report = lr(&db, "restore --from").arg(&backup).json();
     let kept = kept(&db.path);
     assert_eq!(report["database"], db.path.to_str().unwrap());
     assert_eq!(report["from"], backup.to_str().unwrap());
@@ -114,7 +102,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     );
     // No stale -wal or -shm beside the restored file, no temporary file left.
     assert_eq!(
-        names(db.dir.path()),
+        file_names(db.dir.path()),
         [
             "backup.db",
             "leadrelay.db",
@@ -131,7 +119,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
 
     // The restored file serves: the backed-up leads are there, and new ones go in.
     let server = ServeProcess::start(&db.path, &[]);
-    let listed: Vec<String> = lr(&db.path, "lead list")
+    let listed: Vec<String> = lr(&db, "lead list")
         .json()
         .as_array()
         .unwrap()
@@ -141,28 +129,25 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     assert_eq!(sorted(listed), sorted(backed_up));
     ingest(&server, 10..11);
     assert_eq!(server.terminate().code(), Some(0));
-    assert_eq!(lr(&db.path, "check").json()["ok"], true);
+    assert_eq!(lr(&db, "check").json()["ok"], true);
 }
 
 #[test]
 fn an_earlier_restores_file_is_replaced_only_with_force() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
-    lr(&db.path, "backup --out").arg(&backup).json();
-    lr(&db.path, "restore --from").arg(&backup).json();
+    lr(&db, "backup --out").arg(&backup).json();
+    lr(&db, "restore --from").arg(&backup).json();
     let kept = kept(&db.path);
     std::fs::write(&kept, b"the operator's only copy").unwrap();
 
-    let output = lr(&db.path, "restore --from").arg(&backup).output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("exists from an earlier restore; move it away or pass --force"),
-        "{}",
-        stderr(&output)
-    );
+    lr(&db, "restore --from")
+        .arg(&backup)
+        .fails(1)
+        .stderr_contains("exists from an earlier restore; move it away or pass --force");
     assert_eq!(std::fs::read(&kept).unwrap(), b"the operator's only copy");
 
-    let report = lr(&db.path, "restore --force --from").arg(&backup).json();
+    let report = lr(&db, "restore --force --from").arg(&backup).json();
     assert_eq!(report["keptAs"], kept.to_str().unwrap());
     assert_eq!(lr(&kept, "check").json()["ok"], true);
 }
@@ -170,16 +155,9 @@ fn an_earlier_restores_file_is_replaced_only_with_force() {
 /// Restores `backup` over a sound database and expects a refusal naming `problem`, with
 /// nothing changed beside the database.
 fn refused(db: &TempDb, backup: &Path, problem: &str) {
-    let before = names(db.dir.path());
+    let before = file_names(db.dir.path());
     let content = std::fs::read(&db.path).unwrap();
-    let output = lr(&db.path, "restore --from").arg(backup).output();
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{problem}: {}",
-        stderr(&output)
-    );
-    let message = stderr(&output);
+    let message = lr(db, "restore --from").arg(backup).fails(1).stderr;
     assert!(
         message.contains("is not a sound leadrelay database, nothing was changed"),
         "{message}"
@@ -188,7 +166,7 @@ fn refused(db: &TempDb, backup: &Path, problem: &str) {
         message.contains(problem),
         "{problem} missing from: {message}"
     );
-    assert_eq!(names(db.dir.path()), before, "{problem}");
+    assert_eq!(file_names(db.dir.path()), before, "{problem}");
     assert_eq!(std::fs::read(&db.path).unwrap(), content, "{problem}");
 }
 
@@ -209,7 +187,7 @@ fn a_backup_that_fails_its_check_is_refused() {
     refused(&db, &foreign, "not a leadrelay database");
 
     let newer = dir.join("newer.db");
-    lr(&db.path, "backup --out").arg(&newer).json();
+    lr(&db, "backup --out").arg(&newer).json();
     rusqlite::Connection::open(&newer)
         .unwrap()
         .execute_batch("PRAGMA user_version = 99")
@@ -239,29 +217,22 @@ fn a_backup_that_fails_its_check_is_refused() {
     refused(&db, &damaged, "integrity check failed");
 
     let missing = dir.join("missing.db");
-    let output = lr(&db.path, "restore --from").arg(&missing).output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("does not exist"),
-        "{}",
-        stderr(&output)
-    );
-    let output = lr(&db.path, "restore --from").arg(&db.path).output();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("is the database itself"),
-        "{}",
-        stderr(&output)
-    );
-    let output = lr(&db.path, "restore").output();
-    assert_eq!(output.status.code(), Some(2), "--from is required");
+    lr(&db, "restore --from")
+        .arg(&missing)
+        .fails(1)
+        .stderr_contains("does not exist");
+    lr(&db, "restore --from")
+        .arg(&db.path)
+        .fails(1)
+        .stderr_contains("is the database itself");
+    lr(&db, "restore").fails(2);
 }
 
 #[test]
 fn a_restore_is_refused_while_another_program_has_the_database_open() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
-    lr(&db.path, "backup --out").arg(&backup).json();
+    lr(&db, "backup --out").arg(&backup).json();
     // Like Litestream: a plain SQLite connection holding a read transaction.
     let other = rusqlite::Connection::open(&db.path).unwrap();
     other
@@ -270,30 +241,27 @@ fn a_restore_is_refused_while_another_program_has_the_database_open() {
     let _: i64 = other
         .query_row("SELECT count(*) FROM workspaces", [], |r| r.get(0))
         .unwrap();
-    let before = names(db.dir.path());
-    let output = lr(&db.path, "restore --from").arg(&backup).output();
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains(&format!("another program has {} open", db.path.display())),
-        "{}",
-        stderr(&output)
-    );
-    assert_eq!(names(db.dir.path()), before);
+    let before = file_names(db.dir.path());
+    lr(&db, "restore --from")
+        .arg(&backup)
+        .fails(1)
+        .stderr_contains(&format!("another program has {} open", db.path.display()));
+    assert_eq!(file_names(db.dir.path()), before);
     other.execute_batch("COMMIT").unwrap();
     drop(other);
-    lr(&db.path, "restore --from").arg(&backup).json();
+    lr(&db, "restore --from").arg(&backup).json();
 }
 
 #[test]
 fn a_restore_onto_a_new_box_needs_no_existing_database() {
     let db = setup();
     let backup = db.dir.path().join("backup.db");
-    lr(&db.path, "backup --out").arg(&backup).json();
+    lr(&db, "backup --out").arg(&backup).json();
     let fresh = TempDb::new();
     let report = lr(&fresh.path, "restore --from").arg(&backup).json();
     assert_eq!(report["keptAs"], Value::Null);
     assert_eq!(
-        names(fresh.dir.path()),
+        file_names(fresh.dir.path()),
         ["leadrelay.db", "leadrelay.db.lock"]
     );
     let sources = lr(&fresh.path, "source list").json();

@@ -6,16 +6,15 @@
 //! since timing cannot be asserted in a test); and SQL is never built from values, only from
 //! reviewed constant pieces.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use syn::visit::Visit;
 
+use crate::util::logged::LoggedServer;
 use crate::util::receiver::Receiver;
 use crate::util::source::{self, SourceFile, production_sources};
-use crate::util::logged::LoggedServer;
 use crate::util::{TempDb, basic_setup, lr};
 
 /// A wrong secret that is as long as `right` and shares its prefix.
@@ -78,7 +77,12 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
         "short-wrong-secret".to_string(),
     ];
 
-    let server = LoggedServer::start(&db.path, db.dir.path(), "trace", &["--retry-schedule", "200ms"]);
+    let server = LoggedServer::start(
+        &db.path,
+        db.dir.path(),
+        "trace",
+        &["--retry-schedule", "200ms"],
+    );
     let ingest = "/api/webhooks/channels/web/sources/src/leads";
     // The first lead asks for automated delivery (a complete lead, so it scores well); the
     // second is delivered by the operator.
@@ -642,7 +646,11 @@ fn sql_is_built_only_from_constants_and_reviewed_pieces() {
     let mut used = vec![false; REVIEWED_SQL_INTERPOLATIONS.len()];
     let mut unreviewed = Vec::new();
     let mut sql_sites = 0;
-    for (file, text) in rust_sources() {
+    // Unit-test files (`tests.rs`) build SQL of their own to set up cases.
+    let sources = source::rust_files("src")
+        .into_iter()
+        .filter(|(path, _)| path.file_name().is_some_and(|n| n != "tests.rs"));
+    for (file, text) in sources {
         let code = production_code(&text);
         let file_name = file.to_string_lossy().replace('\\', "/");
         for macro_name in ["format!(", "write!(", "writeln!(", "format_args!("] {
@@ -694,33 +702,6 @@ fn sql_is_built_only_from_constants_and_reviewed_pieces() {
     for (index, (file, piece, _)) in REVIEWED_SQL_INTERPOLATIONS.iter().enumerate() {
         assert!(used[index], "stale review entry: {file} {piece}");
     }
-}
-
-/// Every `.rs` file under `src/` but the unit-test modules (`tests.rs`), with its text.
-fn rust_sources() -> Vec<(PathBuf, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut pending = vec![root.join("src")];
-    let mut found = Vec::new();
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/ reads") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs")
-                && path.file_name().is_some_and(|n| n != "tests.rs")
-            {
-                let text = std::fs::read_to_string(&path).expect("a source file reads");
-                found.push((
-                    path.strip_prefix(root)
-                        .expect("under the root")
-                        .to_path_buf(),
-                    text,
-                ));
-            }
-        }
-    }
-    assert!(found.len() > 20, "the sources are found");
-    found
 }
 
 /// The file without its unit tests: a `#[cfg(test)]` module comes last in a file by our

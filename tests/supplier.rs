@@ -210,9 +210,7 @@ fn lead_cancel_explains_what_it_cannot_do() {
     assert_eq!(lead_status(&f, &plain_lead), "active");
 
     // The text output names the cancellation too.
-    let output = lr(&f.server, format!("lead cancel {lead} --reason 'by hand'")).output();
-    assert!(output.status.success());
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = lr(&f.server, format!("lead cancel {lead} --reason 'by hand'")).ok();
     assert!(
         text.contains("pending") && text.contains("by hand"),
         "{text}"

@@ -20,6 +20,35 @@ struct Rule {
     allowed: &'static [&'static str],
 }
 
+/// A rule the other way round: where the things it names must not appear.
+struct Ban {
+    says: &'static str,
+    names: &'static [Name],
+    /// The files or folders where the names are banned.
+    banned: &'static [&'static str],
+}
+
+const BANS: &[Ban] = &[
+    Ban {
+        says: "the console only reads: console/ runs no write job (`Db::write`, \
+               `write_blocking`) and no SQL statement that changes rows (`execute`); its \
+               sessions are written by operators.rs, their owner",
+        names: &[
+            anywhere("write"),
+            anywhere("write_blocking"),
+            anywhere("execute"),
+            anywhere("execute_batch"),
+        ],
+        banned: &["src/console/"],
+    },
+    Ban {
+        says: "the console escapes everything it shows: no raw markup (`PreEscaped`) in \
+               console/, since lead fields and answer excerpts come from partners and buyers",
+        names: &[anywhere("PreEscaped")],
+        banned: &["src/console/", "src/http/"],
+    },
+];
+
 /// A name the code may use, as it is written in a path. It matches where it is not part of
 /// a longer identifier; a trailing `*` lets the last identifier continue
 /// (`Connection::open*` is also `Connection::open_in_memory`).
@@ -38,12 +67,17 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-const HTTP_LAYER: &[&str] = &["src/http/", "src/service.rs", "src/cli/serve.rs"];
+const HTTP_LAYER: &[&str] = &[
+    "src/http/",
+    "src/console/",
+    "src/service.rs",
+    "src/cli/serve.rs",
+];
 
 const RULES: &[Rule] = &[
     Rule {
-        says: "only the HTTP layer (http/) and the server entry (service.rs, cli/serve.rs) \
-               use hyper, hyper_util or http_body_util",
+        says: "only the HTTP layer (http/, the console's console/) and the server entry \
+               (service.rs, cli/serve.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
@@ -53,25 +87,25 @@ const RULES: &[Rule] = &[
     },
     Rule {
         says: "no domain module uses the HTTP layer (`crate::http`); only the server entry \
-               (service.rs) starts it",
+               (service.rs) starts it, and the console (console/) serves through it",
         names: &[anywhere("crate::http")],
-        allowed: &["src/http/", "src/service.rs"],
+        allowed: &["src/http/", "src/console/", "src/service.rs"],
     },
     Rule {
-        says: "domain modules know nothing of status codes or headers: only http/ names \
-               StatusCode, HeaderMap or HeaderValue",
+        says: "domain modules know nothing of status codes or headers: only http/ and \
+               console/ name StatusCode, HeaderMap or HeaderValue",
         names: &[
             anywhere("StatusCode"),
             anywhere("HeaderMap"),
             anywhere("HeaderValue"),
         ],
-        allowed: &["src/http/"],
+        allowed: &["src/http/", "src/console/"],
     },
     Rule {
         says: "the `http` types crate is for the HTTP layer; outbound_url.rs uses its `Uri` \
                to check a URL leadrelay sends to",
         names: &[root("http::")],
-        allowed: &["src/http/", "src/outbound_url.rs"],
+        allowed: &["src/http/", "src/console/", "src/outbound_url.rs"],
     },
     Rule {
         says: "only outbox/ makes outbound HTTP calls (ureq)",
@@ -105,6 +139,72 @@ fn the_source_tree_keeps_the_architecture_invariants() {
     );
 }
 
+/// The tables that hold state or money and the one module that writes each (ARCHITECTURE.md,
+/// "Table owners"): a write is an `INSERT INTO`, `UPDATE` or `DELETE FROM` of the table in
+/// the SQL text of a production line. `buyers.balance_cents` is the ledger's, though the
+/// rest of `buyers` is `config::buyer`'s.
+const TABLE_OWNERS: &[(&str, &[&str])] = &[
+    ("transactions", &["src/delivery/transaction.rs"]),
+    ("transaction_history", &["src/delivery/transaction.rs"]),
+    ("ledger_entries", &["src/ledger/"]),
+    ("buyers SET balance_cents", &["src/ledger/"]),
+    ("outbox_events", &["src/outbox/store.rs"]),
+    ("outbox_attempts", &["src/outbox/store.rs"]),
+    ("leads", &["src/ingest/store.rs", "src/ingest/status.rs"]),
+    ("lead_bodies", &["src/ingest/store.rs"]),
+    (
+        "lead_requests",
+        &["src/ingest/store.rs", "src/ingest/status.rs"],
+    ),
+    ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    ("health_probe", &["src/health.rs"]),
+];
+
+#[test]
+fn each_state_and_money_table_is_written_by_its_owner_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut broken = Vec::new();
+    let mut writes = 0;
+    for (path, text) in production_sources(root) {
+        let file = path.to_string_lossy().replace('\\', "/");
+        for (n, line) in production_code(&text).lines().enumerate() {
+            for (table, owners) in TABLE_OWNERS {
+                let written = ["INSERT INTO ", "UPDATE ", "DELETE FROM "]
+                    .iter()
+                    .any(|verb| writes_table(line, verb, table));
+                if !written {
+                    continue;
+                }
+                writes += 1;
+                if !owners.iter().any(|owner| is_under(&file, owner)) {
+                    broken.push(format!(
+                        "{file}:{}: writes {table}, which only {} may write",
+                        n + 1,
+                        owners.join(" and ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(writes >= 10, "the scan finds the writes: {writes}");
+    assert!(
+        broken.is_empty(),
+        "a table written by a module that does not own it:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// Whether `line` has `verb` followed by `table` as a whole name.
+fn writes_table(line: &str, verb: &str, table: &str) -> bool {
+    let wanted = format!("{verb}{table}");
+    line.match_indices(&wanted).any(|(at, _)| {
+        line[at + wanted.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !is_ident(c))
+    })
+}
+
 #[test]
 fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
     let domain = Path::new("src/ingest/example.rs");
@@ -135,6 +235,16 @@ fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
     );
     assert!(found[0].contains("crate::http::AppState"), "{}", found[0]);
     assert!(found[0].contains("no domain module uses the HTTP layer"));
+    // The console may use hyper but not write, nor splice raw markup.
+    let console = Path::new("src/console/pages/example.rs");
+    let found = check(
+        console,
+        "use hyper::StatusCode;\nfn a(db: &Db) { db.write(|c| c.execute(\"\", [])); }\n\
+         fn b() -> maud::Markup { maud::html! { (maud::PreEscaped(x)) } }\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with("src/console/pages/example.rs:2: `write`"));
+    assert!(found[2].contains("PreEscaped"));
     // The same text is allowed where the rules allow it.
     let http_layer = Path::new("src/http/example.rs");
     assert!(
@@ -153,6 +263,24 @@ fn check(path: &Path, text: &str) -> Vec<String> {
     let code = flatten_uses(&blank_comments_and_strings(production_code(text)));
     let mut broken = Vec::new();
     for (n, line) in code.lines().enumerate() {
+        for ban in BANS {
+            if !ban.banned.iter().any(|b| is_under(&shown, b)) {
+                continue;
+            }
+            for name in ban.names {
+                if let Some(at) = find_name(line, name) {
+                    let what: String = line[at..]
+                        .chars()
+                        .take_while(|c| is_ident(*c) || *c == ':')
+                        .collect();
+                    broken.push(format!(
+                        "{shown}:{}: `{what}` breaks the rule: {}",
+                        n + 1,
+                        ban.says
+                    ));
+                }
+            }
+        }
         for rule in RULES {
             if rule.allowed.iter().any(|a| is_under(&shown, a)) {
                 continue;
@@ -410,19 +538,10 @@ fn flatten(prefix: &str, tree: &str, paths: &mut Vec<String>) {
 /// Every `.rs` file under `src/` with its text, but the files that a `#[cfg(test)]`
 /// declaration names (unit tests kept in their own file).
 fn production_sources(root: &Path) -> Vec<(PathBuf, String)> {
-    let mut pending = vec![root.join("src")];
-    let mut found = Vec::new();
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/ reads") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("a source file reads");
-                found.push((path, text));
-            }
-        }
-    }
+    let found: Vec<(PathBuf, String)> = crate::util::source::rust_files("src")
+        .into_iter()
+        .map(|(path, text)| (root.join(path), text))
+        .collect();
     let test_only: Vec<PathBuf> = found
         .iter()
         .flat_map(|(path, text)| test_modules(path, text))

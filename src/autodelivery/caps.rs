@@ -5,7 +5,9 @@
 //! product created in the current local day or month of the workspace's time zone. A
 //! rejected or cancelled lead gives its place back, as a returned lead does in the trade:
 //! the cap limits how many leads the buyer keeps, and a manual `leadrelay deliver` counts
-//! like an automated one. It does not own whether a cap blocks a delivery (`eligibility`).
+//! like an automated one. Owns the rule "cap reached" ([`Limits::reached`]); whether that
+//! rule is asked before a delivery is `eligibility`'s business (a manual delivery is not
+//! capped).
 //!
 //! Counting reads an index, never a counter: a counter would have to be kept right by every
 //! module that creates or ends a transaction, while SQLite keeps the partial index of live
@@ -53,6 +55,42 @@ pub struct Usage {
     pub today: i64,
     /// Only counted when asked for (a monthly cap); 0 otherwise.
     pub this_month: i64,
+}
+
+/// A subscription's caps; `None` is no cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub daily: Option<i64>,
+    pub monthly: Option<i64>,
+}
+
+/// Which window a reached cap counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Period {
+    Day,
+    Month,
+}
+
+/// A cap that is reached, with the count that reached it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reached {
+    pub period: Period,
+    pub cap: i64,
+    pub count: i64,
+}
+
+impl Limits {
+    /// The rule "cap reached": a cap is reached when the buyer already has as many live
+    /// transactions in its window as the cap allows, so one more would exceed it. The
+    /// daily cap is asked first.
+    pub(crate) fn reached(&self, usage: &Usage) -> Option<Reached> {
+        let reached = |period, cap: Option<i64>, count: i64| {
+            cap.filter(|cap| count >= *cap)
+                .map(|cap| Reached { period, cap, count })
+        };
+        reached(Period::Day, self.daily, usage.today)
+            .or_else(|| reached(Period::Month, self.monthly, usage.this_month))
+    }
 }
 
 /// Counts the live transactions of `buyer_id` for `product_id` in today's window, and in
@@ -187,12 +225,68 @@ mod tests {
                 this_month: 0
             }
         );
-        conn.execute(
-            "UPDATE transactions SET status = 'rejected' WHERE created_at = 150 AND status = 'paid'",
-            [],
+        let paid: String = conn
+            .query_row(
+                "SELECT id FROM transactions WHERE created_at = 150 AND status = 'paid'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        crate::delivery::transaction::move_to(
+            &conn,
+            &paid,
+            crate::delivery::transaction::Status::Paid,
+            crate::delivery::transaction::Status::Rejected,
+            "test",
+            None,
+            150,
         )
         .unwrap();
         assert_eq!(usage(true).today, 0, "a rejection gives the place back");
+    }
+
+    #[test]
+    fn a_cap_is_reached_when_the_count_has_come_up_to_it() {
+        let usage = |today, this_month| Usage { today, this_month };
+        let limits = Limits {
+            daily: Some(2),
+            monthly: Some(10),
+        };
+        assert_eq!(limits.reached(&usage(1, 9)), None);
+        assert_eq!(
+            limits.reached(&usage(2, 9)),
+            Some(Reached {
+                period: Period::Day,
+                cap: 2,
+                count: 2
+            })
+        );
+        assert_eq!(
+            limits.reached(&usage(3, 10)),
+            Some(Reached {
+                period: Period::Day,
+                cap: 2,
+                count: 3
+            }),
+            "the daily cap is named first"
+        );
+        assert_eq!(
+            limits.reached(&usage(0, 10)).map(|r| r.period),
+            Some(Period::Month)
+        );
+        let none = Limits {
+            daily: None,
+            monthly: None,
+        };
+        assert_eq!(none.reached(&usage(1_000, 1_000)), None);
+        let zero = Limits {
+            daily: Some(0),
+            monthly: None,
+        };
+        assert!(
+            zero.reached(&usage(0, 0)).is_some(),
+            "a cap of 0 takes nothing"
+        );
     }
 
     #[test]

@@ -19,9 +19,10 @@ use crate::ingest::status::RequestStatus;
 /// The `version` of every `autoDelivery` object.
 pub const VERSION: &str = "1.0";
 
-/// Why a request ended as it did (the request's `reason`).
+/// Why a request's evaluation ended as it did: the request's `reason` (its `outcome` is
+/// only whether anything was delivered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RequestReason {
     Delivered,
     NotRoutingReady,
     DuplicateReview,
@@ -31,16 +32,16 @@ pub enum Outcome {
     NoEligibleBuyer,
 }
 
-impl Outcome {
+impl RequestReason {
     pub fn code(self) -> &'static str {
         match self {
-            Outcome::Delivered => "delivered",
-            Outcome::NotRoutingReady => "not_routing_ready",
-            Outcome::DuplicateReview => "duplicate_review",
-            Outcome::QualityInvalid => "quality_invalid",
-            Outcome::AutoDeliveryDisabled => "auto_delivery_disabled",
-            Outcome::ScoreBelowThreshold => "score_below_threshold",
-            Outcome::NoEligibleBuyer => "no_eligible_buyer",
+            RequestReason::Delivered => "delivered",
+            RequestReason::NotRoutingReady => "not_routing_ready",
+            RequestReason::DuplicateReview => "duplicate_review",
+            RequestReason::QualityInvalid => "quality_invalid",
+            RequestReason::AutoDeliveryDisabled => "auto_delivery_disabled",
+            RequestReason::ScoreBelowThreshold => "score_below_threshold",
+            RequestReason::NoEligibleBuyer => "no_eligible_buyer",
         }
     }
 }
@@ -58,7 +59,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestDecision {
     pub request_id: String,
-    pub outcome: Outcome,
+    pub reason: RequestReason,
     /// `None` when an earlier step ended the evaluation.
     pub evaluation: Option<Evaluation>,
     pub deliveries: Vec<Delivery>,
@@ -97,7 +98,7 @@ impl RequestDecision {
         json!({
             "requestId": self.request_id,
             "outcome": if self.deliveries.is_empty() { "not_delivered" } else { "delivered" },
-            "reason": self.outcome.code(),
+            "reason": self.reason.code(),
             "evaluation": self.evaluation,
             "deliveries": deliveries,
             "candidates": candidates,
@@ -197,7 +198,7 @@ mod tests {
     fn decision() -> RequestDecision {
         RequestDecision {
             request_id: "lreq_1".into(),
-            outcome: Outcome::Delivered,
+            reason: RequestReason::Delivered,
             evaluation: Some(evaluate(&Features([1.0; 7]), &DEFAULT_WEIGHTS, 50)),
             deliveries: vec![Delivery {
                 transaction_id: "txn_1".into(),
@@ -266,7 +267,7 @@ mod tests {
     fn an_early_stop_has_no_evaluation_and_no_candidates() {
         let stopped = RequestDecision {
             request_id: "lreq_2".into(),
-            outcome: Outcome::NotRoutingReady,
+            reason: RequestReason::NotRoutingReady,
             evaluation: None,
             deliveries: Vec::new(),
             candidates: Vec::new(),

@@ -6,12 +6,14 @@
 //! one names the reason: `buyer_paused`, `filter_mismatch`, `schedule_closed`,
 //! `daily_cap_reached`, `monthly_cap_reached`, `insufficient_balance`, `already_delivered`.
 //!
-//! Owns the checks and the SQL that feeds them (one query for the subscribed buyers, one for
-//! the request's transactions, one per capped buyer that gets as far as its caps). It runs
+//! Owns the checks and the SQL that feeds them (one query for the subscribed buyers, the
+//! request's holders from `delivery::transaction`, one cap count per capped buyer that gets
+//! as far as its caps). The rules themselves are stated once where they belong: a cap
+//! reached in `caps::Limits::reached`, balance plus credit covering the price in
+//! `ledger::covers` (the same rule that `delivery::deliver` re-checks). A buyer that ever
+//! held a transaction of the request, whatever its state, does not get it again. It runs
 //! inside the ingest writer job, so a count or balance it reads cannot change before the
 //! delivery it allows is written. Choosing among eligible buyers is `select`.
-
-use std::collections::HashSet;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
@@ -20,9 +22,11 @@ use serde_json::{Value, json};
 
 use super::caps::{self, Windows};
 use super::filters;
-use super::lead::{Interest, Lead};
 use super::schedule::Schedule;
-use crate::config::buyer::{Filter, Plan};
+use crate::config::buyer::{BuyerStatus, Filter, Plan};
+use crate::delivery::transaction;
+use crate::ingest::model::{StoredLead, StoredRequest};
+use crate::ledger;
 
 /// A candidate's standing, from ineligible through the selection's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,12 +86,12 @@ pub struct Candidate {
 }
 
 /// What the checks need to know about the moment and the place.
-pub struct Context<'a> {
-    pub lead: &'a Lead,
-    pub interest: &'a Interest,
-    pub tz: &'a TimeZone,
-    pub now_ms: i64,
-    pub windows: &'a Windows,
+pub(crate) struct Context<'a> {
+    pub(crate) lead: &'a StoredLead,
+    pub(crate) request: &'a StoredRequest,
+    pub(crate) tz: &'a TimeZone,
+    pub(crate) now_ms: i64,
+    pub(crate) windows: &'a Windows,
 }
 
 /// A subscribed buyer as read, before the checks.
@@ -95,7 +99,8 @@ struct Subscribed {
     buyer_id: String,
     paused: bool,
     plan: Plan,
-    available_cents: i64,
+    balance_cents: i64,
+    credit_limit_cents: i64,
     last_served_at: Option<i64>,
     created_at: i64,
     price_cents: i64,
@@ -107,16 +112,16 @@ struct Subscribed {
 }
 
 /// Every buyer of the workspace subscribed to the interest's product, each checked.
-pub fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
+pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
     let subscribed = subscribed_buyers(
         conn,
         &context.lead.workspace_id,
-        &context.interest.product_id,
+        &context.request.interest.product_id,
     )?;
     if subscribed.is_empty() {
         return Ok(Vec::new());
     }
-    let holders = request_holders(conn, &context.interest.id)?;
+    let holders = transaction::buyers_of_request(conn, &context.request.id)?;
     let mut candidates = Vec::with_capacity(subscribed.len());
     for buyer in subscribed {
         let (reason, detail) = check(conn, context, &buyer, &holders)?;
@@ -139,7 +144,7 @@ fn subscribed_buyers(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Subscribed>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT b.id, b.status, b.plan, b.balance_cents + b.credit_limit_cents,
+        "SELECT b.id, b.status, b.plan, b.balance_cents, b.credit_limit_cents,
                 b.last_served_at, b.created_at,
                 s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule
          FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
@@ -148,32 +153,20 @@ fn subscribed_buyers(
     let rows = stmt.query_map([product_id, workspace_id], |row| {
         Ok(Subscribed {
             buyer_id: row.get(0)?,
-            paused: row.get::<_, String>(1)? == "paused",
-            plan: if row.get::<_, String>(2)? == "prepaid" {
-                Plan::Prepaid
-            } else {
-                Plan::Postpaid
-            },
-            available_cents: row.get(3)?,
-            last_served_at: row.get(4)?,
-            created_at: row.get(5)?,
-            price_cents: row.get(6)?,
-            daily_cap: row.get(7)?,
-            monthly_cap: row.get(8)?,
-            priority: row.get(9)?,
-            filters: row.get(10)?,
-            schedule: row.get(11)?,
+            paused: row.get::<_, BuyerStatus>(1)? == BuyerStatus::Paused,
+            plan: row.get(2)?,
+            balance_cents: row.get(3)?,
+            credit_limit_cents: row.get(4)?,
+            last_served_at: row.get(5)?,
+            created_at: row.get(6)?,
+            price_cents: row.get(7)?,
+            daily_cap: row.get(8)?,
+            monthly_cap: row.get(9)?,
+            priority: row.get(10)?,
+            filters: row.get(11)?,
+            schedule: row.get(12)?,
         })
     })?;
-    rows.collect()
-}
-
-/// Buyers that hold any transaction of the request, whatever its state: a buyer who
-/// rejected or cancelled a lead does not get the same one again.
-fn request_holders(conn: &Connection, request_id: &str) -> rusqlite::Result<HashSet<String>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
-    let rows = stmt.query_map([request_id], |row| row.get(0))?;
     rows.collect()
 }
 
@@ -181,7 +174,7 @@ fn check(
     conn: &Connection,
     context: &Context,
     buyer: &Subscribed,
-    holders: &HashSet<String>,
+    holders: &std::collections::HashSet<String>,
 ) -> rusqlite::Result<(Reason, Option<Value>)> {
     if buyer.paused {
         return Ok((Reason::BuyerPaused, None));
@@ -197,7 +190,9 @@ fn check(
             ));
         }
     };
-    if let Some(failed) = filters::first_mismatch(&filters, context.lead, context.interest) {
+    if let Some(failed) =
+        filters::first_mismatch(&filters, &context.lead.fields, &context.request.interest)
+    {
         return Ok((
             Reason::FilterMismatch,
             Some(json!({"field": failed.field, "op": failed.op, "values": failed.values})),
@@ -227,29 +222,37 @@ fn check(
         let usage = caps::usage(
             conn,
             &buyer.buyer_id,
-            &context.interest.product_id,
+            &context.request.interest.product_id,
             context.windows,
             buyer.monthly_cap.is_some(),
         )?;
-        if let Some(cap) = buyer.daily_cap.filter(|cap| usage.today >= *cap) {
+        let limits = caps::Limits {
+            daily: buyer.daily_cap,
+            monthly: buyer.monthly_cap,
+        };
+        if let Some(reached) = limits.reached(&usage) {
+            let reason = match reached.period {
+                caps::Period::Day => Reason::DailyCapReached,
+                caps::Period::Month => Reason::MonthlyCapReached,
+            };
             return Ok((
-                Reason::DailyCapReached,
-                Some(json!({"cap": cap, "count": usage.today})),
-            ));
-        }
-        if let Some(cap) = buyer.monthly_cap.filter(|cap| usage.this_month >= *cap) {
-            return Ok((
-                Reason::MonthlyCapReached,
-                Some(json!({"cap": cap, "count": usage.this_month})),
+                reason,
+                Some(json!({"cap": reached.cap, "count": reached.count})),
             ));
         }
     }
-    if buyer.plan == Plan::Prepaid && buyer.available_cents < buyer.price_cents {
+    if buyer.plan == Plan::Prepaid
+        && let Err(short) = ledger::covers(
+            buyer.balance_cents,
+            buyer.credit_limit_cents,
+            buyer.price_cents,
+        )
+    {
         return Ok((
             Reason::InsufficientBalance,
             Some(json!({
                 "buyerPrice": crate::money::to_json(buyer.price_cents),
-                "available": crate::money::to_json(buyer.available_cents),
+                "available": crate::money::to_json(short.available_cents),
             })),
         ));
     }
@@ -262,18 +265,21 @@ fn check(
 #[cfg(test)]
 mod tests {
     use super::super::testing::{
-        BuyerFixture, add_buyer, add_transaction, database, interest, lead,
+        BuyerFixture, add_buyer, add_transaction, database, lead, request,
     };
     use super::*;
 
     /// Monday 2025-01-06 10:00 UTC.
     const NOW: i64 = 1_736_157_600_000;
 
-    fn verdicts(conn: &Connection, lead: &Lead) -> Vec<(String, &'static str, Option<Value>)> {
+    fn verdicts(
+        conn: &Connection,
+        lead: &StoredLead,
+    ) -> Vec<(String, &'static str, Option<Value>)> {
         let windows = Windows::at(NOW, &TimeZone::UTC);
         let context = Context {
             lead,
-            interest: &interest(&[("roof", "tile")]),
+            request: &request(&[("roof", "tile")]),
             tz: &TimeZone::UTC,
             now_ms: NOW,
             windows: &windows,

@@ -13,7 +13,7 @@
 //!
 //! Owns turning a lead into these numbers; the weights and the score are `evaluator`.
 
-use super::lead::{Interest, Lead};
+use crate::ingest::model::{Interest, StoredLead};
 use crate::ingest::normalize::{is_valid_email, phone_digits};
 use crate::ingest::quality::CONSENT_GRANTED;
 
@@ -72,8 +72,14 @@ impl Features {
 }
 
 /// The features of `lead` for `interest` of a product whose required fields are
-/// `required_fields`.
-pub fn extract(lead: &Lead, interest: &Interest, required_fields: &[&str]) -> Features {
+/// `required_fields`. The lead's fields are read as buyers get them.
+pub(crate) fn extract(
+    lead: &StoredLead,
+    interest: &Interest,
+    required_fields: &[&str],
+) -> Features {
+    let quality_reasons = lead.quality_reasons.len();
+    let lead = &lead.fields;
     let mut values = [0.0; FEATURES.len()];
     let flag = |yes: bool| if yes { 1.0 } else { 0.0 };
     values[Feature::ValidEmail.index()] =
@@ -107,7 +113,7 @@ pub fn extract(lead: &Lead, interest: &Interest, required_fields: &[&str]) -> Fe
             .count();
         answered as f64 / required_fields.len() as f64
     };
-    values[Feature::SoftQualityFlags.index()] = lead.quality_reasons.len() as f64;
+    values[Feature::SoftQualityFlags.index()] = quality_reasons as f64;
     Features(values)
 }
 

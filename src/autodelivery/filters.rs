@@ -6,13 +6,12 @@
 //! matches no filter. Owns only matching; parsing is `config::buyer::Filter`.
 
 use crate::config::buyer::{Filter, FilterOp};
-
-use super::lead::{Interest, Lead};
+use crate::ingest::model::{Interest, LeadFields};
 
 /// The first filter of `filters` that the lead does not meet, if any.
 pub fn first_mismatch<'f>(
     filters: &'f [Filter],
-    lead: &Lead,
+    lead: &LeadFields,
     interest: &Interest,
 ) -> Option<&'f Filter> {
     filters
@@ -20,7 +19,7 @@ pub fn first_mismatch<'f>(
         .find(|filter| !matches(filter, lead, interest))
 }
 
-fn matches(filter: &Filter, lead: &Lead, interest: &Interest) -> bool {
+fn matches(filter: &Filter, lead: &LeadFields, interest: &Interest) -> bool {
     let actual = match filter.field.strip_prefix("fieldValues.") {
         Some(answer) => interest.answer(answer).map(str::to_lowercase),
         None => lead.text(&filter.field).map(|v| v.to_lowercase()),
@@ -51,7 +50,7 @@ mod tests {
         let interest = interest(&[("roof", "Tile"), ("size", "")]);
         let filter = Filter::parse(filter).expect("test filters parse");
         assert_eq!(
-            matches(&filter, &lead, &interest),
+            matches(&filter, &lead.fields, &interest),
             expected,
             "filter {filter:?}"
         );
@@ -103,9 +102,9 @@ mod tests {
             .map(|f| Filter::parse(f).unwrap())
             .collect();
         assert_eq!(
-            first_mismatch(&filters, &lead, &interest).map(|f| f.field.as_str()),
+            first_mismatch(&filters, &lead.fields, &interest).map(|f| f.field.as_str()),
             Some("postalCode")
         );
-        assert!(first_mismatch(&filters[..1], &lead, &interest).is_none());
+        assert!(first_mismatch(&filters[..1], &lead.fields, &interest).is_none());
     }
 }

@@ -6,8 +6,9 @@
 //! accepted and not a duplicate under review, quality not invalid, auto-delivery on in the
 //! container, the evaluator's score reaching the container's threshold (`evaluator`,
 //! `features`), eligible buyers (`eligibility` with `filters`, `schedule`, `caps`), and the
-//! selection (`select`), which calls `delivery::deliver` for each buyer taken. The decision
-//! (`decision`) is returned for the ingest result and stored on the lead request.
+//! selection (`select`), which calls `delivery::deliver_lead` for each buyer taken, handing
+//! on the lead as the ingest job stored it. The decision (`decision`) is returned for the
+//! ingest result and stored on the lead request.
 //!
 //! Owns choosing buyers and explaining the choice. It does not own the delivery itself
 //! (`delivery`: transaction, charge, event), storing the lead (`ingest`) or sending the
@@ -19,7 +20,6 @@ pub mod eligibility;
 pub mod evaluator;
 pub mod features;
 pub mod filters;
-pub mod lead;
 pub mod schedule;
 pub mod select;
 #[cfg(test)]
@@ -32,14 +32,14 @@ use serde_json::json;
 use crate::config::container::DeliveryMode;
 use crate::config::product::FieldDef;
 use crate::db::DbError;
-use crate::delivery::{self, DeliveryError, DeliveryOrder};
+use crate::delivery::{self, DeliveryError, DeliveryTerms, LeadDelivery};
 use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
 use caps::Windows;
-use decision::{AutoDelivery, Delivery, Outcome, RequestDecision};
+use decision::{AutoDelivery, Delivery, RequestDecision, RequestReason};
 use eligibility::{Candidate, Reason};
 use evaluator::Weights;
-use lead::{Interest, Lead};
 
 /// Who auto-delivery's transactions name as their creator in the history.
 pub const ACTOR: &str = "auto-delivery";
@@ -73,36 +73,41 @@ impl From<AutoDeliveryError> for crate::ingest::IngestError {
     }
 }
 
-/// Evaluates every interest of `lead_id` that asked for automated delivery, delivers where
+/// Evaluates every interest of `lead` that asked for automated delivery, delivers where
 /// the rules allow, stores each decision on its lead request, and returns the ingest
 /// result's `autoDelivery`; `None` when no interest asked for it.
 ///
 /// Runs inside the ingest writer job right after the lead and its interests are written,
-/// so the caps, balances and earlier transactions it reads cannot change before its
-/// deliveries are written. The interests are decided one after another: a delivery for the
-/// first counts against the caps and balance the second sees. `now_ms` is the moment that
-/// schedules and cap windows are taken at.
+/// and takes the lead as that job wrote it (it is not read back), so the caps, balances
+/// and earlier transactions it reads cannot change before its deliveries are written. The
+/// interests are decided one after another: a delivery for the first counts against the
+/// caps and balance the second sees. `now_ms` is the moment that schedules and cap windows
+/// are taken at.
 ///
 /// The caller pokes the outbox notifier after the job commits when
 /// [`AutoDelivery::delivered`] is more than zero.
-pub fn run_for_lead(
+pub(crate) fn run_for_lead(
     conn: &Connection,
-    lead_id: &str,
+    lead: &StoredLead,
     now_ms: i64,
 ) -> Result<Option<AutoDelivery>, AutoDeliveryError> {
     let missing = |kind: &'static str, id: &str| AutoDeliveryError::Missing {
         kind,
         id: id.to_string(),
     };
-    let (lead, interests) = lead::load(conn, lead_id)?.ok_or_else(|| missing("lead", lead_id))?;
-    if interests.is_empty() {
+    let mut asked = lead
+        .requests
+        .iter()
+        .filter(|r| r.interest.trigger_auto_delivery)
+        .peekable();
+    if asked.peek().is_none() {
         return Ok(None);
     }
-    let settings = Settings::load(conn, &lead.container_id, now_ms)?
+    let settings = Settings::load(conn, lead, now_ms)?
         .ok_or_else(|| missing("container", &lead.container_id))?;
-    let mut requests = Vec::with_capacity(interests.len());
-    for interest in &interests {
-        let decision = decide(conn, &lead, interest, &settings)?;
+    let mut requests = Vec::new();
+    for request in asked {
+        let decision = decide(conn, lead, request, &settings)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }
@@ -110,13 +115,14 @@ pub fn run_for_lead(
 }
 
 /// What a decision depends on besides the lead: the container's delivery settings, the
-/// workspace's time zone and evaluator weights (read once per lead, in one query), and the
-/// moment with its cap windows.
+/// workspace's time zone and evaluator weights, the source's supplier cost (read once per
+/// lead, in one query), and the moment with its cap windows.
 struct Settings {
     auto_delivery: bool,
     mode: DeliveryMode,
     max_buyers: i64,
     threshold: i64,
+    source_cost_cents: Option<i64>,
     tz: TimeZone,
     weights: Weights,
     now_ms: i64,
@@ -126,29 +132,39 @@ struct Settings {
 impl Settings {
     fn load(
         conn: &Connection,
-        container_id: &str,
+        lead: &StoredLead,
         now_ms: i64,
     ) -> rusqlite::Result<Option<Settings>> {
         let row = conn
             .prepare_cached(
                 "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
-                        w.id, w.timezone, w.evaluator_weights
+                        w.id, w.timezone, w.evaluator_weights,
+                        (SELECT supplier_cost_cents FROM sources WHERE id = ?2)
                  FROM containers c JOIN workspaces w ON w.id = c.workspace_id
                  WHERE c.id = ?1",
             )?
-            .query_row([container_id], |row| {
+            .query_row([&lead.container_id, &lead.source_id], |row| {
                 Ok((
-                    row.get::<_, bool>(0)?,
-                    row.get::<_, DeliveryMode>(1)?,
-                    row.get::<_, i64>(2)?,
-                    row.get::<_, i64>(3)?,
+                    (
+                        row.get::<_, bool>(0)?,
+                        row.get::<_, DeliveryMode>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ),
                     row.get::<_, String>(4)?,
                     row.get::<_, String>(5)?,
                     row.get::<_, Option<String>>(6)?,
+                    row.get::<_, Option<i64>>(7)?,
                 ))
             })
             .optional()?;
-        let Some((auto_delivery, mode, max_buyers, threshold, workspace_id, zone, weights)) = row
+        let Some((
+            (auto_delivery, mode, max_buyers, threshold),
+            workspace_id,
+            zone,
+            weights,
+            source_cost_cents,
+        )) = row
         else {
             return Ok(None);
         };
@@ -163,6 +179,7 @@ impl Settings {
             mode,
             max_buyers,
             threshold,
+            source_cost_cents,
             weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
             windows: Windows::at(now_ms, &tz),
             tz,
@@ -171,62 +188,70 @@ impl Settings {
     }
 }
 
-/// The names of the required fields of `product_id`; `None` when there is no such product.
-fn required_fields(conn: &Connection, product_id: &str) -> rusqlite::Result<Option<Vec<String>>> {
-    let fields: Option<String> = conn
-        .prepare_cached("SELECT fields FROM products WHERE id = ?1")?
-        .query_row([product_id], |row| row.get(0))
+/// What auto-delivery needs of a product: its required fields (for the evaluator) and its
+/// default supplier cost (for the delivery).
+struct ProductTerms {
+    required_fields: Vec<String>,
+    default_cost_cents: Option<i64>,
+}
+
+/// The terms of `product_id`; `None` when there is no such product.
+fn product_terms(conn: &Connection, product_id: &str) -> rusqlite::Result<Option<ProductTerms>> {
+    let found: Option<(String, Option<i64>)> = conn
+        .prepare_cached("SELECT fields, default_supplier_cost_cents FROM products WHERE id = ?1")?
+        .query_row([product_id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
-    Ok(fields.map(|fields| {
+    Ok(found.map(|(fields, default_cost_cents)| ProductTerms {
         // Written by `product create` from checked definitions.
-        serde_json::from_str::<Vec<FieldDef>>(&fields)
+        required_fields: serde_json::from_str::<Vec<FieldDef>>(&fields)
             .unwrap_or_default()
             .into_iter()
             .filter(|f| f.required)
             .map(|f| f.name)
-            .collect()
+            .collect(),
+        default_cost_cents,
     }))
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
 fn decide(
     conn: &Connection,
-    lead: &Lead,
-    interest: &Interest,
+    lead: &StoredLead,
+    request: &StoredRequest,
     settings: &Settings,
 ) -> Result<RequestDecision, AutoDeliveryError> {
-    let stop = |outcome, evaluation, candidates| RequestDecision {
-        request_id: interest.id.clone(),
-        outcome,
+    let stop = |reason, evaluation, candidates| RequestDecision {
+        request_id: request.id.clone(),
+        reason,
         evaluation,
         deliveries: Vec::new(),
         candidates,
         decided_at: settings.now_ms,
     };
-    if interest.routing_ready == Some(false) {
-        return Ok(stop(Outcome::NotRoutingReady, None, Vec::new()));
+    if request.interest.routing_ready == Some(false) {
+        return Ok(stop(RequestReason::NotRoutingReady, None, Vec::new()));
     }
     if lead.duplicate_status == DuplicateStatus::Review {
-        return Ok(stop(Outcome::DuplicateReview, None, Vec::new()));
+        return Ok(stop(RequestReason::DuplicateReview, None, Vec::new()));
     }
     if lead.quality_status == QualityStatus::Invalid {
-        return Ok(stop(Outcome::QualityInvalid, None, Vec::new()));
+        return Ok(stop(RequestReason::QualityInvalid, None, Vec::new()));
     }
     if !settings.auto_delivery {
-        return Ok(stop(Outcome::AutoDeliveryDisabled, None, Vec::new()));
+        return Ok(stop(RequestReason::AutoDeliveryDisabled, None, Vec::new()));
     }
 
-    let required =
-        required_fields(conn, &interest.product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
-            kind: "product",
-            id: interest.product_id.clone(),
-        })?;
-    let required: Vec<&str> = required.iter().map(String::as_str).collect();
-    let features = features::extract(lead, interest, &required);
+    let product_id = &request.interest.product_id;
+    let product = product_terms(conn, product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
+        kind: "product",
+        id: product_id.clone(),
+    })?;
+    let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
+    let features = features::extract(lead, &request.interest, &required);
     let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
     if !evaluation.passed {
         return Ok(stop(
-            Outcome::ScoreBelowThreshold,
+            RequestReason::ScoreBelowThreshold,
             Some(evaluation),
             Vec::new(),
         ));
@@ -236,20 +261,28 @@ fn decide(
         conn,
         &eligibility::Context {
             lead,
-            interest,
+            request,
             tz: &settings.tz,
             now_ms: settings.now_ms,
             windows: &settings.windows,
         },
     )?;
     select::rank(&mut candidates);
-    let deliveries = take(conn, interest, settings, &mut candidates)?;
+    let terms = DeliveryTerms {
+        mode: settings.mode,
+        max_buyers: settings.max_buyers,
+        supplier_cost_cents: settings
+            .source_cost_cents
+            .or(product.default_cost_cents)
+            .unwrap_or(0),
+    };
+    let deliveries = take(conn, lead, request, terms, &mut candidates)?;
     Ok(RequestDecision {
-        request_id: interest.id.clone(),
-        outcome: if deliveries.is_empty() {
-            Outcome::NoEligibleBuyer
+        request_id: request.id.clone(),
+        reason: if deliveries.is_empty() {
+            RequestReason::NoEligibleBuyer
         } else {
-            Outcome::Delivered
+            RequestReason::Delivered
         },
         evaluation: Some(evaluation),
         deliveries,
@@ -263,13 +296,14 @@ fn decide(
 /// next; one refused for the request (it is full) ends the round.
 fn take(
     conn: &Connection,
-    interest: &Interest,
-    settings: &Settings,
+    lead: &StoredLead,
+    request: &StoredRequest,
+    terms: DeliveryTerms,
     candidates: &mut [Candidate],
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
-    let wanted = match settings.mode {
+    let wanted = match terms.mode {
         DeliveryMode::Exclusive => 1,
-        DeliveryMode::Multi => settings.max_buyers.max(1) as usize,
+        DeliveryMode::Multi => terms.max_buyers.max(1) as usize,
     };
     let mut deliveries = Vec::new();
     let mut request_full = false;
@@ -281,13 +315,15 @@ fn take(
             candidate.reason = Reason::NotSelected;
             continue;
         }
-        let order = DeliveryOrder {
-            lead_request_id: &interest.id,
+        let order = LeadDelivery {
+            lead,
+            request,
+            terms,
             buyer_id: &candidate.buyer_id,
             price_cents: Some(candidate.price_cents),
             actor: ACTOR,
         };
-        match delivery::deliver(conn, &order) {
+        match delivery::deliver_lead(conn, &order) {
             Ok(delivered) => {
                 candidate.reason = Reason::Selected;
                 deliveries.push(Delivery {
@@ -301,7 +337,7 @@ fn take(
             Err(refused) => {
                 log::warn!(
                     "auto-delivery of {} to {}: delivery refused: {refused}",
-                    interest.id,
+                    request.id,
                     candidate.buyer_id
                 );
                 request_full = matches!(

@@ -2,33 +2,49 @@
 //! an in-memory database with the schema and a small workspace.
 
 use rusqlite::Connection;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::lead::{Interest, Lead};
+use crate::config::container::{ContainerKind, DeliveryMode};
+use crate::delivery::transaction::{self, NewTransaction, Status};
 use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::model::{Interest, StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
+use crate::ingest::status::{LeadStatus, RequestStatus};
 
-/// A lead with `fields` set by interface name, quality ok and unique.
-pub fn lead(fields: &[(&str, &str)]) -> Lead {
-    Lead {
+/// Lead `lead_test` with `fields` set by interface name (read as ingest's validation reads
+/// a Lead), quality ok and unique, with request [`request`] and no answers.
+pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
+    let body: Map<String, Value> = fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+        .collect();
+    // Missing names are problems the fixtures do not care about.
+    let draft = crate::ingest::validate::lead(body, "", &mut Vec::new());
+    StoredLead {
         id: "lead_test".into(),
-        workspace_id: "ws".into(),
+        source_id: "src".into(),
         container_id: "web".into(),
+        container_kind: ContainerKind::Channel,
+        workspace_id: "ws".into(),
+        fields: draft.fields,
         quality_status: QualityStatus::Ok,
         quality_reasons: Vec::new(),
         duplicate_status: DuplicateStatus::Unique,
-        fields: fields
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-            .collect(),
+        duplicate_match: None,
+        status: LeadStatus::Active,
+        created_at: 0,
+        requests: vec![request(&[])],
     }
 }
 
+/// An interest in `solar` with `answers`, asking for auto-delivery.
 pub fn interest(answers: &[(&str, &str)]) -> Interest {
     Interest {
-        id: "lreq_test".into(),
         product_id: "solar".into(),
+        product_slug: "solar".into(),
+        product_name: "Solar".into(),
         routing_ready: None,
+        trigger_auto_delivery: true,
         field_values: answers
             .iter()
             .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
@@ -36,13 +52,24 @@ pub fn interest(answers: &[(&str, &str)]) -> Interest {
     }
 }
 
+/// Request `lreq_test` of `lead_test`: an interest in `solar` with `answers`.
+pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
+    StoredRequest {
+        id: "lreq_test".into(),
+        position: 0,
+        interest: interest(answers),
+        status: RequestStatus::Open,
+        decision: None,
+        created_at: 0,
+    }
+}
+
 /// An in-memory database with the schema; workspaces `ws` and `other`; products `solar` and
 /// `heat`; channel `web` with source `src`; lead `lead_test` with requests `lreq_test` and
 /// `lreq_old` for `solar`.
 pub fn database() -> Connection {
-    let conn = Connection::open_in_memory().expect("an in-memory database opens");
-    conn.execute_batch(include_str!("../../schema.sql"))
-        .expect("the schema applies");
+    let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
+    crate::db::apply_migrations(&mut conn).expect("the schema applies");
     conn.execute_batch(
         "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
          INSERT INTO products (id, workspace_id, slug, name, created_at)
@@ -98,17 +125,28 @@ impl Default for BuyerFixture<'_> {
 pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
     conn.execute(
         "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, status, plan,
-             balance_cents, credit_limit_cents, created_at)
-         VALUES (?1, 'ws', ?1, 'http://x.test/', 'whsec_x', ?2, ?3, ?4, ?5, 0)",
-        rusqlite::params![
-            id,
-            fixture.status,
-            fixture.plan,
-            fixture.balance_cents,
-            fixture.credit_limit_cents
-        ],
+             credit_limit_cents, created_at)
+         VALUES (?1, 'ws', ?1, 'http://x.test/', 'whsec_x', ?2, ?3, ?4, 0)",
+        rusqlite::params![id, fixture.status, fixture.plan, fixture.credit_limit_cents],
     )
     .expect("the buyer fixture inserts");
+    if fixture.balance_cents != 0 {
+        // The balance comes from the ledger, as every balance does.
+        crate::ledger::post(
+            conn,
+            &crate::ledger::Posting {
+                workspace_id: "ws",
+                party: crate::ledger::Party::Buyer(id),
+                transaction_id: None,
+                kind: crate::ledger::Kind::Adjustment,
+                amount_cents: fixture.balance_cents,
+                reason: Some("test balance"),
+                actor: "test",
+                at: 0,
+            },
+        )
+        .expect("the balance fixture posts");
+    }
     conn.execute(
         "INSERT INTO subscriptions (buyer_id, product_id, price_cents, daily_cap, monthly_cap,
              filters, schedule, created_at)
@@ -125,7 +163,8 @@ pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
     .expect("the subscription fixture inserts");
 }
 
-/// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at`.
+/// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at` and
+/// moved to `status`, written through the transaction's owner.
 pub fn add_transaction(
     conn: &Connection,
     request: &str,
@@ -134,12 +173,24 @@ pub fn add_transaction(
     status: &str,
     at: i64,
 ) {
-    conn.execute(
-        "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-             workspace_id, delivery_mode, buyer_price_cents, margin_cents, status,
-             created_at, updated_at)
-         VALUES (?1, ?2, 'lead_test', ?3, ?4, 'ws', 'exclusive', 1000, 1000, ?5, ?6, ?6)",
-        rusqlite::params![crate::ids::new("txn"), request, buyer, product, status, at],
-    )
-    .expect("the transaction fixture inserts");
+    let id = crate::ids::new("txn");
+    let new = NewTransaction {
+        id: &id,
+        lead_request_id: request,
+        lead_id: "lead_test",
+        buyer_id: buyer,
+        product_id: product,
+        workspace_id: "ws",
+        delivery_mode: DeliveryMode::Exclusive,
+        buyer_price_cents: 1000,
+        supplier_cost_cents: 0,
+        margin_cents: 1000,
+        charged_cents: 0,
+    };
+    transaction::create(conn, &new, "test", at).expect("the transaction fixture inserts");
+    let status = Status::parse(status).expect("a known transaction status");
+    if status != Status::Delivered {
+        transaction::move_to(conn, &id, Status::Delivered, status, "test", None, at)
+            .expect("the transaction fixture moves");
+    }
 }

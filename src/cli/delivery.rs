@@ -156,8 +156,18 @@ pub fn transaction(
                     .iter()
                     .map(|event| event.to_json())
                     .collect();
+                let money = crate::ledger::ListFilter {
+                    transaction_id: Some(id.clone()),
+                    limit: i64::MAX,
+                    ..Default::default()
+                };
+                let ledger: Vec<Value> = crate::ledger::query::list(conn, &money)?
+                    .iter()
+                    .map(|entry| entry.to_json())
+                    .collect();
                 value["history"] = Value::Array(history);
                 value["events"] = Value::Array(events);
+                value["ledger"] = Value::Array(ledger);
                 Ok::<_, ShowError>(value)
             });
             db.close();

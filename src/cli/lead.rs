@@ -96,7 +96,10 @@ fn list(
     let Some(leads) = leads else {
         anyhow::bail!("unknown source '{}'", source.unwrap_or_default());
     };
-    let shown: Vec<Value> = leads.iter().map(view::LeadRecord::summary_json).collect();
+    let shown: Vec<Value> = leads
+        .iter()
+        .map(crate::ingest::model::StoredLead::summary_json)
+        .collect();
     out.print_list(&shown);
     Ok(ExitCode::SUCCESS)
 }

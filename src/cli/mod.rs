@@ -9,7 +9,9 @@ mod delivery;
 mod demo;
 mod evaluator;
 mod lead;
+mod ledger;
 mod mapping;
+mod operator;
 mod ops;
 mod output;
 mod serve;
@@ -23,6 +25,7 @@ use clap::{Parser, Subcommand};
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
+pub use operator::OperatorCommand;
 pub use ops::{BackupArgs, RestoreArgs};
 pub use output::Output;
 
@@ -69,8 +72,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Copy the database to FILE while the server keeps running (a consistent snapshot).
     Backup(BackupArgs),
-    /// Check the database file: integrity, foreign keys, schema version. Exit code 1 when
-    /// something is wrong. Read-only; leaves no file behind.
+    /// Check the database file: integrity, foreign keys, schema version, known states,
+    /// balances equal to their ledger. Exit code 1 when something is wrong. Read-only;
+    /// leaves no file behind.
     Check,
     /// Replace the database with a checked copy of BACKUP, keeping the old file as
     /// DB.before-restore. Refused while a server or another command uses the database.
@@ -107,6 +111,9 @@ pub enum Command {
     /// Outbound webhook events and their attempts.
     #[command(subcommand)]
     Outbox(OutboxCommand),
+    /// The money ledger: every fund, charge, refund, price change and supplier cost.
+    #[command(subcommand)]
+    Ledger(ledger::LedgerCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
     Demo(demo::DemoArgs),
     /// Partner-native mappings of a source: set a draft, preview, publish, show.
@@ -115,6 +122,9 @@ pub enum Command {
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
+    /// Operators of the web console and their login tokens.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -148,8 +158,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
+        Command::Ledger(command) => ledger::run(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
+        Command::Operator(command) => operator::run(&cli.db, &out, command),
     }
 }

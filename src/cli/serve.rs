@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::args::ServeArgs;
+use crate::console::ConsoleConfig;
 use crate::outbox::WorkerConfig;
 use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
@@ -36,6 +37,22 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let console = if args.console_listen == "off" {
+            None
+        } else {
+            let listener = tokio::net::TcpListener::bind(&args.console_listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {} for the console (--console-listen off turns it off)",
+                        args.console_listen
+                    )
+                })?;
+            let config = ConsoleConfig {
+                secure_cookie: args.console_secure_cookie,
+            };
+            Some((listener, config))
+        };
         // Print the bound address on stdout so scripts that pass port 0 can find it.
         println!(
             "leadrelay {} listening on http://{} (database {})",
@@ -43,7 +60,10 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             listener.local_addr()?,
             path.display()
         );
-        service::run(listener, db, options, shutdown_signal())
+        if let Some((console, _)) = &console {
+            println!("operator console on http://{}", console.local_addr()?);
+        }
+        service::run_with_console(listener, console, db, options, shutdown_signal())
             .await
             .context("server failed")
     })?;

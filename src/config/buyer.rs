@@ -3,6 +3,9 @@
 //! A buyer has a webhook URL, an inbound lifecycle secret (stored hashed), an outbound
 //! signing secret (stored as is, since it signs), capabilities, a cancellation window, a
 //! plan (postpaid, or prepaid with a balance and credit limit) and a status.
+//!
+//! Owns the `buyers` and `subscriptions` tables but for `buyers.balance_cents`, which the
+//! ledger owns (`buyer fund` posts a `fund` row there).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
@@ -245,7 +248,8 @@ pub fn list(conn: &Connection) -> Result<Vec<Buyer>, ConfigError> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Adds `amount_cents` to a prepaid buyer's balance.
+/// Adds `amount_cents` to a prepaid buyer's balance: a `fund` row in the ledger, which owns
+/// the balance.
 pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, ConfigError> {
     let buyer = get(conn, id)?;
     if buyer.plan != Plan::Prepaid {
@@ -256,11 +260,27 @@ pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, Con
     if amount_cents <= 0 {
         return Err(ConfigError::Invalid("amount must be greater than 0".into()));
     }
-    conn.execute(
-        "UPDATE buyers SET balance_cents = balance_cents + ?2 WHERE id = ?1",
-        params![id, amount_cents],
+    crate::ledger::post(
+        conn,
+        &crate::ledger::Posting {
+            workspace_id: &buyer.workspace_id,
+            party: crate::ledger::Party::Buyer(id),
+            transaction_id: None,
+            kind: crate::ledger::Kind::Fund,
+            amount_cents,
+            reason: None,
+            actor: "operator",
+            at: crate::clock::now_ms(),
+        },
     )?;
     get(conn, id)
+}
+
+/// Records that the buyer was just served (`last_served_at`, selection's last tie-breaker).
+pub(crate) fn mark_served(conn: &Connection, id: &str, now: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE buyers SET last_served_at = ?2 WHERE id = ?1")?
+        .execute(params![id, now])?;
+    Ok(())
 }
 
 /// Pauses (`true`) or resumes (`false`) a buyer. A paused buyer gets no deliveries.

@@ -339,3 +339,13 @@ pub fn disable(conn: &Connection, id: &str) -> Result<Source, ConfigError> {
     }
     get(conn, id)
 }
+
+/// The supplier of source `id`, who is paid the supplier cost of its leads; `None` when it
+/// has none (or there is no such source).
+pub(crate) fn supplier_of(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT supplier_id FROM sources WHERE id = ?1")?
+        .query_row([id], |row| row.get(0))
+        .optional()?
+        .flatten())
+}

@@ -1,9 +1,8 @@
 //! Versioned migrations, tracked in `PRAGMA user_version`.
 //!
-//! Migration 1 is `schema.sql` at the repository root; later ones are the files in
-//! `migrations/` (`NNNN_topic.sql`, NNNN being the version they bring the file to). They
-//! are appended to [`MIGRATIONS`] and never edited once on main, so any older file can be
-//! brought forward.
+//! Migration 1 is `schema.sql` at the repository root (0.1.0 files have it); later ones are
+//! `migrations/NNNN_name.sql`. They are appended to [`MIGRATIONS`] and never edited once
+//! released, so any older file can be brought forward.
 
 use rusqlite::Connection;
 
@@ -11,7 +10,12 @@ use super::DbError;
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
-    include_str!("../../migrations/0002_production.sql"),
+    // The money ledger; existing balances become opening rows.
+    include_str!("../../migrations/0002_ledger.sql"),
+    // The operator console: operators, sessions and the console's two indexes.
+    include_str!("../../migrations/0003_operator_console.sql"),
+    // Running in production: lead_requests.request_id and the health probe's table.
+    include_str!("../../migrations/0004_production.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -393,12 +393,14 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
             }
             first_in_transaction = index + 1;
             if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-                let failure = GroupFailure::of(
-                    format!("could not begin the write transaction: {e}"),
-                    &e,
-                );
+                let failure =
+                    GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
                 if let Some(repeats) = BEGIN_FAILED.admit() {
-                    log::error!("{}{}{repeats}", failure.why, requests_of(&jobs[index + 1..]));
+                    log::error!(
+                        "{}{}{repeats}",
+                        failure.why,
+                        requests_of(&jobs[index + 1..])
+                    );
                 }
                 let fault = failure.fault;
                 for later in failures.iter_mut().skip(index + 1) {
@@ -458,7 +460,11 @@ fn requests_of(jobs: &[Box<dyn Job>]) -> String {
     match ids.len() {
         0 => String::new(),
         n if n <= SHOWN => format!("; requests {}", ids.join(", ")),
-        n => format!("; requests {} and {} more", ids[..SHOWN].join(", "), n - SHOWN),
+        n => format!(
+            "; requests {} and {} more",
+            ids[..SHOWN].join(", "),
+            n - SHOWN
+        ),
     }
 }
 

@@ -1,16 +1,19 @@
 //! [`deliver`]: one delivery of one lead request to one buyer, checked and written as a
 //! whole inside the caller's write job.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension};
 
 use super::DeliveryError;
-use super::event::{self, LeadDelivered, Party, ProductRef};
-use super::transaction::{self, Status};
+use super::event::{LeadDelivered, Party, ProductRef};
+use super::transaction::{self, NewTransaction};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
+use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::status::LeadStatus;
+use crate::ingest::view;
+use crate::ledger;
 
-/// What to deliver to whom.
+/// What to deliver to whom, the request named by its id (the `deliver` command).
 #[derive(Debug, Clone)]
 pub struct DeliveryOrder<'a> {
     pub lead_request_id: &'a str,
@@ -57,77 +60,133 @@ impl Delivered {
     }
 }
 
-/// The lead request with what a delivery needs from its lead, container, source and
-/// product.
-struct RequestContext {
-    lead_id: String,
-    product_id: String,
-    field_values: String,
-    workspace_id: String,
-    lead_status: LeadStatus,
-    delivery_mode: DeliveryMode,
-    max_buyers: i64,
-    source_cost_cents: Option<i64>,
-    product_cost_cents: Option<i64>,
-    product_name: String,
-    product_slug: String,
+/// How a request is delivered, from the lead's container (mode, maximum buyers) and its
+/// source or product (the supplier cost): what a delivery needs besides the lead itself.
+/// Auto-delivery has these at hand for every buyer it tries; the `deliver` command reads
+/// them with the lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeliveryTerms {
+    pub(crate) mode: DeliveryMode,
+    pub(crate) max_buyers: i64,
+    /// The source's supplier cost, else the product's default, else 0.
+    pub(crate) supplier_cost_cents: i64,
 }
 
-fn load_request(conn: &Connection, id: &str) -> rusqlite::Result<Option<RequestContext>> {
+/// One delivery of a request of a lead the caller holds as stored: auto-delivery hands over
+/// the lead its ingest job has just written, the `deliver` command the one it read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeadDelivery<'a> {
+    pub(crate) lead: &'a StoredLead,
+    pub(crate) request: &'a StoredRequest,
+    pub(crate) terms: DeliveryTerms,
+    pub(crate) buyer_id: &'a str,
+    /// The operator's price; `None` takes the buyer's subscription price.
+    pub(crate) price_cents: Option<i64>,
+    /// Who delivers, for the transaction history (`operator`, `auto-delivery`).
+    pub(crate) actor: &'a str,
+}
+
+/// The terms of delivering `product_id` of a lead from `source_id` in `container_id`;
+/// `None` when one of them is missing.
+fn load_terms(
+    conn: &Connection,
+    container_id: &str,
+    source_id: &str,
+    product_id: &str,
+) -> rusqlite::Result<Option<DeliveryTerms>> {
     conn.prepare_cached(
-        "SELECT r.lead_id, r.product_id, r.field_values, l.workspace_id, l.status,
-                c.delivery_mode, c.max_buyers, s.supplier_cost_cents,
-                p.default_supplier_cost_cents, p.name, p.slug
-         FROM lead_requests r
-         JOIN leads l ON l.id = r.lead_id
-         JOIN containers c ON c.id = l.container_id
-         JOIN sources s ON s.id = l.source_id
-         JOIN products p ON p.id = r.product_id
-         WHERE r.id = ?1",
+        "SELECT c.delivery_mode, c.max_buyers,
+                coalesce(s.supplier_cost_cents, p.default_supplier_cost_cents, 0)
+         FROM containers c, sources s, products p
+         WHERE c.id = ?1 AND s.id = ?2 AND p.id = ?3",
     )?
-    .query_row([id], |row| {
-        Ok(RequestContext {
-            lead_id: row.get(0)?,
-            product_id: row.get(1)?,
-            field_values: row.get(2)?,
-            workspace_id: row.get(3)?,
-            lead_status: row.get(4)?,
-            delivery_mode: row.get(5)?,
-            max_buyers: row.get(6)?,
-            source_cost_cents: row.get(7)?,
-            product_cost_cents: row.get(8)?,
-            product_name: row.get(9)?,
-            product_slug: row.get(10)?,
+    .query_row([container_id, source_id, product_id], |row| {
+        Ok(DeliveryTerms {
+            mode: row.get(0)?,
+            max_buyers: row.get(1)?,
+            supplier_cost_cents: row.get(2)?,
         })
     })
     .optional()
 }
 
-/// Delivers a lead request to a buyer: checks every rule, writes the transaction, charges a
-/// prepaid balance, marks the request delivered, records when the buyer was served, starts
-/// the history and writes the `lead.delivered` event to the outbox.
+/// Delivers a stored lead request to a buyer, as [`deliver_lead`] does, for a caller that
+/// names the request by id (the `deliver` command): reads the lead once, then takes the
+/// same path as auto-delivery.
+pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, DeliveryError> {
+    let not_found = || DeliveryError::RequestNotFound(order.lead_request_id.to_string());
+    let lead = view::find_by_request(conn, order.lead_request_id)?.ok_or_else(not_found)?;
+    let request = lead.request(order.lead_request_id).ok_or_else(not_found)?;
+    let terms = load_terms(
+        conn,
+        &lead.container_id,
+        &lead.source_id,
+        &request.interest.product_id,
+    )?
+    .ok_or_else(not_found)?;
+    deliver_lead(
+        conn,
+        &LeadDelivery {
+            lead: &lead,
+            request,
+            terms,
+            buyer_id: order.buyer_id,
+            price_cents: order.price_cents,
+            actor: order.actor,
+        },
+    )
+}
+
+/// Delivers a lead request to a buyer: checks every rule, writes the transaction with its
+/// first history entry, charges a prepaid balance and pays the supplier (ledger), marks the
+/// request delivered, records when the buyer was served and writes the `lead.delivered`
+/// event (built from the lead as handed over, not read back) to the outbox.
 ///
 /// Runs inside the caller's write job and never begins or commits: the caller's job (and
-/// so the delivery) commits or rolls back as a whole. On `Err` nothing was written, so a
-/// caller that goes on after a refusal (auto-delivery trying the next buyer) needs no
-/// savepoint of its own. Callers in the server process poke the outbox's
-/// [`Notifier`](crate::outbox::Notifier) after the job returns so that the event goes out
-/// at once.
-pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, DeliveryError> {
-    let request = load_request(conn, order.lead_request_id)?
-        .ok_or_else(|| DeliveryError::RequestNotFound(order.lead_request_id.to_string()))?;
+/// so the delivery) commits or rolls back as a whole. Every rule is checked before the
+/// first write ([`decide`] reads and decides, [`write`] only writes), so a refusal has
+/// written nothing and a caller that goes on after one (auto-delivery trying the next
+/// buyer) needs no savepoint. An error from the writes is a database error
+/// ([`DeliveryError::Db`]), after which the caller must fail its job: the writer then rolls
+/// back the job's own savepoint, and with it the half-written delivery. Callers in the
+/// server process poke the outbox's [`Notifier`](crate::outbox::Notifier) after the job
+/// returns so that the event goes out at once.
+pub(crate) fn deliver_lead(
+    conn: &Connection,
+    order: &LeadDelivery,
+) -> Result<Delivered, DeliveryError> {
+    let decided = decide(conn, order)?;
+    Ok(write(conn, decided, order.actor)?)
+}
+
+/// A delivery that passed every rule, with what writing it needs.
+struct Decided {
+    delivered: Delivered,
+    workspace_id: String,
+    webhook_url: String,
+    body: serde_json::Value,
+    /// The supplier this delivery buys the lead from: set when the transaction carries a
+    /// supplier cost, the source has a supplier, and no earlier transaction of the request
+    /// bought the lead already.
+    supplier_id: Option<String>,
+}
+
+/// Reads what a delivery needs and checks every rule; writes nothing.
+fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryError> {
+    let (lead, request, terms) = (order.lead, order.request, &order.terms);
+    let product = &request.interest;
     let buyer = buyer::find(conn, order.buyer_id)?
         .ok_or_else(|| DeliveryError::BuyerNotFound(order.buyer_id.to_string()))?;
-    if buyer.workspace_id != request.workspace_id {
+    if buyer.workspace_id != lead.workspace_id {
         return Err(DeliveryError::OtherWorkspace {
             buyer_id: buyer.id,
-            workspace_id: request.workspace_id,
+            workspace_id: lead.workspace_id.clone(),
         });
     }
-    if request.lead_status != LeadStatus::Active {
+    if lead.status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
-            lead_id: request.lead_id,
-            status: request.lead_status.as_str().replace('_', " "),
+            lead_id: lead.id.clone(),
+            status: lead.status.as_str().replace('_', " "),
         });
     }
     if buyer.paused {
@@ -136,10 +195,10 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     let price_cents = match order.price_cents {
         Some(price) => price,
         None => {
-            buyer::find_subscription(conn, &buyer.id, &request.product_id)?
+            buyer::find_subscription(conn, &buyer.id, &product.product_id)?
                 .ok_or_else(|| DeliveryError::NotSubscribed {
                     buyer_id: buyer.id.clone(),
-                    product_id: request.product_id.clone(),
+                    product_id: product.product_id.clone(),
                 })?
                 .price_cents
         }
@@ -148,29 +207,29 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
         return Err(DeliveryError::InvalidPrice(price_cents));
     }
 
-    let earlier = transaction::of_request(conn, order.lead_request_id)?;
+    let earlier = transaction::of_request(conn, &request.id)?;
     if let Some(had) = earlier.iter().find(|t| t.buyer_id == buyer.id) {
         return Err(DeliveryError::AlreadyDeliveredToBuyer {
-            lead_request_id: order.lead_request_id.to_string(),
+            lead_request_id: request.id.clone(),
             buyer_id: buyer.id,
             transaction_id: had.id.clone(),
         });
     }
     let live: Vec<_> = earlier.iter().filter(|t| t.status.is_live()).collect();
-    match request.delivery_mode {
+    match terms.mode {
         DeliveryMode::Exclusive => {
             if let Some(holder) = live.first() {
                 return Err(DeliveryError::AlreadyDelivered {
-                    lead_request_id: order.lead_request_id.to_string(),
+                    lead_request_id: request.id.clone(),
                     transaction_id: holder.id.clone(),
                 });
             }
         }
         DeliveryMode::Multi => {
-            if live.len() as i64 >= request.max_buyers {
+            if live.len() as i64 >= terms.max_buyers {
                 return Err(DeliveryError::MaxBuyersReached {
-                    lead_request_id: order.lead_request_id.to_string(),
-                    max_buyers: request.max_buyers,
+                    lead_request_id: request.id.clone(),
+                    max_buyers: terms.max_buyers,
                 });
             }
         }
@@ -178,11 +237,12 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     let charged_cents = match buyer.plan {
         Plan::Postpaid => 0,
         Plan::Prepaid => {
-            let available_cents = buyer.balance_cents + buyer.credit_limit_cents;
-            if price_cents > available_cents {
+            if let Err(short) =
+                ledger::covers(buyer.balance_cents, buyer.credit_limit_cents, price_cents)
+            {
                 return Err(DeliveryError::InsufficientBalance {
                     buyer_id: buyer.id,
-                    available_cents,
+                    available_cents: short.available_cents,
                     price_cents,
                 });
             }
@@ -194,23 +254,18 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     let supplier_cost_cents = if live.iter().any(|t| t.supplier_cost_cents > 0) {
         0
     } else {
-        request
-            .source_cost_cents
-            .or(request.product_cost_cents)
-            .unwrap_or(0)
+        terms.supplier_cost_cents
     };
     let margin_cents = price_cents - supplier_cost_cents;
-    let lead = event::lead_object(conn, &request.lead_id)?
-        .ok_or_else(|| DeliveryError::RequestNotFound(order.lead_request_id.to_string()))?;
 
     let delivered = Delivered {
         transaction_id: crate::ids::new("txn"),
         event_id: String::new(),
-        lead_request_id: order.lead_request_id.to_string(),
-        lead_id: request.lead_id.clone(),
+        lead_request_id: request.id.clone(),
+        lead_id: lead.id.clone(),
         buyer_id: buyer.id.clone(),
-        product_id: request.product_id.clone(),
-        delivery_mode: request.delivery_mode,
+        product_id: product.product_id.clone(),
+        delivery_mode: terms.mode,
         buyer_price_cents: price_cents,
         supplier_cost_cents,
         margin_cents,
@@ -218,102 +273,113 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     };
     let body = LeadDelivered {
         transaction_id: &delivered.transaction_id,
-        lead_request_id: order.lead_request_id,
-        lead_id: &request.lead_id,
-        delivery_mode: request.delivery_mode,
+        lead_request_id: &request.id,
+        lead_id: &lead.id,
+        delivery_mode: terms.mode,
         sent_at_ms: crate::clock::now_ms(),
         buyer: Party {
             id: &buyer.id,
             name: &buyer.name,
         },
         product: ProductRef {
-            id: &request.product_id,
-            name: &request.product_name,
-            slug: &request.product_slug,
+            id: &product.product_id,
+            name: &product.product_name,
+            slug: &product.product_slug,
         },
         buyer_price_cents: price_cents,
         supplier_cost_cents,
         margin_cents,
-        lead,
-        field_values: event::field_values(&request.field_values),
+        lead: &lead.fields,
+        answers: &product.field_values,
     }
     .to_json();
 
-    // The writes go in a savepoint of their own so that even a database error half-way
-    // leaves nothing behind, and a caller that goes on after an error (auto-delivery trying
-    // the next buyer) keeps a consistent job.
-    conn.execute_batch("SAVEPOINT deliver")?;
-    match write(
-        conn,
+    // The supplier is paid once per request: a transaction that takes the cost over from
+    // a rejected or cancelled one buys nothing new.
+    let buys_the_lead =
+        supplier_cost_cents > 0 && !earlier.iter().any(|t| t.supplier_cost_cents > 0);
+    let supplier_id = if buys_the_lead {
+        crate::config::source::supplier_of(conn, &lead.source_id)?
+    } else {
+        None
+    };
+    Ok(Decided {
         delivered,
-        &request.workspace_id,
-        &buyer.webhook_url,
-        &body,
-        order.actor,
-    ) {
-        Ok(delivered) => {
-            conn.execute_batch("RELEASE deliver")?;
-            Ok(delivered)
-        }
-        Err(e) => {
-            if let Err(rollback) = conn.execute_batch("ROLLBACK TO deliver; RELEASE deliver") {
-                log::error!("rolling back a failed delivery failed: {rollback}");
-            }
-            Err(e.into())
-        }
-    }
+        workspace_id: lead.workspace_id.clone(),
+        webhook_url: buyer.webhook_url,
+        body,
+        supplier_id,
+    })
 }
 
-/// Writes a checked delivery: the transaction, the prepaid charge, the request's and the
-/// buyer's state, the first history entry and the outbox event.
-fn write(
-    conn: &Connection,
-    mut delivered: Delivered,
-    workspace_id: &str,
-    webhook_url: &str,
-    body: &serde_json::Value,
-    actor: &str,
-) -> rusqlite::Result<Delivered> {
-    let now = crate::clock::now_ms();
-    conn.prepare_cached(
-        "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
-            workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents, margin_cents,
-            charged_cents, status, delivery_status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'delivered', 'pending', ?12, ?12)",
-    )?
-    .execute(params![
-        delivered.transaction_id,
-        delivered.lead_request_id,
-        delivered.lead_id,
-        delivered.buyer_id,
-        delivered.product_id,
+/// Writes a decided delivery: the transaction and its first history entry, the money
+/// (the prepaid charge, the supplier's cost), the buyer's and the request's state and the
+/// outbox event. Each table through its owner.
+fn write(conn: &Connection, decided: Decided, actor: &str) -> rusqlite::Result<Delivered> {
+    let Decided {
+        mut delivered,
         workspace_id,
-        delivered.delivery_mode.as_str(),
-        delivered.buyer_price_cents,
-        delivered.supplier_cost_cents,
-        delivered.margin_cents,
-        delivered.charged_cents,
-        now
-    ])?;
-    conn.prepare_cached(
-        "UPDATE buyers SET balance_cents = balance_cents - ?2, last_served_at = ?3 WHERE id = ?1",
-    )?
-    .execute(params![delivered.buyer_id, delivered.charged_cents, now])?;
-    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
-    transaction::append_history(
+        webhook_url,
+        body,
+        supplier_id,
+    } = decided;
+    let now = crate::clock::now_ms();
+    transaction::create(
         conn,
-        &delivered.transaction_id,
-        None,
-        Status::Delivered,
+        &NewTransaction {
+            id: &delivered.transaction_id,
+            lead_request_id: &delivered.lead_request_id,
+            lead_id: &delivered.lead_id,
+            buyer_id: &delivered.buyer_id,
+            product_id: &delivered.product_id,
+            workspace_id: &workspace_id,
+            delivery_mode: delivered.delivery_mode,
+            buyer_price_cents: delivered.buyer_price_cents,
+            supplier_cost_cents: delivered.supplier_cost_cents,
+            margin_cents: delivered.margin_cents,
+            charged_cents: delivered.charged_cents,
+        },
         actor,
-        None,
+        now,
     )?;
+    let posting = |party, kind, amount_cents| ledger::Posting {
+        workspace_id: &workspace_id,
+        party,
+        transaction_id: Some(&delivered.transaction_id),
+        kind,
+        amount_cents,
+        reason: None,
+        actor,
+        at: now,
+    };
+    if delivered.charged_cents > 0 {
+        ledger::post(
+            conn,
+            &posting(
+                ledger::Party::Buyer(&delivered.buyer_id),
+                ledger::Kind::Charge,
+                -delivered.charged_cents,
+            ),
+        )?;
+    }
+    if let Some(supplier_id) = &supplier_id {
+        ledger::post(
+            conn,
+            &posting(
+                ledger::Party::Supplier(supplier_id),
+                ledger::Kind::SupplierCost,
+                delivered.supplier_cost_cents,
+            ),
+        )?;
+    }
+    buyer::mark_served(conn, &delivered.buyer_id, now)?;
+    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
     delivered.event_id = crate::outbox::store::insert(
         conn,
         &crate::outbox::store::NewEvent {
             transaction_id: &delivered.transaction_id,
             buyer_id: &delivered.buyer_id,
-            url: webhook_url,
+            url: &webhook_url,
             payload: &body.to_string(),
             created_at: now,
         },

@@ -2,39 +2,29 @@
 //! lead as a native Lead object (person, consent and capture fields, capture metadata and
 //! the partner's additional properties) and the interest's field values.
 //!
-//! Owns building the body from stored records. It does not own sending it: the body is
-//! written to the outbox with the transaction and sent, unchanged on every attempt, by
+//! Owns building the body from the lead as stored (handed over by the caller, never read
+//! back here); its `lead` object is `ingest::model::LeadFields` as buyers get it, the one
+//! definition that auto-delivery's filters read too. It does not own sending it: the body
+//! is written to the outbox with the transaction and sent, unchanged on every attempt, by
 //! `outbox`.
 
-use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 
 use crate::config::container::DeliveryMode;
+use crate::ingest::model::LeadFields;
 
-/// The `lead` object of the event for `lead_id`, or `None` when there is no such lead: the
-/// lead as ingest stored it, in the native Lead shape (`ingest::view`).
-pub fn lead_object(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Value>> {
-    Ok(
-        crate::ingest::view::find_without_requests(conn, lead_id)?
-            .map(|lead| lead.partner_fields()),
+/// The interest's answers as buyers get them: strings or null. Anything else (stored by an
+/// older version) is passed on as its JSON text rather than dropped.
+fn field_values(answers: &Map<String, Value>) -> Value {
+    Value::Object(
+        answers
+            .iter()
+            .map(|(key, value)| match value {
+                Value::String(_) | Value::Null => (key.clone(), value.clone()),
+                other => (key.clone(), Value::String(other.to_string())),
+            })
+            .collect(),
     )
-}
-
-/// The interest's answers as stored (an object of strings), or an empty object.
-pub fn field_values(stored: &str) -> Value {
-    match serde_json::from_str::<Value>(stored) {
-        Ok(Value::Object(map)) => Value::Object(
-            map.into_iter()
-                .map(|(key, value)| match value {
-                    Value::String(_) | Value::Null => (key, value),
-                    // The interface types these as string or null; anything else stored by
-                    // an older version is passed on as its JSON text rather than dropped.
-                    other => (key, Value::String(other.to_string())),
-                })
-                .collect(),
-        ),
-        _ => Value::Object(Map::new()),
-    }
 }
 
 pub struct Party<'a> {
@@ -60,8 +50,8 @@ pub struct LeadDelivered<'a> {
     pub buyer_price_cents: i64,
     pub supplier_cost_cents: i64,
     pub margin_cents: i64,
-    pub lead: Value,
-    pub field_values: Value,
+    pub lead: &'a LeadFields,
+    pub answers: &'a Map<String, Value>,
 }
 
 impl LeadDelivered<'_> {
@@ -87,7 +77,7 @@ impl LeadDelivered<'_> {
                 "marginAmount": crate::money::to_json(self.margin_cents),
             },
             "lead": self.lead,
-            "fieldValues": self.field_values,
+            "fieldValues": field_values(self.answers),
         })
     }
 }
@@ -98,15 +88,19 @@ mod tests {
 
     #[test]
     fn field_values_are_strings_or_null() {
+        let stored = json!({"roof": "tile", "size": null, "n": 3});
         assert_eq!(
-            field_values(r#"{"roof": "tile", "size": null, "n": 3}"#),
+            field_values(stored.as_object().unwrap()),
             json!({"roof": "tile", "size": null, "n": "3"})
         );
-        assert_eq!(field_values("not json"), json!({}));
     }
 
     #[test]
     fn the_body_carries_constants_iso_time_and_money_as_numbers() {
+        let lead = LeadFields {
+            external_id: Some("x1".into()),
+            ..LeadFields::default()
+        };
         let body = LeadDelivered {
             transaction_id: "txn_1",
             lead_request_id: "lreq_1",
@@ -122,8 +116,8 @@ mod tests {
             buyer_price_cents: 2500,
             supplier_cost_cents: 400,
             margin_cents: 2100,
-            lead: json!({"firstName": "Ada"}),
-            field_values: json!({}),
+            lead: &lead,
+            answers: &Map::new(),
         }
         .to_json();
         assert_eq!(body["event"], "lead.delivered");
@@ -131,5 +125,9 @@ mod tests {
         assert_eq!(body["deliveryMode"], "multi");
         assert_eq!(body["sentAt"], "1970-01-01T00:00:00.000Z");
         assert_eq!(body["pricing"]["marginAmount"], json!(21.0));
+        assert_eq!(
+            body["lead"],
+            json!({"externalId": "x1", "firstName": "", "lastName": ""})
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod event;
 pub mod transaction;
 
 pub use deliver::{Delivered, DeliveryOrder, deliver};
+pub(crate) use deliver::{DeliveryTerms, LeadDelivery, deliver_lead};
 
 use crate::db::DbError;
 use crate::money::display;

@@ -1,9 +1,15 @@
 //! The transaction record: what a delivery created, its commercial state, the delivery
 //! state of its `lead.delivered` event, and the append-only history of every move.
 //!
-//! Owns the `transactions` and `transaction_history` SQL. It does not own the rules of the
-//! moves: `delivery::deliver` creates a transaction, the lifecycle module moves it, and the
-//! outbox records the delivery state of its event.
+//! Owns the `transactions` and `transaction_history` tables: every write to them is a
+//! function here ([`create`], [`move_to`], [`set_price`], [`clear_charge`],
+//! [`reverse_supplier_cost`], [`set_delivery_status`]), and each one that changes the
+//! commercial state or the amounts appends to the history in the same call. It does not own
+//! the rules of the moves: `delivery::deliver` decides a transaction, the lifecycle module
+//! decides its moves, the outbox the delivery state of its event; the money those moves
+//! move is the ledger's.
+
+use std::collections::HashSet;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
@@ -180,13 +186,14 @@ impl HistoryEntry {
 
 /// Appends a move to the history. The history is append-only: nothing updates or deletes
 /// its rows. `actor` says who moved it (`operator`, `auto-delivery`, `buyer:<id>`, …).
-pub fn append_history(
+fn append_history(
     conn: &Connection,
     transaction_id: &str,
     from: Option<Status>,
     to: Status,
     actor: &str,
     reason: Option<&str>,
+    at: i64,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO transaction_history (transaction_id, from_status, to_status, actor, reason, at)
@@ -194,13 +201,157 @@ pub fn append_history(
     )?
     .execute(params![
         transaction_id,
-        from.map(Status::as_str),
-        to.as_str(),
+        from,
+        to,
         actor,
         reason,
-        crate::clock::now_ms()
+        at
     ])?;
     Ok(())
+}
+
+/// A transaction to write: what `delivery::deliver` decided.
+#[derive(Debug, Clone)]
+pub(crate) struct NewTransaction<'a> {
+    pub id: &'a str,
+    pub lead_request_id: &'a str,
+    pub lead_id: &'a str,
+    pub buyer_id: &'a str,
+    pub product_id: &'a str,
+    pub workspace_id: &'a str,
+    pub delivery_mode: DeliveryMode,
+    pub buyer_price_cents: i64,
+    pub supplier_cost_cents: i64,
+    pub margin_cents: i64,
+    pub charged_cents: i64,
+}
+
+/// Writes a new transaction, `delivered` with its event pending, and the history entry that
+/// starts it.
+pub(crate) fn create(
+    conn: &Connection,
+    new: &NewTransaction,
+    actor: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
+            workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents, margin_cents,
+            charged_cents, status, delivery_status, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)",
+    )?
+    .execute(params![
+        new.id,
+        new.lead_request_id,
+        new.lead_id,
+        new.buyer_id,
+        new.product_id,
+        new.workspace_id,
+        new.delivery_mode,
+        new.buyer_price_cents,
+        new.supplier_cost_cents,
+        new.margin_cents,
+        new.charged_cents,
+        Status::Delivered,
+        DeliveryStatus::Pending,
+        now
+    ])?;
+    append_history(conn, new.id, None, Status::Delivered, actor, None, now)
+}
+
+/// Moves the transaction from `from` to `to` and appends the move to its history.
+pub(crate) fn move_to(
+    conn: &Connection,
+    id: &str,
+    from: Status,
+    to: Status,
+    actor: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE transactions SET status = ?2, updated_at = ?3 WHERE id = ?1")?
+        .execute(params![id, to, now])?;
+    append_history(conn, id, Some(from), to, actor, reason, now)
+}
+
+/// Sets the buyer price (the margin follows: price less supplier cost) and what a prepaid
+/// balance was charged for it.
+pub(crate) fn set_price(
+    conn: &Connection,
+    id: &str,
+    buyer_price_cents: i64,
+    charged_cents: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE transactions
+         SET buyer_price_cents = ?2, margin_cents = ?2 - supplier_cost_cents, charged_cents = ?3
+         WHERE id = ?1",
+    )?
+    .execute(params![id, buyer_price_cents, charged_cents])?;
+    Ok(())
+}
+
+/// Records that the prepaid charge was returned (a refund).
+pub(crate) fn clear_charge(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE transactions SET charged_cents = 0 WHERE id = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
+/// Sets the transaction's supplier cost to 0 and its margin to its buyer price, and notes
+/// `reason` in its history (an entry that keeps the state: from and to are the same).
+pub(crate) fn reverse_supplier_cost(
+    conn: &Connection,
+    transaction: &Transaction,
+    actor: &str,
+    reason: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE transactions SET supplier_cost_cents = 0, margin_cents = buyer_price_cents,
+            updated_at = ?2
+         WHERE id = ?1",
+    )?
+    .execute(params![transaction.id, now])?;
+    append_history(
+        conn,
+        &transaction.id,
+        Some(transaction.status),
+        transaction.status,
+        actor,
+        Some(reason),
+        now,
+    )
+}
+
+/// Every transaction of a lead, oldest first.
+pub(crate) fn of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<Transaction>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM transactions WHERE lead_id = ?1 ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([lead_id], from_row)?;
+    rows.collect()
+}
+
+/// How many transactions a lead has, and how many of them ended without a sale (rejected
+/// or cancelled).
+pub(crate) fn void_tally(conn: &Connection, lead_id: &str) -> rusqlite::Result<(i64, i64)> {
+    conn.prepare_cached(
+        "SELECT count(*), count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
+         FROM transactions WHERE lead_id = ?1",
+    )?
+    .query_row([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))
+}
+
+/// The buyers that hold any transaction of the request, whatever its state.
+pub(crate) fn buyers_of_request(
+    conn: &Connection,
+    lead_request_id: &str,
+) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
+    let rows = stmt.query_map([lead_request_id], |row| row.get(0))?;
+    rows.collect()
 }
 
 /// The history of a transaction, in the order the moves happened.
@@ -237,7 +388,7 @@ pub(crate) fn set_delivery_status(
     )?
     .execute(params![
         transaction_id,
-        status.as_str(),
+        status,
         partner_external_id,
         crate::clock::now_ms()
     ])?;

@@ -1,5 +1,5 @@
 //! Reading a request body: content type, content encoding (gzip decoded, others 415), size
-//! limit, read timeout, JSON parsing.
+//! limit, read timeout, JSON parsing; the console's forms.
 
 use std::io::Read;
 use std::time::Duration;
@@ -67,15 +67,46 @@ fn gunzip(compressed: &[u8], limit: usize) -> Result<Bytes, HttpError> {
 /// content type is accepted: the interface is JSON-only, and many partner tools omit the
 /// header.
 pub(crate) async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, HttpError> {
-    if let Some(content_type) = request.headers().get(CONTENT_TYPE) {
-        let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
-        let media_type = content_type.split(';').next().unwrap_or("").trim();
-        if media_type != "application/json" && !media_type.ends_with("+json") {
-            return Err(HttpError::UnsupportedMediaType {
-                media_type: media_type.to_string(),
-            });
-        }
+    let media_type = media_type(&request);
+    if let Some(media_type) = media_type
+        && media_type != "application/json"
+        && !media_type.ends_with("+json")
+    {
+        return Err(HttpError::UnsupportedMediaType { media_type });
     }
+    read_limited(request, limit).await
+}
+
+/// Reads an HTML form's body (`application/x-www-form-urlencoded`, which browsers always
+/// name), refusing more than `limit` bytes (413) and any other content type (415).
+pub(crate) async fn read_form(request: Request, limit: usize) -> Result<Bytes, HttpError> {
+    match media_type(&request) {
+        Some(media_type) if media_type == "application/x-www-form-urlencoded" => {
+            read_limited(request, limit).await
+        }
+        other => Err(HttpError::NotAForm {
+            media_type: other.unwrap_or_default(),
+        }),
+    }
+}
+
+/// The request's media type, lower-case without parameters, when it names one.
+fn media_type(request: &Request) -> Option<String> {
+    let content_type = request.headers().get(CONTENT_TYPE)?;
+    let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
+    Some(
+        content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    )
+}
+
+/// The body, decoded when gzip-compressed, of at most `limit` bytes (compressed and
+/// decoded).
+async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError> {
     let encoding = encoding(request.headers())?;
     let declared = request
         .headers()
@@ -150,8 +181,7 @@ mod tests {
     }
 
     fn gzip(bytes: &[u8]) -> Vec<u8> {
-        let mut encoder =
-            flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         encoder.write_all(bytes).unwrap();
         encoder.finish().unwrap()
     }

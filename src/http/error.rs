@@ -14,11 +14,12 @@ use serde_json::{Map, Value, json};
 
 use super::Response;
 use crate::db::{DbError, StorageFault};
-use crate::logging::Repeated;
 use crate::health::Unhealthy;
 use crate::ingest::IngestError;
 use crate::lifecycle::LifecycleError;
+use crate::logging::Repeated;
 use crate::mapping::MappingError;
+use crate::operators::OperatorError;
 
 /// Errors of HTTP itself, found before any domain code runs: routing, the body, the rate
 /// limit.
@@ -41,6 +42,9 @@ pub(crate) enum HttpError {
     /// A gzip body that is not valid gzip.
     #[error("request body is not valid gzip: {0}")]
     BadGzip(String),
+    /// A console form was sent as something other than a form.
+    #[error("content type must be application/x-www-form-urlencoded, not '{media_type}'")]
+    NotAForm { media_type: String },
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("request body was not received in time")]
@@ -70,6 +74,8 @@ pub(crate) enum Error {
     Lifecycle(#[from] LifecycleError),
     #[error(transparent)]
     Unhealthy(#[from] Unhealthy),
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
 }
 
 /// The body form of an endpoint's errors.
@@ -80,6 +86,8 @@ pub(crate) enum Form {
     /// The lifecycle endpoints' form (SPEC.md section 7): `accepted: false` with the
     /// `code` and `message` of the `error` object also at the top level.
     Partner,
+    /// An HTML page with the status and the message, for the operator console's browser.
+    Html,
 }
 
 /// How long a client should wait before retrying after a 503 for a full, read-only or
@@ -100,9 +108,9 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             let status = match &e {
                 HttpError::NoSuchPath { .. } => StatusCode::NOT_FOUND,
                 HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-                HttpError::UnsupportedMediaType { .. } | HttpError::UnsupportedEncoding { .. } => {
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE
-                }
+                HttpError::UnsupportedMediaType { .. }
+                | HttpError::UnsupportedEncoding { .. }
+                | HttpError::NotAForm { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
                 HttpError::BodyUnreadable(_)
@@ -113,7 +121,9 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             let code = match &e {
                 HttpError::NoSuchPath { .. } => "not_found",
                 HttpError::MethodNotAllowed { .. } => "method_not_allowed",
-                HttpError::UnsupportedMediaType { .. } => "unsupported_media_type",
+                HttpError::UnsupportedMediaType { .. } | HttpError::NotAForm { .. } => {
+                    "unsupported_media_type"
+                }
                 HttpError::UnsupportedEncoding { .. } => "unsupported_content_encoding",
                 HttpError::BadGzip(_) => "invalid_gzip",
                 HttpError::PayloadTooLarge { .. } => "payload_too_large",
@@ -197,6 +207,13 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 reply
             }
         }
+        Error::Operator(OperatorError::Db(db)) => db_reply(db),
+        Error::Operator(e @ OperatorError::NotFound(_)) => {
+            Reply::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+        }
+        Error::Operator(e @ OperatorError::Invalid(_)) => {
+            Reply::new(StatusCode::BAD_REQUEST, "invalid", e.to_string())
+        }
         Error::Unhealthy(e) => {
             let retry_after = match e.storage_fault() {
                 Some(StorageFault::Full | StorageFault::ReadOnly | StorageFault::Io) => {
@@ -217,10 +234,10 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
         }
     };
     match form {
-        Form::Plain => reply,
-        Form::Partner => reply.partner_form(),
+        Form::Plain => reply.into_response(),
+        Form::Partner => reply.partner_form().into_response(),
+        Form::Html => reply.into_html_response(),
     }
-    .into_response()
 }
 
 /// A database error: 503 with `Retry-After` when retrying can help (a busy, full,
@@ -258,7 +275,9 @@ fn db_reply(e: DbError) -> Reply {
             "too many requests are waiting for the database; retry",
             1,
         ),
-        DbError::WriterGone => Reply::unavailable("unavailable", "service is shutting down; retry", 1),
+        DbError::WriterGone => {
+            Reply::unavailable("unavailable", "service is shutting down; retry", 1)
+        }
         DbError::GroupFailed { .. } => {
             if let Some(repeats) = NOT_COMMITTED.admit() {
                 log::error!("{e}{repeats}");
@@ -409,6 +428,45 @@ impl Reply {
 
     fn into_response(self) -> Response {
         let mut response = super::response::json(self.status, &self.body);
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
+        }
+        response.extensions_mut().insert(ErrorCode(self.code));
+        response
+    }
+
+    /// The same answer as a small HTML page: the status and the error's message, escaped
+    /// (a message can quote what the client sent).
+    fn into_html_response(self) -> Response {
+        let message = self.body["error"]["message"]
+            .as_str()
+            .or_else(|| self.body["reason"].as_str())
+            .unwrap_or("error")
+            .to_string();
+        let title = format!(
+            "{} {}",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or("")
+        );
+        let page = maud::html! {
+            (maud::DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (title) " · leadrelay" }
+                    link rel="stylesheet" href="/style.css";
+                }
+                body {
+                    main class="error" {
+                        h1 { (title) }
+                        p { (message) }
+                        p { a href="/" { "Back to the overview" } }
+                    }
+                }
+            }
+        };
+        let mut response = super::response::html(self.status, page.into_string());
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }
@@ -584,20 +642,21 @@ mod tests {
 
     #[tokio::test]
     async fn refusals_carry_their_code_for_the_log_line() {
-        let response = error_to_http_response(
-            IngestError::SecretInvalid.into(),
-            Form::Plain,
+        let response = error_to_http_response(IngestError::SecretInvalid.into(), Form::Plain);
+        assert_eq!(
+            response.extensions().get::<ErrorCode>().unwrap().0,
+            "unauthorized"
         );
-        assert_eq!(response.extensions().get::<ErrorCode>().unwrap().0, "unauthorized");
-        let response = error_to_http_response(
-            LifecycleError::TransactionNotFound.into(),
-            Form::Partner,
-        );
+        let response =
+            error_to_http_response(LifecycleError::TransactionNotFound.into(), Form::Partner);
         assert_eq!(
             response.extensions().get::<ErrorCode>().unwrap().0,
             LifecycleError::TransactionNotFound.code()
         );
         let response = error_to_http_response(Unhealthy::ShuttingDown.into(), Form::Plain);
-        assert_eq!(response.extensions().get::<ErrorCode>().unwrap().0, "unavailable");
+        assert_eq!(
+            response.extensions().get::<ErrorCode>().unwrap().0,
+            "unavailable"
+        );
     }
 }

@@ -158,6 +158,67 @@ pub async fn run(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let header_read_timeout = state.config.header_read_timeout;
+    let stopping = state.clone();
+    let counting = state.clone();
+    let limit = ConnectionLimit {
+        places: state.connections.clone(),
+        max: state.config.max_connections,
+        on_refused: Arc::new(move || counting.metrics.connection_refused()),
+    };
+    serve(
+        listener,
+        header_read_timeout,
+        limit,
+        move |request, peer| {
+            let state = state.clone();
+            async move { handle(&state, request, peer).await }
+        },
+        shutdown,
+        move || stopping.shutting_down.store(true, Ordering::Relaxed),
+    )
+    .await
+}
+
+/// How many connections a listener keeps open at once, and what to do when it refuses one
+/// (count it).
+#[derive(Clone)]
+pub(crate) struct ConnectionLimit {
+    /// One permit per connection that may be open.
+    pub(crate) places: Arc<Semaphore>,
+    pub(crate) max: usize,
+    pub(crate) on_refused: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl ConnectionLimit {
+    /// `max` connections, refusals not counted anywhere.
+    pub(crate) fn new(max: usize) -> ConnectionLimit {
+        ConnectionLimit {
+            places: Arc::new(Semaphore::new(max.max(1))),
+            max,
+            on_refused: Arc::new(|| {}),
+        }
+    }
+}
+
+/// The accept loop of a listener: every connection, up to `limit`, is served by `handle`
+/// (one call per request, with its request id current and echoed in `X-Request-Id`) with
+/// the header read timeout, until `shutdown` completes; then `on_shutdown` runs, the
+/// listener closes and in-flight requests drain (bounded by [`DRAIN_TIMEOUT`]). A
+/// connection past the limit is answered 503 and closed ([`refuse`]). The API ([`run`])
+/// and the operator console (`crate::console`) each run one.
+pub(crate) async fn serve<H, F>(
+    listener: TcpListener,
+    header_read_timeout: Duration,
+    limit: ConnectionLimit,
+    handle: H,
+    shutdown: impl Future<Output = ()>,
+    on_shutdown: impl FnOnce(),
+) -> std::io::Result<()>
+where
+    H: Fn(super::Request, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = super::Response> + Send + 'static,
+{
     static ACCEPT_FAILED: Repeated = Repeated::new();
     static LIMIT_REACHED: Repeated = Repeated::new();
     let graceful = GracefulShutdown::new();
@@ -180,12 +241,12 @@ pub async fn run(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let Ok(permit) = state.connections.clone().try_acquire_owned() else {
-                    state.metrics.connection_refused();
+                let Ok(permit) = limit.places.clone().try_acquire_owned() else {
+                    (limit.on_refused)();
                     if let Some(repeats) = LIMIT_REACHED.admit() {
                         log::warn!(
                             "{} connections are open (serve --max-connections): refusing new ones with 503{repeats}",
-                            state.config.max_connections
+                            limit.max
                         );
                     }
                     // Beyond the refusals under way, the connection is just closed.
@@ -197,7 +258,8 @@ pub async fn run(
                     }
                     continue;
                 };
-                let connection = serve_connection(stream, peer, state.clone());
+                let connection =
+                    serve_connection(stream, peer, header_read_timeout, handle.clone());
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
@@ -209,7 +271,7 @@ pub async fn run(
             () = &mut shutdown => break,
         }
     }
-    state.shutting_down.store(true, Ordering::Relaxed);
+    on_shutdown();
     drop(listener);
     log::info!("shutting down: draining in-flight requests");
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
@@ -221,10 +283,11 @@ pub async fn run(
     Ok(())
 }
 
-fn serve_connection(
+fn serve_connection<H, F>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    state: Arc<AppState>,
+    header_read_timeout: Duration,
+    handle: H,
 ) -> hyper::server::conn::http1::Connection<
     TokioIo<tokio::net::TcpStream>,
     impl hyper::service::Service<
@@ -233,19 +296,21 @@ fn serve_connection(
         Error = Infallible,
         Future = impl Future<Output = Result<super::Response, Infallible>> + Send,
     > + Send,
-> {
-    let header_read_timeout = state.config.header_read_timeout;
+>
+where
+    H: Fn(super::Request, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = super::Response> + Send + 'static,
+{
     let service = service_fn(move |request: super::Request| {
-        let state = state.clone();
         let id = crate::request_id::from_client(
             request
                 .headers()
                 .get(X_REQUEST_ID)
                 .map(HeaderValue::as_bytes),
         );
+        let response = crate::request_id::scope(id.clone(), handle(request, peer));
         async move {
-            let mut response =
-                crate::request_id::scope(id.clone(), handle(&state, request, peer)).await;
+            let mut response = response.await;
             response
                 .headers_mut()
                 .insert(X_REQUEST_ID, request_id_header(&id));

@@ -18,7 +18,7 @@ use super::problem::Problem;
 use super::quality;
 use super::result::{self, Answer, ItemFacts, Reply};
 use super::shape::{self, Item, Shape};
-use super::store::{self, Outcome, PreparedLead, Target};
+use super::store::{self, PreparedLead, StoreOutcome};
 use super::validate;
 use crate::config::container::ContainerKind;
 use crate::config::source::{self, Source};
@@ -53,7 +53,7 @@ pub(crate) fn admit(
 /// body) and returns the answer.
 pub(crate) async fn ingest(
     services: &Services<'_>,
-    source: &Source,
+    source: Source,
     body: Value,
     raw: Option<String>,
 ) -> Result<Reply, IngestError> {
@@ -61,12 +61,12 @@ pub(crate) async fn ingest(
     // native shape here, before shape detection (400 `mapping_error` on failure). The
     // mapped leads are then stored as JSON, since the received text is not their text.
     let (body, raw) = match source.mapping_published {
-        Some(_) => (crate::mapping::apply_published(source, body)?, None),
+        Some(_) => (crate::mapping::apply_published(&source, body)?, None),
         None => (body, raw),
     };
     let shape =
         shape::detect(body, raw, source.container_kind).map_err(IngestError::body_invalid)?;
-    let target = Arc::new(Target::of(source));
+    let target = Arc::new(source);
     match shape {
         Shape::Single(item) => {
             let answered = ingest_single(services, target, *item).await;
@@ -137,7 +137,7 @@ fn authenticate(source: &Source, presented: &[&str]) -> Result<(), IngestError> 
 
 /// The products the items' interests name, read once for the whole request (on the
 /// request's task, as `find_source` explains).
-fn load_catalog(db: &Db, target: &Target, items: &[Item]) -> Result<Catalog, IngestError> {
+fn load_catalog(db: &Db, target: &Source, items: &[Item]) -> Result<Catalog, IngestError> {
     let references = References::of(items.iter().filter_map(|item| item.draft.as_ref()));
     if references.is_empty() {
         return Ok(Catalog::default());
@@ -173,11 +173,11 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     let lead = validate::complete(draft, catalog, &mut problems);
     if !problems.is_empty() {
         return Prepared::Invalid {
-            external_id: lead.external_id,
+            external_id: lead.fields.external_id,
             problems,
         };
     }
-    let quality = quality::assess(&lead);
+    let quality = quality::assess(&lead.fields);
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
@@ -186,9 +186,9 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
 /// once rather than at their next poll.
 async fn write(
     services: &Services<'_>,
-    target: Arc<Target>,
+    target: Arc<Source>,
     leads: Vec<PreparedLead>,
-) -> Result<Vec<Outcome>, IngestError> {
+) -> Result<Vec<StoreOutcome>, IngestError> {
     let (outcomes, leads) = services
         .db
         .write(move |conn| {
@@ -201,7 +201,7 @@ async fn write(
     drop(leads);
     if outcomes
         .iter()
-        .any(|o| matches!(o, Outcome::Created { auto_delivered, .. } if *auto_delivered > 0))
+        .any(|o| matches!(o, StoreOutcome::Created { auto_delivered, .. } if *auto_delivered > 0))
     {
         services.outbox.notify();
     }
@@ -210,7 +210,7 @@ async fn write(
 
 async fn ingest_single(
     services: &Services<'_>,
-    target: Arc<Target>,
+    target: Arc<Source>,
     item: Item,
 ) -> Result<Reply, IngestError> {
     let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
@@ -230,7 +230,7 @@ async fn ingest_single(
 
 async fn ingest_batch(
     services: &Services<'_>,
-    target: Arc<Target>,
+    target: Arc<Source>,
     items: Vec<Item>,
 ) -> Result<Reply, IngestError> {
     let catalog = load_catalog(services.db, &target, &items)?;

@@ -5,8 +5,10 @@
 //! body → JSON → [`shape`] (Lead, person wrapper or batch) → [`validate`] (every problem
 //! with a JSON pointer, [`problem`]) with products from [`catalog`] → [`normalize`] and
 //! [`quality`] → one writer job in [`store`] (idempotency, [`dedupe`], inserts) → the
-//! answer of [`result`]. [`view`] reads stored leads for the CLI and other modules;
-//! [`status`] makes every later write to them (lead and request states, the decision).
+//! answer of [`result`]. [`model`] has the typed lead at each stage; [`view`] reads stored
+//! leads for the CLI and the `deliver` command (a lead the writer job has just stored is
+//! handed on by that job, not read back); [`status`] makes every later write to them (lead
+//! and request states, the decision).
 //!
 //! Ingest does not own the source, product or container records (`config`), partner-native
 //! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
@@ -23,6 +25,8 @@ pub mod result;
 pub mod shape;
 pub mod status;
 pub mod store;
+#[cfg(test)]
+mod store_tests;
 pub mod validate;
 pub mod view;
 

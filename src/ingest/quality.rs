@@ -4,7 +4,7 @@
 //! Owns the checks and their reason codes. It is a pure function of the lead: no database,
 //! no configuration. What quality means for delivery is auto-delivery's business.
 
-use super::model::LeadInput;
+use super::model::LeadFields;
 use super::normalize::{is_valid_email, phone_digits};
 use crate::db::stored::stored_enum;
 
@@ -106,7 +106,7 @@ pub const CONSENT_GRANTED: &[&str] = &[
     "consented",
 ];
 
-pub fn assess(lead: &LeadInput) -> Quality {
+pub fn assess(lead: &LeadFields) -> Quality {
     let mut reasons = Vec::new();
     let email = lead
         .person
@@ -282,8 +282,8 @@ fn uk_postcode(code: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn lead(first: &str, email: Option<&str>, phone: Option<&str>) -> LeadInput {
-        let mut lead = LeadInput::default();
+    fn lead(first: &str, email: Option<&str>, phone: Option<&str>) -> LeadFields {
+        let mut lead = LeadFields::default();
         lead.person.first_name = first.into();
         lead.person.last_name = "Doe".into();
         lead.person.email = email.map(str::to_string);

@@ -13,7 +13,8 @@ use serde_json::Value;
 use super::dedupe::{DuplicateMatch, DuplicateStatus};
 use super::problem::Problem;
 use super::quality::Quality;
-use super::store::{Outcome, Target};
+use super::store::StoreOutcome;
+use crate::config::source::Source;
 
 /// The per-lead outcome of SPEC.md 2.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,7 @@ pub struct IngestFacts {
 }
 
 /// Everything a result item says about one lead, apart from where it was sent (the
-/// [`Target`], added when serialising).
+/// [`Source`], added when serialising).
 #[derive(Debug, Clone)]
 pub struct ItemFacts {
     pub status: Status,
@@ -74,9 +75,9 @@ impl ItemFacts {
     }
 
     /// The item as JSON text, as stored in `leads.result`.
-    pub fn to_text(&self, target: &Target) -> String {
+    pub fn to_text(&self, source: &Source) -> String {
         let item = ItemJson {
-            target,
+            source,
             facts: self,
             index: None,
         };
@@ -84,9 +85,9 @@ impl ItemFacts {
     }
 }
 
-/// An item ready to be serialised: facts, target and (in a batch) the position.
+/// An item ready to be serialised: facts, source and (in a batch) the position.
 struct ItemJson<'a> {
-    target: &'a Target,
+    source: &'a Source,
     facts: &'a ItemFacts,
     index: Option<usize>,
 }
@@ -101,10 +102,10 @@ impl Serialize for ItemJson<'_> {
         map.serialize_entry("status", facts.status.as_str())?;
         map.serialize_entry("leadId", &facts.lead_id)?;
         map.serialize_entry(
-            self.target.container_kind.id_key(),
-            &self.target.container_id,
+            self.source.container_kind.id_key(),
+            &self.source.container_id,
         )?;
-        map.serialize_entry("sourceId", &self.target.source_id)?;
+        map.serialize_entry("sourceId", &self.source.id)?;
         map.serialize_entry("externalId", &facts.external_id)?;
         map.serialize_entry(
             "idempotentReplay",
@@ -163,26 +164,26 @@ impl Answer {
     }
 }
 
-impl Outcome {
-    pub fn into_answer(self, target: &Target) -> Answer {
+impl StoreOutcome {
+    pub fn into_answer(self, source: &Source) -> Answer {
         match self {
-            Outcome::Created { item, .. } | Outcome::DuplicateRejected { item } => {
+            StoreOutcome::Created { item, .. } | StoreOutcome::DuplicateRejected { item } => {
                 Answer::Fresh(Box::new(item))
             }
-            Outcome::Replay { lead_id, result } => {
-                Answer::Replay(replay_item(target, &lead_id, result.as_deref()))
+            StoreOutcome::Replay { lead_id, result } => {
+                Answer::Replay(replay_item(source, &lead_id, result.as_deref()))
             }
         }
     }
 
     /// Whether a lead was created.
     pub fn created(&self) -> bool {
-        matches!(self, Outcome::Created { .. })
+        matches!(self, StoreOutcome::Created { .. })
     }
 }
 
 /// The item of an idempotent replay: the stored lead's first answer, marked as a replay.
-fn replay_item(target: &Target, lead_id: &str, stored: Option<&str>) -> Value {
+fn replay_item(source: &Source, lead_id: &str, stored: Option<&str>) -> Value {
     let mut item = stored
         .and_then(|text| serde_json::from_str::<Value>(text).ok())
         .filter(Value::is_object)
@@ -192,7 +193,7 @@ fn replay_item(target: &Target, lead_id: &str, stored: Option<&str>) -> Value {
                 lead_id: Some(lead_id.to_string()),
                 ..ItemFacts::invalid(None, Vec::new())
             };
-            serde_json::from_str(&facts.to_text(target)).expect("an item is valid JSON")
+            serde_json::from_str(&facts.to_text(source)).expect("an item is valid JSON")
         });
     item["status"] = Status::IdempotentReplay.as_str().into();
     item["idempotentReplay"] = true.into();
@@ -200,7 +201,7 @@ fn replay_item(target: &Target, lead_id: &str, stored: Option<&str>) -> Value {
 }
 
 struct AnswerJson<'a> {
-    target: &'a Target,
+    source: &'a Source,
     answer: &'a Answer,
     index: Option<usize>,
 }
@@ -209,7 +210,7 @@ impl Serialize for AnswerJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self.answer {
             Answer::Fresh(facts) => ItemJson {
-                target: self.target,
+                source: self.source,
                 facts,
                 index: self.index,
             }
@@ -237,7 +238,7 @@ pub(crate) struct Reply {
 }
 
 /// The answer to a single lead: `{"item": …}`, 201 when a lead was created, else 200.
-pub(crate) fn single(target: &Target, answer: &Answer, created: bool) -> Reply {
+pub(crate) fn single(source: &Source, answer: &Answer, created: bool) -> Reply {
     struct Body<'a>(AnswerJson<'a>);
     impl Serialize for Body<'_> {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -247,7 +248,7 @@ pub(crate) fn single(target: &Target, answer: &Answer, created: bool) -> Reply {
         }
     }
     let body = Body(AnswerJson {
-        target,
+        source,
         answer,
         index: None,
     });
@@ -259,7 +260,7 @@ pub(crate) fn single(target: &Target, answer: &Answer, created: bool) -> Reply {
 
 /// The answer to a batch: a summary and one item per lead, in order. 201 when at least one
 /// lead was created, else 200.
-pub(crate) fn batch(target: &Target, answers: &[Answer]) -> Reply {
+pub(crate) fn batch(source: &Source, answers: &[Answer]) -> Reply {
     let mut summary = [0usize; 4];
     for answer in answers {
         let status = match answer {
@@ -269,7 +270,7 @@ pub(crate) fn batch(target: &Target, answers: &[Answer]) -> Reply {
         summary[status as usize] += 1;
     }
     struct Body<'a> {
-        target: &'a Target,
+        source: &'a Source,
         answers: &'a [Answer],
         summary: [usize; 4],
     }
@@ -290,7 +291,7 @@ pub(crate) fn batch(target: &Target, answers: &[Answer]) -> Reply {
             map.serialize_entry(
                 "items",
                 &ItemsJson {
-                    target: self.target,
+                    source: self.source,
                     answers: self.answers,
                 },
             )?;
@@ -298,14 +299,14 @@ pub(crate) fn batch(target: &Target, answers: &[Answer]) -> Reply {
         }
     }
     struct ItemsJson<'a> {
-        target: &'a Target,
+        source: &'a Source,
         answers: &'a [Answer],
     }
     impl Serialize for ItemsJson<'_> {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
             serializer.collect_seq(self.answers.iter().enumerate().map(|(index, answer)| {
                 AnswerJson {
-                    target: self.target,
+                    source: self.source,
                     answer,
                     index: Some(index),
                 }
@@ -314,7 +315,7 @@ pub(crate) fn batch(target: &Target, answers: &[Answer]) -> Reply {
     }
     let created = summary[Status::Accepted as usize] + summary[Status::Duplicate as usize] > 0;
     let body = Body {
-        target,
+        source,
         answers,
         summary,
     };

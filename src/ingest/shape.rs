@@ -25,11 +25,13 @@ pub enum Shape {
     Batch(Vec<Item>),
 }
 
-/// One lead of a body, checked as far as possible without the database.
+/// One lead of a body as received, checked as far as possible without the database: its
+/// text (stored with the lead), the problems found so far and, when it is an object at
+/// all, its [`LeadDraft`]. It differs from a validated lead because a body's item may be
+/// anything (a batch answers for each one, also for a string or a number), and whole-body
+/// steps (the person wrapper) still change the draft.
 #[derive(Debug)]
 pub struct Item {
-    /// The position in `leads`, for a batch.
-    pub index: Option<usize>,
     /// `None` when the item is not even an object.
     pub draft: Option<LeadDraft>,
     pub problems: Vec<Problem>,
@@ -69,7 +71,6 @@ pub fn detect(
     let mut problems = Vec::new();
     let draft = validate::lead(map, "", &mut problems);
     Ok(Shape::Single(Box::new(Item {
-        index: None,
         draft: Some(draft),
         problems,
         raw,
@@ -148,7 +149,6 @@ fn batch(map: Map<String, Value>) -> Result<Shape, Vec<Problem>> {
                 }
             };
             Item {
-                index: Some(position),
                 draft,
                 problems,
                 raw,
@@ -205,14 +205,14 @@ fn wrapper(map: Map<String, Value>, raw: String) -> Result<Shape, Vec<Problem>> 
     if let Some(wrapper_id) = external_id
         && validate::check_external_id(&wrapper_id, "/externalId", &mut problems)
     {
-        match &draft.lead.external_id {
+        match &draft.fields.external_id {
             Some(person_id) if *person_id != wrapper_id => problems.push(Problem::new(
                 "/externalId",
                 "conflict",
                 "externalId differs from person.externalId; send one of them",
             )),
             Some(_) => {}
-            None => draft.lead.external_id = Some(wrapper_id),
+            None => draft.fields.external_id = Some(wrapper_id),
         }
     }
     draft.interests.extend(interests);
@@ -224,7 +224,6 @@ fn wrapper(map: Map<String, Value>, raw: String) -> Result<Shape, Vec<Problem>> 
         }
     }
     Ok(Shape::Single(Box::new(Item {
-        index: None,
         draft: Some(draft),
         problems,
         raw,

@@ -12,47 +12,28 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::IngestError;
 use super::dedupe::{self, DuplicateStatus};
-use super::model::LeadInput;
+use super::model::{Lead, StoredLead, StoredRequest};
 use super::normalize;
-use super::quality::{Quality, QualityStatus};
+use super::quality::Quality;
 use super::result::{IngestFacts, ItemFacts, Status};
-use crate::config::container::ContainerKind;
-use crate::config::source::{DedupeRule, DedupeScope, Source};
+use super::status::{LeadStatus, RequestStatus};
+use crate::config::source::{DedupeScope, Source};
 
-/// Where a request's leads go: the source, its container and workspace, and its duplicate
-/// rule, as read at the start of the request.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub source_id: String,
-    pub container_id: String,
-    pub container_kind: ContainerKind,
-    pub workspace_id: String,
-    pub dedupe: DedupeRule,
-}
-
-impl Target {
-    pub fn of(source: &Source) -> Target {
-        Target {
-            source_id: source.id.clone(),
-            container_id: source.container_id.clone(),
-            container_kind: source.container_kind,
-            workspace_id: source.workspace_id.clone(),
-            dedupe: source.dedupe.clone(),
-        }
-    }
-
-    fn scope_name(&self) -> &'static str {
-        match self.dedupe.scope {
-            DedupeScope::Container => self.container_kind.as_str(),
-            DedupeScope::Workspace => "workspace",
-        }
+/// The duplicate rule's scope as shown in `duplicateMatch`: the source's container kind or
+/// `workspace`.
+fn scope_name(source: &Source) -> &'static str {
+    match source.dedupe.scope {
+        DedupeScope::Container => source.container_kind.as_str(),
+        DedupeScope::Workspace => "workspace",
     }
 }
 
-/// A valid lead with everything computed that needs no database.
+/// A valid lead with everything computed that needs no database: the writer job's input.
+/// It exists apart from [`Lead`] so that the job only binds ready values (contact keys,
+/// quality, the text of the JSON columns) and spends no writer time serialising.
 #[derive(Debug)]
 pub struct PreparedLead {
-    pub input: LeadInput,
+    pub lead: Lead,
     /// The lead's JSON as received.
     pub raw: String,
     pub email_key: Option<String>,
@@ -65,19 +46,28 @@ pub struct PreparedLead {
 }
 
 impl PreparedLead {
-    pub fn new(input: LeadInput, raw: String, quality: Quality) -> PreparedLead {
-        let email_key = input.person.email.as_deref().and_then(normalize::email_key);
-        let phone_key = input.person.phone.as_deref().and_then(normalize::phone_key);
+    pub fn new(lead: Lead, raw: String, quality: Quality) -> PreparedLead {
+        let fields = &lead.fields;
+        let email_key = fields
+            .person
+            .email
+            .as_deref()
+            .and_then(normalize::email_key);
+        let phone_key = fields
+            .person
+            .phone
+            .as_deref()
+            .and_then(normalize::phone_key);
         PreparedLead {
-            additional_json: json_text(&input.additional),
-            metadata_json: input.capture.metadata.as_ref().map(json_text),
+            additional_json: json_text(&fields.additional),
+            metadata_json: fields.capture.metadata.as_ref().map(json_text),
             reasons_json: json_text(&quality.reasons),
-            field_values_json: input
+            field_values_json: lead
                 .interests
                 .iter()
                 .map(|interest| json_text(&interest.field_values))
                 .collect(),
-            input,
+            lead,
             raw,
             email_key,
             phone_key,
@@ -91,37 +81,13 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("maps and lists of JSON values always serialise")
 }
 
-/// A lead request just stored.
-#[derive(Debug, Clone)]
-pub struct StoredRequest {
-    pub id: String,
-    pub product_id: String,
-    pub routing_ready: Option<bool>,
-    pub trigger_auto_delivery: bool,
-}
-
-/// A lead just stored, with what a later step in the same writer job (auto-delivery,
-/// DESIGN.md section 5) needs to decide about it.
-#[derive(Debug, Clone)]
-pub struct StoredLead {
-    pub lead_id: String,
-    pub workspace_id: String,
-    pub container_id: String,
-    pub container_kind: ContainerKind,
-    pub quality: QualityStatus,
-    pub duplicate: DuplicateStatus,
-    pub requests: Vec<StoredRequest>,
-    pub created_at: i64,
-}
-
-/// What happened to one prepared lead.
+/// What happened to one prepared lead in the writer job.
 #[derive(Debug)]
-pub enum Outcome {
+pub enum StoreOutcome {
     /// Stored: accepted, or a duplicate kept for review. `item` is the answer, also saved
     /// in `leads.result`.
     Created {
         item: ItemFacts,
-        lead: StoredLead,
         /// Transactions auto-delivery created for it; the outbox is woken when any were.
         auto_delivered: usize,
     },
@@ -156,47 +122,47 @@ const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, 
 /// error rolls back the whole job, so a request's leads are stored all or none.
 pub fn store_all(
     conn: &Connection,
-    target: &Target,
+    source: &Source,
     leads: &[PreparedLead],
     now: i64,
-) -> Result<Vec<Outcome>, IngestError> {
+) -> Result<Vec<StoreOutcome>, IngestError> {
     let mut outcomes = Vec::with_capacity(leads.len());
     for lead in leads {
-        outcomes.push(store_one(conn, target, lead, now)?);
+        outcomes.push(store_one(conn, source, lead, now)?);
     }
     Ok(outcomes)
 }
 
 fn store_one(
     conn: &Connection,
-    target: &Target,
+    source: &Source,
     lead: &PreparedLead,
     now: i64,
-) -> Result<Outcome, IngestError> {
-    let external_id = lead.input.external_id.as_deref();
+) -> Result<StoreOutcome, IngestError> {
+    let external_id = lead.lead.fields.external_id.as_deref();
     if let Some(external_id) = external_id {
         let found = conn
             .prepare_cached(FIND_EXTERNAL)?
-            .query_row(params![target.source_id, external_id], |row| {
+            .query_row(params![source.id, external_id], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
             })
             .optional()?;
         if let Some((lead_id, result)) = found {
-            return Ok(Outcome::Replay { lead_id, result });
+            return Ok(StoreOutcome::Replay { lead_id, result });
         }
     }
 
-    let duplicate_match = if target.dedupe.fields.is_empty() {
+    let duplicate_match = if source.dedupe.fields.is_empty() {
         None
     } else {
         let scope = dedupe::Scope {
-            container_id: &target.container_id,
-            workspace_id: &target.workspace_id,
-            name: target.scope_name(),
+            container_id: &source.container_id,
+            workspace_id: &source.workspace_id,
+            name: scope_name(source),
         };
         dedupe::find_match(
             conn,
-            &target.dedupe,
+            &source.dedupe,
             &scope,
             lead.email_key.as_deref(),
             lead.phone_key.as_deref(),
@@ -204,7 +170,7 @@ fn store_one(
         )?
     };
     let duplicate_status = match duplicate_match {
-        Some(_) => DuplicateStatus::for_match(target.dedupe.action),
+        Some(_) => DuplicateStatus::for_match(source.dedupe.action),
         None => DuplicateStatus::Unique,
     };
     let ingest = IngestFacts {
@@ -213,7 +179,7 @@ fn store_one(
         duplicate_match,
     };
     if duplicate_status == DuplicateStatus::Rejected {
-        return Ok(Outcome::DuplicateRejected {
+        return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
                 status: Status::Rejected,
                 lead_id: None,
@@ -227,7 +193,7 @@ fn store_one(
     }
 
     let lead_id = crate::ids::new("lead");
-    let item = ItemFacts {
+    let mut item = ItemFacts {
         status: match duplicate_status {
             DuplicateStatus::Unique => Status::Accepted,
             _ => Status::Duplicate,
@@ -235,7 +201,7 @@ fn store_one(
         lead_id: Some(lead_id.clone()),
         external_id: external_id.map(str::to_string),
         request_ids: lead
-            .input
+            .lead
             .interests
             .iter()
             .map(|_| crate::ids::new("lreq"))
@@ -244,17 +210,16 @@ fn store_one(
         errors: Vec::new(),
         auto_delivery: None,
     };
-    insert_lead(conn, target, lead, &lead_id, &item, now)?;
+    insert_lead(conn, source, lead, &lead_id, &item, now)?;
     conn.prepare_cached(INSERT_BODY)?
         .execute(params![lead_id, lead.raw])?;
-    let mut requests = Vec::with_capacity(item.request_ids.len());
     // The writer runs a request's job with the request's X-Request-Id current
     // (`request_id::current`); it is kept on each lead request. None for leads that came
     // without an HTTP request.
     let http_request_id = crate::request_id::current();
     let mut insert_request = conn.prepare_cached(INSERT_REQUEST)?;
     for (position, ((interest, request_id), field_values)) in lead
-        .input
+        .lead
         .interests
         .iter()
         .zip(&item.request_ids)
@@ -272,44 +237,70 @@ fn store_one(
             now,
             http_request_id.as_deref(),
         ])?;
-        requests.push(StoredRequest {
-            id: request_id.clone(),
-            product_id: interest.product_id.clone(),
-            routing_ready: interest.routing_ready,
-            trigger_auto_delivery: interest.trigger_auto_delivery,
-        });
     }
-    let stored = StoredLead {
-        lead_id,
-        workspace_id: target.workspace_id.clone(),
-        container_id: target.container_id.clone(),
-        container_kind: target.container_kind,
-        quality: lead.quality.status,
-        duplicate: duplicate_status,
-        requests,
-        created_at: now,
-    };
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
-    // caps and balances cannot race; its decision joins the answer saved for replays.
-    let mut item = item;
+    // caps and balances cannot race; it gets the lead as just written rather than reading
+    // it back, and its decision joins the answer saved for replays.
     let mut auto_delivered = 0;
-    if stored.requests.iter().any(|r| r.trigger_auto_delivery)
-        && let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored.lead_id, now)?
-    {
-        auto_delivered = auto.delivered();
-        item.auto_delivery = Some(auto.to_json());
-        save_result(conn, target, &stored.lead_id, &item)?;
+    if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+        let stored = stored_lead(source, lead, lead_id, &item, now);
+        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, now)? {
+            auto_delivered = auto.delivered();
+            item.auto_delivery = Some(auto.to_json());
+            save_result(conn, source, &stored.id, &item)?;
+        }
     }
-    Ok(Outcome::Created {
+    Ok(StoreOutcome::Created {
         item,
-        lead: stored,
         auto_delivered,
     })
 }
 
+/// The lead `store_one` has just written, as stored: the same values the inserts bound.
+fn stored_lead(
+    source: &Source,
+    lead: &PreparedLead,
+    id: String,
+    item: &ItemFacts,
+    now: i64,
+) -> StoredLead {
+    let ingest = item.ingest.as_ref();
+    StoredLead {
+        id,
+        source_id: source.id.clone(),
+        container_id: source.container_id.clone(),
+        container_kind: source.container_kind,
+        workspace_id: source.workspace_id.clone(),
+        fields: lead.lead.fields.clone(),
+        quality_status: lead.quality.status,
+        quality_reasons: lead.quality.reasons.iter().map(|r| r.to_string()).collect(),
+        duplicate_status: ingest.map_or(DuplicateStatus::Unique, |i| i.duplicate_status),
+        duplicate_match: ingest
+            .and_then(|i| i.duplicate_match.as_ref())
+            .map(|m| m.to_json()),
+        status: LeadStatus::Active,
+        created_at: now,
+        requests: lead
+            .lead
+            .interests
+            .iter()
+            .zip(&item.request_ids)
+            .enumerate()
+            .map(|(position, (interest, id))| StoredRequest {
+                id: id.clone(),
+                position: position as i64,
+                interest: interest.clone(),
+                status: RequestStatus::Open,
+                decision: None,
+                created_at: now,
+            })
+            .collect(),
+    }
+}
+
 fn insert_lead(
     conn: &Connection,
-    target: &Target,
+    source: &Source,
     lead: &PreparedLead,
     lead_id: &str,
     item: &ItemFacts,
@@ -320,16 +311,16 @@ fn insert_lead(
     let duplicate_match = ingest
         .and_then(|i| i.duplicate_match.as_ref())
         .map(|m| m.to_json().to_string());
-    let input = &lead.input;
-    let person = &input.person;
-    let consent = &input.consent;
-    let capture = &input.capture;
+    let fields = &lead.lead.fields;
+    let person = &fields.person;
+    let consent = &fields.consent;
+    let capture = &fields.capture;
     conn.prepare_cached(INSERT_LEAD)?.execute(params![
         lead_id,
-        target.source_id,
-        target.container_id,
-        target.workspace_id,
-        input.external_id,
+        source.id,
+        source.container_id,
+        source.workspace_id,
+        fields.external_id,
         person.first_name,
         person.last_name,
         person.email,
@@ -356,7 +347,7 @@ fn insert_lead(
         lead.reasons_json,
         duplicate_status.as_str(),
         duplicate_match,
-        item.to_text(target),
+        item.to_text(source),
         now,
     ])?;
     Ok(())
@@ -364,13 +355,13 @@ fn insert_lead(
 
 /// Saves `item` as the lead's answer, so that a replay answers the same (for a step that
 /// adds to the answer after the lead was inserted).
-pub fn save_result(
+fn save_result(
     conn: &Connection,
-    target: &Target,
+    source: &Source,
     lead_id: &str,
     item: &ItemFacts,
 ) -> Result<(), IngestError> {
     conn.prepare_cached("UPDATE leads SET result = ?2 WHERE id = ?1")?
-        .execute(params![lead_id, item.to_text(target)])?;
+        .execute(params![lead_id, item.to_text(source)])?;
     Ok(())
 }

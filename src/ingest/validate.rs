@@ -13,16 +13,18 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::catalog::Catalog;
-use super::model::{Capture, Interest, LeadInput};
+use super::model::{Capture, Interest, Lead, LeadFields};
 use super::problem::{Problem, child, index, type_name};
 
 /// The longest `externalId` (SPEC.md section 8), counted in characters.
 pub const EXTERNAL_ID_MAX_CHARS: usize = 128;
 
-/// A Lead after the first step: everything but the interests is final.
+/// A Lead after the first step: its own fields are final, its interests still name their
+/// products by slug or id, unresolved (resolving them needs the database, which this step
+/// does not touch).
 #[derive(Debug, Clone, Default)]
 pub struct LeadDraft {
-    pub lead: LeadInput,
+    pub fields: LeadFields,
     pub interests: Vec<InterestDraft>,
 }
 
@@ -63,7 +65,7 @@ struct Shortcut {
 
 /// Checks one Lead object found at `base` (a JSON pointer, "" for the whole body).
 pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) -> LeadDraft {
-    let mut lead = LeadInput::default();
+    let mut lead = LeadFields::default();
     let mut first_name = None;
     let mut last_name = None;
     let mut flat = Capture::default();
@@ -157,7 +159,10 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
     }
     interests.extend(request);
     interests.extend(requests);
-    LeadDraft { lead, interests }
+    LeadDraft {
+        fields: lead,
+        interests,
+    }
 }
 
 /// Checks an `externalId` value: 1 to 128 characters. True when it is valid.
@@ -273,11 +278,12 @@ pub fn interest_list(
 /// Resolves the interests' products and checks their fields. The lead is complete when no
 /// problem was added; interests that name the same product twice with the same answers
 /// count once.
-pub fn complete(draft: LeadDraft, catalog: &Catalog, problems: &mut Vec<Problem>) -> LeadInput {
-    let LeadDraft {
-        mut lead,
-        interests,
-    } = draft;
+pub fn complete(draft: LeadDraft, catalog: &Catalog, problems: &mut Vec<Problem>) -> Lead {
+    let LeadDraft { fields, interests } = draft;
+    let mut lead = Lead {
+        fields,
+        interests: Vec::with_capacity(interests.len()),
+    };
     let mut seen: HashMap<String, usize> = HashMap::new();
     for draft in interests {
         let Some(product) = resolve_product(&draft, catalog, problems) else {
@@ -316,6 +322,8 @@ pub fn complete(draft: LeadDraft, catalog: &Catalog, problems: &mut Vec<Problem>
         let product_path = draft.product_path();
         let interest = Interest {
             product_id: product.id.clone(),
+            product_slug: product.slug.clone(),
+            product_name: product.name.clone(),
             routing_ready: draft.routing_ready,
             trigger_auto_delivery: draft.trigger_auto_delivery.unwrap_or(false),
             field_values: draft.field_values,

@@ -8,15 +8,16 @@
 //! serialised and can never both refund or both charge. It does not find or authorise the
 //! transaction (`lookup` does, in the same job) and knows nothing of HTTP.
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde_json::Value;
 
 use super::error::LifecycleError;
 use super::input::BuyerCall;
 use super::lookup;
-use super::state::{self, Move, Status, Verdict};
+use super::state::{self, Move, Status, Transition};
 use crate::config::buyer::{Buyer, Plan};
 use crate::delivery::transaction::{self, Transaction};
+use crate::ledger;
 
 /// The actor of moves the service makes by itself on a buyer's setting.
 pub const SYSTEM_ACTOR: &str = "system";
@@ -57,13 +58,13 @@ fn apply(
     now: i64,
 ) -> Result<Applied, LifecycleError> {
     let next = match state::decide(current.status, call.requested) {
-        Verdict::NotAllowed => {
+        Transition::NotAllowed => {
             return Err(LifecycleError::TransitionNotAllowed {
                 current: current.status,
                 requested: call.requested,
             });
         }
-        Verdict::AlreadyApplied => {
+        Transition::AlreadyApplied => {
             return Ok(Applied {
                 item: current.to_json(),
                 state: current.status,
@@ -72,18 +73,24 @@ fn apply(
                 auto_status_changed_to: None,
             });
         }
-        Verdict::Apply(next) => next,
+        Transition::Apply(next) => next,
     };
     if call.requested == Move::Cancel {
         check_cancellation_window(&current, buyer, now)?;
     }
+    let actor = format!("buyer:{}", buyer.id);
+    let money = Money {
+        conn,
+        current: &current,
+        actor: &actor,
+        now,
+    };
     let economics_applied = match (call.requested, call.buyer_price_cents) {
-        (Move::Acknowledge, Some(price)) => reprice(conn, &current, buyer, price)?,
-        (Move::Reject | Move::Cancel, _) => refund(conn, &current)?,
+        (Move::Acknowledge, Some(price)) => money.reprice(buyer, price)?,
+        (Move::Reject | Move::Cancel, _) => money.refund(next, call.reason.as_deref())?,
         _ => false,
     };
-    let actor = format!("buyer:{}", buyer.id);
-    move_to(
+    transaction::move_to(
         conn,
         &current.id,
         current.status,
@@ -96,9 +103,9 @@ fn apply(
     let mut auto_status_changed_to = None;
     if call.requested == Move::Acknowledge
         && buyer.auto_payout_pending
-        && let Verdict::Apply(after) = state::decide(next, Move::MarkPayoutPending)
+        && let Transition::Apply(after) = state::decide(next, Move::MarkPayoutPending)
     {
-        move_to(
+        transaction::move_to(
             conn,
             &current.id,
             next,
@@ -123,15 +130,14 @@ fn apply(
     })
 }
 
-/// The window is half-open: a cancellation is allowed while less than the buyer's window
-/// has passed since the delivery, so a window of 0 refuses every cancellation.
+/// Refuses a cancellation once the buyer's cancellation window has closed
+/// ([`state::cancellation_window_open`]).
 fn check_cancellation_window(
     current: &Transaction,
     buyer: &Buyer,
     now: i64,
 ) -> Result<(), LifecycleError> {
-    let window_ms = buyer.cancellation_window_secs.saturating_mul(1000);
-    if now.saturating_sub(current.created_at) >= window_ms {
+    if !state::cancellation_window_open(current.created_at, buyer.cancellation_window_secs, now) {
         return Err(LifecycleError::CancellationWindowElapsed {
             delivered_at: current.created_at,
             window_secs: buyer.cancellation_window_secs,
@@ -140,81 +146,85 @@ fn check_cancellation_window(
     Ok(())
 }
 
-/// Sets the buyer price of an acknowledged transaction and recomputes its margin. A prepaid
-/// buyer's charge follows the price: the difference is charged or refunded, and a charge
-/// beyond balance plus credit limit is refused (nothing changes). Returns whether anything
-/// changed.
-fn reprice(
-    conn: &Connection,
-    current: &Transaction,
-    buyer: &Buyer,
-    price_cents: i64,
-) -> Result<bool, LifecycleError> {
-    let charged_cents = if buyer.plan == Plan::Prepaid {
-        price_cents
-    } else {
-        current.charged_cents
-    };
-    let extra_charge = charged_cents - current.charged_cents;
-    // The buyer was read in this writer job, so its balance is the current one.
-    let available = buyer.balance_cents + buyer.credit_limit_cents;
-    if extra_charge > 0 && extra_charge > available {
-        return Err(LifecycleError::InsufficientBalance {
-            required_cents: extra_charge,
-            available_cents: available,
-        });
-    }
-    if price_cents == current.buyer_price_cents && extra_charge == 0 {
-        return Ok(false);
-    }
-    conn.execute(
-        "UPDATE transactions
-         SET buyer_price_cents = ?2, margin_cents = ?2 - supplier_cost_cents, charged_cents = ?3
-         WHERE id = ?1",
-        params![current.id, price_cents, charged_cents],
-    )?;
-    if extra_charge != 0 {
-        adjust_balance(conn, &buyer.id, -extra_charge)?;
-    }
-    Ok(true)
-}
-
-/// Returns a prepaid charge to the buyer's balance. Returns whether there was one.
-fn refund(conn: &Connection, current: &Transaction) -> Result<bool, LifecycleError> {
-    if current.charged_cents == 0 {
-        return Ok(false);
-    }
-    conn.execute(
-        "UPDATE transactions SET charged_cents = 0 WHERE id = ?1",
-        [&current.id],
-    )?;
-    adjust_balance(conn, &current.buyer_id, current.charged_cents)?;
-    Ok(true)
-}
-
-fn adjust_balance(conn: &Connection, buyer_id: &str, delta_cents: i64) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE buyers SET balance_cents = balance_cents + ?2 WHERE id = ?1",
-        params![buyer_id, delta_cents],
-    )?;
-    Ok(())
-}
-
-/// Moves the transaction and appends the move to its history.
-fn move_to(
-    conn: &Connection,
-    transaction_id: &str,
-    from: Status,
-    to: Status,
-    actor: &str,
-    reason: Option<&str>,
+/// The money a call moves on its transaction: the transaction's amounts through its owner
+/// (`delivery::transaction`), the buyer's balance through the ledger.
+struct Money<'a> {
+    conn: &'a Connection,
+    current: &'a Transaction,
+    actor: &'a str,
     now: i64,
-) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE transactions SET status = ?2, updated_at = ?3 WHERE id = ?1",
-        params![transaction_id, to.as_str(), now],
-    )?;
-    transaction::append_history(conn, transaction_id, Some(from), to, actor, reason)
+}
+
+impl Money<'_> {
+    fn post(&self, kind: ledger::Kind, amount_cents: i64, reason: &str) -> rusqlite::Result<()> {
+        ledger::post(
+            self.conn,
+            &ledger::Posting {
+                workspace_id: &self.current.workspace_id,
+                party: ledger::Party::Buyer(&self.current.buyer_id),
+                transaction_id: Some(&self.current.id),
+                kind,
+                amount_cents,
+                reason: Some(reason),
+                actor: self.actor,
+                at: self.now,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Sets the buyer price of an acknowledged transaction and recomputes its margin. A
+    /// prepaid buyer's charge follows the price: the difference is charged or refunded, and
+    /// a charge beyond balance plus credit limit is refused (nothing changes). Returns
+    /// whether anything changed.
+    fn reprice(&self, buyer: &Buyer, price_cents: i64) -> Result<bool, LifecycleError> {
+        let current = self.current;
+        let charged_cents = if buyer.plan == Plan::Prepaid {
+            price_cents
+        } else {
+            current.charged_cents
+        };
+        let extra_charge = charged_cents - current.charged_cents;
+        // The buyer was read in this writer job, so its balance is the current one.
+        if extra_charge > 0
+            && let Err(short) =
+                ledger::covers(buyer.balance_cents, buyer.credit_limit_cents, extra_charge)
+        {
+            return Err(LifecycleError::InsufficientBalance {
+                required_cents: extra_charge,
+                available_cents: short.available_cents,
+            });
+        }
+        if price_cents == current.buyer_price_cents && extra_charge == 0 {
+            return Ok(false);
+        }
+        transaction::set_price(self.conn, &current.id, price_cents, charged_cents)?;
+        if extra_charge != 0 {
+            let reason = format!(
+                "buyer price {} -> {} on acknowledge",
+                crate::money::display(current.buyer_price_cents),
+                crate::money::display(price_cents)
+            );
+            self.post(ledger::Kind::PriceChange, -extra_charge, &reason)?;
+        }
+        Ok(true)
+    }
+
+    /// Returns a prepaid charge to the buyer's balance as the transaction moves to `to`
+    /// (rejected or cancelled). Returns whether there was one.
+    fn refund(&self, to: Status, why: Option<&str>) -> Result<bool, LifecycleError> {
+        let charged_cents = self.current.charged_cents;
+        if charged_cents == 0 {
+            return Ok(false);
+        }
+        transaction::clear_charge(self.conn, &self.current.id)?;
+        let reason = match why {
+            Some(why) => format!("{to}: {why}"),
+            None => to.to_string(),
+        };
+        self.post(ledger::Kind::Refund, charged_cents, &reason)?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

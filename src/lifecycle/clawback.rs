@@ -159,12 +159,7 @@ pub fn open_when_all_void(
     lead_id: &str,
     now: i64,
 ) -> rusqlite::Result<Option<SupplierCancellation>> {
-    let (total, void): (i64, i64) = conn
-        .prepare_cached(
-            "SELECT count(*), count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
-             FROM transactions WHERE lead_id = ?1",
-        )?
-        .query_row([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let (total, void) = crate::delivery::transaction::void_tally(conn, lead_id)?;
     if total == 0 || void < total {
         return Ok(None);
     }

@@ -9,7 +9,7 @@
 //! lead goes back to `active` (it stays bought from the supplier). Opening cancellations is
 //! `clawback`'s business.
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use super::clawback::{self, CancellationStatus, SupplierCancellation};
@@ -17,7 +17,8 @@ use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
 use crate::db::Db;
-use crate::delivery::transaction::{self, Status};
+use crate::delivery::transaction;
+use crate::ledger;
 
 /// What an answer did.
 #[derive(Debug, Clone)]
@@ -120,35 +121,42 @@ pub fn answer(
     })
 }
 
-/// Sets the supplier cost of each of the lead's transactions to 0 and its margin to its
-/// buyer price, and notes the reversed amount in the transaction's history (an entry that
-/// keeps the state: from and to are the same).
+/// Reverses the lead's supplier cost: each of its transactions that carries one gets a cost
+/// of 0 and a margin equal to its buyer price, with a history entry saying what was reversed
+/// (an entry that keeps the state: from and to are the same); and the supplier money still
+/// held on the lead's transactions goes back, one `supplier_reversal` row per transaction.
 fn reverse_supplier_cost(
     conn: &Connection,
     lead_id: &str,
     supplier_id: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, status, supplier_cost_cents FROM transactions
-         WHERE lead_id = ?1 AND supplier_cost_cents <> 0 ORDER BY id",
-    )?;
-    let carrying: Vec<(String, Status, i64)> = stmt
-        .query_map([lead_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
     let actor = format!("supplier:{supplier_id}");
-    for (id, status, cost) in carrying {
-        conn.execute(
-            "UPDATE transactions SET supplier_cost_cents = 0, margin_cents = buyer_price_cents,
-                updated_at = ?2
-             WHERE id = ?1",
-            params![id, now],
-        )?;
+    const WHY: &str = "the supplier confirmed the lead cancellation";
+    for carrying in transaction::of_lead(conn, lead_id)?
+        .into_iter()
+        .filter(|t| t.supplier_cost_cents != 0)
+    {
         let reason = format!(
-            "supplier cost {} reversed: the supplier confirmed the lead cancellation",
-            crate::money::display(cost)
+            "supplier cost {} reversed: {WHY}",
+            crate::money::display(carrying.supplier_cost_cents)
         );
-        transaction::append_history(conn, &id, Some(status), status, &actor, Some(&reason))?;
+        transaction::reverse_supplier_cost(conn, &carrying, &actor, &reason, now)?;
+    }
+    for held in ledger::query::supplier_holdings_of_lead(conn, lead_id)? {
+        ledger::post(
+            conn,
+            &ledger::Posting {
+                workspace_id: &held.workspace_id,
+                party: ledger::Party::Supplier(&held.supplier_id),
+                transaction_id: Some(&held.transaction_id),
+                kind: ledger::Kind::SupplierReversal,
+                amount_cents: -held.amount_cents,
+                reason: Some(WHY),
+                actor: &actor,
+                at: now,
+            },
+        )?;
     }
     Ok(())
 }

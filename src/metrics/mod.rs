@@ -445,7 +445,11 @@ fn render_process(w: &mut TextWriter, process: &ProcessStats) {
         process.virtual_memory_bytes,
     );
     if let Some(open) = process.open_fds {
-        w.family("process_open_fds", "gauge", "Number of open file descriptors.");
+        w.family(
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+        );
         w.sample("process_open_fds", &[], open);
     }
     if let Some(max) = process.max_fds {

@@ -82,7 +82,9 @@ fn boot_time_seconds(text: &str) -> Option<u64> {
 
 /// The soft limit of the `Max open files` line of `/proc/self/limits`.
 fn max_open_files(text: &str) -> Option<u64> {
-    let line = text.lines().find(|line| line.starts_with("Max open files"))?;
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("Max open files"))?;
     line["Max open files".len()..]
         .split_whitespace()
         .next()?
@@ -146,7 +148,9 @@ mod tests {
                       Max open files            1024                 524288               files\n";
         assert_eq!(max_open_files(limits), Some(1024));
         assert_eq!(
-            max_open_files("Max open files            unlimited            unlimited            files\n"),
+            max_open_files(
+                "Max open files            unlimited            unlimited            files\n"
+            ),
             None
         );
     }

@@ -1,7 +1,8 @@
 //! `leadrelay check`: whether a database file is sound. Runs SQLite's integrity check and
 //! foreign key check, compares the schema version with this binary's, looks for schema
 //! objects that should be there, and on a complete schema checks the rows: status columns
-//! hold only known states (`states`); the verdict is `ok` or the list of problems.
+//! hold only known states (`states`), and each buyer's cached balance is the sum of its
+//! ledger (`ledger::query`); the verdict is `ok` or the list of problems.
 //!
 //! The file is opened read-only and never created, migrated or repaired, so `check` is safe
 //! on the live file while `serve` runs (it reads one consistent snapshot, committed data in
@@ -16,6 +17,7 @@ use serde::Serialize;
 
 use super::states::UnknownState;
 use crate::db::SCHEMA_VERSION;
+use crate::ledger::query::BalanceMismatch;
 
 /// At most this many integrity or foreign-key problems are listed; the count is exact.
 const MAX_LISTED: usize = 100;
@@ -55,6 +57,8 @@ pub struct CheckReport {
     pub missing_objects: Vec<String>,
     /// Status columns holding values this binary does not know (`ops::states`).
     pub unknown_states: Vec<UnknownState>,
+    /// Buyers whose cached balance is not the sum of their ledger.
+    pub(crate) balance_mismatches: Vec<BalanceMismatch>,
     pub problems: Vec<String>,
 }
 
@@ -80,6 +84,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
             expected_schema_version: SCHEMA_VERSION,
             missing_objects: Vec::new(),
             unknown_states: Vec::new(),
+            balance_mismatches: Vec::new(),
             problems: Vec::new(),
         };
         if let Err(e) = inspect(&db.conn, &mut report) {
@@ -159,12 +164,20 @@ fn inspect(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> 
     Ok(())
 }
 
-/// What the rows say, on a file whose schema is complete: states this binary knows.
+/// What the rows say, on a file whose schema is complete: states this binary knows, and
+/// every buyer's cached balance equal to the sum of its ledger.
 fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> {
     report.unknown_states = super::states::scan(conn)?;
     report
         .problems
         .extend(report.unknown_states.iter().map(UnknownState::problem));
+    report.balance_mismatches = crate::ledger::query::balance_mismatches(conn)?;
+    report.problems.extend(
+        report
+            .balance_mismatches
+            .iter()
+            .map(BalanceMismatch::problem),
+    );
     Ok(())
 }
 

@@ -157,7 +157,8 @@ mod tests {
         );
     }
 
-    fn names(dir: &Path) -> Vec<String> {
+    /// The names in `dir`, sorted.
+    pub(crate) fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

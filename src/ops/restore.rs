@@ -278,15 +278,7 @@ fn fold_wal(path: &Path) -> rusqlite::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
+    use crate::ops::tests::names;
 
     #[test]
     fn the_wal_of_the_old_file_goes_with_it() {

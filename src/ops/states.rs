@@ -21,6 +21,7 @@ use crate::delivery::transaction::{DeliveryStatus, Status};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::quality::QualityStatus;
 use crate::ingest::status::{LeadStatus, RequestStatus};
+use crate::ledger;
 use crate::lifecycle::clawback::{CancellationStatus, Origin};
 use crate::outbox::store::{EventKind, EventStatus, Outcome};
 
@@ -84,6 +85,7 @@ const STATUS_COLUMNS: &[Table] = &[
             ("origin", Origin::NAMES),
         ],
     ),
+    ("ledger_entries", &[("kind", ledger::Kind::NAMES)]),
 ];
 
 /// Rows of one column holding one value its enum does not know.

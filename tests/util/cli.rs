@@ -202,7 +202,7 @@ pub struct Failure {
 
 impl Failure {
     /// Panics unless stderr contains `text`.
-    pub fn stderr_contains(self, text: &str) -> Failure {
+    pub fn stderr_contains(&self, text: &str) -> &Failure {
         assert!(
             self.stderr.contains(text),
             "{}: stderr lacks {text:?}:\n{}",

@@ -83,7 +83,12 @@ impl Contract {
             .doc
             .pointer(&response[1..])
             .unwrap_or_else(|| panic!("{response} resolves"));
-        for header in object["headers"].as_object().into_iter().flatten().map(|(n, _)| n) {
+        for header in object["headers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(n, _)| n)
+        {
             assert!(
                 reply.header(header).is_some(),
                 "{method} {path} {}: documented header {header} missing",
@@ -93,7 +98,8 @@ impl Contract {
         let content = object["content"]
             .as_object()
             .unwrap_or_else(|| panic!("{response} documents no content"));
-        let (media_type, body) = match (content.get("application/json"), content.get("text/plain")) {
+        let (media_type, body) = match (content.get("application/json"), content.get("text/plain"))
+        {
             (Some(_), _) => ("application~1json", reply.json.clone()),
             (None, Some(_)) => ("text~1plain", Value::String(reply.text.clone())),
             _ => panic!("{response}: unexpected media types"),

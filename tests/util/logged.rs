@@ -18,8 +18,9 @@ pub struct LoggedServer {
 }
 
 impl LoggedServer {
-    /// Starts `leadrelay --db DB serve --listen 127.0.0.1:0 EXTRA…` with `RUST_LOG=level`,
-    /// its output in `logs/serve.out` and `logs/serve.err`, and waits for its address.
+    /// Starts `leadrelay --db DB serve --listen 127.0.0.1:0 --console-listen off EXTRA…`
+    /// with `RUST_LOG=level`, its output in `logs/serve.out` and `logs/serve.err`, and waits
+    /// for its address.
     pub fn start(db: &Path, logs: &Path, level: &str, extra: &[&str]) -> LoggedServer {
         let stdout = logs.join("serve.out");
         let stderr = logs.join("serve.err");
@@ -27,7 +28,13 @@ impl LoggedServer {
             .env("RUST_LOG", level)
             .arg("--db")
             .arg(db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--console-listen",
+                "off",
+            ])
             .args(extra)
             .stdout(Stdio::from(
                 std::fs::File::create(&stdout).expect("log file"),

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod contract;
 pub mod fixtures;
 pub mod http;
+pub mod json;
 pub mod logged;
 pub mod process;
 pub mod receiver;
@@ -24,6 +25,7 @@ pub use fixtures::{
     fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
 };
 pub use http::{Reply, Request};
+pub use json::{keys, strings};
 
 /// Routes the server's log lines into the test output (shown for failing tests).
 fn init_logging() {
@@ -58,6 +60,8 @@ impl AsRef<Path> for TempDb {
 /// The service running on 127.0.0.1:0 on its own runtime thread. Stops when dropped.
 pub struct TestServer {
     pub addr: std::net::SocketAddr,
+    /// The operator console's address, when started with [`TestServer::start_with_console`].
+    pub console_addr: Option<std::net::SocketAddr>,
     pub db: TempDb,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -72,7 +76,17 @@ impl TestServer {
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
-        TestServer::start_on(db, database, options)
+        TestServer::start_inner(db, database, options, None)
+    }
+
+    /// Starts the service and the operator console (each on its own port 0) on `db`.
+    pub fn start_with_console(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        console: leadrelay::console::ConsoleConfig,
+    ) -> TestServer {
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_inner(db, database, options, Some(console))
     }
 
     /// Starts the service with `options` on `database`, opened on `db` by the caller (with
@@ -81,6 +95,15 @@ impl TestServer {
         db: TempDb,
         database: leadrelay::db::Db,
         options: leadrelay::service::ServiceOptions,
+    ) -> TestServer {
+        TestServer::start_inner(db, database, options, None)
+    }
+
+    fn start_inner(
+        db: TempDb,
+        database: leadrelay::db::Db,
+        options: leadrelay::service::ServiceOptions,
+        console: Option<leadrelay::console::ConsoleConfig>,
     ) -> TestServer {
         init_logging();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -97,20 +120,39 @@ impl TestServer {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await
                         .expect("port 0 binds");
+                    let console = match console {
+                        Some(config) => Some((
+                            tokio::net::TcpListener::bind("127.0.0.1:0")
+                                .await
+                                .expect("port 0 binds"),
+                            config,
+                        )),
+                        None => None,
+                    };
+                    let console_addr = console
+                        .as_ref()
+                        .map(|(l, _)| l.local_addr().expect("bound address"));
                     ready
-                        .send(listener.local_addr().expect("bound address"))
+                        .send((listener.local_addr().expect("bound address"), console_addr))
                         .expect("test waits for the address");
-                    leadrelay::service::run(listener, database, options, async {
-                        let _ = stop.await;
-                    })
+                    leadrelay::service::run_with_console(
+                        listener,
+                        console,
+                        database,
+                        options,
+                        async {
+                            let _ = stop.await;
+                        },
+                    )
                     .await
                     .expect("service runs");
                 });
             })
             .expect("server thread starts");
-        let addr = bound.recv().expect("server reports its address");
+        let (addr, console_addr) = bound.recv().expect("server reports its address");
         TestServer {
             addr,
+            console_addr,
             db,
             shutdown: Some(shutdown),
             thread: Some(thread),
@@ -119,6 +161,14 @@ impl TestServer {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// The URL of `path` on the operator console.
+    pub fn console_url(&self, path: &str) -> String {
+        let addr = self
+            .console_addr
+            .expect("the server was started with its console");
+        format!("http://{addr}{path}")
     }
 
     /// A request builder for `method` `path` on this server.
@@ -180,6 +230,21 @@ pub fn cli_output(db: &Path, args: &[&str]) -> Output {
 /// `lr(db, "source show x").json()`.
 pub fn cli_json(db: &Path, args: &[&str]) -> Value {
     lr(db, "").args(args).json()
+}
+
+/// The names of the entries in `dir`, sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("the directory is readable")
+        .map(|e| {
+            e.expect("a directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.

@@ -10,26 +10,44 @@ pub struct ServeProcess {
     child: Child,
     /// `http://127.0.0.1:PORT`, as the server printed it.
     pub base: String,
+    /// The operator console's `http://127.0.0.1:PORT`, when it was turned on.
+    pub console: Option<String>,
 }
 
 impl ServeProcess {
     /// Starts `leadrelay --db DB serve --listen 127.0.0.1:0 EXTRA…` and waits until it
-    /// prints the address it listens on.
+    /// prints the address it listens on. The operator console is off unless `extra` names
+    /// a `--console-listen` (its default port would clash between tests).
     pub fn start(db: &Path, extra: &[&str]) -> ServeProcess {
+        let console_off: &[&str] = if extra.contains(&"--console-listen") {
+            &[]
+        } else {
+            &["--console-listen", "off"]
+        };
         let mut child = super::bin()
             .arg("--db")
             .arg(db)
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(console_off)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("the binary starts");
         let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout)
+        stdout
             .read_line(&mut line)
             .expect("the server prints its address");
+        let console = console_off.is_empty().then(|| {
+            let mut line = String::new();
+            stdout
+                .read_line(&mut line)
+                .expect("the server prints the console's address");
+            let addr = line.split("http://").nth(1).unwrap_or("").trim();
+            format!("http://{addr}")
+        });
         let Some(addr) = line
             .split("http://")
             .nth(1)
@@ -40,6 +58,7 @@ impl ServeProcess {
         };
         ServeProcess {
             base: format!("http://{addr}"),
+            console,
             child,
         }
     }

@@ -21,29 +21,38 @@ impl SourceFile {
     }
 }
 
-/// Every production `.rs` file under `src/`.
-pub fn production_sources() -> Vec<SourceFile> {
+/// Every `.rs` file under `dir` of the repository, with its path under the repository root
+/// and its text.
+pub fn rust_files(dir: &str) -> Vec<(PathBuf, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut pending = vec![root.join("src")];
-    let mut files = Vec::new();
+    let mut pending = vec![root.join(dir)];
+    let mut found = Vec::new();
     while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/ reads") {
+        for entry in std::fs::read_dir(&dir).expect("the folder reads") {
             let path = entry.expect("a directory entry").path();
             if path.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let text = std::fs::read_to_string(&path).expect("a source file reads");
-                let ast = syn::parse_file(&text)
-                    .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
                 let relative = path.strip_prefix(root).expect("under the root");
-                files.push(SourceFile {
-                    path: relative.to_path_buf(),
-                    ast,
-                });
+                found.push((relative.to_path_buf(), text));
             }
         }
     }
-    assert!(files.len() > 20, "the sources are found");
+    assert!(found.len() > 20, "the sources are found");
+    found
+}
+
+/// Every production `.rs` file under `src/`, parsed.
+pub fn production_sources() -> Vec<SourceFile> {
+    let mut files: Vec<SourceFile> = rust_files("src")
+        .into_iter()
+        .map(|(path, text)| {
+            let ast = syn::parse_file(&text)
+                .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+            SourceFile { path, ast }
+        })
+        .collect();
     let test_files: Vec<PathBuf> = files.iter().flat_map(test_modules_named).collect();
     files.retain(|file| !test_files.contains(&file.path));
     for file in &mut files {
@@ -127,7 +136,8 @@ fn strip_test_items(items: &mut Vec<syn::Item>) {
     }
 }
 
-/// The files that `#[cfg(test)] mod NAME;` declarations in `file` name.
+/// The files that `#[cfg(test)] mod NAME;` declarations in `file` name (with an optional
+/// `#[path = "…"]`).
 fn test_modules_named(file: &SourceFile) -> Vec<PathBuf> {
     let dir = file.path.parent().expect("a file is in a folder");
     let stem = file.path.file_stem().expect("a file name");
@@ -143,15 +153,28 @@ fn test_modules_named(file: &SourceFile) -> Vec<PathBuf> {
         .iter()
         .filter_map(|item| match item {
             syn::Item::Mod(module) if module.content.is_none() && is_cfg_test(&module.attrs) => {
-                Some(module.ident.to_string())
+                Some(module)
             }
             _ => None,
         })
-        .flat_map(|name| {
-            [
+        .flat_map(|module| {
+            let name = module.ident.to_string();
+            let explicit = module.attrs.iter().find_map(|attr| match &attr.meta {
+                syn::Meta::NameValue(pair) if pair.path.is_ident("path") => match &pair.value {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(file),
+                        ..
+                    }) => Some(dir.join(file.value())),
+                    _ => None,
+                },
+                _ => None,
+            });
+            let mut paths = vec![
                 children.join(format!("{name}.rs")),
                 children.join(&name).join("mod.rs"),
-            ]
+            ];
+            paths.extend(explicit);
+            paths
         })
         .collect()
 }

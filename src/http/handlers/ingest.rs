@@ -68,7 +68,7 @@ async fn post(
         outbox: &state.outbox,
         metrics: &state.metrics,
     };
-    let reply = handler::ingest(&services, &source, json, raw).await?;
+    let reply = handler::ingest(&services, source, json, raw).await?;
     let status = if reply.created {
         StatusCode::CREATED
     } else {
