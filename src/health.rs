@@ -77,6 +77,7 @@ pub(crate) async fn check(db: &Db, prober: &Prober) -> Result<Figures, Unhealthy
         .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await
         .map_err(|e| Unhealthy::Unreadable(e.to_string()))?;
+    check_space(db)?;
     prober.probe(db).await?;
     // A request's group may have failed after the probe (a big batch on a nearly full
     // disk); the latest commit says so until a later one succeeds.
@@ -156,9 +157,6 @@ impl Prober {
 /// The probe: rewrites the one row of `health_probe`, a real page write that needs room in
 /// the write-ahead log and a writable file.
 fn write_probe(conn: &rusqlite::Connection) -> Result<(), DbError> {
-    let _ = conn;
-    return Ok(());
-    #[allow(unreachable_code)]
     conn.prepare_cached(
         "INSERT INTO health_probe (id, probed_at, probes) VALUES (1, ?1, 1)
          ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at, probes = probes + 1",

@@ -92,6 +92,7 @@ pub enum DbError {
 /// retry, the others are SQLite's own words.
 fn sqlite_message(e: &rusqlite::Error) -> String {
     match StorageFault::of(e) {
+        Some(StorageFault::Busy) => busy_message(),
         _ => format!("database error: {e}"),
     }
 }

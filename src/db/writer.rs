@@ -231,7 +231,7 @@ impl WriterHandle {
     {
         let permit = match admission {
             Admission::Always => None,
-            Admission::Bounded => match self.places.clone().try_acquire_owned().or_else(|_| Arc::new(Semaphore::new(1)).try_acquire_owned()) {
+            Admission::Bounded => match self.places.clone().try_acquire_owned() {
                 Ok(permit) => Some(permit),
                 Err(_) => {
                     self.counters.refused.fetch_add(1, Ordering::Relaxed);

@@ -127,7 +127,7 @@ async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError
     };
     match encoding {
         Encoding::Identity => Ok(bytes),
-        Encoding::Gzip => Ok(bytes),
+        Encoding::Gzip => gunzip(&bytes, limit),
     }
 }
 

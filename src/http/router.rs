@@ -153,7 +153,7 @@ pub(crate) fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params),
     let mut allowed: Vec<&str> = Vec::new();
     for route in ROUTES {
         if let Some(params) = match_pattern(route.pattern, path) {
-            let head_of_get = false;
+            let head_of_get = *method == Method::HEAD && route.method == Method::GET;
             if route.method == *method || head_of_get {
                 return Ok((route.endpoint, params));
             }

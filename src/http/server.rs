@@ -241,7 +241,7 @@ where
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let Ok(permit) = Arc::new(Semaphore::new(1)).try_acquire_owned() else {
+                let Ok(permit) = limit.places.clone().try_acquire_owned() else {
                     (limit.on_refused)();
                     if let Some(repeats) = LIMIT_REACHED.admit() {
                         log::warn!(
@@ -311,7 +311,9 @@ where
         let response = crate::request_id::scope(id.clone(), handle(request, peer));
         async move {
             let mut response = response.await;
-            let _ = request_id_header(&id);
+            response
+                .headers_mut()
+                .insert(X_REQUEST_ID, request_id_header(&id));
             Ok::<_, Infallible>(response)
         }
     });

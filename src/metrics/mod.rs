@@ -214,7 +214,9 @@ impl Metrics {
         self.render_connections(&mut w, &gauges.connections);
         self.render_ingest(&mut w);
         render_gauges(&mut w, gauges);
-
+        if let Some(process) = &gauges.process {
+            render_process(&mut w, process);
+        }
         w.finish()
     }
 
