@@ -158,6 +158,13 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
     ("health_probe", &["src/health.rs"]),
+    // Configuration: `config` writes its records (`retire.rs` deletes and archives them
+    // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
+    ("subscriptions", &["src/config/subscription.rs"]),
+    ("containers", &["src/config/"]),
+    ("products", &["src/config/"]),
+    ("suppliers", &["src/config/"]),
+    ("sources", &["src/config/", "src/mapping/store.rs"]),
 ];
 
 #[test]
