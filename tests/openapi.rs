@@ -508,7 +508,8 @@ fn real_answers_match_the_documented_schemas() {
             .send(),
         server
             .request("POST", plain)
-            .body(vec![b' '; 2 * 1024 * 1024])
+            .header("Content-Encoding", "gzip")
+            .body(crate::util::http::gzip_bomb(2 * 1024 * 1024))
             .send(),
     ] {
         contract.check("post", channel, &reply);

@@ -204,13 +204,8 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
 
 #[test]
 fn gzip_bodies_are_decoded_within_the_limit_and_other_encodings_refused() {
-    use flate2::{Compression, write::GzEncoder};
+    use crate::util::http::{gzip, gzip_bomb};
 
-    let gzip = |bytes: &[u8]| {
-        let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-        encoder.write_all(bytes).unwrap();
-        encoder.finish().unwrap()
-    };
     let server = TestServer::start();
     setup(&server.db.path);
     let lead = serde_json::to_vec(&simple_lead(1)).unwrap();
@@ -234,10 +229,7 @@ fn gzip_bodies_are_decoded_within_the_limit_and_other_encodings_refused() {
     assert_eq!(shown["person"]["lastName"], "Lovelace 1", "{shown}");
 
     // A bomb: 2 MiB of JSON whitespace in a few kilobytes is refused at the limit.
-    let mut bomb = b"{\"firstName\": \"Ada\"".to_vec();
-    bomb.extend(std::iter::repeat_n(b' ', 2 * 1024 * 1024));
-    bomb.push(b'}');
-    let bomb = gzip(&bomb);
+    let bomb = gzip_bomb(2 * 1024 * 1024);
     assert!(bomb.len() < 64 * 1024);
     let reply = server
         .request("POST", INGEST)
