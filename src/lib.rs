@@ -31,3 +31,4 @@ pub mod ratelimit;
 pub mod request_id;
 pub mod secrets;
 pub mod service;
+pub mod training;

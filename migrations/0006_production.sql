@@ -1,4 +1,4 @@
--- Migration 5: running in production (DESIGN.md section 16).
+-- Migration 6: running in production (DESIGN.md section 16).
 
 -- The X-Request-Id of the HTTP request that stored the lead request; NULL for rows from
 -- before this migration.
