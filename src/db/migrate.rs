@@ -18,8 +18,10 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_config.sql"),
     // The evaluator's weight versions and stored features.
     include_str!("../../migrations/0005_evaluator.sql"),
+    // Running in production: lead_requests.request_id and the health probe's table.
+    include_str!("../../migrations/0006_production.sql"),
     // What a source's ingest answer discloses: summary (default) or full.
-    include_str!("../../migrations/0006_disclosure.sql"),
+    include_str!("../../migrations/0007_disclosure.sql"),
 ];
 
 /// The schema version this binary writes.
