@@ -189,6 +189,7 @@ fn configure(db: &Db, webhook_url: String) {
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,
                 dedupe_window_days: 30,
+                result_detail: None,
             },
         )?;
         product::create(

@@ -274,6 +274,7 @@ fn setup(
                 dedupe_scope: None,
                 dedupe_action: DedupeAction::Review,
                 dedupe_window_days: 30,
+                result_detail: None,
             },
         )?;
     }

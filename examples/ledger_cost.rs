@@ -119,6 +119,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
+            result_detail: None,
         },
     )?;
     product::create(
