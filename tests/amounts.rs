@@ -277,11 +277,7 @@ fn http_buyer_prices_past_the_bound_are_a_400() {
         .send();
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(reply.json["code"], "invalid_json", "{}", reply.text);
-    assert!(
-        reply.text.contains("1e+400 is out of range"),
-        "{}",
-        reply.text
-    );
+    assert!(reply.text.contains("out of range"), "{}", reply.text);
     assert_eq!(f.status_of(&txn), "delivered");
     assert_eq!(f.transaction(&txn)["buyerPrice"], json!(25.0));
 }

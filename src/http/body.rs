@@ -154,33 +154,8 @@ pub(crate) async fn discard(body: hyper::body::Incoming, limit: usize) {
 }
 
 /// Parses bytes as JSON, 400 `invalid_json` with the position of the problem otherwise.
-///
-/// serde_json keeps each number's text (the `arbitrary_precision` feature, so that amounts
-/// are read exactly, DESIGN.md section 11) and so no longer refuses a number no float can
-/// hold (`1e999999`); this does, as the interface always has.
 pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|json| HttpError::InvalidJson { json })?;
-    let mut pending = vec![&value];
-    while let Some(next) = pending.pop() {
-        match next {
-            Value::Number(n) if n.as_f64().is_none_or(|f| !f.is_finite()) => {
-                return Err(HttpError::NumberOutOfRange {
-                    number: n.to_string(),
-                });
-            }
-            Value::Array(items) => pending.extend(items),
-            Value::Object(fields) => pending.extend(fields.values()),
-            _ => {}
-        }
-    }
-    Ok(value)
-}
-
-/// [`read_bytes`] then [`parse_json`].
-pub(crate) async fn read_json(request: Request, limit: usize) -> Result<Value, HttpError> {
-    let bytes = read_bytes(request, limit).await?;
-    parse_json(&bytes)
+    serde_json::from_slice(bytes).map_err(|json| HttpError::InvalidJson { json })
 }
 
 #[cfg(test)]

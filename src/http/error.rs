@@ -57,9 +57,6 @@ pub(crate) enum HttpError {
         .json.column()
     )]
     InvalidJson { json: serde_json::Error },
-    /// A JSON number no float can hold (`1e999999`): not valid JSON to this interface.
-    #[error("request body is not valid JSON: the number {number} is out of range")]
-    NumberOutOfRange { number: String },
     #[error("too many requests from this address; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
 }
@@ -118,8 +115,7 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
                 HttpError::BodyUnreadable(_)
                 | HttpError::BadGzip(_)
-                | HttpError::InvalidJson { .. }
-                | HttpError::NumberOutOfRange { .. } => StatusCode::BAD_REQUEST,
+                | HttpError::InvalidJson { .. } => StatusCode::BAD_REQUEST,
                 HttpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             };
             let code = match &e {
@@ -133,9 +129,7 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 HttpError::PayloadTooLarge { .. } => "payload_too_large",
                 HttpError::BodyTimeout => "body_timeout",
                 HttpError::BodyUnreadable(_) => "body_unreadable",
-                HttpError::InvalidJson { .. } | HttpError::NumberOutOfRange { .. } => {
-                    "invalid_json"
-                }
+                HttpError::InvalidJson { .. } => "invalid_json",
                 HttpError::RateLimited { .. } => "rate_limited",
             };
             let reply = Reply::new(status, code, e.to_string());

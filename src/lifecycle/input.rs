@@ -118,13 +118,32 @@ fn confirmation_status(fields: &Map<String, Value>, problems: &mut Vec<Problem>)
     }
 }
 
+/// `buyerPrice` as it was sent (the JSON text of its value), when the body is an object
+/// that has it: the number is then read from its digits rather than from the float the
+/// JSON parser made of it. `None` otherwise (the parsed value's text is used instead).
+pub fn buyer_price_text(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Price<'a> {
+        #[serde(rename = "buyerPrice", borrow, default)]
+        buyer_price: Option<&'a serde_json::value::RawValue>,
+    }
+    let price: Price = serde_json::from_slice(body).ok()?;
+    price.buyer_price.map(|raw| raw.get().to_string())
+}
+
 /// `buyerPrice`, read from the number's text (never through a float), rounded half away
 /// from zero to cents and bounded (DESIGN.md section 11).
-fn buyer_price(fields: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<i64> {
+fn buyer_price(
+    fields: &Map<String, Value>,
+    text: Option<&str>,
+    problems: &mut Vec<Problem>,
+) -> Option<i64> {
     use crate::money::AmountError;
     match fields.get("buyerPrice") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => match crate::money::cents_from_json(n) {
+        Some(Value::Number(n)) => match crate::money::cents_from_json_text(
+            text.map_or_else(|| n.to_string(), str::to_string).trim(),
+        ) {
             Ok(cents) if cents >= 0 => Some(cents),
             Ok(_) => {
                 problems.push(Problem::new(
@@ -169,7 +188,7 @@ fn finish<T>(problems: Vec<Problem>, value: Option<T>) -> Result<T, LifecycleErr
 }
 
 /// The body of partner-confirmation (SPEC.md section 4.4).
-pub fn confirmation(body: &Value) -> Result<BuyerCall, LifecycleError> {
+pub fn confirmation(body: &Value, price_text: Option<&str>) -> Result<BuyerCall, LifecycleError> {
     let fields = object(body)?;
     let mut problems = Vec::new();
     let transaction_id = string(fields, "transactionId", &mut problems);
@@ -178,7 +197,7 @@ pub fn confirmation(body: &Value) -> Result<BuyerCall, LifecycleError> {
     let buyer_account_id = string(fields, "buyerAccountId", &mut problems);
     let acknowledged = confirmation_status(fields, &mut problems);
     let reason = reason(fields, &mut problems);
-    let buyer_price_cents = buyer_price(fields, &mut problems);
+    let buyer_price_cents = buyer_price(fields, price_text, &mut problems);
 
     let external_id = match (external_id, partner_external_id) {
         (Some(a), Some(b)) if a != b => {
