@@ -298,16 +298,32 @@ mod tests {
         }
     }
 
+    /// A confirmation without the body's text (its numbers read from the parsed value).
+    fn parsed(body: &Value) -> Result<BuyerCall, LifecycleError> {
+        confirmation(body, None)
+    }
+
+    #[test]
+    fn the_price_is_read_from_the_text_sent() {
+        let body = br#"{"transactionId": "t", "status": "acknowledged", "buyerPrice": 2.675}"#;
+        let text = buyer_price_text(body);
+        assert_eq!(text.as_deref(), Some("2.675"));
+        let value: Value = serde_json::from_slice(body).unwrap();
+        let call = confirmation(&value, text.as_deref()).unwrap();
+        assert_eq!(call.buyer_price_cents, Some(268));
+        assert_eq!(buyer_price_text(br#"{"status": "x"}"#), None);
+    }
+
     fn pair(path: &str, code: &str) -> (String, String) {
         (path.to_string(), code.to_string())
     }
 
     #[test]
     fn confirmation_takes_any_id_field_and_the_aliases_must_agree() {
-        let call = confirmation(&json!({"externalId": "x1", "status": "rejected"})).unwrap();
+        let call = parsed(&json!({"externalId": "x1", "status": "rejected"})).unwrap();
         assert_eq!(call.address.external_id.as_deref(), Some("x1"));
         assert_eq!(call.requested, Move::Reject);
-        let call = confirmation(&json!({
+        let call = parsed(&json!({
             "partnerExternalId": "x1", "externalId": "x1", "buyerAccountId": "b",
             "status": "acknowledged", "buyerPrice": 12.5, "reason": "ok"
         }))
@@ -316,7 +332,7 @@ mod tests {
         assert_eq!(call.buyer_price_cents, Some(1250));
         assert_eq!(call.requested, Move::Acknowledge);
         assert_eq!(
-            problems(confirmation(&json!({
+            problems(parsed(&json!({
                 "externalId": "a", "partnerExternalId": "b", "status": "acknowledged"
             }))),
             vec![pair("/partnerExternalId", "conflict")]
@@ -326,7 +342,7 @@ mod tests {
     #[test]
     fn confirmation_names_every_problem() {
         assert_eq!(
-            problems(confirmation(&json!({"status": "maybe", "buyerPrice": -1}))),
+            problems(parsed(&json!({"status": "maybe", "buyerPrice": -1}))),
             vec![
                 pair("/status", "enum"),
                 pair("/buyerPrice", "minimum"),
@@ -334,16 +350,14 @@ mod tests {
             ]
         );
         assert_eq!(
-            problems(confirmation(
-                &json!({"transactionId": 5, "buyerPrice": "9"})
-            )),
+            problems(parsed(&json!({"transactionId": 5, "buyerPrice": "9"}))),
             vec![
                 pair("/transactionId", "type"),
                 pair("/status", "required"),
                 pair("/buyerPrice", "type"),
             ]
         );
-        assert_eq!(problems(confirmation(&json!([1]))), vec![pair("", "type")]);
+        assert_eq!(problems(parsed(&json!([1]))), vec![pair("", "type")]);
     }
 
     #[test]
