@@ -117,7 +117,6 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("outbox_events", &["src/outbox/store.rs"]),
     ("outbox_attempts", &["src/outbox/store.rs"]),
     ("leads", &["src/ingest/store.rs", "src/ingest/status.rs"]),
-    ("lead_bodies", &["src/ingest/store.rs"]),
     (
         "lead_requests",
         &["src/ingest/store.rs", "src/ingest/status.rs"],

@@ -56,13 +56,13 @@ pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<Ex
 
 fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::Result<ExitCode> {
     let (lead, raw) = db.read_blocking(|conn| {
-        let lead = view::find(conn, id)?;
+        let lead = view::find(conn, id).map_err(DbError::from)?;
         let raw = if with_body {
             view::raw_body(conn, id)?
         } else {
             None
         };
-        Ok::<_, DbError>((lead, raw))
+        Ok::<_, view::ViewError>((lead, raw))
     })?;
     let Some(lead) = lead else {
         anyhow::bail!("unknown lead '{id}'");

@@ -12,6 +12,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
     // The money ledger; existing balances become opening rows.
     include_str!("../../migrations/0002_ledger.sql"),
+    // Privacy and storage: the body in the lead's row, no stored answer, erasure marks,
+    // retention, the erasure log.
+    include_str!("../../migrations/0003_privacy.sql"),
 ];
 
 /// The schema version this binary writes.

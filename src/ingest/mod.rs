@@ -14,6 +14,7 @@
 //! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
 //! lifecycle).
 
+pub mod body;
 pub mod catalog;
 pub mod dedupe;
 pub mod handler;

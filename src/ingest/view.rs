@@ -8,6 +8,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
+use super::body;
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
@@ -133,14 +134,66 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
     .collect()
 }
 
-/// The raw body the lead came in (the batch item for a batch), as received.
-pub(crate) fn raw_body(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row(
-        "SELECT body FROM lead_bodies WHERE lead_id = ?1",
-        [id],
-        |r| r.get(0),
-    )
-    .optional()
+/// The raw body the lead came in (the batch item for a batch), as received; `None` for an
+/// unknown lead or one without a body (erased).
+pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT body, external_id, first_name, last_name, email, phone, street, house_number,
+                postal_code, city, country, consent_status, legal_basis, consent_captured_at,
+                consent_text_version, captured_by_external_id, captured_by_name,
+                captured_by_team, captured_at, capture_method, capture_metadata, additional
+         FROM leads WHERE id = ?1",
+    )?;
+    let mut rows = stmt.query([id])?;
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    let text = |i: usize| row.get_ref(i).map(|v| v.as_str_or_null().ok().flatten());
+    let columns = body::Columns {
+        external_id: text(1)?,
+        first_name: text(2)?.unwrap_or_default(),
+        last_name: text(3)?.unwrap_or_default(),
+        email: text(4)?,
+        phone: text(5)?,
+        street: text(6)?,
+        house_number: text(7)?,
+        postal_code: text(8)?,
+        city: text(9)?,
+        country: text(10)?,
+        consent_status: text(11)?,
+        legal_basis: text(12)?,
+        consent_captured_at: text(13)?,
+        consent_text_version: text(14)?,
+        captured_by_external_id: text(15)?,
+        captured_by_name: text(16)?,
+        captured_by_team: text(17)?,
+        captured_at: text(18)?,
+        capture_method: text(19)?,
+        capture_metadata: text(20)?,
+        additional: text(21)?.unwrap_or_default(),
+    };
+    body::decode(row.get_ref(0)?, &columns).map_err(|e| ViewError::Body {
+        lead_id: id.to_string(),
+        error: e,
+    })
+}
+
+/// Why a stored lead could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    #[error("the raw body of lead '{lead_id}' cannot be read: {error}")]
+    Body {
+        lead_id: String,
+        error: body::BodyError,
+    },
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+}
+
+impl From<rusqlite::Error> for ViewError {
+    fn from(e: rusqlite::Error) -> Self {
+        ViewError::Db(crate::db::DbError::Sqlite(e))
+    }
 }
 
 /// Newest leads first, of one source or of all, at most `limit`.
