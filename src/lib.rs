@@ -23,6 +23,7 @@ pub mod money;
 pub mod openapi;
 pub mod ops;
 pub mod outbox;
+pub mod privacy;
 pub mod ratelimit;
 pub mod secrets;
 pub mod service;

@@ -30,6 +30,28 @@ fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// A workspace's retention: a duration (`180d`) or `none` (kept for ever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(pub Option<std::time::Duration>);
+
+fn retention(text: &str) -> Result<Retention, String> {
+    if matches!(text.trim(), "none" | "off") {
+        return Ok(Retention(None));
+    }
+    match crate::duration::parse(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("the retention must be longer than 0 (or none)".into()),
+        d => Ok(Retention(Some(d))),
+    }
+}
+
+/// An age (`--older-than 180d`): a whole number with a unit, more than 0.
+pub(crate) fn age(text: &str) -> Result<std::time::Duration, String> {
+    match crate::duration::parse(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("the age must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
 fn percent(text: &str) -> Result<i64, String> {
     match text.parse::<i64>() {
         Ok(n) if (0..=100).contains(&n) => Ok(n),
@@ -125,6 +147,10 @@ pub enum WorkspaceCommand {
         /// IANA time zone for daily caps and schedules.
         #[arg(long, default_value = "UTC", value_parser = timezone)]
         timezone: String,
+        /// How long leads are kept (e.g. 180d); older ones are purged by `serve` once an
+        /// hour, leaving a tombstone (ids, statuses and money stay). Default: kept for ever.
+        #[arg(long, value_parser = retention)]
+        retention: Option<Retention>,
     },
 }
 

@@ -33,6 +33,17 @@ pub enum LeadCommand {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
     },
+    /// Erase a person (GDPR Art. 17, CCPA): their leads become tombstones, and every event
+    /// body, attempt excerpt and free-text reason made from them loses the person. Ids,
+    /// times, products, statuses and money stay. Logged (never the erased values);
+    /// erasing again changes nothing.
+    Erase(super::privacy::EraseArgs),
+    /// The erasure log: every erasure and purge run, newest first.
+    Erasures {
+        /// At most this many entries.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
+    },
     /// Open a supplier cancellation (clawback) for a lead by hand: the lead becomes
     /// `cancellation_pending` until its source's supplier confirms or disputes it.
     Cancel {
@@ -44,11 +55,19 @@ pub enum LeadCommand {
 }
 
 pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
+    let command = match command {
+        LeadCommand::Erase(args) => return super::privacy::erase(path, out, args),
+        LeadCommand::Erasures { limit } => return super::privacy::erasures(path, out, limit),
+        other => other,
+    };
     let db = super::setup::open(path)?;
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
         LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
         LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
+        LeadCommand::Erase(_) | LeadCommand::Erasures { .. } => {
+            unreachable!("handled before the database is opened")
+        }
     };
     db.close();
     result

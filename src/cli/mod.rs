@@ -13,6 +13,7 @@ mod ledger;
 mod mapping;
 mod ops;
 mod output;
+mod privacy;
 mod serve;
 mod setup;
 
@@ -25,6 +26,7 @@ pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
 pub use ops::{BackupArgs, RestoreArgs};
+pub use privacy::{EraseArgs, PurgeArgs};
 pub use output::Output;
 
 #[derive(Debug, Parser)]
@@ -66,6 +68,13 @@ pub enum Command {
     /// Replace the database with a checked copy of BACKUP, keeping the old file as
     /// DB.before-restore. Refused while a server or another command uses the database.
     Restore(RestoreArgs),
+    /// Purge leads older than an age by hand (as `serve` does with a workspace's
+    /// retention): each becomes a tombstone, like an erasure; ids, statuses and money stay.
+    Purge(PurgeArgs),
+    /// Give the database's free space back to the file system and pack it (also compresses
+    /// raw bodies stored by older versions). Refused while a server or another command uses
+    /// the database.
+    Vacuum,
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -120,6 +129,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Backup(args) => ops::backup(&cli.db, &out, args),
         Command::Check => ops::check(&cli.db, &out),
         Command::Restore(args) => ops::restore(&cli.db, &out, args),
+        Command::Purge(args) => privacy::purge(&cli.db, &out, args),
+        Command::Vacuum => privacy::vacuum(&cli.db, &out),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,

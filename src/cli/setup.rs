@@ -56,19 +56,31 @@ pub fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
 }
 
 pub fn workspace(path: &Path, out: &Output, command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
-    let WorkspaceCommand::Create { name, id, timezone } = command;
+    let WorkspaceCommand::Create {
+        name,
+        id,
+        timezone,
+        retention,
+    } = command;
+    let retention = retention.and_then(|r| r.0);
     let db = open(path)?;
     let created = write(&db, move |conn| {
-        workspace::create(
+        let created = workspace::create(
             conn,
             &workspace::NewWorkspace {
                 id: id.as_deref(),
                 name: &name,
                 timezone: &timezone,
             },
-        )
+        )?;
+        if retention.is_some() {
+            workspace::set_retention(conn, &created.id, retention)?;
+        }
+        Ok(created)
     })?;
-    out.print(&to_value(&created));
+    let mut shown = to_value(&created);
+    shown["retention"] = json!(retention.map(crate::duration::format));
+    out.print(&shown);
     Ok(ExitCode::SUCCESS)
 }
 

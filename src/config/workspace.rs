@@ -1,4 +1,5 @@
-//! Workspaces: the tenant, with the time zone that caps and schedules count in.
+//! Workspaces: the tenant, with the time zone that caps and schedules count in and how
+//! long its leads are kept (retention; `privacy::purge` acts on it).
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -71,4 +72,48 @@ pub fn get(conn: &Connection, id: &str) -> Result<Workspace, ConfigError> {
         kind: "workspace",
         id: id.to_string(),
     })
+}
+
+/// Sets how long the workspace's leads are kept before `serve` purges them (`None`: for
+/// ever).
+pub fn set_retention(
+    conn: &Connection,
+    id: &str,
+    retention: Option<std::time::Duration>,
+) -> Result<(), ConfigError> {
+    let millis = retention
+        .map(|d| i64::try_from(d.as_millis()).map_err(|_| ConfigError::Invalid("the retention is too long".into())))
+        .transpose()?;
+    if millis == Some(0) {
+        return Err(ConfigError::Invalid(
+            "the retention must be longer than 0".into(),
+        ));
+    }
+    let changed = conn.execute(
+        "UPDATE workspaces SET retention_ms = ?2 WHERE id = ?1",
+        params![id, millis],
+    )?;
+    if changed == 0 {
+        return Err(ConfigError::NotFound {
+            kind: "workspace",
+            id: id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// How long the workspace's leads are kept (`None`: for ever).
+pub fn retention(conn: &Connection, id: &str) -> Result<Option<std::time::Duration>, ConfigError> {
+    let millis: Option<i64> = conn
+        .query_row(
+            "SELECT retention_ms FROM workspaces WHERE id = ?1",
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?
+        .ok_or_else(|| ConfigError::NotFound {
+            kind: "workspace",
+            id: id.to_string(),
+        })?;
+    Ok(millis.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64)))
 }

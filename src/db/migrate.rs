@@ -30,6 +30,7 @@ pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
     if schema_version(conn)? == SCHEMA_VERSION {
         return Ok(());
     }
+
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let found = schema_version(&tx)?;
     if found > SCHEMA_VERSION {

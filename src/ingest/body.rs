@@ -75,7 +75,47 @@ pub(crate) struct Columns<'a> {
     pub(crate) additional: &'a str,
 }
 
+/// The `leads` columns [`Columns::at`] reads, in its order, for a `SELECT`.
+pub(crate) const COLUMN_NAMES: &str = "external_id, first_name, last_name, email, phone, \
+    street, house_number, postal_code, city, country, consent_status, legal_basis, \
+    consent_captured_at, consent_text_version, captured_by_external_id, captured_by_name, \
+    captured_by_team, captured_at, capture_method, capture_metadata, additional";
+
 impl<'a> Columns<'a> {
+    /// The columns of a stored lead from `row`, whose values from index `first` on are
+    /// [`COLUMN_NAMES`].
+    pub(crate) fn at(row: &'a rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Columns<'a>> {
+        let text = |i: usize| -> rusqlite::Result<Option<&'a str>> {
+            match row.get_ref(first + i)? {
+                ValueRef::Null => Ok(None),
+                value => value.as_str().map(Some).map_err(Into::into),
+            }
+        };
+        Ok(Columns {
+            external_id: text(0)?,
+            first_name: text(1)?.unwrap_or_default(),
+            last_name: text(2)?.unwrap_or_default(),
+            email: text(3)?,
+            phone: text(4)?,
+            street: text(5)?,
+            house_number: text(6)?,
+            postal_code: text(7)?,
+            city: text(8)?,
+            country: text(9)?,
+            consent_status: text(10)?,
+            legal_basis: text(11)?,
+            consent_captured_at: text(12)?,
+            consent_text_version: text(13)?,
+            captured_by_external_id: text(14)?,
+            captured_by_name: text(15)?,
+            captured_by_team: text(16)?,
+            captured_at: text(17)?,
+            capture_method: text(18)?,
+            capture_metadata: text(19)?,
+            additional: text(20)?.unwrap_or_default(),
+        })
+    }
+
     /// The columns of a lead about to be stored: its fields and the text of its two JSON
     /// columns, exactly as `store` binds them.
     pub(crate) fn of(

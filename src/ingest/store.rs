@@ -273,6 +273,7 @@ fn stored_lead(
             .map(|m| m.to_json()),
         status: LeadStatus::Active,
         created_at: now,
+        erased_at: None,
         requests: lead
             .lead
             .interests
@@ -381,4 +382,26 @@ fn find_external(
         })?
         .collect::<Result<_, _>>()?;
     Ok(Some(facts))
+}
+
+/// Compresses up to `limit` raw bodies stored before the compressed format (TEXT values,
+/// moved into `leads` by migration 3) into it; returns how many. `leadrelay vacuum` runs
+/// it before it rebuilds the file.
+pub(crate) fn compress_legacy_bodies(conn: &Connection, limit: usize) -> rusqlite::Result<usize> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut select = conn.prepare(&format!(
+        "SELECT rowid, body, {} FROM leads WHERE typeof(body) = 'text' LIMIT ?1",
+        body::COLUMN_NAMES
+    ))?;
+    let mut encoded: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut rows = select.query([limit])?;
+    while let Some(row) = rows.next()? {
+        let raw = row.get_ref(1)?.as_str()?;
+        encoded.push((row.get(0)?, body::encode(raw, &body::Columns::at(row, 2)?)));
+    }
+    let mut update = conn.prepare("UPDATE leads SET body = ?2 WHERE rowid = ?1")?;
+    for (rowid, stored) in &encoded {
+        update.execute(params![rowid, stored])?;
+    }
+    Ok(encoded.len())
 }

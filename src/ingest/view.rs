@@ -16,7 +16,8 @@ const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspa
     l.postal_code, l.city, l.country, l.consent_status, l.legal_basis, l.consent_captured_at, \
     l.consent_text_version, l.captured_by_external_id, l.captured_by_name, l.captured_by_team, \
     l.captured_at, l.capture_method, l.capture_metadata, l.additional, l.quality_status, \
-    l.quality_reasons, l.duplicate_status, l.duplicate_match, l.status, l.created_at";
+    l.quality_reasons, l.duplicate_status, l.duplicate_match, l.status, l.created_at, \
+    l.erased_at";
 
 fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T> {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -64,6 +65,7 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
         duplicate_match: json_column(row.get(29)?),
         status: row.get(30)?,
         created_at: row.get(31)?,
+        erased_at: row.get(32)?,
         requests: Vec::new(),
     })
 }
@@ -137,41 +139,15 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
 /// The raw body the lead came in (the batch item for a batch), as received; `None` for an
 /// unknown lead or one without a body (erased).
 pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT body, external_id, first_name, last_name, email, phone, street, house_number,
-                postal_code, city, country, consent_status, legal_basis, consent_captured_at,
-                consent_text_version, captured_by_external_id, captured_by_name,
-                captured_by_team, captured_at, capture_method, capture_metadata, additional
-         FROM leads WHERE id = ?1",
-    )?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT body, {} FROM leads WHERE id = ?1",
+        body::COLUMN_NAMES
+    ))?;
     let mut rows = stmt.query([id])?;
     let Some(row) = rows.next()? else {
         return Ok(None);
     };
-    let text = |i: usize| row.get_ref(i).map(|v| v.as_str_or_null().ok().flatten());
-    let columns = body::Columns {
-        external_id: text(1)?,
-        first_name: text(2)?.unwrap_or_default(),
-        last_name: text(3)?.unwrap_or_default(),
-        email: text(4)?,
-        phone: text(5)?,
-        street: text(6)?,
-        house_number: text(7)?,
-        postal_code: text(8)?,
-        city: text(9)?,
-        country: text(10)?,
-        consent_status: text(11)?,
-        legal_basis: text(12)?,
-        consent_captured_at: text(13)?,
-        consent_text_version: text(14)?,
-        captured_by_external_id: text(15)?,
-        captured_by_name: text(16)?,
-        captured_by_team: text(17)?,
-        captured_at: text(18)?,
-        capture_method: text(19)?,
-        capture_metadata: text(20)?,
-        additional: text(21)?.unwrap_or_default(),
-    };
+    let columns = body::Columns::at(row, 1)?;
     body::decode(row.get_ref(0)?, &columns).map_err(|e| ViewError::Body {
         lead_id: id.to_string(),
         error: e,
@@ -180,7 +156,7 @@ pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, Vi
 
 /// Why a stored lead could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum ViewError {
+pub(crate) enum ViewError {
     #[error("the raw body of lead '{lead_id}' cannot be read: {error}")]
     Body {
         lead_id: String,
@@ -269,6 +245,8 @@ impl StoredLead {
             "duplicateMatch": self.duplicate_match,
             "requests": requests,
             "createdAt": crate::clock::iso(self.created_at),
+            "erased": self.erased_at.is_some(),
+            "erasedAt": self.erased_at.map(crate::clock::iso),
         })
     }
 
@@ -294,6 +272,7 @@ impl StoredLead {
                 .collect::<Vec<_>>(),
             "requestIds": self.requests.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
             "createdAt": crate::clock::iso(self.created_at),
+            "erased": self.erased_at.is_some(),
         })
     }
 }
