@@ -12,9 +12,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../schema.sql"),
     // The money ledger; existing balances become opening rows.
     include_str!("../../migrations/0002_ledger.sql"),
+    // The operator console: operators, sessions and the console's two indexes.
+    include_str!("../../migrations/0003_operator_console.sql"),
     // Privacy and storage: the body in the lead's row, no stored answer, erasure marks,
     // retention, the erasure log.
-    include_str!("../../migrations/0003_privacy.sql"),
+    include_str!("../../migrations/0004_privacy.sql"),
 ];
 
 /// The schema version this binary writes.
