@@ -13,6 +13,21 @@ UPDATE leads SET body = (SELECT b.body FROM lead_bodies b WHERE b.lead_id = lead
 DROP TABLE lead_bodies;
 ALTER TABLE leads DROP COLUMN result;
 
+-- The duplicate keys are stored as 48-bit hashes (src/ingest/normalize.rs, `key_hash`;
+-- the migration's SQL function `leadrelay_key_hash` is the same function): the normalised
+-- email repeated the email in the row and again in its index. Readers confirm a hash match
+-- against the stored email or phone.
+ALTER TABLE leads ADD COLUMN email_key INTEGER;
+ALTER TABLE leads ADD COLUMN phone_key INTEGER;
+UPDATE leads SET email_key = leadrelay_key_hash(email_norm), phone_key = leadrelay_key_hash(phone_norm)
+WHERE email_norm IS NOT NULL OR phone_norm IS NOT NULL;
+DROP INDEX leads_email;
+DROP INDEX leads_phone;
+ALTER TABLE leads DROP COLUMN email_norm;
+ALTER TABLE leads DROP COLUMN phone_norm;
+CREATE INDEX leads_email ON leads(email_key, created_at) WHERE email_key IS NOT NULL;
+CREATE INDEX leads_phone ON leads(phone_key, created_at) WHERE phone_key IS NOT NULL;
+
 -- Erasure: an erased (or purged) lead is a tombstone. Its person, address, contact keys,
 -- capture metadata, additional properties, raw body and interest answers are gone; ids,
 -- times, products, statuses and money stay. NULL means not erased.

@@ -26,6 +26,22 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
+/// The SQL functions migrations call to compute what only Rust can (migration 4's
+/// backfill of the duplicate keys' hashes).
+fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "leadrelay_key_hash",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(ctx
+                .get::<Option<String>>(0)?
+                .map(|key| crate::ingest::normalize::key_hash(&key)))
+        },
+    )
+}
+
 /// Brings the file to [`SCHEMA_VERSION`]. Runs under `BEGIN IMMEDIATE`, so a CLI command
 /// and a starting server that open a new file at the same moment do not both migrate it.
 pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
@@ -33,6 +49,7 @@ pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
         return Ok(());
     }
 
+    register_functions(conn)?;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let found = schema_version(&tx)?;
     if found > SCHEMA_VERSION {

@@ -17,6 +17,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
+use super::{normalize, view};
+
 /// The fields of the lead as buyers get it that an erasure empties: sent as `null` in an
 /// event after the erasure, so a buyer's system overwrites what it stored.
 const ERASED_FIELDS: [&str; 8] = [
@@ -68,7 +70,7 @@ pub(crate) fn erased_lead_json(lead: &Map<String, Value>) -> Map<String, Value> 
 
 const TOMBSTONE_LEAD: &str = "UPDATE leads SET first_name = '', last_name = '', email = NULL, \
     phone = NULL, street = NULL, house_number = NULL, postal_code = NULL, city = NULL, \
-    capture_metadata = NULL, additional = '{}', email_norm = NULL, phone_norm = NULL, \
+    capture_metadata = NULL, additional = '{}', email_key = NULL, phone_key = NULL, \
     body = NULL, erased_at = ?2 \
     WHERE id = ?1 AND erased_at IS NULL";
 
@@ -99,54 +101,14 @@ pub(crate) fn tombstone(conn: &Connection, id: &str, now: i64) -> rusqlite::Resu
     })
 }
 
-/// Up to `limit` leads, not yet erased, whose normalised email is `key` (from
-/// `normalize::email_key`), oldest first. Uses the `leads_email` index.
-pub(crate) fn with_email(
-    conn: &Connection,
-    key: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<String>> {
-    ids(
-        conn,
-        "SELECT id FROM leads WHERE email_norm = ?1 ORDER BY created_at LIMIT ?2",
-        key,
-        limit,
-    )
-}
-
-/// [`with_email`] by the phone's digits (`normalize::phone_key`).
-pub(crate) fn with_phone(
-    conn: &Connection,
-    key: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<String>> {
-    ids(
-        conn,
-        "SELECT id FROM leads WHERE phone_norm = ?1 ORDER BY created_at LIMIT ?2",
-        key,
-        limit,
-    )
-}
-
-/// How many leads, not erased, have the email key `key`.
+/// How many leads, not erased, have email key `key`.
 pub(crate) fn count_with_email(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
-    conn.prepare_cached("SELECT count(*) FROM leads WHERE email_norm = ?1")?
-        .query_row([key], |row| row.get::<_, i64>(0))
-        .map(|n| n.max(0) as u64)
+    view::with_email(conn, key, usize::MAX).map(|ids| ids.len() as u64)
 }
 
-/// How many leads, not erased, have the phone key `key`.
+/// How many leads, not erased, have phone key `key`.
 pub(crate) fn count_with_phone(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
-    conn.prepare_cached("SELECT count(*) FROM leads WHERE phone_norm = ?1")?
-        .query_row([key], |row| row.get::<_, i64>(0))
-        .map(|n| n.max(0) as u64)
-}
-
-fn ids(conn: &Connection, sql: &str, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(params![key, limit], |row| row.get(0))?;
-    rows.collect()
+    view::with_phone(conn, key, usize::MAX).map(|ids| ids.len() as u64)
 }
 
 /// Whether lead `id` exists, and when it was erased (`Some(None)`: not erased).
@@ -159,13 +121,22 @@ pub(crate) fn erased_at(conn: &Connection, id: &str) -> rusqlite::Result<Option<
 /// How many other leads, not erased, share lead `id`'s email or phone (to tell the
 /// operator who erased one lead of a person that more are there).
 pub(crate) fn others_with_same_contact(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
-    conn.prepare_cached(
-        "SELECT count(*) FROM leads o, leads l
-         WHERE l.id = ?1 AND o.id <> l.id
-           AND (o.email_norm = l.email_norm OR o.phone_norm = l.phone_norm)",
-    )?
-    .query_row([id], |row| row.get::<_, i64>(0))
-    .map(|n| n.max(0) as u64)
+    let contact: Option<(Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT email, phone FROM leads WHERE id = ?1")?
+        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((email, phone)) = contact else {
+        return Ok(0);
+    };
+    let mut others = std::collections::BTreeSet::new();
+    if let Some(key) = email.as_deref().and_then(normalize::email_key) {
+        others.extend(view::with_email(conn, &key, usize::MAX)?);
+    }
+    if let Some(key) = phone.as_deref().and_then(normalize::phone_key) {
+        others.extend(view::with_phone(conn, &key, usize::MAX)?);
+    }
+    others.remove(id);
+    Ok(others.len() as u64)
 }
 
 /// The next leads of a purge: up to `limit` leads of `source_id` created before `cutoff`,

@@ -116,7 +116,7 @@ const INSERT_LEAD: &str = "INSERT INTO leads (id, source_id, container_id, works
     external_id, first_name, last_name, email, phone, street, house_number, postal_code, city, \
     country, consent_status, legal_basis, consent_captured_at, consent_text_version, \
     captured_by_external_id, captured_by_name, captured_by_team, captured_at, capture_method, \
-    capture_metadata, additional, email_norm, phone_norm, quality_status, quality_reasons, \
+    capture_metadata, additional, email_key, phone_key, quality_status, quality_reasons, \
     duplicate_status, duplicate_match, body, created_at) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
     ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)";
@@ -335,8 +335,8 @@ fn insert_lead(
         capture.capture_method,
         lead.metadata_json,
         lead.additional_json,
-        lead.email_key,
-        lead.phone_key,
+        lead.email_key.as_deref().map(normalize::key_hash),
+        lead.phone_key.as_deref().map(normalize::key_hash),
         lead.quality.status.as_str(),
         lead.reasons_json,
         duplicate_status.as_str(),

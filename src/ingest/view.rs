@@ -8,7 +8,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
-use super::body;
+use super::{body, normalize};
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
@@ -68,6 +68,45 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
         erased_at: row.get(32)?,
         requests: Vec::new(),
     })
+}
+
+/// Up to `limit` leads, not yet erased, whose email has duplicate key `key`
+/// (`normalize::email_key`), oldest first: found by the key's hash on the `leads_email`
+/// index, each confirmed against its stored email (an erased lead has no hash).
+pub(crate) fn with_email(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
+    let sql = "SELECT id, email FROM leads WHERE email_key = ?1 ORDER BY created_at";
+    confirmed(conn, sql, key, limit, normalize::email_matches)
+}
+
+/// [`with_email`] by the phone's digits (`normalize::phone_key`).
+pub(crate) fn with_phone(
+    conn: &Connection,
+    key: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<String>> {
+    let sql = "SELECT id, phone FROM leads WHERE phone_key = ?1 ORDER BY created_at";
+    confirmed(conn, sql, key, limit, normalize::phone_matches)
+}
+
+/// The ids `sql` finds by `key`'s hash whose stored value (the second column) has `key`.
+fn confirmed(
+    conn: &Connection,
+    sql: &str,
+    key: &str,
+    limit: usize,
+    matches: fn(Option<&str>, &str) -> bool,
+) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query([normalize::key_hash(key)])?;
+    let mut ids = Vec::new();
+    while ids.len() < limit
+        && let Some(row) = rows.next()?
+    {
+        if matches(row.get_ref(1)?.as_str_or_null()?, key) {
+            ids.push(row.get(0)?);
+        }
+    }
+    Ok(ids)
 }
 
 /// The lead `id` with its requests, or `None`.
