@@ -30,6 +30,7 @@ fn write_pair(db: &Db, n: u64) -> Result<(), ConfigError> {
                 id: Some(&ws),
                 name: "Load",
                 timezone: "UTC",
+                retention: None,
             },
         )?;
         container::create(
@@ -60,6 +61,7 @@ fn grow(db: &Db) {
                     id: Some(&format!("pad-{n}")),
                     name: &format!("{padding}{n}"),
                     timezone: "UTC",
+                    retention: None,
                 },
             )?;
         }
@@ -177,7 +179,10 @@ fn backup_and_check_of_a_missing_database_create_nothing() {
         lr(&db, "check"),
         lr(&db, "--json check"),
     ] {
-        command.fails(1).stderr_contains("does not exist");
+        command.fails(1).stderr_contains(&format!(
+            "no database at {}: pass --db or set LEADRELAY_DB (leadrelay init creates one)",
+            db.path.display()
+        ));
     }
     assert!(!db.path.exists());
     assert!(!copy.exists());

@@ -14,9 +14,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0002_ledger.sql"),
     // The operator console: operators, sessions and the console's two indexes.
     include_str!("../../migrations/0003_operator_console.sql"),
+    // Day-two configuration: archived records, previous secrets during a rotation's overlap.
+    include_str!("../../migrations/0004_config.sql"),
     // Privacy and storage: the body in the lead's row, no stored answer, erasure marks,
     // retention, the erasure log.
-    include_str!("../../migrations/0004_privacy.sql"),
+    include_str!("../../migrations/0005_privacy.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -26,7 +28,7 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
-/// The SQL functions migrations call to compute what only Rust can (migration 4's
+/// The SQL functions migrations call to compute what only Rust can (migration 5's
 /// backfill of the duplicate keys' hashes).
 fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;

@@ -19,6 +19,10 @@ use serde_json::{Map, Value};
 
 use super::{normalize, view};
 
+/// The leads, not erased, an erasure by email or phone takes (found by the key's hash and
+/// confirmed against the stored value).
+pub(crate) use super::view::{with_email, with_phone};
+
 /// The fields of the lead as buyers get it that an erasure empties: sent as `null` in an
 /// event after the erasure, so a buyer's system overwrites what it stored.
 const ERASED_FIELDS: [&str; 8] = [

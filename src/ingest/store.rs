@@ -385,7 +385,7 @@ fn find_external(
 }
 
 /// Compresses up to `limit` raw bodies stored before the compressed format (TEXT values,
-/// moved into `leads` by migration 4) into it; returns how many. `leadrelay vacuum` runs
+/// moved into `leads` by migration 5) into it; returns how many. `leadrelay vacuum` runs
 /// it before it rebuilds the file.
 pub(crate) fn compress_legacy_bodies(conn: &Connection, limit: usize) -> rusqlite::Result<usize> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
