@@ -28,6 +28,7 @@ mod openapi;
 mod ops;
 mod outbox;
 mod packaging;
+mod privacy;
 mod private_files;
 mod properties;
 mod ratelimit;

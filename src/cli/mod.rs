@@ -30,8 +30,8 @@ pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
 pub use operator::OperatorCommand;
 pub use ops::{BackupArgs, RestoreArgs};
-pub use privacy::{EraseArgs, PurgeArgs};
 pub use output::Output;
+pub use privacy::{EraseArgs, PurgeArgs};
 pub use setup::NoDatabase;
 
 #[derive(Debug, Parser)]

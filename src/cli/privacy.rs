@@ -153,6 +153,7 @@ pub fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Result<ExitC
         cutoff,
         &trigger,
         args.dry_run,
+        &purge::Cancel::default(),
     );
     let checkpointed = match (&result, args.dry_run) {
         (Ok(report), false) if report.counts.leads > 0 => db.checkpoint_truncate().ok(),

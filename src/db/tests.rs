@@ -222,7 +222,10 @@ fn a_new_file_vacuums_incrementally_and_zeroes_what_it_deletes() {
     let freed = db
         .write_blocking(|conn| {
             for n in 0..2_000 {
-                conn.execute("INSERT INTO t VALUES (?1, ?2)", rusqlite::params![format!("{n:0>200}"), n])?;
+                conn.execute(
+                    "INSERT INTO t VALUES (?1, ?2)",
+                    rusqlite::params![format!("{n:0>200}"), n],
+                )?;
             }
             conn.execute("DELETE FROM t", [])?;
             let before: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;

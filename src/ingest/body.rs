@@ -241,10 +241,7 @@ pub enum BodyError {
 
 /// The raw body from its stored value (`leads.body`) and the lead's columns; `None` when
 /// the lead has none (erased).
-pub(crate) fn decode(
-    stored: ValueRef<'_>,
-    columns: &Columns,
-) -> Result<Option<String>, BodyError> {
+pub(crate) fn decode(stored: ValueRef<'_>, columns: &Columns) -> Result<Option<String>, BodyError> {
     let bytes = match stored {
         ValueRef::Null => return Ok(None),
         // A body stored before format 1: the text itself.
@@ -265,9 +262,9 @@ pub(crate) fn decode(
         let mut slot = cell.borrow_mut();
         let decompressor = match slot.as_mut() {
             Some(decompressor) => decompressor,
-            None => slot.insert(
-                zstd::bulk::Decompressor::new().expect("a zstd context can be made"),
-            ),
+            None => {
+                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
+            }
         };
         decompressor
             .set_dictionary(&dict)
@@ -383,9 +380,9 @@ mod tests {
             r#""externalId":"t1-2001-247757062-101","firstName":"Jane","lastName":"Doe","email":"jane.t1-2001-247757062.101@example.com","phone":"+49 12001 0000101","street":"Hauptstr.","houseNumber":"1","postalCode":"10115","city":"Berlin","country":"DE","consentStatus":"granted","legalBasis":"consent","capturedAt":"2026-01-01T10:00:00Z","captureMethod":"web_form",{"utmSource":"bench"}"#
         );
         const STORED: [u8; 55] = [
-            1, 40, 181, 47, 253, 100, 190, 0, 69, 1, 0, 136, 123, 115, 111, 108, 97, 114, 114,
-            111, 111, 102, 34, 58, 34, 116, 105, 108, 101, 6, 0, 193, 43, 193, 36, 57, 240, 201,
-            201, 143, 186, 147, 93, 64, 233, 81, 21, 6, 200, 226, 10, 135, 185, 68, 207,
+            1, 40, 181, 47, 253, 100, 190, 0, 69, 1, 0, 136, 123, 115, 111, 108, 97, 114, 114, 111,
+            111, 102, 34, 58, 34, 116, 105, 108, 101, 6, 0, 193, 43, 193, 36, 57, 240, 201, 201,
+            143, 186, 147, 93, 64, 233, 81, 21, 6, 200, 226, 10, 135, 185, 68, 207,
         ];
         assert_eq!(
             decode(blob(&STORED), &columns()).unwrap().as_deref(),

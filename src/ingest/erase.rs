@@ -160,16 +160,13 @@ pub(crate) fn older_than(
          WHERE source_id = ?1 AND (created_at, rowid) > (?2, ?3) AND created_at < ?4
          ORDER BY created_at, rowid LIMIT ?5",
     )?;
-    let rows = stmt.query_map(
-        params![source_id, after.0, after.1, cutoff, limit],
-        |row| {
-            Ok(PurgeCandidate {
-                id: row.get(0)?,
-                position: (row.get(1)?, row.get(2)?),
-                erased: row.get(3)?,
-            })
-        },
-    )?;
+    let rows = stmt.query_map(params![source_id, after.0, after.1, cutoff, limit], |row| {
+        Ok(PurgeCandidate {
+            id: row.get(0)?,
+            position: (row.get(1)?, row.get(2)?),
+            erased: row.get(3)?,
+        })
+    })?;
     rows.collect()
 }
 
@@ -245,7 +242,12 @@ mod tests {
             *slot = Some("v".into());
         }
         let shown = serde_json::to_value(&fields).unwrap();
-        let mut names: Vec<&str> = shown.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let mut names: Vec<&str> = shown
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         names.sort_unstable();
         let mut listed: Vec<&str> = ERASED_FIELDS.iter().chain(&KEPT_FIELDS).copied().collect();
         listed.sort_unstable();

@@ -119,10 +119,16 @@ mod tests {
         assert_eq!(key_hash("49301234567"), 52_363_105_995_538);
         for key in ["", "a", "jane@example.com", "49301234567"] {
             let hash = key_hash(key);
-            assert!((-(1i64 << 47)..(1i64 << 47)).contains(&hash), "{key}: {hash}");
+            assert!(
+                (-(1i64 << 47)..(1i64 << 47)).contains(&hash),
+                "{key}: {hash}"
+            );
         }
         assert!(email_matches(Some(" Jane@Example.COM"), "jane@example.com"));
-        assert!(!email_matches(Some("other@example.com"), "jane@example.com"));
+        assert!(!email_matches(
+            Some("other@example.com"),
+            "jane@example.com"
+        ));
         assert!(!email_matches(None, "jane@example.com"));
         assert!(phone_matches(Some("+49 (30) 123-4567"), "49301234567"));
     }

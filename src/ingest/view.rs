@@ -8,8 +8,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
-use super::{body, normalize};
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
+use super::{body, normalize};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
     l.external_id, l.first_name, l.last_name, l.email, l.phone, l.street, l.house_number, \
@@ -73,7 +73,11 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
 /// Up to `limit` leads, not yet erased, whose email has duplicate key `key`
 /// (`normalize::email_key`), oldest first: found by the key's hash on the `leads_email`
 /// index, each confirmed against its stored email (an erased lead has no hash).
-pub(crate) fn with_email(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
+pub(crate) fn with_email(
+    conn: &Connection,
+    key: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<String>> {
     let sql = "SELECT id, email FROM leads WHERE email_key = ?1 ORDER BY created_at";
     confirmed(conn, sql, key, limit, normalize::email_matches)
 }

@@ -13,6 +13,8 @@
 //! ends by giving the freed pages back to the file system in bounded steps
 //! ([`VACUUM_PAGES_PER_JOB`] pages per job).
 
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -73,18 +75,112 @@ pub fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(Stri
     rows.collect()
 }
 
+/// How often `serve` purges by retention (and once at start).
+pub const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
+
+/// Tells a running purge to stop between two jobs; the pauses between jobs wait on it, so a
+/// stopping server does not wait out a pause.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<(Mutex<bool>, Condvar)>);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        let (flag, changed) = &*self.0;
+        *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        changed.notify_all();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits `timeout` or until cancelled; `true` when cancelled.
+    fn wait(&self, timeout: Duration) -> bool {
+        let (flag, changed) = &*self.0;
+        let guard = flag.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = changed
+            .wait_timeout_while(guard, timeout, |cancelled| !*cancelled)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+}
+
+/// The thread of `serve` that purges by retention at start and then every `interval`.
+pub struct RetentionWorker {
+    cancel: Cancel,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RetentionWorker {
+    pub fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
+        let cancel = Cancel::default();
+        let thread = std::thread::Builder::new()
+            .name("retention".into())
+            .spawn({
+                let cancel = cancel.clone();
+                move || {
+                    loop {
+                        match run_retention(&db, &cancel) {
+                            Ok(report) if report.counts.leads > 0 => log::info!(
+                                "retention purged {} leads, gave back {} pages",
+                                report.counts.leads,
+                                report.vacuumed_pages
+                            ),
+                            Ok(_) => {}
+                            Err(e) => log::warn!("retention purge failed: {e}"),
+                        }
+                        if cancel.wait(interval) {
+                            return;
+                        }
+                    }
+                }
+            })?;
+        Ok(RetentionWorker {
+            cancel,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops after the job in progress and waits for the thread.
+    pub fn stop(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.cancel.cancel();
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            log::error!("retention thread panicked");
+        }
+    }
+}
+
+impl Drop for RetentionWorker {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
 /// Purges every workspace that has a retention (what `serve` runs hourly).
-pub fn run_retention(db: &Db) -> Result<PurgeReport, PrivacyError> {
+pub fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyError> {
     let due = db.read_blocking(|conn| {
         due_workspaces(conn, crate::clock::now_ms()).map_err(PrivacyError::from)
     })?;
     let mut report = PurgeReport::default();
     for (workspace_id, cutoff) in due {
-        let one = purge_workspace(db, &workspace_id, cutoff, &Trigger::Retention, false)?;
+        let one = purge_workspace(
+            db,
+            &workspace_id,
+            cutoff,
+            &Trigger::Retention,
+            false,
+            cancel,
+        )?;
         report.counts.add(one.counts);
         report.erasure_ids.extend(one.erasure_ids);
     }
-    report.vacuumed_pages = give_back_free_pages(db)?;
+    report.vacuumed_pages = give_back_free_pages(db, cancel)?;
     Ok(report)
 }
 
@@ -96,6 +192,7 @@ pub fn purge(
     cutoff: i64,
     trigger: &Trigger,
     dry_run: bool,
+    cancel: &Cancel,
 ) -> Result<PurgeReport, PrivacyError> {
     let workspaces = db.read_blocking(|conn| {
         let mut stmt = conn.prepare("SELECT id FROM workspaces WHERE ?1 IS NULL OR id = ?1")?;
@@ -114,12 +211,12 @@ pub fn purge(
         ..PurgeReport::default()
     };
     for workspace_id in workspaces {
-        let one = purge_workspace(db, &workspace_id, cutoff, trigger, dry_run)?;
+        let one = purge_workspace(db, &workspace_id, cutoff, trigger, dry_run, cancel)?;
         report.counts.add(one.counts);
         report.erasure_ids.extend(one.erasure_ids);
     }
     if !dry_run {
-        report.vacuumed_pages = give_back_free_pages(db)?;
+        report.vacuumed_pages = give_back_free_pages(db, cancel)?;
     }
     Ok(report)
 }
@@ -149,6 +246,7 @@ fn purge_workspace(
     cutoff: i64,
     trigger: &Trigger,
     dry_run: bool,
+    cancel: &Cancel,
 ) -> Result<PurgeReport, PrivacyError> {
     let (from, sources) = db.read_blocking(|conn| {
         let from = purged_before(conn, workspace_id)?;
@@ -206,7 +304,14 @@ fn purge_workspace(
             let (walked, id) = step;
             log_id = id;
             report.counts.add(walked.counts);
-            pause_after(started.elapsed());
+            if pause_after(started.elapsed(), cancel) {
+                // Stopped: the log row stays open (not finished), so the next run starts
+                // from the last finished one's cutoff and walks past these tombstones.
+                if let Some(id) = log_id {
+                    report.erasure_ids.push(id);
+                }
+                return Ok(report);
+            }
             match walked.last {
                 Some(position) if !walked.exhausted => after = position,
                 _ => break,
@@ -266,17 +371,18 @@ fn purge_step(
     Ok(walked)
 }
 
-/// Sleeps as long as the last job took (at least a millisecond), so a purge keeps the
-/// writer at most half busy and ingest jobs never queue behind a run of purge jobs.
-fn pause_after(job: Duration) {
-    std::thread::sleep(job.max(Duration::from_millis(1)));
+/// Waits as long as the last job took (at least a millisecond), so a purge keeps the
+/// writer at most half busy and ingest jobs never queue behind a run of purge jobs; `true`
+/// when the purge was cancelled meanwhile.
+fn pause_after(job: Duration, cancel: &Cancel) -> bool {
+    cancel.wait(job.max(Duration::from_millis(1)))
 }
 
 /// With `auto_vacuum=INCREMENTAL`, gives the free pages back to the file system in jobs of
 /// [`VACUUM_PAGES_PER_JOB`] pages; returns how many. Without it (a file from before it was
 /// the default and not vacuumed since), free pages are reused by later writes and
 /// `leadrelay vacuum` gives them back.
-pub fn give_back_free_pages(db: &Db) -> Result<i64, PrivacyError> {
+pub fn give_back_free_pages(db: &Db, cancel: &Cancel) -> Result<i64, PrivacyError> {
     let incremental = db.read_blocking(|conn| {
         conn.pragma_query_value(None, "auto_vacuum", |row| row.get::<_, i64>(0))
             .map_err(PrivacyError::from)
@@ -290,8 +396,9 @@ pub fn give_back_free_pages(db: &Db) -> Result<i64, PrivacyError> {
         let freed = db.write_blocking(|conn| {
             let before: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
             // The pragma frees one page per step: run it to the end.
-            let mut stmt =
-                conn.prepare(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES_PER_JOB})"))?;
+            let mut stmt = conn.prepare(&format!(
+                "PRAGMA incremental_vacuum({VACUUM_PAGES_PER_JOB})"
+            ))?;
             let mut rows = stmt.query([])?;
             while rows.next()?.is_some() {}
             drop(rows);
@@ -300,8 +407,7 @@ pub fn give_back_free_pages(db: &Db) -> Result<i64, PrivacyError> {
             Ok::<_, PrivacyError>((before - after, after))
         })?;
         total += freed.0;
-        pause_after(started.elapsed());
-        if freed.0 == 0 || freed.1 == 0 {
+        if pause_after(started.elapsed(), cancel) || freed.0 == 0 || freed.1 == 0 {
             return Ok(total);
         }
     }
