@@ -29,3 +29,4 @@ pub mod privacy;
 pub mod ratelimit;
 pub mod secrets;
 pub mod service;
+pub mod training;

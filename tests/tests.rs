@@ -13,6 +13,7 @@ mod crash;
 mod delivery;
 mod demo;
 mod durations;
+mod evaluator;
 mod foundation;
 mod hostile;
 mod ingest;

@@ -193,6 +193,19 @@ fn store_one(
         });
     }
 
+    // The evaluator's `duplicatesSeen`, counted before the insert so that auto-delivery
+    // never reads the leads table after it; only for leads that ask for auto-delivery.
+    let duplicates_seen = if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+        Some(dedupe::seen_before(
+            conn,
+            &source.workspace_id,
+            lead.email_key.as_deref(),
+            lead.phone_key.as_deref(),
+            crate::autodelivery::features::DUPLICATES_SEEN_CAP,
+        )?)
+    } else {
+        None
+    };
     let lead_id = crate::ids::new("lead");
     let mut item = ItemFacts {
         status: match duplicate_status {
@@ -236,9 +249,10 @@ fn store_one(
     // caps and balances cannot race; it gets the lead as just written rather than reading
     // it back. Its decisions are stored on the requests, where a replay finds them.
     let mut auto_delivered = 0;
-    if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+    if let Some(duplicates_seen) = duplicates_seen {
         let stored = stored_lead(source, lead, lead_id, &item, now);
-        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, now)? {
+        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
+        {
             auto_delivered = auto.delivered();
             item.auto_delivery = Some(auto.to_json());
         }
@@ -385,7 +399,7 @@ fn find_external(
 }
 
 /// Compresses up to `limit` raw bodies stored before the compressed format (TEXT values,
-/// moved into `leads` by migration 5) into it; returns how many. `leadrelay vacuum` runs
+/// moved into `leads` by migration 6) into it; returns how many. `leadrelay vacuum` runs
 /// it before it rebuilds the file.
 pub(crate) fn compress_legacy_bodies(conn: &Connection, limit: usize) -> rusqlite::Result<usize> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
