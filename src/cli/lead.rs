@@ -40,8 +40,12 @@ pub enum LeadCommand {
     /// body, attempt excerpt and free-text reason made from them loses the person. Ids,
     /// times, products, statuses and money stay. Logged (never the erased values);
     /// erasing again changes nothing.
+    #[command(
+        after_help = "Example:\n  leadrelay lead erase --email ann@example.org --yes --reason 'ticket 4711'"
+    )]
     Erase(super::privacy::EraseArgs),
     /// The erasure log: every erasure and purge run, newest first.
+    #[command(after_help = "Example:\n  leadrelay lead erasures --limit 20")]
     Erasures {
         /// At most this many entries.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]

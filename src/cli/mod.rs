@@ -90,10 +90,14 @@ pub enum Command {
     Restore(RestoreArgs),
     /// Purge leads older than an age by hand (as `serve` does with a workspace's
     /// retention): each becomes a tombstone, like an erasure; ids, statuses and money stay.
+    #[command(
+        after_help = "Example:\n  leadrelay purge --older-than 180d --workspace acme --dry-run"
+    )]
     Purge(PurgeArgs),
     /// Give the database's free space back to the file system and pack it (also compresses
     /// raw bodies stored by older versions). Refused while a server or another command uses
     /// the database.
+    #[command(after_help = "Example:\n  leadrelay --db /var/lib/leadrelay/leadrelay.db vacuum")]
     Vacuum,
     /// Workspaces (tenants).
     #[command(subcommand)]

@@ -7,7 +7,9 @@
 //! interests' answers), `delivery::event` for each event's body without the person and
 //! `outbox::store` to store it and drop the attempts' response excerpts,
 //! `delivery::transaction` and `ledger` to drop the free-text reasons of the lead's
-//! transactions and refunds, and `lifecycle::clawback` those of its cancellation. Ids,
+//! transactions and refunds, `lifecycle::clawback` those of its cancellation, and
+//! `autodelivery::stored_features` the categories the evaluator took from the person
+//! (answers, postal region) out of the features kept for training. Ids,
 //! times, products, statuses and money stay, so reports and the ledger still add up.
 //!
 //! An erasure runs as small writer jobs of at most [`LEADS_PER_JOB`] leads, so it never
@@ -170,6 +172,7 @@ pub(crate) fn erase_lead(conn: &Connection, lead_id: &str, now: i64) -> rusqlite
         }
     }
     crate::lifecycle::clawback::erase_reasons(conn, lead_id)?;
+    crate::autodelivery::stored_features::erase_personal(conn, lead_id)?;
     Ok(counts)
 }
 
