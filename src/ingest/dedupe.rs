@@ -95,7 +95,7 @@ fn statement(field: &str, scope: DedupeScope) -> Option<&'static str> {
 /// How many earlier leads of the workspace, at any time and from any source, have this
 /// email or phone key, counted up to `cap` (the evaluator's `duplicatesSeen`: a lead
 /// offered before, elsewhere, is one buyers may already have). Uses the `leads_email` /
-/// `leads_phone` indexes.
+/// `leads_phone` indexes (on the keys' hashes), each hit confirmed against the stored value.
 pub fn seen_before(
     conn: &Connection,
     workspace_id: &str,
@@ -103,20 +103,37 @@ pub fn seen_before(
     phone_key: Option<&str>,
     cap: u32,
 ) -> rusqlite::Result<u32> {
-    if email_key.is_none() && phone_key.is_none() {
-        return Ok(0);
+    let cap = cap as usize;
+    let mut seen = std::collections::BTreeSet::new();
+    let lookups: [(Option<&str>, &str, fn(Option<&str>, &str) -> bool); 2] = [
+        (
+            email_key,
+            "SELECT id, email FROM leads WHERE email_key = ?1 AND workspace_id = ?2",
+            super::normalize::email_matches,
+        ),
+        (
+            phone_key,
+            "SELECT id, phone FROM leads WHERE phone_key = ?1 AND workspace_id = ?2",
+            super::normalize::phone_matches,
+        ),
+    ];
+    for (key, sql, matches) in lookups {
+        let Some(key) = key else { continue };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(rusqlite::params![
+            super::normalize::key_hash(key),
+            workspace_id
+        ])?;
+        while seen.len() < cap
+            && let Some(row) = rows.next()?
+        {
+            // A hash collision is another person: confirmed against the stored value.
+            if matches(row.get_ref(1)?.as_str_or_null()?, key) {
+                seen.insert(row.get::<_, String>(0)?);
+            }
+        }
     }
-    conn.prepare_cached(
-        "SELECT count(*) FROM (
-             SELECT id FROM leads WHERE email_norm = ?1 AND workspace_id = ?3
-             UNION
-             SELECT id FROM leads WHERE phone_norm = ?2 AND workspace_id = ?3
-             LIMIT ?4)",
-    )?
-    .query_row(
-        rusqlite::params![email_key, phone_key, workspace_id, cap],
-        |row| row.get(0),
-    )
+    Ok(seen.len().min(cap) as u32)
 }
 
 /// The first match of `rule` for a lead with these keys, checking the rule's fields in
