@@ -31,6 +31,7 @@ mod outbox;
 mod packaging;
 mod privacy;
 mod private_files;
+mod production;
 mod properties;
 mod ratelimit;
 mod readme;

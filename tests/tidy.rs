@@ -102,10 +102,10 @@ const RULES: &[Rule] = &[
         allowed: &["src/http/", "src/console/"],
     },
     Rule {
-        says: "the `http` types crate is for the HTTP layer; config/buyer.rs uses its `Uri` \
-               to check a webhook URL",
+        says: "the `http` types crate is for the HTTP layer; outbound_url.rs uses its `Uri` \
+               to check a URL leadrelay sends to",
         names: &[root("http::")],
-        allowed: &["src/http/", "src/console/", "src/config/buyer.rs"],
+        allowed: &["src/http/", "src/console/", "src/outbound_url.rs"],
     },
     Rule {
         says: "only outbox/ makes outbound HTTP calls (ureq)",
@@ -169,6 +169,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ),
     ("erasures", &["src/privacy/"]),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    ("health_probe", &["src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them
     // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
     ("subscriptions", &["src/config/subscription.rs"]),

@@ -18,9 +18,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_config.sql"),
     // The evaluator's weight versions and stored features.
     include_str!("../../migrations/0005_evaluator.sql"),
+    // Running in production: lead_requests.request_id and the health probe's table.
+    include_str!("../../migrations/0006_production.sql"),
     // Privacy and storage: the body in the lead's row, no stored answer, erasure marks,
     // retention, the erasure log.
-    include_str!("../../migrations/0006_privacy.sql"),
+    include_str!("../../migrations/0007_privacy.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -30,7 +32,7 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
-/// The SQL functions migrations call to compute what only Rust can (migration 6's
+/// The SQL functions migrations call to compute what only Rust can (migration 7's
 /// backfill of the duplicate keys' hashes).
 fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;

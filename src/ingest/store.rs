@@ -122,8 +122,8 @@ const INSERT_LEAD: &str = "INSERT INTO leads (id, source_id, container_id, works
     ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)";
 
 const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, product_id, \
-    routing_ready, trigger_auto_delivery, field_values, created_at) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    routing_ready, trigger_auto_delivery, field_values, created_at, request_id) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// Stores `leads` in order; one outcome per lead. Runs as (part of) one writer job: an
 /// error rolls back the whole job, so a request's leads are stored all or none.
@@ -225,6 +225,10 @@ fn store_one(
         auto_delivery: None,
     };
     insert_lead(conn, source, lead, &lead_id, &item, now)?;
+    // The writer runs a request's job with the request's X-Request-Id current
+    // (`request_id::current`); it is kept on each lead request. None for leads that came
+    // without an HTTP request.
+    let http_request_id = crate::request_id::current();
     let mut insert_request = conn.prepare_cached(INSERT_REQUEST)?;
     for (position, ((interest, request_id), field_values)) in lead
         .lead
@@ -243,6 +247,7 @@ fn store_one(
             interest.trigger_auto_delivery,
             field_values,
             now,
+            http_request_id.as_deref(),
         ])?;
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
@@ -399,7 +404,7 @@ fn find_external(
 }
 
 /// Compresses up to `limit` raw bodies stored before the compressed format (TEXT values,
-/// moved into `leads` by migration 6) into it; returns how many. `leadrelay vacuum` runs
+/// moved into `leads` by migration 7) into it; returns how many. `leadrelay vacuum` runs
 /// it before it rebuilds the file.
 pub(crate) fn compress_legacy_bodies(conn: &Connection, limit: usize) -> rusqlite::Result<usize> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);

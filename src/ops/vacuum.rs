@@ -8,7 +8,7 @@
 //! 1. the file is migrated (as any command does), then its in-use lock is taken
 //!    exclusively (`db::files::UseLock`): VACUUM holds the write lock for its whole run, so
 //!    it is refused while `serve` or another command uses the file (exit 1), as `restore` is;
-//! 2. raw bodies stored before the compressed format (files from before migration 6) are
+//! 2. raw bodies stored before the compressed format (files from before migration 7) are
 //!    compressed, in transactions of [`BODIES_PER_TRANSACTION`], by their owner (`ingest`);
 //! 3. `auto_vacuum` is set to INCREMENTAL and `VACUUM` rebuilds the file (it needs free disk
 //!    space of about twice the file: SQLite's temporary copy and the WAL), then the WAL is

@@ -1,4 +1,4 @@
--- leadrelay schema, migration 6: data lifecycle and privacy (DESIGN.md section 12), and
+-- leadrelay schema, migration 7: data lifecycle and privacy (DESIGN.md section 12), and
 -- storage per lead.
 --
 -- Storage: a lead's raw body moves into its row as `leads.body`, compressed against the
