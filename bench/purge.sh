@@ -57,6 +57,7 @@ trap cleanup EXIT
 
 export LEADRELAY_DB="$WORK/purge.db"
 export BENCH_SECRET="bench-secret-0123456789abcdef"
+"$BIN" init >/dev/null
 "$BIN" workspace create --name Bench --id ws >/dev/null
 "$BIN" channel create --workspace ws --name Web --id web >/dev/null
 "$BIN" product create --workspace ws --slug solar --name Solar --id solar \
@@ -72,7 +73,7 @@ start_server() {
   SERVER_PID=$!
   URL=""
   for _ in $(seq 1 200); do
-    URL="$(grep -o 'http://[0-9.:]*' "$WORK/$name.out" || true)"
+    URL="$(grep -o 'http://[0-9.:]*' "$WORK/$name.out" | head -1 || true)"
     [ -n "$URL" ] && break
     sleep 0.05
   done

@@ -43,6 +43,7 @@ cleanup() {
 trap cleanup EXIT
 
 export LEADRELAY_DB="$WORK/storage.db"
+"$BIN" init >/dev/null
 "$BIN" workspace create --name Bench --id ws >/dev/null
 "$BIN" channel create --workspace ws --name Web --id web >/dev/null
 "$BIN" product create --workspace ws --slug solar --name Solar --id solar \
@@ -50,11 +51,11 @@ export LEADRELAY_DB="$WORK/storage.db"
 export BENCH_SECRET="bench-secret-0123456789abcdef"
 "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
 
-"$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 >"$WORK/serve.out" 2>"$WORK/serve.log" &
+"$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVER_PID=$!
 url=""
 for _ in $(seq 1 100); do
-  url="$(grep -o 'http://[0-9.:]*' "$WORK/serve.out" || true)"
+  url="$(grep -o 'http://[0-9.:]*' "$WORK/serve.out" | head -1 || true)"
   [ -n "$url" ] && break
   sleep 0.05
 done

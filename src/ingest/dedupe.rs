@@ -92,6 +92,9 @@ fn statement(field: &str, scope: DedupeScope) -> Option<&'static str> {
     })
 }
 
+/// Whether a stored email (phone) has the duplicate key: `normalize::email_matches`.
+type KeyMatch = fn(Option<&str>, &str) -> bool;
+
 /// How many earlier leads of the workspace, at any time and from any source, have this
 /// email or phone key, counted up to `cap` (the evaluator's `duplicatesSeen`: a lead
 /// offered before, elsewhere, is one buyers may already have). Uses the `leads_email` /
@@ -105,7 +108,7 @@ pub fn seen_before(
 ) -> rusqlite::Result<u32> {
     let cap = cap as usize;
     let mut seen = std::collections::BTreeSet::new();
-    let lookups: [(Option<&str>, &str, fn(Option<&str>, &str) -> bool); 2] = [
+    let lookups: [(Option<&str>, &str, KeyMatch); 2] = [
         (
             email_key,
             "SELECT id, email FROM leads WHERE email_key = ?1 AND workspace_id = ?2",
