@@ -74,7 +74,7 @@ pub struct Source {
     pub mapping_published: Option<String>,
     pub mapping_published_at: Option<i64>,
     pub mapping_version: i64,
-    /// What its ingest answers show (the stored answer is always the full one).
+    /// What its ingest answers show (`lead show` always shows everything).
     pub result_detail: ResultDetail,
     pub enabled: bool,
     pub created_at: i64,
