@@ -35,6 +35,8 @@ pub enum TransactionStatusArg {
     Delivered,
     Acknowledged,
     Rejected,
+    /// Spelt as every output prints it.
+    #[value(name = "payout_pending")]
     PayoutPending,
     Paid,
     Cancelled,
@@ -56,15 +58,26 @@ impl TransactionStatusArg {
 #[derive(Debug, Subcommand)]
 pub enum TransactionCommand {
     /// Show a transaction with its history and its webhook events.
-    Show { id: String },
+    #[command(after_help = "Example:\n  leadrelay transaction show txn_01J0000000000000000000000")]
+    Show {
+        /// The transaction's id.
+        id: String,
+    },
     /// List transactions, newest first.
+    #[command(
+        after_help = "Example:\n  leadrelay transaction list --buyer sunco --status payout_pending"
+    )]
     List {
+        /// Only this buyer's transactions.
         #[arg(long)]
         buyer: Option<String>,
+        /// Only the transactions of this lead.
         #[arg(long)]
         lead: Option<String>,
+        /// Only transactions in this state (as the output spells it).
         #[arg(long, value_enum)]
         status: Option<TransactionStatusArg>,
+        /// At most this many transactions.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
     },
@@ -90,16 +103,27 @@ impl EventStatusArg {
 #[derive(Debug, Subcommand)]
 pub enum OutboxCommand {
     /// List webhook events, newest first.
+    #[command(after_help = "Example:\n  leadrelay outbox list --status failed")]
     List {
+        /// Only events in this state.
         #[arg(long, value_enum)]
         status: Option<EventStatusArg>,
+        /// At most this many events.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
     },
     /// Show an event: its body and every attempt (time, status, error, response excerpt).
-    Show { id: String },
+    #[command(after_help = "Example:\n  leadrelay outbox show evt_01J0000000000000000000000")]
+    Show {
+        /// The event's id.
+        id: String,
+    },
     /// Make a failed or pending event due now; a failed one starts the retry schedule again.
-    Retry { id: String },
+    #[command(after_help = "Example:\n  leadrelay outbox retry evt_01J0000000000000000000000")]
+    Retry {
+        /// The event's id.
+        id: String,
+    },
 }
 
 pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {

@@ -13,7 +13,7 @@ use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
 pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let db = super::setup::open(path)?;
+    let db = super::setup::create_or_open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {
             senders: usize::from(args.delivery_workers),
@@ -52,6 +52,10 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             };
             Some((listener, config))
         };
+        // The signal handlers go in before the address is printed: a supervisor that stops
+        // the server as soon as it reports its address gets the graceful stop, not death by
+        // the signal's default action.
+        let shutdown = shutdown_signal()?;
         // Print the bound address on stdout so scripts that pass port 0 can find it.
         println!(
             "leadrelay {} listening on http://{} (database {})",
@@ -62,33 +66,35 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         if let Some((console, _)) = &console {
             println!("operator console on http://{}", console.local_addr()?);
         }
-        service::run_with_console(listener, console, db, options, shutdown_signal())
+        service::run_with_console(listener, console, db, options, shutdown)
             .await
             .context("server failed")
     })?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes on SIGTERM (systemd stop) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
+/// A future that completes on SIGTERM (systemd stop) or Ctrl-C, with both handlers
+/// registered when this returns (tokio registers a handler when its future is first polled,
+/// which would be too late).
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => log::info!("Ctrl-C received"),
+                _ = terminate.recv() => log::info!("SIGTERM received"),
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
+        })
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => log::info!("Ctrl-C received"),
-        () = terminate => log::info!("SIGTERM received"),
+    {
+        Ok(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                log::info!("Ctrl-C received");
+            }
+        })
     }
 }

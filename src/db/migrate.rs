@@ -14,6 +14,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0002_ledger.sql"),
     // The operator console: operators, sessions and the console's two indexes.
     include_str!("../../migrations/0003_operator_console.sql"),
+    // Day-two configuration: archived records, previous secrets during a rotation's overlap.
+    include_str!("../../migrations/0004_config.sql"),
 ];
 
 /// The schema version this binary writes.

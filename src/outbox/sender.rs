@@ -64,7 +64,15 @@ impl Sender {
             }
         };
         let timestamp = started_at / 1000;
-        let signature = key.sign(&event.id, timestamp, event.payload.as_bytes());
+        let mut signature = key.sign(&event.id, timestamp, event.payload.as_bytes());
+        // During a rotation's overlap the previous secret signs too (Standard Webhooks:
+        // space-separated signatures), so a buyer verifying with either one accepts it.
+        if let Some(previous) = &event.previous_signing_secret
+            && let Ok(previous) = SigningKey::from_secret(previous)
+        {
+            signature.push(' ');
+            signature.push_str(&previous.sign(&event.id, timestamp, event.payload.as_bytes()));
+        }
         let result = self
             .agent
             .post(&event.url)

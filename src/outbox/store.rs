@@ -73,6 +73,9 @@ pub struct Claimed {
     pub buyer_id: String,
     pub url: String,
     pub signing_secret: String,
+    /// The buyer's previous signing secret while a rotation's overlap lasts: the event is
+    /// signed with both.
+    pub previous_signing_secret: Option<String>,
     pub payload: String,
     /// The event's claim counter after this claim: the outcome of the attempt moves the
     /// event only while no later claim took it.
@@ -125,7 +128,9 @@ pub fn claim(
         let fetch = (wanted * 2 + seen.len()).max(32);
         let placeholders = vec!["?"; full_buyers.len()].join(", ");
         let sql = format!(
-            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload
+            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                    CASE WHEN b.previous_signing_valid_until > ?
+                         THEN b.previous_signing_secret END
              FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
              WHERE e.status = 'pending' AND e.next_attempt_at <= ?
                AND (e.lease_until IS NULL OR e.lease_until <= ?)
@@ -133,7 +138,7 @@ pub fn claim(
              ORDER BY e.next_attempt_at, e.id
              LIMIT ?"
         );
-        let mut values: Vec<rusqlite::types::Value> = vec![now.into(), now.into()];
+        let mut values: Vec<rusqlite::types::Value> = vec![now.into(), now.into(), now.into()];
         values.extend(
             full_buyers
                 .iter()
@@ -150,6 +155,7 @@ pub fn claim(
                     url: row.get(2)?,
                     signing_secret: row.get(3)?,
                     payload: row.get(4)?,
+                    previous_signing_secret: row.get(5)?,
                     claim: 0,
                 })
             })?

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod files;
 pub mod fixtures;
 pub mod http;
 pub mod json;
@@ -11,16 +12,18 @@ pub mod receiver;
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 pub use cli::{TestCommand, lr};
+pub use files::{beside, file_names, mode};
 pub use fixtures::{
-    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, deliver, deliver_command,
-    fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
+    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, complete_lead, deliver,
+    deliver_command, fast_options, lead_request, lead_request_in, product, setup, simple_lead,
+    source, supplier, table_source,
 };
 pub use http::{Reply, Request};
 pub use json::{keys, strings};
@@ -162,6 +165,11 @@ impl TestServer {
         Request::new(method, &self.url(path))
     }
 
+    /// A POST request builder for `path` on this server.
+    pub fn post(&self, path: &str) -> Request {
+        self.request("POST", path)
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         self.request("GET", path).send()
     }
@@ -204,33 +212,6 @@ pub fn bin() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_leadrelay"));
     command.env_remove("LEADRELAY_DB").env("RUST_LOG", "warn");
     command
-}
-
-/// Runs the CLI with `--db path` and returns its output, whatever the exit code. Prefer
-/// [`lr`]: `lr(db, "source show x").output()`.
-pub fn cli_output(db: &Path, args: &[&str]) -> Output {
-    lr(db, "").args(args).output()
-}
-
-/// Runs the CLI with `--json`; panics with its stderr unless it exits 0. Prefer [`lr`]:
-/// `lr(db, "source show x").json()`.
-pub fn cli_json(db: &Path, args: &[&str]) -> Value {
-    lr(db, "").args(args).json()
-}
-
-/// The names of the entries in `dir`, sorted.
-pub fn file_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("the directory is readable")
-        .map(|e| {
-            e.expect("a directory entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.

@@ -79,7 +79,7 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
 fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
     let mut all = conn.prepare_cached(
         "SELECT id, name, status, plan, balance_cents, webhook_url FROM buyers
-         ORDER BY created_at, id",
+         WHERE archived_at IS NULL ORDER BY created_at, id",
     )?;
     let buyers: Vec<Buyer> = all
         .query_map([], |row| {
