@@ -460,6 +460,8 @@ fn main() {
     if args.db.exists() {
         eprintln!("using the existing {}", args.db.display());
     } else {
+        // Only `init` (and serve, demo) creates a database file.
+        cli(&args, &["init"]);
         configure(&args);
     }
     let started = Instant::now();

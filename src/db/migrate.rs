@@ -16,6 +16,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0003_operator_console.sql"),
     // Day-two configuration: archived records, previous secrets during a rotation's overlap.
     include_str!("../../migrations/0004_config.sql"),
+    // The console's counts by group: indexes that lead with the source, buyer or status.
+    include_str!("../../migrations/0005_console_counts.sql"),
 ];
 
 /// The schema version this binary writes.
