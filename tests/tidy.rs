@@ -102,10 +102,10 @@ const RULES: &[Rule] = &[
         allowed: &["src/http/", "src/console/"],
     },
     Rule {
-        says: "the `http` types crate is for the HTTP layer; config/buyer.rs uses its `Uri` \
-               to check a webhook URL",
+        says: "the `http` types crate is for the HTTP layer; outbound_url.rs uses its `Uri` \
+               to check a URL leadrelay sends to",
         names: &[root("http::")],
-        allowed: &["src/http/", "src/console/", "src/config/buyer.rs"],
+        allowed: &["src/http/", "src/console/", "src/outbound_url.rs"],
     },
     Rule {
         says: "only outbox/ makes outbound HTTP calls (ureq)",
@@ -142,7 +142,7 @@ fn the_source_tree_keeps_the_architecture_invariants() {
 /// The tables that hold state or money and the one module that writes each (ARCHITECTURE.md,
 /// "Table owners"): a write is an `INSERT INTO`, `UPDATE` or `DELETE FROM` of the table in
 /// the SQL text of a production line. `buyers.balance_cents` is the ledger's, though the
-/// rest of `buyers` is `config::buyer`'s.
+/// rest of `buyers` is `config::buyer`'s; `workspaces.evaluator_weights` is the evaluator's.
 const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("transactions", &["src/delivery/transaction.rs"]),
     ("transaction_history", &["src/delivery/transaction.rs"]),
@@ -157,6 +157,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         &["src/ingest/store.rs", "src/ingest/status.rs"],
     ),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    ("health_probe", &["src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them
     // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
     ("subscriptions", &["src/config/subscription.rs"]),
@@ -164,6 +165,15 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("products", &["src/config/"]),
     ("suppliers", &["src/config/"]),
     ("sources", &["src/config/", "src/mapping/store.rs"]),
+    (
+        "workspaces SET evaluator_weights",
+        &["src/autodelivery/weights.rs"],
+    ),
+    ("evaluator_versions", &["src/autodelivery/weights.rs"]),
+    (
+        "evaluation_features",
+        &["src/autodelivery/stored_features.rs"],
+    ),
 ];
 
 #[test]

@@ -16,8 +16,12 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0003_operator_console.sql"),
     // Day-two configuration: archived records, previous secrets during a rotation's overlap.
     include_str!("../../migrations/0004_config.sql"),
+    // The evaluator's weight versions and stored features.
+    include_str!("../../migrations/0005_evaluator.sql"),
+    // Running in production: lead_requests.request_id and the health probe's table.
+    include_str!("../../migrations/0006_production.sql"),
     // The console's counts by group: indexes that lead with the source, buyer or status.
-    include_str!("../../migrations/0005_console_counts.sql"),
+    include_str!("../../migrations/0007_console_counts.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -80,6 +80,9 @@ pub struct Claimed {
     /// The event's claim counter after this claim: the outcome of the attempt moves the
     /// event only while no later claim took it.
     pub claim: i64,
+    /// The X-Request-Id of the ingest request that stored the event's lead request, so the
+    /// outbox's log lines about the event name it.
+    pub request_id: Option<String>,
 }
 
 /// What the claimer says about a candidate.
@@ -130,8 +133,11 @@ pub fn claim(
         let sql = format!(
             "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                     CASE WHEN b.previous_signing_valid_until > ?
-                         THEN b.previous_signing_secret END
+                         THEN b.previous_signing_secret END,
+                    r.request_id
              FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+             LEFT JOIN transactions t ON t.id = e.transaction_id
+             LEFT JOIN lead_requests r ON r.id = t.lead_request_id
              WHERE e.status = 'pending' AND e.next_attempt_at <= ?
                AND (e.lease_until IS NULL OR e.lease_until <= ?)
                AND e.buyer_id NOT IN ({placeholders})
@@ -157,6 +163,7 @@ pub fn claim(
                     payload: row.get(4)?,
                     previous_signing_secret: row.get(5)?,
                     claim: 0,
+                    request_id: row.get(6)?,
                 })
             })?
             .collect::<Result<_, _>>()?;

@@ -21,6 +21,12 @@ use super::sender::Sender;
 use super::store::{self, Admit, Attempt, Claimed, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
+use crate::logging::Repeated;
+use crate::request_id::RequestId;
+
+/// The longest wait between two rounds after failing ones (a full disk, a locked file):
+/// the round is retried, but not in a loop that burns a core and floods the log.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The running workers. [`Workers::stop`] ends them after their current attempts.
 pub struct Workers {
@@ -46,7 +52,12 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
                 .name(format!("outbox-sender-{index}"))
                 .spawn(move || {
                     while let Some(event) = queue.take(per_buyer_sending) {
-                        let attempt = send_catching_panics(&sender, &event);
+                        // The request that caused the event is current while it is sent.
+                        let request_id: Option<RequestId> =
+                            event.request_id.as_deref().map(RequestId::from);
+                        let attempt = crate::request_id::on_thread(request_id.as_ref(), || {
+                            send_catching_panics(&sender, &event)
+                        });
                         queue.done(&event.buyer_id);
                         notifier.finished(attempt);
                     }
@@ -136,6 +147,8 @@ struct Held {
     buyer_id: String,
     claim: i64,
     lease_end: i64,
+    /// The request that caused the event, named by the lines logged about it.
+    request_id: Option<RequestId>,
 }
 
 struct Coordinator {
@@ -163,12 +176,19 @@ struct Round {
 
 impl Coordinator {
     fn run(mut self) {
+        static LOOKUP_FAILED: Repeated = Repeated::new();
+        static ROUND_FAILED: Repeated = Repeated::new();
         let mut carried: Vec<Attempt> = Vec::new();
         // Look for due events at once: there may be some from before a restart.
         let mut want_claim = true;
         let mut next_poll = Instant::now();
+        // After a failed round, no new one before this; the wait doubles with each failure.
+        let mut backoff: Option<(Instant, Duration)> = None;
         loop {
-            let deadline = next_poll.min(self.next_renewal());
+            let mut deadline = next_poll.min(self.next_renewal());
+            if let Some((until, _)) = backoff {
+                deadline = deadline.max(until);
+            }
             let inbox = self.notifier.wait(deadline);
             if inbox.stopping {
                 carried.extend(inbox.finished);
@@ -177,6 +197,9 @@ impl Coordinator {
             carried.extend(inbox.finished);
             if inbox.woken {
                 want_claim = true;
+            }
+            if backoff.is_some_and(|(until, _)| Instant::now() < until) {
+                continue;
             }
             if Instant::now() >= next_poll {
                 next_poll = Instant::now() + self.config.poll_interval;
@@ -194,7 +217,11 @@ impl Coordinator {
                         }
                     }
                     Ok(None) => {}
-                    Err(e) => log::warn!("outbox: looking for due events failed: {e}"),
+                    Err(e) => {
+                        if let Some(repeats) = LOOKUP_FAILED.admit() {
+                            log::warn!("outbox: looking for due events failed: {e}{repeats}");
+                        }
+                    }
                 }
             }
             let free = self.capacity.saturating_sub(self.in_flight.len());
@@ -208,6 +235,7 @@ impl Coordinator {
             }
             match self.write_round(&round) {
                 Ok((claim, rescheduled)) => {
+                    backoff = None;
                     if rescheduled {
                         // Look up when the rescheduled events fall due, rather than finding
                         // out at the next poll.
@@ -222,7 +250,17 @@ impl Coordinator {
                     self.queue.push(claim.events);
                 }
                 Err(e) => {
-                    log::warn!("outbox: recording and claiming failed, trying again: {e}");
+                    let wait = match backoff {
+                        Some((_, wait)) => (wait * 2).min(MAX_ERROR_BACKOFF),
+                        None => self.config.poll_interval.min(MAX_ERROR_BACKOFF),
+                    };
+                    if let Some(repeats) = ROUND_FAILED.admit() {
+                        log::warn!(
+                            "outbox: recording and claiming failed, trying again in {}: {e}{repeats}",
+                            crate::duration::format(wait)
+                        );
+                    }
+                    backoff = Some((Instant::now() + wait, wait));
                     carried = round.finished;
                     next_poll = Instant::now() + self.config.poll_interval;
                     want_claim = true;
@@ -304,16 +342,22 @@ impl Coordinator {
             if let Some(outcome) = outcome {
                 self.notifier.count(outcome);
                 if outcome != Outcome::Delivered {
-                    log::info!(
-                        "outbox: event {} attempt {}: {}",
-                        attempt.event_id,
-                        outcome.as_str(),
-                        attempt
-                            .error
-                            .clone()
-                            .or_else(|| attempt.http_status.map(|s| format!("HTTP {s}")))
-                            .unwrap_or_default()
-                    );
+                    let request_id = self
+                        .in_flight
+                        .get(&attempt.event_id)
+                        .and_then(|held| held.request_id.clone());
+                    crate::request_id::on_thread(request_id.as_ref(), || {
+                        log::info!(
+                            "outbox: event {} attempt {}: {}",
+                            attempt.event_id,
+                            outcome.as_str(),
+                            attempt
+                                .error
+                                .clone()
+                                .or_else(|| attempt.http_status.map(|s| format!("HTTP {s}")))
+                                .unwrap_or_default()
+                        )
+                    });
                 }
             }
             // Only the claim that sent it frees the place; an older claim's late answer
@@ -338,6 +382,7 @@ impl Coordinator {
                     buyer_id: event.buyer_id.clone(),
                     claim: event.claim,
                     lease_end: now + lease,
+                    request_id: event.request_id.as_deref().map(RequestId::from),
                 },
             );
         }
