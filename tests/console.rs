@@ -546,7 +546,10 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
 
 /// The cells of the table row that follows `marker` in `page`.
 fn row_cells<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
-    let row = page.split(marker).nth(1).unwrap_or_else(|| panic!("{marker}"));
+    let row = page
+        .split(marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{marker}"));
     row.split("</tr>")
         .next()
         .unwrap()
@@ -568,7 +571,13 @@ fn the_figures_count_each_status_duplicate_and_quality() {
     let receiver = Receiver::start();
     setup(db);
     let secret = "buyer-secret-of-b-0123456789";
-    buyer(db, "b", &receiver.url("/b"), Some("30"), ["--secret", secret]);
+    buyer(
+        db,
+        "b",
+        &receiver.url("/b"),
+        Some("30"),
+        ["--secret", secret],
+    );
     let (_, first) = lead_request(&server, &simple_lead(1));
     let (_, second) = lead_request(&server, &simple_lead(2));
     let (duplicate, third) = lead_request(&server, &simple_lead(1));
@@ -614,7 +623,11 @@ fn the_figures_count_each_status_duplicate_and_quality() {
         .skip(1)
         .map(|rest| rest.split('"').next().unwrap().parse().unwrap())
         .collect();
-    assert_eq!((per_hour.len(), per_hour.iter().sum()), (48, 5), "{per_hour:?}");
+    assert_eq!(
+        (per_hour.len(), per_hour.iter().sum()),
+        (48, 5),
+        "{per_hour:?}"
+    );
 
     let buyers = get(&server, "/buyers", &cookie).text;
     let cells = row_cells(&buyers, "id=\"buyer-b\"");

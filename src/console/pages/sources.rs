@@ -12,10 +12,10 @@ use rusqlite::{Connection, params};
 
 use crate::console::layout::{self, Zone, rate};
 use crate::db::{Db, DbError};
-use crate::ingest::dedupe::DuplicateStatus;
-use crate::ingest::quality::QualityStatus;
 use crate::http::Response;
 use crate::http::error::Error;
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 use crate::operators::Session;
 
 const WINDOW_DAYS: i64 = 30;
