@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use leadrelay::ingest::normalize::key_hash;
 use rusqlite::{Connection, params};
 
 struct Args {
@@ -175,12 +176,12 @@ fn generate(args: &Args) -> (String, String) {
         .prepare(
             "INSERT INTO leads (id, source_id, container_id, workspace_id, external_id,
                 first_name, last_name, email, phone, street, house_number, postal_code, city,
-                country, consent_status, consent_captured_at, additional, email_norm,
-                phone_norm, quality_status, quality_reasons, duplicate_status, status, result,
+                country, consent_status, consent_captured_at, additional, email_key,
+                phone_key, quality_status, quality_reasons, duplicate_status, status,
                 created_at)
              VALUES (?1, ?2, 'web', 'ws', ?3, ?4, 'Lee', ?5, ?6, 'Hauptstr.', '1', '10115',
                 'Berlin', 'DE', 'granted', '2025-01-06T10:00:00Z', '{}', ?7, ?8, ?9, ?10, ?11,
-                'active', ?12, ?13)",
+                'active', ?12)",
         )
         .unwrap();
     let mut request = tx
@@ -241,8 +242,8 @@ fn generate(args: &Args) -> (String, String) {
             format!("Ann{}", i % 1000),
             email,
             format!("+49 30 {i:07}"),
-            email,
-            phone_digits,
+            key_hash(&email),
+            key_hash(&phone_digits),
             quality,
             if quality == "ok" {
                 "[]"
@@ -250,7 +251,6 @@ fn generate(args: &Args) -> (String, String) {
                 "[\"placeholder_name\"]"
             },
             duplicate,
-            format!("{{\"status\":\"accepted\",\"leadId\":\"{lead_id}\"}}"),
             at,
         ])
         .unwrap();

@@ -2,7 +2,7 @@
 //! and failed, the last errors), its caps used today per product, and its acceptance and
 //! return rates over the last 30 days.
 //!
-//! The rates count ranges of the `transactions_buyer_status` index (migration 7), one per
+//! The rates count ranges of the `transactions_buyer_status` index (migration 8), one per
 //! buyer and status over 30 days; cap use is `autodelivery::caps`' count, the one
 //! auto-delivery applies.
 
