@@ -497,7 +497,8 @@ fn production_sources(root: &Path) -> Vec<(PathBuf, String)> {
 }
 
 /// The files of the modules that `text` (the file at `path`) declares under
-/// `#[cfg(test)]`: `mod name;` (with an optional `#[path = "…"]`).
+/// `#[cfg(test)]`: `mod name;`, also `pub(crate) mod name;` for test fixtures other
+/// modules' tests share (with an optional `#[path = "…"]`).
 fn test_modules(path: &Path, text: &str) -> Vec<PathBuf> {
     let dir = path.parent().expect("a file has a folder");
     // Children of `mod.rs`, `lib.rs` and `main.rs` live beside it; others in a folder of
@@ -521,7 +522,11 @@ fn test_modules(path: &Path, text: &str) -> Vec<PathBuf> {
                 .and_then(|p| p.strip_suffix("\"]"))
             {
                 explicit = Some(dir.join(file));
-            } else if let Some(name) = next.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) {
+            } else if let Some(name) = ["mod ", "pub(crate) mod ", "pub mod "]
+                .iter()
+                .find_map(|prefix| next.strip_prefix(prefix))
+                .and_then(|m| m.strip_suffix(';'))
+            {
                 modules.push(
                     explicit
                         .take()

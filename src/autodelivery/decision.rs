@@ -164,6 +164,21 @@ impl AutoDelivery {
     }
 }
 
+impl AutoDelivery {
+    /// The operator's view (`lead reroute`): every candidate with its price and detail.
+    pub fn to_operator_json(&self) -> Value {
+        json!({
+            "version": VERSION,
+            "delivered": self.delivered(),
+            "requests": self
+                .requests
+                .iter()
+                .map(|r| r.to_json(View::Operator))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Stores the operator's view of `decision` on its lead request and sets the request's
 /// status to `delivered` or `not_delivered`.
 pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {

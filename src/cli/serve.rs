@@ -15,7 +15,8 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {
-            senders: usize::from(args.delivery_workers),
+            concurrency: usize::from(args.delivery_concurrency),
+            per_buyer: usize::from(args.delivery_per_buyer),
             retry_schedule: args.retry_schedule.clone(),
             request_timeout: args.delivery_timeout,
             ..WorkerConfig::default()

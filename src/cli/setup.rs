@@ -306,6 +306,10 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             let shown: Vec<Value> = buyers.iter().map(buyer::Buyer::to_json).collect();
             out.print_list(&shown);
         }
+        BuyerCommand::Health { id } => {
+            db.close();
+            return super::delivery::buyer_health(path, out, id);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

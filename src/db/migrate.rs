@@ -8,10 +8,28 @@ use rusqlite::Connection;
 
 use super::DbError;
 
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../schema.sql"),
+/// One migration: its SQL, then (for what SQL cannot do, like local time zones) a step in
+/// Rust on the same transaction.
+struct Migration {
+    sql: &'static str,
+    then: Option<fn(&Connection) -> rusqlite::Result<()>>,
+}
+
+const fn sql(sql: &'static str) -> Migration {
+    Migration { sql, then: None }
+}
+
+const MIGRATIONS: &[Migration] = &[
+    sql(include_str!("../../schema.sql")),
     // The money ledger; existing balances become opening rows.
-    include_str!("../../migrations/0002_ledger.sql"),
+    sql(include_str!("../../migrations/0002_ledger.sql")),
+    // Delivery under real conditions: buyer health, fair claiming, cap counters, which
+    // are counted from the transactions of the current day and month in each workspace's
+    // time zone.
+    Migration {
+        sql: include_str!("../../migrations/0003_delivery.sql"),
+        then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -35,8 +53,11 @@ pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
             known: SCHEMA_VERSION,
         });
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        tx.execute_batch(sql)?;
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(migration.sql)?;
+        if let Some(then) = migration.then {
+            then(&tx)?;
+        }
         tx.pragma_update(None, "user_version", index as i64 + 1)?;
         log::info!("applied database migration {}", index + 1);
     }

@@ -86,6 +86,10 @@ const STATUS_COLUMNS: &[Table] = &[
         ],
     ),
     ("ledger_entries", &[("kind", ledger::Kind::NAMES)]),
+    (
+        "buyer_health",
+        &[("state", crate::outbox::health::State::NAMES)],
+    ),
 ];
 
 /// Rows of one column holding one value its enum does not know.

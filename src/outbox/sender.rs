@@ -1,14 +1,17 @@
 //! One attempt at one event: the signed POST to the buyer's webhook and the verdict on the
 //! answer (DESIGN.md section 3).
 //!
-//! Owns the outbound HTTP client (ureq: a global timeout, no redirects, pooled connections)
-//! and the rules that turn an answer into delivered, retry or failed. It does not touch the
-//! database: the worker records what it returns.
+//! Owns the outbound HTTP client (ureq: a global timeout, no redirects, TLS certificates
+//! verified, pooled connections) and the rules that turn an answer into delivered, retry or
+//! failed (permanent for the event), and into what it says about the buyer's endpoint (its
+//! circuit breaker, `health`). It does not touch the database: the worker records what it
+//! returns.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::health::Observation;
 use super::schedule::parse_retry_after;
 use super::signing::SigningKey;
 use super::store::{Attempt, Claimed, EXCERPT_LIMIT, Verdict};
@@ -25,8 +28,9 @@ pub struct Sender {
 }
 
 impl Sender {
-    /// A sender whose every request, connecting included, ends within `timeout`.
-    pub fn new(timeout: Duration) -> Sender {
+    /// A sender whose every request, connecting included, ends within `timeout`, keeping
+    /// up to `per_host` idle connections to each buyer and `idle` in all.
+    pub fn new(timeout: Duration, per_host: usize, idle: usize) -> Sender {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             // A buyer's redirect is an answer (failed at once), never followed: following
@@ -34,7 +38,8 @@ impl Sender {
             .max_redirects(0)
             .timeout_global(Some(timeout))
             .user_agent(format!("leadrelay/{}", env!("CARGO_PKG_VERSION")))
-            .max_idle_connections_per_host(16)
+            .max_idle_connections_per_host(per_host.max(1))
+            .max_idle_connections(idle.max(1))
             .build();
         Sender {
             agent: ureq::Agent::new_with_config(config),
@@ -47,7 +52,9 @@ impl Sender {
         let clock = Instant::now();
         let mut attempt = Attempt {
             event_id: event.id.clone(),
+            buyer_id: event.buyer_id.clone(),
             claim: event.claim,
+            probe: event.probe,
             url: event.url.clone(),
             started_at,
             duration_ms: 0,
@@ -55,6 +62,8 @@ impl Sender {
             error: None,
             response_excerpt: None,
             verdict: Verdict::Failed,
+            // A request that cannot be made (a bad secret) says nothing of the endpoint.
+            observation: Observation::Answered,
         };
         let key = match SigningKey::from_secret(&event.signing_secret) {
             Ok(key) => key,
@@ -96,11 +105,13 @@ impl Sender {
                 };
                 attempt.http_status = Some(status);
                 attempt.response_excerpt = excerpt(&body);
-                attempt.verdict = judge(status, retry_after, &body);
+                (attempt.verdict, attempt.observation) = judge(status, retry_after, &body);
             }
             Err(e) => {
                 attempt.error = Some(e.to_string());
                 attempt.verdict = judge_error(&e);
+                // No answer at all: the endpoint cannot take leads now.
+                attempt.observation = Observation::Failure;
             }
         }
         attempt.duration_ms = i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -108,25 +119,62 @@ impl Sender {
     }
 }
 
-/// The verdict on an HTTP answer.
-fn judge(status: u16, retry_after: Option<Duration>, body: &[u8]) -> Verdict {
+/// The verdict on an HTTP answer, and what it says about the endpoint. A redirect is
+/// never followed (it would send a signed lead to an address nobody configured) and fails
+/// the event; it also counts against the endpoint, which keeps answering it for every event
+/// until the operator changes the URL. Another 4xx refuses this event but shows the
+/// endpoint up.
+fn judge(status: u16, retry_after: Option<Duration>, body: &[u8]) -> (Verdict, Observation) {
     match status {
-        200..=299 => Verdict::Delivered {
-            partner_external_id: partner_id(body),
-        },
-        408 | 429 | 500..=599 => Verdict::Retry { retry_after },
-        _ => Verdict::Failed,
+        200..=299 => (
+            Verdict::Delivered {
+                partner_external_id: partner_id(body),
+            },
+            Observation::Success,
+        ),
+        408 | 429 | 500..=599 => (Verdict::Retry { retry_after }, Observation::Failure),
+        300..=399 => (Verdict::Failed, Observation::Failure),
+        _ => (Verdict::Failed, Observation::Answered),
     }
 }
 
 /// The verdict when no answer came. Timeouts and connection errors are worth another try;
-/// a URL that cannot be used at all is not until the operator changes it.
+/// a URL that cannot be used, a redirect ureq refused and a certificate that does not
+/// verify are not, until the operator changes something.
 fn judge_error(error: &ureq::Error) -> Verdict {
     match error {
-        ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::RequireHttpsOnly(_) => {
-            Verdict::Failed
-        }
+        ureq::Error::BadUri(_)
+        | ureq::Error::Http(_)
+        | ureq::Error::RequireHttpsOnly(_)
+        | ureq::Error::RedirectFailed
+        | ureq::Error::TooManyRedirects => Verdict::Failed,
+        e if is_certificate_error(e) => Verdict::Failed,
         _ => Verdict::Retry { retry_after: None },
+    }
+}
+
+/// Whether the TLS handshake failed on the buyer's certificate (unknown issuer, expired,
+/// wrong name, none presented) or the URL's host cannot be a TLS server name. Other TLS
+/// failures (an alert, a reset mid-handshake) may pass and are retried.
+fn is_certificate_error(error: &ureq::Error) -> bool {
+    let certificate = |e: &rustls::Error| {
+        matches!(
+            e,
+            rustls::Error::InvalidCertificate(_)
+                | rustls::Error::NoCertificatesPresented
+                | rustls::Error::InvalidCertRevocationList(_)
+        )
+    };
+    match error {
+        ureq::Error::Tls(_) | ureq::Error::Pem(_) => true,
+        ureq::Error::Rustls(e) => certificate(e),
+        // The handshake runs inside the TLS stream's reads and writes, whose errors carry
+        // the rustls error inside an I/O error.
+        ureq::Error::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .is_some_and(certificate),
+        _ => false,
     }
 }
 
@@ -181,7 +229,7 @@ mod tests {
             (599, "retry"),
         ];
         for (status, expected) in cases {
-            let verdict = match judge(*status, None, b"") {
+            let verdict = match judge(*status, None, b"").0 {
                 Verdict::Delivered { .. } => "delivered",
                 Verdict::Retry { .. } => "retry",
                 Verdict::Failed => "failed",

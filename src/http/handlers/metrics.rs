@@ -12,7 +12,9 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use crate::db::DbError;
 use crate::http::error::{Error, HttpError};
 use crate::http::{AppState, Response};
-use crate::metrics::{CONTENT_TYPE as PROMETHEUS_TEXT, DeliveryGauges, Gauges, OutboxGauges};
+use crate::metrics::{
+    BuyerGauges, CONTENT_TYPE as PROMETHEUS_TEXT, DeliveryGauges, Gauges, OutboxGauges,
+};
 
 pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error> {
     if !state.config.metrics_endpoint {
@@ -55,6 +57,18 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
                 failed: counts.failed,
             }
         },
+        buyers: state
+            .outbox
+            .buyer_figures()
+            .into_iter()
+            .map(|b| BuyerGauges {
+                buyer_id: b.buyer_id,
+                unhealthy: b.unhealthy,
+                in_flight: b.in_flight,
+                attempts: [b.delivered, b.retried, b.failed],
+                duration_ms: b.latency,
+            })
+            .collect(),
     };
     let body = state.metrics.render(&gauges);
     let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
