@@ -7,6 +7,7 @@ mod autodelivery;
 mod cli;
 mod crash;
 mod delivery;
+mod delivery_conditions;
 mod demo;
 mod durations;
 mod foundation;

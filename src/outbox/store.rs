@@ -124,6 +124,9 @@ pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
 /// leasing them until `lease_until`. The claim moves each event's due time to the end of
 /// its lease: while it is in flight it is not due, and if its sender dies it is due again
 /// when the lease runs out (a crashed or stuck claim is taken again).
+///
+/// A `probe` (of an unhealthy endpoint, whose events' own schedules wait for it) takes the
+/// earliest due of the buyer's events that is not in flight, due or not.
 pub fn claim_for_buyer(
     conn: &Connection,
     buyer_id: &str,
@@ -132,14 +135,22 @@ pub fn claim_for_buyer(
     limit: usize,
     probe: bool,
 ) -> rusqlite::Result<Vec<Claimed>> {
+    let sql = if probe {
+        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload
+         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         WHERE e.status = 'pending' AND e.buyer_id = ?1
+           AND (e.lease_until IS NULL OR e.lease_until <= ?2)
+         ORDER BY e.next_attempt_at
+         LIMIT ?3"
+    } else {
+        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload
+         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
+         ORDER BY e.next_attempt_at
+         LIMIT ?3"
+    };
     let mut candidates: Vec<Claimed> = conn
-        .prepare_cached(
-            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload
-             FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
-             WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
-             ORDER BY e.next_attempt_at
-             LIMIT ?3",
-        )?
+        .prepare_cached(sql)?
         .query_map(params![buyer_id, now, limit as i64], |row| {
             Ok(Claimed {
                 id: row.get(0)?,
@@ -173,6 +184,18 @@ pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rus
         stmt.execute(params![id, claim, lease_until])?;
     }
     Ok(())
+}
+
+/// Makes the buyer's waiting events due now (its endpoint answers again after being
+/// unhealthy: what failed while it was down goes out at once, not hours later on its own
+/// schedule). Events in flight are left alone; each keeps its place in its schedule.
+pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET next_attempt_at = ?2
+         WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
+           AND (lease_until IS NULL OR lease_until <= ?2)",
+    )?
+    .execute(params![buyer_id, now])
 }
 
 /// Gives up claims that were never sent (shutdown), so the events are due again at once.
@@ -283,6 +306,20 @@ pub fn record(
                 }
             }
             Outcome::Delivered
+        }
+        // A failed probe of an unhealthy endpoint says the buyer is down, not that this
+        // event is: the event keeps its place in its schedule (the attempt does not count
+        // towards it) and waits with the others for the next probe.
+        Verdict::Retry { .. } if attempt.probe => {
+            if current {
+                conn.prepare_cached(
+                    "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
+                        last_error = ?3, retry_base = retry_base + 1
+                     WHERE id = ?1",
+                )?
+                .execute(params![attempt.event_id, now, error])?;
+            }
+            Outcome::Retry
         }
         Verdict::Retry { retry_after } => {
             let failed_in_a_row = u32::try_from(number - retry_base).unwrap_or(u32::MAX);

@@ -300,3 +300,37 @@ fn a_used_up_schedule_fails_and_an_operator_retry_starts_it_again() {
 fn retry_event(conn: &Connection, id: &str, now: i64) -> Event {
     super::retry(conn, id, now).unwrap()
 }
+
+#[test]
+fn a_probe_takes_the_earliest_event_not_in_flight_and_its_failure_costs_no_retry_step() {
+    let (_dir, conn) = database();
+    let schedule = RetrySchedule::from_secs(&[10]);
+    let in_flight = event(&conn, "a", 0);
+    claim_for_buyer(&conn, "a", 100, 50_000, 1, false).unwrap();
+    let waiting = event(&conn, "a", 90_000);
+    event(&conn, "a", 95_000);
+
+    let probe = claim_for_buyer(&conn, "a", 1_000, 2_000, 1, true).unwrap();
+    assert_eq!(ids(&probe), [waiting.as_str()], "not due yet, but the probe takes it");
+    assert!(probe[0].probe);
+    assert_ne!(probe[0].id, in_flight);
+
+    let mut failed = attempt(&probe[0], Verdict::Retry { retry_after: None });
+    failed.probe = true;
+    for _ in 0..3 {
+        assert_eq!(
+            record(&conn, &failed, &schedule, 1_500).unwrap(),
+            Some(Outcome::Retry),
+            "a failed probe never uses up the event's schedule"
+        );
+    }
+    let (status, attempts, due, lease) = state(&conn, &waiting);
+    assert_eq!((status.as_str(), attempts, due, lease), ("pending", 3, 1_500, None));
+    // The same failure outside a probe moves on in the schedule: the next one fails it.
+    failed.probe = false;
+    record(&conn, &failed, &schedule, 2_000).unwrap();
+    assert_eq!(
+        record(&conn, &failed, &schedule, 3_000).unwrap(),
+        Some(Outcome::Failed)
+    );
+}

@@ -471,15 +471,16 @@ impl Coordinator {
     }
 }
 
-/// Feeds each attempt to its buyer's breaker, one load and one save per buyer, in order.
-/// Returns the changes of state.
+/// Feeds each attempt to its buyer's breaker, one load and one save per buyer, in order;
+/// a buyer that recovered has its waiting events made due at once. Returns the changes of
+/// state.
 fn observe_all(
     conn: &rusqlite::Connection,
     attempts: &[Attempt],
     config: &BreakerConfig,
     now: i64,
 ) -> rusqlite::Result<Vec<(String, Transition, health::Breaker)>> {
-    let mut transitions = Vec::new();
+    let mut transitions: Vec<(String, Transition, health::Breaker)> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
     for attempt in attempts {
         if !seen.insert(&attempt.buyer_id) {
@@ -499,6 +500,11 @@ fn observe_all(
             }
         }
         health::save(conn, &breaker)?;
+    }
+    for (buyer_id, transition, _) in &transitions {
+        if *transition == Transition::Recovered {
+            store::due_now(conn, buyer_id, now)?;
+        }
     }
     Ok(transitions)
 }
@@ -520,8 +526,8 @@ struct Plan {
 }
 
 /// The buyers with due events and their free places at `now`: a healthy buyer up to
-/// `per_buyer` in flight; an unhealthy one a single probe once its probe falls due and
-/// nothing of its is in flight. A buyer at its limit is not waited for here: its attempts
+/// `per_buyer` in flight; an unhealthy one (any pending event) a single probe once its
+/// probe falls due and nothing of its is in flight. A buyer at its limit is not waited for here: its attempts
 /// finishing start the next round.
 fn plan(due: &[DueBuyer], in_flight: &HashMap<String, usize>, per_buyer: usize, now: i64) -> Plan {
     let mut plan = Plan::default();
@@ -535,7 +541,8 @@ fn plan(due: &[DueBuyer], in_flight: &HashMap<String, usize>, per_buyer: usize, 
             if held > 0 {
                 continue;
             }
-            let ready = buyer.next_due.max(buyer.next_probe_at.unwrap_or(i64::MIN));
+            // Its events wait for the probe, whatever their own schedules say.
+            let ready = buyer.next_probe_at.unwrap_or(i64::MIN);
             if ready <= now {
                 slots.push(Slot {
                     buyer_id: buyer.buyer_id.clone(),
@@ -638,7 +645,7 @@ mod tests {
             due("half", 50, false, None),
             due("busy", 10, false, None),
             due("later", 500, false, None),
-            due("sick", 10, true, Some(100)),
+            due("sick", 5_000, true, Some(100)),
             due("sick_later", 10, true, Some(300)),
             due("sick_busy", 10, true, Some(0)),
         ];

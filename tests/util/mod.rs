@@ -9,6 +9,7 @@ pub mod json;
 pub mod process;
 pub mod receiver;
 pub mod source;
+pub mod tls_receiver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
