@@ -33,9 +33,17 @@ fn settings() -> Settings {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--mode" => settings.mode = args.next().expect("--mode threads|async"),
-            "--requests" => settings.requests = args.next().and_then(|v| v.parse().ok()).expect("--requests N"),
+            "--requests" => {
+                settings.requests = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--requests N")
+            }
             "--concurrency" => {
-                settings.concurrency = args.next().and_then(|v| v.parse().ok()).expect("--concurrency N")
+                settings.concurrency = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--concurrency N")
             }
             url => settings.urls.push(url.to_string()),
         }
@@ -84,8 +92,13 @@ fn threads(settings: &Settings) -> usize {
     let total = settings.requests;
     let handles: Vec<_> = (0..settings.concurrency)
         .map(|_| {
-            let (agent, body, next, ok, urls) =
-                (agent.clone(), body.clone(), next.clone(), ok.clone(), urls.clone());
+            let (agent, body, next, ok, urls) = (
+                agent.clone(),
+                body.clone(),
+                next.clone(),
+                ok.clone(),
+                urls.clone(),
+            );
             std::thread::Builder::new()
                 .stack_size(256 * 1024)
                 .spawn(move || {
@@ -124,18 +137,19 @@ fn non_blocking(settings: &Settings) -> usize {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let client = hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .pool_max_idle_per_host(16)
-        .build_http::<Full<Bytes>>();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_max_idle_per_host(16)
+                .build_http::<Full<Bytes>>();
         let body = Bytes::from(body());
         let permits = Arc::new(tokio::sync::Semaphore::new(settings.concurrency));
         let ok = Arc::new(AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
         for n in 0..settings.requests {
             let permit = permits.clone().acquire_owned().await.expect("open");
-            let url: hyper::Uri = settings.urls[n % settings.urls.len()].parse().expect("a URL");
+            let url: hyper::Uri = settings.urls[n % settings.urls.len()]
+                .parse()
+                .expect("a URL");
             let (client, body, ok) = (client.clone(), body.clone(), ok.clone());
             tasks.spawn(async move {
                 let request = hyper::Request::post(url)

@@ -15,9 +15,10 @@ fn main() {
     let (mut buyers, mut delay, mut hang) = (20usize, 200u64, 0usize);
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
-        let value = pair.get(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| {
-            panic!("usage: slow_receiver [--buyers N] [--delay MS] [--hang N]")
-        });
+        let value = pair
+            .get(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("usage: slow_receiver [--buyers N] [--delay MS] [--hang N]"));
         match pair[0].as_str() {
             "--buyers" => buyers = value as usize,
             "--delay" => delay = value,

@@ -370,8 +370,8 @@ pub fn rebuild(conn: &Connection, workspace_id: Option<&str>, now: i64) -> rusql
 
 #[cfg(test)]
 mod tests {
-    use crate::autodelivery::testing::{BuyerFixture, add_buyer, add_transaction, database};
     use super::*;
+    use crate::autodelivery::testing::{BuyerFixture, add_buyer, add_transaction, database};
 
     fn ms(text: &str) -> i64 {
         text.parse::<Timestamp>()
@@ -445,7 +445,11 @@ mod tests {
         };
         assert_eq!(usage(&conn), expected, "live only, this buyer and product");
         rebuild(&conn, None, now).unwrap();
-        assert_eq!(usage(&conn), expected, "a recount from the transactions agrees");
+        assert_eq!(
+            usage(&conn),
+            expected,
+            "a recount from the transactions agrees"
+        );
 
         let paid: String = conn
             .query_row(
@@ -482,7 +486,10 @@ mod tests {
             "a new day starts at 0"
         );
         let february = Windows::at(ms("2025-02-01T00:00:00Z"), &TimeZone::UTC);
-        assert_eq!(usage_now(&conn, "b", "solar", &february).unwrap(), Usage::default());
+        assert_eq!(
+            usage_now(&conn, "b", "solar", &february).unwrap(),
+            Usage::default()
+        );
     }
 
     #[test]
@@ -495,22 +502,59 @@ mod tests {
         hold(&conn, "b", "solar", &today).unwrap();
         count(&conn, "b", "solar", &today).unwrap();
         let usage = |windows: &Windows| usage_now(&conn, "b", "solar", windows).unwrap();
-        assert_eq!(usage(&today), Usage { today: 3, this_month: 3 });
+        assert_eq!(
+            usage(&today),
+            Usage {
+                today: 3,
+                this_month: 3
+            }
+        );
         release(&conn, "b", "solar", &today).unwrap();
-        assert_eq!(usage(&today), Usage { today: 2, this_month: 2 });
+        assert_eq!(
+            usage(&today),
+            Usage {
+                today: 2,
+                this_month: 2
+            }
+        );
         // The next day: the day's counters start over, the month's go on.
         count(&conn, "b", "solar", &tomorrow).unwrap();
-        assert_eq!(usage(&tomorrow), Usage { today: 1, this_month: 3 });
+        assert_eq!(
+            usage(&tomorrow),
+            Usage {
+                today: 1,
+                this_month: 3
+            }
+        );
         // Yesterday's hold given back now moves nothing of today's.
         release(&conn, "b", "solar", &today).unwrap();
-        assert_eq!(usage(&tomorrow), Usage { today: 1, this_month: 2 });
+        assert_eq!(
+            usage(&tomorrow),
+            Usage {
+                today: 1,
+                this_month: 2
+            }
+        );
         // A change for a passed day (a clock that went back) leaves today alone.
         count(&conn, "b", "solar", &today).unwrap();
-        assert_eq!(usage(&tomorrow), Usage { today: 1, this_month: 3 });
+        assert_eq!(
+            usage(&tomorrow),
+            Usage {
+                today: 1,
+                this_month: 3
+            }
+        );
         for _ in 0..5 {
             release(&conn, "b", "solar", &tomorrow).unwrap();
         }
-        assert_eq!(usage(&tomorrow), Usage { today: 1, this_month: 3 }, "never below 0");
+        assert_eq!(
+            usage(&tomorrow),
+            Usage {
+                today: 1,
+                this_month: 3
+            },
+            "never below 0"
+        );
     }
 
     #[test]

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::tls_receiver::TlsReceiver;
 use crate::util::{
-    TempDb, TestServer, WAIT, basic_setup, buyer, deliver, fast_options, lead_request, lr,
-    setup, simple_lead, source, wait_until,
+    TempDb, TestServer, WAIT, basic_setup, buyer, deliver, fast_options, lead_request, lr, setup,
+    simple_lead, source, wait_until,
 };
 
 /// A complete lead (it passes the evaluator) interested in `solar` with automated delivery.
@@ -190,7 +190,10 @@ fn a_buyer_failing_every_attempt_goes_unhealthy_and_fresh_leads_go_to_another() 
     });
     let shown = health(&db, "down");
     // Three tripped it; failed probes (every 300 ms) add to them.
-    assert!(shown["consecutiveFailures"].as_i64().unwrap() >= 3, "{shown}");
+    assert!(
+        shown["consecutiveFailures"].as_i64().unwrap() >= 3,
+        "{shown}"
+    );
     assert_eq!(shown["lastError"], "HTTP 503");
     assert_eq!(shown["lastSuccessAt"], Value::Null);
     let every = lr(&db, "buyer health").json();
@@ -223,7 +226,8 @@ fn a_buyer_failing_every_attempt_goes_unhealthy_and_fresh_leads_go_to_another() 
     assert!(
         metrics
             .lines()
-            .any(|l| l.starts_with("leadrelay_buyer_delivery_duration_seconds_count{buyer=\"down\"}")),
+            .any(|l| l
+                .starts_with("leadrelay_buyer_delivery_duration_seconds_count{buyer=\"down\"}")),
         "{metrics}"
     );
 
@@ -233,14 +237,21 @@ fn a_buyer_failing_every_attempt_goes_unhealthy_and_fresh_leads_go_to_another() 
         health(&db, "down")["state"] == "healthy"
     });
     wait_until(WAIT, "down's waiting events delivered", || {
-        lr(&db, "outbox list --status pending").json().as_array().unwrap().is_empty()
+        lr(&db, "outbox list --status pending")
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty()
     });
     let recovered = ingest(&server, 20);
     assert_eq!(sold_to(&db, &recovered).as_deref(), Some("down"));
     let shown = health(&db, "down");
     assert!(shown["lastSuccessAt"].is_string(), "{shown}");
     assert_eq!(shown["consecutiveFailures"], 0);
-    assert!(shown["latencyMs"]["p50"].is_i64() || shown["latencyMs"]["p50"].is_u64(), "{shown}");
+    assert!(
+        shown["latencyMs"]["p50"].is_i64() || shown["latencyMs"]["p50"].is_u64(),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -298,7 +309,10 @@ fn redirects_a_410_and_a_certificate_that_does_not_verify_are_attempted_once() {
     buyer(db, "gone", &receiver.url("/gone"), Some("25"), []);
     buyer(db, "selfsigned", &tls.url("/hook"), Some("25"), []);
     let mut events = Vec::new();
-    for (n, id) in ["moved", "temporary", "gone", "selfsigned"].iter().enumerate() {
+    for (n, id) in ["moved", "temporary", "gone", "selfsigned"]
+        .iter()
+        .enumerate()
+    {
         let (_, request) = lead_request(&server, &simple_lead(n));
         let delivered = deliver(db, &request, id, None);
         events.push((*id, delivered["eventId"].as_str().unwrap().to_string()));
@@ -310,7 +324,10 @@ fn redirects_a_410_and_a_certificate_that_does_not_verify_are_attempted_once() {
     }
     let error = |buyer: &str| {
         let id = &events.iter().find(|(b, _)| *b == buyer).unwrap().1;
-        event(db, id)["lastError"].as_str().unwrap_or_default().to_string()
+        event(db, id)["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     };
     assert_eq!(error("moved"), "HTTP 302");
     assert_eq!(error("gone"), "HTTP 410");
@@ -323,7 +340,10 @@ fn redirects_a_410_and_a_certificate_that_does_not_verify_are_attempted_once() {
     assert_eq!(receiver.requests_to("/moved").len(), 1);
     assert_eq!(receiver.requests_to("/temporary").len(), 1);
     assert_eq!(receiver.requests_to("/gone").len(), 1);
-    assert!(receiver.requests_to("/elsewhere").is_empty(), "never followed");
+    assert!(
+        receiver.requests_to("/elsewhere").is_empty(),
+        "never followed"
+    );
 }
 
 #[test]
@@ -333,7 +353,13 @@ fn a_voided_sale_is_refunded_and_rerouting_sells_the_lead_to_another_buyer() {
     let db = server.db.path.clone();
     // `first` pays more and is prepaid; its endpoint hangs, so the event stays pending.
     receiver.answer("/first", Answer::ok().delay(Duration::from_secs(30)));
-    buyer(&db, "first", &receiver.url("/first"), Some("30"), "--plan prepaid");
+    buyer(
+        &db,
+        "first",
+        &receiver.url("/first"),
+        Some("30"),
+        "--plan prepaid",
+    );
     lr(&db, "buyer fund first --amount 100").json();
     buyer(&db, "second", &receiver.url("/second"), Some("20"), []);
     let lead = ingest(&server, 1);
@@ -386,9 +412,12 @@ fn a_voided_sale_is_refunded_and_rerouting_sells_the_lead_to_another_buyer() {
         "active",
         "a void opens no supplier clawback"
     );
-    lr(&db, format!("transaction void {transaction} --reason again"))
-        .fails(1)
-        .stderr_contains("cancelled already");
+    lr(
+        &db,
+        format!("transaction void {transaction} --reason again"),
+    )
+    .fails(1)
+    .stderr_contains("cancelled already");
 
     let rerouted = lr(&db, format!("lead reroute {lead}")).json();
     assert_eq!(rerouted["delivered"], 1, "{rerouted}");

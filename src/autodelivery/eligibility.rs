@@ -22,9 +22,9 @@ use jiff::tz::TimeZone;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use crate::caps::{self, Counters, Windows};
 use super::filters;
 use super::schedule::Schedule;
+use crate::caps::{self, Counters, Windows};
 use crate::config::buyer::{BuyerStatus, Filter, Plan};
 use crate::delivery::transaction;
 use crate::ingest::model::{StoredLead, StoredRequest};

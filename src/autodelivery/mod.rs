@@ -28,6 +28,7 @@ use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
+use crate::caps::Windows;
 use crate::config::container::DeliveryMode;
 use crate::config::product::FieldDef;
 use crate::db::DbError;
@@ -35,7 +36,6 @@ use crate::delivery::{self, DeliveryError, DeliveryTerms, LeadDelivery};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
-use crate::caps::Windows;
 use decision::{AutoDelivery, Delivery, RequestDecision, RequestReason};
 use eligibility::{Candidate, Reason};
 use evaluator::Weights;
@@ -386,7 +386,11 @@ impl From<DbError> for RerouteError {
 /// buyer that held the request before, its transaction voided or rejected, is not eligible
 /// again (`already_delivered`). Each decision replaces the request's stored one; the
 /// operator's view of them is returned.
-pub fn reroute(conn: &Connection, lead_id: &str, now_ms: i64) -> Result<AutoDelivery, RerouteError> {
+pub fn reroute(
+    conn: &Connection,
+    lead_id: &str,
+    now_ms: i64,
+) -> Result<AutoDelivery, RerouteError> {
     let lead = crate::ingest::view::find(conn, lead_id)?
         .ok_or_else(|| RerouteError::NotFound(lead_id.to_string()))?;
     if lead.status != crate::ingest::status::LeadStatus::Active {
@@ -395,12 +399,11 @@ pub fn reroute(conn: &Connection, lead_id: &str, now_ms: i64) -> Result<AutoDeli
             status: lead.status.as_str().replace('_', " "),
         });
     }
-    let settings = Settings::load(conn, &lead, now_ms)?.ok_or_else(|| {
-        AutoDeliveryError::Missing {
+    let settings =
+        Settings::load(conn, &lead, now_ms)?.ok_or_else(|| AutoDeliveryError::Missing {
             kind: "container",
             id: lead.container_id.clone(),
-        }
-    })?;
+        })?;
     let mut requests = Vec::new();
     for request in &lead.requests {
         let held = crate::delivery::transaction::of_request(conn, &request.id)?

@@ -160,9 +160,8 @@ impl Breaker {
                     }
                     State::Unhealthy => {
                         if probe {
-                            let interval = self
-                                .probe_interval_ms
-                                .map_or(config.first_probe_ms, |i| {
+                            let interval =
+                                self.probe_interval_ms.map_or(config.first_probe_ms, |i| {
                                     i.saturating_mul(2).min(config.max_probe_ms)
                                 });
                             self.probe_interval_ms = Some(interval);
@@ -254,7 +253,7 @@ pub struct Figures {
 }
 
 /// How long after its last heartbeat the outbox of a server counts as running.
-pub const HEARTBEAT_FRESH_MS: i64 = 15_000;
+pub const HEARTBEAT_FRESH_MS: i64 = 20_000;
 
 /// Records that the outbox workers started at `started_at` are alive at `now`.
 pub fn heartbeat(conn: &Connection, started_at: i64, now: i64) -> rusqlite::Result<()> {
@@ -339,7 +338,11 @@ impl BuyerHealth {
 /// every buyer, by id, as of `now`. The one read of buyer health for the CLI and the
 /// operator console: the breaker from `buyer_health`, in-flight and latency as the running
 /// server last reported them (in flight only while a server's heartbeat is fresh).
-pub fn read(conn: &Connection, buyer_id: Option<&str>, now: i64) -> rusqlite::Result<Vec<BuyerHealth>> {
+pub fn read(
+    conn: &Connection,
+    buyer_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<Vec<BuyerHealth>> {
     let server: Option<(i64, i64)> = conn
         .prepare_cached("SELECT started_at, heartbeat_at FROM outbox_workers WHERE id = 1")?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -363,8 +366,13 @@ pub fn read(conn: &Connection, buyer_id: Option<&str>, now: i64) -> rusqlite::Re
         Ok(BuyerHealth {
             breaker,
             // Figures reported before this server started are a previous run's.
-            in_flight: running_since
-                .map(|since| if reported_at.is_some_and(|at| at >= since) { in_flight } else { 0 }),
+            in_flight: running_since.map(|since| {
+                if reported_at.is_some_and(|at| at >= since) {
+                    in_flight
+                } else {
+                    0
+                }
+            }),
             latency_p50_ms: row.get(11)?,
             latency_p99_ms: row.get(12)?,
             reported_at,
@@ -416,7 +424,10 @@ mod tests {
         assert_eq!(b.state, State::Healthy);
         let mut b = Breaker::new("b");
         fail(&mut b, 1_000, false);
-        assert_eq!(fail(&mut b, 61_000, false), Some(Transition::BecameUnhealthy));
+        assert_eq!(
+            fail(&mut b, 61_000, false),
+            Some(Transition::BecameUnhealthy)
+        );
     }
 
     #[test]
@@ -445,6 +456,10 @@ mod tests {
         assert_eq!(b.consecutive_failures, 0);
         assert_eq!(b.next_probe_at, None);
         assert_eq!(b.last_success_at, Some(at));
-        assert_eq!(b.last_error.as_deref(), Some("HTTP 503"), "the last error stays");
+        assert_eq!(
+            b.last_error.as_deref(),
+            Some("HTTP 503"),
+            "the last error stays"
+        );
     }
 }

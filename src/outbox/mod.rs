@@ -62,7 +62,7 @@ impl Default for WorkerConfig {
             request_timeout: Duration::from_secs(15),
             poll_interval: Duration::from_millis(500),
             breaker: BreakerConfig::default(),
-            report_interval: Duration::from_secs(2),
+            report_interval: Duration::from_secs(5),
         }
     }
 }

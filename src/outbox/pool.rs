@@ -15,8 +15,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::Notifier;
-use super::sender::Sender;
 use super::health::Observation;
+use super::sender::Sender;
 use super::store::{Attempt, Claimed, Verdict};
 
 /// How long an idle sender thread waits for work before it ends.

@@ -71,7 +71,9 @@ impl Stats {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let entry = match buyers.get_mut(buyer_id) {
             Some(entry) => entry,
-            None => buyers.entry(buyer_id.to_string()).or_insert_with(Entry::new),
+            None => buyers
+                .entry(buyer_id.to_string())
+                .or_insert_with(Entry::new),
         };
         f(entry)
     }
@@ -163,7 +165,10 @@ mod tests {
             stats.attempt("b", Outcome::Retry, 15_000);
         }
         let figures = &stats.read()[0];
-        assert_eq!((figures.p50_ms, figures.p99_ms), (Some(15_000), Some(15_000)));
+        assert_eq!(
+            (figures.p50_ms, figures.p99_ms),
+            (Some(15_000), Some(15_000))
+        );
         assert_eq!((figures.delivered, figures.retried), (100, RECENT as u64));
     }
 }

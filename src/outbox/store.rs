@@ -648,7 +648,11 @@ pub fn retry_buyer(
 
 /// Gives up a pending event for good (its transaction was voided): it is marked failed
 /// with `reason`, and an attempt under way that still gets its 2xx marks it delivered.
-pub fn cancel_pending(conn: &Connection, transaction_id: &str, reason: &str) -> rusqlite::Result<usize> {
+pub fn cancel_pending(
+    conn: &Connection,
+    transaction_id: &str,
+    reason: &str,
+) -> rusqlite::Result<usize> {
     conn.prepare_cached(
         "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2
          WHERE transaction_id = ?1 AND status = 'pending'",

@@ -95,9 +95,16 @@ fn a_claim_takes_due_events_and_an_expired_lease_makes_an_event_due_again() {
         )
         .unwrap()
     };
-    assert_eq!(due_of(&first), (3_000, Some(3_000)), "in flight: due when the lease ends");
+    assert_eq!(
+        due_of(&first),
+        (3_000, Some(3_000)),
+        "in flight: due when the lease ends"
+    );
     assert_eq!(due_of(&later), (9_000, None));
-    assert!(claim(&conn, 2_500, 4_000, 10).is_empty(), "a live lease is left alone");
+    assert!(
+        claim(&conn, 2_500, 4_000, 10).is_empty(),
+        "a live lease is left alone"
+    );
 
     // Taken again once the lease has run out: a crashed claim is retaken.
     let again = claim(&conn, 3_500, 6_000, 10);
@@ -134,9 +141,16 @@ fn due_buyers_lists_each_buyer_with_pending_events_and_its_breaker() {
             },
         ]
     );
-    conn.execute("UPDATE outbox_events SET status = 'delivered' WHERE id = ?1", [&b])
-        .unwrap();
-    assert_eq!(due_buyers(&conn).unwrap().len(), 1, "only pending events count");
+    conn.execute(
+        "UPDATE outbox_events SET status = 'delivered' WHERE id = ?1",
+        [&b],
+    )
+    .unwrap();
+    assert_eq!(
+        due_buyers(&conn).unwrap().len(),
+        1,
+        "only pending events count"
+    );
 }
 
 #[test]
@@ -154,8 +168,11 @@ fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
     let in_flight = event(&conn, "a", 100);
     claim_for_buyer(&conn, "a", 1_000, 30_000, 1, false).unwrap();
     let delivered = event(&conn, "a", 10);
-    conn.execute("UPDATE outbox_events SET status = 'delivered' WHERE id = ?1", [&delivered])
-        .unwrap();
+    conn.execute(
+        "UPDATE outbox_events SET status = 'delivered' WHERE id = ?1",
+        [&delivered],
+    )
+    .unwrap();
     let other = event(&conn, "b", 60_000);
 
     let mut after = String::new();
@@ -171,22 +188,40 @@ fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
         }
     }
     assert_eq!(retried, 6, "five failed and the waiting one");
-    assert_eq!(chunks, 5, "seven candidates in chunks of two (the delivered one is no candidate), then none");
+    assert_eq!(
+        chunks, 5,
+        "seven candidates in chunks of two (the delivered one is no candidate), then none"
+    );
     for id in failed.iter().chain([&waiting]) {
         let (status, _, due, lease) = state(&conn, id);
-        assert_eq!((status.as_str(), due, lease), ("pending", 2_000, None), "{id}");
+        assert_eq!(
+            (status.as_str(), due, lease),
+            ("pending", 2_000, None),
+            "{id}"
+        );
     }
     assert_eq!(state(&conn, &in_flight).2, 30_000, "in flight: left alone");
     assert_eq!(state(&conn, &delivered).0, "delivered");
-    assert_eq!(state(&conn, &other).2, 60_000, "another buyer's: left alone");
+    assert_eq!(
+        state(&conn, &other).2,
+        60_000,
+        "another buyer's: left alone"
+    );
     let base: i64 = conn
-        .query_row("SELECT retry_base FROM outbox_events WHERE id = ?1", [&failed[0]], |r| r.get(0))
+        .query_row(
+            "SELECT retry_base FROM outbox_events WHERE id = ?1",
+            [&failed[0]],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(base, 8, "a failed event starts its schedule again");
 
     // --status narrows it.
-    conn.execute("UPDATE outbox_events SET status = 'failed' WHERE id = ?1", [&failed[0]])
-        .unwrap();
+    conn.execute(
+        "UPDATE outbox_events SET status = 'failed' WHERE id = ?1",
+        [&failed[0]],
+    )
+    .unwrap();
     let (n, _) = retry_buyer(&conn, "a", Some(EventStatus::Failed), "", 100, 3_000).unwrap();
     assert_eq!(n, 1);
 }
@@ -195,7 +230,10 @@ fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
 fn a_voided_transactions_pending_event_is_given_up() {
     let (_dir, conn) = database();
     let id = event(&conn, "a", 0);
-    assert_eq!(cancel_pending(&conn, "txn_none", "voided: buyer down").unwrap(), 1);
+    assert_eq!(
+        cancel_pending(&conn, "txn_none", "voided: buyer down").unwrap(),
+        1
+    );
     let shown = find(&conn, &id).unwrap().unwrap();
     assert_eq!(shown.status, EventStatus::Failed);
     assert_eq!(shown.last_error.as_deref(), Some("voided: buyer down"));
@@ -311,7 +349,11 @@ fn a_probe_takes_the_earliest_event_not_in_flight_and_its_failure_costs_no_retry
     event(&conn, "a", 95_000);
 
     let probe = claim_for_buyer(&conn, "a", 1_000, 2_000, 1, true).unwrap();
-    assert_eq!(ids(&probe), [waiting.as_str()], "not due yet, but the probe takes it");
+    assert_eq!(
+        ids(&probe),
+        [waiting.as_str()],
+        "not due yet, but the probe takes it"
+    );
     assert!(probe[0].probe);
     assert_ne!(probe[0].id, in_flight);
 
@@ -325,7 +367,10 @@ fn a_probe_takes_the_earliest_event_not_in_flight_and_its_failure_costs_no_retry
         );
     }
     let (status, attempts, due, lease) = state(&conn, &waiting);
-    assert_eq!((status.as_str(), attempts, due, lease), ("pending", 3, 1_500, None));
+    assert_eq!(
+        (status.as_str(), attempts, due, lease),
+        ("pending", 3, 1_500, None)
+    );
     // The same failure outside a probe moves on in the schedule: the next one fails it.
     failed.probe = false;
     record(&conn, &failed, &schedule, 2_000).unwrap();

@@ -243,7 +243,12 @@ impl Coordinator {
         let due = self
             .db
             .read_blocking(|conn| store::due_buyers(conn).map_err(DbError::from))?;
-        let plan = plan(&due, &self.per_buyer_counts(), self.per_buyer, crate::clock::now_ms());
+        let plan = plan(
+            &due,
+            &self.per_buyer_counts(),
+            self.per_buyer,
+            crate::clock::now_ms(),
+        );
         Ok((!plan.slots.is_empty(), plan.next_due))
     }
 
@@ -493,9 +498,13 @@ fn observe_all(
                 .clone()
                 .or_else(|| same.http_status.map(|s| format!("HTTP {s}")));
             let at = same.started_at + same.duration_ms;
-            if let Some(transition) =
-                breaker.observe(same.observation, error.as_deref(), same.probe, at.min(now), config)
-            {
+            if let Some(transition) = breaker.observe(
+                same.observation,
+                error.as_deref(),
+                same.probe,
+                at.min(now),
+                config,
+            ) {
                 transitions.push((attempt.buyer_id.clone(), transition, breaker.clone()));
             }
         }
@@ -636,10 +645,13 @@ mod tests {
 
     #[test]
     fn the_plan_gives_healthy_buyers_their_free_places_and_unhealthy_ones_a_probe() {
-        let in_flight: HashMap<String, usize> =
-            [("busy".to_string(), 16), ("half".to_string(), 10), ("sick_busy".to_string(), 1)]
-                .into_iter()
-                .collect();
+        let in_flight: HashMap<String, usize> = [
+            ("busy".to_string(), 16),
+            ("half".to_string(), 10),
+            ("sick_busy".to_string(), 1),
+        ]
+        .into_iter()
+        .collect();
         let buyers = [
             due("idle", 100, false, None),
             due("half", 50, false, None),
@@ -659,11 +671,20 @@ mod tests {
             slots,
             [("idle", 16, false), ("half", 6, false), ("sick", 1, true)]
         );
-        assert_eq!(plan.next_due, Some(300), "the earlier of 'later' and the next probe");
+        assert_eq!(
+            plan.next_due,
+            Some(300),
+            "the earlier of 'later' and the next probe"
+        );
     }
 
     /// Buyers each with `backlog` due events; returns how many each got.
-    fn dealt(backlog: &[(&str, usize)], capacity: usize, free: usize, rotation: usize) -> (Vec<usize>, bool) {
+    fn dealt(
+        backlog: &[(&str, usize)],
+        capacity: usize,
+        free: usize,
+        rotation: usize,
+    ) -> (Vec<usize>, bool) {
         let slots = backlog
             .iter()
             .map(|(buyer, _)| Slot {
