@@ -1,18 +1,23 @@
 //! Blocking or non-blocking outbound HTTP for the outbox (ARCHITECTURE.md, "the outbox"):
 //! the same requests to slow buyers sent by a pool of threads with the blocking ureq client
-//! (what the outbox does) and by tasks on a tokio runtime with hyper-util's pooled client,
-//! each keeping `--concurrency` requests in flight. Prints requests per second, this
+//! (one connection pool shared by all buyers, or one per buyer) and by tasks on a tokio
+//! runtime with hyper-util's pooled client, each keeping `--concurrency` requests in
+//! flight. Prints requests per second, this
 //! process's CPU time per request, its peak resident memory and its thread count.
 //!
 //! Run by `bench/client_compare.sh`, which starts `slow_receiver` in its own process (so its
 //! CPU is not counted here) and passes the buyers' URLs:
-//! `client_compare --mode threads|async --requests N --concurrency N URL...`
+//! `client_compare --mode threads|threads-per-buyer|async --requests N --concurrency N URL...`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+
+// The allocator of the leadrelay binary, so the comparison is of the clients.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use http_body_util::{BodyExt, Full};
 
 struct Settings {
@@ -75,16 +80,25 @@ fn status_line(field: &str) -> String {
         .unwrap_or_default()
 }
 
-fn threads(settings: &Settings) -> usize {
-    let agent = ureq::Agent::new_with_config(
+fn agent(idle: usize) -> ureq::Agent {
+    ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(Duration::from_secs(15)))
-            .max_idle_connections(settings.concurrency)
+            .max_idle_connections(idle)
             .max_idle_connections_per_host(16)
             .build(),
-    );
+    )
+}
+
+/// `per_buyer`: one agent (one connection pool) per buyer instead of one shared.
+fn threads(settings: &Settings, per_buyer: bool) -> usize {
+    let agents: Arc<Vec<ureq::Agent>> = Arc::new(if per_buyer {
+        settings.urls.iter().map(|_| agent(16)).collect()
+    } else {
+        vec![agent(settings.concurrency)]
+    });
     let body = Arc::new(body());
     let next = Arc::new(AtomicUsize::new(0));
     let ok = Arc::new(AtomicUsize::new(0));
@@ -92,8 +106,8 @@ fn threads(settings: &Settings) -> usize {
     let total = settings.requests;
     let handles: Vec<_> = (0..settings.concurrency)
         .map(|_| {
-            let (agent, body, next, ok, urls) = (
-                agent.clone(),
+            let (agents, body, next, ok, urls) = (
+                agents.clone(),
                 body.clone(),
                 next.clone(),
                 ok.clone(),
@@ -108,6 +122,7 @@ fn threads(settings: &Settings) -> usize {
                             break;
                         }
                         let url = &urls[n % urls.len()];
+                        let agent = &agents[(n % urls.len()) % agents.len()];
                         let sent = agent
                             .post(url)
                             .header("content-type", "application/json")
@@ -183,7 +198,8 @@ fn main() {
     let cpu = cpu_seconds();
     let started = Instant::now();
     let ok = match settings.mode.as_str() {
-        "threads" => threads(&settings),
+        "threads" => threads(&settings, false),
+        "threads-per-buyer" => threads(&settings, true),
         "async" => non_blocking(&settings),
         other => panic!("unknown mode {other}"),
     };

@@ -38,18 +38,25 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-const HTTP_LAYER: &[&str] = &["src/http/", "src/service.rs", "src/cli/serve.rs"];
+/// The HTTP layer and the outbox's client of outbound webhooks, the two places that speak
+/// HTTP.
+const HTTP_EDGES: &[&str] = &[
+    "src/http/",
+    "src/service.rs",
+    "src/cli/serve.rs",
+    "src/outbox/sender.rs",
+];
 
 const RULES: &[Rule] = &[
     Rule {
-        says: "only the HTTP layer (http/) and the server entry (service.rs, cli/serve.rs) \
-               use hyper, hyper_util or http_body_util",
+        says: "only the HTTP layer (http/), the server entry (service.rs, cli/serve.rs) and \
+               the outbox's client (outbox/sender.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
             root("http_body_util::"),
         ],
-        allowed: HTTP_LAYER,
+        allowed: HTTP_EDGES,
     },
     Rule {
         says: "no domain module uses the HTTP layer (`crate::http`); only the server entry \
@@ -68,14 +75,19 @@ const RULES: &[Rule] = &[
         allowed: &["src/http/"],
     },
     Rule {
-        says: "the `http` types crate is for the HTTP layer; config/buyer.rs uses its `Uri` \
-               to check a webhook URL",
+        says: "the `http` types crate is for the HTTP layer and the outbox's client; \
+               config/buyer.rs uses its `Uri` to check a webhook URL",
         names: &[root("http::")],
-        allowed: &["src/http/", "src/config/buyer.rs"],
+        allowed: &["src/http/", "src/outbox/sender.rs", "src/config/buyer.rs"],
     },
     Rule {
-        says: "only outbox/ makes outbound HTTP calls (ureq)",
-        names: &[root("ureq::")],
+        says: "only outbox/ makes outbound HTTP calls (hyper's client, hyper-rustls, ureq)",
+        names: &[
+            root("ureq::"),
+            root("hyper_rustls::"),
+            anywhere("hyper_util::client"),
+            anywhere("hyper::client"),
+        ],
         allowed: &["src/outbox/"],
     },
     Rule {

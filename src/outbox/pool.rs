@@ -1,161 +1,145 @@
-//! The sender threads: each takes a claimed event, makes the one blocking HTTP call of its
-//! attempt and hands the attempt back to the coordinator through the [`Notifier`].
+//! The senders: one thread (`outbox-sender`) running a small tokio runtime of its own, on
+//! which each claimed event is one task making the one HTTP call of its attempt; the
+//! attempt goes back to the coordinator through the [`Notifier`].
 //!
-//! Threads are started as claimed events arrive, up to the in-flight limit, and end after a
-//! minute without work, so an idle service holds few. The coordinator never claims more
-//! than the limit, so every claimed event has a thread at once: the queue here is never
-//! longer than the limit, and a slow or hanging buyer holds only the threads of its own
-//! events (at most its per-buyer limit).
-//!
-//! Owns the threads and the hand-over queue. Why threads and the blocking client rather
-//! than tasks on the async runtime: ARCHITECTURE.md ("the outbox").
+//! The coordinator never claims more than the in-flight limit, so the events handed over
+//! here are never more than that: no queue of bodies grows in memory, and a slow or
+//! hanging buyer holds only the tasks of its own events (at most its per-buyer limit).
+//! Why tasks on a non-blocking client rather than a thread per send: ARCHITECTURE.md ("the
+//! outbox"). The runtime is the outbox's own, not the HTTP server's, so a burst of sends
+//! never competes with request handling for the server's worker threads.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::mpsc as std_mpsc;
+
+use tokio::sync::mpsc;
 
 use super::Notifier;
 use super::health::Observation;
-use super::sender::Sender;
+use super::sender::{Sender, SetupError};
 use super::store::{Attempt, Claimed, Verdict};
 
-/// How long an idle sender thread waits for work before it ends.
-const IDLE: Duration = Duration::from_secs(60);
+/// Why the senders could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("cannot start the outbox sender thread: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<StartError> for std::io::Error {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Io(io) => io,
+            other => std::io::Error::other(other.to_string()),
+        }
+    }
+}
+
+enum Message {
+    Send(Claimed),
+    /// Stop taking events; answer with those not yet started once every attempt under way
+    /// has finished.
+    Close(std_mpsc::Sender<Vec<Claimed>>),
+}
 
 pub(crate) struct Pool {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    state: Mutex<State>,
-    /// Work arrived, or the pool closed.
-    work: Condvar,
-    /// A thread ended.
-    ended: Condvar,
-    limit: usize,
-    sender: Arc<Sender>,
-    notifier: Notifier,
-}
-
-#[derive(Default)]
-struct State {
-    queue: VecDeque<Claimed>,
-    threads: usize,
-    idle: usize,
-    closed: bool,
+    inbox: mpsc::UnboundedSender<Message>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Pool {
-    pub(crate) fn new(limit: usize, sender: Sender, notifier: Notifier) -> Pool {
-        Pool {
-            inner: Arc::new(Inner {
-                state: Mutex::new(State::default()),
-                work: Condvar::new(),
-                ended: Condvar::new(),
-                limit: limit.max(1),
-                sender: Arc::new(sender),
-                notifier,
-            }),
-        }
+    /// Starts the sender thread with its runtime and HTTP client.
+    pub(crate) fn start(
+        timeout: std::time::Duration,
+        per_host: usize,
+        notifier: Notifier,
+    ) -> Result<Pool, StartError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        // The client's connection pool must be made inside the runtime that drives it.
+        let sender = {
+            let _entered = runtime.enter();
+            Sender::new(timeout, per_host)?
+        };
+        let (inbox, receiver) = mpsc::unbounded_channel();
+        let thread = std::thread::Builder::new()
+            .name("outbox-sender".into())
+            .spawn(move || runtime.block_on(serve(sender, receiver, notifier)))?;
+        Ok(Pool {
+            inbox,
+            thread: Some(thread),
+        })
     }
 
-    /// Hands `events` to sender threads, starting threads where none is idle.
+    /// Starts sending `events`.
     pub(crate) fn push(&self, events: Vec<Claimed>) {
-        if events.is_empty() {
-            return;
-        }
-        let mut state = self.inner.lock();
-        let arriving = events.len();
-        state.queue.extend(events);
-        let wanted = state.queue.len().saturating_sub(state.idle);
-        let start = wanted.min(self.inner.limit.saturating_sub(state.threads));
-        let mut started = 0;
-        for _ in 0..start {
-            let inner = self.inner.clone();
-            let spawned = std::thread::Builder::new()
-                .name("outbox-sender".into())
-                .spawn(move || inner.serve());
-            match spawned {
-                Ok(_) => started += 1,
-                // The threads there are take the work in turn; nothing is lost.
-                Err(e) => {
-                    log::warn!("outbox: cannot start a sender thread: {e}");
-                    break;
-                }
-            }
-        }
-        state.threads += started;
-        drop(state);
-        for _ in 0..arriving.min(self.inner.limit) {
-            self.inner.work.notify_one();
+        for event in events {
+            // The thread only ends on `close`, which the coordinator calls last.
+            let _ = self.inbox.send(Message::Send(event));
         }
     }
 
-    /// Stops taking work: returns the events no thread took, and waits until every thread
-    /// has finished the attempt it is making.
-    pub(crate) fn close(&self) -> Vec<Claimed> {
-        let mut state = self.inner.lock();
-        state.closed = true;
-        let unsent: Vec<Claimed> = state.queue.drain(..).collect();
-        self.inner.work.notify_all();
-        while state.threads > 0 {
-            state = self
-                .inner
-                .ended
-                .wait(state)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+    /// Stops taking events: returns the events no attempt was started for, once every
+    /// attempt under way has finished (and been handed to the notifier).
+    pub(crate) fn close(mut self) -> Vec<Claimed> {
+        let (answer, unsent) = std_mpsc::channel();
+        let closed = self.inbox.send(Message::Close(answer)).is_ok();
+        let unsent = if closed {
+            unsent.recv().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            log::error!("the outbox sender thread panicked");
         }
         unsent
     }
 }
 
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Plain data that a panicking holder cannot leave half-changed.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// A sender thread: sends events until the pool closes or no work came for [`IDLE`].
-    fn serve(&self) {
-        while let Some(event) = self.take() {
-            let attempt = send_catching_panics(&self.sender, &event);
-            self.notifier.finished(attempt);
+/// The sender thread's loop: a task per event, until told to close.
+async fn serve(sender: Sender, mut inbox: mpsc::UnboundedReceiver<Message>, notifier: Notifier) {
+    let mut sending = tokio::task::JoinSet::new();
+    let answer = loop {
+        tokio::select! {
+            message = inbox.recv() => match message {
+                Some(Message::Send(event)) => {
+                    let (sender, notifier) = (sender.clone(), notifier.clone());
+                    sending.spawn(async move {
+                        let attempt = send_catching_panics(sender, event).await;
+                        notifier.finished(attempt);
+                    });
+                }
+                Some(Message::Close(answer)) => break Some(answer),
+                None => break None,
+            },
+            Some(_) = sending.join_next(), if !sending.is_empty() => {}
         }
-        let mut state = self.lock();
-        state.threads -= 1;
-        drop(state);
-        self.ended.notify_all();
-    }
-
-    fn take(&self) -> Option<Claimed> {
-        let mut state = self.lock();
-        loop {
-            if let Some(event) = state.queue.pop_front() {
-                return Some(event);
-            }
-            if state.closed {
-                return None;
-            }
-            state.idle += 1;
-            let (next, timeout) = self
-                .work
-                .wait_timeout(state, IDLE)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            state = next;
-            state.idle -= 1;
-            if timeout.timed_out() && state.queue.is_empty() {
-                return None;
-            }
+    };
+    let mut unsent = Vec::new();
+    inbox.close();
+    while let Ok(message) = inbox.try_recv() {
+        if let Message::Send(event) = message {
+            unsent.push(event);
         }
+    }
+    while sending.join_next().await.is_some() {}
+    if let Some(answer) = answer {
+        let _ = answer.send(unsent);
     }
 }
 
-/// Sends `event`; a panic in the sender becomes an attempt to retry, so the event is never
-/// left held by this process with nobody sending it.
-fn send_catching_panics(sender: &Sender, event: &Claimed) -> Attempt {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.send(event))) {
+/// Sends `event` in a task of its own; a panic in the sender becomes an attempt to retry,
+/// so the event is never left held by this process with nobody sending it.
+async fn send_catching_panics(sender: Sender, event: Claimed) -> Attempt {
+    let sent = {
+        let event = event.clone();
+        tokio::spawn(async move { sender.send(&event).await }).await
+    };
+    match sent {
         Ok(attempt) => attempt,
         Err(_) => {
             log::error!("outbox: sending event {} panicked", event.id);

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use super::health::{self, BreakerConfig, Figures, Transition};
 use super::pool::Pool;
-use super::sender::Sender;
 use super::store::{self, Attempt, Claimed, DueBuyer, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
@@ -32,17 +31,17 @@ pub struct Workers {
     coordinator: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Starts the coordinator on `db`; sender threads start as events are claimed. Each
-/// recorded attempt is counted on `notifier`.
+/// Starts the coordinator on `db` and the sender thread. Each recorded attempt is counted
+/// on `notifier`.
 pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Result<Workers> {
     notifier.set_stopping(false);
     let concurrency = config.concurrency.max(1);
     let per_buyer = config.per_buyer.clamp(1, concurrency);
-    let sender = Sender::new(config.request_timeout, per_buyer, concurrency);
+    let pool = Pool::start(config.request_timeout, per_buyer, notifier.clone())?;
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),
-        pool: Pool::new(concurrency, sender, notifier.clone()),
+        pool,
         in_flight: HashMap::new(),
         concurrency,
         per_buyer,
