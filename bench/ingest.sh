@@ -72,7 +72,7 @@ run_load() {
   export BENCH_SECRET="bench-secret-0123456789abcdef"
   "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
 
-  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   local url=""
   for _ in $(seq 1 100); do

@@ -234,6 +234,7 @@ fn start_server(bin: &Path, db: &Path) -> (Child, String) {
         .arg("--db")
         .arg(db)
         .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "0"])
+        .args(["--console-listen", "off"])
         .env(
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

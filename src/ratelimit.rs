@@ -132,10 +132,35 @@ impl RateLimiter {
         })
     }
 
+    /// A limiter of `per_minute` tokens a minute with buckets of `burst`, for rare events
+    /// such as the console's failed logins; `None` when either is 0.
+    pub fn per_minute(per_minute: u32, burst: u32) -> Option<RateLimiter> {
+        let mut limiter = RateLimiter::new(RateLimit {
+            per_second: per_minute,
+            burst,
+        })?;
+        limiter.per_nano /= 60.0;
+        limiter.refill_nanos = (limiter.burst / limiter.per_nano).ceil() as u64;
+        Some(limiter)
+    }
+
     /// Takes one token from `ip`'s bucket, or says how long until one is there.
     pub fn check(&self, ip: IpAddr) -> Result<(), Limited> {
-        let now = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.check_at(ip, now)
+        self.check_at(ip, self.now(), true)
+    }
+
+    /// Whether `ip` has a token left, without taking it.
+    pub fn peek(&self, ip: IpAddr) -> Result<(), Limited> {
+        self.check_at(ip, self.now(), false)
+    }
+
+    #[cfg(test)]
+    fn peek_at(&self, ip: IpAddr, now: u64) -> Result<(), Limited> {
+        self.check_at(ip, now, false)
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Clients with a bucket right now (a gauge for `/metrics`).
@@ -146,7 +171,7 @@ impl RateLimiter {
             .sum()
     }
 
-    fn check_at(&self, ip: IpAddr, now: u64) -> Result<(), Limited> {
+    fn check_at(&self, ip: IpAddr, now: u64, take: bool) -> Result<(), Limited> {
         let key = ClientKey::of(ip);
         let shard = &self.shards[self.shard_hasher.hash_one(key) as usize % SHARDS];
         let mut shard = lock(shard);
@@ -168,14 +193,16 @@ impl RateLimiter {
             bucket.tokens = (bucket.tokens + elapsed * self.per_nano).min(self.burst);
             bucket.updated = now;
             if bucket.tokens >= 1.0 {
-                bucket.tokens -= 1.0;
+                if take {
+                    bucket.tokens -= 1.0;
+                }
                 return Ok(());
             }
             let missing_nanos = (1.0 - bucket.tokens) / self.per_nano;
             let retry_after_secs = (missing_nanos / 1e9).ceil().max(1.0) as u64;
             return Err(Limited { retry_after_secs });
         }
-        if shard.buckets.len() < MAX_CLIENTS_PER_SHARD {
+        if take && shard.buckets.len() < MAX_CLIENTS_PER_SHARD {
             shard.buckets.insert(
                 key,
                 Bucket {
@@ -233,48 +260,52 @@ mod tests {
         let limiter = limiter(2, 3);
         let client = ip("192.0.2.1");
         for _ in 0..3 {
-            assert_eq!(limiter.check_at(client, 0), Ok(()));
+            assert_eq!(limiter.check_at(client, 0, true), Ok(()));
         }
         assert_eq!(
-            limiter.check_at(client, 0),
+            limiter.check_at(client, 0, true),
             Err(Limited {
                 retry_after_secs: 1
             })
         );
         // Two tokens per second: one is back after half a second, not before.
-        assert!(limiter.check_at(client, SECOND / 2 - 1_000).is_err());
-        assert_eq!(limiter.check_at(client, SECOND / 2), Ok(()));
-        assert!(limiter.check_at(client, SECOND / 2).is_err());
+        assert!(limiter.check_at(client, SECOND / 2 - 1_000, true).is_err());
+        assert_eq!(limiter.check_at(client, SECOND / 2, true), Ok(()));
+        assert!(limiter.check_at(client, SECOND / 2, true).is_err());
         // Other clients have their own bucket.
-        assert_eq!(limiter.check_at(ip("192.0.2.2"), SECOND / 2), Ok(()));
+        assert_eq!(limiter.check_at(ip("192.0.2.2"), SECOND / 2, true), Ok(()));
     }
 
     #[test]
     fn retry_after_rounds_up_to_whole_seconds() {
         let limiter = limiter(1, 1);
         let client = ip("192.0.2.1");
-        assert_eq!(limiter.check_at(client, 0), Ok(()));
+        assert_eq!(limiter.check_at(client, 0, true), Ok(()));
         // 0.9 s until the next token: the header says 1, never 0.
         assert_eq!(
-            limiter.check_at(client, SECOND / 10),
+            limiter.check_at(client, SECOND / 10, true),
             Err(Limited {
                 retry_after_secs: 1
             })
         );
-        assert_eq!(limiter.check_at(client, SECOND + SECOND / 10), Ok(()));
+        assert_eq!(limiter.check_at(client, SECOND + SECOND / 10, true), Ok(()));
     }
 
     #[test]
     fn ipv6_clients_share_their_slash_64() {
         let limiter = limiter(1, 2);
-        assert_eq!(limiter.check_at(ip("2001:db8:1:2::1"), 0), Ok(()));
-        assert_eq!(limiter.check_at(ip("2001:db8:1:2::ffff"), 0), Ok(()));
-        assert!(limiter.check_at(ip("2001:db8:1:2:abcd::9"), 0).is_err());
-        assert_eq!(limiter.check_at(ip("2001:db8:1:3::1"), 0), Ok(()));
+        assert_eq!(limiter.check_at(ip("2001:db8:1:2::1"), 0, true), Ok(()));
+        assert_eq!(limiter.check_at(ip("2001:db8:1:2::ffff"), 0, true), Ok(()));
+        assert!(
+            limiter
+                .check_at(ip("2001:db8:1:2:abcd::9"), 0, true)
+                .is_err()
+        );
+        assert_eq!(limiter.check_at(ip("2001:db8:1:3::1"), 0, true), Ok(()));
         // An IPv4-mapped address is the IPv4 client.
-        assert_eq!(limiter.check_at(ip("198.51.100.7"), 0), Ok(()));
-        assert_eq!(limiter.check_at(ip("::ffff:198.51.100.7"), 0), Ok(()));
-        assert!(limiter.check_at(ip("198.51.100.7"), 0).is_err());
+        assert_eq!(limiter.check_at(ip("198.51.100.7"), 0, true), Ok(()));
+        assert_eq!(limiter.check_at(ip("::ffff:198.51.100.7"), 0, true), Ok(()));
+        assert!(limiter.check_at(ip("198.51.100.7"), 0, true).is_err());
     }
 
     #[test]
@@ -282,14 +313,14 @@ mod tests {
         let limiter = limiter(10, 10);
         for n in 0..1000u32 {
             let client = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + n));
-            assert_eq!(limiter.check_at(client, 0), Ok(()));
+            assert_eq!(limiter.check_at(client, 0, true), Ok(()));
         }
         assert_eq!(limiter.tracked_clients(), 1000);
         // By the next sweep every bucket has refilled: only the clients seen since remain.
         let late = SWEEP_INTERVAL.as_nanos() as u64;
         for shard in 0..SHARDS * 64 {
             let client = IpAddr::V4(std::net::Ipv4Addr::from(0x0b00_0000 + shard as u32));
-            let _ = limiter.check_at(client, late);
+            let _ = limiter.check_at(client, late, true);
         }
         assert_eq!(limiter.tracked_clients(), SHARDS * 64);
     }
@@ -301,12 +332,34 @@ mod tests {
         // Fill every shard to its bound with clients that stay active (no refill at t=0).
         while limiter.tracked_clients() < SHARDS * MAX_CLIENTS_PER_SHARD {
             let client = IpAddr::V4(std::net::Ipv4Addr::from(n));
-            let _ = limiter.check_at(client, 0);
+            let _ = limiter.check_at(client, 0, true);
             n += 1;
         }
         let stranger = IpAddr::V4(std::net::Ipv4Addr::from(u32::MAX));
-        assert_eq!(limiter.check_at(stranger, 1), Ok(()));
-        assert_eq!(limiter.check_at(stranger, 1), Ok(()));
+        assert_eq!(limiter.check_at(stranger, 1, true), Ok(()));
+        assert_eq!(limiter.check_at(stranger, 1, true), Ok(()));
         assert_eq!(limiter.tracked_clients(), SHARDS * MAX_CLIENTS_PER_SHARD);
+    }
+
+    #[test]
+    fn per_minute_refills_slowly_and_peek_takes_nothing() {
+        let limiter = RateLimiter::per_minute(6, 2).expect("limit is enabled");
+        let client: IpAddr = "192.0.2.9".parse().unwrap();
+        assert_eq!(limiter.peek_at(client, 0), Ok(()));
+        assert_eq!(limiter.check_at(client, 0, true), Ok(()));
+        assert_eq!(limiter.check_at(client, 0, true), Ok(()));
+        assert_eq!(
+            limiter.peek_at(client, 0),
+            Err(Limited {
+                retry_after_secs: 10
+            })
+        );
+        assert!(limiter.peek_at(client, 9 * 1_000_000_000).is_err());
+        assert_eq!(limiter.peek_at(client, 10 * 1_000_000_000), Ok(()));
+        assert_eq!(
+            limiter.peek_at(client, 10 * 1_000_000_000),
+            Ok(()),
+            "peek took nothing"
+        );
     }
 }

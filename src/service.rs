@@ -1,11 +1,12 @@
-//! The running service: the HTTP server and the background workers on one database, started
-//! together and stopped in order (stop accepting, drain requests, stop workers, close the
-//! database).
+//! The running service: the HTTP server, the operator console's listener and the
+//! background workers on one database, started together and stopped in order (stop
+//! accepting, drain requests, stop workers, close the database).
 
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::console::ConsoleConfig;
 use crate::db::Db;
 use crate::http::{AppState, ServerConfig};
 use crate::outbox::{Notifier, WorkerConfig};
@@ -28,11 +29,41 @@ pub async fn run(
     options: ServiceOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    run_with_console(listener, None, db, options, shutdown).await
+}
+
+/// [`run`], and the operator console on its own listener when `console` is given: both stop
+/// accepting when `shutdown` completes, and both drain before the workers stop.
+pub async fn run_with_console(
+    listener: TcpListener,
+    console: Option<(TcpListener, ConsoleConfig)>,
+    db: Db,
+    options: ServiceOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let mut state = AppState::new(db.clone(), options.server);
     state.outbox = options.outbox.clone();
     let state = Arc::new(state);
     let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
-    let result = crate::http::server::run(listener, state, shutdown).await;
+    // One shutdown future, two listeners: the flag tells both.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let api = crate::http::server::run(listener, state, until_stopped(stopped.clone()));
+    let console = async {
+        match console {
+            Some((listener, config)) => {
+                crate::console::run(listener, db.clone(), config, until_stopped(stopped)).await
+            }
+            None => Ok(()),
+        }
+    };
+    let signal = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let ((), result, console_result) = tokio::join!(signal, api, console);
     let closing = db.clone();
     // Stopping the workers waits for their current attempts, and closing joins the writer
     // thread, which may still be committing: keep both off the async threads.
@@ -42,5 +73,5 @@ pub async fn run(
     })
     .await;
     log::info!("stopped");
-    result
+    result.and(console_result)
 }

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use crate::util::receiver::Receiver;
 use crate::util::{
-    TempDb, TestServer, WAIT, Words, basic_setup, buyer, channel, keys, lr, product, source,
+    TempDb, TestServer, WAIT, Words, basic_setup, buyer, channel, complete_lead, keys, lr, product,
+    source, table_source,
 };
 
 #[test]
@@ -216,22 +217,8 @@ fn add_buyer(
 /// A complete lead (score 99 with the default weights) interested in `solar` with
 /// automated delivery; `n` makes its external id and contact data unique.
 fn lead(n: usize) -> Value {
-    json!({
-        "externalId": format!("lead-{n}"),
-        "firstName": "Ann",
-        "lastName": "Lee",
-        "email": format!("ann{n}@example.com"),
-        "phone": format!("+49 30 {:07}", 1_000_000 + n),
-        "street": "Hauptstr.",
-        "houseNumber": "1",
-        "postalCode": "10115",
-        "city": "Berlin",
-        "country": "DE",
-        "consentStatus": "granted",
-        "consentCapturedAt": "2025-01-06T10:00:00Z",
-        "productSlug": "solar",
-        "triggerAutoDelivery": true,
-    })
+    let phone = format!("+49 30 {:07}", 1_000_000 + n);
+    complete_lead(&format!("lead-{n}"), &format!("ann{n}@example.com"), &phone)
 }
 
 /// Posts `body` to `path`; returns the status and the `item`.
@@ -441,11 +428,7 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     channel(&server, "manual", "--auto-delivery off");
     source(&server, "manual", "manual-src", "--no-secret");
-    lr(
-        &server,
-        "source create --table list --name List --id list-src --no-secret",
-    )
-    .json();
+    table_source(&server, "list", "list-src", "--no-secret");
     channel(&server, "picky", "--score-threshold 100");
     source(&server, "picky", "picky-src", "--no-secret");
     product(&server, "wind", "");
@@ -829,11 +812,7 @@ fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
         "table create --workspace ws --name Hot --id hot --auto-delivery on --score-threshold 70",
     )
     .json();
-    lr(
-        &server,
-        "source create --table hot --name Hot --id hot-src --no-secret",
-    )
-    .json();
+    table_source(&server, "hot", "hot-src", "--no-secret");
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = table_path("hot", "hot-src");
     // Valid email and names only: 62, below this table's 70 (and above the default 50).

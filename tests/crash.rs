@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, basic_setup, lr};
+use crate::util::{TempDb, basic_setup, complete_lead, lr};
 
 const SOURCE: &str = "crash";
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/crash/leads";
@@ -73,22 +73,9 @@ struct Sent {
 /// unique contact data (`n` is unique: client number × 10^8 + sequence), so the duplicate
 /// rule never holds one back; `valid: false` leaves out the last name.
 fn lead(external_id: &str, n: u64, valid: bool) -> Value {
-    let mut lead = json!({
-        "externalId": external_id,
-        "firstName": "Ann",
-        "lastName": "Lee",
-        "email": format!("{external_id}@example.com"),
-        "phone": format!("+49 {:04} {:08}", n / 100_000_000, n % 100_000_000),
-        "street": "Hauptstr.",
-        "houseNumber": "1",
-        "postalCode": "10115",
-        "city": "Berlin",
-        "country": "DE",
-        "consentStatus": "granted",
-        "consentCapturedAt": "2026-01-06T10:00:00Z",
-        "productSlug": "solar",
-        "triggerAutoDelivery": true,
-    });
+    let email = format!("{external_id}@example.com");
+    let phone = format!("+49 {:04} {:08}", n / 100_000_000, n % 100_000_000);
+    let mut lead = complete_lead(external_id, &email, &phone);
     if !valid {
         lead.as_object_mut()
             .expect("a lead is an object")

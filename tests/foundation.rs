@@ -177,7 +177,7 @@ fn early_answers_reach_clients_that_are_still_sending_a_body() {
     ] {
         for _ in 0..3 {
             let mut request = server
-                .request("POST", path)
+                .post(path)
                 .header("Content-Type", "application/json")
                 .body(big.clone());
             if let Some(secret) = secret {

@@ -12,7 +12,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::util::{TempDb, TestServer, basic_setup, lr};
+use crate::util::{TempDb, TestServer, basic_setup, buyer, lr, source, supplier, table_source};
 use serde_json::{Value, json};
 
 const SOURCE_SECRET: &str = "hostile-source-secret-0123456789";
@@ -41,32 +41,12 @@ pub fn hostile_server() -> TestServer {
     let server = TestServer::start_with(TempDb::new(), options);
     let db = &server.db.path;
     basic_setup(db);
-    lr(
-        &server,
-        format!("supplier create --workspace ws --name Sup --id sup --key {SUPPLIER_KEY}"),
-    )
-    .json();
-    lr(
-        &server,
-        format!(
-            "source create --channel web --name Hostile --id hostile --secret {SOURCE_SECRET} \
-         --supplier sup"
-        ),
-    )
-    .json();
-    lr(
-        &server,
-        "source create --table list --name Table --id tsrc --no-secret",
-    )
-    .json();
-    lr(
-        &server,
-        format!(
-            "buyer create --workspace ws --name B --id b --webhook-url http://127.0.0.1:9/unused \
-         --secret {BUYER_SECRET}"
-        ),
-    )
-    .json();
+    supplier(db, "sup", SUPPLIER_KEY);
+    let secret = format!("--secret {SOURCE_SECRET} --supplier sup");
+    source(db, "web", "hostile", secret);
+    table_source(db, "list", "tsrc", "--no-secret");
+    let secret = format!("--secret {BUYER_SECRET}");
+    buyer(db, "b", "http://127.0.0.1:9/unused", None, secret);
     server
 }
 

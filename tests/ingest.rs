@@ -3,7 +3,7 @@
 //! own modules (`ingest_validation`, `ingest_dedupe`, `ingest_access`); this one also holds
 //! the helpers they share.
 
-use crate::util::{Reply, TestServer, basic_setup, keys, lr};
+use crate::util::{Reply, TestServer, basic_setup, keys, lr, source, table_source};
 use serde_json::{Value, json};
 
 pub const CHANNEL_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
@@ -22,16 +22,8 @@ pub fn server() -> TestServer {
          'size:required=small|large' --field notes",
     )
     .json();
-    lr(
-        &server,
-        "source create --channel web --name Landing --id landing --no-secret",
-    )
-    .json();
-    lr(
-        &server,
-        "source create --table list --name Import --id import --no-secret",
-    )
-    .json();
+    source(&server, "web", "landing", "--no-secret");
+    table_source(&server, "list", "import", "--no-secret");
     server
 }
 

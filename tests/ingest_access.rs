@@ -35,42 +35,26 @@ fn a_configured_secret_is_required_in_either_header() {
         "s3cret-for-the-tests-012",
         "s3cret-for-the-tests-01234",
     ] {
-        let reply = server
-            .request("POST", GUARDED)
-            .secret(wrong)
-            .json(&jane())
-            .send();
+        let reply = server.post(GUARDED).secret(wrong).json(&jane()).send();
         assert_eq!(reply.status, 401, "{wrong}: {}", reply.text);
-        let reply = server
-            .request("POST", GUARDED)
-            .bearer(wrong)
-            .json(&jane())
-            .send();
+        let reply = server.post(GUARDED).bearer(wrong).json(&jane()).send();
         assert_eq!(reply.status, 401, "{wrong}: {}", reply.text);
     }
     let reply = server
-        .request("POST", GUARDED)
+        .post(GUARDED)
         .header("Authorization", &format!("Basic {SECRET}"))
         .json(&jane())
         .send();
     assert_eq!(reply.status, 401, "{}", reply.text);
     assert_eq!(lead_count(&server, "guarded"), 0);
 
-    let reply = server
-        .request("POST", GUARDED)
-        .secret(SECRET)
-        .json(&person(1))
-        .send();
+    let reply = server.post(GUARDED).secret(SECRET).json(&person(1)).send();
     assert_eq!(reply.status, 201, "{}", reply.text);
-    let reply = server
-        .request("POST", GUARDED)
-        .bearer(SECRET)
-        .json(&person(2))
-        .send();
+    let reply = server.post(GUARDED).bearer(SECRET).json(&person(2)).send();
     assert_eq!(reply.status, 201, "{}", reply.text);
     // One right secret among the two headers is enough.
     let reply = server
-        .request("POST", GUARDED)
+        .post(GUARDED)
         .secret("wrong")
         .bearer(SECRET)
         .json(&person(3))
@@ -80,7 +64,7 @@ fn a_configured_secret_is_required_in_either_header() {
 
     // A source without a secret takes leads without one, and ignores one sent anyway.
     let reply = server
-        .request("POST", CHANNEL_PATH)
+        .post(CHANNEL_PATH)
         .secret("anything")
         .json(&jane())
         .send();
@@ -92,17 +76,9 @@ fn a_rotated_secret_applies_on_the_next_request() {
     let server = guarded();
     let rotated = lr(&server, "source rotate-secret guarded").json();
     let new_secret = rotated["secret"].as_str().unwrap();
-    let reply = server
-        .request("POST", GUARDED)
-        .secret(SECRET)
-        .json(&jane())
-        .send();
+    let reply = server.post(GUARDED).secret(SECRET).json(&jane()).send();
     assert_eq!(reply.status, 401, "{}", reply.text);
-    let reply = server
-        .request("POST", GUARDED)
-        .secret(new_secret)
-        .json(&jane())
-        .send();
+    let reply = server.post(GUARDED).secret(new_secret).json(&jane()).send();
     assert_eq!(reply.status, 201, "{}", reply.text);
 }
 
@@ -146,7 +122,7 @@ fn source_and_secret_are_checked_before_the_body() {
     let garbage = "{not json";
     let send = |path: &str, secret: Option<&str>, body: &str, content_type: &str| {
         let mut request = server
-            .request("POST", path)
+            .post(path)
             .header("Content-Type", content_type)
             .body(body.to_string());
         if let Some(secret) = secret {
@@ -180,7 +156,7 @@ fn source_and_secret_are_checked_before_the_body() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     // Without a content type the body is taken as JSON.
     let reply = server
-        .request("POST", GUARDED)
+        .post(GUARDED)
         .secret(SECRET)
         .body(serde_json::to_vec(&json!({"firstName": "A", "lastName": "B"})).unwrap())
         .send();

@@ -369,7 +369,7 @@ fn invalid_json_is_400_invalid_json() {
     let server = server();
     for body in ["{", "{\"firstName\": }", "", "nul", "{\"a\":1} x"] {
         let reply = server
-            .request("POST", CHANNEL_PATH)
+            .post(CHANNEL_PATH)
             .header("Content-Type", "application/json")
             .body(body)
             .send();

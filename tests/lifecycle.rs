@@ -139,11 +139,7 @@ impl Fixture {
 
     /// POSTs `body` to `path` with `secret` in `X-Service-Webhook-Secret`.
     pub fn call(&self, path: &str, secret: &str, body: &Value) -> Reply {
-        self.server
-            .request("POST", path)
-            .secret(secret)
-            .json(body)
-            .send()
+        self.server.post(path).secret(secret).json(body).send()
     }
 
     /// `leadrelay transaction show ID --json`: the transaction with its history.
@@ -175,6 +171,16 @@ impl Fixture {
 
 fn confirm(f: &Fixture, secret: &str, body: Value) -> Reply {
     f.call(CONFIRMATION, secret, &body)
+}
+
+/// A confirmation of `txn` with `status`.
+fn answer(txn: &str, status: &str) -> Value {
+    json!({"transactionId": txn, "status": status})
+}
+
+/// An acknowledgement of `txn` with the `buyerPrice` `price` (a number as given: 30, 19.99).
+fn priced(txn: &str, price: impl Into<Value>) -> Value {
+    json!({"transactionId": txn, "status": "acknowledged", "buyerPrice": price.into()})
 }
 
 /// The error code of a lifecycle error body, checked to be in the partner form.
@@ -210,9 +216,9 @@ fn acknowledge_by_transaction_id_and_a_repeat_is_already_applied() {
     // The same call again, this time with the secret as a bearer token.
     let reply = f
         .server
-        .request("POST", CONFIRMATION)
+        .post(CONFIRMATION)
         .bearer(&secret)
-        .json(&json!({"transactionId": txn, "status": "acknowledged"}))
+        .json(&answer(&txn, "acknowledged"))
         .send();
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["alreadyApplied"], true);
@@ -220,11 +226,7 @@ fn acknowledge_by_transaction_id_and_a_repeat_is_already_applied() {
     assert_eq!(reply.json["item"]["status"], "acknowledged");
 
     // Rejecting after acknowledging is not a move the machine has.
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": txn, "status": "rejected"}),
-    );
+    let reply = confirm(&f, &secret, answer(&txn, "rejected"));
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(code(&reply), "transition_not_allowed");
     assert_eq!(reply.json["currentState"], "acknowledged");
@@ -263,11 +265,7 @@ fn buyer_price_on_acknowledge_reprices_and_moves_a_prepaid_balance() {
     // A higher price: the difference is charged, the margin follows (cost 4).
     let t1 = f.delivered("pre");
     assert_eq!(f.balance("pre"), 175.0);
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": t1, "status": "acknowledged", "buyerPrice": 30}),
-    );
+    let reply = confirm(&f, &secret, priced(&t1, 30));
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["economicsApplied"], true);
     assert_eq!(reply.json["item"]["buyerPrice"], 30.0);
@@ -278,11 +276,7 @@ fn buyer_price_on_acknowledge_reprices_and_moves_a_prepaid_balance() {
     // A lower price: the difference is refunded.
     let t2 = f.delivered("pre");
     assert_eq!(f.balance("pre"), 145.0);
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": t2, "status": "acknowledged", "buyerPrice": 19.99}),
-    );
+    let reply = confirm(&f, &secret, priced(&t2, 19.99));
     assert_eq!(reply.json["economicsApplied"], true, "{}", reply.text);
     assert_eq!(reply.json["item"]["buyerPrice"], 19.99);
     assert_eq!(reply.json["item"]["marginAmount"], 15.99);
@@ -290,22 +284,14 @@ fn buyer_price_on_acknowledge_reprices_and_moves_a_prepaid_balance() {
 
     // The same price changes nothing.
     let t3 = f.delivered("pre");
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": t3, "status": "acknowledged", "buyerPrice": 25}),
-    );
+    let reply = confirm(&f, &secret, priced(&t3, 25));
     assert_eq!(reply.json["economicsApplied"], false, "{}", reply.text);
     assert_eq!(f.balance("pre"), 125.01);
 
     // More than balance plus credit limit: refused, nothing changes.
     let t4 = f.delivered("pre");
     assert_eq!(f.balance("pre"), 100.01);
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": t4, "status": "acknowledged", "buyerPrice": 200}),
-    );
+    let reply = confirm(&f, &secret, priced(&t4, 200));
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(code(&reply), "insufficient_balance");
     assert_eq!(reply.json["error"]["available"], 110.01);
@@ -313,20 +299,12 @@ fn buyer_price_on_acknowledge_reprices_and_moves_a_prepaid_balance() {
     assert_eq!(f.transaction(&t4)["buyerPrice"], 25.0);
     assert_eq!(f.balance("pre"), 100.01);
     // Exactly up to the credit limit is allowed.
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": t4, "status": "acknowledged", "buyerPrice": 135.01}),
-    );
+    let reply = confirm(&f, &secret, priced(&t4, 135.01));
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(f.balance("pre"), -10.0);
 
     // A repeat with another price is already applied and changes nothing.
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": t1, "status": "acknowledged", "buyerPrice": 99}),
-    );
+    let reply = confirm(&f, &secret, priced(&t1, 99));
     assert_eq!(reply.json["alreadyApplied"], true, "{}", reply.text);
     assert_eq!(reply.json["economicsApplied"], false);
     assert_eq!(reply.json["item"]["buyerPrice"], 30.0);
@@ -366,21 +344,13 @@ fn rejection_refunds_a_prepaid_buyer_and_economics_say_so() {
     );
     assert_eq!(f.balance("pre"), 100.0);
 
-    let reply = confirm(
-        &f,
-        &pre,
-        json!({"transactionId": t_pre, "status": "rejected"}),
-    );
+    let reply = confirm(&f, &pre, answer(&t_pre, "rejected"));
     assert_eq!(reply.json["alreadyApplied"], true, "{}", reply.text);
     assert_eq!(reply.json["economicsApplied"], false);
     assert_eq!(f.balance("pre"), 100.0, "a repeat refunds nothing");
 
     let t_post = f.delivered("post");
-    let reply = confirm(
-        &f,
-        &post,
-        json!({"transactionId": t_post, "status": "rejected"}),
-    );
+    let reply = confirm(&f, &post, answer(&t_post, "rejected"));
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["economicsApplied"], false);
     assert_eq!(f.balance("post"), 0.0);
@@ -396,15 +366,7 @@ fn concurrent_rejections_refund_once() {
 
     let replies: Vec<Reply> = std::thread::scope(|scope| {
         let calls: Vec<_> = (0..8)
-            .map(|_| {
-                scope.spawn(|| {
-                    confirm(
-                        &f,
-                        &secret,
-                        json!({"transactionId": txn, "status": "rejected"}),
-                    )
-                })
-            })
+            .map(|_| scope.spawn(|| confirm(&f, &secret, answer(&txn, "rejected"))))
             .collect();
         calls.into_iter().map(|c| c.join().unwrap()).collect()
     });
@@ -435,11 +397,7 @@ fn auto_payout_pending_moves_on_after_the_acknowledge() {
     let f = Fixture::new();
     let secret = f.buyer("auto", &["--auto-payout-pending"]);
     let txn = f.delivered("auto");
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": txn, "status": "acknowledged"}),
-    );
+    let reply = confirm(&f, &secret, answer(&txn, "acknowledged"));
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["autoStatusChangedTo"], "payout_pending");
     assert_eq!(reply.json["item"]["status"], "payout_pending");
@@ -462,11 +420,7 @@ fn auto_payout_pending_moves_on_after_the_acknowledge() {
     assert_eq!(entries[entries.len() - 1]["actor"], "system");
 
     // A repeat is already applied and does not move it again.
-    let reply = confirm(
-        &f,
-        &secret,
-        json!({"transactionId": txn, "status": "acknowledged"}),
-    );
+    let reply = confirm(&f, &secret, answer(&txn, "acknowledged"));
     assert_eq!(reply.json["alreadyApplied"], true, "{}", reply.text);
     assert_eq!(reply.json["autoStatusChangedTo"], Value::Null);
 }
@@ -484,11 +438,7 @@ fn payout_pending_then_payout_with_history() {
     assert_eq!(reply.json["currentState"], "delivered");
     assert_eq!(reply.json["error"]["currentState"], "delivered");
 
-    confirm(
-        &f,
-        &secret,
-        json!({"transactionId": txn, "status": "acknowledged"}),
-    );
+    confirm(&f, &secret, answer(&txn, "acknowledged"));
     let reply = f.call(
         PAYOUT_PENDING,
         &secret,
@@ -667,11 +617,11 @@ fn auth_order_401_404_403_and_no_buyer_reaches_another() {
     let txn = f.delivered("b");
     let unsecured = f.delivered("nosecret");
     let limited_txn = f.delivered("limited");
-    let ack = |id: &str| json!({"transactionId": id, "status": "acknowledged"});
+    let ack = |id: &str| answer(id, "acknowledged");
 
     // No credential: 401 before anything else, even for a transaction that does not exist.
     for id in [txn.as_str(), "txn_nothing"] {
-        let reply = f.server.request("POST", CONFIRMATION).json(&ack(id)).send();
+        let reply = f.server.post(CONFIRMATION).json(&ack(id)).send();
         assert_eq!(reply.status, 401, "{}", reply.text);
         assert_eq!(code(&reply), "unauthorized");
         assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
@@ -679,7 +629,7 @@ fn auth_order_401_404_403_and_no_buyer_reaches_another() {
     // An empty header counts as none; a non-bearer Authorization too.
     let reply = f
         .server
-        .request("POST", CONFIRMATION)
+        .post(CONFIRMATION)
         .header("Authorization", &format!("Basic {secret}"))
         .json(&ack(&txn))
         .send();
@@ -731,7 +681,7 @@ fn auth_order_401_404_403_and_no_buyer_reaches_another() {
     // Both headers with different values: either one may be the right one.
     let reply = f
         .server
-        .request("POST", CONFIRMATION)
+        .post(CONFIRMATION)
         .secret("not-the-secret-at-all")
         .bearer(&secret)
         .json(&ack(&txn))
@@ -746,11 +696,7 @@ fn bodies_are_validated_with_paths() {
     let txn = f.delivered("b");
     let cases = [
         (json!({"transactionId": txn}), "/status", "required"),
-        (
-            json!({"transactionId": txn, "status": "paid"}),
-            "/status",
-            "enum",
-        ),
+        (answer(&txn, "paid"), "/status", "enum"),
         (
             json!({"status": "acknowledged"}),
             "/transactionId",
@@ -788,7 +734,7 @@ fn bodies_are_validated_with_paths() {
     }
     let reply = f
         .server
-        .request("POST", CONFIRMATION)
+        .post(CONFIRMATION)
         .secret(&secret)
         .header("Content-Type", "application/json")
         .body("{not json")

@@ -385,11 +385,7 @@ fn publish(server: &TestServer, source: &str, document: &Value) -> i64 {
 }
 
 fn post(server: &TestServer, path: &str, body: &Value) -> Reply {
-    server
-        .request("POST", path)
-        .secret(SECRET)
-        .json(body)
-        .send()
+    server.post(path).secret(SECRET).json(body).send()
 }
 
 /// One partner contact, as the partner of [`partner_mapping`] sends it. The phone number
@@ -585,13 +581,13 @@ fn the_secret_is_checked_before_the_mapping() {
     let missing = server.post_json(CHANNEL_PATH, &body);
     assert_eq!(missing.status, 401, "{}", missing.text);
     let wrong = server
-        .request("POST", CHANNEL_PATH)
+        .post(CHANNEL_PATH)
         .bearer("wrong-secret-0123456789")
         .json(&body)
         .send();
     assert_eq!(wrong.status, 401, "{}", wrong.text);
     let bearer = server
-        .request("POST", CHANNEL_PATH)
+        .post(CHANNEL_PATH)
         .bearer(SECRET)
         .json(&contact("s-1", "Ada Lovelace", "ada@example.org"))
         .send();

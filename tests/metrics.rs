@@ -67,7 +67,7 @@ fn requests_are_counted_by_endpoint_and_status_with_latency() {
     assert_eq!(server.get("/no/such/path").status, 404);
     assert_eq!(
         server
-            .request("POST", "/api/webhooks/partner-payout")
+            .post("/api/webhooks/partner-payout")
             .header("Content-Type", "text/plain")
             .body("x")
             .send()

@@ -364,7 +364,7 @@ fn lifecycle_answers_have_the_documented_fields() {
     let transaction = deliver(db, &request, "b", None)["transactionId"].clone();
 
     let confirmed = server
-        .request("POST", "/api/webhooks/partner-confirmation")
+        .post("/api/webhooks/partner-confirmation")
         .secret(secret)
         .json(&serde_json::json!({"transactionId": transaction, "status": "acknowledged"}))
         .send();
@@ -373,7 +373,7 @@ fn lifecycle_answers_have_the_documented_fields() {
     assert_documented(&doc, "Transaction", &confirmed.json["item"]);
 
     let pending = server
-        .request("POST", "/api/webhooks/partner-payout-pending")
+        .post("/api/webhooks/partner-payout-pending")
         .bearer(secret)
         .json(&serde_json::json!({"transactionId": transaction}))
         .send();
@@ -381,7 +381,7 @@ fn lifecycle_answers_have_the_documented_fields() {
     assert_documented(&doc, "TransactionMoveResponse", &pending.json);
 
     let refused = server
-        .request("POST", "/api/webhooks/partner-confirmation")
+        .post("/api/webhooks/partner-confirmation")
         .secret(secret)
         .json(&serde_json::json!({"transactionId": transaction, "status": "rejected"}))
         .send();

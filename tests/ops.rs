@@ -7,23 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::util::{TempDb, TestServer, basic_setup, bin, lr, mode, wait_until};
 use leadrelay::config::ConfigError;
 use leadrelay::config::container::{self, ContainerKind, DeliveryMode, NewContainer};
 use leadrelay::config::workspace::{self, NewWorkspace};
 use leadrelay::db::Db;
 use serde_json::Value;
 
-use crate::util::{TempDb, TestServer, basic_setup, bin, lr, wait_until};
-
 fn count(db: &Path, sql: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
-}
-
-#[cfg(unix)]
-fn mode(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
 /// One write job of the load: a workspace and a channel in it, so a copy that caught half
@@ -350,4 +343,38 @@ fn health_answers_503_to_a_call_that_races_shutdown() {
     assert_eq!(reply.json["reason"], "shutting down");
     assert_eq!(reply.header("retry-after"), Some("1"));
     stopping.join().unwrap();
+}
+
+#[test]
+fn a_sigterm_right_after_the_address_is_printed_stops_the_server_cleanly() {
+    // A supervisor may stop the server as soon as it reports its address. The stop must be
+    // the graceful one (exit 0), never death by the signal: the handler is in place before
+    // the address is printed. Several rounds, since the window was a few milliseconds.
+    let db = TempDb::new();
+    lr(&db, "init").json();
+    for round in 0..5 {
+        let mut child = lr(&db, "serve --listen 127.0.0.1:0")
+            .command(false)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout is piped")),
+            &mut line,
+        )
+        .expect("the server prints its address");
+        if !line.contains("listening on") {
+            let _ = child.kill();
+            panic!("no address in: {line}");
+        }
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        let status = child.wait().expect("the server exits");
+        assert!(status.success(), "round {round}: {status:?}");
+    }
 }

@@ -5,26 +5,15 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 
 use crate::util::process::ServeProcess;
-use crate::util::{TempDb, basic_setup, file_names, lr};
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
+use crate::util::{TempDb, basic_setup, beside, file_names, lr, mode};
 
 fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn side(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 /// `leadrelay --db DB ARGS…` started by a shell that set the usual `umask 022` first.
@@ -56,53 +45,11 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// A server process that is killed if the test fails before it stops it.
-struct Server(Option<Child>);
-
-impl Server {
-    /// Starts `serve` on port 0 and waits until it listens.
-    fn start(mut command: Command) -> Server {
-        let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout is piped"))
-            .read_line(&mut line)
-            .expect("the server prints its address");
-        assert!(line.contains("listening on"), "{line}");
-        Server(Some(child))
-    }
-
-    /// SIGTERM, then everything it wrote on stderr.
-    fn stop(mut self) -> String {
-        let child = self.0.take().expect("stopped once");
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-        let output = child.wait_with_output().expect("the server exits");
-        stderr(&output)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 #[test]
 fn database_wal_shm_and_backups_are_0600_whatever_the_umask_or_earlier_mode() {
     let db = TempDb::new();
-    let wal = side(&db.path, "-wal");
-    let shm = side(&db.path, "-shm");
+    let wal = beside(&db.path, "-wal");
+    let shm = beside(&db.path, "-shm");
 
     // A new file under umask 022.
     run(with_umask_022(&db.path, &["init"]));
@@ -119,7 +66,10 @@ fn database_wal_shm_and_backups_are_0600_whatever_the_umask_or_earlier_mode() {
     for path in [&db.path, &wal, &shm] {
         set_mode(path, 0o644);
     }
-    let server = Server::start(with_umask_022(&db.path, &[]));
+    let server = ServeProcess::spawn(with_umask_022(
+        &db.path,
+        &["serve", "--listen", "127.0.0.1:0"],
+    ));
     for path in [&db.path, &wal, &shm] {
         assert_eq!(mode(path), 0o600, "{} while serving", path.display());
     }

@@ -1,11 +1,10 @@
 //! Per-client rate limiting through the real server, and the `serve` flags through the real
 //! binary.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use crate::util::{Reply, Request, TempDb, TestServer, bin, wait_until};
+use crate::util::process::ServeProcess;
+use crate::util::{Reply, TempDb, TestServer, wait_until};
 use leadrelay::ratelimit::RateLimit;
 use leadrelay::service::ServiceOptions;
 use serde_json::json;
@@ -123,55 +122,11 @@ fn the_default_lets_a_busy_partner_through() {
     }
 }
 
-/// `leadrelay serve` as a child process; SIGTERM and wait on drop.
-struct Served {
-    child: Child,
-    addr: String,
-}
-
-impl Served {
-    fn start(db: &std::path::Path, flags: &[&str]) -> Served {
-        let mut child = bin()
-            .arg("--db")
-            .arg(db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(flags)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("leadrelay serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout is piped"))
-            .read_line(&mut line)
-            .expect("serve prints its address");
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in: {line}"))
-            .to_string();
-        Served { child, addr }
-    }
-
-    fn get(&self, path: &str) -> Reply {
-        Request::new("GET", &format!("http://{}{path}", self.addr)).send()
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-        self.child.wait().expect("serve exits")
-    }
-}
-
 #[cfg(unix)]
 #[test]
 fn serve_flags_reach_the_server() {
     let db = TempDb::new();
-    let served = Served::start(
+    let served = ServeProcess::start(
         &db.path,
         &["--rate-limit", "1", "--rate-burst", "2", "--metrics", "off"],
     );
@@ -181,12 +136,15 @@ fn serve_flags_reach_the_server() {
         .map(|_| served.get("/api/health"))
         .find(|reply| reply.status == 429);
     assert!(third.is_some(), "a burst of 2 allows no third call at once");
-    assert!(served.stop().success(), "serve stops cleanly on SIGTERM");
+    assert!(
+        served.terminate().success(),
+        "serve stops cleanly on SIGTERM"
+    );
 
-    let served = Served::start(&db.path, &["--rate-limit", "0", "--rate-burst", "1"]);
+    let served = ServeProcess::start(&db.path, &["--rate-limit", "0", "--rate-burst", "1"]);
     for _ in 0..10 {
         assert_eq!(served.get("/api/health").status, 200);
     }
     assert_eq!(served.get("/metrics").status, 200);
-    assert!(served.stop().success());
+    assert!(served.terminate().success());
 }

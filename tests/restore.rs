@@ -3,21 +3,15 @@
 //! exactly the backed-up leads, keeps the replaced database (with the data its WAL held)
 //! as `DB.before-restore`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::ingest::{person, with};
 use crate::util::process::ServeProcess;
-use crate::util::{Request, TempDb, basic_setup, file_names, lr};
+use crate::util::{Request, TempDb, basic_setup, beside, file_names, lr, mode};
 
 const INGEST_PATH: &str = "/api/webhooks/channels/web/sources/landing/leads";
-
-fn kept(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push(".before-restore");
-    PathBuf::from(name)
-}
 
 /// A database with `basic_setup` and a channel source `landing` without a secret.
 fn setup() -> TempDb {
@@ -86,7 +80,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     // A crash (no checkpoint, no cleanup): the last leads are only in the WAL.
     server.kill();
     let report = lr(&db, "restore --from").arg(&backup).json();
-    let kept = kept(&db.path);
+    let kept = beside(&db.path, ".before-restore");
     assert_eq!(report["database"], db.path.to_str().unwrap());
     assert_eq!(report["from"], backup.to_str().unwrap());
     assert_eq!(report["keptAs"], kept.to_str().unwrap());
@@ -112,9 +106,7 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
     );
     #[cfg(unix)]
     for path in [&db.path, &kept] {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{}", path.display());
+        assert_eq!(mode(path), 0o600, "{}", path.display());
     }
 
     // The restored file serves: the backed-up leads are there, and new ones go in.
@@ -138,7 +130,7 @@ fn an_earlier_restores_file_is_replaced_only_with_force() {
     let backup = db.dir.path().join("backup.db");
     lr(&db, "backup --out").arg(&backup).json();
     lr(&db, "restore --from").arg(&backup).json();
-    let kept = kept(&db.path);
+    let kept = beside(&db.path, ".before-restore");
     std::fs::write(&kept, b"the operator's only copy").unwrap();
 
     lr(&db, "restore --from")

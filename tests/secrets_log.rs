@@ -6,105 +6,16 @@
 //! since timing cannot be asserted in a test); and SQL is never built from values, only from
 //! reviewed constant pieces.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use syn::visit::Visit;
 
+use crate::util::process::ServeProcess;
 use crate::util::receiver::Receiver;
 use crate::util::source::{self, SourceFile, production_sources};
-use crate::util::{Request, TempDb, basic_setup, bin, lr, wait_until};
-
-/// `leadrelay serve` on port 0 with `RUST_LOG=trace`, stdout and stderr going to files.
-struct LoggedServer {
-    child: Child,
-    base: String,
-    stdout: PathBuf,
-    stderr: PathBuf,
-}
-
-impl LoggedServer {
-    fn start(db: &TempDb) -> LoggedServer {
-        let stdout = db.dir.path().join("serve.out");
-        let stderr = db.dir.path().join("serve.err");
-        let child = bin()
-            .env("RUST_LOG", "trace")
-            .arg("--db")
-            .arg(&db.path)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--retry-schedule",
-                "200ms",
-            ])
-            .stdout(Stdio::from(
-                std::fs::File::create(&stdout).expect("log file"),
-            ))
-            .stderr(Stdio::from(
-                std::fs::File::create(&stderr).expect("log file"),
-            ))
-            .spawn()
-            .expect("the binary starts");
-        let mut base = String::new();
-        wait_until(
-            Duration::from_secs(20),
-            "the server to print its address",
-            || {
-                let printed = std::fs::read_to_string(&stdout).unwrap_or_default();
-                match printed
-                    .split("http://")
-                    .nth(1)
-                    .and_then(|r| r.split_whitespace().next())
-                {
-                    Some(addr) => {
-                        base = format!("http://{addr}");
-                        true
-                    }
-                    None => false,
-                }
-            },
-        );
-        LoggedServer {
-            child,
-            base,
-            stdout,
-            stderr,
-        }
-    }
-
-    fn post(&self, path: &str, body: &Value) -> Request {
-        Request::new("POST", &format!("{}{path}", self.base)).json(body)
-    }
-
-    /// Stops the server with SIGTERM (so it logs its shutdown) and returns everything it
-    /// printed.
-    fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "SIGTERM sent");
-        let exit = self.child.wait().expect("the server exits");
-        assert!(exit.success(), "a clean stop: {exit:?}");
-        let read = |p: &Path| std::fs::read_to_string(p).expect("the log file reads");
-        format!("{}{}", read(&self.stdout), read(&self.stderr))
-    }
-}
-
-impl Drop for LoggedServer {
-    /// A failing test must not leave its server running.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+use crate::util::{TempDb, basic_setup, complete_lead, lr};
 
 /// A wrong secret that is as long as `right` and shares its prefix.
 fn same_length_wrong(right: &str) -> String {
@@ -166,38 +77,32 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
         "short-wrong-secret".to_string(),
     ];
 
-    let server = LoggedServer::start(&db);
+    let server = ServeProcess::start_with(
+        lr(&db, "serve --listen 127.0.0.1:0 --retry-schedule 200ms").env("RUST_LOG", "trace"),
+    );
+    let post = |path: &str, body: &Value| server.post(path).json(body);
     let ingest = "/api/webhooks/channels/web/sources/src/leads";
     // The first lead asks for automated delivery (a complete lead, so it scores well); the
     // second is delivered by the operator.
     let lead = |n: u32| {
-        json!({"externalId": format!("s-{n}"), "firstName": "Ann", "lastName": "Lee",
-               "email": format!("a{n}@example.com"), "phone": format!("+49 30 123456{n}"),
-               "street": "Hauptstr.", "houseNumber": "1", "postalCode": "10115", "city": "Berlin",
-               "country": "DE", "consentStatus": "granted",
-               "consentCapturedAt": "2026-01-06T10:00:00Z", "productSlug": "solar",
-               "triggerAutoDelivery": n == 1})
+        let (email, phone) = (format!("a{n}@example.com"), format!("+49 30 123456{n}"));
+        let mut lead = complete_lead(&format!("s-{n}"), &email, &phone);
+        lead["triggerAutoDelivery"] = json!(n == 1);
+        lead
     };
 
     // Ingest: right secret in each header, wrong ones in each, and one in the query string.
-    let first = server.post(ingest, &lead(1)).secret(&source_secret).send();
+    let first = post(ingest, &lead(1)).secret(&source_secret).send();
     assert_eq!(first.status, 201, "{}", first.text);
-    let second = server.post(ingest, &lead(2)).bearer(&source_secret).send();
+    let second = post(ingest, &lead(2)).bearer(&source_secret).send();
     assert_eq!(second.status, 201, "{}", second.text);
     for wrong in &wrong {
-        assert_eq!(
-            server.post(ingest, &lead(3)).secret(wrong).send().status,
-            401
-        );
-        assert_eq!(
-            server.post(ingest, &lead(3)).bearer(wrong).send().status,
-            401
-        );
+        assert_eq!(post(ingest, &lead(3)).secret(wrong).send().status, 401);
+        assert_eq!(post(ingest, &lead(3)).bearer(wrong).send().status, 401);
     }
     let in_query = format!("{ingest}?secret={source_secret}");
-    assert_eq!(server.post(&in_query, &lead(4)).send().status, 401);
-    let invalid = server
-        .post(ingest, &json!({"firstName": source_secret}))
+    assert_eq!(post(&in_query, &lead(4)).send().status, 401);
+    let invalid = post(ingest, &json!({"firstName": source_secret}))
         .secret(&source_secret)
         .send();
     assert_eq!(invalid.status, 400, "{}", invalid.text);
@@ -210,9 +115,9 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
         .as_str()
         .expect("a new secret")
         .to_string();
-    let old = server.post(ingest, &lead(5)).secret(&source_secret).send();
+    let old = post(ingest, &lead(5)).secret(&source_secret).send();
     assert_eq!(old.status, 401, "{}", old.text);
-    let new = server.post(ingest, &lead(5)).bearer(&rotated_secret).send();
+    let new = post(ingest, &lead(5)).bearer(&rotated_secret).send();
     assert_eq!(new.status, 201, "{}", new.text);
     let mut replies = vec![first.text.clone(), second.text.clone(), old.text, new.text];
 
@@ -240,33 +145,29 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
     // Lifecycle: right and wrong buyer secrets in both headers.
     let confirm = json!({"transactionId": transactions[0], "status": "acknowledged"});
     for wrong in &wrong {
-        let reply = server
-            .post("/api/webhooks/partner-confirmation", &confirm)
+        let reply = post("/api/webhooks/partner-confirmation", &confirm)
             .bearer(wrong)
             .send();
         assert_eq!(reply.status, 401, "{}", reply.text);
         replies.push(reply.text);
     }
-    let reply = server
-        .post("/api/webhooks/partner-confirmation", &confirm)
+    let reply = post("/api/webhooks/partner-confirmation", &confirm)
         .secret(&buyer_secret)
         .send();
     assert_eq!(reply.status, 200, "{}", reply.text);
     replies.push(reply.text);
     for endpoint in ["partner-payout-pending", "partner-payout"] {
-        let reply = server
-            .post(
-                &format!("/api/webhooks/{endpoint}"),
-                &json!({"transactionId": transactions[0]}),
-            )
-            .bearer(&buyer_secret)
-            .send();
+        let reply = post(
+            &format!("/api/webhooks/{endpoint}"),
+            &json!({"transactionId": transactions[0]}),
+        )
+        .bearer(&buyer_secret)
+        .send();
         assert_eq!(reply.status, 200, "{endpoint}: {}", reply.text);
         replies.push(reply.text);
     }
     let cancel = json!({"transactionId": transactions[1], "reason": "customer withdrew"});
-    let reply = server
-        .post("/api/webhooks/partner-cancellation", &cancel)
+    let reply = post("/api/webhooks/partner-cancellation", &cancel)
         .secret(&buyer_secret)
         .send();
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -276,15 +177,13 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
     let lead_id = second.json["item"]["leadId"].as_str().expect("a lead id");
     let answer = json!({"leadId": lead_id, "status": "acknowledged"});
     for wrong in &wrong {
-        let reply = server
-            .post("/api/webhooks/supplier-cancellation-confirmation", &answer)
+        let reply = post("/api/webhooks/supplier-cancellation-confirmation", &answer)
             .secret(wrong)
             .send();
         assert_eq!(reply.status, 401, "{}", reply.text);
         replies.push(reply.text);
     }
-    let reply = server
-        .post("/api/webhooks/supplier-cancellation-confirmation", &answer)
+    let reply = post("/api/webhooks/supplier-cancellation-confirmation", &answer)
         .bearer(&supplier_key)
         .send();
     assert_eq!(reply.status, 200, "{}", reply.text);

@@ -11,7 +11,7 @@ use crate::util::{Reply, lr};
 
 fn answer(f: &Fixture, key: &str, lead: &str, status: &str) -> Reply {
     f.server
-        .request("POST", SUPPLIER_CONFIRMATION)
+        .post(SUPPLIER_CONFIRMATION)
         .secret(key)
         .json(&json!({"leadId": lead, "status": status, "reason": "checked"}))
         .send()
@@ -225,11 +225,7 @@ fn supplier_keys_are_checked_and_no_supplier_answers_for_another() {
     lead_cancel(&f, &lead, "by hand").unwrap();
 
     let body = json!({"leadId": lead, "status": "acknowledged"});
-    let reply = f
-        .server
-        .request("POST", SUPPLIER_CONFIRMATION)
-        .json(&body)
-        .send();
+    let reply = f.server.post(SUPPLIER_CONFIRMATION).json(&body).send();
     assert_eq!(reply.status, 401, "{}", reply.text);
     assert_eq!(reply.json["code"], "unauthorized");
     let reply = answer(&f, "not-a-supplier-key-at-all", &lead, "acknowledged");
@@ -251,7 +247,7 @@ fn supplier_keys_are_checked_and_no_supplier_answers_for_another() {
     // The key in the bearer header works as well.
     let reply = f
         .server
-        .request("POST", SUPPLIER_CONFIRMATION)
+        .post(SUPPLIER_CONFIRMATION)
         .bearer(SUPPLIER_KEY)
         .json(&body)
         .send();
@@ -273,7 +269,7 @@ fn supplier_bodies_are_validated() {
     ] {
         let reply = f
             .server
-            .request("POST", SUPPLIER_CONFIRMATION)
+            .post(SUPPLIER_CONFIRMATION)
             .secret(SUPPLIER_KEY)
             .json(&body)
             .send();
@@ -287,7 +283,7 @@ fn supplier_bodies_are_validated() {
     }
     let reply = f
         .server
-        .request("POST", SUPPLIER_CONFIRMATION)
+        .post(SUPPLIER_CONFIRMATION)
         .secret(SUPPLIER_KEY)
         .header("Content-Type", "application/json")
         .body("[")

@@ -5,6 +5,8 @@ mod util;
 
 mod autodelivery;
 mod cli;
+mod console;
+mod console_browser;
 mod crash;
 mod delivery;
 mod delivery_conditions;

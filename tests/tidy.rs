@@ -20,6 +20,35 @@ struct Rule {
     allowed: &'static [&'static str],
 }
 
+/// A rule the other way round: where the things it names must not appear.
+struct Ban {
+    says: &'static str,
+    names: &'static [Name],
+    /// The files or folders where the names are banned.
+    banned: &'static [&'static str],
+}
+
+const BANS: &[Ban] = &[
+    Ban {
+        says: "the console only reads: console/ runs no write job (`Db::write`, \
+               `write_blocking`) and no SQL statement that changes rows (`execute`); its \
+               sessions are written by operators.rs, their owner",
+        names: &[
+            anywhere("write"),
+            anywhere("write_blocking"),
+            anywhere("execute"),
+            anywhere("execute_batch"),
+        ],
+        banned: &["src/console/"],
+    },
+    Ban {
+        says: "the console escapes everything it shows: no raw markup (`PreEscaped`) in \
+               console/, since lead fields and answer excerpts come from partners and buyers",
+        names: &[anywhere("PreEscaped")],
+        banned: &["src/console/", "src/http/"],
+    },
+];
+
 /// A name the code may use, as it is written in a path. It matches where it is not part of
 /// a longer identifier; a trailing `*` lets the last identifier continue
 /// (`Connection::open*` is also `Connection::open_in_memory`).
@@ -38,10 +67,11 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-/// The HTTP layer and the outbox's client of outbound webhooks, the two places that speak
-/// HTTP.
+/// The HTTP layer (with the console's) and the outbox's client of outbound webhooks, the
+/// places that speak HTTP.
 const HTTP_EDGES: &[&str] = &[
     "src/http/",
+    "src/console/",
     "src/service.rs",
     "src/cli/serve.rs",
     "src/outbox/sender.rs",
@@ -49,8 +79,9 @@ const HTTP_EDGES: &[&str] = &[
 
 const RULES: &[Rule] = &[
     Rule {
-        says: "only the HTTP layer (http/), the server entry (service.rs, cli/serve.rs) and \
-               the outbox's client (outbox/sender.rs) use hyper, hyper_util or http_body_util",
+        says: "only the HTTP layer (http/, the console's console/), the server entry \
+               (service.rs, cli/serve.rs) and the outbox's client (outbox/sender.rs) use \
+               hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
@@ -60,25 +91,30 @@ const RULES: &[Rule] = &[
     },
     Rule {
         says: "no domain module uses the HTTP layer (`crate::http`); only the server entry \
-               (service.rs) starts it",
+               (service.rs) starts it, and the console (console/) serves through it",
         names: &[anywhere("crate::http")],
-        allowed: &["src/http/", "src/service.rs"],
+        allowed: &["src/http/", "src/console/", "src/service.rs"],
     },
     Rule {
-        says: "domain modules know nothing of status codes or headers: only http/ names \
-               StatusCode, HeaderMap or HeaderValue",
+        says: "domain modules know nothing of status codes or headers: only http/ and \
+               console/ name StatusCode, HeaderMap or HeaderValue",
         names: &[
             anywhere("StatusCode"),
             anywhere("HeaderMap"),
             anywhere("HeaderValue"),
         ],
-        allowed: &["src/http/"],
+        allowed: &["src/http/", "src/console/"],
     },
     Rule {
         says: "the `http` types crate is for the HTTP layer and the outbox's client; \
                config/buyer.rs uses its `Uri` to check a webhook URL",
         names: &[root("http::")],
-        allowed: &["src/http/", "src/outbox/sender.rs", "src/config/buyer.rs"],
+        allowed: &[
+            "src/http/",
+            "src/console/",
+            "src/outbox/sender.rs",
+            "src/config/buyer.rs",
+        ],
     },
     Rule {
         says: "only outbox/ makes outbound HTTP calls (hyper's client, hyper-rustls, ureq)",
@@ -212,6 +248,16 @@ fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
     );
     assert!(found[0].contains("crate::http::AppState"), "{}", found[0]);
     assert!(found[0].contains("no domain module uses the HTTP layer"));
+    // The console may use hyper but not write, nor splice raw markup.
+    let console = Path::new("src/console/pages/example.rs");
+    let found = check(
+        console,
+        "use hyper::StatusCode;\nfn a(db: &Db) { db.write(|c| c.execute(\"\", [])); }\n\
+         fn b() -> maud::Markup { maud::html! { (maud::PreEscaped(x)) } }\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].starts_with("src/console/pages/example.rs:2: `write`"));
+    assert!(found[2].contains("PreEscaped"));
     // The same text is allowed where the rules allow it.
     let http_layer = Path::new("src/http/example.rs");
     assert!(
@@ -230,6 +276,24 @@ fn check(path: &Path, text: &str) -> Vec<String> {
     let code = flatten_uses(&blank_comments_and_strings(production_code(text)));
     let mut broken = Vec::new();
     for (n, line) in code.lines().enumerate() {
+        for ban in BANS {
+            if !ban.banned.iter().any(|b| is_under(&shown, b)) {
+                continue;
+            }
+            for name in ban.names {
+                if let Some(at) = find_name(line, name) {
+                    let what: String = line[at..]
+                        .chars()
+                        .take_while(|c| is_ident(*c) || *c == ':')
+                        .collect();
+                    broken.push(format!(
+                        "{shown}:{}: `{what}` breaks the rule: {}",
+                        n + 1,
+                        ban.says
+                    ));
+                }
+            }
+        }
         for rule in RULES {
             if rule.allowed.iter().any(|a| is_under(&shown, a)) {
                 continue;

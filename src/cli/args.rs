@@ -121,6 +121,19 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub metrics: bool,
+    /// Address and port of the operator console (a read-only web view; `leadrelay operator
+    /// create` makes a login token), or off. Keep it on 127.0.0.1 and reach it through an
+    /// SSH tunnel.
+    #[arg(
+        long,
+        env = "LEADRELAY_CONSOLE_LISTEN",
+        default_value = "127.0.0.1:8081"
+    )]
+    pub console_listen: String,
+    /// Mark the console's session cookie `Secure`, for a console served over HTTPS (a TLS
+    /// proxy in front of it).
+    #[arg(long, env = "LEADRELAY_CONSOLE_SECURE_COOKIE")]
+    pub console_secure_cookie: bool,
 }
 
 #[derive(Debug, Subcommand)]

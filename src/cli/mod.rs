@@ -11,6 +11,7 @@ mod evaluator;
 mod lead;
 mod ledger;
 mod mapping;
+mod operator;
 mod ops;
 mod output;
 mod serve;
@@ -24,6 +25,7 @@ use clap::{Parser, Subcommand};
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
 pub use lead::LeadCommand;
+pub use operator::OperatorCommand;
 pub use ops::{BackupArgs, RestoreArgs};
 pub use output::Output;
 
@@ -109,6 +111,9 @@ pub enum Command {
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
+    /// Operators of the web console and their login tokens.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -145,5 +150,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(&cli.db, &out, args),
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
+        Command::Operator(command) => operator::run(&cli.db, &out, command),
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::args::ServeArgs;
+use crate::console::ConsoleConfig;
 use crate::outbox::WorkerConfig;
 use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
@@ -36,6 +37,26 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let console = if args.console_listen == "off" {
+            None
+        } else {
+            let listener = tokio::net::TcpListener::bind(&args.console_listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {} for the console (--console-listen off turns it off)",
+                        args.console_listen
+                    )
+                })?;
+            let config = ConsoleConfig {
+                secure_cookie: args.console_secure_cookie,
+            };
+            Some((listener, config))
+        };
+        // The signal handlers go in before the address is printed: a supervisor that stops
+        // the server as soon as it reports its address gets the graceful stop, not death by
+        // the signal's default action.
+        let shutdown = shutdown_signal()?;
         // Print the bound address on stdout so scripts that pass port 0 can find it.
         println!(
             "leadrelay {} listening on http://{} (database {})",
@@ -43,33 +64,38 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             listener.local_addr()?,
             path.display()
         );
-        service::run(listener, db, options, shutdown_signal())
+        if let Some((console, _)) = &console {
+            println!("operator console on http://{}", console.local_addr()?);
+        }
+        service::run_with_console(listener, console, db, options, shutdown)
             .await
             .context("server failed")
     })?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes on SIGTERM (systemd stop) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
+/// A future that completes on SIGTERM (systemd stop) or Ctrl-C, with both handlers
+/// registered when this returns (tokio registers a handler when its future is first polled,
+/// which would be too late).
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => log::info!("Ctrl-C received"),
+                _ = terminate.recv() => log::info!("SIGTERM received"),
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
+        })
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => log::info!("Ctrl-C received"),
-        () = terminate => log::info!("SIGTERM received"),
+    {
+        Ok(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                log::info!("Ctrl-C received");
+            }
+        })
     }
 }

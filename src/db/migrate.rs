@@ -23,11 +23,13 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../schema.sql")),
     // The money ledger; existing balances become opening rows.
     sql(include_str!("../../migrations/0002_ledger.sql")),
+    // The operator console: operators, sessions and the console's two indexes.
+    sql(include_str!("../../migrations/0003_operator_console.sql")),
     // Delivery under real conditions: buyer health, fair claiming, cap counters, which
     // are counted from the transactions of the current day and month in each workspace's
     // time zone.
     Migration {
-        sql: include_str!("../../migrations/0003_delivery.sql"),
+        sql: include_str!("../../migrations/0004_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
 ];

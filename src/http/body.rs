@@ -1,4 +1,5 @@
-//! Reading a request body: content type, size limit, read timeout, JSON parsing.
+//! Reading a request body: content type, size limit, read timeout, JSON parsing; the
+//! console's forms.
 
 use std::time::Duration;
 
@@ -18,15 +19,44 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// (415). A missing content type is accepted: the interface is JSON-only, and many partner
 /// tools omit the header.
 pub(crate) async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, HttpError> {
-    if let Some(content_type) = request.headers().get(CONTENT_TYPE) {
-        let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
-        let media_type = content_type.split(';').next().unwrap_or("").trim();
-        if media_type != "application/json" && !media_type.ends_with("+json") {
-            return Err(HttpError::UnsupportedMediaType {
-                media_type: media_type.to_string(),
-            });
-        }
+    let media_type = media_type(&request);
+    if let Some(media_type) = media_type
+        && media_type != "application/json"
+        && !media_type.ends_with("+json")
+    {
+        return Err(HttpError::UnsupportedMediaType { media_type });
     }
+    read_limited(request, limit).await
+}
+
+/// Reads an HTML form's body (`application/x-www-form-urlencoded`, which browsers always
+/// name), refusing more than `limit` bytes (413) and any other content type (415).
+pub(crate) async fn read_form(request: Request, limit: usize) -> Result<Bytes, HttpError> {
+    match media_type(&request) {
+        Some(media_type) if media_type == "application/x-www-form-urlencoded" => {
+            read_limited(request, limit).await
+        }
+        other => Err(HttpError::NotAForm {
+            media_type: other.unwrap_or_default(),
+        }),
+    }
+}
+
+/// The request's media type, lower-case without parameters, when it names one.
+fn media_type(request: &Request) -> Option<String> {
+    let content_type = request.headers().get(CONTENT_TYPE)?;
+    let content_type = content_type.to_str().unwrap_or("").to_ascii_lowercase();
+    Some(
+        content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    )
+}
+
+async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError> {
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)

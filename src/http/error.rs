@@ -16,6 +16,7 @@ use crate::health::Unhealthy;
 use crate::ingest::IngestError;
 use crate::lifecycle::LifecycleError;
 use crate::mapping::MappingError;
+use crate::operators::OperatorError;
 
 /// Errors of HTTP itself, found before any domain code runs: routing, the body, the rate
 /// limit.
@@ -32,6 +33,9 @@ pub(crate) enum HttpError {
     },
     #[error("content type must be application/json, not '{media_type}'")]
     UnsupportedMediaType { media_type: String },
+    /// A console form was sent as something other than a form.
+    #[error("content type must be application/x-www-form-urlencoded, not '{media_type}'")]
+    NotAForm { media_type: String },
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("request body was not received in time")]
@@ -61,6 +65,8 @@ pub(crate) enum Error {
     Lifecycle(#[from] LifecycleError),
     #[error(transparent)]
     Unhealthy(#[from] Unhealthy),
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
 }
 
 /// The body form of an endpoint's errors.
@@ -71,6 +77,8 @@ pub(crate) enum Form {
     /// The lifecycle endpoints' form (SPEC.md section 7): `accepted: false` with the
     /// `code` and `message` of the `error` object also at the top level.
     Partner,
+    /// An HTML page with the status and the message, for the operator console's browser.
+    Html,
 }
 
 /// The response to `error` on an endpoint whose errors have `form`: status, JSON body and
@@ -81,7 +89,9 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             let status = match &e {
                 HttpError::NoSuchPath { .. } => StatusCode::NOT_FOUND,
                 HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-                HttpError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                HttpError::UnsupportedMediaType { .. } | HttpError::NotAForm { .. } => {
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE
+                }
                 HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
                 HttpError::BodyUnreadable(_) | HttpError::InvalidJson { .. } => {
@@ -92,7 +102,9 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             let code = match &e {
                 HttpError::NoSuchPath { .. } => "not_found",
                 HttpError::MethodNotAllowed { .. } => "method_not_allowed",
-                HttpError::UnsupportedMediaType { .. } => "unsupported_media_type",
+                HttpError::UnsupportedMediaType { .. } | HttpError::NotAForm { .. } => {
+                    "unsupported_media_type"
+                }
                 HttpError::PayloadTooLarge { .. } => "payload_too_large",
                 HttpError::BodyTimeout => "body_timeout",
                 HttpError::BodyUnreadable(_) => "body_unreadable",
@@ -170,6 +182,13 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 reply
             }
         }
+        Error::Operator(OperatorError::Db(db)) => db_reply(db),
+        Error::Operator(e @ OperatorError::NotFound(_)) => {
+            Reply::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+        }
+        Error::Operator(e @ OperatorError::Invalid(_)) => {
+            Reply::new(StatusCode::BAD_REQUEST, "invalid", e.to_string())
+        }
         Error::Unhealthy(e) => Reply::with_body(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"status": "unavailable", "reason": e.to_string()}),
@@ -177,10 +196,10 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
         .header(RETRY_AFTER, HeaderValue::from_static("1")),
     };
     match form {
-        Form::Plain => reply,
-        Form::Partner => reply.partner_form(),
+        Form::Plain => reply.into_response(),
+        Form::Partner => reply.partner_form().into_response(),
+        Form::Html => reply.into_html_response(),
     }
-    .into_response()
 }
 
 /// A database error: 503 with `Retry-After` when retrying can help, else 500.
@@ -329,6 +348,44 @@ impl Reply {
 
     fn into_response(self) -> Response {
         let mut response = super::response::json(self.status, &self.body);
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
+        }
+        response
+    }
+
+    /// The same answer as a small HTML page: the status and the error's message, escaped
+    /// (a message can quote what the client sent).
+    fn into_html_response(self) -> Response {
+        let message = self.body["error"]["message"]
+            .as_str()
+            .or_else(|| self.body["reason"].as_str())
+            .unwrap_or("error")
+            .to_string();
+        let title = format!(
+            "{} {}",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or("")
+        );
+        let page = maud::html! {
+            (maud::DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (title) " · leadrelay" }
+                    link rel="stylesheet" href="/style.css";
+                }
+                body {
+                    main class="error" {
+                        h1 { (title) }
+                        p { (message) }
+                        p { a href="/" { "Back to the overview" } }
+                    }
+                }
+            }
+        };
+        let mut response = super::response::html(self.status, page.into_string());
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }

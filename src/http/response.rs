@@ -1,4 +1,4 @@
-//! Building JSON responses.
+//! Building responses: JSON for the API, HTML and other text for the operator console.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -20,5 +20,20 @@ pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// An HTML page with the given status.
+pub fn html(status: StatusCode, page: String) -> Response {
+    text(status, "text/html; charset=utf-8", page.into_bytes())
+}
+
+/// A body of `content_type` with the given status.
+pub fn text(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response {
+    let mut response = hyper::Response::new(Full::new(Bytes::from(bytes)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }

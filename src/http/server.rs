@@ -93,6 +93,36 @@ pub async fn run(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let header_read_timeout = state.config.header_read_timeout;
+    let stopping = state.clone();
+    serve(
+        listener,
+        header_read_timeout,
+        move |request, peer| {
+            let state = state.clone();
+            async move { handle(&state, request, peer).await }
+        },
+        shutdown,
+        move || stopping.shutting_down.store(true, Ordering::Relaxed),
+    )
+    .await
+}
+
+/// The accept loop of a listener: every connection is served by `handle` (one call per
+/// request) with the header read timeout, until `shutdown` completes; then `on_shutdown`
+/// runs, the listener closes and in-flight requests drain (bounded by [`DRAIN_TIMEOUT`]).
+/// The API ([`run`]) and the operator console (`crate::console`) each run one.
+pub(crate) async fn serve<H, F>(
+    listener: TcpListener,
+    header_read_timeout: Duration,
+    handle: H,
+    shutdown: impl Future<Output = ()>,
+    on_shutdown: impl FnOnce(),
+) -> std::io::Result<()>
+where
+    H: Fn(super::Request, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = super::Response> + Send + 'static,
+{
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     log::info!("listening on http://{}", listener.local_addr()?);
@@ -110,7 +140,8 @@ pub async fn run(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let connection = serve_connection(stream, peer, state.clone());
+                let connection =
+                    serve_connection(stream, peer, header_read_timeout, handle.clone());
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
@@ -121,7 +152,7 @@ pub async fn run(
             () = &mut shutdown => break,
         }
     }
-    state.shutting_down.store(true, Ordering::Relaxed);
+    on_shutdown();
     drop(listener);
     log::info!("shutting down: draining in-flight requests");
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
@@ -133,10 +164,11 @@ pub async fn run(
     Ok(())
 }
 
-fn serve_connection(
+fn serve_connection<H, F>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    state: Arc<AppState>,
+    header_read_timeout: Duration,
+    handle: H,
 ) -> hyper::server::conn::http1::Connection<
     TokioIo<tokio::net::TcpStream>,
     impl hyper::service::Service<
@@ -145,11 +177,14 @@ fn serve_connection(
         Error = Infallible,
         Future = impl Future<Output = Result<super::Response, Infallible>> + Send,
     > + Send,
-> {
-    let header_read_timeout = state.config.header_read_timeout;
+>
+where
+    H: Fn(super::Request, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = super::Response> + Send + 'static,
+{
     let service = service_fn(move |request: super::Request| {
-        let state = state.clone();
-        async move { Ok::<_, Infallible>(handle(&state, request, peer).await) }
+        let response = handle(request, peer);
+        async move { Ok::<_, Infallible>(response.await) }
     });
     http1::Builder::new()
         .timer(TokioTimer::new())

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::error::LifecycleError;
 use super::input::BuyerCall;
 use super::lookup;
-use super::state::{self, Move, Status, Verdict};
+use super::state::{self, Move, Status, Transition};
 use crate::config::buyer::{Buyer, Plan};
 use crate::delivery::transaction::{self, Transaction};
 use crate::ledger;
@@ -58,13 +58,13 @@ fn apply(
     now: i64,
 ) -> Result<Applied, LifecycleError> {
     let next = match state::decide(current.status, call.requested) {
-        Verdict::NotAllowed => {
+        Transition::NotAllowed => {
             return Err(LifecycleError::TransitionNotAllowed {
                 current: current.status,
                 requested: call.requested,
             });
         }
-        Verdict::AlreadyApplied => {
+        Transition::AlreadyApplied => {
             return Ok(Applied {
                 item: current.to_json(),
                 state: current.status,
@@ -73,7 +73,7 @@ fn apply(
                 auto_status_changed_to: None,
             });
         }
-        Verdict::Apply(next) => next,
+        Transition::Apply(next) => next,
     };
     if call.requested == Move::Cancel {
         check_cancellation_window(&current, buyer, now)?;
@@ -103,7 +103,7 @@ fn apply(
     let mut auto_status_changed_to = None;
     if call.requested == Move::Acknowledge
         && buyer.auto_payout_pending
-        && let Verdict::Apply(after) = state::decide(next, Move::MarkPayoutPending)
+        && let Transition::Apply(after) = state::decide(next, Move::MarkPayoutPending)
     {
         transaction::move_to(
             conn,

@@ -69,9 +69,10 @@ impl Move {
     }
 }
 
-/// The answer of the state machine.
+/// What a move does to a transaction in a given state: the answer of the state machine.
+/// (Named apart from `outbox::store::Verdict`, the verdict on a buyer's answer.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Transition {
     /// Move the transaction to this state.
     Apply(Status),
     /// The transaction is in the move's target state, or has passed it on its way to where
@@ -89,10 +90,10 @@ pub enum Verdict {
 /// `cancelled` are side exits: from the state alone it is not known how far along the main
 /// line the transaction got before it left it (a cancellation may come straight after the
 /// delivery), so only the exit's own move counts as already applied there.
-pub fn decide(current: Status, requested: Move) -> Verdict {
+pub fn decide(current: Status, requested: Move) -> Transition {
     use Move::*;
     use Status::*;
-    use Verdict::*;
+    use Transition::*;
     match (current, requested) {
         (Delivered, Acknowledge) => Apply(Acknowledged),
         (Delivered, Reject) => Apply(Rejected),
@@ -125,12 +126,12 @@ pub fn decide(current: Status, requested: Move) -> Verdict {
 mod tests {
     use super::Move::*;
     use super::Status::*;
-    use super::Verdict::*;
+    use super::Transition::*;
     use super::*;
 
     /// Every (state, move) pair with its expected verdict, written out so that the table is
     /// the specification: 6 states × 5 moves = 30 rows.
-    const TABLE: [(Status, Move, Verdict); 30] = [
+    const TABLE: [(Status, Move, Transition); 30] = [
         (Delivered, Acknowledge, Apply(Acknowledged)),
         (Delivered, Reject, Apply(Rejected)),
         (Delivered, MarkPayoutPending, NotAllowed),

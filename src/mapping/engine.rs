@@ -99,7 +99,7 @@ impl Base<'_> {
 }
 
 /// What a rule's steps give.
-enum Outcome {
+enum RuleValue {
     Value(Value),
     Absent,
     /// A problem was recorded.
@@ -115,12 +115,12 @@ fn map_lead(
     let mut lead = Map::new();
     for rule in rules {
         let value = match evaluate(rule, item, base, problems) {
-            Outcome::Value(value) => value,
-            Outcome::Absent => match &rule.default {
+            RuleValue::Value(value) => value,
+            RuleValue::Absent => match &rule.default {
                 Some(default) => default.clone(),
                 None => continue,
             },
-            Outcome::Failed => continue,
+            RuleValue::Failed => continue,
         };
         match &rule.target.placement {
             Placement::Lead(field) => {
@@ -148,26 +148,26 @@ fn object_entry<'m>(map: &'m mut Map<String, Value>, key: &str) -> &'m mut Map<S
     }
 }
 
-fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems) -> Outcome {
+fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems) -> RuleValue {
     // The path a later problem (a value that is not a boolean) is reported at.
     let source_path = |pointer: &str| base.path(pointer);
     let (text, at) = match &rule.source {
-        ValueSource::Const(value) => return Outcome::Value(value.clone()),
+        ValueSource::Const(value) => return RuleValue::Value(value.clone()),
         ValueSource::From(pointer) => match read_scalar(pointer, item, base, problems) {
             Ok(Some(text)) => (text, pointer.text.as_str()),
-            Ok(None) => return Outcome::Absent,
-            Err(()) => return Outcome::Failed,
+            Ok(None) => return RuleValue::Absent,
+            Err(()) => return RuleValue::Failed,
         },
         ValueSource::Template(template) => match render(template, item, base, problems) {
             Ok(Some(text)) => (text, ""),
-            Ok(None) => return Outcome::Absent,
-            Err(()) => return Outcome::Failed,
+            Ok(None) => return RuleValue::Absent,
+            Err(()) => return RuleValue::Failed,
         },
     };
     let text = match &rule.split {
         Some(split) => match split_part(&text, split) {
             Some(part) => part.to_string(),
-            None => return Outcome::Absent,
+            None => return RuleValue::Absent,
         },
         None => text,
     };
@@ -178,17 +178,17 @@ fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems
     if let Some(replacement) = rule.map.as_ref().and_then(|map| map.get(&text)) {
         // Replacements were checked against the target's type when the document was.
         return match replacement {
-            Some(value) => Outcome::Value(value.clone()),
-            None => Outcome::Absent,
+            Some(value) => RuleValue::Value(value.clone()),
+            None => RuleValue::Absent,
         };
     }
     if text.is_empty() {
-        return Outcome::Absent;
+        return RuleValue::Absent;
     }
     match rule.target.kind {
-        ValueKind::Text => Outcome::Value(Value::String(text)),
+        ValueKind::Text => RuleValue::Value(Value::String(text)),
         ValueKind::Boolean => match parse_boolean_text(&text) {
-            Some(b) => Outcome::Value(Value::Bool(b)),
+            Some(b) => RuleValue::Value(Value::Bool(b)),
             None => {
                 problems.push(MappingProblem::new(
                     source_path(at),
@@ -197,7 +197,7 @@ fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems
                         "expected a boolean (true, false, \"yes\", \"no\", 1 or 0), found '{text}'"
                     ),
                 ));
-                Outcome::Failed
+                RuleValue::Failed
             }
         },
     }

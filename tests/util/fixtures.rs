@@ -119,6 +119,16 @@ pub fn source(db: impl AsRef<Path>, channel: &str, id: &str, extra: impl Words) 
     .json()
 }
 
+/// [`source`] in lead table `table`.
+pub fn table_source(db: impl AsRef<Path>, table: &str, id: &str, extra: impl Words) -> Value {
+    lr(
+        db,
+        format!("source create --table {table} --name {id} --id {id}"),
+    )
+    .args(extra.words())
+    .json()
+}
+
 /// Supplier `id` (named `id`) in workspace `ws` with the API key `key`.
 pub fn supplier(db: impl AsRef<Path>, id: &str, key: &str) -> Value {
     lr(
@@ -180,6 +190,27 @@ pub fn lead_request_in(
         item["leadId"].as_str().unwrap().to_string(),
         item["requestIds"][0].as_str().unwrap().to_string(),
     )
+}
+
+/// A complete lead (score 99 with the default weights: valid email and phone, names, full
+/// address, consent with its time) interested in `solar` with automated delivery.
+pub fn complete_lead(external_id: &str, email: &str, phone: &str) -> Value {
+    json!({
+        "externalId": external_id,
+        "firstName": "Ann",
+        "lastName": "Lee",
+        "email": email,
+        "phone": phone,
+        "street": "Hauptstr.",
+        "houseNumber": "1",
+        "postalCode": "10115",
+        "city": "Berlin",
+        "country": "DE",
+        "consentStatus": "granted",
+        "consentCapturedAt": "2026-01-06T10:00:00Z",
+        "productSlug": "solar",
+        "triggerAutoDelivery": true,
+    })
 }
 
 /// A minimal lead.

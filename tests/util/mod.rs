@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod files;
 pub mod fixtures;
 pub mod http;
 pub mod json;
@@ -12,16 +13,18 @@ pub mod source;
 pub mod tls_receiver;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 pub use cli::{TestCommand, lr};
+pub use files::{beside, file_names, mode};
 pub use fixtures::{
-    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, deliver, deliver_command,
-    fast_options, lead_request, lead_request_in, product, setup, simple_lead, source, supplier,
+    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, complete_lead, deliver,
+    deliver_command, fast_options, lead_request, lead_request_in, product, setup, simple_lead,
+    source, supplier, table_source,
 };
 pub use http::{Reply, Request};
 pub use json::{keys, strings};
@@ -59,6 +62,8 @@ impl AsRef<Path> for TempDb {
 /// The service running on 127.0.0.1:0 on its own runtime thread. Stops when dropped.
 pub struct TestServer {
     pub addr: std::net::SocketAddr,
+    /// The operator console's address, when started with [`TestServer::start_with_console`].
+    pub console_addr: Option<std::net::SocketAddr>,
     pub db: TempDb,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -72,6 +77,23 @@ impl TestServer {
 
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
+        TestServer::start_inner(db, options, None)
+    }
+
+    /// Starts the service and the operator console (each on its own port 0) on `db`.
+    pub fn start_with_console(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        console: leadrelay::console::ConsoleConfig,
+    ) -> TestServer {
+        TestServer::start_inner(db, options, Some(console))
+    }
+
+    fn start_inner(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        console: Option<leadrelay::console::ConsoleConfig>,
+    ) -> TestServer {
         init_logging();
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -88,20 +110,39 @@ impl TestServer {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await
                         .expect("port 0 binds");
+                    let console = match console {
+                        Some(config) => Some((
+                            tokio::net::TcpListener::bind("127.0.0.1:0")
+                                .await
+                                .expect("port 0 binds"),
+                            config,
+                        )),
+                        None => None,
+                    };
+                    let console_addr = console
+                        .as_ref()
+                        .map(|(l, _)| l.local_addr().expect("bound address"));
                     ready
-                        .send(listener.local_addr().expect("bound address"))
+                        .send((listener.local_addr().expect("bound address"), console_addr))
                         .expect("test waits for the address");
-                    leadrelay::service::run(listener, database, options, async {
-                        let _ = stop.await;
-                    })
+                    leadrelay::service::run_with_console(
+                        listener,
+                        console,
+                        database,
+                        options,
+                        async {
+                            let _ = stop.await;
+                        },
+                    )
                     .await
                     .expect("service runs");
                 });
             })
             .expect("server thread starts");
-        let addr = bound.recv().expect("server reports its address");
+        let (addr, console_addr) = bound.recv().expect("server reports its address");
         TestServer {
             addr,
+            console_addr,
             db,
             shutdown: Some(shutdown),
             thread: Some(thread),
@@ -112,9 +153,22 @@ impl TestServer {
         format!("http://{}{}", self.addr, path)
     }
 
+    /// The URL of `path` on the operator console.
+    pub fn console_url(&self, path: &str) -> String {
+        let addr = self
+            .console_addr
+            .expect("the server was started with its console");
+        format!("http://{addr}{path}")
+    }
+
     /// A request builder for `method` `path` on this server.
     pub fn request(&self, method: &str, path: &str) -> Request {
         Request::new(method, &self.url(path))
+    }
+
+    /// A POST request builder for `path` on this server.
+    pub fn post(&self, path: &str) -> Request {
+        self.request("POST", path)
     }
 
     pub fn get(&self, path: &str) -> Reply {
@@ -159,33 +213,6 @@ pub fn bin() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_leadrelay"));
     command.env_remove("LEADRELAY_DB").env("RUST_LOG", "warn");
     command
-}
-
-/// Runs the CLI with `--db path` and returns its output, whatever the exit code. Prefer
-/// [`lr`]: `lr(db, "source show x").output()`.
-pub fn cli_output(db: &Path, args: &[&str]) -> Output {
-    lr(db, "").args(args).output()
-}
-
-/// Runs the CLI with `--json`; panics with its stderr unless it exits 0. Prefer [`lr`]:
-/// `lr(db, "source show x").json()`.
-pub fn cli_json(db: &Path, args: &[&str]) -> Value {
-    lr(db, "").args(args).json()
-}
-
-/// The names of the entries in `dir`, sorted.
-pub fn file_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("the directory is readable")
-        .map(|e| {
-            e.expect("a directory entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-    names.sort();
-    names
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; panics on timeout.

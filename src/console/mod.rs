@@ -1,0 +1,97 @@
+//! The operator console (DESIGN.md section 15): a read-only web view of the business,
+//! served by `serve` on its own listener (`--console-listen`, default 127.0.0.1:8081).
+//!
+//! Part of the HTTP layer, beside `crate::http`, whose accept loop, body reading and error
+//! mapping (`error_to_http_response` in its HTML form) it uses. It owns the console's
+//! routes ([`router`]), the login, logout and session cookie ([`session`]), the pages
+//! (`pages/`, one module per page: its read queries and its HTML), the page shell and
+//! formatting ([`layout`]), the server-drawn SVG charts ([`chart`]) and the stylesheet.
+//!
+//! It writes nothing itself: operators and sessions are `crate::operators`' tables, which
+//! the login and logout call; every page only reads, through the read pool. Every value a
+//! page shows goes through maud's escaping (`(value)` in `html!`); nothing is spliced as
+//! raw markup, since names, fields and answer excerpts come from partners and buyers.
+
+mod chart;
+mod layout;
+mod pages;
+mod router;
+mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+
+use crate::db::Db;
+use crate::ratelimit::RateLimiter;
+
+/// Settings of the console (`serve --console-*`).
+#[derive(Debug, Clone, Default)]
+pub struct ConsoleConfig {
+    /// Mark the session cookie `Secure` (the console is reached over HTTPS).
+    pub secure_cookie: bool,
+}
+
+/// Failed logins one client address may make in a burst, and then per minute.
+const LOGIN_FAILURES_BURST: u32 = 10;
+const LOGIN_FAILURES_PER_MINUTE: u32 = 10;
+
+/// What every console request can reach.
+struct Console {
+    db: Db,
+    config: ConsoleConfig,
+    /// Failed logins per client address.
+    login_failures: RateLimiter,
+}
+
+/// Serves the console on `listener` until `shutdown` completes.
+pub async fn run(
+    listener: TcpListener,
+    db: Db,
+    config: ConsoleConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let console = Arc::new(Console {
+        db,
+        config,
+        login_failures: RateLimiter::per_minute(LOGIN_FAILURES_PER_MINUTE, LOGIN_FAILURES_BURST)
+            .expect("the login limit is not zero"),
+    });
+    log::info!("operator console on http://{}", listener.local_addr()?);
+    crate::http::server::serve(
+        listener,
+        Duration::from_secs(10),
+        move |request, peer| {
+            let console = console.clone();
+            async move { handle(&console, request, peer).await }
+        },
+        shutdown,
+        || {},
+    )
+    .await
+}
+
+/// One request: route it, add the security headers every answer carries, log one line
+/// (method, path without its query, status, time: a search query can hold an email).
+async fn handle(
+    console: &Console,
+    request: crate::http::Request,
+    peer: SocketAddr,
+) -> crate::http::Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path: String = request.uri().path().chars().take(200).collect();
+    let mut response = router::dispatch(console, request, peer).await;
+    layout::secure_headers(&mut response);
+    log::info!(
+        "console {} {} {} {} {:.1}ms",
+        peer.ip(),
+        method,
+        path,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    response
+}

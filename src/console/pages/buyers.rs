@@ -1,0 +1,265 @@
+//! `/buyers`: each buyer's status, plan and balance, its webhook endpoint (events pending
+//! and failed, the last errors), its caps used today per product, and its acceptance and
+//! return rates over the last 30 days.
+//!
+//! The rates read the `transactions_created` index (migration 3) over 30 days; cap use is
+//! `autodelivery::caps`' count, the one auto-delivery applies.
+
+use std::collections::HashMap;
+
+use hyper::StatusCode;
+use maud::{Markup, html};
+use rusqlite::{Connection, params};
+
+use crate::console::layout::{self, Zone, money, rate};
+use crate::db::{Db, DbError};
+use crate::http::Response;
+use crate::http::error::Error;
+use crate::operators::Session;
+
+const WINDOW_DAYS: i64 = 30;
+/// Last errors shown per buyer.
+const ERRORS_SHOWN: usize = 3;
+
+struct Cap {
+    product: String,
+    price_cents: i64,
+    daily_cap: Option<i64>,
+    monthly_cap: Option<i64>,
+    used_today: i64,
+}
+
+#[derive(Default)]
+struct Rates {
+    sold: i64,
+    accepted: i64,
+    returned: i64,
+}
+
+#[derive(Default)]
+struct Endpoint {
+    pending: i64,
+    failed: i64,
+    /// Newest first: (when, event id, error).
+    errors: Vec<(i64, String, String)>,
+}
+
+/// A buyer as the page shows it.
+struct Buyer {
+    id: String,
+    name: String,
+    status: String,
+    plan: String,
+    balance_cents: i64,
+    webhook_url: String,
+}
+
+struct BuyerRow {
+    buyer: Buyer,
+    caps: Vec<Cap>,
+    rates: Rates,
+    endpoint: Endpoint,
+}
+
+pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> {
+    let now = crate::clock::now_ms();
+    let (zone, rows) = db
+        .read(move |conn| Ok::<_, DbError>((Zone::of(conn)?, load(conn, now)?)))
+        .await?;
+    Ok(layout::page(
+        StatusCode::OK,
+        "Buyers",
+        "/buyers",
+        operator,
+        &zone,
+        render(&rows, &zone),
+    ))
+}
+
+fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
+    let mut all = conn.prepare_cached(
+        "SELECT id, name, status, plan, balance_cents, webhook_url FROM buyers
+         ORDER BY created_at, id",
+    )?;
+    let buyers: Vec<Buyer> = all
+        .query_map([], |row| {
+            Ok(Buyer {
+                id: row.get(0)?,
+                name: row.get(1)?,
+                status: row.get(2)?,
+                plan: row.get(3)?,
+                balance_cents: row.get(4)?,
+                webhook_url: row.get(5)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+
+    let mut caps: HashMap<String, Vec<Cap>> = HashMap::new();
+    let mut subscriptions = conn.prepare_cached(
+        "SELECT s.buyer_id, s.product_id, p.slug, s.price_cents, s.daily_cap, s.monthly_cap,
+                w.timezone
+         FROM subscriptions s
+         JOIN products p ON p.id = s.product_id
+         JOIN buyers b ON b.id = s.buyer_id
+         JOIN workspaces w ON w.id = b.workspace_id
+         ORDER BY s.buyer_id, p.slug",
+    )?;
+    let found = subscriptions.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, i64>(3)?,
+            row.get::<_, Option<i64>>(4)?,
+            row.get::<_, Option<i64>>(5)?,
+            row.get::<_, String>(6)?,
+        ))
+    })?;
+    for found in found {
+        let (buyer, product_id, slug, price_cents, daily_cap, monthly_cap, timezone) = found?;
+        let tz = jiff::tz::TimeZone::get(&timezone).unwrap_or(jiff::tz::TimeZone::UTC);
+        let windows = crate::caps::Windows::at(now, &tz);
+        let usage = crate::caps::usage_now(conn, &buyer, &product_id, &windows)?;
+        caps.entry(buyer).or_default().push(Cap {
+            product: slug,
+            price_cents,
+            daily_cap,
+            monthly_cap,
+            used_today: usage.today,
+        });
+    }
+
+    let mut rates: HashMap<String, Rates> = HashMap::new();
+    let since = now - WINDOW_DAYS * 86_400_000;
+    let mut per_buyer = conn.prepare_cached(
+        "SELECT buyer_id, count(*),
+                count(*) FILTER (WHERE status IN ('acknowledged', 'payout_pending', 'paid')),
+                count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
+         FROM transactions WHERE created_at >= ?1 GROUP BY buyer_id",
+    )?;
+    let found = per_buyer.query_map(params![since], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            Rates {
+                sold: row.get(1)?,
+                accepted: row.get(2)?,
+                returned: row.get(3)?,
+            },
+        ))
+    })?;
+    for found in found {
+        let (buyer, counted) = found?;
+        rates.insert(buyer, counted);
+    }
+
+    let mut endpoints: HashMap<String, Endpoint> = HashMap::new();
+    let mut unsent = conn.prepare_cached(
+        "SELECT buyer_id, status, count(*) FROM outbox_events
+         WHERE status IN ('pending', 'failed') GROUP BY buyer_id, status",
+    )?;
+    let found = unsent.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })?;
+    for found in found {
+        let (buyer, status, count) = found?;
+        let endpoint = endpoints.entry(buyer).or_default();
+        if status == "failed" {
+            endpoint.failed = count;
+        } else {
+            endpoint.pending = count;
+        }
+    }
+    let mut errors = conn.prepare_cached(
+        "SELECT buyer_id, created_at, id, last_error FROM outbox_events
+         WHERE status IN ('pending', 'failed') AND last_error IS NOT NULL
+         ORDER BY created_at DESC LIMIT 500",
+    )?;
+    let found = errors.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, String>(3)?,
+        ))
+    })?;
+    for found in found {
+        let (buyer, at, event, error) = found?;
+        let endpoint = endpoints.entry(buyer).or_default();
+        if endpoint.errors.len() < ERRORS_SHOWN {
+            endpoint.errors.push((at, event, error));
+        }
+    }
+
+    Ok(buyers
+        .into_iter()
+        .map(|buyer| BuyerRow {
+            caps: caps.remove(&buyer.id).unwrap_or_default(),
+            rates: rates.remove(&buyer.id).unwrap_or_default(),
+            endpoint: endpoints.remove(&buyer.id).unwrap_or_default(),
+            buyer,
+        })
+        .collect())
+}
+
+fn render(rows: &[BuyerRow], zone: &Zone) -> Markup {
+    html! {
+        @if rows.is_empty() { (layout::none_yet("No buyers yet: leadrelay buyer create adds one.")) }
+        div class="scroll" {
+            table class="list" id="buyers" {
+                thead { tr {
+                    th { "Buyer" } th { "Status" } th { "Plan · balance" } th { "Endpoint" }
+                    th { "Caps used today" } th { "Sold (30 d)" } th { "Accepted" }
+                    th { "Returned" } th { "Last errors" }
+                } }
+                tbody {
+                    @for row in rows { (buyer_row(row, zone)) }
+                }
+            }
+        }
+        p class="note" {
+            "Accepted: acknowledged, payout pending or paid. Returned: rejected or cancelled. "
+            "Rates over the transactions of the last " (WINDOW_DAYS) " days."
+        }
+    }
+}
+
+fn buyer_row(row: &BuyerRow, zone: &Zone) -> Markup {
+    let b = &row.buyer;
+    let status = &b.status;
+    html! {
+        tr class="buyer" id={ "buyer-" (b.id) } {
+            td { strong { (b.name) } br; span class="id" { (b.id) } }
+            td { span class={ "tag " (status) } { (status) } }
+            td { (b.plan) " · " (money(b.balance_cents)) }
+            td class="endpoint" {
+                span class="url" { (b.webhook_url) } br;
+                (row.endpoint.pending) " pending · " (row.endpoint.failed) " failed"
+            }
+            td {
+                @if row.caps.is_empty() { span class="empty" { "no subscriptions" } }
+                ul class="caps" {
+                    @for cap in &row.caps {
+                        li {
+                            (cap.product) " at " (money(cap.price_cents)) ": "
+                            (cap.used_today)
+                            @if let Some(daily) = cap.daily_cap { " / " (daily) } @else { " (no daily cap)" }
+                            @if let Some(monthly) = cap.monthly_cap { ", monthly cap " (monthly) }
+                        }
+                    }
+                }
+            }
+            td { (row.rates.sold) }
+            td { (rate(row.rates.accepted, row.rates.sold)) }
+            td { (rate(row.rates.returned, row.rates.sold)) }
+            td class="errors" {
+                @for (at, event, error) in &row.endpoint.errors {
+                    div { span class="when" { (zone.when(*at)) } " " (event) ": " (error) }
+                }
+            }
+        }
+    }
+}

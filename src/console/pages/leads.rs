@@ -1,0 +1,142 @@
+//! `/leads?q=`: find leads by lead id (or a request's or transaction's id), email, phone
+//! or external id; without `q`, the newest leads.
+//!
+//! Email and phone are normalised as the duplicate rule normalises them
+//! (`ingest::normalize`), so `  Ana@Example.COM ` and `+49 (30) 123-4567` find what was
+//! stored. Every branch is an index lookup: the primary keys, `leads_email`,
+//! `leads_phone`, and `leads_source_external` once per source for an external id.
+
+use hyper::StatusCode;
+use maud::{Markup, html};
+use rusqlite::{Connection, params};
+
+use crate::console::layout::{self, Zone};
+use crate::db::{Db, DbError};
+use crate::http::Response;
+use crate::http::error::Error;
+use crate::operators::Session;
+
+/// Most leads one page lists.
+const LIMIT: i64 = 100;
+
+/// A lead as the list shows it.
+pub(super) struct Row {
+    pub id: String,
+    pub created_at: i64,
+    pub name: String,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub source_id: String,
+    pub external_id: Option<String>,
+    pub quality: String,
+    pub duplicate: String,
+    pub status: String,
+}
+
+const COLUMNS: &str = "id, created_at, first_name || ' ' || last_name, email, phone, source_id, \
+                       external_id, quality_status, duplicate_status, status";
+
+fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Row> {
+    Ok(Row {
+        id: row.get(0)?,
+        created_at: row.get(1)?,
+        name: row.get(2)?,
+        email: row.get(3)?,
+        phone: row.get(4)?,
+        source_id: row.get(5)?,
+        external_id: row.get(6)?,
+        quality: row.get(7)?,
+        duplicate: row.get(8)?,
+        status: row.get(9)?,
+    })
+}
+
+pub(crate) async fn get(db: &Db, operator: &Session, query: &str) -> Result<Response, Error> {
+    let q = form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "q")
+        .map(|(_, value)| value.trim().to_string())
+        .unwrap_or_default();
+    let search = q.clone();
+    let (zone, rows) = db
+        .read(move |conn| Ok::<_, DbError>((Zone::of(conn)?, find(conn, &search)?)))
+        .await?;
+    let body = html! {
+        form class="search" method="get" action="/leads" role="search" {
+            label for="q" { "Lead id, email, phone or external id" }
+            input id="q" name="q" type="search" value=(q) autocomplete="off";
+            button type="submit" { "Search" }
+        }
+        @if q.is_empty() {
+            p class="note" { "The newest " (LIMIT) " leads." }
+        } @else {
+            p class="note" { (rows.len()) " found for “" (q) "”." }
+        }
+        (table(&rows, &zone))
+    };
+    Ok(layout::page(
+        StatusCode::OK,
+        "Leads",
+        "/leads",
+        operator,
+        &zone,
+        body,
+    ))
+}
+
+/// The leads `q` names, newest first; the newest leads for an empty `q`.
+fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
+    if q.is_empty() {
+        let mut statement = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM leads ORDER BY created_at DESC LIMIT ?1"
+        ))?;
+        return statement.query_map([LIMIT], from_row)?.collect();
+    }
+    let email = crate::ingest::normalize::email_key(q);
+    let phone = crate::ingest::normalize::phone_key(q);
+    // `source_id IN (SELECT id FROM sources)` lets SQLite use the (source, external id)
+    // index once per source instead of scanning every lead.
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM leads WHERE id IN (
+             SELECT ?1
+             UNION SELECT lead_id FROM lead_requests WHERE id = ?1
+             UNION SELECT lead_id FROM transactions WHERE id = ?1
+             UNION SELECT id FROM leads WHERE email_norm = ?2
+             UNION SELECT id FROM leads WHERE phone_norm = ?3
+             UNION SELECT id FROM leads
+                   WHERE source_id IN (SELECT id FROM sources) AND external_id = ?1)
+         ORDER BY created_at DESC LIMIT ?4"
+    ))?;
+    statement
+        .query_map(params![q, email, phone, LIMIT], from_row)?
+        .collect()
+}
+
+pub(super) fn table(rows: &[Row], zone: &Zone) -> Markup {
+    html! {
+        div class="scroll" {
+            table class="list" id="leads" {
+                thead { tr {
+                    th { "Lead" } th { "Received" } th { "Name" } th { "Email" } th { "Phone" }
+                    th { "Source" } th { "External id" } th { "Quality" } th { "Duplicate" }
+                    th { "Status" }
+                } }
+                tbody {
+                    @for row in rows {
+                        tr {
+                            td { a href={ "/leads/" (row.id) } { (row.id) } }
+                            td { (zone.when(row.created_at)) }
+                            td { (row.name) }
+                            td { (row.email.as_deref().unwrap_or("")) }
+                            td { (row.phone.as_deref().unwrap_or("")) }
+                            td { (row.source_id) }
+                            td { (row.external_id.as_deref().unwrap_or("")) }
+                            td { span class={ "tag " (row.quality) } { (row.quality) } }
+                            td { (row.duplicate) }
+                            td { (row.status) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

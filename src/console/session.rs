@@ -1,0 +1,229 @@
+//! Signing in and out of the console: the login form, the session cookie, the limit on
+//! failed logins and the `Origin` check of the logout.
+//!
+//! The cookie carries the session id that `crate::operators::login` opened; it is
+//! `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page sends it),
+//! `Path=/`, and `Secure` with `serve --console-secure-cookie`. Whether a token or a
+//! session is valid is `crate::operators`' to say; this module only carries them.
+
+use std::net::SocketAddr;
+
+use hyper::StatusCode;
+use hyper::header::{COOKIE, HOST, HeaderValue, LOCATION, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use maud::{Markup, html};
+
+use super::Console;
+use super::layout;
+use crate::db::DbError;
+use crate::http::error::Error;
+use crate::http::{Request, Response, response};
+use crate::operators::{self, Session};
+
+/// The cookie's name.
+const COOKIE_NAME: &str = "leadrelay_console";
+
+/// The largest login form accepted; a token is some 50 characters.
+const FORM_LIMIT: usize = 4 * 1024;
+
+/// 303 to `/login`: what every page answers without a live session.
+pub(super) fn to_login() -> Response {
+    see_other("/login")
+}
+
+fn see_other(location: &'static str) -> Response {
+    let mut response = response::html(StatusCode::SEE_OTHER, String::new());
+    response
+        .headers_mut()
+        .insert(LOCATION, HeaderValue::from_static(location));
+    response
+}
+
+/// The session id the request's cookie carries, if any.
+fn cookie_session(request: &Request) -> Option<String> {
+    request
+        .headers()
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|header| header.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE_NAME)
+        .map(|(_, value)| value.to_string())
+        .filter(|value| !value.is_empty())
+}
+
+/// The operator signed in on this request, or `None` without a live session.
+pub(super) async fn current(
+    console: &Console,
+    request: &Request,
+) -> Result<Option<Session>, Error> {
+    let Some(session_id) = cookie_session(request) else {
+        return Ok(None);
+    };
+    let now = crate::clock::now_ms();
+    Ok(console
+        .db
+        .read(move |conn| Ok::<_, DbError>(operators::session(conn, &session_id, now)?))
+        .await?)
+}
+
+/// `GET /login`: the form.
+pub(super) fn login_form(_console: &Console, _request: &Request) -> Response {
+    response::html(StatusCode::OK, form_page(None).into_string())
+}
+
+fn form_page(problem: Option<&str>) -> Markup {
+    let body = html! {
+        main class="login" {
+            h1 { "leadrelay console" }
+            @if let Some(problem) = problem {
+                p class="problem" role="alert" { (problem) }
+            }
+            form method="post" action="/login" {
+                // Browsers and password managers expect a user name beside a password
+                // field; the token alone identifies the operator.
+                input type="text" name="username" autocomplete="username" value="operator"
+                    hidden;
+                label for="token" { "Operator token" }
+                input id="token" name="token" type="password" autocomplete="current-password"
+                    required autofocus;
+                button type="submit" { "Sign in" }
+            }
+            p class="hint" {
+                "A token is made with " code { "leadrelay operator create --name NAME" } "."
+            }
+        }
+    };
+    layout::bare("Sign in", body)
+}
+
+/// `POST /login`: a valid token gets a session cookie and 303 to `/`; a wrong one 401 with
+/// the form again. A client address that failed too often is refused with 429 before its
+/// token is looked at.
+pub(super) async fn login(
+    console: &Console,
+    request: Request,
+    peer: SocketAddr,
+) -> Result<Response, Error> {
+    if let Err(limited) = console.login_failures.peek(peer.ip()) {
+        crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
+        return Ok(too_many_failures(limited.retry_after_secs));
+    }
+    if !origin_allowed(console, &request, false) {
+        crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
+        return Ok(forbidden_origin());
+    }
+    let body = crate::http::body::read_form(request, FORM_LIMIT).await?;
+    let token = form_urlencoded::parse(&body)
+        .find(|(name, _)| name == "token")
+        .map(|(_, value)| value.trim().to_string())
+        .unwrap_or_default();
+    let now = crate::clock::now_ms();
+    let opened = if token.is_empty() {
+        None
+    } else {
+        operators::sign_in(&console.db, token, now).await?
+    };
+    let Some(opened) = opened else {
+        // Only failures are counted: an operator who signs in often is never limited.
+        let _ = console.login_failures.check(peer.ip());
+        let page = form_page(Some("That token is not valid (or was revoked)."));
+        return Ok(response::html(StatusCode::UNAUTHORIZED, page.into_string()));
+    };
+    let mut response = see_other("/");
+    let cookie = format!(
+        "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+        opened.session_id,
+        operators::SESSION_TTL_MS / 1000,
+        if console.config.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
+    );
+    response.headers_mut().insert(
+        SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("a session id is URL-safe base64"),
+    );
+    Ok(response)
+}
+
+fn too_many_failures(retry_after_secs: u64) -> Response {
+    let message = format!(
+        "Too many failed sign-ins from this address. Try again in {retry_after_secs} seconds."
+    );
+    let mut response = response::html(
+        StatusCode::TOO_MANY_REQUESTS,
+        form_page(Some(&message)).into_string(),
+    );
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    response
+}
+
+fn forbidden_origin() -> Response {
+    let page = layout::bare(
+        "Refused",
+        html! {
+            main class="error" {
+                h1 { "403 Forbidden" }
+                p { "The form was sent from another site's page (its Origin is not this console's)." }
+                p { a href="/" { "Back to the console" } }
+            }
+        },
+    );
+    response::html(StatusCode::FORBIDDEN, page.into_string())
+}
+
+/// `POST /logout`: only from the console's own pages (the `Origin` must be the console's
+/// origin; a request without one is refused too), then the session ends and the cookie is
+/// cleared.
+pub(super) async fn logout(console: &Console, request: Request) -> Result<Response, Error> {
+    if !origin_allowed(console, &request, true) {
+        crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
+        return Ok(forbidden_origin());
+    }
+    let session_id = cookie_session(&request);
+    crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
+    if let Some(session_id) = session_id {
+        operators::sign_out(&console.db, session_id).await?;
+    }
+    let mut response = to_login();
+    let cookie = format!(
+        "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
+        if console.config.secure_cookie {
+            "; Secure"
+        } else {
+            ""
+        }
+    );
+    response.headers_mut().insert(
+        SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("the cookie is ASCII"),
+    );
+    Ok(response)
+}
+
+/// Whether the request's `Origin` is the console's own: the scheme the console is reached
+/// by (`https` with a secure cookie, else `http`) and the `Host` the browser asked for.
+/// Without an `Origin`, `required` decides.
+fn origin_allowed(console: &Console, request: &Request, required: bool) -> bool {
+    let Some(origin) = request.headers().get(ORIGIN) else {
+        return !required;
+    };
+    let Some(host) = request.headers().get(HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let scheme = if console.config.secure_cookie {
+        "https"
+    } else {
+        "http"
+    };
+    origin.to_str().is_ok_and(|origin| {
+        origin
+            .strip_prefix(scheme)
+            .and_then(|rest| rest.strip_prefix("://"))
+            .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
+    })
+}

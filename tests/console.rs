@@ -1,0 +1,574 @@
+//! The operator console (DESIGN.md section 15) over real HTTP: operator tokens from the CLI,
+//! the login form and its session cookie, the logout's `Origin` check, the limit on failed
+//! logins, the security headers, and every page's content, with a lead whose fields and a
+//! buyer's answer carry HTML that must show as text.
+
+use serde_json::{Value, json};
+
+use crate::util;
+use crate::util::receiver::{Answer, Receiver};
+use crate::util::*;
+
+/// Every page of the console, with a lead id that does not exist.
+const PAGES: &[&str] = &[
+    "/",
+    "/leads",
+    "/leads?q=x",
+    "/leads/lead_nope",
+    "/buyers",
+    "/sources",
+    "/outbox",
+    "/reports",
+    "/reports.csv",
+];
+
+pub(crate) fn start() -> TestServer {
+    TestServer::start_with_console(
+        TempDb::new(),
+        fast_options(),
+        leadrelay::console::ConsoleConfig::default(),
+    )
+}
+
+/// A new operator's token.
+pub(crate) fn operator(server: &TestServer, name: &str) -> Value {
+    lr(server, "operator create --name").arg(name).json()
+}
+
+fn form_post(server: &TestServer, path: &str, body: &str) -> Request {
+    Request::new("POST", &server.console_url(path))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(body.as_bytes().to_vec())
+}
+
+fn login_with(server: &TestServer, token: &str) -> Reply {
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("token", token)
+        .finish();
+    form_post(server, "/login", &body).send()
+}
+
+/// Signs in with a new operator's token; the `Cookie` header value of the session.
+pub(crate) fn login(server: &TestServer) -> String {
+    let token = operator(server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reply = login_with(server, &token);
+    assert_eq!(reply.status, 303, "{}", reply.text);
+    cookie_of(&reply)
+}
+
+fn cookie_of(reply: &Reply) -> String {
+    let set = reply.header("set-cookie").expect("a session cookie is set");
+    set.split(';').next().unwrap().to_string()
+}
+
+fn get(server: &TestServer, path: &str, cookie: &str) -> Reply {
+    Request::new("GET", &server.console_url(path))
+        .header("Cookie", cookie)
+        .send()
+}
+
+#[test]
+fn every_page_needs_a_session_and_every_answer_has_the_security_headers() {
+    let server = start();
+    for path in PAGES.iter().chain(&["/nope", "/leads/a/b"]) {
+        let reply = Request::new("GET", &server.console_url(path)).send();
+        assert_eq!(reply.status, 303, "{path}");
+        assert_eq!(reply.header("location"), Some("/login"), "{path}");
+        let stale = get(&server, path, "leadrelay_console=not-a-session");
+        assert_eq!(stale.status, 303, "{path} with an unknown session");
+    }
+    let form = Request::new("GET", &server.console_url("/login")).send();
+    assert_eq!(form.status, 200);
+    assert!(
+        form.text
+            .contains(r#"<form method="post" action="/login">"#)
+    );
+    assert!(form.text.contains(r#"name="token""#));
+    assert!(
+        form.text
+            .contains(r#"<link rel="stylesheet" href="/style.css">"#)
+    );
+    for reply in [&form, &Request::new("GET", &server.console_url("/")).send()] {
+        let csp = reply.header("content-security-policy").unwrap();
+        assert!(csp.starts_with("default-src 'self'"), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(reply.header("referrer-policy"), Some("same-origin"));
+    }
+    let css = Request::new("GET", &server.console_url("/style.css")).send();
+    assert_eq!(css.status, 200);
+    assert_eq!(css.header("content-type"), Some("text/css; charset=utf-8"));
+    assert!(css.text.contains("@media"), "responsive rules");
+    // The API's listener knows nothing of the console.
+    assert_eq!(server.get("/login").status, 404);
+}
+
+#[test]
+fn a_token_signs_in_with_a_strict_http_only_cookie_and_a_wrong_one_is_401() {
+    let server = start();
+    let wrong = login_with(&server, "lro_wrong");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.text.contains("not valid"), "{}", wrong.text);
+    assert!(wrong.text.contains(r#"name="token""#), "the form again");
+    assert!(wrong.header("set-cookie").is_none());
+    assert_eq!(login_with(&server, "").status, 401);
+
+    let token = operator(&server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reply = login_with(&server, &token);
+    assert_eq!(reply.status, 303);
+    assert_eq!(reply.header("location"), Some("/"));
+    let set = reply.header("set-cookie").unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.split("; ").any(|part| part == flag), "{flag} in {set}");
+    }
+    assert!(!set.contains("Secure"), "{set}");
+    let cookie = cookie_of(&reply);
+    let session_id = cookie.split_once('=').unwrap().1;
+    assert!(session_id.len() >= 43, "256 random bits: {session_id}");
+    let page = get(&server, "/", &cookie);
+    assert_eq!(page.status, 200);
+    assert!(page.text.contains("<h1>Overview</h1>"));
+    assert!(page.text.contains("ana"), "the signed-in operator is named");
+
+    // Only hashes are stored: neither the token nor the session id is in the file.
+    let conn = rusqlite::Connection::open(&server.db.path).unwrap();
+    let stored: String = conn
+        .query_row(
+            "SELECT group_concat(token_hash) || (SELECT group_concat(id_hash) FROM operator_sessions) FROM operators",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!stored.contains(&token) && !stored.contains(session_id));
+
+    // A form posted as JSON is refused.
+    let json_login = Request::new("POST", &server.console_url("/login"))
+        .header("Content-Type", "application/json")
+        .body(format!("{{\"token\": \"{token}\"}}"))
+        .send();
+    assert_eq!(json_login.status, 415);
+}
+
+#[test]
+fn the_cookie_is_secure_when_asked() {
+    let server = TestServer::start_with_console(
+        TempDb::new(),
+        fast_options(),
+        leadrelay::console::ConsoleConfig {
+            secure_cookie: true,
+        },
+    );
+    let token = operator(&server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reply = login_with(&server, &token);
+    assert!(
+        reply
+            .header("set-cookie")
+            .unwrap()
+            .split("; ")
+            .any(|p| p == "Secure")
+    );
+}
+
+#[test]
+fn revoking_a_token_ends_its_sessions_at_once() {
+    let server = start();
+    let created = operator(&server, "ana");
+    let token = created["token"].as_str().unwrap();
+    let cookie = cookie_of(&login_with(&server, token));
+    let other = login(&server);
+    assert_eq!(get(&server, "/", &cookie).status, 200);
+
+    let revoked = lr(&server, "operator revoke")
+        .arg(created["id"].as_str().unwrap())
+        .json();
+    assert!(revoked["revokedAt"].is_string());
+    assert_eq!(get(&server, "/", &cookie).status, 303, "the session ended");
+    assert_eq!(get(&server, "/buyers", &cookie).status, 303);
+    assert_eq!(login_with(&server, token).status, 401, "the token is dead");
+    assert_eq!(
+        get(&server, "/", &other).status,
+        200,
+        "other operators stay"
+    );
+}
+
+#[test]
+fn logout_needs_the_consoles_own_origin() {
+    let server = start();
+    let cookie = login(&server);
+    let origin = server.console_url("");
+    let logout = |origin: Option<&str>| {
+        let mut request = form_post(&server, "/logout", "").header("Cookie", &cookie);
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        request.send()
+    };
+    for refused in [
+        None,
+        Some("http://evil.example"),
+        Some("null"),
+        Some(&*origin.replace("http://", "https://")),
+    ] {
+        let reply = logout(refused);
+        assert_eq!(reply.status, 403, "{refused:?}");
+        assert_eq!(get(&server, "/", &cookie).status, 200, "still signed in");
+    }
+    let reply = logout(Some(&origin));
+    assert_eq!(reply.status, 303);
+    assert_eq!(reply.header("location"), Some("/login"));
+    let cleared = reply.header("set-cookie").unwrap();
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    assert_eq!(get(&server, "/", &cookie).status, 303, "the session ended");
+    // A login form sent from another site's page is refused as well.
+    let token = operator(&server, "bo")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let foreign = form_post(&server, "/login", &format!("token={token}"))
+        .header("Origin", "http://evil.example")
+        .send();
+    assert_eq!(foreign.status, 403);
+}
+
+#[test]
+fn failed_logins_are_limited_per_client() {
+    let server = start();
+    let token = operator(&server, "ana")["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for attempt in 0..10 {
+        assert_eq!(login_with(&server, "lro_guess").status, 401, "{attempt}");
+    }
+    let limited = login_with(&server, "lro_guess");
+    assert_eq!(limited.status, 429);
+    assert!(
+        limited.text.contains("Too many failed sign-ins"),
+        "{}",
+        limited.text
+    );
+    assert!(limited.header("retry-after").is_some());
+    assert_eq!(
+        login_with(&server, &token).status,
+        429,
+        "not even the right token gets through while limited"
+    );
+}
+
+#[test]
+fn operator_commands_print_the_token_once() {
+    let db = TempDb::new();
+    let created = lr(&db, "operator create --name 'Ana (ops)'").json();
+    let keys: Vec<&str> = created
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for key in ["id", "name", "token"] {
+        assert!(keys.contains(&key), "{key} in {keys:?}");
+    }
+    assert_eq!(created["name"], "Ana (ops)");
+    assert!(created["token"].as_str().unwrap().starts_with("lro_"));
+    let listed = lr(&db, "operator list").json();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["id"], created["id"]);
+    assert!(listed[0].get("token").is_none(), "{listed}");
+    assert!(
+        !listed
+            .to_string()
+            .contains(created["token"].as_str().unwrap())
+    );
+    lr(&db, "operator revoke opr_nope")
+        .fails(1)
+        .stderr_contains("unknown operator 'opr_nope'");
+    lr(&db, "operator create --name ''").fails(1);
+}
+
+/// What the hostile lead carries, and how each must show.
+pub(crate) const SCRIPT: &str = "<script>alert(1)</script>";
+const SCRIPT_SHOWN: &str = "&lt;script&gt;alert(1)&lt;/script&gt;";
+pub(crate) const IMG: &str = "\"><img src=x onerror=alert(1)>";
+const IMG_SHOWN: &str = "&quot;&gt;&lt;img src=x onerror=alert(1)&gt;";
+const EXCERPT: &str = "<b>refused</b><img src=y onerror=alert(2)>";
+const EXCERPT_SHOWN: &str = "&lt;b&gt;refused&lt;/b&gt;&lt;img src=y onerror=alert(2)&gt;";
+
+/// Asserts that `page` shows every hostile string in `shown` escaped and none raw.
+fn assert_escaped(path: &str, page: &Reply, shown: &[&str]) {
+    assert_eq!(page.status, 200, "{path}: {}", page.text);
+    for raw in [SCRIPT, IMG, EXCERPT, "<script", "<img", "onerror=alert(1)>"] {
+        assert!(!page.text.contains(raw), "{path} has the raw {raw}");
+    }
+    for escaped in shown {
+        assert!(page.text.contains(escaped), "{path} lacks {escaped}");
+    }
+}
+
+/// A complete lead (the default weights score it 99) with automated delivery.
+fn hostile_lead() -> Value {
+    json!({
+        "externalId": "partner-77",
+        "firstName": SCRIPT,
+        "lastName": "Lee",
+        "email": "Ann.Lee@Example.com",
+        "phone": "+49 30 1234567",
+        "street": "Hauptstr.",
+        "houseNumber": "1",
+        "postalCode": "10115",
+        "city": "Berlin",
+        "country": "DE",
+        "consentStatus": "granted",
+        "consentCapturedAt": "2025-01-06T10:00:00Z",
+        "note": IMG,
+        IMG: "as a key too",
+        "productSlug": "solar",
+        "triggerAutoDelivery": true,
+    })
+}
+
+/// What [`populate`] made.
+pub(crate) struct Business {
+    /// Kept so the buyers' endpoint stays up while the test runs.
+    pub _receiver: Receiver,
+    /// The hostile lead, sold to `good` by auto-delivery.
+    pub lead_id: String,
+    /// A plain lead delivered by hand to `refuses`, whose endpoint answered 400 with HTML.
+    pub other_lead: String,
+    pub other_request: String,
+}
+
+/// Buyers `good` (solar at 30, daily cap 5), `picky` (a filter that excludes the lead) and
+/// `refuses` (answers 400 with HTML), the hostile lead auto-delivered to `good`, and a
+/// second lead delivered to `refuses`, whose event has failed.
+pub(crate) fn populate(server: &TestServer) -> Business {
+    let receiver = Receiver::start();
+    receiver.answer("/refuses", Answer::status(400).body(EXCERPT));
+    let db = &server.db.path;
+    setup(db);
+    buyer(db, "good", &receiver.url("/good"), None, "");
+    lr(
+        db,
+        "buyer subscribe good --product solar --price 30 --daily-cap 5",
+    )
+    .ok();
+    buyer(db, "picky", &receiver.url("/picky"), None, "");
+    lr(
+        db,
+        "buyer subscribe picky --product solar --price 50 --filter country=FR",
+    )
+    .ok();
+    buyer(db, "refuses", &receiver.url("/refuses"), None, "");
+
+    // The hostile lead is routed automatically: `good` takes it, `picky` is a candidate that
+    // the filter excludes.
+    let (lead_id, _) = lead_request(server, &hostile_lead());
+    receiver.wait_for(1, WAIT);
+    // A second lead, delivered by hand to a buyer whose endpoint refuses it with HTML.
+    let (other_lead, other_request) = lead_request(server, &simple_lead(2));
+    deliver(db, &other_request, "refuses", Some("12"));
+    wait_until(WAIT, "the refused event fails", || {
+        lr(db, "outbox list --status failed")
+            .json()
+            .as_array()
+            .unwrap()
+            .len()
+            == 1
+    });
+    Business {
+        _receiver: receiver,
+        lead_id,
+        other_lead,
+        other_request,
+    }
+}
+
+#[test]
+fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
+    let server = start();
+    let Business {
+        lead_id,
+        other_lead,
+        other_request,
+        ..
+    } = populate(&server);
+    let db = &server.db.path;
+    let cookie = login(&server);
+
+    let overview = get(&server, "/", &cookie);
+    assert_escaped("/", &overview, &[]);
+    let today = overview
+        .text
+        .split("<th scope=\"row\">Today</th>")
+        .nth(1)
+        .unwrap();
+    let cells: Vec<&str> = today
+        .split("</tr>")
+        .next()
+        .unwrap()
+        .split("<td>")
+        .skip(1)
+        .map(|cell| cell.trim_end_matches("</td>"))
+        .collect();
+    assert_eq!(cells, ["2", "2", "42.00", "34.00", "0.0%"], "{today}");
+    assert_eq!(
+        overview.text.matches("<rect class=\"bar\"").count(),
+        48 + 30,
+        "a bar per hour and per day"
+    );
+    assert!(overview.text.contains("id=\"leads-per-hour\""));
+    assert!(
+        overview.text.contains("data-value=\"42\""),
+        "today's revenue bar"
+    );
+    assert!(
+        overview.text.contains(">1</span> failed"),
+        "{}",
+        overview.text
+    );
+    assert!(
+        overview.text.contains("refuses"),
+        "the failing buyer is named"
+    );
+
+    let leads = get(&server, "/leads", &cookie);
+    assert_escaped("/leads", &leads, &[SCRIPT_SHOWN]);
+    assert!(leads.text.contains(&format!("href=\"/leads/{lead_id}\"")));
+    assert!(leads.text.contains(&other_lead));
+    // Search: email and phone normalised as duplicates are, the external id, the lead id,
+    // and the ids of its request and transaction.
+    let transaction = lr(db, "transaction list").json()[0].clone();
+    let found_by = |q: &str| -> Vec<String> {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("q", q)
+            .finish();
+        let page = get(&server, &format!("/leads?{query}"), &cookie);
+        assert_escaped("/leads?q=", &page, &[]);
+        page.text
+            .split("href=\"/leads/")
+            .skip(1)
+            .map(|rest| rest.split('"').next().unwrap().to_string())
+            .collect()
+    };
+    let good_txn = lr(db, "transaction list")
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["buyerAccountId"] == "good")
+        .unwrap()["transactionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for q in [
+        "  ann.lee@EXAMPLE.com ",
+        "+49 (30) 123-4567",
+        "partner-77",
+        &lead_id,
+        &good_txn,
+    ] {
+        assert_eq!(found_by(q), std::slice::from_ref(&lead_id), "{q}");
+    }
+    assert_eq!(found_by(&other_request), std::slice::from_ref(&other_lead));
+    assert!(found_by("nobody@example.com").is_empty());
+    assert!(transaction.is_object());
+
+    let lead = get(&server, &format!("/leads/{lead_id}"), &cookie);
+    assert_escaped("/leads/{id}", &lead, &[SCRIPT_SHOWN, IMG_SHOWN]);
+    for shown in [
+        "class=\"list candidates\"",
+        "<td>good</td>",
+        "<td>picky</td>",
+        "filter_mismatch",
+        "class=\"score\"",
+        "Evaluation factors",
+        "validEmail",
+        "auto-delivery",
+        "lead.delivered",
+    ] {
+        assert!(lead.text.contains(shown), "the lead page shows {shown}");
+    }
+    let refused = get(&server, &format!("/leads/{other_lead}"), &cookie);
+    assert_escaped("/leads/{other}", &refused, &[EXCERPT_SHOWN]);
+    assert!(
+        refused.text.contains("<td>400</td>"),
+        "the attempt's status"
+    );
+    assert_eq!(get(&server, "/leads/lead_nope", &cookie).status, 404);
+
+    let buyers = get(&server, "/buyers", &cookie);
+    assert_escaped("/buyers", &buyers, &[]);
+    assert!(
+        buyers.text.contains("solar at 30.00: 1 / 5"),
+        "caps used today"
+    );
+    assert!(
+        buyers.text.contains("0 pending · 1 failed"),
+        "the refusing endpoint"
+    );
+    let good_row = buyers.text.split("id=\"buyer-good\"").nth(1).unwrap();
+    let good_row = good_row.split("</tr>").next().unwrap();
+    assert!(
+        good_row.contains("<td>1</td>"),
+        "sold in 30 days: {good_row}"
+    );
+
+    let sources = get(&server, "/sources", &cookie);
+    assert_escaped("/sources", &sources, &[]);
+    let src_row = sources.text.split("id=\"source-src\"").nth(1).unwrap();
+    let src_row = src_row.split("</tr>").next().unwrap();
+    assert!(src_row.contains("<td>2</td>"), "2 leads today: {src_row}");
+    assert!(src_row.contains("2 · 0 · 0"), "quality mix: {src_row}");
+
+    let outbox = get(&server, "/outbox", &cookie);
+    assert_escaped("/outbox", &outbox, &[]);
+    assert!(
+        outbox.text.contains("0 pending, 1 failed"),
+        "{}",
+        outbox.text
+    );
+    assert!(
+        outbox
+            .text
+            .contains(&format!("href=\"/leads/{other_lead}\""))
+    );
+}
+
+#[test]
+fn serve_starts_the_console_on_its_own_listener_unless_it_is_off() {
+    let db = TempDb::new();
+    let served = util::process::ServeProcess::start(&db.path, &["--console-listen", "127.0.0.1:0"]);
+    let console = served
+        .console
+        .clone()
+        .expect("the console's address is printed");
+    assert_ne!(console, served.base);
+    let form = Request::new("GET", &format!("{console}/login")).send();
+    assert_eq!(form.status, 200);
+    assert!(form.text.contains("Operator token"));
+    let page = Request::new("GET", &format!("{console}/")).send();
+    assert_eq!(page.status, 303);
+    assert_eq!(
+        served.terminate().code(),
+        Some(0),
+        "both listeners stop cleanly"
+    );
+
+    let help = lr(&db, "serve --help").ok();
+    assert!(help.contains("[default: 127.0.0.1:8081]"), "{help}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().to_string();
+    lr(&db, "serve --listen 127.0.0.1:0 --console-listen")
+        .arg(&port)
+        .fails(1)
+        .stderr_contains("for the console (--console-listen off turns it off)");
+}
