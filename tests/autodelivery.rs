@@ -139,11 +139,8 @@ fn subscriptions_take_schedules() {
     )
     .json();
     assert_eq!(
-        subscribed["schedule"],
-        json!([
-            {"days": [1, 2, 3, 4, 5], "from": "08:00", "to": "18:00"},
-            {"days": [6], "from": "22:00", "to": "02:00"},
-        ])
+        subscribed["schedules"],
+        json!(["mon-fri 08:00-18:00", "sat 22:00-02:00"])
     );
     let stored: String = rusqlite::Connection::open(&db.path)
         .unwrap()
@@ -151,15 +148,22 @@ fn subscriptions_take_schedules() {
         .unwrap();
     assert_eq!(
         serde_json::from_str::<Value>(&stored).unwrap(),
-        subscribed["schedule"]
+        json!([
+            {"days": [1, 2, 3, 4, 5], "from": "08:00", "to": "18:00"},
+            {"days": [6], "from": "22:00", "to": "02:00"},
+        ])
     );
-    // Subscribing again replaces the terms: no schedule means always open.
-    let always = lr(&db, "buyer subscribe sunco --product solar --price 25").json();
-    assert_eq!(always["schedule"], Value::Null);
+    // Clearing the schedule means always open.
+    let always = lr(
+        &db,
+        "buyer terms set sunco --product solar --clear-schedule",
+    )
+    .json();
+    assert_eq!(always["schedules"], json!([]));
 
     lr(
         &db,
-        "buyer subscribe sunco --product solar --price 25 --schedule 'someday 8-18'",
+        "buyer terms set sunco --product solar --schedule 'someday 8-18'",
     )
     .fails(2)
     .stderr_contains("schedule 'someday 8-18'");

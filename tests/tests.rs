@@ -5,6 +5,8 @@ mod util;
 
 mod autodelivery;
 mod cli;
+mod cli_help;
+mod config;
 mod console;
 mod console_browser;
 mod crash;
@@ -30,6 +32,7 @@ mod packaging;
 mod private_files;
 mod properties;
 mod ratelimit;
+mod readme;
 mod restore;
 mod secrets_log;
 mod state_machine;

@@ -171,6 +171,13 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         &["src/ingest/store.rs", "src/ingest/status.rs"],
     ),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    // Configuration: `config` writes its records (`retire.rs` deletes and archives them
+    // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
+    ("subscriptions", &["src/config/subscription.rs"]),
+    ("containers", &["src/config/"]),
+    ("products", &["src/config/"]),
+    ("suppliers", &["src/config/"]),
+    ("sources", &["src/config/", "src/mapping/store.rs"]),
 ];
 
 #[test]

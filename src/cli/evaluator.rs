@@ -20,12 +20,18 @@ use crate::config::ConfigError;
 #[derive(Debug, Subcommand)]
 pub enum EvaluatorCommand {
     /// Show the weights a workspace scores leads with, and its containers' thresholds.
+    #[command(after_help = "Example:\n  leadrelay evaluator show --workspace acme")]
     Show {
+        /// The workspace.
         #[arg(long)]
         workspace: String,
     },
     /// Change a workspace's weights: some by name, all from a file, or back to the defaults.
+    #[command(
+        after_help = "Example:\n  leadrelay evaluator set --workspace acme --weight validPhone=2.5 --weight intercept=-2"
+    )]
     Set {
+        /// The workspace.
         #[arg(long)]
         workspace: String,
         #[command(flatten)]
