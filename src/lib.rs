@@ -29,3 +29,4 @@ pub mod outbox;
 pub mod ratelimit;
 pub mod secrets;
 pub mod service;
+pub mod training;

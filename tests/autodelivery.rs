@@ -34,7 +34,8 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
             "addressCompleteness",
             "consentGranted",
             "requiredFields",
-            "softQualityFlags"
+            "softQualityFlags",
+            "duplicatesSeen"
         ]
     );
     assert_eq!(
@@ -342,9 +343,11 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
             ("addressCompleteness", 1.0),
             ("consentGranted", 1.0),
             ("requiredFields", 1.0),
-            ("softQualityFlags", 0.0)
+            ("softQualityFlags", 0.0),
+            ("duplicatesSeen", 0.0)
         ]
     );
+    // No category group weighs anything with the default weights, so none is listed.
 
     let delivery = &request["deliveries"][0];
     assert_eq!(request["deliveries"].as_array().unwrap().len(), 1);
@@ -698,12 +701,14 @@ fn scores_are_deterministic_and_follow_the_workspace_weights() {
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = lead_path("web", "open");
     // Valid email, names, nothing else: just above the default threshold.
+    // Each one a new person (no duplicate seen), captured at the same hour.
     let sparse = |n: usize| {
         json!({
             "externalId": format!("sparse-{n}"),
             "firstName": "Bea",
             "lastName": "Kim",
-            "email": "bea@example.com",
+            "email": format!("bea{n}@example.com"),
+            "capturedAt": "2025-06-01T10:00:00Z",
             "productSlug": "solar",
             "triggerAutoDelivery": true,
         })

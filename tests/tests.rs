@@ -14,6 +14,7 @@ mod delivery;
 mod delivery_conditions;
 mod demo;
 mod durations;
+mod evaluator;
 mod foundation;
 mod hostile;
 mod ingest;

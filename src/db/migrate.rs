@@ -27,11 +27,13 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0003_operator_console.sql")),
     // Day-two configuration: archived records, previous secrets during a rotation's overlap.
     sql(include_str!("../../migrations/0004_config.sql")),
+    // The evaluator's weight versions and stored features.
+    sql(include_str!("../../migrations/0005_evaluator.sql")),
     // Delivery under real conditions: buyer health, fair claiming, cap counters, which
     // are counted from the transactions of the current day and month in each workspace's
     // time zone.
     Migration {
-        sql: include_str!("../../migrations/0005_delivery.sql"),
+        sql: include_str!("../../migrations/0006_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
 ];

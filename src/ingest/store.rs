@@ -192,6 +192,19 @@ fn store_one(
         });
     }
 
+    // The evaluator's `duplicatesSeen`, counted before the insert so that auto-delivery
+    // never reads the leads table after it; only for leads that ask for auto-delivery.
+    let duplicates_seen = if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+        Some(dedupe::seen_before(
+            conn,
+            &source.workspace_id,
+            lead.email_key.as_deref(),
+            lead.phone_key.as_deref(),
+            crate::autodelivery::features::DUPLICATES_SEEN_CAP,
+        )?)
+    } else {
+        None
+    };
     let lead_id = crate::ids::new("lead");
     let mut item = ItemFacts {
         status: match duplicate_status {
@@ -237,9 +250,10 @@ fn store_one(
     // caps and balances cannot race; it gets the lead as just written rather than reading
     // it back, and its decision joins the answer saved for replays.
     let mut auto_delivered = 0;
-    if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+    if let Some(duplicates_seen) = duplicates_seen {
         let stored = stored_lead(source, lead, lead_id, &item, now);
-        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, now)? {
+        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
+        {
             auto_delivered = auto.delivered();
             item.auto_delivery = Some(auto.to_json());
             save_result(conn, source, &stored.id, &item)?;
