@@ -31,6 +31,7 @@ mod ops;
 mod outbox;
 mod packaging;
 mod private_files;
+mod production;
 mod properties;
 mod ratelimit;
 mod readme;
