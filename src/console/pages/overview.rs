@@ -4,7 +4,7 @@
 //!
 //! Every figure over time is the count (or sum) of one range of an index: `leads_created`
 //! per hour and day, `transactions_status_created` per transaction status and day
-//! (migration 8), so the page costs the same on a year of history as on a week's and
+//! (migration 9), so the page costs the same on a year of history as on a week's and
 //! evaluates no filter per row.
 
 use hyper::StatusCode;

@@ -1,7 +1,7 @@
 //! `/sources`: each source's volume over the last 30 days and today, its duplicates and its
 //! quality mix (ok, suspect, invalid), with its container, supplier and whether it is on.
 //!
-//! Every figure is a sum of ranges of the `leads_source_mix` index (migration 8), one per
+//! Every figure is a sum of ranges of the `leads_source_mix` index (migration 9), one per
 //! source, quality and duplicate status, so no lead is read and nothing is sorted.
 //! Leads refused by validation are not stored, so their count waits for the report's
 //! aggregate (DESIGN.md section 11).

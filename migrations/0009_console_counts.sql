@@ -1,4 +1,4 @@
--- Migration 8: the console's counts by group (DESIGN.md section 15: every page under
+-- Migration 9: the console's counts by group (DESIGN.md section 15: every page under
 -- 100 ms on a file of a million leads).
 --
 -- Migration 3's indexes led with the time, so a figure per source or per buyer over 30
