@@ -12,6 +12,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod delivery;
+mod delivery_conditions;
 mod demo;
 mod disclosure;
 mod durations;
