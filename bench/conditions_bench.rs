@@ -128,6 +128,7 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,
                 dedupe_window_days: 30,
+                result_detail: None,
             },
         )?;
         product::create(
