@@ -36,6 +36,9 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0006_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
+    // Buyer-native delivery: integration documents and secrets, the waterfall settings,
+    // the request each mapped attempt sent.
+    sql(include_str!("../../migrations/0007_integration.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -82,6 +82,10 @@ pub struct Claimed {
     pub claim: i64,
     /// Claimed as the probe of an unhealthy buyer's endpoint.
     pub probe: bool,
+    /// The buyer's integration document (`None`: the generic signed webhook).
+    pub integration: Option<String>,
+    /// The buyer's integration secrets by name, when it has an integration.
+    pub secrets: Vec<(String, String)>,
 }
 
 /// A buyer with pending events: when the earliest falls due (an event in flight is not due
@@ -141,7 +145,7 @@ pub fn claim_for_buyer(
     let sql = if probe {
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END
+                     THEN b.previous_signing_secret END, b.integration
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1
            AND (e.lease_until IS NULL OR e.lease_until <= ?2)
@@ -150,7 +154,7 @@ pub fn claim_for_buyer(
     } else {
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END
+                     THEN b.previous_signing_secret END, b.integration
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
          ORDER BY e.next_attempt_at
@@ -168,9 +172,18 @@ pub fn claim_for_buyer(
                 previous_signing_secret: row.get(5)?,
                 claim: 0,
                 probe,
+                integration: row.get(6)?,
+                secrets: Vec::new(),
             })
         })?
         .collect::<Result<_, _>>()?;
+    // One buyer per claim: its secrets are read once, when its integration sends any.
+    if candidates.iter().any(|c| c.integration.is_some()) {
+        let secrets = crate::integration::store::secrets(conn, buyer_id)?;
+        for candidate in candidates.iter_mut().filter(|c| c.integration.is_some()) {
+            candidate.secrets = secrets.clone();
+        }
+    }
     let mut take = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = claims + 1
          WHERE id = ?1 RETURNING claims",
@@ -228,6 +241,9 @@ pub enum Verdict {
     /// Permanent for this event: any other 4xx, a redirect, a TLS certificate error, a
     /// URL that cannot be used. Trying again would not help.
     Failed,
+    /// A mapped integration's buyer refused the lead (DESIGN.md section 18): its answer
+    /// did not meet the integration's `accept`, or was a 4xx; `reason` is the buyer's.
+    Refused { reason: String },
 }
 
 /// One attempt, ready to record.
@@ -247,6 +263,9 @@ pub struct Attempt {
     pub verdict: Verdict,
     /// What the attempt says about the buyer's endpoint (its circuit breaker).
     pub observation: Observation,
+    /// The request a mapped integration sent, secrets masked (JSON); `None` for the
+    /// generic webhook, whose body is the event's payload.
+    pub request: Option<String>,
 }
 
 stored_enum! {
@@ -256,7 +275,20 @@ stored_enum! {
         /// Due again later.
         Retry = "retry",
         Failed = "failed",
+        /// The buyer's API refused the lead: the event is given up, the transaction rejected.
+        Refused = "refused",
     }
+}
+
+/// A refusal recorded on a pending event: what the transaction's owner and the waterfall
+/// do next, in the same job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub transaction_id: String,
+    pub buyer_id: String,
+    pub reason: String,
+    /// Refused at the event's first attempt (the waterfall applies only then).
+    pub first_attempt: bool,
 }
 
 /// Records an attempt and moves its event: delivered after a 2xx (whatever claim made it:
@@ -269,6 +301,17 @@ pub fn record(
     schedule: &RetrySchedule,
     now: i64,
 ) -> rusqlite::Result<Option<Outcome>> {
+    Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
+}
+
+/// [`record`], also returning the refusal a refused attempt of the event's latest claim
+/// made, for the caller to apply to the transaction in the same job.
+pub fn record_attempt(
+    conn: &Connection,
+    attempt: &Attempt,
+    schedule: &RetrySchedule,
+    now: i64,
+) -> rusqlite::Result<Option<(Outcome, Option<Refusal>)>> {
     let row = conn
         .prepare_cached(
             "SELECT status, attempts, retry_base, claims, transaction_id
@@ -289,10 +332,12 @@ pub fn record(
     };
     let number = attempts + 1;
     let current = claims == attempt.claim && status == EventStatus::Pending;
-    let error = attempt.error.clone().or_else(|| match attempt.verdict {
+    let error = attempt.error.clone().or_else(|| match &attempt.verdict {
         Verdict::Delivered { .. } => None,
+        Verdict::Refused { reason } => Some(format!("refused by the buyer: {reason}")),
         _ => attempt.http_status.map(|s| format!("HTTP {s}")),
     });
+    let mut refusal = None;
     let outcome = match &attempt.verdict {
         Verdict::Delivered {
             partner_external_id,
@@ -358,13 +403,26 @@ pub fn record(
             }
             Outcome::Failed
         }
+        // Given up like a permanent failure; the transaction's fate is the caller's.
+        Verdict::Refused { reason } => {
+            if current {
+                mark_failed(conn, &attempt.event_id, transaction_id.as_deref(), &error)?;
+                refusal = transaction_id.clone().map(|transaction_id| Refusal {
+                    transaction_id,
+                    buyer_id: attempt.buyer_id.clone(),
+                    reason: reason.clone(),
+                    first_attempt: number == 1,
+                });
+            }
+            Outcome::Refused
+        }
     };
     conn.prepare_cached("UPDATE outbox_events SET attempts = attempts + 1 WHERE id = ?1")?
         .execute([&attempt.event_id])?;
     conn.prepare_cached(
         "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
-            http_status, error, response_excerpt, outcome)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            http_status, error, response_excerpt, outcome, request)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         attempt.event_id,
@@ -375,9 +433,10 @@ pub fn record(
         attempt.http_status,
         attempt.error,
         attempt.response_excerpt,
-        outcome
+        outcome,
+        attempt.request
     ])?;
-    Ok(Some(outcome))
+    Ok(Some((outcome, refusal)))
 }
 
 fn mark_failed(
@@ -536,6 +595,22 @@ pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Resu
     rows.collect()
 }
 
+/// The body of the latest event buyer `buyer_id` got for lead `lead_id` (a preview shows
+/// exactly what was sent).
+pub fn latest_payload(
+    conn: &Connection,
+    lead_id: &str,
+    buyer_id: &str,
+) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached(
+        "SELECT e.payload FROM outbox_events e JOIN transactions t ON t.id = e.transaction_id
+         WHERE t.lead_id = ?1 AND t.buyer_id = ?2
+         ORDER BY e.created_at DESC, e.id DESC LIMIT 1",
+    )?
+    .query_row([lead_id, buyer_id], |row| row.get(0))
+    .optional()
+}
+
 /// One recorded attempt.
 #[derive(Debug, Clone)]
 pub struct AttemptRecord {
@@ -547,6 +622,8 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     pub response_excerpt: Option<String>,
     pub outcome: Outcome,
+    /// A mapped integration's request, secrets masked.
+    pub request: Option<Value>,
 }
 
 impl AttemptRecord {
@@ -560,6 +637,7 @@ impl AttemptRecord {
             "error": self.error,
             "responseExcerpt": self.response_excerpt,
             "outcome": self.outcome.as_str(),
+            "request": self.request,
         })
     }
 }
@@ -568,7 +646,7 @@ impl AttemptRecord {
 pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
-            outcome
+            outcome, request
          FROM outbox_attempts WHERE event_id = ?1 ORDER BY id",
     )?;
     let rows = stmt.query_map([event_id], |row| {
@@ -581,6 +659,9 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
             error: row.get(5)?,
             response_excerpt: row.get(6)?,
             outcome: row.get(7)?,
+            request: row
+                .get::<_, Option<String>>(8)?
+                .and_then(|text| serde_json::from_str(&text).ok()),
         })
     })?;
     rows.collect()
