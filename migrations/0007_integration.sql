@@ -17,5 +17,29 @@ CREATE TABLE buyer_integration_secrets (
 ALTER TABLE containers ADD COLUMN waterfall INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE containers ADD COLUMN waterfall_max INTEGER NOT NULL DEFAULT 5;
 
--- The request a mapped integration's attempt sent, secrets masked (JSON).
-ALTER TABLE outbox_attempts ADD COLUMN request TEXT;
+-- Attempts gain the outcome `refused` (a buyer's API refused the lead) and the request a
+-- mapped integration's attempt sent, secrets masked (JSON). SQLite cannot change a CHECK,
+-- so the table is rebuilt with its rows and index.
+CREATE TABLE outbox_attempts_new (
+    id               INTEGER PRIMARY KEY,
+    event_id         TEXT NOT NULL REFERENCES outbox_events(id),
+    attempt          INTEGER NOT NULL,
+    -- Where it was sent: the buyer's webhook URL (or its integration's) at the time.
+    url              TEXT NOT NULL,
+    started_at       INTEGER NOT NULL,
+    duration_ms      INTEGER NOT NULL,
+    http_status      INTEGER,
+    error            TEXT,
+    response_excerpt TEXT,
+    outcome          TEXT NOT NULL
+                     CHECK (outcome IN ('delivered', 'retry', 'failed', 'refused')),
+    request          TEXT
+);
+INSERT INTO outbox_attempts_new (id, event_id, attempt, url, started_at, duration_ms,
+    http_status, error, response_excerpt, outcome)
+SELECT id, event_id, attempt, url, started_at, duration_ms, http_status, error,
+    response_excerpt, outcome
+FROM outbox_attempts;
+DROP TABLE outbox_attempts;
+ALTER TABLE outbox_attempts_new RENAME TO outbox_attempts;
+CREATE INDEX outbox_attempts_event ON outbox_attempts(event_id, attempt);
