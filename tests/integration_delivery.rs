@@ -81,7 +81,9 @@ fn set_integration(db: &Path, buyer: &str, document: &Value) -> Value {
 
 /// A directory beside the database for documents.
 fn tempfile_dir(db: &Path) -> std::path::PathBuf {
-    db.parent().expect("the database is in a directory").to_path_buf()
+    db.parent()
+        .expect("the database is in a directory")
+        .to_path_buf()
 }
 
 fn decision(db: &Path, lead_id: &str) -> Value {
@@ -105,7 +107,13 @@ fn a_json_crm_takes_a_lead_with_its_id_and_a_refused_lead_goes_to_the_next_buyer
         ],
     );
     // `crm` pays more, so auto-delivery picks it first; it is prepaid, to see the refund.
-    buyer(&db, "crm", &receiver.url("/unused"), Some("30"), "--plan prepaid");
+    buyer(
+        &db,
+        "crm",
+        &receiver.url("/unused"),
+        Some("30"),
+        "--plan prepaid",
+    );
     lr(&db, "buyer fund crm --amount 100").json();
     buyer(&db, "next", &receiver.url("/next"), Some("20"), []);
     let shown = set_integration(&db, "crm", &crm_document(&receiver.url("/crm")));
@@ -151,7 +159,12 @@ fn a_json_crm_takes_a_lead_with_its_id_and_a_refused_lead_goes_to_the_next_buyer
         .to_string();
     let refused = transaction(&db, &refused_txn);
     assert_eq!(refused["status"], "rejected", "{refused}");
-    let last = refused["history"].as_array().unwrap().last().unwrap().clone();
+    let last = refused["history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(
         (&last["actor"], &last["reason"]),
         (&json!("buyer-api"), &json!("duplicate"))
@@ -168,7 +181,10 @@ fn a_json_crm_takes_a_lead_with_its_id_and_a_refused_lead_goes_to_the_next_buyer
     assert_eq!(crm["balance"], 70.0, "one lead paid, one refunded: {crm}");
 
     // The trace: the refusal, the step to the next buyer.
-    assert_eq!(traced["deliveries"][0]["buyerAccountId"], "next", "{traced}");
+    assert_eq!(
+        traced["deliveries"][0]["buyerAccountId"], "next",
+        "{traced}"
+    );
     let step = &traced["waterfall"][0];
     assert_eq!(step["refusedBy"], "crm", "{traced}");
     assert_eq!(step["reason"], "duplicate");
@@ -188,7 +204,10 @@ fn a_json_crm_takes_a_lead_with_its_id_and_a_refused_lead_goes_to_the_next_buyer
     let event = lr(&db, format!("outbox show {event_id}")).json();
     let attempt = &event["attemptLog"][0];
     assert_eq!(attempt["outcome"], "refused", "{event}");
-    assert_eq!(attempt["request"]["headers"]["X-Api-Key"], "[secret crm-key]");
+    assert_eq!(
+        attempt["request"]["headers"]["X-Api-Key"],
+        "[secret crm-key]"
+    );
     assert_eq!(attempt["request"]["body"]["email"], "ann2@example.com");
     assert!(
         attempt["responseExcerpt"]
@@ -276,7 +295,11 @@ fn the_waterfall_stops_at_its_bound() {
     let server = auto_server();
     let receiver = Receiver::start();
     let db = server.db.path.clone();
-    lr(&db, "channel create --workspace ws --name Capped --id capped --waterfall-max 1").json();
+    lr(
+        &db,
+        "channel create --workspace ws --name Capped --id capped --waterfall-max 1",
+    )
+    .json();
     source(&db, "capped", "landing-capped", "--no-secret");
     let refusing = json!({"body": {"email": {"from": "/lead/email"}},
                           "rejectReason": "/message"});
@@ -296,12 +319,20 @@ fn the_waterfall_stops_at_its_bound() {
     let traced = decision(&db, &lead);
     let steps = traced["waterfall"].as_array().unwrap();
     assert_eq!(
-        (&steps[0]["refusedBy"], &steps[0]["rerouted"], &steps[0]["deliveredTo"]),
+        (
+            &steps[0]["refusedBy"],
+            &steps[0]["rerouted"],
+            &steps[0]["deliveredTo"]
+        ),
         (&json!("a"), &json!(true), &json!(["b"])),
         "{traced}"
     );
     assert_eq!(
-        (&steps[1]["refusedBy"], &steps[1]["outcome"], &steps[1]["reason"]),
+        (
+            &steps[1]["refusedBy"],
+            &steps[1]["outcome"],
+            &steps[1]["reason"]
+        ),
         (
             &json!("b"),
             &json!("waterfall_max_reached"),
@@ -383,7 +414,10 @@ fn documents_are_checked_with_paths_and_a_secret_header_is_never_printed() {
         .to_string();
     let preview = lr(path, format!("buyer integration preview crm --lead {lead}")).ok();
     assert!(preview.contains("X-Api-Key: [secret crm-key]"), "{preview}");
-    assert!(preview.starts_with(&format!("POST {}", receiver.url("/crm"))), "{preview}");
+    assert!(
+        preview.starts_with(&format!("POST {}", receiver.url("/crm"))),
+        "{preview}"
+    );
     let previewed = lr(path, format!("buyer integration preview crm --lead {lead}")).json();
     assert_eq!(previewed["body"]["reference"], "txn_preview");
     assert_eq!(previewed["body"]["price"], 25.0);
@@ -391,7 +425,11 @@ fn documents_are_checked_with_paths_and_a_secret_header_is_never_printed() {
     let arrived = receiver.wait_for_on("/crm", 1, WAIT);
     assert_eq!(arrived[0].header("x-api-key"), Some(CRM_KEY));
     wait_until(WAIT, "the delivery recorded", || {
-        lr(path, "outbox list --status delivered").json().as_array().map(Vec::len) == Some(1)
+        lr(path, "outbox list --status delivered")
+            .json()
+            .as_array()
+            .map(Vec::len)
+            == Some(1)
     });
     let mut printed = vec![
         preview,
@@ -402,7 +440,13 @@ fn documents_are_checked_with_paths_and_a_secret_header_is_never_printed() {
     ];
     let events = lr(path, "outbox list").json();
     for event in events.as_array().unwrap() {
-        printed.push(lr(path, format!("outbox show {}", event["id"].as_str().unwrap())).ok());
+        printed.push(
+            lr(
+                path,
+                format!("outbox show {}", event["id"].as_str().unwrap()),
+            )
+            .ok(),
+        );
     }
     let log = server.stop();
     printed.push(log);

@@ -164,10 +164,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("buyers SET balance_cents", &["src/ledger/"]),
     // A buyer's integration document and secrets are `integration::store`'s.
     ("buyers SET integration", &["src/integration/store.rs"]),
-    (
-        "buyer_integration_secrets",
-        &["src/integration/store.rs"],
-    ),
+    ("buyer_integration_secrets", &["src/integration/store.rs"]),
     ("outbox_events", &["src/outbox/store.rs"]),
     ("outbox_attempts", &["src/outbox/store.rs"]),
     ("leads", &["src/ingest/store.rs", "src/ingest/status.rs"]),

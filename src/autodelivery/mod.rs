@@ -23,9 +23,9 @@ pub mod filters;
 pub mod schedule;
 pub mod select;
 pub mod stored_features;
-pub mod waterfall;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod waterfall;
 pub mod weights;
 
 use jiff::tz::TimeZone;

@@ -23,7 +23,9 @@ use crate::integration::{IntegrationError, store};
 pub enum IntegrationCommand {
     /// Check an integration document and make it the buyer's delivery method: leads are
     /// posted into the buyer's own API and its answers read by the document's rules.
-    #[command(after_help = "Example:\n  leadrelay buyer integration set sunco --file sunco-crm.json")]
+    #[command(
+        after_help = "Example:\n  leadrelay buyer integration set sunco --file sunco-crm.json"
+    )]
     Set {
         /// The buyer's id.
         buyer: String,
@@ -198,12 +200,11 @@ fn preview(
     if crate::ingest::view::find(conn, lead_id)?.is_none() {
         return Err(IntegrationError::LeadNotFound(lead_id.into()));
     }
-    let event = crate::delivery::preview::event_for(conn, lead_id, &buyer.id).map_err(|e| {
-        match e {
+    let event =
+        crate::delivery::preview::event_for(conn, lead_id, &buyer.id).map_err(|e| match e {
             crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
             other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),
-        }
-    })?;
+        })?;
     let signing = ["webhook-id", "webhook-timestamp", "webhook-signature"];
     let Some(document) = store::document(conn, &buyer.id)? else {
         let mut headers = serde_json::Map::new();
@@ -280,7 +281,10 @@ fn print_show(out: &Output, shown: &Value) {
         return;
     }
     println!("buyer: {}", shown["buyerId"].as_str().unwrap_or_default());
-    println!("integration: {}", shown["kind"].as_str().unwrap_or_default());
+    println!(
+        "integration: {}",
+        shown["kind"].as_str().unwrap_or_default()
+    );
     println!("url: {}", shown["url"].as_str().unwrap_or_default());
     if let Some(document) = shown["document"].as_object() {
         println!(
@@ -351,7 +355,11 @@ fn parses(text: &str) -> bool {
 mod tests {
     #[test]
     fn the_readme_documents_parse() {
-        assert!(super::parses(include_str!("../../docs/examples/crm-integration.json")));
-        assert!(super::parses(include_str!("../../docs/examples/form-integration.json")));
+        assert!(super::parses(include_str!(
+            "../../docs/examples/crm-integration.json"
+        )));
+        assert!(super::parses(include_str!(
+            "../../docs/examples/form-integration.json"
+        )));
     }
 }

@@ -116,7 +116,9 @@ fn check_settings(
     waterfall_max: i64,
 ) -> Result<(), ConfigError> {
     if !(1..=100).contains(&waterfall_max) {
-        return Err(ConfigError::Invalid("waterfall max must be 1 to 100".into()));
+        return Err(ConfigError::Invalid(
+            "waterfall max must be 1 to 100".into(),
+        ));
     }
     if !(1..=100).contains(&max_buyers) {
         return Err(ConfigError::Invalid("max buyers must be 1 to 100".into()));

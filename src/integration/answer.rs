@@ -97,7 +97,8 @@ mod tests {
 
     #[test]
     fn answers_are_judged_as_designed() {
-        let doc = document(json!({"status": [200, 201], "pointer": "/result", "equals": "success"}));
+        let doc =
+            document(json!({"status": [200, 201], "pointer": "/result", "equals": "success"}));
         assert_eq!(
             judge(&doc, 200, br#"{"result": "success", "lead_id": "x"}"#),
             Judged::Accepted {
@@ -111,7 +112,11 @@ mod tests {
             }
         );
         assert_eq!(
-            judge(&doc, 200, br#"{"result": "failure", "message": "duplicate"}"#),
+            judge(
+                &doc,
+                200,
+                br#"{"result": "failure", "message": "duplicate"}"#
+            ),
             Judged::Refused {
                 reason: "duplicate".into()
             }
@@ -120,7 +125,10 @@ mod tests {
             judge(&doc, 202, br#"{"result": "success"}"#),
             Judged::Refused { .. }
         ));
-        assert!(matches!(judge(&doc, 200, b"<html>ok</html>"), Judged::Refused { .. }));
+        assert!(matches!(
+            judge(&doc, 200, b"<html>ok</html>"),
+            Judged::Refused { .. }
+        ));
         assert_eq!(
             judge(&doc, 422, br#"{"message": "outside area"}"#),
             Judged::Refused {
@@ -147,7 +155,13 @@ mod tests {
             Judged::Accepted { external_id: None }
         );
         let flag = document(json!({"pointer": "/ok"}));
-        assert!(matches!(judge(&flag, 200, br#"{"ok": true}"#), Judged::Accepted { .. }));
-        assert!(matches!(judge(&flag, 200, br#"{"ok": false}"#), Judged::Refused { .. }));
+        assert!(matches!(
+            judge(&flag, 200, br#"{"ok": true}"#),
+            Judged::Accepted { .. }
+        ));
+        assert!(matches!(
+            judge(&flag, 200, br#"{"ok": false}"#),
+            Judged::Refused { .. }
+        ));
     }
 }

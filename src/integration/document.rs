@@ -162,18 +162,20 @@ fn parse(document: &Value, problems: &mut Problems) -> Option<IntegrationDocumen
     }
     let method = match object.get("method") {
         None => Some("POST"),
-        Some(Value::String(m)) => match METHODS.iter().find(|known| known.eq_ignore_ascii_case(m)) {
-            Some(known) => Some(*known),
-            None => {
-                problem(
-                    problems,
-                    "/method",
-                    "invalid_value",
-                    format!("method '{m}' is not supported; use POST, PUT or PATCH"),
-                );
-                None
+        Some(Value::String(m)) => {
+            match METHODS.iter().find(|known| known.eq_ignore_ascii_case(m)) {
+                Some(known) => Some(*known),
+                None => {
+                    problem(
+                        problems,
+                        "/method",
+                        "invalid_value",
+                        format!("method '{m}' is not supported; use POST, PUT or PATCH"),
+                    );
+                    None
+                }
             }
-        },
+        }
         Some(_) => {
             problem(
                 problems,
@@ -294,7 +296,10 @@ fn parse_sign(value: Option<&Value>, problems: &mut Problems) -> bool {
     }
 }
 
-fn parse_headers(headers: &Map<String, Value>, problems: &mut Problems) -> Vec<(String, HeaderValue)> {
+fn parse_headers(
+    headers: &Map<String, Value>,
+    problems: &mut Problems,
+) -> Vec<(String, HeaderValue)> {
     let mut parsed = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let path = format!("/headers/{}", escape(name));
@@ -326,7 +331,12 @@ fn parse_headers(headers: &Map<String, Value>, problems: &mut Problems) -> Vec<(
                 (Some(Value::String(secret_name)), 1) => match check_secret_name(secret_name) {
                     Ok(()) => Some(HeaderValue::Secret(secret_name.clone())),
                     Err(why) => {
-                        problem(problems, format!("{path}/secret"), "invalid_secret_name", why);
+                        problem(
+                            problems,
+                            format!("{path}/secret"),
+                            "invalid_secret_name",
+                            why,
+                        );
                         None
                     }
                 },
@@ -370,7 +380,10 @@ pub fn check_header_value(text: &str) -> Result<(), String> {
             "a header value is at most {HEADER_VALUE_MAX} bytes"
         ));
     }
-    if !text.bytes().all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic()) {
+    if !text
+        .bytes()
+        .all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic())
+    {
         return Err(
             "a header value may hold visible ASCII characters and spaces only (no line breaks)"
                 .into(),
@@ -409,8 +422,7 @@ fn pointer_at(value: Option<&Value>, path: &str, problems: &mut Problems) -> Opt
                 problems,
                 path,
                 "invalid_type",
-                "a JSON pointer string into the buyer's answer is expected, such as \"/id\""
-                    .into(),
+                "a JSON pointer string into the buyer's answer is expected, such as \"/id\"".into(),
             );
             None
         }
@@ -498,8 +510,7 @@ mod tests {
 
     fn paths(document: Value) -> Vec<(String, &'static str)> {
         IntegrationDocument::parse(&document)
-            .err()
-            .expect("the document has problems")
+            .expect_err("the document has problems")
             .list
             .into_iter()
             .map(|p| (p.path, p.code))
@@ -572,5 +583,9 @@ mod tests {
 }
 #[allow(non_snake_case)]
 fn TEMP_check(url: &str) -> Result<(), String> {
-    if url.starts_with("http://") || url.starts_with("https://") { Ok(()) } else { Err("bad url".into()) }
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err("bad url".into())
+    }
 }

@@ -64,9 +64,7 @@ impl IntegrationError {
         match self {
             IntegrationError::InvalidDocument { .. } => "invalid_integration",
             IntegrationError::NotJson(_) => "invalid_json",
-            IntegrationError::BuyerNotFound(_) | IntegrationError::LeadNotFound(_) => {
-                "not_found"
-            }
+            IntegrationError::BuyerNotFound(_) | IntegrationError::LeadNotFound(_) => "not_found",
             IntegrationError::BuyerArchived(_) => "archived",
             IntegrationError::InvalidSecret(_) => "invalid_secret",
             IntegrationError::Build(request::BuildError::MissingSecret(_)) => "missing_secret",

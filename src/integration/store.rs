@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::document::{IntegrationDocument, check_header_value, check_secret_name};
-use super::{IntegrationError, IntegrationDocument as Document};
+use super::{IntegrationDocument as Document, IntegrationError};
 use crate::config::buyer::{self, Buyer};
 
 /// The live buyer `id`, for a change.
@@ -127,8 +127,8 @@ pub fn secret_names(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(
 /// `buyer integration show`: the kind, the document, the URL requests go to, and which
 /// secrets are set or still missing. No secret value.
 pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
-    let buyer =
-        buyer::find(conn, buyer_id)?.ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
+    let buyer = buyer::find(conn, buyer_id)?
+        .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
     let text = document_text(conn, &buyer.id)?;
     let names = secret_names(conn, &buyer.id)?;
     let secrets: Vec<Value> = names
@@ -145,12 +145,11 @@ pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError
             "missingSecrets": [],
         }));
     };
-    let parsed = IntegrationDocument::from_stored(&text).map_err(|why| {
-        IntegrationError::Stored {
+    let parsed =
+        IntegrationDocument::from_stored(&text).map_err(|why| IntegrationError::Stored {
             buyer_id: buyer.id.clone(),
             why,
-        }
-    })?;
+        })?;
     let missing: Vec<&str> = parsed
         .secret_names()
         .into_iter()

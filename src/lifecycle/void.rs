@@ -101,8 +101,7 @@ pub(super) fn take_back(
         Some(reason),
         now,
     )?;
-    let event_cancelled =
-        crate::outbox::store::cancel_pending(conn, &current.id, event_note)? > 0;
+    let event_cancelled = crate::outbox::store::cancel_pending(conn, &current.id, event_note)? > 0;
     if event_cancelled {
         transaction::set_delivery_status(conn, &current.id, DeliveryStatus::Failed, None)?;
     }
@@ -132,16 +131,15 @@ pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voide
         }
         Status::Delivered | Status::Acknowledged | Status::PayoutPending => {}
     }
-    let (refunded, event_cancelled, request_open) =
-        take_back(
-            conn,
-            &current,
-            Status::Cancelled,
-            ACTOR,
-            reason,
-            &format!("voided: {reason}"),
-            now,
-        )?;
+    let (refunded, event_cancelled, request_open) = take_back(
+        conn,
+        &current,
+        Status::Cancelled,
+        ACTOR,
+        reason,
+        &format!("voided: {reason}"),
+        now,
+    )?;
     let updated = transaction::find(conn, &current.id)?
         .expect("the transaction was read in this job and nothing deletes transactions");
     Ok(Voided {

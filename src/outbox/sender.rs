@@ -97,7 +97,11 @@ impl Sender {
         };
         // The buyer's request builder and answer rules: its integration, else the generic
         // signed webhook.
-        let mapped = match event.integration.as_deref().map(IntegrationDocument::from_stored) {
+        let mapped = match event
+            .integration
+            .as_deref()
+            .map(IntegrationDocument::from_stored)
+        {
             None => None,
             Some(Ok(document)) => Some(document),
             Some(Err(why)) => {
@@ -125,7 +129,12 @@ impl Sender {
                 };
                 attempt.url = built.url.clone();
                 attempt.request = Some(built.masked_json().to_string());
-                self.mapped_request(event, document.sign.then_some(&key), &built, started_at / 1000)
+                self.mapped_request(
+                    event,
+                    document.sign.then_some(&key),
+                    &built,
+                    started_at / 1000,
+                )
             }
         };
         let request = match request {
@@ -215,7 +224,10 @@ impl Sender {
             request = request
                 .header("webhook-id", &event.id)
                 .header("webhook-timestamp", timestamp.to_string())
-                .header("webhook-signature", key.sign(&event.id, timestamp, &built.body));
+                .header(
+                    "webhook-signature",
+                    key.sign(&event.id, timestamp, &built.body),
+                );
         }
         request.body(Full::new(Bytes::from(built.body.clone())))
     }
