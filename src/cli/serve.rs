@@ -22,6 +22,7 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             request_timeout: args.delivery_timeout,
             ..WorkerConfig::default()
         },
+        retention_interval: Some(crate::privacy::purge::RETENTION_INTERVAL),
         ..ServiceOptions::default()
     };
     options.server.rate_limit = RateLimit {
@@ -29,6 +30,7 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         burst: args.rate_burst,
     };
     options.server.metrics_endpoint = args.metrics;
+    options.server.max_connections = args.max_connections as usize;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -99,8 +99,8 @@ impl Sender {
         // signed webhook.
         let mapped = match event
             .integration
-            .as_deref()
-            .map(IntegrationDocument::from_stored)
+            .as_ref()
+            .map(|integration| IntegrationDocument::from_stored(&integration.document))
         {
             None => None,
             Some(Ok(document)) => Some(document),
@@ -109,6 +109,13 @@ impl Sender {
                 return attempt;
             }
         };
+        // The URL was checked when it was set; a URL stored before the rule existed, or by
+        // hand, is refused here too (a permanent failure: the operator fixes the URL and
+        // retries the event).
+        if let Err(e) = crate::outbound_url::check(&event.url) {
+            attempt.error = Some(format!("not sent: {e}"));
+            return attempt;
+        }
         let key = match SigningKey::from_secret(&event.signing_secret) {
             Ok(key) => key,
             Err(e) => {
@@ -129,6 +136,11 @@ impl Sender {
                 };
                 attempt.url = built.url.clone();
                 attempt.request = Some(built.masked_json().to_string());
+                // The integration's own URL passes the same rule before each send.
+                if let Err(e) = crate::outbound_url::check(&built.url) {
+                    attempt.error = Some(format!("not sent: {e}"));
+                    return attempt;
+                }
                 self.mapped_request(
                     event,
                     document.sign.then_some(&key),
@@ -306,6 +318,8 @@ fn build_mapped(document: &IntegrationDocument, event: &Claimed) -> Result<Built
         .map_err(|e| format!("the stored event is not JSON: {e}"))?;
     crate::integration::request::build(document, &payload, &event.url, |name| {
         event
+            .integration
+            .as_ref()?
             .secrets
             .iter()
             .find(|(secret, _)| secret == name)

@@ -82,9 +82,20 @@ pub struct Claimed {
     pub claim: i64,
     /// Claimed as the probe of an unhealthy buyer's endpoint.
     pub probe: bool,
-    /// The buyer's integration document (`None`: the generic signed webhook).
-    pub integration: Option<String>,
-    /// The buyer's integration secrets by name, when it has an integration.
+    /// The X-Request-Id of the ingest request that stored the event's lead request, so the
+    /// outbox's log lines about the event name it.
+    pub request_id: Option<String>,
+    /// The buyer's integration (`None`: the generic signed webhook). Boxed: most buyers
+    /// have none, and claims travel through the senders' queue.
+    pub integration: Option<Box<BuyerIntegration>>,
+}
+
+/// A mapped buyer's integration as a claim carries it.
+#[derive(Debug, Clone)]
+pub struct BuyerIntegration {
+    /// The stored document (checked when it was set).
+    pub document: String,
+    /// The buyer's integration secrets by name.
     pub secrets: Vec<(String, String)>,
 }
 
@@ -145,8 +156,11 @@ pub fn claim_for_buyer(
     let sql = if probe {
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END, b.integration
+                     THEN b.previous_signing_secret END,
+                r.request_id, b.integration
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         LEFT JOIN transactions t ON t.id = e.transaction_id
+         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1
            AND (e.lease_until IS NULL OR e.lease_until <= ?2)
          ORDER BY e.next_attempt_at
@@ -154,8 +168,11 @@ pub fn claim_for_buyer(
     } else {
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END, b.integration
+                     THEN b.previous_signing_secret END,
+                r.request_id, b.integration
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         LEFT JOIN transactions t ON t.id = e.transaction_id
+         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
          ORDER BY e.next_attempt_at
          LIMIT ?3"
@@ -172,16 +189,21 @@ pub fn claim_for_buyer(
                 previous_signing_secret: row.get(5)?,
                 claim: 0,
                 probe,
-                integration: row.get(6)?,
-                secrets: Vec::new(),
+                request_id: row.get(6)?,
+                integration: row.get::<_, Option<String>>(7)?.map(|document| {
+                    Box::new(BuyerIntegration {
+                        document,
+                        secrets: Vec::new(),
+                    })
+                }),
             })
         })?
         .collect::<Result<_, _>>()?;
     // One buyer per claim: its secrets are read once, when its integration sends any.
     if candidates.iter().any(|c| c.integration.is_some()) {
         let secrets = crate::integration::store::secrets(conn, buyer_id)?;
-        for candidate in candidates.iter_mut().filter(|c| c.integration.is_some()) {
-            candidate.secrets = secrets.clone();
+        for integration in candidates.iter_mut().filter_map(|c| c.integration.as_mut()) {
+            integration.secrets = secrets.clone();
         }
     }
     let mut take = conn.prepare_cached(
@@ -314,7 +336,7 @@ pub fn record_attempt(
 ) -> rusqlite::Result<Option<(Outcome, Option<Refusal>)>> {
     let row = conn
         .prepare_cached(
-            "SELECT status, attempts, retry_base, claims, transaction_id
+            "SELECT status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL
              FROM outbox_events WHERE id = ?1",
         )?
         .query_row([&attempt.event_id], |row| {
@@ -324,11 +346,22 @@ pub fn record_attempt(
                 row.get::<_, i64>(2)?,
                 row.get::<_, i64>(3)?,
                 row.get::<_, Option<String>>(4)?,
+                row.get::<_, bool>(5)?,
             ))
         })
         .optional()?;
-    let Some((status, attempts, retry_base, claims, transaction_id)) = row else {
+    let Some((status, attempts, retry_base, claims, transaction_id, erased)) = row else {
         return Ok(None);
+    };
+    // An attempt that was sent before its event's person was erased may come back with an
+    // answer that echoes the person: keep none for an erased event.
+    let (excerpt, request) = if erased {
+        (None, None)
+    } else {
+        (
+            attempt.response_excerpt.as_deref(),
+            attempt.request.as_deref(),
+        )
     };
     let number = attempts + 1;
     let current = claims == attempt.claim && status == EventStatus::Pending;
@@ -432,9 +465,9 @@ pub fn record_attempt(
         attempt.duration_ms,
         attempt.http_status,
         attempt.error,
-        attempt.response_excerpt,
+        excerpt,
         outcome,
-        attempt.request
+        request
     ])?;
     Ok(Some((outcome, refusal)))
 }
@@ -747,6 +780,52 @@ pub fn cancel_pending(
          WHERE transaction_id = ?1 AND status = 'pending'",
     )?
     .execute(params![transaction_id, reason])
+}
+
+/// The events of a transaction as an erasure rewrites them: id and payload.
+pub(crate) fn payloads_of_transaction(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, payload FROM outbox_events WHERE transaction_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([transaction_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
+/// What erasing the person from an event changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErasedEvent {
+    /// Response excerpts removed from its attempts.
+    pub(crate) attempts: u64,
+}
+
+/// Replaces event `id`'s payload with `payload` (the person erased from it, built by
+/// `delivery::event`) and removes its attempts' response excerpts (a buyer's answer may
+/// echo the person) and the requests a mapped integration sent (they carry the person). A pending event is sent with the new payload from its next attempt
+/// on, under the same `webhook-id`; the event remembers the erasure, so an attempt that
+/// was in flight meanwhile records no excerpt ([`record`]).
+pub(crate) fn erase_event(
+    conn: &Connection,
+    id: &str,
+    payload: &str,
+    now: i64,
+) -> rusqlite::Result<ErasedEvent> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET payload = ?2, erased_at = coalesce(erased_at, ?3)
+         WHERE id = ?1",
+    )?
+    .execute(params![id, payload, now])?;
+    let attempts = conn
+        .prepare_cached(
+            "UPDATE outbox_attempts SET response_excerpt = NULL, request = NULL
+             WHERE event_id = ?1 AND (response_excerpt IS NOT NULL OR request IS NOT NULL)",
+        )?
+        .execute([id])?;
+    Ok(ErasedEvent {
+        attempts: attempts as u64,
+    })
 }
 
 #[cfg(test)]
