@@ -14,31 +14,21 @@ use serde_json::{Value, json};
 use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::{
-    SIGNING_SECRET, TempDb, TestServer, WAIT, basic_setup, buyer, deliver, fast_options,
-    lead_request, lr, setup, simple_lead, source, wait_until,
+    SIGNING_SECRET, TempDb, TestServer, WAIT, basic_setup, buyer, complete_lead, deliver,
+    fast_options, lead_request, lr, setup, simple_lead, source, wait_until,
 };
 
 const CRM_KEY: &str = "crm-key-9f8e7d6c5b4a";
 
 /// A complete lead (it passes the evaluator) interested in `solar` with automated delivery.
 fn auto_lead(n: usize) -> Value {
-    json!({
-        "externalId": format!("lead-{n}"),
-        "firstName": "Ann",
-        "lastName": "Lee",
-        "email": format!("ann{n}@example.com"),
-        "phone": format!("+49 30 {:07}", 1_000_000 + n),
-        "street": "Hauptstr.",
-        "houseNumber": "1",
-        "postalCode": "10115",
-        "city": "Berlin",
-        "country": "DE",
-        "consentStatus": "granted",
-        "consentCapturedAt": "2025-01-06T10:00:00Z",
-        "productSlug": "solar",
-        "fieldValues": {"roof": "tile"},
-        "triggerAutoDelivery": true,
-    })
+    let mut lead = complete_lead(
+        &format!("lead-{n}"),
+        &format!("ann{n}@example.com"),
+        &format!("+49 30 {:07}", 1_000_000 + n),
+    );
+    lead["fieldValues"] = json!({"roof": "tile"});
+    lead
 }
 
 fn ingest(server: &TestServer, channel: &str, n: usize) -> String {

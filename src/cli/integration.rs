@@ -62,7 +62,7 @@ pub enum IntegrationCommand {
     /// Store a named secret the integration's headers send (`{"secret": NAME}`). The value
     /// is never printed or shown again.
     #[command(
-        after_help = "Example:\n  printf %s \"$CRM_KEY\" | leadrelay buyer integration secret sunco crm-key --value -"
+        after_help = "Example:\n  leadrelay buyer integration secret sunco crm-key --value -"
     )]
     Secret {
         /// The buyer's id.
@@ -326,17 +326,7 @@ fn failed(out: &Output, e: IntegrationError) -> anyhow::Result<ExitCode> {
     } else {
         let mut text = format!("error: {e}\n");
         if let IntegrationError::InvalidDocument { problems, .. } = &e {
-            for problem in problems {
-                let path = if problem.path.is_empty() {
-                    "(whole document)"
-                } else {
-                    &problem.path
-                };
-                text.push_str(&format!(
-                    "  {path}: {} ({})\n",
-                    problem.message, problem.code
-                ));
-            }
+            text.push_str(&super::mapping::problem_lines(problems));
         }
         eprint!("{text}");
     }

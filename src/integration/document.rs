@@ -69,7 +69,7 @@ impl Format {
 
 /// A header's value: written in the document, or a named secret of the buyer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderValue {
+pub enum HeaderSource {
     Constant(String),
     Secret(String),
 }
@@ -91,7 +91,7 @@ pub struct IntegrationDocument {
     pub format: Format,
     /// Where the request goes; `None` is the buyer's webhook URL.
     pub url: Option<String>,
-    pub headers: Vec<(String, HeaderValue)>,
+    pub headers: Vec<(String, HeaderSource)>,
     pub body: Vec<FieldRule>,
     pub accept: Accept,
     pub external_id: Option<Pointer>,
@@ -127,8 +127,8 @@ impl IntegrationDocument {
         self.headers
             .iter()
             .filter_map(|(_, value)| match value {
-                HeaderValue::Secret(name) => Some(name.as_str()),
-                HeaderValue::Constant(_) => None,
+                HeaderSource::Secret(name) => Some(name.as_str()),
+                HeaderSource::Constant(_) => None,
             })
             .collect()
     }
@@ -299,7 +299,7 @@ fn parse_sign(value: Option<&Value>, problems: &mut Problems) -> bool {
 fn parse_headers(
     headers: &Map<String, Value>,
     problems: &mut Problems,
-) -> Vec<(String, HeaderValue)> {
+) -> Vec<(String, HeaderSource)> {
     let mut parsed = Vec::with_capacity(headers.len());
     for (name, value) in headers {
         let path = format!("/headers/{}", escape(name));
@@ -321,7 +321,7 @@ fn parse_headers(
         }
         let value = match value {
             Value::String(text) => match check_header_value(text) {
-                Ok(()) => Some(HeaderValue::Constant(text.clone())),
+                Ok(()) => Some(HeaderSource::Constant(text.clone())),
                 Err(why) => {
                     problem(problems, &path, "invalid_header_value", why);
                     None
@@ -329,7 +329,7 @@ fn parse_headers(
             },
             Value::Object(secret) => match (secret.get("secret"), secret.len()) {
                 (Some(Value::String(secret_name)), 1) => match check_secret_name(secret_name) {
-                    Ok(()) => Some(HeaderValue::Secret(secret_name.clone())),
+                    Ok(()) => Some(HeaderSource::Secret(secret_name.clone())),
                     Err(why) => {
                         problem(
                             problems,

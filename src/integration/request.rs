@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::document::{Format, HeaderValue, IntegrationDocument};
+use super::document::{Format, HeaderSource, IntegrationDocument};
 use crate::mapping::count_text;
 use crate::mapping::engine::{map_object, scalar_text};
 
@@ -58,12 +58,12 @@ pub fn build(
     let mut headers = Vec::with_capacity(document.headers.len());
     for (name, value) in &document.headers {
         headers.push(match value {
-            HeaderValue::Constant(text) => Header {
+            HeaderSource::Constant(text) => Header {
                 name: name.clone(),
                 value: text.clone(),
                 secret: None,
             },
-            HeaderValue::Secret(secret_name) => Header {
+            HeaderSource::Secret(secret_name) => Header {
                 name: name.clone(),
                 value: secret(secret_name)
                     .ok_or_else(|| BuildError::MissingSecret(secret_name.clone()))?,
