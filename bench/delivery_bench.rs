@@ -128,7 +128,7 @@ fn start_service(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let options = ServiceOptions {
         delivery: WorkerConfig {
-            senders,
+            concurrency: senders,
             ..WorkerConfig::default()
         },
         outbox: notifier,

@@ -5,6 +5,7 @@
 //! `ARCHITECTURE.md` for the map.
 
 pub mod autodelivery;
+pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod config;

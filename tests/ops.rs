@@ -239,8 +239,8 @@ fn check_names_what_is_wrong_and_exits_1() {
         ),
         (
             "missing index",
-            "DROP INDEX outbox_due",
-            "schema objects missing: index outbox_due",
+            "DROP INDEX outbox_buyer_due",
+            "schema objects missing: index outbox_buyer_due",
         ),
     ];
     for (name, sql, expected) in cases {

@@ -11,6 +11,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod delivery;
+mod delivery_conditions;
 mod demo;
 mod durations;
 mod evaluator;

@@ -164,6 +164,21 @@ impl AutoDelivery {
     }
 }
 
+impl AutoDelivery {
+    /// The operator's view (`lead reroute`): every candidate with its price and detail.
+    pub fn to_operator_json(&self) -> Value {
+        json!({
+            "version": VERSION,
+            "delivered": self.delivered(),
+            "requests": self
+                .requests
+                .iter()
+                .map(|r| r.to_json(View::Operator))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// The `autoDelivery` object of an idempotent replay, from the decisions stored on the
 /// lead's requests (the operator's views): each one as the partner first got it.
 pub fn replayed(stored: &[Value]) -> Value {

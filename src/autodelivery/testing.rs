@@ -187,6 +187,7 @@ pub fn add_transaction(
         supplier_cost_cents: 0,
         margin_cents: 1000,
         charged_cents: 0,
+        cap_windows: None,
     };
     transaction::create(conn, &new, "test", at).expect("the transaction fixture inserts");
     let status = Status::parse(status).expect("a known transaction status");

@@ -150,9 +150,18 @@ pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Threads sending webhooks; one slow buyer can hold all but one of them.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub delivery_workers: u16,
+    /// Webhook sends in flight at most, over all buyers (each on its own thread).
+    #[arg(
+        long,
+        alias = "delivery-workers",
+        default_value_t = 256,
+        value_parser = clap::value_parser!(u16).range(1..=4096)
+    )]
+    pub delivery_concurrency: u16,
+    /// Webhook sends in flight at most to one buyer: all that a buyer whose endpoint hangs
+    /// can hold (the others' events go out as if it did not exist).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub delivery_per_buyer: u16,
     /// Waits between webhook attempts (e.g. 30s,5m,2h; a bare number is seconds), or
     /// none. Each wait varies by ±20%.
     #[arg(
@@ -798,6 +807,16 @@ pub enum BuyerCommand {
     Delete {
         /// The buyer's id.
         id: String,
+    },
+    /// The health of a buyer's webhook endpoint (every buyer's without an id): healthy or
+    /// unhealthy (its circuit breaker), failures in a row, last success, last error, and
+    /// the running server's sends in flight and latency (null when no server runs).
+    #[command(
+        after_help = "Example:\n  leadrelay buyer health\n  leadrelay buyer health sunco --json"
+    )]
+    Health {
+        /// The buyer's id; every buyer without it.
+        id: Option<String>,
     },
 }
 

@@ -63,6 +63,14 @@ pub enum LeadCommand {
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
         reason: String,
     },
+    /// Run automated delivery again for the lead's requests that no live transaction holds
+    /// (after `transaction void`), leaving out every buyer that held them before. Prints
+    /// each decision as `lead show` does.
+    #[command(after_help = "Example:\n  leadrelay lead reroute lead_01J0000000000000000000000")]
+    Reroute {
+        /// The lead's id.
+        id: String,
+    },
 }
 
 pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
@@ -76,6 +84,7 @@ pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<Ex
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
         LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
         LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
+        LeadCommand::Reroute { id } => reroute(&db, out, id),
         LeadCommand::Erase(_) | LeadCommand::Erasures { .. } => {
             unreachable!("handled before the database is opened")
         }
@@ -144,5 +153,13 @@ fn cancel(
         crate::lifecycle::clawback::open_by_operator(conn, &id, &reason, crate::clock::now_ms())
     })?;
     out.print(&opened.to_json());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn reroute(db: &crate::db::Db, out: &Output, id: String) -> anyhow::Result<ExitCode> {
+    let decided = db.write_blocking(move |conn| {
+        crate::autodelivery::reroute(conn, &id, crate::clock::now_ms())
+    })?;
+    out.print(&decided.to_operator_json());
     Ok(ExitCode::SUCCESS)
 }

@@ -16,7 +16,8 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::create_or_open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {
-            senders: usize::from(args.delivery_workers),
+            concurrency: usize::from(args.delivery_concurrency),
+            per_buyer: usize::from(args.delivery_per_buyer),
             retry_schedule: args.retry_schedule.clone(),
             request_timeout: args.delivery_timeout,
             ..WorkerConfig::default()

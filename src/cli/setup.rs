@@ -611,6 +611,10 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
         BuyerCommand::Delete { id } => {
             return delete(&db, out, retire::Kind::Buyer, id);
         }
+        BuyerCommand::Health { id } => {
+            db.close();
+            return super::delivery::buyer_health(path, out, id);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

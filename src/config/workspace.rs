@@ -176,5 +176,9 @@ pub fn update(
             workspace.retention_ms
         ],
     )?;
+    if changes.timezone.is_some() {
+        // Caps count in the local day and month: new windows, counted again.
+        crate::caps::rebuild(conn, Some(&workspace.id), crate::clock::now_ms())?;
+    }
     Ok(workspace)
 }

@@ -67,10 +67,25 @@ pub struct Gauges {
     pub rate_limited_clients: Option<usize>,
     /// Delivery attempts recorded by this service's outbox workers.
     pub deliveries: DeliveryGauges,
+    /// Per buyer that the outbox workers dealt with, by buyer id.
+    pub buyers: Vec<BuyerGauges>,
     /// Connections open now and the most allowed (`serve --max-connections`).
     pub connections: ConnectionGauges,
     /// `None` where the process's figures cannot be read (no `/proc`).
     pub process: Option<ProcessStats>,
+}
+
+/// One buyer's delivery figures: its endpoint's state, sends in flight, attempts by
+/// outcome and their durations.
+#[derive(Debug, Clone)]
+pub struct BuyerGauges {
+    pub buyer_id: String,
+    pub unhealthy: bool,
+    pub in_flight: usize,
+    /// Delivered, retry, failed, as [`DELIVERY_OUTCOMES`] names them.
+    pub attempts: [u64; 3],
+    /// Attempt durations in milliseconds.
+    pub duration_ms: HistogramReading,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -339,6 +354,7 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
     for (outcome, count) in DELIVERY_OUTCOMES.iter().zip(counts) {
         w.sample("leadrelay_deliveries_total", &[("outcome", outcome)], count);
     }
+    render_buyers(w, &gauges.buyers);
     if let Some(outbox) = &gauges.outbox {
         w.family(
             "leadrelay_outbox_events",
@@ -413,6 +429,64 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
             "Client addresses with a token bucket in the rate limiter.",
         );
         w.sample("leadrelay_rate_limit_tracked_clients", &[], clients);
+    }
+}
+
+/// The per-buyer delivery series; one label value per buyer the outbox dealt with.
+fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
+    if buyers.is_empty() {
+        return;
+    }
+    w.family(
+        "leadrelay_buyer_endpoint_unhealthy",
+        "gauge",
+        "1 while the buyer's endpoint is unhealthy (its circuit breaker is open), else 0.",
+    );
+    for buyer in buyers {
+        w.sample(
+            "leadrelay_buyer_endpoint_unhealthy",
+            &[("buyer", &buyer.buyer_id)],
+            u64::from(buyer.unhealthy),
+        );
+    }
+    w.family(
+        "leadrelay_buyer_deliveries_in_flight",
+        "gauge",
+        "Webhook sends to the buyer in flight now.",
+    );
+    for buyer in buyers {
+        w.sample(
+            "leadrelay_buyer_deliveries_in_flight",
+            &[("buyer", &buyer.buyer_id)],
+            buyer.in_flight,
+        );
+    }
+    w.family(
+        "leadrelay_buyer_delivery_attempts_total",
+        "counter",
+        "Webhook delivery attempts to the buyer, by outcome (delivered, retry, failed).",
+    );
+    for buyer in buyers {
+        for (outcome, count) in DELIVERY_OUTCOMES.iter().zip(buyer.attempts) {
+            w.sample(
+                "leadrelay_buyer_delivery_attempts_total",
+                &[("buyer", &buyer.buyer_id), ("outcome", outcome)],
+                count,
+            );
+        }
+    }
+    w.family(
+        "leadrelay_buyer_delivery_duration_seconds",
+        "histogram",
+        "Duration of webhook delivery attempts to the buyer, answered or not.",
+    );
+    for buyer in buyers {
+        w.histogram(
+            "leadrelay_buyer_delivery_duration_seconds",
+            &[("buyer", &buyer.buyer_id)],
+            &buyer.duration_ms,
+            1e3,
+        );
     }
 }
 

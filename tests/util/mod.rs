@@ -12,6 +12,7 @@ pub mod logged;
 pub mod process;
 pub mod receiver;
 pub mod source;
+pub mod tls_receiver;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

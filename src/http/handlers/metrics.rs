@@ -15,7 +15,8 @@ use crate::http::error::{Error, HttpError};
 use crate::http::{AppState, Response};
 use crate::logging::Repeated;
 use crate::metrics::{
-    CONTENT_TYPE as PROMETHEUS_TEXT, ConnectionGauges, DeliveryGauges, Gauges, OutboxGauges,
+    BuyerGauges, CONTENT_TYPE as PROMETHEUS_TEXT, ConnectionGauges, DeliveryGauges, Gauges,
+    OutboxGauges,
 };
 
 pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error> {
@@ -62,6 +63,18 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
                 failed: counts.failed,
             }
         },
+        buyers: state
+            .outbox
+            .buyer_figures()
+            .into_iter()
+            .map(|b| BuyerGauges {
+                buyer_id: b.buyer_id,
+                unhealthy: b.unhealthy,
+                in_flight: b.in_flight,
+                attempts: [b.delivered, b.retried, b.failed],
+                duration_ms: b.latency,
+            })
+            .collect(),
         connections: ConnectionGauges {
             open: state.open_connections(),
             max: state.config.max_connections,
