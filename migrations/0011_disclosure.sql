@@ -1,4 +1,4 @@
--- leadrelay schema, migration 10: what a source's ingest answer discloses (DESIGN.md
+-- leadrelay schema, migration 11: what a source's ingest answer discloses (DESIGN.md
 -- section 5, amended). `summary` (the default, also for every existing source) answers the
 -- partner with each request's outcome and reason only: no buyer ids, prices, transaction
 -- ids, scores, factors, candidates, nor another lead's id in `duplicateMatch`. `full` is
