@@ -13,7 +13,8 @@
 //! Version 1's order is [`V1_NUMERIC`], frozen; should the features change, a new version
 //! gets its own list and [`decode`] keeps reading the old one by feature name (a feature
 //! a row does not have reads as 0, as it weighed nothing for the scorer that wrote it).
-//! About 60–100 bytes a row.
+//! Whole values are written without a fraction (`1`, not `1.0`): most are 0/1 flags, so
+//! a row of a lead in three categories is some 100 bytes of text.
 
 use std::borrow::Cow;
 
@@ -55,9 +56,18 @@ pub(crate) fn record(
 
 /// The stored text of `features`.
 pub(crate) fn encode(features: &Features) -> String {
-    let numeric: Vec<f64> = V1_NUMERIC
+    let numeric: Vec<serde_json::Value> = V1_NUMERIC
         .iter()
         .map(|name| Feature::from_name(name).map_or(0.0, |f| features.get(f)))
+        .map(|value| {
+            // Features are small (flags, shares, counts up to a few), so a whole value
+            // converts to an integer exactly; `decode` reads either form as the same f64.
+            if value.fract() == 0.0 && value.abs() < 1e15 {
+                serde_json::Value::from(value as i64)
+            } else {
+                serde_json::Value::from(value)
+            }
+        })
         .collect();
     serde_json::json!([VERSION, numeric, features.categories]).to_string()
 }
@@ -149,7 +159,7 @@ mod tests {
         let text = encode(&sample());
         assert_eq!(
             text,
-            r#"[1,[1.0,0.0,0.5,0.6,1.0,0.3333,1.0,2.0],["source:web","answer:roof=flat;\"x\""]]"#
+            r#"[1,[1,0,0.5,0.6,1,0.3333,1,2],["source:web","answer:roof=flat;\"x\""]]"#
         );
         assert_eq!(decode(&text).unwrap().into_features(), sample());
     }
