@@ -128,7 +128,7 @@ fn start_service(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let options = ServiceOptions {
         delivery: WorkerConfig {
-            senders,
+            concurrency: senders,
             ..WorkerConfig::default()
         },
         outbox: notifier,
@@ -160,6 +160,7 @@ fn configure(db: &Db, webhook_url: String) {
                 id: Some("ws"),
                 name: "Bench",
                 timezone: "UTC",
+                retention: None,
             },
         )?;
         container::create(

@@ -5,6 +5,7 @@
 //! `ARCHITECTURE.md` for the map.
 
 pub mod autodelivery;
+pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -18,14 +19,18 @@ pub mod ids;
 pub mod ingest;
 pub(crate) mod ledger;
 pub mod lifecycle;
+pub mod logging;
 pub mod mapping;
 pub mod metrics;
 pub mod money;
 pub mod openapi;
 pub mod operators;
 pub mod ops;
+pub mod outbound_url;
 pub mod outbox;
+pub mod privacy;
 pub mod ratelimit;
+pub mod request_id;
 pub mod secrets;
 pub mod service;
 pub mod training;

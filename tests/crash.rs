@@ -227,7 +227,7 @@ fn start_server(db: &Path) -> ServeProcess {
             "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
             "--delivery-timeout",
             "1s",
-            "--delivery-workers",
+            "--delivery-concurrency",
             "16",
             "--rate-limit",
             "0",

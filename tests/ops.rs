@@ -30,6 +30,7 @@ fn write_pair(db: &Db, n: u64) -> Result<(), ConfigError> {
                 id: Some(&ws),
                 name: "Load",
                 timezone: "UTC",
+                retention: None,
             },
         )?;
         container::create(
@@ -60,6 +61,7 @@ fn grow(db: &Db) {
                     id: Some(&format!("pad-{n}")),
                     name: &format!("{padding}{n}"),
                     timezone: "UTC",
+                    retention: None,
                 },
             )?;
         }
@@ -237,8 +239,8 @@ fn check_names_what_is_wrong_and_exits_1() {
         ),
         (
             "missing index",
-            "DROP INDEX outbox_due",
-            "schema objects missing: index outbox_due",
+            "DROP INDEX outbox_buyer_due",
+            "schema objects missing: index outbox_buyer_due",
         ),
     ];
     for (name, sql, expected) in cases {

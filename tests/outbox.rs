@@ -308,6 +308,7 @@ fn health_reports_pending_and_failed_counts_and_the_oldest_pending_age() {
 fn a_slow_buyer_does_not_delay_the_others() {
     let mut options = fast_options();
     options.delivery.request_timeout = Duration::from_secs(30);
+    options.delivery.per_buyer = 3;
     let server = TestServer::start_with(TempDb::new(), options);
     let receiver = Receiver::start();
     let db = &server.db.path;
@@ -329,7 +330,7 @@ fn a_slow_buyer_does_not_delay_the_others() {
     assert_eq!(
         slow_requests.len(),
         3,
-        "the slow buyer gets at most senders - 1 requests at once"
+        "the slow buyer gets at most its per-buyer limit of requests at once"
     );
     for id in &slow {
         assert_eq!(event(db, id)["status"], "pending");
@@ -384,6 +385,9 @@ fn spawn_server(db: &Path) -> ServeProcess {
             "200ms,200ms,200ms,200ms,200ms",
             "--delivery-timeout",
             "1s",
+            // Exactly the three hanging calls are in flight when the first server dies.
+            "--delivery-per-buyer",
+            "3",
         ],
     )
 }

@@ -594,9 +594,9 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "one of two constant ORDER BY lists",
     ),
     (
-        "src/outbox/store.rs",
-        "placeholders",
-        "a list of `?` placeholders, one per bound buyer id",
+        "src/autodelivery/eligibility.rs",
+        "caps::COUNTER_COLUMNS",
+        "the constant column list of `cap_usage` that `caps` reads rows with",
     ),
     (
         "src/ops/states.rs",
@@ -612,6 +612,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "src/ops/states.rs",
         "unknown",
         "conditions on constant column names with one `?` per bound known value",
+    ),
+    (
+        "src/ingest/view.rs",
+        "body::COLUMN_NAMES",
+        "the constant list of the lead columns a stored body is compressed against",
+    ),
+    (
+        "src/ingest/store.rs",
+        "body::COLUMN_NAMES",
+        "the constant list of the lead columns a stored body is compressed against",
     ),
 ];
 

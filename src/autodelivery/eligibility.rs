@@ -3,12 +3,14 @@
 //! The candidates are every buyer of the workspace subscribed to the request's product,
 //! paused ones included, so the decision answers "why did buyer X not get this lead?" for
 //! each of them. The checks run in the order of DESIGN.md section 5 and the first failing
-//! one names the reason: `buyer_paused`, `filter_mismatch`, `schedule_closed`,
+//! one names the reason: `buyer_paused`, `buyer_unhealthy` (its endpoint's circuit breaker
+//! is open, DESIGN.md section 13), `filter_mismatch`, `schedule_closed`,
 //! `daily_cap_reached`, `monthly_cap_reached`, `insufficient_balance`, `already_delivered`.
 //!
-//! Owns the checks and the SQL that feeds them (one query for the subscribed buyers, the
-//! request's holders from `delivery::transaction`, one cap count per capped buyer that gets
-//! as far as its caps). The rules themselves are stated once where they belong: a cap
+//! Owns the checks and the SQL that feeds them: one query for the subscribed buyers with
+//! their endpoint's health and their cap counters, and the request's holders from
+//! `delivery::transaction`. Nothing here grows with the file's history. The rules
+//! themselves are stated once where they belong: a cap
 //! reached in `caps::Limits::reached`, balance plus credit covering the price in
 //! `ledger::covers` (the same rule that `delivery::deliver` re-checks). A buyer that ever
 //! held a transaction of the request, whatever its state, does not get it again. It runs
@@ -20,9 +22,9 @@ use jiff::tz::TimeZone;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use super::caps::{self, Windows};
 use super::filters;
 use super::schedule::Schedule;
+use crate::caps::{self, Counters, Windows};
 use crate::config::buyer::{BuyerStatus, Filter, Plan};
 use crate::delivery::transaction;
 use crate::ingest::model::{StoredLead, StoredRequest};
@@ -32,6 +34,7 @@ use crate::ledger;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     BuyerPaused,
+    BuyerUnhealthy,
     FilterMismatch,
     ScheduleClosed,
     DailyCapReached,
@@ -50,6 +53,7 @@ impl Reason {
     pub fn code(self) -> &'static str {
         match self {
             Reason::BuyerPaused => "buyer_paused",
+            Reason::BuyerUnhealthy => "buyer_unhealthy",
             Reason::FilterMismatch => "filter_mismatch",
             Reason::ScheduleClosed => "schedule_closed",
             Reason::DailyCapReached => "daily_cap_reached",
@@ -98,6 +102,7 @@ pub(crate) struct Context<'a> {
 struct Subscribed {
     buyer_id: String,
     paused: bool,
+    unhealthy: bool,
     plan: Plan,
     balance_cents: i64,
     credit_limit_cents: i64,
@@ -109,6 +114,7 @@ struct Subscribed {
     priority: i64,
     filters: String,
     schedule: Option<String>,
+    caps: Counters,
 }
 
 /// Every buyer of the workspace subscribed to the interest's product, each checked.
@@ -124,7 +130,7 @@ pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Resu
     let holders = transaction::buyers_of_request(conn, &context.request.id)?;
     let mut candidates = Vec::with_capacity(subscribed.len());
     for buyer in subscribed {
-        let (reason, detail) = check(conn, context, &buyer, &holders)?;
+        let (reason, detail) = check(context, &buyer, &holders);
         candidates.push(Candidate {
             buyer_id: buyer.buyer_id,
             price_cents: buyer.price_cents,
@@ -143,13 +149,17 @@ fn subscribed_buyers(
     workspace_id: &str,
     product_id: &str,
 ) -> rusqlite::Result<Vec<Subscribed>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT b.id, b.status, b.plan, b.balance_cents, b.credit_limit_cents,
                 b.last_served_at, b.created_at,
-                s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule
+                s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
+                h.state = 'unhealthy', {}
          FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
+         LEFT JOIN buyer_health h ON h.buyer_id = b.id
+         LEFT JOIN cap_usage u ON u.buyer_id = s.buyer_id AND u.product_id = s.product_id
          WHERE s.product_id = ?1 AND b.workspace_id = ?2",
-    )?;
+        caps::COUNTER_COLUMNS
+    ))?;
     let rows = stmt.query_map([product_id, workspace_id], |row| {
         Ok(Subscribed {
             buyer_id: row.get(0)?,
@@ -165,38 +175,42 @@ fn subscribed_buyers(
             priority: row.get(10)?,
             filters: row.get(11)?,
             schedule: row.get(12)?,
+            unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
+            caps: caps::counters_from_row(row, 14)?,
         })
     })?;
     rows.collect()
 }
 
 fn check(
-    conn: &Connection,
     context: &Context,
     buyer: &Subscribed,
     holders: &std::collections::HashSet<String>,
-) -> rusqlite::Result<(Reason, Option<Value>)> {
+) -> (Reason, Option<Value>) {
     if buyer.paused {
-        return Ok((Reason::BuyerPaused, None));
+        return (Reason::BuyerPaused, None);
+    }
+    if buyer.unhealthy {
+        return (Reason::BuyerUnhealthy, None);
     }
     // Filters are written by `buyer subscribe` from checked input; a hand-edited row that
     // no longer reads matches nothing rather than everything.
     let filters: Vec<Filter> = match serde_json::from_str(&buyer.filters) {
         Ok(filters) => filters,
         Err(e) => {
-            return Ok((
+            return (
                 Reason::FilterMismatch,
                 Some(json!({"error": format!("stored filters unreadable: {e}")})),
-            ));
+            );
         }
     };
     if let Some(failed) =
         filters::first_mismatch(&filters, &context.lead.fields, &context.request.interest)
     {
-        return Ok((
+        return (
             Reason::FilterMismatch,
             Some(json!({"field": failed.field, "op": failed.op, "values": failed.values})),
-        ));
+        );
     }
     if let Some(stored) = &buyer.schedule {
         let schedule = serde_json::from_str(stored)
@@ -215,17 +229,11 @@ fn check(
             if let Err(why) = schedule {
                 detail["error"] = Value::from(why);
             }
-            return Ok((Reason::ScheduleClosed, Some(detail)));
+            return (Reason::ScheduleClosed, Some(detail));
         }
     }
     if buyer.daily_cap.is_some() || buyer.monthly_cap.is_some() {
-        let usage = caps::usage(
-            conn,
-            &buyer.buyer_id,
-            &context.request.interest.product_id,
-            context.windows,
-            buyer.monthly_cap.is_some(),
-        )?;
+        let usage = buyer.caps.usage(context.windows);
         let limits = caps::Limits {
             daily: buyer.daily_cap,
             monthly: buyer.monthly_cap,
@@ -235,10 +243,10 @@ fn check(
                 caps::Period::Day => Reason::DailyCapReached,
                 caps::Period::Month => Reason::MonthlyCapReached,
             };
-            return Ok((
+            return (
                 reason,
                 Some(json!({"cap": reached.cap, "count": reached.count})),
-            ));
+            );
         }
     }
     if buyer.plan == Plan::Prepaid
@@ -248,18 +256,18 @@ fn check(
             buyer.price_cents,
         )
     {
-        return Ok((
+        return (
             Reason::InsufficientBalance,
             Some(json!({
                 "buyerPrice": crate::money::to_json(buyer.price_cents),
                 "available": crate::money::to_json(short.available_cents),
             })),
-        ));
+        );
     }
     if holders.contains(&buyer.buyer_id) {
-        return Ok((Reason::AlreadyDelivered, None));
+        return (Reason::AlreadyDelivered, None);
     }
-    Ok((Reason::Eligible, None))
+    (Reason::Eligible, None)
 }
 
 #[cfg(test)]

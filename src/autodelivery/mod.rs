@@ -14,7 +14,6 @@
 //! (`delivery`: transaction, charge, event), storing the lead (`ingest`) or sending the
 //! event (`outbox`).
 
-pub mod caps;
 pub mod decision;
 pub mod eligibility;
 pub mod evaluator;
@@ -24,13 +23,14 @@ pub mod schedule;
 pub mod select;
 pub mod stored_features;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::json;
 
+use crate::caps::Windows;
 use crate::config::container::DeliveryMode;
 use crate::config::product::FieldDef;
 use crate::db::DbError;
@@ -38,7 +38,6 @@ use crate::delivery::{self, DeliveryError, DeliveryTerms, LeadDelivery};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
-use caps::Windows;
 use decision::{AutoDelivery, Delivery, RequestDecision, RequestReason};
 use eligibility::{Candidate, Reason};
 use evaluator::Weights;
@@ -315,6 +314,7 @@ fn decide(
             .source_cost_cents
             .or(product.default_cost_cents)
             .unwrap_or(0),
+        cap_windows: Some(settings.windows),
     };
     let deliveries = take(conn, lead, request, terms, &mut candidates)?;
     if !deliveries.is_empty() {
@@ -396,6 +396,73 @@ fn take(
         }
     }
     Ok(deliveries)
+}
+
+/// Why `lead reroute` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RerouteError {
+    #[error("unknown lead '{0}'")]
+    NotFound(String),
+    #[error("lead '{lead_id}' is {status} and cannot be delivered")]
+    NotActive { lead_id: String, status: String },
+    #[error("lead '{0}' has no open request: each is held by a live transaction (void it first)")]
+    NothingOpen(String),
+    #[error(transparent)]
+    AutoDelivery(#[from] AutoDeliveryError),
+}
+
+impl From<rusqlite::Error> for RerouteError {
+    fn from(e: rusqlite::Error) -> Self {
+        RerouteError::AutoDelivery(e.into())
+    }
+}
+
+impl From<DbError> for RerouteError {
+    fn from(e: DbError) -> Self {
+        RerouteError::AutoDelivery(AutoDeliveryError::Db(e))
+    }
+}
+
+/// Runs auto-delivery again for every request of lead `lead_id` that no live transaction
+/// holds (`lead reroute`, DESIGN.md section 13): the steps of [`run_for_lead`] as of `now_ms`,
+/// whether or not the partner asked for automated delivery (the operator does now). A
+/// buyer that held the request before, its transaction voided or rejected, is not eligible
+/// again (`already_delivered`). Each decision replaces the request's stored one; the
+/// operator's view of them is returned.
+pub fn reroute(
+    conn: &Connection,
+    lead_id: &str,
+    now_ms: i64,
+) -> Result<AutoDelivery, RerouteError> {
+    let lead = crate::ingest::view::find(conn, lead_id)?
+        .ok_or_else(|| RerouteError::NotFound(lead_id.to_string()))?;
+    if lead.status != crate::ingest::status::LeadStatus::Active {
+        return Err(RerouteError::NotActive {
+            lead_id: lead.id.clone(),
+            status: lead.status.as_str().replace('_', " "),
+        });
+    }
+    let settings =
+        Settings::load(conn, &lead, now_ms)?.ok_or_else(|| AutoDeliveryError::Missing {
+            kind: "container",
+            id: lead.container_id.clone(),
+        })?;
+    let mut requests = Vec::new();
+    for request in &lead.requests {
+        let held = crate::delivery::transaction::of_request(conn, &request.id)?
+            .iter()
+            .any(|t| t.status.is_live());
+        if held {
+            continue;
+        }
+        let decision = decide(conn, &lead, request, &settings)?;
+        decision::store(conn, &decision)?;
+        requests.push(decision);
+    }
+    if requests.is_empty() {
+        return Err(RerouteError::NothingOpen(lead.id));
+    }
+    Ok(AutoDelivery { requests })
 }
 
 #[cfg(test)]

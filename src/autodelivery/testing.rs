@@ -33,6 +33,7 @@ pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
         duplicate_match: None,
         status: LeadStatus::Active,
         created_at: 0,
+        erased_at: None,
         requests: vec![request(&[])],
     }
 }
@@ -186,6 +187,7 @@ pub fn add_transaction(
         supplier_cost_cents: 0,
         margin_cents: 1000,
         charged_cents: 0,
+        cap_windows: None,
     };
     transaction::create(conn, &new, "test", at).expect("the transaction fixture inserts");
     let status = Status::parse(status).expect("a known transaction status");

@@ -58,9 +58,31 @@ pub(crate) fn on_off(text: &str) -> Result<bool, String> {
     }
 }
 
-fn positive_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn positive_duration(text: &str) -> Result<Duration, String> {
     match crate::duration::parse_or_seconds(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err("the duration must be greater than 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// A workspace's retention: a duration (`180d`) or `none` (kept for ever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(pub Option<std::time::Duration>);
+
+fn retention(text: &str) -> Result<Retention, String> {
+    if matches!(text.trim(), "none" | "off") {
+        return Ok(Retention(None));
+    }
+    match crate::duration::parse(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("the retention must be longer than 0 (or none)".into()),
+        d => Ok(Retention(Some(d))),
+    }
+}
+
+/// An age (`--older-than 180d`): a whole number with a unit, more than 0.
+pub(crate) fn age(text: &str) -> Result<std::time::Duration, String> {
+    match crate::duration::parse(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("the age must be longer than 0".into()),
         d => Ok(d),
     }
 }
@@ -128,9 +150,18 @@ pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Threads sending webhooks; one slow buyer can hold all but one of them.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub delivery_workers: u16,
+    /// Webhook sends in flight at most, over all buyers (each on its own thread).
+    #[arg(
+        long,
+        alias = "delivery-workers",
+        default_value_t = 256,
+        value_parser = clap::value_parser!(u16).range(1..=4096)
+    )]
+    pub delivery_concurrency: u16,
+    /// Webhook sends in flight at most to one buyer: all that a buyer whose endpoint hangs
+    /// can hold (the others' events go out as if it did not exist).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub delivery_per_buyer: u16,
     /// Waits between webhook attempts (e.g. 30s,5m,2h; a bare number is seconds), or
     /// none. Each wait varies by ±20%.
     #[arg(
@@ -159,6 +190,15 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub metrics: bool,
+    /// Connections open at once at most; past it a new connection is answered 503 with
+    /// Retry-After and closed. Keep it below the open-files limit (ulimit -n).
+    #[arg(
+        long,
+        env = "LEADRELAY_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_connections: u32,
     /// Address and port of the operator console (a read-only web view; `leadrelay operator
     /// create` makes a login token), or off. Keep it on 127.0.0.1 and reach it through an
     /// SSH tunnel.
@@ -212,6 +252,10 @@ pub enum WorkspaceCommand {
         /// IANA time zone for daily caps and schedules.
         #[arg(long, default_value = "UTC", value_parser = timezone)]
         timezone: String,
+        /// How long leads are kept (e.g. 180d); older ones are purged by `serve` once an
+        /// hour, leaving a tombstone (ids, statuses and money stay). Default: kept for ever.
+        #[arg(long, value_parser = retention)]
+        retention: Option<Retention>,
     },
     /// List workspaces (archived ones with --all).
     #[command(after_help = "Example:\n  leadrelay workspace list --all")]
@@ -237,6 +281,10 @@ pub enum WorkspaceCommand {
         /// A new IANA time zone; caps and schedules count in it from the next lead on.
         #[arg(long, value_parser = timezone)]
         timezone: Option<String>,
+        /// How long leads are kept (e.g. 180d, or `none` for ever); `serve` purges older
+        /// ones within the hour, leaving a tombstone.
+        #[arg(long, value_parser = retention)]
+        retention: Option<Retention>,
     },
     /// Delete a workspace that holds nothing; archive one with history. Refused while it
     /// has live channels, tables, products, buyers or suppliers.
@@ -759,6 +807,16 @@ pub enum BuyerCommand {
     Delete {
         /// The buyer's id.
         id: String,
+    },
+    /// The health of a buyer's webhook endpoint (every buyer's without an id): healthy or
+    /// unhealthy (its circuit breaker), failures in a row, last success, last error, and
+    /// the running server's sends in flight and latency (null when no server runs).
+    #[command(
+        after_help = "Example:\n  leadrelay buyer health\n  leadrelay buyer health sunco --json"
+    )]
+    Health {
+        /// The buyer's id; every buyer without it.
+        id: Option<String>,
     },
 }
 

@@ -1,4 +1,5 @@
-//! Delivery commands: `deliver`, `transaction show|list`, `outbox list|show|retry`.
+//! Delivery commands: `deliver`, `transaction show|list|void`, `outbox list|show|retry`,
+//! `buyer health`.
 //!
 //! Each opens the database, runs the domain function through the writer or the read pool
 //! (safe while `serve` runs on the same file: the server's workers pick up new and retried
@@ -81,6 +82,19 @@ pub enum TransactionCommand {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
     },
+    /// Take a sale back: a transaction that is not paid becomes cancelled (the reason in
+    /// its history), a prepaid charge is refunded, its webhook event stops if not yet
+    /// delivered, and its request is open again (deliver it again, or `lead reroute`).
+    #[command(
+        after_help = "Example:\n  leadrelay transaction void txn_01J0000000000000000000000 --reason 'endpoint down since monday'"
+    )]
+    Void {
+        /// The transaction's id.
+        id: String,
+        /// Why the sale is voided; kept in the transaction's history.
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -118,12 +132,29 @@ pub enum OutboxCommand {
         /// The event's id.
         id: String,
     },
-    /// Make a failed or pending event due now; a failed one starts the retry schedule again.
-    #[command(after_help = "Example:\n  leadrelay outbox retry evt_01J0000000000000000000000")]
+    /// Make a failed or pending event due now (a failed one starts the retry schedule
+    /// again), or, with --buyer, every such event of a buyer (and its next probe, if its
+    /// endpoint is unhealthy).
+    #[command(
+        group(clap::ArgGroup::new("which").required(true).args(["id", "buyer"])),
+        after_help = "Example:\n  leadrelay outbox retry evt_01J0000000000000000000000\n  leadrelay outbox retry --buyer sunco --status failed"
+    )]
     Retry {
         /// The event's id.
-        id: String,
+        id: Option<String>,
+        /// Every failed or pending event of this buyer.
+        #[arg(long, conflicts_with = "id")]
+        buyer: Option<String>,
+        /// With --buyer: only the events in this status.
+        #[arg(long, value_enum, requires = "buyer")]
+        status: Option<RetryStatusArg>,
     },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RetryStatusArg {
+    Pending,
+    Failed,
 }
 
 pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
@@ -197,6 +228,13 @@ pub fn transaction(
             db.close();
             out.print(&shown?);
         }
+        TransactionCommand::Void { id, reason } => {
+            let voided = db.write_blocking(move |conn| {
+                crate::lifecycle::void::void(conn, &id, &reason, crate::clock::now_ms())
+            });
+            db.close();
+            out.print(&voided?.to_json());
+        }
         TransactionCommand::List {
             buyer,
             lead,
@@ -248,13 +286,90 @@ pub fn outbox(path: &Path, out: &Output, command: OutboxCommand) -> anyhow::Resu
             db.close();
             out.print(&shown?);
         }
-        OutboxCommand::Retry { id } => {
+        OutboxCommand::Retry {
+            id: Some(id),
+            buyer: None,
+            ..
+        } => {
             let retried =
                 db.write_blocking(move |conn| store::retry(conn, &id, crate::clock::now_ms()));
             db.close();
             let event: Result<_, OutboxError> = retried;
             out.print(&event?.to_json());
         }
+        OutboxCommand::Retry {
+            buyer: Some(buyer),
+            status,
+            ..
+        } => {
+            let retried = retry_buyer(&db, &buyer, status);
+            db.close();
+            out.print(&json!({"buyerAccountId": buyer, "retried": retried?}));
+        }
+        // clap's group requires one of the two and forbids both.
+        OutboxCommand::Retry { .. } => unreachable!("clap requires an event id or --buyer"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How many events one write job of `outbox retry --buyer` makes due, so a buyer with a
+/// long backlog does not hold the server's writer for long.
+const RETRY_CHUNK: usize = 1000;
+
+/// Makes the buyer's failed and pending events (as `status` narrows) due now, chunk by
+/// chunk, and lets its next probe go out now. Returns how many events it retried.
+fn retry_buyer(
+    db: &crate::db::Db,
+    buyer: &str,
+    status: Option<RetryStatusArg>,
+) -> anyhow::Result<usize> {
+    let wanted = buyer.to_string();
+    let known = db.read_blocking(move |conn| {
+        crate::config::buyer::find(conn, &wanted).map_err(DbError::from)
+    })?;
+    if known.is_none() {
+        anyhow::bail!("unknown buyer '{buyer}'");
+    }
+    let status = status.map(|s| match s {
+        RetryStatusArg::Pending => EventStatus::Pending,
+        RetryStatusArg::Failed => EventStatus::Failed,
+    });
+    let mut after = String::new();
+    let mut total = 0;
+    loop {
+        let (buyer, from) = (buyer.to_string(), after.clone());
+        let (retried, last) = db.write_blocking(move |conn| {
+            let now = crate::clock::now_ms();
+            let chunk = store::retry_buyer(conn, &buyer, status, &from, RETRY_CHUNK, now)?;
+            if chunk.1.is_none() {
+                crate::outbox::health::probe_now(conn, &buyer, now)?;
+            }
+            Ok::<_, DbError>(chunk)
+        })?;
+        total += retried;
+        match last {
+            Some(last) => after = last,
+            None => return Ok(total),
+        }
+    }
+}
+
+/// `buyer health [ID]`: one buyer's endpoint health, or every buyer's as a list.
+pub fn buyer_health(path: &Path, out: &Output, id: Option<String>) -> anyhow::Result<ExitCode> {
+    let db = open(path)?;
+    let wanted = id.clone();
+    let read = db.read_blocking(move |conn| {
+        crate::outbox::health::read(conn, wanted.as_deref(), crate::clock::now_ms())
+            .map_err(DbError::from)
+    });
+    db.close();
+    let found: Vec<Value> = read?.iter().map(|h| h.to_json()).collect();
+    match id {
+        Some(id) => match found.into_iter().next() {
+            Some(one) => out.print(&one),
+            None => anyhow::bail!("unknown buyer '{id}'"),
+        },
+        None => out.print_list(&found),
     }
     Ok(ExitCode::SUCCESS)
 }

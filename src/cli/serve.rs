@@ -16,11 +16,13 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::create_or_open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {
-            senders: usize::from(args.delivery_workers),
+            concurrency: usize::from(args.delivery_concurrency),
+            per_buyer: usize::from(args.delivery_per_buyer),
             retry_schedule: args.retry_schedule.clone(),
             request_timeout: args.delivery_timeout,
             ..WorkerConfig::default()
         },
+        retention_interval: Some(crate::privacy::purge::RETENTION_INTERVAL),
         ..ServiceOptions::default()
     };
     options.server.rate_limit = RateLimit {
@@ -28,6 +30,7 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         burst: args.rate_burst,
     };
     options.server.metrics_endpoint = args.metrics;
+    options.server.max_connections = args.max_connections as usize;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -4,8 +4,8 @@
 //! Owns the `subscriptions` table, the filter syntax (`FIELD=VALUE`, `FIELD=V1|V2`,
 //! `FIELD=PREFIX*`) and the rule that a filter names a field a lead can have: an interface
 //! field of the Lead (`ingest::model::FIELD_NAMES`) or `fieldValues.NAME` of the product's
-//! fields. Matching filters against a lead is `autodelivery::filters`'; counting cap use is
-//! `autodelivery::caps`' (read here for `buyer terms`).
+//! fields. Matching filters against a lead is `autodelivery::filters`'; cap use is `caps`'
+//! counters (read here for `buyer terms`).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::product::{FieldDef, Product};
 use super::{ConfigError, buyer, product};
-use crate::autodelivery::caps::{self, Windows};
 use crate::autodelivery::schedule::Schedule;
+use crate::caps::{self, Windows};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -326,12 +326,11 @@ pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms
     let mut all = Vec::new();
     for row in rows {
         let (subscription, product_slug) = row?;
-        let usage = caps::usage(
+        let usage = caps::usage_now(
             conn,
             &subscription.buyer_id,
             &subscription.product_id,
             &windows,
-            true,
         )?;
         all.push(Terms {
             subscription,

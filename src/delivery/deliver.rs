@@ -70,6 +70,8 @@ pub(crate) struct DeliveryTerms {
     pub(crate) max_buyers: i64,
     /// The source's supplier cost, else the product's default, else 0.
     pub(crate) supplier_cost_cents: i64,
+    /// The workspace's cap windows now, when the caller has them (auto-delivery).
+    pub(crate) cap_windows: Option<crate::caps::Windows>,
 }
 
 /// One delivery of a request of a lead the caller holds as stored: auto-delivery hands over
@@ -105,6 +107,7 @@ fn load_terms(
             mode: row.get(0)?,
             max_buyers: row.get(1)?,
             supplier_cost_cents: row.get(2)?,
+            cap_windows: None,
         })
     })
     .optional()
@@ -156,7 +159,7 @@ pub(crate) fn deliver_lead(
     order: &LeadDelivery,
 ) -> Result<Delivered, DeliveryError> {
     let decided = decide(conn, order)?;
-    Ok(write(conn, decided, order.actor)?)
+    Ok(write(conn, decided, order.actor, order.terms.cap_windows)?)
 }
 
 /// A delivery that passed every rule, with what writing it needs.
@@ -184,6 +187,9 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
             buyer_id: buyer.id,
             workspace_id: lead.workspace_id.clone(),
         });
+    }
+    if lead.erased_at.is_some() {
+        return Err(DeliveryError::LeadErased(lead.id.clone()));
     }
     if lead.status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
@@ -317,7 +323,12 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
 /// Writes a decided delivery: the transaction and its first history entry, the money
 /// (the prepaid charge, the supplier's cost), the buyer's and the request's state and the
 /// outbox event. Each table through its owner.
-fn write(conn: &Connection, decided: Decided, actor: &str) -> rusqlite::Result<Delivered> {
+fn write(
+    conn: &Connection,
+    decided: Decided,
+    actor: &str,
+    cap_windows: Option<crate::caps::Windows>,
+) -> rusqlite::Result<Delivered> {
     let Decided {
         mut delivered,
         workspace_id,
@@ -340,6 +351,7 @@ fn write(conn: &Connection, decided: Decided, actor: &str) -> rusqlite::Result<D
             supplier_cost_cents: delivered.supplier_cost_cents,
             margin_cents: delivered.margin_cents,
             charged_cents: delivered.charged_cents,
+            cap_windows,
         },
         actor,
         now,

@@ -224,10 +224,13 @@ pub(crate) struct NewTransaction<'a> {
     pub supplier_cost_cents: i64,
     pub margin_cents: i64,
     pub charged_cents: i64,
+    /// The cap windows of the workspace when the caller has them at hand (auto-delivery);
+    /// otherwise they are worked out from the workspace's time zone.
+    pub cap_windows: Option<crate::caps::Windows>,
 }
 
 /// Writes a new transaction, `delivered` with its event pending, and the history entry that
-/// starts it.
+/// starts it, and counts it against the buyer's caps for the product.
 pub(crate) fn create(
     conn: &Connection,
     new: &NewTransaction,
@@ -256,10 +259,16 @@ pub(crate) fn create(
         DeliveryStatus::Pending,
         now
     ])?;
+    let windows = match new.cap_windows {
+        Some(windows) if windows.contains(now) => windows,
+        _ => crate::caps::Windows::at(now, &crate::caps::timezone_of(conn, new.workspace_id)?),
+    };
+    crate::caps::count(conn, new.buyer_id, new.product_id, &windows)?;
     append_history(conn, new.id, None, Status::Delivered, actor, None, now)
 }
 
-/// Moves the transaction from `from` to `to` and appends the move to its history.
+/// Moves the transaction from `from` to `to` and appends the move to its history. A live
+/// transaction that ends (rejected, cancelled) gives its place of the buyer's caps back.
 pub(crate) fn move_to(
     conn: &Connection,
     id: &str,
@@ -269,8 +278,17 @@ pub(crate) fn move_to(
     reason: Option<&str>,
     now: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE transactions SET status = ?2, updated_at = ?3 WHERE id = ?1")?
-        .execute(params![id, to, now])?;
+    let (workspace_id, buyer_id, product_id, created_at): (String, String, String, i64) = conn
+        .prepare_cached(
+            "UPDATE transactions SET status = ?2, updated_at = ?3 WHERE id = ?1
+             RETURNING workspace_id, buyer_id, product_id, created_at",
+        )?
+        .query_row(params![id, to, now], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?;
+    if from.is_live() && !to.is_live() {
+        crate::caps::uncount(conn, &workspace_id, &buyer_id, &product_id, created_at)?;
+    }
     append_history(conn, id, Some(from), to, actor, reason, now)
 }
 
@@ -289,6 +307,27 @@ pub(crate) fn set_price(
     )?
     .execute(params![id, buyer_price_cents, charged_cents])?;
     Ok(())
+}
+
+/// Removes the free-text reasons from transaction `id`'s history for an erasure (a
+/// buyer's or an operator's words about a lead may name its person); every move, its
+/// actor and time stay. Returns how many entries had one.
+pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE transaction_history SET reason = NULL
+             WHERE transaction_id = ?1 AND reason IS NOT NULL",
+        )?
+        .execute([id])?;
+    Ok(changed as u64)
+}
+
+/// The ids of the transactions of lead `lead_id` (an erasure's walk).
+pub(crate) fn ids_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
+    let rows = stmt.query_map([lead_id], |row| row.get(0))?;
+    rows.collect()
 }
 
 /// Records that the prepaid charge was returned (a refund).

@@ -1,10 +1,10 @@
 //! The states of stored leads and lead requests, and every write to them after ingest.
 //!
-//! Ingest owns the `leads`, `lead_bodies` and `lead_requests` tables: `store` inserts them,
+//! Ingest owns the `leads` and `lead_requests` tables: `store` inserts them,
 //! and this module makes every later change. A lead's lifecycle status (`active`,
 //! `cancellation_pending`, `cancelled`) is moved by the supplier clawback
 //! (`lifecycle::clawback`, `lifecycle::supplier`); a request's status (`open`, `delivered`,
-//! `not_delivered`) by a delivery and by auto-delivery's decision. Those modules decide;
+//! `not_delivered`) by a delivery, by auto-delivery's decision and by the operator's void. Those modules decide;
 //! they call this one to write.
 
 use rusqlite::{Connection, params};
@@ -46,6 +46,14 @@ pub(crate) fn set_lead_status(
 pub(crate) fn mark_request_delivered(conn: &Connection, request_id: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
         .execute(params![request_id, RequestStatus::Delivered])?;
+    Ok(())
+}
+
+/// Opens a request again: its last live transaction was voided, so it can be delivered
+/// again (by hand or `lead reroute`).
+pub(crate) fn reopen_request(conn: &Connection, request_id: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
+        .execute(params![request_id, RequestStatus::Open])?;
     Ok(())
 }
 

@@ -148,11 +148,11 @@ fn check_cancellation_window(
 
 /// The money a call moves on its transaction: the transaction's amounts through its owner
 /// (`delivery::transaction`), the buyer's balance through the ledger.
-struct Money<'a> {
-    conn: &'a Connection,
-    current: &'a Transaction,
-    actor: &'a str,
-    now: i64,
+pub(super) struct Money<'a> {
+    pub(super) conn: &'a Connection,
+    pub(super) current: &'a Transaction,
+    pub(super) actor: &'a str,
+    pub(super) now: i64,
 }
 
 impl Money<'_> {
@@ -212,7 +212,7 @@ impl Money<'_> {
 
     /// Returns a prepaid charge to the buyer's balance as the transaction moves to `to`
     /// (rejected or cancelled). Returns whether there was one.
-    fn refund(&self, to: Status, why: Option<&str>) -> Result<bool, LifecycleError> {
+    pub(super) fn refund(&self, to: Status, why: Option<&str>) -> Result<bool, LifecycleError> {
         let charged_cents = self.current.charged_cents;
         if charged_cents == 0 {
             return Ok(false);

@@ -5,7 +5,8 @@
 //! Owns the state machine (`state`), reading lifecycle bodies (`input`), finding and
 //! authorising the transaction of a buyer call (`lookup`), applying a move with its money
 //! and history (`apply`), the buyer calls (`buyer`), supplier cancellations (`clawback`
-//! opens them, `supplier` takes the supplier's answer) and `LifecycleError`. The HTTP half
+//! opens them, `supplier` takes the supplier's answer), the operator's void of a sale
+//! (`void`) and `LifecycleError`. The HTTP half
 //! of the endpoints (headers, body, status) is `http::handlers::lifecycle`. It does not own the transaction record or its
 //! history table (`delivery::transaction`), nor buyers and suppliers (`config`).
 
@@ -17,5 +18,6 @@ pub mod input;
 pub mod lookup;
 pub mod state;
 pub mod supplier;
+pub mod void;
 
 pub use error::LifecycleError;

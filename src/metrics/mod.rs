@@ -11,12 +11,14 @@
 //! `Notifier`), group sizes (the writer), the rate limiter's table.
 
 mod instruments;
+pub mod process;
 mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 pub use instruments::{Histogram, HistogramReading, LabelledCounter};
+pub use process::ProcessStats;
 pub use text::CONTENT_TYPE;
 
 use crate::db::WriterStats;
@@ -51,6 +53,8 @@ pub struct Metrics {
     latency: Vec<Histogram>,
     in_flight: AtomicI64,
     ingest: LabelledCounter,
+    /// Connections answered 503 because `serve --max-connections` were open.
+    connections_refused: AtomicU64,
 }
 
 /// Figures read at scrape time from outside this module.
@@ -63,6 +67,34 @@ pub struct Gauges {
     pub rate_limited_clients: Option<usize>,
     /// Delivery attempts recorded by this service's outbox workers.
     pub deliveries: DeliveryGauges,
+    /// Per buyer that the outbox workers dealt with, by buyer id.
+    pub buyers: Vec<BuyerGauges>,
+    /// Connections open now and the most allowed (`serve --max-connections`).
+    pub connections: ConnectionGauges,
+    /// `None` where the process's figures cannot be read (no `/proc`).
+    pub process: Option<ProcessStats>,
+}
+
+/// One buyer's delivery figures: its endpoint's state, sends in flight, attempts by
+/// outcome and their durations.
+#[derive(Debug, Clone)]
+pub struct BuyerGauges {
+    pub buyer_id: String,
+    pub unhealthy: bool,
+    pub in_flight: usize,
+    /// Delivered, retry, failed, as [`DELIVERY_OUTCOMES`] names them.
+    pub attempts: [u64; 3],
+    /// Attempt durations in milliseconds.
+    pub duration_ms: HistogramReading,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionGauges {
+    pub open: usize,
+    pub max: usize,
+    /// Requests that write in progress now, and the most allowed at once.
+    pub write_requests: usize,
+    pub max_write_requests: usize,
 }
 
 /// Delivery attempts by outcome, as [`DELIVERY_OUTCOMES`] names them.
@@ -129,7 +161,13 @@ impl Metrics {
             endpoints,
             in_flight: AtomicI64::new(0),
             ingest: LabelledCounter::new(INGEST_STATUSES),
+            connections_refused: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a connection refused at the connection limit.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Starts measuring a request: it counts as in flight until the timer is dropped.
@@ -188,8 +226,12 @@ impl Metrics {
             self.started.elapsed().as_secs(),
         );
         self.render_requests(&mut w);
+        self.render_connections(&mut w, &gauges.connections);
         self.render_ingest(&mut w);
         render_gauges(&mut w, gauges);
+        if let Some(process) = &gauges.process {
+            render_process(&mut w, process);
+        }
         w.finish()
     }
 
@@ -240,6 +282,51 @@ impl Metrics {
         }
     }
 
+    fn render_connections(&self, w: &mut TextWriter, connections: &ConnectionGauges) {
+        w.family(
+            "leadrelay_http_connections_open",
+            "gauge",
+            "HTTP connections open now.",
+        );
+        w.sample("leadrelay_http_connections_open", &[], connections.open);
+        w.family(
+            "leadrelay_http_connections_max",
+            "gauge",
+            "The most HTTP connections open at once (serve --max-connections).",
+        );
+        w.sample("leadrelay_http_connections_max", &[], connections.max);
+        w.family(
+            "leadrelay_http_connections_refused_total",
+            "counter",
+            "Connections answered 503 and closed because the connection limit was reached.",
+        );
+        w.sample(
+            "leadrelay_http_connections_refused_total",
+            &[],
+            self.connections_refused.load(Ordering::Relaxed),
+        );
+        w.family(
+            "leadrelay_http_write_requests_in_progress",
+            "gauge",
+            "Requests that write (ingest, lifecycle) being handled now.",
+        );
+        w.sample(
+            "leadrelay_http_write_requests_in_progress",
+            &[],
+            connections.write_requests,
+        );
+        w.family(
+            "leadrelay_http_write_requests_max",
+            "gauge",
+            "The most requests that write handled at once; past it they are answered 503.",
+        );
+        w.sample(
+            "leadrelay_http_write_requests_max",
+            &[],
+            connections.max_write_requests,
+        );
+    }
+
     fn render_ingest(&self, w: &mut TextWriter) {
         w.family(
             "leadrelay_ingest_leads_total",
@@ -267,6 +354,7 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
     for (outcome, count) in DELIVERY_OUTCOMES.iter().zip(counts) {
         w.sample("leadrelay_deliveries_total", &[("outcome", outcome)], count);
     }
+    render_buyers(w, &gauges.buyers);
     if let Some(outbox) = &gauges.outbox {
         w.family(
             "leadrelay_outbox_events",
@@ -316,6 +404,24 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         &[],
         writer.max_group_size,
     );
+    w.family(
+        "leadrelay_db_write_queue_depth",
+        "gauge",
+        "Request write jobs queued for the writer or running now.",
+    );
+    w.sample("leadrelay_db_write_queue_depth", &[], writer.queued);
+    w.family(
+        "leadrelay_db_write_queue_capacity",
+        "gauge",
+        "The most request write jobs queued at once; past it requests are answered 503.",
+    );
+    w.sample("leadrelay_db_write_queue_capacity", &[], writer.capacity);
+    w.family(
+        "leadrelay_db_writes_refused_total",
+        "counter",
+        "Request write jobs refused (503) because the writer's queue was full.",
+    );
+    w.sample("leadrelay_db_writes_refused_total", &[], writer.refused);
     if let Some(clients) = gauges.rate_limited_clients {
         w.family(
             "leadrelay_rate_limit_tracked_clients",
@@ -324,6 +430,120 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         );
         w.sample("leadrelay_rate_limit_tracked_clients", &[], clients);
     }
+}
+
+/// The per-buyer delivery series; one label value per buyer the outbox dealt with.
+fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
+    if buyers.is_empty() {
+        return;
+    }
+    w.family(
+        "leadrelay_buyer_endpoint_unhealthy",
+        "gauge",
+        "1 while the buyer's endpoint is unhealthy (its circuit breaker is open), else 0.",
+    );
+    for buyer in buyers {
+        w.sample(
+            "leadrelay_buyer_endpoint_unhealthy",
+            &[("buyer", &buyer.buyer_id)],
+            u64::from(buyer.unhealthy),
+        );
+    }
+    w.family(
+        "leadrelay_buyer_deliveries_in_flight",
+        "gauge",
+        "Webhook sends to the buyer in flight now.",
+    );
+    for buyer in buyers {
+        w.sample(
+            "leadrelay_buyer_deliveries_in_flight",
+            &[("buyer", &buyer.buyer_id)],
+            buyer.in_flight,
+        );
+    }
+    w.family(
+        "leadrelay_buyer_delivery_attempts_total",
+        "counter",
+        "Webhook delivery attempts to the buyer, by outcome (delivered, retry, failed).",
+    );
+    for buyer in buyers {
+        for (outcome, count) in DELIVERY_OUTCOMES.iter().zip(buyer.attempts) {
+            w.sample(
+                "leadrelay_buyer_delivery_attempts_total",
+                &[("buyer", &buyer.buyer_id), ("outcome", outcome)],
+                count,
+            );
+        }
+    }
+    w.family(
+        "leadrelay_buyer_delivery_duration_seconds",
+        "histogram",
+        "Duration of webhook delivery attempts to the buyer, answered or not.",
+    );
+    for buyer in buyers {
+        w.histogram(
+            "leadrelay_buyer_delivery_duration_seconds",
+            &[("buyer", &buyer.buyer_id)],
+            &buyer.duration_ms,
+            1e3,
+        );
+    }
+}
+
+/// The standard process metrics, named as every Prometheus client library names them.
+fn render_process(w: &mut TextWriter, process: &ProcessStats) {
+    w.family(
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+    );
+    w.sample("process_cpu_seconds_total", &[], process.cpu_seconds);
+    w.family(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+    );
+    w.sample(
+        "process_resident_memory_bytes",
+        &[],
+        process.resident_memory_bytes,
+    );
+    w.family(
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+    );
+    w.sample(
+        "process_virtual_memory_bytes",
+        &[],
+        process.virtual_memory_bytes,
+    );
+    if let Some(open) = process.open_fds {
+        w.family(
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+        );
+        w.sample("process_open_fds", &[], open);
+    }
+    if let Some(max) = process.max_fds {
+        w.family(
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+        );
+        w.sample("process_max_fds", &[], max);
+    }
+    w.family(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+    );
+    w.sample(
+        "process_start_time_seconds",
+        &[],
+        process.start_time_seconds,
+    );
 }
 
 #[cfg(test)]

@@ -87,6 +87,10 @@ const STATUS_COLUMNS: &[Table] = &[
         ],
     ),
     ("ledger_entries", &[("kind", ledger::Kind::NAMES)]),
+    (
+        "buyer_health",
+        &[("state", crate::outbox::health::State::NAMES)],
+    ),
     ("evaluator_versions", &[("origin", WeightsOrigin::NAMES)]),
 ];
 

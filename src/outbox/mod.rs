@@ -6,16 +6,20 @@
 //! signed (Standard Webhooks), record every attempt, and mark an event delivered only after
 //! a 2xx; retryable failures come back on the [`RetrySchedule`]. A crash loses nothing: a
 //! claim whose lease ran out is taken again and the event is sent again with the same
-//! `webhook-id`.
+//! `webhook-id`. Many sends are in flight at once, shared fairly among buyers, and a buyer
+//! whose endpoint keeps failing is given up on for a while (its circuit breaker, `health`).
 //!
 //! Owns the event's life after it is written: claiming, signing, sending, retrying,
 //! recording, and the operator's views of it. It does not own what an event says
 //! (`delivery::event`) or when one is created (`delivery::deliver`). It is the only module
 //! that makes outbound HTTP calls.
 
+pub mod health;
+mod pool;
 pub mod schedule;
 pub mod sender;
 pub mod signing;
+pub mod stats;
 pub mod store;
 mod worker;
 
@@ -23,31 +27,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub use health::BreakerConfig;
 pub use schedule::RetrySchedule;
+pub use stats::BuyerFigures;
 pub use worker::{Workers, start};
 
-/// How the workers run (`serve --delivery-workers`, `--retry-schedule`,
-/// `--delivery-timeout`).
+/// How the workers run (`serve --delivery-concurrency`, `--delivery-per-buyer`,
+/// `--retry-schedule`, `--delivery-timeout`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// Sender threads. One slow buyer can occupy all but one of them, so there should be
-    /// at least two.
-    pub senders: usize,
+    /// Sends in flight at most, over all buyers (each on its own thread).
+    pub concurrency: usize,
+    /// Sends in flight at most to one buyer: what a hanging endpoint can hold.
+    pub per_buyer: usize,
     pub retry_schedule: RetrySchedule,
     /// The most one attempt may take, connecting included.
     pub request_timeout: Duration,
     /// How often the workers look for due events nobody told them about: events written
     /// by another process (a CLI `deliver` while the server runs) and retries falling due.
     pub poll_interval: Duration,
+    /// When a buyer's endpoint counts as unhealthy and how it is probed.
+    pub breaker: BreakerConfig,
+    /// How often the per-buyer figures (in flight, latency) and the heartbeat are written
+    /// for `buyer health`.
+    pub report_interval: Duration,
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            senders: 4,
+            concurrency: 256,
+            per_buyer: 16,
             retry_schedule: RetrySchedule::default(),
             request_timeout: Duration::from_secs(15),
             poll_interval: Duration::from_millis(500),
+            breaker: BreakerConfig::default(),
+            report_interval: Duration::from_secs(5),
         }
     }
 }
@@ -76,6 +91,7 @@ struct Shared {
     delivered: AtomicU64,
     retried: AtomicU64,
     failed: AtomicU64,
+    buyers: stats::Stats,
 }
 
 /// What the coordinating worker thread is told between its rounds.
@@ -115,6 +131,15 @@ impl Notifier {
             retried: self.inner.retried.load(Ordering::Relaxed),
             failed: self.inner.failed.load(Ordering::Relaxed),
         }
+    }
+
+    /// Per-buyer figures of the workers (`GET /metrics`), by buyer id.
+    pub fn buyer_figures(&self) -> Vec<BuyerFigures> {
+        self.inner.buyers.read()
+    }
+
+    fn stats(&self) -> &stats::Stats {
+        &self.inner.buyers
     }
 
     fn lock(&self) -> MutexGuard<'_, Inbox> {

@@ -1,53 +1,86 @@
 //! One attempt at one event: the signed POST to the buyer's webhook and the verdict on the
 //! answer (DESIGN.md section 3).
 //!
-//! Owns the outbound HTTP client (ureq: a global timeout, no redirects, pooled connections)
-//! and the rules that turn an answer into delivered, retry or failed. It does not touch the
-//! database: the worker records what it returns.
+//! Owns the outbound HTTP client and the rules that turn an answer into delivered, retry or
+//! failed (permanent for the event), and into what it says about the buyer's endpoint (its
+//! circuit breaker, `health`). The client is hyper-util's pooled client over rustls with
+//! the public web roots (certificates are verified): non-blocking, so hundreds of sends in
+//! flight cost tasks, not threads (ARCHITECTURE.md, "the outbox"). It never follows a
+//! redirect, and each attempt, connecting included, ends within the request timeout. It
+//! does not touch the database: the worker records what it returns.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::Value;
 
+use super::health::Observation;
 use super::schedule::parse_retry_after;
 use super::signing::SigningKey;
 use super::store::{Attempt, Claimed, EXCERPT_LIMIT, Verdict};
 
 /// How much of a response body is read: enough for any reasonable acknowledgement with a
 /// partner id, and a bound on what a misbehaving receiver can make us hold.
-const BODY_READ_LIMIT: u64 = 64 * 1024;
+const BODY_READ_LIMIT: usize = 64 * 1024;
 
 /// The longest partner id taken from a response, like the interface's `externalId`.
 const PARTNER_ID_MAX: usize = 128;
 
+/// How long an idle connection to a buyer is kept for the next event.
+const IDLE_CONNECTION: Duration = Duration::from_secs(60);
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// Why the client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up TLS for outbound webhooks: {0}")]
+pub struct SetupError(#[from] rustls::Error);
+
+#[derive(Clone)]
 pub struct Sender {
-    agent: ureq::Agent,
+    client: Client<Connector, Full<Bytes>>,
+    timeout: Duration,
+    user_agent: Arc<str>,
 }
 
 impl Sender {
-    /// A sender whose every request, connecting included, ends within `timeout`.
-    pub fn new(timeout: Duration) -> Sender {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            // A buyer's redirect is an answer (failed at once), never followed: following
-            // it would send a signed lead to an address nobody configured.
-            .max_redirects(0)
-            .timeout_global(Some(timeout))
-            .user_agent(format!("leadrelay/{}", env!("CARGO_PKG_VERSION")))
-            .max_idle_connections_per_host(16)
-            .build();
-        Sender {
-            agent: ureq::Agent::new_with_config(config),
-        }
+    /// A sender whose every attempt, connecting included, ends within `timeout`, keeping
+    /// up to `per_host` idle connections to each buyer. Must be used on a tokio runtime.
+    pub fn new(timeout: Duration, per_host: usize) -> Result<Sender, SetupError> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(timeout));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        // hyper's client never follows a redirect: a 3xx comes back as the answer.
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(per_host.max(1))
+            .pool_idle_timeout(IDLE_CONNECTION)
+            .build(https);
+        Ok(Sender {
+            client,
+            timeout,
+            user_agent: format!("leadrelay/{}", env!("CARGO_PKG_VERSION")).into(),
+        })
     }
 
     /// Sends `event` once, signed with a fresh timestamp, and judges the answer.
-    pub fn send(&self, event: &Claimed) -> Attempt {
+    pub async fn send(&self, event: &Claimed) -> Attempt {
         let started_at = crate::clock::now_ms();
         let clock = Instant::now();
         let mut attempt = Attempt {
             event_id: event.id.clone(),
+            buyer_id: event.buyer_id.clone(),
             claim: event.claim,
+            probe: event.probe,
             url: event.url.clone(),
             started_at,
             duration_ms: 0,
@@ -55,7 +88,16 @@ impl Sender {
             error: None,
             response_excerpt: None,
             verdict: Verdict::Failed,
+            // A request that cannot be made (a bad secret) says nothing of the endpoint.
+            observation: Observation::Answered,
         };
+        // The URL was checked when it was set; a URL stored before the rule existed, or by
+        // hand, is refused here too (a permanent failure: the operator fixes the URL and
+        // retries the event).
+        if let Err(e) = crate::outbound_url::check(&event.url) {
+            attempt.error = Some(format!("not sent: {e}"));
+            return attempt;
+        }
         let key = match SigningKey::from_secret(&event.signing_secret) {
             Ok(key) => key,
             Err(e) => {
@@ -63,7 +105,50 @@ impl Sender {
                 return attempt;
             }
         };
-        let timestamp = started_at / 1000;
+        let request = match self.request(event, &key, started_at / 1000) {
+            Ok(request) => request,
+            Err(e) => {
+                // The URL cannot be used at all: permanent until the operator changes it,
+                // and an endpoint that cannot take leads.
+                attempt.error = Some(format!("invalid webhook URL: {e}"));
+                attempt.observation = Observation::Failure;
+                return attempt;
+            }
+        };
+        match tokio::time::timeout(self.timeout, self.exchange(request)).await {
+            Ok(Ok(answer)) => {
+                attempt.http_status = Some(answer.status);
+                attempt.response_excerpt = excerpt(&answer.body);
+                attempt.error = answer.body_error;
+                (attempt.verdict, attempt.observation) =
+                    judge(answer.status, answer.retry_after, &answer.body);
+            }
+            Ok(Err(e)) => {
+                attempt.error = Some(describe(&e));
+                attempt.verdict = judge_error(&e);
+                // No answer at all: the endpoint cannot take leads now.
+                attempt.observation = Observation::Failure;
+            }
+            Err(_) => {
+                attempt.error = Some(format!(
+                    "timeout: no answer within {}",
+                    crate::duration::format(self.timeout)
+                ));
+                attempt.verdict = Verdict::Retry { retry_after: None };
+                attempt.observation = Observation::Failure;
+            }
+        }
+        attempt.duration_ms = i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX);
+        attempt
+    }
+
+    /// The signed POST of `event`.
+    fn request(
+        &self,
+        event: &Claimed,
+        key: &SigningKey,
+        timestamp: i64,
+    ) -> Result<http::Request<Full<Bytes>>, http::Error> {
         let mut signature = key.sign(&event.id, timestamp, event.payload.as_bytes());
         // During a rotation's overlap the previous secret signs too (Standard Webhooks:
         // space-separated signatures), so a buyer verifying with either one accepts it.
@@ -73,69 +158,141 @@ impl Sender {
             signature.push(' ');
             signature.push_str(&previous.sign(&event.id, timestamp, event.payload.as_bytes()));
         }
-        let result = self
-            .agent
-            .post(&event.url)
-            .header("content-type", "application/json")
+        http::Request::post(event.url.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::USER_AGENT, &*self.user_agent)
             .header("webhook-id", &event.id)
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
-            .send(event.payload.as_bytes());
-        match result {
-            Ok(mut response) => {
-                let status = response.status().as_u16();
-                let retry_after = response
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| parse_retry_after(v, jiff::Timestamp::now()));
-                let body = response
-                    .body_mut()
-                    .with_config()
-                    .limit(BODY_READ_LIMIT)
-                    .read_to_vec();
-                let body = match body {
-                    Ok(body) => body,
-                    Err(e) => {
-                        // The status decides; an unreadable body only loses the excerpt.
-                        attempt.error = Some(format!("reading the response failed: {e}"));
-                        Vec::new()
+            .body(Full::new(Bytes::from(event.payload.clone())))
+    }
+
+    /// Sends the request and reads the answer (the body up to [`BODY_READ_LIMIT`]).
+    async fn exchange(
+        &self,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<Answer, hyper_util::client::legacy::Error> {
+        let response = self.client.request(request).await?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, jiff::Timestamp::now()));
+        let mut body = response.into_body();
+        let mut read = Vec::new();
+        let mut body_error = None;
+        while read.len() < BODY_READ_LIMIT {
+            match body.frame().await {
+                None => break,
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let room = BODY_READ_LIMIT - read.len();
+                        read.extend_from_slice(&data[..data.len().min(room)]);
                     }
-                };
-                attempt.http_status = Some(status);
-                attempt.response_excerpt = excerpt(&body);
-                attempt.verdict = judge(status, retry_after, &body);
-            }
-            Err(e) => {
-                attempt.error = Some(e.to_string());
-                attempt.verdict = judge_error(&e);
+                }
+                Some(Err(e)) => {
+                    // The status decides; an unreadable body only loses the excerpt.
+                    body_error = Some(format!("reading the response failed: {e}"));
+                    break;
+                }
             }
         }
-        attempt.duration_ms = i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX);
-        attempt
+        Ok(Answer {
+            status,
+            retry_after,
+            body: read,
+            body_error,
+        })
     }
 }
 
-/// The verdict on an HTTP answer.
-fn judge(status: u16, retry_after: Option<Duration>, body: &[u8]) -> Verdict {
+/// What came back.
+struct Answer {
+    status: u16,
+    retry_after: Option<Duration>,
+    body: Vec<u8>,
+    body_error: Option<String>,
+}
+
+/// The verdict on an HTTP answer, and what it says about the endpoint. A redirect is
+/// never followed (it would send a signed lead to an address nobody configured) and fails
+/// the event; it also counts against the endpoint, which keeps answering it for every event
+/// until the operator changes the URL. Another 4xx refuses this event but shows the
+/// endpoint up.
+fn judge(status: u16, retry_after: Option<Duration>, body: &[u8]) -> (Verdict, Observation) {
     match status {
-        200..=299 => Verdict::Delivered {
-            partner_external_id: partner_id(body),
-        },
-        408 | 429 | 500..=599 => Verdict::Retry { retry_after },
-        _ => Verdict::Failed,
+        200..=299 => (
+            Verdict::Delivered {
+                partner_external_id: partner_id(body),
+            },
+            Observation::Success,
+        ),
+        408 | 429 | 500..=599 => (Verdict::Retry { retry_after }, Observation::Failure),
+        300..=399 => (Verdict::Failed, Observation::Failure),
+        _ => (Verdict::Failed, Observation::Answered),
     }
 }
 
-/// The verdict when no answer came. Timeouts and connection errors are worth another try;
-/// a URL that cannot be used at all is not until the operator changes it.
-fn judge_error(error: &ureq::Error) -> Verdict {
-    match error {
-        ureq::Error::BadUri(_) | ureq::Error::Http(_) | ureq::Error::RequireHttpsOnly(_) => {
-            Verdict::Failed
-        }
-        _ => Verdict::Retry { retry_after: None },
+/// The verdict when no answer came. Connection errors are worth another try; a URL the
+/// client cannot use and a certificate that does not verify are not, until the operator
+/// changes something.
+fn judge_error(error: &hyper_util::client::legacy::Error) -> Verdict {
+    if is_certificate_error(error) || unusable_url(error) {
+        Verdict::Failed
+    } else {
+        Verdict::Retry { retry_after: None }
     }
+}
+
+/// The errors in `error`'s chain, outermost first. An I/O error's `source` skips the error
+/// it wraps (the connector's TLS error comes wrapped twice), so that one is taken instead.
+fn chain<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| match e.downcast_ref::<std::io::Error>() {
+        Some(io) => io
+            .get_ref()
+            .map(|inner| inner as &(dyn std::error::Error + 'static)),
+        None => e.source(),
+    })
+}
+
+/// Whether the TLS handshake failed on the buyer's certificate (unknown issuer, expired,
+/// wrong name, none presented). Other TLS failures (an alert, a reset mid-handshake) may
+/// pass and are retried.
+fn is_certificate_error(error: &hyper_util::client::legacy::Error) -> bool {
+    let certificate = |e: &rustls::Error| {
+        matches!(
+            e,
+            rustls::Error::InvalidCertificate(_)
+                | rustls::Error::NoCertificatesPresented
+                | rustls::Error::InvalidCertRevocationList(_)
+        )
+    };
+    chain(error).any(|e| e.downcast_ref::<rustls::Error>().is_some_and(certificate))
+}
+
+/// Whether the connector refused the URL itself (a scheme other than http and https, a
+/// host that cannot be a TLS server name): no later attempt can do better.
+fn unusable_url(error: &hyper_util::client::legacy::Error) -> bool {
+    chain(error).any(|e| {
+        let text = e.to_string();
+        text.contains("invalid dnsname") || text.contains("unsupported scheme")
+    })
+}
+
+/// The whole chain of `error`, joined with ": " (hyper's own message alone is as vague as
+/// "client error (Connect)").
+fn describe(error: &hyper_util::client::legacy::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in chain(error) {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
 }
 
 /// The partner's own id from a JSON object body: `partnerExternalId`, else `externalId`.
@@ -189,7 +346,7 @@ mod tests {
             (599, "retry"),
         ];
         for (status, expected) in cases {
-            let verdict = match judge(*status, None, b"") {
+            let verdict = match judge(*status, None, b"").0 {
                 Verdict::Delivered { .. } => "delivered",
                 Verdict::Retry { .. } => "retry",
                 Verdict::Failed => "failed",

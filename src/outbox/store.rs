@@ -5,12 +5,12 @@
 //! an attempt and moving the event (delivered, due again later, failed), and the operator's
 //! views. It does not own when these run (the worker) or how a request is sent (sender).
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
+use super::health::Observation;
 use super::schedule::{self, RetrySchedule};
 use crate::db::DbError;
 use crate::db::stored::stored_enum;
@@ -80,135 +80,122 @@ pub struct Claimed {
     /// The event's claim counter after this claim: the outcome of the attempt moves the
     /// event only while no later claim took it.
     pub claim: i64,
+    /// Claimed as the probe of an unhealthy buyer's endpoint.
+    pub probe: bool,
+    /// The X-Request-Id of the ingest request that stored the event's lead request, so the
+    /// outbox's log lines about the event name it.
+    pub request_id: Option<String>,
 }
 
-/// What the claimer says about a candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admit {
-    Take,
-    /// Not this one (it is in flight here already).
-    Skip,
-    /// Not this one, and no more of this buyer's in this claim (its in-flight limit).
-    SkipBuyer,
+/// A buyer with pending events: when the earliest falls due (an event in flight is not due
+/// before its lease ends), and its endpoint's breaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueBuyer {
+    pub buyer_id: String,
+    pub next_due: i64,
+    pub unhealthy: bool,
+    pub next_probe_at: Option<i64>,
 }
 
-/// How many rounds a claim looks for candidates; each round leaves out the buyers found to
-/// be at their limit, so one buyer's backlog cannot hide everyone else's due events.
-const CLAIM_ROUNDS: usize = 4;
-
-/// What a claim took, and whether due events may be left behind (the limit was reached,
-/// or a buyer was at its limit), so the claimer knows to claim again when places free up.
-#[derive(Debug, Default)]
-pub struct Claim {
-    pub events: Vec<Claimed>,
-    pub more_due: bool,
+/// Every buyer with pending events, by id. One index seek per such buyer (a skip scan of
+/// `outbox_buyer_due`), however many events wait.
+pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
+    let mut stmt = conn.prepare_cached(
+        "WITH RECURSIVE buyer(id) AS (
+             SELECT (SELECT min(buyer_id) FROM outbox_events WHERE status = 'pending')
+             UNION ALL
+             SELECT (SELECT min(buyer_id) FROM outbox_events
+                     WHERE status = 'pending' AND buyer_id > buyer.id)
+             FROM buyer WHERE buyer.id IS NOT NULL
+         )
+         SELECT buyer.id,
+                (SELECT min(next_attempt_at) FROM outbox_events
+                 WHERE status = 'pending' AND buyer_id = buyer.id),
+                h.state = 'unhealthy', h.next_probe_at
+         FROM buyer LEFT JOIN buyer_health h ON h.buyer_id = buyer.id
+         WHERE buyer.id IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok(DueBuyer {
+            buyer_id: row.get(0)?,
+            next_due: row.get(1)?,
+            unhealthy: row.get::<_, Option<bool>>(2)?.unwrap_or(false),
+            next_probe_at: row.get(3)?,
+        })
+    })?;
+    rows.collect()
 }
 
-/// Claims up to `limit` events that are due at `now` and not leased (or whose lease ran
-/// out: a crashed or stuck claim), oldest due first, leasing them until `lease_until`.
-/// `admit` decides each candidate in order.
-pub fn claim(
+/// Claims up to `limit` of `buyer_id`'s events that are due at `now`, oldest due first,
+/// leasing them until `lease_until`. The claim moves each event's due time to the end of
+/// its lease: while it is in flight it is not due, and if its sender dies it is due again
+/// when the lease runs out (a crashed or stuck claim is taken again).
+///
+/// A `probe` (of an unhealthy endpoint, whose events' own schedules wait for it) takes the
+/// earliest due of the buyer's events that is not in flight, due or not.
+pub fn claim_for_buyer(
     conn: &Connection,
+    buyer_id: &str,
     now: i64,
     lease_until: i64,
     limit: usize,
-    mut admit: impl FnMut(&str, &str) -> Admit,
-) -> rusqlite::Result<Claim> {
-    let mut claimed: Vec<Claimed> = Vec::new();
-    let mut more_due = false;
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut full_buyers: Vec<String> = Vec::new();
-    for _ in 0..CLAIM_ROUNDS {
-        let wanted = limit - claimed.len();
-        if wanted == 0 {
-            break;
-        }
-        // Fetch more than wanted: some candidates are skipped (in flight here, or their
-        // buyer is at its limit).
-        let fetch = (wanted * 2 + seen.len()).max(32);
-        let placeholders = vec!["?"; full_buyers.len()].join(", ");
-        let sql = format!(
-            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
-                    CASE WHEN b.previous_signing_valid_until > ?
-                         THEN b.previous_signing_secret END
-             FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
-             WHERE e.status = 'pending' AND e.next_attempt_at <= ?
-               AND (e.lease_until IS NULL OR e.lease_until <= ?)
-               AND e.buyer_id NOT IN ({placeholders})
-             ORDER BY e.next_attempt_at, e.id
-             LIMIT ?"
-        );
-        let mut values: Vec<rusqlite::types::Value> = vec![now.into(), now.into(), now.into()];
-        values.extend(
-            full_buyers
-                .iter()
-                .cloned()
-                .map(rusqlite::types::Value::from),
-        );
-        values.push((fetch as i64).into());
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let candidates: Vec<Claimed> = stmt
-            .query_map(params_from_iter(values), |row| {
-                Ok(Claimed {
-                    id: row.get(0)?,
-                    buyer_id: row.get(1)?,
-                    url: row.get(2)?,
-                    signing_secret: row.get(3)?,
-                    payload: row.get(4)?,
-                    previous_signing_secret: row.get(5)?,
-                    claim: 0,
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        let exhausted = candidates.len() < fetch;
-        let mut new_full = false;
-        for mut candidate in candidates {
-            if claimed.len() == limit {
-                more_due = true;
-                break;
-            }
-            if !seen.insert(candidate.id.clone()) || full_buyers.contains(&candidate.buyer_id) {
-                continue;
-            }
-            match admit(&candidate.id, &candidate.buyer_id) {
-                Admit::Take => {
-                    candidate.claim = conn
-                        .prepare_cached(
-                            "UPDATE outbox_events SET lease_until = ?2, claims = claims + 1
-                             WHERE id = ?1 RETURNING claims",
-                        )?
-                        .query_row(params![candidate.id, lease_until], |row| row.get(0))?;
-                    claimed.push(candidate);
-                }
-                Admit::Skip => {}
-                Admit::SkipBuyer => {
-                    more_due = true;
-                    full_buyers.push(candidate.buyer_id);
-                    new_full = true;
-                }
-            }
-        }
-        if exhausted || !new_full {
-            if !exhausted {
-                more_due = true;
-            }
-            break;
-        }
+    probe: bool,
+) -> rusqlite::Result<Vec<Claimed>> {
+    let sql = if probe {
+        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                CASE WHEN b.previous_signing_valid_until > ?2
+                     THEN b.previous_signing_secret END,
+                r.request_id
+         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         LEFT JOIN transactions t ON t.id = e.transaction_id
+         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
+         WHERE e.status = 'pending' AND e.buyer_id = ?1
+           AND (e.lease_until IS NULL OR e.lease_until <= ?2)
+         ORDER BY e.next_attempt_at
+         LIMIT ?3"
+    } else {
+        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                CASE WHEN b.previous_signing_valid_until > ?2
+                     THEN b.previous_signing_secret END,
+                r.request_id
+         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         LEFT JOIN transactions t ON t.id = e.transaction_id
+         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
+         WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
+         ORDER BY e.next_attempt_at
+         LIMIT ?3"
+    };
+    let mut candidates: Vec<Claimed> = conn
+        .prepare_cached(sql)?
+        .query_map(params![buyer_id, now, limit as i64], |row| {
+            Ok(Claimed {
+                id: row.get(0)?,
+                buyer_id: row.get(1)?,
+                url: row.get(2)?,
+                signing_secret: row.get(3)?,
+                payload: row.get(4)?,
+                previous_signing_secret: row.get(5)?,
+                claim: 0,
+                probe,
+                request_id: row.get(6)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut take = conn.prepare_cached(
+        "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = claims + 1
+         WHERE id = ?1 RETURNING claims",
+    )?;
+    for candidate in &mut candidates {
+        candidate.claim = take.query_row(params![candidate.id, lease_until], |row| row.get(0))?;
     }
-    if claimed.len() == limit {
-        more_due = true;
-    }
-    Ok(Claim {
-        events: claimed,
-        more_due,
-    })
+    Ok(candidates)
 }
 
-/// Extends the leases of events still in flight here (queued behind a slow buyer, or being
-/// sent), so no claim elsewhere takes them while this process still owns them.
+/// Extends the leases of events still in flight here, so no claim elsewhere takes them
+/// while this process still owns them.
 pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
-        "UPDATE outbox_events SET lease_until = ?3
+        "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
     )?;
     for (id, claim) in held {
@@ -217,13 +204,26 @@ pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rus
     Ok(())
 }
 
+/// Makes the buyer's waiting events due now (its endpoint answers again after being
+/// unhealthy: what failed while it was down goes out at once, not hours later on its own
+/// schedule). Events in flight are left alone; each keeps its place in its schedule.
+pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET next_attempt_at = ?2
+         WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
+           AND (lease_until IS NULL OR lease_until <= ?2)",
+    )?
+    .execute(params![buyer_id, now])
+}
+
 /// Gives up claims that were never sent (shutdown), so the events are due again at once.
-pub fn release(conn: &Connection, held: &[(String, i64)]) -> rusqlite::Result<()> {
+pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
-        "UPDATE outbox_events SET lease_until = NULL WHERE id = ?1 AND claims = ?2",
+        "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
+         WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
     )?;
     for (id, claim) in held {
-        stmt.execute(params![id, claim])?;
+        stmt.execute(params![id, claim, now])?;
     }
     Ok(())
 }
@@ -235,7 +235,8 @@ pub enum Verdict {
     Delivered { partner_external_id: Option<String> },
     /// 408, 429, 5xx, a timeout or a connection error; the buyer's `Retry-After` if given.
     Retry { retry_after: Option<Duration> },
-    /// Any other status (other 4xx, 3xx): trying again would not help.
+    /// Permanent for this event: any other 4xx, a redirect, a TLS certificate error, a
+    /// URL that cannot be used. Trying again would not help.
     Failed,
 }
 
@@ -243,7 +244,10 @@ pub enum Verdict {
 #[derive(Debug, Clone)]
 pub struct Attempt {
     pub event_id: String,
+    pub buyer_id: String,
     pub claim: i64,
+    /// The attempt was the probe of an unhealthy endpoint.
+    pub probe: bool,
     pub url: String,
     pub started_at: i64,
     pub duration_ms: i64,
@@ -251,6 +255,8 @@ pub struct Attempt {
     pub error: Option<String>,
     pub response_excerpt: Option<String>,
     pub verdict: Verdict,
+    /// What the attempt says about the buyer's endpoint (its circuit breaker).
+    pub observation: Observation,
 }
 
 stored_enum! {
@@ -275,7 +281,7 @@ pub fn record(
 ) -> rusqlite::Result<Option<Outcome>> {
     let row = conn
         .prepare_cached(
-            "SELECT status, attempts, retry_base, claims, transaction_id
+            "SELECT status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL
              FROM outbox_events WHERE id = ?1",
         )?
         .query_row([&attempt.event_id], |row| {
@@ -285,11 +291,19 @@ pub fn record(
                 row.get::<_, i64>(2)?,
                 row.get::<_, i64>(3)?,
                 row.get::<_, Option<String>>(4)?,
+                row.get::<_, bool>(5)?,
             ))
         })
         .optional()?;
-    let Some((status, attempts, retry_base, claims, transaction_id)) = row else {
+    let Some((status, attempts, retry_base, claims, transaction_id, erased)) = row else {
         return Ok(None);
+    };
+    // An attempt that was sent before its event's person was erased may come back with an
+    // answer that echoes the person: keep none for an erased event.
+    let excerpt = if erased {
+        None
+    } else {
+        attempt.response_excerpt.as_deref()
     };
     let number = attempts + 1;
     let current = claims == attempt.claim && status == EventStatus::Pending;
@@ -318,6 +332,20 @@ pub fn record(
                 }
             }
             Outcome::Delivered
+        }
+        // A failed probe of an unhealthy endpoint says the buyer is down, not that this
+        // event is: the event keeps its place in its schedule (the attempt does not count
+        // towards it) and waits with the others for the next probe.
+        Verdict::Retry { .. } if attempt.probe => {
+            if current {
+                conn.prepare_cached(
+                    "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
+                        last_error = ?3, retry_base = retry_base + 1
+                     WHERE id = ?1",
+                )?
+                .execute(params![attempt.event_id, now, error])?;
+            }
+            Outcome::Retry
         }
         Verdict::Retry { retry_after } => {
             let failed_in_a_row = u32::try_from(number - retry_base).unwrap_or(u32::MAX);
@@ -364,7 +392,7 @@ pub fn record(
         attempt.duration_ms,
         attempt.http_status,
         attempt.error,
-        attempt.response_excerpt,
+        excerpt,
         outcome
     ])?;
     Ok(Some(outcome))
@@ -385,16 +413,6 @@ fn mark_failed(
         transaction::set_delivery_status(conn, txn, DeliveryStatus::Failed, None)?;
     }
     Ok(())
-}
-
-/// When the next event falls due: the earliest pending event's due time or lease end,
-/// `None` when nothing is pending. The worker sleeps until then (or a wake-up).
-pub fn next_due(conn: &Connection) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached(
-        "SELECT min(max(next_attempt_at, coalesce(lease_until, 0)))
-         FROM outbox_events WHERE status = 'pending'",
-    )?
-    .query_row([], |row| row.get(0))
 }
 
 /// How the outbox stands, for `GET /api/health` and `GET /metrics`.
@@ -604,6 +622,114 @@ pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError
         transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
     }
     find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
+}
+
+/// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
+/// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
+/// narrows (`None`: both). A failed event starts the retry schedule again and its
+/// transaction's delivery status goes back to pending. Returns how many events it retried
+/// and the last id it looked at (`None` when there were none: the caller is done).
+pub fn retry_buyer(
+    conn: &Connection,
+    buyer_id: &str,
+    status: Option<EventStatus>,
+    after: &str,
+    chunk: usize,
+    now: i64,
+) -> rusqlite::Result<(usize, Option<String>)> {
+    let found: Vec<(String, EventStatus, Option<i64>, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT id, status, lease_until, transaction_id FROM outbox_events
+             WHERE buyer_id = ?1 AND id > ?2 AND status <> 'delivered'
+               AND (?3 IS NULL OR status = ?3)
+             ORDER BY id LIMIT ?4",
+        )?
+        .query_map(params![buyer_id, after, status, chunk as i64], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let last = found.last().map(|(id, ..)| id.clone());
+    let mut retried = 0;
+    let mut update = conn.prepare_cached(
+        "UPDATE outbox_events
+         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
+             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
+         WHERE id = ?1",
+    )?;
+    for (id, event_status, lease_until, transaction_id) in &found {
+        // An event in flight is being tried already; making it due would send it twice.
+        if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
+            continue;
+        }
+        update.execute(params![id, now])?;
+        if *event_status == EventStatus::Failed
+            && let Some(txn) = transaction_id
+        {
+            transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+        }
+        retried += 1;
+    }
+    Ok((retried, last))
+}
+
+/// Gives up a pending event for good (its transaction was voided): it is marked failed
+/// with `reason`, and an attempt under way that still gets its 2xx marks it delivered.
+pub fn cancel_pending(
+    conn: &Connection,
+    transaction_id: &str,
+    reason: &str,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2
+         WHERE transaction_id = ?1 AND status = 'pending'",
+    )?
+    .execute(params![transaction_id, reason])
+}
+
+/// The events of a transaction as an erasure rewrites them: id and payload.
+pub(crate) fn payloads_of_transaction(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, payload FROM outbox_events WHERE transaction_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([transaction_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
+/// What erasing the person from an event changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErasedEvent {
+    /// Response excerpts removed from its attempts.
+    pub(crate) attempts: u64,
+}
+
+/// Replaces event `id`'s payload with `payload` (the person erased from it, built by
+/// `delivery::event`) and removes its attempts' response excerpts (a buyer's answer may
+/// echo the person). A pending event is sent with the new payload from its next attempt
+/// on, under the same `webhook-id`; the event remembers the erasure, so an attempt that
+/// was in flight meanwhile records no excerpt ([`record`]).
+pub(crate) fn erase_event(
+    conn: &Connection,
+    id: &str,
+    payload: &str,
+    now: i64,
+) -> rusqlite::Result<ErasedEvent> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET payload = ?2, erased_at = coalesce(erased_at, ?3)
+         WHERE id = ?1",
+    )?
+    .execute(params![id, payload, now])?;
+    let attempts = conn
+        .prepare_cached(
+            "UPDATE outbox_attempts SET response_excerpt = NULL
+             WHERE event_id = ?1 AND response_excerpt IS NOT NULL",
+        )?
+        .execute([id])?;
+    Ok(ErasedEvent {
+        attempts: attempts as u64,
+    })
 }
 
 #[cfg(test)]

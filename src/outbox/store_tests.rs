@@ -1,7 +1,5 @@
 //! The claim, lease and record rules of the outbox store, on a real database file.
 
-use std::collections::HashMap;
-
 use super::*;
 use crate::config::{buyer, workspace};
 
@@ -22,6 +20,7 @@ fn database() -> (tempfile::TempDir, Connection) {
             id: Some("ws"),
             name: "W",
             timezone: "UTC",
+            retention: None,
         },
     )
     .unwrap();
@@ -68,94 +67,186 @@ fn event(conn: &Connection, buyer: &str, due: i64) -> String {
     id
 }
 
-fn lease(conn: &Connection, id: &str, until: i64) {
-    conn.execute(
-        "UPDATE outbox_events SET lease_until = ?2 WHERE id = ?1",
-        params![id, until],
-    )
-    .unwrap();
+/// Claims up to `limit` of buyer `a`'s due events at `now`, leased until `lease_until`.
+fn claim(conn: &Connection, now: i64, lease_until: i64, limit: usize) -> Vec<Claimed> {
+    claim_for_buyer(conn, "a", now, lease_until, limit, false).unwrap()
 }
 
-fn ids(claim: &Claim) -> Vec<&str> {
-    claim.events.iter().map(|e| e.id.as_str()).collect()
+fn ids(claimed: &[Claimed]) -> Vec<&str> {
+    claimed.iter().map(|e| e.id.as_str()).collect()
 }
 
 #[test]
-fn a_claim_takes_due_events_and_expired_leases_but_not_live_leases() {
+fn a_claim_takes_due_events_and_an_expired_lease_makes_an_event_due_again() {
     let (_dir, conn) = database();
-    let due = event(&conn, "a", 1_000);
-    let leased = event(&conn, "a", 1_001);
-    lease(&conn, &leased, 5_000);
-    let expired = event(&conn, "a", 1_002);
-    lease(&conn, &expired, 1_500);
+    let first = event(&conn, "a", 1_000);
+    let second = event(&conn, "a", 1_002);
     let later = event(&conn, "a", 9_000);
+    event(&conn, "b", 0);
 
-    let claim = claim(&conn, 2_000, 3_000, 10, |_, _| Admit::Take).unwrap();
-    assert_eq!(ids(&claim), [due.as_str(), expired.as_str()]);
-    assert!(!claim.more_due);
-    assert!(claim.events.iter().all(|e| e.claim == 1));
-    assert!(claim.events[0].signing_secret.starts_with("whsec_"));
-    let lease_of = |id: &str| -> Option<i64> {
+    let claimed = claim(&conn, 2_000, 3_000, 10);
+    assert_eq!(ids(&claimed), [first.as_str(), second.as_str()]);
+    assert!(claimed.iter().all(|e| e.claim == 1 && !e.probe));
+    assert!(claimed[0].signing_secret.starts_with("whsec_"));
+    let due_of = |id: &str| -> (i64, Option<i64>) {
         conn.query_row(
-            "SELECT lease_until FROM outbox_events WHERE id = ?1",
+            "SELECT next_attempt_at, lease_until FROM outbox_events WHERE id = ?1",
             [id],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap()
     };
-    assert_eq!(lease_of(&due), Some(3_000));
-    assert_eq!(lease_of(&leased), Some(5_000), "a live lease is left alone");
-    assert_eq!(lease_of(&later), None);
+    assert_eq!(
+        due_of(&first),
+        (3_000, Some(3_000)),
+        "in flight: due when the lease ends"
+    );
+    assert_eq!(due_of(&later), (9_000, None));
+    assert!(
+        claim(&conn, 2_500, 4_000, 10).is_empty(),
+        "a live lease is left alone"
+    );
 
-    // Taken again once that lease has run out too: a crashed claim is retaken.
-    let again = super::claim(&conn, 3_500, 6_000, 10, |_, _| Admit::Take).unwrap();
-    assert_eq!(ids(&again), [due.as_str(), expired.as_str()]);
-    assert!(again.events.iter().all(|e| e.claim == 2));
+    // Taken again once the lease has run out: a crashed claim is retaken.
+    let again = claim(&conn, 3_500, 6_000, 10);
+    assert_eq!(ids(&again), [first.as_str(), second.as_str()]);
+    assert!(again.iter().all(|e| e.claim == 2));
+    assert_eq!(claim(&conn, 10_000, 11_000, 1).len(), 1, "the limit holds");
 }
 
 #[test]
-fn a_buyer_at_its_limit_does_not_hide_the_others() {
+fn due_buyers_lists_each_buyer_with_pending_events_and_its_breaker() {
     let (_dir, conn) = database();
-    let a: Vec<String> = (0..40).map(|n| event(&conn, "a", n)).collect();
-    let b: Vec<String> = (0..3).map(|n| event(&conn, "b", 100 + n)).collect();
-    let mut taken: HashMap<String, usize> = HashMap::new();
-    let claim = claim(&conn, 1_000, 2_000, 10, |_, buyer| {
-        let count = taken.entry(buyer.to_string()).or_default();
-        if buyer == "a" && *count >= 2 {
-            return Admit::SkipBuyer;
-        }
-        *count += 1;
-        Admit::Take
-    })
-    .unwrap();
+    assert_eq!(due_buyers(&conn).unwrap(), Vec::new());
+    event(&conn, "a", 500);
+    event(&conn, "a", 100);
+    let b = event(&conn, "b", 700);
+    let mut breaker = super::super::health::Breaker::new("b");
+    breaker.state = super::super::health::State::Unhealthy;
+    breaker.next_probe_at = Some(9_000);
+    super::super::health::save(&conn, &breaker).unwrap();
     assert_eq!(
-        ids(&claim),
+        due_buyers(&conn).unwrap(),
         [
-            a[0].as_str(),
-            a[1].as_str(),
-            b[0].as_str(),
-            b[1].as_str(),
-            b[2].as_str()
+            DueBuyer {
+                buyer_id: "a".into(),
+                next_due: 100,
+                unhealthy: false,
+                next_probe_at: None
+            },
+            DueBuyer {
+                buyer_id: "b".into(),
+                next_due: 700,
+                unhealthy: true,
+                next_probe_at: Some(9_000)
+            },
         ]
     );
-    assert!(claim.more_due, "buyer a has more due events");
+    conn.execute(
+        "UPDATE outbox_events SET status = 'delivered' WHERE id = ?1",
+        [&b],
+    )
+    .unwrap();
+    assert_eq!(
+        due_buyers(&conn).unwrap().len(),
+        1,
+        "only pending events count"
+    );
 }
 
 #[test]
-fn a_full_claim_says_more_may_be_due() {
+fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
     let (_dir, conn) = database();
-    for n in 0..5 {
-        event(&conn, "a", n);
+    let failed: Vec<String> = (0..5).map(|n| event(&conn, "a", n)).collect();
+    for id in &failed {
+        conn.execute(
+            "UPDATE outbox_events SET status = 'failed', attempts = 8 WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
     }
-    let claim = claim(&conn, 1_000, 2_000, 5, |_, _| Admit::Take).unwrap();
-    assert_eq!(claim.events.len(), 5);
-    assert!(claim.more_due);
+    let waiting = event(&conn, "a", 50_000);
+    let in_flight = event(&conn, "a", 100);
+    claim_for_buyer(&conn, "a", 1_000, 30_000, 1, false).unwrap();
+    let delivered = event(&conn, "a", 10);
+    conn.execute(
+        "UPDATE outbox_events SET status = 'delivered' WHERE id = ?1",
+        [&delivered],
+    )
+    .unwrap();
+    let other = event(&conn, "b", 60_000);
+
+    let mut after = String::new();
+    let mut retried = 0;
+    let mut chunks = 0;
+    loop {
+        let (n, last) = retry_buyer(&conn, "a", None, &after, 2, 2_000).unwrap();
+        retried += n;
+        chunks += 1;
+        match last {
+            Some(last) => after = last,
+            None => break,
+        }
+    }
+    assert_eq!(retried, 6, "five failed and the waiting one");
+    assert_eq!(
+        chunks, 5,
+        "seven candidates in chunks of two (the delivered one is no candidate), then none"
+    );
+    for id in failed.iter().chain([&waiting]) {
+        let (status, _, due, lease) = state(&conn, id);
+        assert_eq!(
+            (status.as_str(), due, lease),
+            ("pending", 2_000, None),
+            "{id}"
+        );
+    }
+    assert_eq!(state(&conn, &in_flight).2, 30_000, "in flight: left alone");
+    assert_eq!(state(&conn, &delivered).0, "delivered");
+    assert_eq!(
+        state(&conn, &other).2,
+        60_000,
+        "another buyer's: left alone"
+    );
+    let base: i64 = conn
+        .query_row(
+            "SELECT retry_base FROM outbox_events WHERE id = ?1",
+            [&failed[0]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(base, 8, "a failed event starts its schedule again");
+
+    // --status narrows it.
+    conn.execute(
+        "UPDATE outbox_events SET status = 'failed' WHERE id = ?1",
+        [&failed[0]],
+    )
+    .unwrap();
+    let (n, _) = retry_buyer(&conn, "a", Some(EventStatus::Failed), "", 100, 3_000).unwrap();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_voided_transactions_pending_event_is_given_up() {
+    let (_dir, conn) = database();
+    let id = event(&conn, "a", 0);
+    assert_eq!(
+        cancel_pending(&conn, "txn_none", "voided: buyer down").unwrap(),
+        1
+    );
+    let shown = find(&conn, &id).unwrap().unwrap();
+    assert_eq!(shown.status, EventStatus::Failed);
+    assert_eq!(shown.last_error.as_deref(), Some("voided: buyer down"));
+    assert_eq!(cancel_pending(&conn, "txn_none", "again").unwrap(), 0);
 }
 
 fn attempt(claimed: &Claimed, verdict: Verdict) -> Attempt {
     Attempt {
         event_id: claimed.id.clone(),
+        buyer_id: claimed.buyer_id.clone(),
         claim: claimed.claim,
+        probe: false,
         url: claimed.url.clone(),
         started_at: 0,
         duration_ms: 1,
@@ -163,6 +254,7 @@ fn attempt(claimed: &Claimed, verdict: Verdict) -> Attempt {
         error: None,
         response_excerpt: None,
         verdict,
+        observation: Observation::Failure,
     }
 }
 
@@ -181,21 +273,15 @@ fn only_the_latest_claim_reschedules_but_any_claim_delivers() {
     let schedule = RetrySchedule::from_secs(&[10, 10]);
     let id = event(&conn, "a", 0);
     let retry = Verdict::Retry { retry_after: None };
-    let stale = claim(&conn, 100, 200, 1, |_, _| Admit::Take)
-        .unwrap()
-        .events
-        .remove(0);
-    let latest = claim(&conn, 300, 400, 1, |_, _| Admit::Take)
-        .unwrap()
-        .events
-        .remove(0);
+    let stale = claim(&conn, 100, 200, 1).remove(0);
+    let latest = claim(&conn, 300, 400, 1).remove(0);
 
     // The stale claim's error is logged as an attempt but moves nothing.
     assert_eq!(
         record(&conn, &attempt(&stale, retry.clone()), &schedule, 1_000).unwrap(),
         Some(Outcome::Retry)
     );
-    assert_eq!(state(&conn, &id), ("pending".into(), 1, 0, Some(400)));
+    assert_eq!(state(&conn, &id), ("pending".into(), 1, 400, Some(400)));
 
     // The latest claim's error reschedules: 10s ± 20% from now, lease released.
     record(&conn, &attempt(&latest, retry.clone()), &schedule, 1_000).unwrap();
@@ -229,29 +315,20 @@ fn a_used_up_schedule_fails_and_an_operator_retry_starts_it_again() {
     let mut now = 10_000;
     let mut outcomes = Vec::new();
     for _ in 0..2 {
-        let claimed = claim(&conn, now, now + 100, 1, |_, _| Admit::Take)
-            .unwrap()
-            .events
-            .remove(0);
+        let claimed = claim(&conn, now, now + 100, 1).remove(0);
         outcomes.push(record(&conn, &attempt(&claimed, retry.clone()), &schedule, now).unwrap());
         now += 5_000;
     }
     assert_eq!(outcomes, [Some(Outcome::Retry), Some(Outcome::Failed)]);
     assert_eq!(state(&conn, &id).0, "failed");
     assert!(
-        claim(&conn, now, now + 100, 1, |_, _| Admit::Take)
-            .unwrap()
-            .events
-            .is_empty(),
+        claim(&conn, now, now + 100, 1).is_empty(),
         "a failed event is not claimed"
     );
 
     let retried = retry_event(&conn, &id, now);
     assert_eq!(retried.status, EventStatus::Pending);
-    let claimed = claim(&conn, now, now + 100, 1, |_, _| Admit::Take)
-        .unwrap()
-        .events
-        .remove(0);
+    let claimed = claim(&conn, now, now + 100, 1).remove(0);
     assert_eq!(
         record(&conn, &attempt(&claimed, retry), &schedule, now).unwrap(),
         Some(Outcome::Retry),
@@ -261,4 +338,45 @@ fn a_used_up_schedule_fails_and_an_operator_retry_starts_it_again() {
 
 fn retry_event(conn: &Connection, id: &str, now: i64) -> Event {
     super::retry(conn, id, now).unwrap()
+}
+
+#[test]
+fn a_probe_takes_the_earliest_event_not_in_flight_and_its_failure_costs_no_retry_step() {
+    let (_dir, conn) = database();
+    let schedule = RetrySchedule::from_secs(&[10]);
+    let in_flight = event(&conn, "a", 0);
+    claim_for_buyer(&conn, "a", 100, 50_000, 1, false).unwrap();
+    let waiting = event(&conn, "a", 90_000);
+    event(&conn, "a", 95_000);
+
+    let probe = claim_for_buyer(&conn, "a", 1_000, 2_000, 1, true).unwrap();
+    assert_eq!(
+        ids(&probe),
+        [waiting.as_str()],
+        "not due yet, but the probe takes it"
+    );
+    assert!(probe[0].probe);
+    assert_ne!(probe[0].id, in_flight);
+
+    let mut failed = attempt(&probe[0], Verdict::Retry { retry_after: None });
+    failed.probe = true;
+    for _ in 0..3 {
+        assert_eq!(
+            record(&conn, &failed, &schedule, 1_500).unwrap(),
+            Some(Outcome::Retry),
+            "a failed probe never uses up the event's schedule"
+        );
+    }
+    let (status, attempts, due, lease) = state(&conn, &waiting);
+    assert_eq!(
+        (status.as_str(), attempts, due, lease),
+        ("pending", 3, 1_500, None)
+    );
+    // The same failure outside a probe moves on in the schedule: the next one fails it.
+    failed.probe = false;
+    record(&conn, &failed, &schedule, 2_000).unwrap();
+    assert_eq!(
+        record(&conn, &failed, &schedule, 3_000).unwrap(),
+        Some(Outcome::Failed)
+    );
 }

@@ -1,9 +1,10 @@
 //! `/buyers`: each buyer's status, plan and balance, its webhook endpoint (events pending
-//! and failed, the last errors), its caps used today per product, and its acceptance and
-//! return rates over the last 30 days.
+//! and failed, its circuit breaker, the last errors), its caps used today per product, and
+//! its acceptance and return rates over the last 30 days.
 //!
 //! The rates read the `transactions_created` index (migration 3) over 30 days; cap use is
-//! `autodelivery::caps`' count, the one auto-delivery applies.
+//! `caps::usage_now`, the one auto-delivery applies; the endpoint's health is
+//! `outbox::health::read`, the one `buyer health` prints.
 
 use std::collections::HashMap;
 
@@ -40,6 +41,8 @@ struct Rates {
 struct Endpoint {
     pending: i64,
     failed: i64,
+    /// Consecutive failures while its circuit breaker is open (`None` while healthy).
+    unhealthy: Option<i64>,
     /// Newest first: (when, event id, error).
     errors: Vec<(i64, String, String)>,
 }
@@ -118,8 +121,8 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
     for found in found {
         let (buyer, product_id, slug, price_cents, daily_cap, monthly_cap, timezone) = found?;
         let tz = jiff::tz::TimeZone::get(&timezone).unwrap_or(jiff::tz::TimeZone::UTC);
-        let windows = crate::autodelivery::caps::Windows::at(now, &tz);
-        let usage = crate::autodelivery::caps::usage(conn, &buyer, &product_id, &windows, false)?;
+        let windows = crate::caps::Windows::at(now, &tz);
+        let usage = crate::caps::usage_now(conn, &buyer, &product_id, &windows)?;
         caps.entry(buyer).or_default().push(Cap {
             product: slug,
             price_cents,
@@ -194,6 +197,15 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
         }
     }
 
+    for health in crate::outbox::health::read(conn, None, now)? {
+        if health.breaker.state == crate::outbox::health::State::Unhealthy {
+            endpoints
+                .entry(health.breaker.buyer_id.clone())
+                .or_default()
+                .unhealthy = Some(health.breaker.consecutive_failures);
+        }
+    }
+
     Ok(buyers
         .into_iter()
         .map(|buyer| BuyerRow {
@@ -238,6 +250,9 @@ fn buyer_row(row: &BuyerRow, zone: &Zone) -> Markup {
             td class="endpoint" {
                 span class="url" { (b.webhook_url) } br;
                 (row.endpoint.pending) " pending · " (row.endpoint.failed) " failed"
+                @if let Some(failures) = row.endpoint.unhealthy {
+                    br; span class="tag unhealthy" { "unhealthy" } " " (failures) " failures in a row"
+                }
             }
             td {
                 @if row.caps.is_empty() { span class="empty" { "no subscriptions" } }
