@@ -41,6 +41,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0008_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
+    // The console's counts by group: indexes that lead with the source, buyer or status.
+    sql(include_str!("../../migrations/0009_console_counts.sql")),
 ];
 
 /// The schema version this binary writes.
