@@ -65,11 +65,11 @@ impl Dataset {
 }
 
 /// The workspace's transactions with their request's stored features (a primary-key
-/// lookup each) by creation time. The console's `transactions_created` index starts with
-/// `created_at`, so SQLite walks it and sorts nothing; rows of the same millisecond come
-/// in no useful order (several buyers' transactions of one lead share it), so `load`
-/// orders those by id itself, a few rows at a time, rather than have SQLite sort a million
-/// rows by `(created_at, id)`.
+/// lookup each) by creation time. Rows of the same millisecond (several buyers'
+/// transactions of one lead share it) are ordered by id in `load`, a few at a time, so an
+/// index starting with `created_at` would give this order without any sort. No index of
+/// `transactions` starts so since migration 0009 dropped `transactions_created`, so SQLite
+/// sorts the rows itself.
 const IN_TIME_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
      FROM transactions t
      LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
