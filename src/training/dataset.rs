@@ -409,8 +409,8 @@ mod tests {
         // Written by a build that still had the postal-prefix group.
         let old = r#"[1,[1,0,1,0,0,1,0,0],["source:b","postalPrefix:DE-80"]]"#;
         let conn = transactions(&[
-            // Written first, and before txn_3 in the `transactions_created` index too
-            // (by status), so only the order by id puts it second.
+            // Written first (and first by status too), so only the order by id puts it
+            // second.
             (9, 20, "acknowledged", Some(old)),
             (3, 20, "rejected", Some(phone)),
             (1, 10, "acknowledged", Some(old)),
