@@ -112,6 +112,8 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
                 delivery_mode: container::DeliveryMode::Exclusive,
                 max_buyers: 1,
                 score_threshold: 0,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         let created = source::create(

@@ -174,6 +174,8 @@ fn configure(db: &Db, webhook_url: String) {
                 delivery_mode: container::DeliveryMode::Exclusive,
                 max_buyers: 3,
                 score_threshold: 50,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         source::create(

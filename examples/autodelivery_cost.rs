@@ -258,6 +258,8 @@ fn setup(
                 delivery_mode: mode,
                 max_buyers: 3,
                 score_threshold: 50,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         let source_id = format!("{id}-src");

@@ -93,6 +93,8 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             delivery_mode: DeliveryMode::Exclusive,
             max_buyers: 1,
             score_threshold: 50,
+            waterfall: None,
+            waterfall_max: None,
         },
     )?;
     if with_supplier {

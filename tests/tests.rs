@@ -22,6 +22,7 @@ mod ingest_access;
 mod ingest_cli;
 mod ingest_dedupe;
 mod ingest_validation;
+mod integration_delivery;
 mod lifecycle;
 mod mapping;
 mod metrics;

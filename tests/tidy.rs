@@ -162,6 +162,9 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("transaction_history", &["src/delivery/transaction.rs"]),
     ("ledger_entries", &["src/ledger/"]),
     ("buyers SET balance_cents", &["src/ledger/"]),
+    // A buyer's integration document and secrets are `integration::store`'s.
+    ("buyers SET integration", &["src/integration/store.rs"]),
+    ("buyer_integration_secrets", &["src/integration/store.rs"]),
     ("outbox_events", &["src/outbox/store.rs"]),
     ("outbox_attempts", &["src/outbox/store.rs"]),
     // `ingest::erase` makes a lead (and its requests) a tombstone for `privacy`.

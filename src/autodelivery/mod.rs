@@ -8,7 +8,8 @@
 //! `features`), eligible buyers (`eligibility` with `filters`, `schedule`, `caps`), and the
 //! selection (`select`), which calls `delivery::deliver_lead` for each buyer taken, handing
 //! on the lead as the ingest job stored it. The decision (`decision`) is returned for the
-//! ingest result and stored on the lead request.
+//! ingest result and stored on the lead request. When a buyer's API refuses a lead it got
+//! this way, `waterfall` runs the same decision again for the next buyer.
 //!
 //! Owns choosing buyers and explaining the choice. It does not own the delivery itself
 //! (`delivery`: transaction, charge, event), storing the lead (`ingest`) or sending the
@@ -24,6 +25,7 @@ pub mod select;
 pub mod stored_features;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod waterfall;
 pub mod weights;
 
 use jiff::tz::TimeZone;
@@ -135,6 +137,9 @@ struct Settings {
     weights: Weights,
     now_ms: i64,
     windows: Windows,
+    /// The container's waterfall (DESIGN.md section 18): on, and at most this many steps.
+    waterfall: bool,
+    waterfall_max: i64,
 }
 
 impl Settings {
@@ -147,7 +152,8 @@ impl Settings {
             .prepare_cached(
                 "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
                         w.id, w.timezone, w.evaluator_weights,
-                        (SELECT supplier_cost_cents FROM sources WHERE id = ?2)
+                        (SELECT supplier_cost_cents FROM sources WHERE id = ?2),
+                        c.waterfall, c.waterfall_max
                  FROM containers c JOIN workspaces w ON w.id = c.workspace_id
                  WHERE c.id = ?1",
             )?
@@ -163,6 +169,7 @@ impl Settings {
                     row.get::<_, String>(5)?,
                     row.get::<_, Option<String>>(6)?,
                     row.get::<_, Option<i64>>(7)?,
+                    (row.get::<_, bool>(8)?, row.get::<_, i64>(9)?),
                 ))
             })
             .optional()?;
@@ -172,6 +179,7 @@ impl Settings {
             zone,
             weights,
             source_cost_cents,
+            (waterfall, waterfall_max),
         )) = row
         else {
             return Ok(None);
@@ -193,6 +201,8 @@ impl Settings {
             windows: Windows::at(now_ms, &tz),
             tz,
             now_ms,
+            waterfall,
+            waterfall_max,
         }))
     }
 }

@@ -309,6 +309,12 @@ pub struct DeliveryOptions {
     /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
     #[arg(long, default_value = "50", value_parser = percent)]
     pub score_threshold: i64,
+    /// A lead refused by a buyer's API goes to the next buyer: on (default) or off.
+    #[arg(long, value_parser = on_off)]
+    pub waterfall: Option<bool>,
+    /// How many times at most a lead request falls to the next buyer (default 5).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=100))]
+    pub waterfall_max: Option<i64>,
 }
 
 /// The delivery settings an `update` may change; only those given change.
@@ -326,6 +332,12 @@ pub struct DeliveryChanges {
     /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
     #[arg(long, value_parser = percent)]
     pub score_threshold: Option<i64>,
+    /// A lead refused by a buyer's API goes to the next buyer: on or off.
+    #[arg(long, value_parser = on_off)]
+    pub waterfall: Option<bool>,
+    /// How many times at most a lead request falls to the next buyer.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=100))]
+    pub waterfall_max: Option<i64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -818,6 +830,10 @@ pub enum BuyerCommand {
         /// The buyer's id; every buyer without it.
         id: Option<String>,
     },
+    /// The buyer's delivery method: the generic signed webhook, or a mapped integration
+    /// posting into the buyer's own API (set, show, preview, reset, secret).
+    #[command(subcommand)]
+    Integration(super::integration::IntegrationCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -58,6 +58,8 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
                 delivery_mode: DeliveryMode::Exclusive,
                 max_buyers: 3,
                 score_threshold: 40,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
     }

@@ -10,6 +10,7 @@ mod args;
 mod delivery;
 mod demo;
 mod evaluator;
+mod integration;
 mod lead;
 mod ledger;
 mod mapping;

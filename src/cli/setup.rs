@@ -194,6 +194,8 @@ pub fn container(
                         delivery_mode: delivery_mode(delivery.delivery_mode),
                         max_buyers: delivery.max_buyers,
                         score_threshold: delivery.score_threshold,
+                        waterfall: delivery.waterfall,
+                        waterfall_max: delivery.waterfall_max,
                     },
                 )
             })?;
@@ -217,6 +219,8 @@ pub fn container(
                 delivery_mode: delivery.delivery_mode.map(delivery_mode),
                 max_buyers: delivery.max_buyers,
                 score_threshold: delivery.score_threshold,
+                waterfall: delivery.waterfall,
+                waterfall_max: delivery.waterfall_max,
             };
             let updated = write(&db, move |conn| {
                 container::update(conn, &id, kind, &changes)
@@ -614,6 +618,10 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
         BuyerCommand::Health { id } => {
             db.close();
             return super::delivery::buyer_health(path, out, id);
+        }
+        BuyerCommand::Integration(command) => {
+            db.close();
+            return super::integration::run(path, out, command);
         }
     }
     Ok(ExitCode::SUCCESS)

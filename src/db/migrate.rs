@@ -43,6 +43,9 @@ const MIGRATIONS: &[Migration] = &[
     },
     // The console's counts by group: indexes that lead with the source, buyer or status.
     sql(include_str!("../../migrations/0009_console_counts.sql")),
+    // Buyer-native delivery: integration documents and secrets, the waterfall settings,
+    // the request each mapped attempt sent.
+    sql(include_str!("../../migrations/0010_integration.sql")),
 ];
 
 /// The schema version this binary writes.

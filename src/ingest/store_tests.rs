@@ -81,6 +81,8 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             delivery_mode: DeliveryMode::Multi,
             max_buyers: 2,
             score_threshold: 10,
+            waterfall: None,
+            waterfall_max: None,
         },
     )
     .unwrap();

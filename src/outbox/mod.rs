@@ -91,6 +91,7 @@ struct Shared {
     delivered: AtomicU64,
     retried: AtomicU64,
     failed: AtomicU64,
+    refused: AtomicU64,
     buyers: stats::Stats,
 }
 
@@ -111,6 +112,8 @@ pub struct DeliveryCounts {
     /// Attempts after which the event was due again later.
     pub retried: u64,
     pub failed: u64,
+    /// Attempts after which a buyer's API had refused the lead (a mapped integration).
+    pub refused: u64,
 }
 
 impl Notifier {
@@ -130,6 +133,7 @@ impl Notifier {
             delivered: self.inner.delivered.load(Ordering::Relaxed),
             retried: self.inner.retried.load(Ordering::Relaxed),
             failed: self.inner.failed.load(Ordering::Relaxed),
+            refused: self.inner.refused.load(Ordering::Relaxed),
         }
     }
 
@@ -187,6 +191,7 @@ impl Notifier {
             store::Outcome::Delivered => &self.inner.delivered,
             store::Outcome::Retry => &self.inner.retried,
             store::Outcome::Failed => &self.inner.failed,
+            store::Outcome::Refused => &self.inner.refused,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
