@@ -159,12 +159,15 @@ pub enum PricingArg {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  leadrelay serve --listen 0.0.0.0:8080 --delivery-workers 8")]
+#[command(
+    after_help = "Example:\n  leadrelay serve --listen 0.0.0.0:8080 --delivery-concurrency 512 --delivery-per-buyer 32"
+)]
 pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Webhook sends in flight at most, over all buyers (each on its own thread).
+    /// Webhook sends in flight at most, over all buyers (tasks on the outbox's runtime,
+    /// not threads; `--delivery-workers` is an old name of it).
     #[arg(
         long,
         alias = "delivery-workers",

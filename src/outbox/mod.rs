@@ -36,7 +36,7 @@ pub use worker::{Workers, start};
 /// `--retry-schedule`, `--delivery-timeout`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// Sends in flight at most, over all buyers (each on its own thread).
+    /// Sends in flight at most, over all buyers.
     pub concurrency: usize,
     /// Sends in flight at most to one buyer: what a hanging endpoint can hold.
     pub per_buyer: usize,
