@@ -1,0 +1,10 @@
+-- leadrelay schema, migration 12: the evaluator's training read in time order again.
+--
+-- `evaluator train` reads a workspace's transactions by creation time (the latest 20% are
+-- the holdout). Migration 3's `transactions_created` served that order; migration 9
+-- replaced it with indexes that lead with the status or the buyer, and since then SQLite
+-- scanned every transaction and sorted the joined rows, stored features included, in a
+-- temporary B-tree. This index gives the order without a sort. BENCHMARKS.md, "Evaluator
+-- training", has the figures.
+
+CREATE INDEX transactions_workspace_created ON transactions(workspace_id, created_at);
