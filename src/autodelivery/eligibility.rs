@@ -104,6 +104,7 @@ struct Subscribed {
     paused: bool,
     unhealthy: bool,
     plan: Plan,
+    /// The balance less what ping reservations hold of it (`ledger::hold`).
     balance_cents: i64,
     credit_limit_cents: i64,
     last_served_at: Option<i64>,
@@ -150,7 +151,7 @@ fn subscribed_buyers(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Subscribed>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT b.id, b.status, b.plan, b.balance_cents, b.credit_limit_cents,
+        "SELECT b.id, b.status, b.plan, b.balance_cents - b.held_cents, b.credit_limit_cents,
                 b.last_served_at, b.created_at,
                 s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
                 h.state = 'unhealthy', {}

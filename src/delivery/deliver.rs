@@ -240,9 +240,15 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
     let charged_cents = match buyer.plan {
         Plan::Postpaid => 0,
         Plan::Prepaid => {
-            if let Err(short) =
-                ledger::covers(buyer.balance_cents, buyer.credit_limit_cents, price_cents)
-            {
+            // What ping reservations hold of the balance is not available (a ping being
+            // posted gives its hold back before it delivers).
+            let held_cents = ledger::held(conn, &buyer.id)?;
+            if let Err(short) = ledger::covers_unheld(
+                buyer.balance_cents,
+                held_cents,
+                buyer.credit_limit_cents,
+                price_cents,
+            ) {
                 return Err(DeliveryError::InsufficientBalance {
                     buyer_id: buyer.id,
                     available_cents: short.available_cents,
