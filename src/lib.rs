@@ -26,6 +26,7 @@ pub mod openapi;
 pub mod operators;
 pub mod ops;
 pub mod outbox;
+pub mod ping;
 pub mod ratelimit;
 pub mod secrets;
 pub mod service;

@@ -182,8 +182,18 @@ impl AutoDelivery {
 /// Stores the operator's view of `decision` on its lead request and sets the request's
 /// status to `delivered` or `not_delivered`.
 pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
+    store_with(conn, decision, |_| {})
+}
+
+/// [`store`], with `annotate` adding to the operator's view first (a post names its ping).
+pub fn store_with(
+    conn: &Connection,
+    decision: &RequestDecision,
+    annotate: impl FnOnce(&mut Value),
+) -> rusqlite::Result<()> {
     let mut stored = decision.to_json(View::Operator);
     stored["version"] = json!(VERSION);
+    annotate(&mut stored);
     let status = if decision.deliveries.is_empty() {
         RequestStatus::NotDelivered
     } else {

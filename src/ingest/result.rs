@@ -173,6 +173,13 @@ impl StoreOutcome {
             StoreOutcome::Replay { lead_id, result } => {
                 Answer::Replay(replay_item(source, &lead_id, result.as_deref()))
             }
+            StoreOutcome::PingRefused {
+                external_id,
+                refusal,
+            } => Answer::Fresh(Box::new(ItemFacts::invalid(
+                external_id,
+                vec![Problem::new("/pingId", refusal.code, refusal.message)],
+            ))),
         }
     }
 

@@ -98,6 +98,11 @@ pub enum StoreOutcome {
     },
     /// A duplicate under a rule with action `reject`: nothing was stored.
     DuplicateRejected { item: ItemFacts },
+    /// A post whose ping was refused (DESIGN.md section 14): nothing was stored.
+    PingRefused {
+        external_id: Option<String>,
+        refusal: crate::ping::post::PingRefusal,
+    },
 }
 
 const FIND_EXTERNAL: &str =
@@ -152,6 +157,21 @@ fn store_one(
         }
     }
 
+    // A post (DESIGN.md section 14): its ping is claimed here, after idempotency (a
+    // replayed post answers as the first did) and before anything is stored.
+    let claim = match &lead.lead.ping_id {
+        None => None,
+        Some(ping_id) => match crate::ping::post::claim(conn, source, ping_id, lead, now)? {
+            Ok(claim) => Some(claim),
+            Err(refusal) => {
+                return Ok(StoreOutcome::PingRefused {
+                    external_id: external_id.map(str::to_string),
+                    refusal,
+                });
+            }
+        },
+    };
+
     let duplicate_match = if source.dedupe.fields.is_empty() {
         None
     } else {
@@ -179,6 +199,9 @@ fn store_one(
         duplicate_match,
     };
     if duplicate_status == DuplicateStatus::Rejected {
+        if let Some(claim) = &claim {
+            crate::ping::post::release(conn, claim, "duplicate_rejected", now)?;
+        }
         return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
                 status: Status::Rejected,
@@ -235,15 +258,36 @@ fn store_one(
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
     // caps and balances cannot race; it gets the lead as just written rather than reading
-    // it back, and its decision joins the answer saved for replays.
+    // it back, and its decision joins the answer saved for replays. A post's request in
+    // its ping's product goes to the reserved buyers instead, whatever it asked for.
     let mut auto_delivered = 0;
-    if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
-        let stored = stored_lead(source, lead, lead_id, &item, now);
-        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, now)? {
-            auto_delivered = auto.delivered();
-            item.auto_delivery = Some(auto.to_json());
-            save_result(conn, source, &stored.id, &item)?;
+    let ping_position = claim.as_ref().and_then(|c| c.request_position(lead));
+    let wants_auto = lead
+        .lead
+        .interests
+        .iter()
+        .enumerate()
+        .any(|(position, i)| i.trigger_auto_delivery && Some(position) != ping_position);
+    if claim.is_some() || wants_auto {
+        let mut stored = stored_lead(source, lead, lead_id, &item, now);
+        let mut requests = Vec::new();
+        if let (Some(claim), Some(position)) = (&claim, ping_position) {
+            let request = stored.requests.remove(position);
+            requests.push(crate::ping::post::complete(
+                conn, claim, &stored, &request, now,
+            )?);
         }
+        if wants_auto {
+            // Lapsed reservations hold nothing auto-delivery reads.
+            crate::ping::store::expire_due(conn, now)?;
+            if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, now)? {
+                requests.extend(auto.requests);
+            }
+        }
+        let auto = crate::autodelivery::decision::AutoDelivery { requests };
+        auto_delivered = auto.delivered();
+        item.auto_delivery = Some(auto.to_json());
+        save_result(conn, source, &stored.id, &item)?;
     }
     Ok(StoreOutcome::Created {
         item,

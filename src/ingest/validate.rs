@@ -500,7 +500,7 @@ fn merge_capture(
 }
 
 /// Checks `fieldValues` at `path`: every value a string (or null, "no answer").
-fn field_values(
+pub(crate) fn field_values(
     map: Map<String, Value>,
     path: &str,
     problems: &mut Vec<Problem>,

@@ -28,6 +28,10 @@ pub const UNMATCHED: &str = "unmatched";
 /// The per-lead ingest results of SPEC.md section 2.5, always exported (zero included).
 pub const INGEST_STATUSES: &[&str] = &["accepted", "duplicate", "idempotent_replay", "rejected"];
 
+/// The outcomes of a ping (DESIGN.md section 14): answered accepted or rejected, refused
+/// as invalid (validation, personal data), or failed on our side.
+pub const PING_OUTCOMES: &[&str] = &["accepted", "rejected", "invalid", "error"];
+
 /// The outcomes of one delivery attempt, as `outbox_attempts.outcome` records them.
 pub const DELIVERY_OUTCOMES: &[&str] = &["delivered", "retry", "failed"];
 
@@ -51,6 +55,8 @@ pub struct Metrics {
     latency: Vec<Histogram>,
     in_flight: AtomicI64,
     ingest: LabelledCounter,
+    pings: LabelledCounter,
+    ping_latency: Histogram,
 }
 
 /// Figures read at scrape time from outside this module.
@@ -144,6 +150,8 @@ impl Metrics {
             endpoints,
             in_flight: AtomicI64::new(0),
             ingest: LabelledCounter::new(INGEST_STATUSES),
+            pings: LabelledCounter::new(PING_OUTCOMES),
+            ping_latency: Histogram::new(LATENCY_BOUNDS_MICROS),
         }
     }
 
@@ -160,6 +168,14 @@ impl Metrics {
     /// `rejected`): call once per lead, also for each item of a batch.
     pub fn ingest_result(&self, status: &str) {
         self.ingest.add(status, 1);
+    }
+
+    /// Counts one ping by outcome ([`PING_OUTCOMES`]) and records how long answering it
+    /// took (from its checked body to its committed answer).
+    pub fn ping(&self, outcome: &str, took: std::time::Duration) {
+        self.pings.add(outcome, 1);
+        self.ping_latency
+            .observe(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
     }
 
     /// How many requests were answered with `status` on `endpoint` so far.
@@ -204,6 +220,7 @@ impl Metrics {
         );
         self.render_requests(&mut w);
         self.render_ingest(&mut w);
+        self.render_pings(&mut w);
         render_gauges(&mut w, gauges);
         w.finish()
     }
@@ -268,6 +285,30 @@ impl Metrics {
                 count,
             );
         }
+    }
+}
+
+impl Metrics {
+    fn render_pings(&self, w: &mut TextWriter) {
+        w.family(
+            "leadrelay_pings_total",
+            "counter",
+            "Pings answered, by outcome (accepted, rejected, invalid, error).",
+        );
+        for (outcome, count) in self.pings.values() {
+            w.sample("leadrelay_pings_total", &[("outcome", &outcome)], count);
+        }
+        w.family(
+            "leadrelay_ping_duration_seconds",
+            "histogram",
+            "Time to decide and commit a ping, from its checked body to its answer.",
+        );
+        w.histogram(
+            "leadrelay_ping_duration_seconds",
+            &[],
+            &self.ping_latency.read(),
+            1e6,
+        );
     }
 }
 

@@ -33,6 +33,30 @@ async fn post(
     kind: ContainerKind,
     params: Params,
 ) -> Result<Response, Error> {
+    let (source, json, raw) = admit_and_read(state, request, kind, params).await?;
+    let services = Services {
+        db: &state.db,
+        outbox: &state.outbox,
+        metrics: &state.metrics,
+    };
+    let reply = handler::ingest(&services, source, json, raw).await?;
+    let status = if reply.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(response::json_bytes(status, reply.body))
+}
+
+/// The admission path of every endpoint a source posts to (ingest and ping): the source
+/// (404) and its secret (401) before the body is read, then the body (limit, JSON). Returns
+/// the source, the JSON and its text.
+pub(super) async fn admit_and_read(
+    state: &AppState,
+    request: Request,
+    kind: ContainerKind,
+    params: Params,
+) -> Result<(crate::config::source::Source, serde_json::Value, Option<String>), Error> {
     let limit = state.config.body_limit;
     // Source (404) and secret (401) are decided before the body is read; the body is still
     // drained before such an answer so that the answer reaches the client.
@@ -54,16 +78,5 @@ async fn post(
     let json = body::parse_json(&bytes)?;
     // A body that parsed as JSON is UTF-8 text.
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
-    let services = Services {
-        db: &state.db,
-        outbox: &state.outbox,
-        metrics: &state.metrics,
-    };
-    let reply = handler::ingest(&services, source, json, raw).await?;
-    let status = if reply.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(response::json_bytes(status, reply.body))
+    Ok((source, json, raw))
 }
