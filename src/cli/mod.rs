@@ -14,6 +14,7 @@ mod mapping;
 mod operator;
 mod ops;
 mod output;
+mod ping;
 mod serve;
 mod setup;
 
@@ -114,6 +115,9 @@ pub enum Command {
     /// Operators of the web console and their login tokens.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Pings (ping/post): what partners asked, what was reserved, what was posted.
+    #[command(subcommand)]
+    Ping(ping::PingCommand),
 }
 
 /// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
@@ -151,5 +155,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
         Command::Operator(command) => operator::run(&cli.db, &out, command),
+        Command::Ping(command) => ping::run(&cli.db, &out, command),
     }
 }

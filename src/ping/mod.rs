@@ -151,8 +151,30 @@ async fn decide(db: &Db, source: Source, body: Value) -> Result<PingAnswer, Ping
     db.write(move |conn| route::decide(conn, &prepared, now)).await
 }
 
-/// Ends every accepted ping whose time has passed (`serve`'s sweep; lazy freeing makes it
-/// a matter of tidiness, not of correctness). Returns how many.
-pub fn sweep(db: &Db, now: i64) -> Result<usize, DbError> {
-    db.write_blocking(move |conn| store::expire_due(conn, now).map_err(DbError::from))
+/// `serve`'s sweep: once a second, ends every accepted ping whose time has passed, until
+/// `stopped` completes. Lazy freeing (every job that reads caps or balances ends lapsed
+/// pings first) makes the sweep a matter of tidiness, not of correctness. A read finds
+/// whether anything is due, so an idle server writes nothing.
+pub async fn run_sweep(db: Db, stopped: impl std::future::Future<Output = ()>) {
+    let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            () = &mut stopped => return,
+            _ = ticker.tick() => {}
+        }
+        let now = crate::clock::now_ms();
+        let due = db.read_blocking(|conn| store::any_due(conn, now).map_err(DbError::from));
+        if !matches!(due, Ok(true)) {
+            continue;
+        }
+        let swept = db
+            .write(move |conn| store::expire_due(conn, now).map_err(DbError::from))
+            .await;
+        match swept {
+            Ok(n) => log::debug!("ping sweep: {n} reservations expired"),
+            Err(e) => log::warn!("ping sweep: {e}"),
+        }
+    }
 }

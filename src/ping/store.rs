@@ -223,6 +223,14 @@ pub fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
     Ok(due.len())
 }
 
+/// Whether any accepted ping has lapsed at `now` (the sweep's read before it writes).
+pub fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM pings WHERE status = 'accepted' AND expires_at <= ?1)",
+    )?
+    .query_row([now], |row| row.get(0))
+}
+
 /// A ping as stored.
 #[derive(Debug, Clone)]
 pub struct Ping {
