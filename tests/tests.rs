@@ -26,6 +26,7 @@ mod money;
 mod openapi;
 mod ops;
 mod outbox;
+mod ping;
 mod packaging;
 mod private_files;
 mod properties;
