@@ -23,6 +23,10 @@ use leadrelay::delivery::{DeliveryError, DeliveryOrder};
 use leadrelay::service::ServiceOptions;
 use serde_json::{Value, json};
 
+#[path = "client.rs"]
+mod client;
+use client::{agent, post, read_json};
+
 struct Settings {
     db: PathBuf,
     secret: String,
@@ -53,15 +57,6 @@ fn settings() -> Settings {
     }
     assert!(!settings.secret.is_empty(), "--secret is required");
     settings
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::config::Config::builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build(),
-    )
 }
 
 /// Runs `work(agent, index)` for every index in `0..n` on `clients` threads; returns the
@@ -104,22 +99,6 @@ fn report(what: &str, n: usize, (wall, mut latencies): (Duration, Vec<Duration>)
         at(0.50).as_secs_f64() * 1000.0,
         at(0.99).as_secs_f64() * 1000.0,
     );
-}
-
-/// POSTs `body` as JSON (with `secret`, when given); the status and the JSON answer.
-fn post(agent: &ureq::Agent, url: &str, secret: Option<&str>, body: &Value) -> (u16, Value) {
-    let mut request = agent.post(url).header("Content-Type", "application/json");
-    if let Some(secret) = secret {
-        request = request.header("X-Service-Webhook-Secret", secret);
-    }
-    let mut response = request.send(body.to_string()).expect("the service answers");
-    let status = response.status().as_u16();
-    (status, read_json(&mut response))
-}
-
-fn read_json(response: &mut ureq::http::Response<ureq::Body>) -> Value {
-    let text = response.body_mut().read_to_string().unwrap_or_default();
-    serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
 fn main() {

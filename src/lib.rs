@@ -30,3 +30,4 @@ pub mod ping;
 pub mod ratelimit;
 pub mod secrets;
 pub mod service;
+pub mod training;

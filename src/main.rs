@@ -1,9 +1,7 @@
 //! The `leadrelay` binary: parse the command line, run the command, map errors to exit
-//! codes (2 for usage errors, from clap; 1 for everything else).
+//! codes (2 for usage errors; 1 for everything else), printed by `cli`.
 
 use std::process::ExitCode;
-
-use clap::Parser;
 
 /// mimalloc instead of the system allocator: requests are parsed on one thread and their
 /// leads freed on another, a pattern where glibc's malloc spends a sixth of ingest's CPU.
@@ -11,7 +9,8 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = leadrelay::cli::Cli::parse();
+    let cli = leadrelay::cli::parse();
+    let json = cli.json;
     if !matches!(cli.command, leadrelay::cli::Command::Serve(_)) {
         exit_quietly_on_closed_stdout();
     }
@@ -26,10 +25,7 @@ fn main() -> ExitCode {
         .init();
     match leadrelay::cli::run(cli) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => leadrelay::cli::report(&e, json),
     }
 }
 

@@ -34,7 +34,8 @@ fn evaluator_weights_are_shown_changed_and_reset_per_workspace() {
             "addressCompleteness",
             "consentGranted",
             "requiredFields",
-            "softQualityFlags"
+            "softQualityFlags",
+            "duplicatesSeen"
         ]
     );
     assert_eq!(
@@ -139,11 +140,8 @@ fn subscriptions_take_schedules() {
     )
     .json();
     assert_eq!(
-        subscribed["schedule"],
-        json!([
-            {"days": [1, 2, 3, 4, 5], "from": "08:00", "to": "18:00"},
-            {"days": [6], "from": "22:00", "to": "02:00"},
-        ])
+        subscribed["schedules"],
+        json!(["mon-fri 08:00-18:00", "sat 22:00-02:00"])
     );
     let stored: String = rusqlite::Connection::open(&db.path)
         .unwrap()
@@ -151,15 +149,22 @@ fn subscriptions_take_schedules() {
         .unwrap();
     assert_eq!(
         serde_json::from_str::<Value>(&stored).unwrap(),
-        subscribed["schedule"]
+        json!([
+            {"days": [1, 2, 3, 4, 5], "from": "08:00", "to": "18:00"},
+            {"days": [6], "from": "22:00", "to": "02:00"},
+        ])
     );
-    // Subscribing again replaces the terms: no schedule means always open.
-    let always = lr(&db, "buyer subscribe sunco --product solar --price 25").json();
-    assert_eq!(always["schedule"], Value::Null);
+    // Clearing the schedule means always open.
+    let always = lr(
+        &db,
+        "buyer terms set sunco --product solar --clear-schedule",
+    )
+    .json();
+    assert_eq!(always["schedules"], json!([]));
 
     lr(
         &db,
-        "buyer subscribe sunco --product solar --price 25 --schedule 'someday 8-18'",
+        "buyer terms set sunco --product solar --schedule 'someday 8-18'",
     )
     .fails(2)
     .stderr_contains("schedule 'someday 8-18'");
@@ -338,9 +343,11 @@ fn a_lead_goes_to_the_best_eligible_buyer_and_the_decision_explains_every_buyer(
             ("addressCompleteness", 1.0),
             ("consentGranted", 1.0),
             ("requiredFields", 1.0),
-            ("softQualityFlags", 0.0)
+            ("softQualityFlags", 0.0),
+            ("duplicatesSeen", 0.0)
         ]
     );
+    // No category group weighs anything with the default weights, so none is listed.
 
     let delivery = &request["deliveries"][0];
     assert_eq!(request["deliveries"].as_array().unwrap().len(), 1);
@@ -694,12 +701,14 @@ fn scores_are_deterministic_and_follow_the_workspace_weights() {
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = lead_path("web", "open");
     // Valid email, names, nothing else: just above the default threshold.
+    // Each one a new person (no duplicate seen), captured at the same hour.
     let sparse = |n: usize| {
         json!({
             "externalId": format!("sparse-{n}"),
             "firstName": "Bea",
             "lastName": "Kim",
-            "email": "bea@example.com",
+            "email": format!("bea{n}@example.com"),
+            "capturedAt": "2025-06-01T10:00:00Z",
             "productSlug": "solar",
             "triggerAutoDelivery": true,
         })

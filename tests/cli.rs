@@ -21,6 +21,7 @@ fn init_creates_a_migrated_database() {
 #[test]
 fn the_whole_configuration_tour_works_with_json_keys() {
     let db = TempDb::new();
+    lr(&db, "init").json();
     let ws = lr(
         &db,
         "workspace create --name Acme --id ws --timezone Europe/Berlin",
@@ -130,12 +131,8 @@ fn the_whole_configuration_tour_works_with_json_keys() {
     )
     .json();
     assert_eq!(subscription["price"], 20.0);
-    assert_eq!(subscription["filters"][1]["op"], "prefix");
-    let demoted = lr(
-        &db,
-        "buyer subscribe b --product solar --price 20 --priority -1",
-    )
-    .json();
+    assert_eq!(subscription["filters"][1], "postalCode=80*");
+    let demoted = lr(&db, "buyer terms set b --product solar --priority -1").json();
     assert_eq!(demoted["priority"], -1);
     let funded = lr(&db, "buyer fund b --amount 100").json();
     assert_eq!(funded["balance"], 100.0);
@@ -249,6 +246,7 @@ fn configuration_works_while_the_server_runs() {
 #[test]
 fn text_output_is_readable() {
     let db = TempDb::new();
+    lr(&db, "init").json();
     let text = lr(&db, "workspace create --name Acme --id ws").ok();
     assert!(text.contains("id: ws"), "{text}");
     assert!(text.contains("timezone: UTC"), "{text}");

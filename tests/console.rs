@@ -268,6 +268,7 @@ fn failed_logins_are_limited_per_client() {
 #[test]
 fn operator_commands_print_the_token_once() {
     let db = TempDb::new();
+    lr(&db, "init").json();
     let created = lr(&db, "operator create --name 'Ana (ops)'").json();
     let keys: Vec<&str> = created
         .as_object()

@@ -1,115 +1,174 @@
-//! `leadrelay demo`: the printed walk-through works when pasted into a shell. Each step's
-//! command runs as printed (curl and the real binary on PATH), with only the ids a user
-//! would copy from earlier answers filled in.
+//! `leadrelay demo`: the printed walk-through works when pasted into a shell. The printed
+//! receiver runs as printed (on the port of `--webhook-url`), and the steps after it run in
+//! one shell as printed, with the real binary and curl on PATH: each step finds the ids it
+//! needs in the variables an earlier one set, nothing is filled in by hand.
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::util::receiver::{Answer, Receiver};
-use crate::util::{TempDb, TestServer, fast_options, lr};
+use crate::util::{TempDb, TestServer, fast_options, lr, wait_until};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Runs `command` with `sh -c` as a user would paste it, with the binary's folder on PATH.
-fn shell(command: &str) -> String {
+/// `sh` with the binary's folder first on PATH, as after `cargo build`.
+fn sh(script: &str) -> Command {
     let bin = Path::new(env!("CARGO_BIN_EXE_leadrelay"));
     let path = format!(
         "{}:{}",
         bin.parent().expect("the binary is in a folder").display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let output = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
-        .arg(command)
+        .arg(script)
         .env("PATH", path)
-        .env_remove("LEADRELAY_DB")
-        .output()
-        .expect("sh runs");
-    assert!(
-        output.status.success(),
-        "step failed: {command}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+        .env_remove("LEADRELAY_DB");
+    command
 }
 
-fn shell_json(command: &str) -> Value {
-    let text = shell(command);
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{command} printed no JSON ({e}): {text}"))
-}
-
-fn step<'a>(demo: &'a Value, starts_with: &str) -> &'a str {
+fn steps(demo: &Value) -> Vec<(String, String)> {
     demo["steps"]
         .as_array()
-        .unwrap()
+        .expect("the demo prints steps")
         .iter()
-        .find(|s| s["title"].as_str().unwrap().starts_with(starts_with))
-        .unwrap_or_else(|| panic!("no step '{starts_with}'"))["command"]
-        .as_str()
-        .unwrap()
+        .map(|s| {
+            (
+                s["title"].as_str().unwrap().to_string(),
+                s["command"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A port nothing listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The printed receiver, running; killed (by its own pid) when dropped.
+struct Receiver(Child);
+
+impl Receiver {
+    fn start(command: &str, port: u16) -> Receiver {
+        let child = sh(&format!("exec {command}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the receiver starts");
+        wait_until(WAIT, "the printed receiver to listen", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Receiver(child)
+    }
+
+    /// Stops it and returns what it printed.
+    fn stop(mut self) -> String {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let mut printed = String::new();
+        if let Some(mut stdout) = self.0.stdout.take() {
+            let _ = stdout.read_to_string(&mut printed);
+        }
+        printed
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
-fn the_printed_walk_through_runs_end_to_end() {
+fn the_printed_walk_through_runs_as_pasted() {
     let server = TestServer::start_with(TempDb::new(), fast_options());
-    let receiver = Receiver::start();
-    receiver.answer("/leads", Answer::ok().json(&json!({"externalId": "crm-1"})));
+    let port = free_port();
     let base = format!("http://{}", server.addr);
+    let webhook_url = format!("http://127.0.0.1:{port}/leads");
     let demo = lr(
         &server,
-        format!(
-            "demo --base-url {base} --webhook-url {}",
-            &receiver.url("/leads")
-        ),
+        format!("demo --base-url {base} --webhook-url {webhook_url}"),
     )
     .json();
-
-    // Ingest with auto-delivery: SunCo pays most for solar and gets the lead.
-    let ingested = shell_json(step(&demo, "Ingest a lead"));
-    let auto = &ingested["item"]["autoDelivery"];
-    assert_eq!(auto["delivered"], 1, "{ingested}");
-    let delivery = &auto["requests"][0]["deliveries"][0];
-    assert_eq!(delivery["buyerAccountId"], "demo-sunco");
-    let sunco_txn = delivery["transactionId"].as_str().unwrap().to_string();
-    let events = receiver.wait_for_on("/leads", 1, WAIT);
-    assert_eq!(events[0].json()["transactionId"], sunco_txn);
-
-    // Deliver by hand to HeatCo: the curl, then the CLI line with the copied request id.
-    let manual = step(&demo, "Deliver a lead by hand");
-    let (curl, rest) = manual.split_once("\n#").unwrap();
-    let second = shell_json(curl);
-    let lead_id = second["item"]["leadId"].as_str().unwrap().to_string();
-    let request_id = second["item"]["requestIds"][0].as_str().unwrap();
-    let deliver_line = rest.lines().last().unwrap().replace("LREQ_ID", request_id);
-    let delivered = shell(&format!("{deliver_line} --json"));
-    let heatco_txn = serde_json::from_str::<Value>(&delivered).unwrap()["transactionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    receiver.wait_for_on("/leads", 2, WAIT);
-
-    shell(step(&demo, "Look at what happened"));
-
-    let acknowledged = shell_json(&step(&demo, "SunCo acknowledges").replace("TXN_ID", &sunco_txn));
-    assert_eq!(
-        acknowledged["item"]["status"], "acknowledged",
-        "{acknowledged}"
+    let steps = steps(&demo);
+    assert!(
+        steps[0]
+            .1
+            .contains(&format!("serve --listen {}", server.addr))
     );
-    shell(&step(&demo, "SunCo marks the payout").replace("TXN_ID", &sunco_txn));
-    let paid = lr(&server, format!("transaction show {sunco_txn}")).json();
-    assert_eq!(paid["status"], "paid", "{paid}");
 
-    let cancelled =
-        shell_json(&step(&demo, "HeatCo cancels").replace("HEATCO_TXN_ID", &heatco_txn));
-    assert_eq!(cancelled["code"], "cancelled", "{cancelled}");
-    let confirmed = shell_json(&step(&demo, "The supplier confirms").replace("LEAD_ID", &lead_id));
-    assert_eq!(confirmed["code"], "cancellation_confirmed", "{confirmed}");
-    assert_eq!(confirmed["outcome"], "lead_cancelled");
+    // The receiver listens where the buyers' webhook URL points.
+    assert!(
+        steps[1].0.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        steps[1].0
+    );
+    let receiver = Receiver::start(&steps[1].1, port);
 
-    let health = shell_json(step(&demo, "Check the service"));
-    assert_eq!(health["status"], "ok");
+    // Everything else in one shell, in order, stopping at the first failure.
+    let script = format!(
+        "set -e\n{}",
+        steps[2..]
+            .iter()
+            .map(|(_, command)| command.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let output = sh(&script).output().expect("sh runs");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "the walk-through failed:\n{printed}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // SunCo got the auto-delivered lead and was paid; HeatCo got the other by hand and
+    // cancelled it; the supplier confirmed the clawback of that lead.
+    let transactions = lr(&server, "transaction list").json();
+    let status_of = |buyer: &str| {
+        transactions
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["buyerAccountId"] == buyer)
+            .unwrap_or_else(|| panic!("no transaction of {buyer}: {transactions}"))
+            .clone()
+    };
+    let sunco = status_of("demo-sunco");
+    let heatco = status_of("demo-heatco");
+    assert_eq!(sunco["status"], "paid", "{sunco}");
+    assert_eq!(heatco["status"], "cancelled", "{heatco}");
+    let lead = lr(
+        &server,
+        format!("lead show {}", heatco["leadId"].as_str().unwrap()),
+    )
+    .json();
+    assert_eq!(
+        lead["status"], "cancelled",
+        "the supplier confirmed: {lead}"
+    );
+    assert!(printed.contains("cancellation_confirmed"), "{printed}");
+    assert!(printed.contains(r#""status":"ok""#), "health: {printed}");
+
+    // Both events reached the printed receiver.
+    wait_until(WAIT, "both events delivered", || {
+        lr(&server, "outbox list --status delivered")
+            .json()
+            .as_array()
+            .is_some_and(|events| events.len() == 2)
+    });
+    let received = receiver.stop();
+    for transaction in [&sunco, &heatco] {
+        let id = transaction["transactionId"].as_str().unwrap();
+        assert!(received.contains(id), "{id} not received:\n{received}");
+    }
 }

@@ -24,6 +24,7 @@ fn buyer_with_window(db: &TempDb, id: &str, window: &str) -> TestCommand {
 #[test]
 fn the_cancellation_window_takes_every_unit_and_bare_seconds() {
     let db = TempDb::new();
+    lr(&db, "init").json();
     lr(&db, "workspace create --name W --id ws").json();
     for (n, (window, seconds)) in [
         ("5m", 300),

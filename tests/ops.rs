@@ -177,7 +177,10 @@ fn backup_and_check_of_a_missing_database_create_nothing() {
         lr(&db, "check"),
         lr(&db, "--json check"),
     ] {
-        command.fails(1).stderr_contains("does not exist");
+        command.fails(1).stderr_contains(&format!(
+            "no database at {}: pass --db or set LEADRELAY_DB (leadrelay init creates one)",
+            db.path.display()
+        ));
     }
     assert!(!db.path.exists());
     assert!(!copy.exists());

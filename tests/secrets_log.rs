@@ -579,6 +579,11 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "a `&'static str` table name chosen by the caller's code",
     ),
     (
+        "src/config/retire.rs",
+        "table",
+        "a table name from `Kind::table`, a constant per record kind",
+    ),
+    (
         "src/ingest/view.rs",
         "filter",
         "one of two constant WHERE clauses; the source id is bound as ?1",

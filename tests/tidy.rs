@@ -156,7 +156,7 @@ fn the_source_tree_keeps_the_architecture_invariants() {
 /// The tables that hold state or money and the one module that writes each (ARCHITECTURE.md,
 /// "Table owners"): a write is an `INSERT INTO`, `UPDATE` or `DELETE FROM` of the table in
 /// the SQL text of a production line. `buyers.balance_cents` is the ledger's, though the
-/// rest of `buyers` is `config::buyer`'s.
+/// rest of `buyers` is `config::buyer`'s; `workspaces.evaluator_weights` is the evaluator's.
 const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("transactions", &["src/delivery/transaction.rs"]),
     ("transaction_history", &["src/delivery/transaction.rs"]),
@@ -171,6 +171,22 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         &["src/ingest/store.rs", "src/ingest/status.rs"],
     ),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    // Configuration: `config` writes its records (`retire.rs` deletes and archives them
+    // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
+    ("subscriptions", &["src/config/subscription.rs"]),
+    ("containers", &["src/config/"]),
+    ("products", &["src/config/"]),
+    ("suppliers", &["src/config/"]),
+    ("sources", &["src/config/", "src/mapping/store.rs"]),
+    (
+        "workspaces SET evaluator_weights",
+        &["src/autodelivery/weights.rs"],
+    ),
+    ("evaluator_versions", &["src/autodelivery/weights.rs"]),
+    (
+        "evaluation_features",
+        &["src/autodelivery/stored_features.rs"],
+    ),
 ];
 
 #[test]

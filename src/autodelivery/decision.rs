@@ -224,7 +224,14 @@ mod tests {
         RequestDecision {
             request_id: "lreq_1".into(),
             reason: RequestReason::Delivered,
-            evaluation: Some(evaluate(&Features([1.0; 7]), &DEFAULT_WEIGHTS, 50)),
+            evaluation: Some(evaluate(
+                &Features {
+                    values: [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+                    categories: Vec::new(),
+                },
+                &DEFAULT_WEIGHTS,
+                50,
+            )),
             deliveries: vec![Delivery {
                 transaction_id: "txn_1".into(),
                 buyer_id: "sunco".into(),

@@ -4,19 +4,24 @@
 //! `score = round(100 / (1 + e^-z))` with `z = intercept + Σ weight × value`, so the score
 //! runs from 0 to 100, and each factor's `contribution` (weight × value) shows how much it
 //! moved the lead towards or away from delivery; the intercept is listed as a factor with
-//! value 1, so the contributions add up to `z`. The same lead and weights always give the
+//! value 1, so the contributions add up to `z`. The lead's categories are listed for the
+//! groups the weights give any weight (a category of such a group without one shows 0);
+//! the others would only add zeros. The same lead and weights always give the
 //! same score: the sum runs in a fixed order over the same numbers.
 //!
-//! Weights are stored in `workspaces.evaluator_weights` as a JSON object
-//! (`{"intercept": -3, "validEmail": 1.5, …}`); NULL means the defaults. Owns the model,
-//! its defaults and that column; the threshold belongs to the container.
+//! Weights are a JSON object (`{"intercept": -3, "validEmail": 1.5, …, "source:web": 0.4}`):
+//! the intercept, one weight per numeric feature, and weights for those categories that
+//! have one (a category without a weight weighs 0, so a new source or answer starts
+//! neutral). They are stored per workspace with their versions by `weights`. Owns the model, its defaults and the
+//! weights' JSON; the threshold belongs to the container.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::features::{FEATURES, Feature, Features};
-use crate::config::ConfigError;
+use super::features::{CATEGORIES, Category, FEATURES, Feature, Features, rounded};
 
 /// The model's name in every evaluation, so a stored decision says what produced it.
 pub const MODEL: &str = "leadrelay-logistic-v1";
@@ -27,20 +32,25 @@ pub const INTERCEPT: &str = "intercept";
 /// The largest weight (in size) accepted; beyond it one factor alone saturates the score.
 const MAX_WEIGHT: f64 = 100.0;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Weights {
     pub intercept: f64,
     /// Indexed by [`Feature::index`].
     pub features: [f64; FEATURES.len()],
+    /// By category factor name (`source:web`); none is 0.
+    pub categories: BTreeMap<String, f64>,
 }
 
 /// The defaults put a lead with a valid contact, real names and nothing else just above the
 /// default threshold of 50 (score 62), the same lead with one soft quality flag below it
 /// (38), and a complete lead near 99. Leads without a usable contact never get here: their
-/// quality is `invalid`, which ends auto-delivery before the evaluation.
+/// quality is `invalid`, which ends auto-delivery before the evaluation. Features added
+/// later (`duplicatesSeen`) and the categories start at 0, so they change no score until
+/// an operator sets or trains them.
 pub const DEFAULT_WEIGHTS: Weights = Weights {
     intercept: -3.0,
-    features: [1.5, 1.5, 1.0, 1.0, 1.5, 1.0, -1.0],
+    features: [1.5, 1.5, 1.0, 1.0, 1.5, 1.0, -1.0, 0.0],
+    categories: BTreeMap::new(),
 };
 
 impl Default for Weights {
@@ -54,7 +64,56 @@ impl Weights {
         self.features[feature.index()]
     }
 
-    /// Sets one weight by name (`intercept` or a feature name).
+    /// `z = intercept + Σ weight × value` over the features, then the categories, in that
+    /// fixed order.
+    pub fn linear(&self, features: &Features) -> f64 {
+        self.linear_of(
+            &features.values,
+            features.categories.iter().map(String::as_str),
+        )
+    }
+
+    /// [`linear`](Self::linear) of numeric `values` (indexed by [`Feature::index`]) and
+    /// category factor names.
+    pub fn linear_of<'a>(
+        &self,
+        values: &[f64; FEATURES.len()],
+        categories: impl Iterator<Item = &'a str>,
+    ) -> f64 {
+        let mut z = self.intercept;
+        for feature in FEATURES {
+            z += values[feature.index()] * self.get(feature);
+        }
+        for name in categories {
+            z += self.category(name);
+        }
+        z
+    }
+
+    /// Whether any category of `name`'s group (the part before `:`) has a weight: the trace
+    /// shows a lead's categories of such groups only, so a group nobody weighs (as none
+    /// does with the defaults) adds no line of zeros to every decision.
+    pub fn weighs_group_of(&self, name: &str) -> bool {
+        let Some((group, _)) = name.split_once(':') else {
+            return false;
+        };
+        let prefix = format!("{group}:");
+        self.categories
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .next()
+            .is_some_and(|(key, _)| key.starts_with(&prefix))
+    }
+
+    /// The weight of a category factor (0 when it has none).
+    pub fn category(&self, name: &str) -> f64 {
+        self.categories.get(name).copied().unwrap_or(0.0)
+    }
+
+    /// Sets one weight by name: `intercept`, a feature name or a category factor
+    /// (`source:web`; 0 removes its weight).
     pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
         if !value.is_finite() || value.abs() > MAX_WEIGHT {
             return Err(format!(
@@ -65,9 +124,18 @@ impl Weights {
             self.intercept = value;
             return Ok(());
         }
+        if Category::of_factor(name).is_some() {
+            if value == 0.0 {
+                self.categories.remove(name);
+            } else {
+                self.categories.insert(name.to_string(), value);
+            }
+            return Ok(());
+        }
         let feature = Feature::from_name(name).ok_or_else(|| {
-            let known: Vec<&str> = std::iter::once(INTERCEPT)
-                .chain(FEATURES.iter().map(|f| f.name()))
+            let known: Vec<String> = std::iter::once(INTERCEPT.to_string())
+                .chain(FEATURES.iter().map(|f| f.name().to_string()))
+                .chain(CATEGORIES.iter().map(|c| format!("{}:VALUE", c.name())))
                 .collect();
             format!("unknown weight '{name}': use one of {}", known.join(", "))
         })?;
@@ -90,12 +158,16 @@ impl Weights {
         Ok(())
     }
 
-    /// `{"intercept": …, "validEmail": …, …}` in the fixed order.
+    /// `{"intercept": …, "validEmail": …, …, "source:web": …}`: the intercept, the
+    /// features in their fixed order, then the categories by name.
     pub fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert(INTERCEPT.into(), Value::from(self.intercept));
         for feature in FEATURES {
             map.insert(feature.name().into(), Value::from(self.get(feature)));
+        }
+        for (name, weight) in &self.categories {
+            map.insert(name.clone(), Value::from(*weight));
         }
         Value::Object(map)
     }
@@ -104,7 +176,7 @@ impl Weights {
 /// One line of the explanation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Factor {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub value: f64,
     pub weight: f64,
     pub contribution: f64,
@@ -123,26 +195,35 @@ pub struct Evaluation {
 /// Scores `features` with `weights` against `threshold` (0 to 100, reached when the score
 /// is at least the threshold).
 pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evaluation {
-    let mut factors = Vec::with_capacity(FEATURES.len() + 1);
+    let mut factors = Vec::with_capacity(FEATURES.len() + 1 + features.categories.len());
     factors.push(Factor {
-        name: INTERCEPT,
+        name: Cow::Borrowed(INTERCEPT),
         value: 1.0,
         weight: weights.intercept,
         contribution: weights.intercept,
     });
-    let mut z = weights.intercept;
     for feature in FEATURES {
         let (value, weight) = (features.get(feature), weights.get(feature));
-        let contribution = value * weight;
-        z += contribution;
         factors.push(Factor {
-            name: feature.name(),
-            value: shown(value),
+            name: Cow::Borrowed(feature.name()),
+            value: rounded(value),
             weight,
-            contribution: shown(contribution),
+            contribution: rounded(value * weight),
         });
     }
-    let score = (100.0 / (1.0 + (-z).exp())).round().clamp(0.0, 100.0) as i64;
+    for name in &features.categories {
+        let weight = weights.category(name);
+        if weight == 0.0 && !weights.weighs_group_of(name) {
+            continue;
+        }
+        factors.push(Factor {
+            name: Cow::Owned(name.clone()),
+            value: 1.0,
+            weight,
+            contribution: rounded(weight),
+        });
+    }
+    let score = score(weights.linear(features));
     Evaluation {
         model: MODEL,
         score,
@@ -152,20 +233,10 @@ pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evalu
     }
 }
 
-/// Rounds to four decimals for display, and turns -0 into 0 (a negative weight times a zero
-/// value), so an explanation never shows `-0.0`.
-fn shown(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0 + 0.0
-}
-
-/// The weights of `workspace_id` and whether they are the workspace's own (else the
-/// defaults); `None` when the workspace does not exist.
-pub fn load(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<(Weights, bool)>> {
-    let stored: Option<Option<String>> = conn
-        .prepare_cached("SELECT evaluator_weights FROM workspaces WHERE id = ?1")?
-        .query_row([workspace_id], |row| row.get(0))
-        .optional()?;
-    Ok(stored.map(|stored| from_stored(workspace_id, stored.as_deref())))
+/// The score of `z`: `round(100 / (1 + e^-z))`, 0 to 100. The one rule, also for the
+/// comparison `evaluator train` prints.
+pub fn score(z: f64) -> i64 {
+    (100.0 / (1.0 + (-z).exp())).round().clamp(0.0, 100.0) as i64
 }
 
 /// Reads the column's value: NULL means the defaults. Weights were checked when set; should
@@ -191,31 +262,19 @@ pub fn from_stored(workspace_id: &str, stored: Option<&str>) -> (Weights, bool) 
     }
 }
 
-/// Stores `weights` for `workspace_id`, or goes back to the defaults with `None`.
-pub fn store(
-    conn: &Connection,
-    workspace_id: &str,
-    weights: Option<&Weights>,
-) -> Result<(), ConfigError> {
-    let changed = conn.execute(
-        "UPDATE workspaces SET evaluator_weights = ?2 WHERE id = ?1",
-        params![workspace_id, weights.map(|w| w.to_json().to_string())],
-    )?;
-    if changed == 0 {
-        return Err(ConfigError::NotFound {
-            kind: "workspace",
-            id: workspace_id.to_string(),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The features of a lead with the original seven values, no duplicates seen and no
+    /// categories.
     fn features(values: [f64; 7]) -> Features {
-        Features(values)
+        let mut all = [0.0; FEATURES.len()];
+        all[..7].copy_from_slice(&values);
+        Features {
+            values: all,
+            categories: Vec::new(),
+        }
     }
 
     #[test]
@@ -242,7 +301,7 @@ mod tests {
             &DEFAULT_WEIGHTS,
             60,
         );
-        let names: Vec<&str> = evaluation.factors.iter().map(|f| f.name).collect();
+        let names: Vec<&str> = evaluation.factors.iter().map(|f| f.name.as_ref()).collect();
         assert_eq!(
             names,
             [
@@ -253,7 +312,8 @@ mod tests {
                 "addressCompleteness",
                 "consentGranted",
                 "requiredFields",
-                "softQualityFlags"
+                "softQualityFlags",
+                "duplicatesSeen"
             ]
         );
         let z: f64 = evaluation.factors.iter().map(|f| f.contribution).sum();
@@ -271,6 +331,37 @@ mod tests {
         assert_eq!(evaluation.factors[7].contribution, -1.0);
         assert_eq!(evaluation.model, MODEL);
         assert_eq!(evaluation.threshold, 60);
+    }
+
+    #[test]
+    fn categories_are_factors_with_their_weight_or_zero() {
+        let mut lead = features([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]);
+        lead.categories = vec![
+            "source:web".into(),
+            "answer:homeowner=no".into(),
+            "hourOfDay:night".into(),
+        ];
+        let mut weights = DEFAULT_WEIGHTS;
+        weights.set("answer:homeowner=no", -2.5).unwrap();
+        weights.set("source:other", 9.0).unwrap();
+        let evaluation = evaluate(&lead, &weights, 50);
+        let shown: Vec<(&str, f64, f64)> = evaluation.factors[9..]
+            .iter()
+            .map(|f| (f.name.as_ref(), f.value, f.contribution))
+            .collect();
+        assert_eq!(
+            shown,
+            [("source:web", 1.0, 0.0), ("answer:homeowner=no", 1.0, -2.5)],
+            "only the lead's categories, of the groups with weights; one without a weight adds 0"
+        );
+        assert!(weights.weighs_group_of("source:x") && !weights.weighs_group_of("hourOfDay:x"));
+        assert!(!weights.weighs_group_of("sourc:x") && !weights.weighs_group_of("intercept"));
+        let z: f64 = evaluation.factors.iter().map(|f| f.contribution).sum();
+        assert_eq!(
+            evaluation.score,
+            (100.0 / (1.0 + (-z).exp())).round() as i64
+        );
+        assert_eq!(evaluation.score, 88, "z = 4.5 - 2.5");
     }
 
     #[test]
@@ -322,34 +413,43 @@ mod tests {
                 .is_err()
         );
         assert!(weights.merge_json(&serde_json::json!([1])).is_err());
+        weights.set("source:web", 0.75).unwrap();
+        assert!(
+            weights
+                .set("source:", 1.0)
+                .unwrap_err()
+                .contains("source:VALUE")
+        );
+        assert!(weights.set("colour:red", 1.0).is_err());
+        assert_eq!(weights.category("source:web"), 0.75);
         let mut round_trip = DEFAULT_WEIGHTS;
         round_trip.merge_json(&weights.to_json()).unwrap();
         assert_eq!(round_trip, weights);
+        assert_eq!(
+            weights
+                .to_json()
+                .as_object()
+                .unwrap()
+                .keys()
+                .next_back()
+                .unwrap(),
+            "source:web",
+            "categories after the features"
+        );
+        weights.set("source:web", 0.0).unwrap();
+        assert!(
+            weights.categories.is_empty(),
+            "0 removes a category's weight"
+        );
     }
 
     #[test]
-    fn stored_weights_load_per_workspace() {
-        let conn = super::super::testing::database();
+    fn unreadable_stored_weights_fall_back_to_the_defaults() {
         let mut custom = DEFAULT_WEIGHTS;
         custom.set("names", 3.0).unwrap();
-        store(&conn, "ws", Some(&custom)).unwrap();
-        assert_eq!(load(&conn, "ws").unwrap(), Some((custom, true)));
-        assert_eq!(
-            load(&conn, "other").unwrap(),
-            Some((DEFAULT_WEIGHTS, false))
-        );
-        assert_eq!(load(&conn, "nope").unwrap(), None);
-        store(&conn, "ws", None).unwrap();
-        assert_eq!(load(&conn, "ws").unwrap(), Some((DEFAULT_WEIGHTS, false)));
-        assert!(matches!(
-            store(&conn, "nope", None),
-            Err(ConfigError::NotFound { .. })
-        ));
-        conn.execute(
-            "UPDATE workspaces SET evaluator_weights = 'junk' WHERE id = 'other'",
-            [],
-        )
-        .unwrap();
-        assert_eq!(load(&conn, "other").unwrap(), Some((DEFAULT_WEIGHTS, true)));
+        let text = custom.to_json().to_string();
+        assert_eq!(from_stored("ws", Some(&text)), (custom, true));
+        assert_eq!(from_stored("ws", None), (DEFAULT_WEIGHTS, false));
+        assert_eq!(from_stored("ws", Some("junk")), (DEFAULT_WEIGHTS, true));
     }
 }

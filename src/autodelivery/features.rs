@@ -1,6 +1,8 @@
 //! The explainable features the evaluator scores: what a lead offers a buyer, each as a
 //! number an operator can read.
 //!
+//! Numeric features, always present:
+//!
 //! | feature | value |
 //! |---|---|
 //! | `validEmail` | 1 when the email is a plausible address (ingest's check), else 0 |
@@ -10,10 +12,26 @@
 //! | `consentGranted` | 1 when consent is granted (`granted`, `yes`, `opt-in`, … as ingest reads it) with a capture time, 0.5 granted without one, else 0 |
 //! | `requiredFields` | share of the product's required fields answered (1 when it has none) |
 //! | `softQualityFlags` | how many soft quality checks failed (ingest's `qualityReasons`) |
+//! | `duplicatesSeen` | how many earlier leads of the workspace had the same email or phone (at most 3) |
 //!
-//! Owns turning a lead into these numbers; the weights and the score are `evaluator`.
+//! Category features: the categories the lead is in, each named `group:value` with value 1
+//! (a category without a weight weighs 0; the trace lists those of the groups the
+//! workspace's weights give any weight):
+//!
+//! | group | the lead's category |
+//! |---|---|
+//! | `source` | the source it came from: `source:landing` |
+//! | `answer` | each answer to a product field with allowed values: `answer:homeowner=yes` |
+//! | `hourOfDay` | when the lead was captured (its `capturedAt`, else its arrival), in the workspace's time zone: `night` (0–5 h), `morning` (6–11), `afternoon` (12–17), `evening` (18–23) |
+//! | `postalPrefix` | the first two characters of the postal code, after the country when given: `postalPrefix:DE-80` |
+//!
+//! Values are rounded to four decimals when extracted, so the value scored, the value shown
+//! in the trace and the value stored for training (`stored_features`) are the same number.
+//!
+//! Owns turning a lead into these numbers and the names of features and groups; the
+//! weights and the score are `evaluator`.
 
-use crate::ingest::model::{Interest, StoredLead};
+use crate::ingest::model::{Interest, LeadFields, StoredLead};
 use crate::ingest::normalize::{is_valid_email, phone_digits};
 use crate::ingest::quality::CONSENT_GRANTED;
 
@@ -26,10 +44,11 @@ pub enum Feature {
     ConsentGranted,
     RequiredFields,
     SoftQualityFlags,
+    DuplicatesSeen,
 }
 
-/// Every feature, in the order factors are shown.
-pub const FEATURES: [Feature; 7] = [
+/// Every numeric feature, in the order factors are shown.
+pub const FEATURES: [Feature; 8] = [
     Feature::ValidEmail,
     Feature::ValidPhone,
     Feature::Names,
@@ -37,7 +56,11 @@ pub const FEATURES: [Feature; 7] = [
     Feature::ConsentGranted,
     Feature::RequiredFields,
     Feature::SoftQualityFlags,
+    Feature::DuplicatesSeen,
 ];
+
+/// `duplicatesSeen` counts up to this many earlier leads.
+pub const DUPLICATES_SEEN_CAP: u32 = 3;
 
 impl Feature {
     pub fn name(self) -> &'static str {
@@ -49,6 +72,7 @@ impl Feature {
             Feature::ConsentGranted => "consentGranted",
             Feature::RequiredFields => "requiredFields",
             Feature::SoftQualityFlags => "softQualityFlags",
+            Feature::DuplicatesSeen => "duplicatesSeen",
         }
     }
 
@@ -59,27 +83,146 @@ impl Feature {
     pub fn index(self) -> usize {
         self as usize
     }
-}
 
-/// A lead's feature values, indexed by [`Feature::index`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Features(pub [f64; FEATURES.len()]);
-
-impl Features {
-    pub fn get(&self, feature: Feature) -> f64 {
-        self.0[feature.index()]
+    /// The group `evaluator train --features` selects it by: the original seven are
+    /// `base`, later ones their own.
+    pub fn group(self) -> Group {
+        match self {
+            Feature::DuplicatesSeen => Group::DuplicatesSeen,
+            _ => Group::Base,
+        }
     }
 }
 
-/// The features of `lead` for `interest` of a product whose required fields are
-/// `required_fields`. The lead's fields are read as buyers get them.
-pub(crate) fn extract(
-    lead: &StoredLead,
-    interest: &Interest,
-    required_fields: &[&str],
-) -> Features {
-    let quality_reasons = lead.quality_reasons.len();
-    let lead = &lead.fields;
+/// A family of categories: a category factor is named `group:value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    Source,
+    Answer,
+    HourOfDay,
+    PostalPrefix,
+}
+
+pub const CATEGORIES: [Category; 4] = [
+    Category::Source,
+    Category::Answer,
+    Category::HourOfDay,
+    Category::PostalPrefix,
+];
+
+/// The longest category value kept (longer ones are cut), so factor names stay short.
+const MAX_CATEGORY_VALUE: usize = 64;
+
+impl Category {
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Source => "source",
+            Category::Answer => "answer",
+            Category::HourOfDay => "hourOfDay",
+            Category::PostalPrefix => "postalPrefix",
+        }
+    }
+
+    /// The factor name of `value` in this group.
+    pub fn factor(self, value: &str) -> String {
+        let value: String = value.trim().chars().take(MAX_CATEGORY_VALUE).collect();
+        format!("{}:{value}", self.name())
+    }
+
+    /// The group of a factor name `group:value` (with a value); `None` for any other name.
+    pub fn of_factor(name: &str) -> Option<Category> {
+        let (group, value) = name.split_once(':')?;
+        if value.is_empty() {
+            return None;
+        }
+        CATEGORIES.into_iter().find(|c| c.name() == group)
+    }
+}
+
+/// What `evaluator train --features` selects: the base features, one later numeric
+/// feature, or a family of categories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Group {
+    Base,
+    DuplicatesSeen,
+    Source,
+    Answer,
+    HourOfDay,
+    PostalPrefix,
+}
+
+pub const GROUPS: [Group; 6] = [
+    Group::Base,
+    Group::DuplicatesSeen,
+    Group::Source,
+    Group::Answer,
+    Group::HourOfDay,
+    Group::PostalPrefix,
+];
+
+impl Group {
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Base => "base",
+            Group::DuplicatesSeen => "duplicatesSeen",
+            Group::Source => "source",
+            Group::Answer => "answer",
+            Group::HourOfDay => "hourOfDay",
+            Group::PostalPrefix => "postalPrefix",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Group> {
+        GROUPS.into_iter().find(|g| g.name() == name)
+    }
+
+    /// The group of a feature or category factor name; `None` for the intercept and
+    /// unknown names.
+    pub fn of_name(name: &str) -> Option<Group> {
+        if let Some(feature) = Feature::from_name(name) {
+            return Some(feature.group());
+        }
+        Category::of_factor(name).map(|category| match category {
+            Category::Source => Group::Source,
+            Category::Answer => Group::Answer,
+            Category::HourOfDay => Group::HourOfDay,
+            Category::PostalPrefix => Group::PostalPrefix,
+        })
+    }
+}
+
+/// A lead's features: the numeric values indexed by [`Feature::index`], and the factor
+/// names of its categories in group order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Features {
+    pub values: [f64; FEATURES.len()],
+    pub categories: Vec<String>,
+}
+
+impl Features {
+    pub fn get(&self, feature: Feature) -> f64 {
+        self.values[feature.index()]
+    }
+}
+
+/// What the features need besides the lead and its interest.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub source_id: &'a str,
+    /// The product's required fields.
+    pub required_fields: &'a [&'a str],
+    /// The product's fields with a list of allowed values, in definition order.
+    pub choice_fields: &'a [&'a str],
+    /// Earlier leads of the workspace with the same email or phone (counted up to
+    /// [`DUPLICATES_SEEN_CAP`]).
+    pub duplicates_seen: u32,
+    /// The hour (0–23) the lead was captured, in the workspace's time zone.
+    pub local_hour: u8,
+}
+
+/// The features of `lead` for `interest`. The lead's fields are read as buyers get them.
+pub(crate) fn extract(stored: &StoredLead, interest: &Interest, context: &Context) -> Features {
+    let lead = &stored.fields;
     let mut values = [0.0; FEATURES.len()];
     let flag = |yes: bool| if yes { 1.0 } else { 0.0 };
     values[Feature::ValidEmail.index()] =
@@ -104,17 +247,64 @@ pub(crate) fn extract(
         (true, None) => 0.5,
         (false, _) => 0.0,
     };
-    values[Feature::RequiredFields.index()] = if required_fields.is_empty() {
+    let required = context.required_fields;
+    values[Feature::RequiredFields.index()] = if required.is_empty() {
         1.0
     } else {
-        let answered = required_fields
+        let answered = required
             .iter()
             .filter(|name| interest.answer(name).is_some())
             .count();
-        answered as f64 / required_fields.len() as f64
+        answered as f64 / required.len() as f64
     };
-    values[Feature::SoftQualityFlags.index()] = quality_reasons as f64;
-    Features(values)
+    values[Feature::SoftQualityFlags.index()] = stored.quality_reasons.len() as f64;
+    values[Feature::DuplicatesSeen.index()] =
+        context.duplicates_seen.min(DUPLICATES_SEEN_CAP) as f64;
+    for value in &mut values {
+        *value = rounded(*value);
+    }
+
+    let mut categories = vec![Category::Source.factor(context.source_id)];
+    for field in context.choice_fields {
+        if let Some(answer) = interest.answer(field) {
+            categories.push(Category::Answer.factor(&format!("{field}={answer}")));
+        }
+    }
+    let part_of_day = match context.local_hour {
+        0..=5 => "night",
+        6..=11 => "morning",
+        12..=17 => "afternoon",
+        _ => "evening",
+    };
+    categories.push(Category::HourOfDay.factor(part_of_day));
+    if let Some(prefix) = postal_prefix(lead) {
+        categories.push(Category::PostalPrefix.factor(&prefix));
+    }
+    Features { values, categories }
+}
+
+/// `DE-80` from country `de` and postal code ` 80331`; `80` without a country; `None`
+/// without two letters or digits at the start of the postal code.
+fn postal_prefix(lead: &LeadFields) -> Option<String> {
+    let code = lead.text("postalCode")?;
+    let prefix: String = code
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .take(2)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    if prefix.chars().count() < 2 || !prefix.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    Some(match lead.text("country") {
+        Some(country) => format!("{}-{prefix}", country.to_ascii_uppercase()),
+        None => prefix,
+    })
+}
+
+/// Four decimals, and never -0.
+pub(crate) fn rounded(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0 + 0.0
 }
 
 fn is_real_name(name: &str) -> bool {
@@ -125,6 +315,16 @@ fn is_real_name(name: &str) -> bool {
 mod tests {
     use super::super::testing::{interest, lead};
     use super::*;
+
+    fn context<'a>(required: &'a [&'a str], choices: &'a [&'a str]) -> Context<'a> {
+        Context {
+            source_id: "landing",
+            required_fields: required,
+            choice_fields: choices,
+            duplicates_seen: 0,
+            local_hour: 9,
+        }
+    }
 
     #[test]
     fn a_complete_lead_has_every_positive_feature() {
@@ -141,8 +341,21 @@ mod tests {
             ("consentStatus", "granted"),
             ("consentCapturedAt", "2025-01-01T10:00:00Z"),
         ]);
-        let features = extract(&complete, &interest(&[("roof", "tile")]), &["roof"]);
-        assert_eq!(features.0, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]);
+        let features = extract(
+            &complete,
+            &interest(&[("roof", "tile")]),
+            &context(&["roof"], &["roof"]),
+        );
+        assert_eq!(features.values, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(
+            features.categories,
+            [
+                "source:landing",
+                "answer:roof=tile",
+                "hourOfDay:morning",
+                "postalPrefix:DE-10"
+            ]
+        );
     }
 
     #[test]
@@ -156,7 +369,11 @@ mod tests {
             ("consentStatus", "GRANTED"),
         ]);
         sparse.quality_reasons = vec!["placeholder_name".into(), "disposable_email".into()];
-        let features = extract(&sparse, &interest(&[("roof", "tile")]), &["roof", "size"]);
+        let answers = interest(&[("roof", "tile")]);
+        let mut seen = context(&["roof", "size", "age"], &["size"]);
+        seen.duplicates_seen = 7;
+        seen.local_hour = 23;
+        let features = extract(&sparse, &answers, &seen);
         assert_eq!(features.get(Feature::ValidEmail), 0.0);
         assert_eq!(features.get(Feature::ValidPhone), 0.0);
         assert_eq!(
@@ -174,10 +391,20 @@ mod tests {
             0.5,
             "no capture time"
         );
-        assert_eq!(features.get(Feature::RequiredFields), 0.5);
-        assert_eq!(features.get(Feature::SoftQualityFlags), 2.0);
         assert_eq!(
-            extract(&sparse, &interest(&[]), &[]).get(Feature::RequiredFields),
+            features.get(Feature::RequiredFields),
+            0.3333,
+            "rounded to four decimals"
+        );
+        assert_eq!(features.get(Feature::SoftQualityFlags), 2.0);
+        assert_eq!(features.get(Feature::DuplicatesSeen), 3.0, "capped");
+        assert_eq!(
+            features.categories,
+            ["source:landing", "hourOfDay:evening", "postalPrefix:10"],
+            "no answer to the one choice field, no country"
+        );
+        assert_eq!(
+            extract(&sparse, &interest(&[]), &context(&[], &[])).get(Feature::RequiredFields),
             1.0,
             "a product without required fields"
         );
@@ -187,7 +414,18 @@ mod tests {
     fn names_round_trip() {
         for feature in FEATURES {
             assert_eq!(Feature::from_name(feature.name()), Some(feature));
+            assert_eq!(Group::of_name(feature.name()), Some(feature.group()));
         }
         assert_eq!(Feature::from_name("intercept"), None);
+        for group in GROUPS {
+            assert_eq!(Group::from_name(group.name()), Some(group));
+        }
+        assert_eq!(Category::of_factor("source:web"), Some(Category::Source));
+        assert_eq!(Group::of_name("answer:roof=tile"), Some(Group::Answer));
+        assert_eq!(Category::of_factor("source:"), None, "a value is needed");
+        assert_eq!(Category::of_factor("colour:red"), None);
+        assert_eq!(Group::of_name("intercept"), None);
+        let long = "x".repeat(100);
+        assert_eq!(Category::Source.factor(&long).len(), "source:".len() + 64);
     }
 }

@@ -21,8 +21,10 @@ pub mod features;
 pub mod filters;
 pub mod schedule;
 pub mod select;
+pub mod stored_features;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
@@ -83,11 +85,16 @@ impl From<AutoDeliveryError> for crate::ingest::IngestError {
 /// caps and balance the second sees. `now_ms` is the moment that schedules and cap windows
 /// are taken at.
 ///
+/// `duplicates_seen` is how many earlier leads of the workspace had the lead's email or
+/// phone (`ingest::dedupe::seen_before`, counted by the job before its insert), for the
+/// evaluator's `duplicatesSeen`.
+///
 /// The caller pokes the outbox notifier after the job commits when
 /// [`AutoDelivery::delivered`] is more than zero.
 pub(crate) fn run_for_lead(
     conn: &Connection,
     lead: &StoredLead,
+    duplicates_seen: u32,
     now_ms: i64,
 ) -> Result<Option<AutoDelivery>, AutoDeliveryError> {
     let missing = |kind: &'static str, id: &str| AutoDeliveryError::Missing {
@@ -102,8 +109,9 @@ pub(crate) fn run_for_lead(
     if asked.peek().is_none() {
         return Ok(None);
     }
-    let settings = Settings::load(conn, lead, now_ms)?
+    let mut settings = Settings::load(conn, lead, now_ms)?
         .ok_or_else(|| missing("container", &lead.container_id))?;
+    settings.duplicates_seen = duplicates_seen;
     let mut requests = Vec::new();
     for request in asked {
         let decision = decide(conn, lead, request, &settings)?;
@@ -116,8 +124,9 @@ pub(crate) fn run_for_lead(
 /// What a decision depends on besides the lead: the container's delivery settings, the
 /// workspace's time zone and evaluator weights, the source's supplier cost and revenue share
 /// (read once per lead, in one query), and the moment with its cap windows. A ping is
-/// decided on the same settings (`ping`).
+/// decided on the same settings (`ping`); and the duplicates seen before.
 pub(crate) struct Settings {
+    pub(crate) duplicates_seen: u32,
     pub(crate) auto_delivery: bool,
     pub(crate) mode: DeliveryMode,
     pub(crate) max_buyers: i64,
@@ -195,6 +204,7 @@ impl Settings {
             TimeZone::UTC
         });
         Ok(Some(Settings {
+            duplicates_seen: 0,
             auto_delivery,
             mode,
             max_buyers,
@@ -219,10 +229,11 @@ impl Settings {
     }
 }
 
-/// What auto-delivery needs of a product: its required fields (for the evaluator) and its
-/// default supplier cost (for the delivery).
+/// What auto-delivery needs of a product: its required fields and the fields with a list
+/// of allowed values (for the evaluator), and its default supplier cost (for the delivery).
 pub(crate) struct ProductTerms {
     pub(crate) required_fields: Vec<String>,
+    pub(crate) choice_fields: Vec<String>,
     pub(crate) default_cost_cents: Option<i64>,
 }
 
@@ -232,16 +243,57 @@ pub(crate) fn product_terms(conn: &Connection, product_id: &str) -> rusqlite::Re
         .prepare_cached("SELECT fields, default_supplier_cost_cents FROM products WHERE id = ?1")?
         .query_row([product_id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
-    Ok(found.map(|(fields, default_cost_cents)| ProductTerms {
+    Ok(found.map(|(fields, default_cost_cents)| {
         // Written by `product create` from checked definitions.
-        required_fields: serde_json::from_str::<Vec<FieldDef>>(&fields)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f.required)
-            .map(|f| f.name)
-            .collect(),
-        default_cost_cents,
+        let fields = serde_json::from_str::<Vec<FieldDef>>(&fields).unwrap_or_default();
+        let names = |keep: fn(&FieldDef) -> bool| {
+            fields
+                .iter()
+                .filter(|f| keep(f))
+                .map(|f| f.name.clone())
+                .collect()
+        };
+        ProductTerms {
+            required_fields: names(|f| f.required),
+            choice_fields: names(|f| f.allowed_values.is_some()),
+            default_cost_cents,
+        }
     }))
+}
+
+/// The hour the lead was captured (its `capturedAt` when it gives a readable one, else
+/// `now_ms`) in the time zone `tz`.
+fn local_hour(captured_at: Option<&str>, now_ms: i64, tz: &TimeZone) -> u8 {
+    let at = captured_at
+        .and_then(crate::clock::parse_iso)
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .or_else(|| jiff::Timestamp::from_millisecond(now_ms).ok())
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    at.to_zoned(tz.clone()).hour() as u8
+}
+
+/// The evaluator's features of `lead` for `request` under `settings` (a ping's too, which
+/// then replaces what it cannot have).
+pub(crate) fn features_for(
+    lead: &StoredLead,
+    request: &StoredRequest,
+    settings: &Settings,
+    product: &ProductTerms,
+) -> features::Features {
+    let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
+    let choices: Vec<&str> = product.choice_fields.iter().map(String::as_str).collect();
+    let context = features::Context {
+        source_id: &lead.source_id,
+        required_fields: &required,
+        choice_fields: &choices,
+        duplicates_seen: settings.duplicates_seen,
+        local_hour: local_hour(
+            lead.fields.capture.captured_at.as_deref(),
+            settings.now_ms,
+            &settings.tz,
+        ),
+    };
+    features::extract(lead, &request.interest, &context)
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
@@ -277,8 +329,7 @@ fn decide(
         kind: "product",
         id: product_id.clone(),
     })?;
-    let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
-    let features = features::extract(lead, &request.interest, &required);
+    let features = features_for(lead, request, settings, &product);
     let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
     if !evaluation.passed {
         return Ok(stop(
@@ -316,6 +367,9 @@ fn decide(
         settings.wanted(),
         &mut candidates,
     )?;
+    if !deliveries.is_empty() {
+        stored_features::record(conn, &request.id, &lead.container_id, &features)?;
+    }
     Ok(RequestDecision {
         request_id: request.id.clone(),
         reason: if deliveries.is_empty() {
@@ -497,4 +551,30 @@ pub fn reroute(
         return Err(RerouteError::NothingOpen(lead.id));
     }
     Ok(AutoDelivery { requests })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hour_of_day_is_the_capture_time_in_the_workspace_zone() {
+        let berlin = TimeZone::get("Europe/Berlin").unwrap();
+        let noon_utc = crate::clock::parse_iso("2025-01-15T12:00:00Z").unwrap();
+        assert_eq!(
+            local_hour(Some("2025-07-01T22:30:00Z"), noon_utc, &berlin),
+            0,
+            "CEST"
+        );
+        assert_eq!(local_hour(Some("2025-01-01T05:10:00+01:00"), 0, &berlin), 5);
+        assert_eq!(
+            local_hour(None, noon_utc, &berlin),
+            13,
+            "no capture time: now, CET"
+        );
+        assert_eq!(
+            local_hour(Some("last tuesday"), noon_utc, &TimeZone::UTC),
+            12
+        );
+    }
 }

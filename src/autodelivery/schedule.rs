@@ -126,6 +126,20 @@ impl Window {
         Window::new(days, from, to).map_err(|why| problem(&why))
     }
 
+    /// The window in the operator's syntax (`mon-fri 08:00-18:00`, `sat`, `22:00-06:00`),
+    /// which [`Window::parse`] reads back to the same window.
+    pub fn to_text(&self) -> String {
+        let days = format_days(self.days);
+        let whole_day = self.from == 0 && self.to == MINUTES_PER_DAY;
+        let hours = format!("{}-{}", format_time(self.from), format_time(self.to));
+        match (days, whole_day) {
+            (None, true) => "daily".to_string(),
+            (None, false) => hours,
+            (Some(days), true) => days,
+            (Some(days), false) => format!("{days} {hours}"),
+        }
+    }
+
     fn has_day(&self, iso_weekday: u8) -> bool {
         self.days & (1 << (iso_weekday - 1)) != 0
     }
@@ -171,6 +185,11 @@ impl Schedule {
         serde_json::to_value(self).expect("a schedule always serialises")
     }
 
+    /// Each window in the operator's syntax, as `--schedule` takes it back.
+    pub fn to_texts(&self) -> Vec<String> {
+        self.windows.iter().map(Window::to_text).collect()
+    }
+
     /// Whether the schedule is open at `at` in the time zone `tz` (local weekday and time).
     pub fn is_open(&self, at: Timestamp, tz: &TimeZone) -> bool {
         let local = at.to_zoned(tz.clone());
@@ -204,6 +223,33 @@ fn parse_days(text: &str) -> Result<u8, String> {
 }
 
 /// `mon` or `monday` (any case) → 1 … `sun` or `sunday` → 7.
+/// Days as the operator writes them: runs of three or more consecutive days as ranges
+/// (`mon-fri`), others as a list (`mon,wed`); `None` for every day.
+fn format_days(days: u8) -> Option<String> {
+    if days == 0b111_1111 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    let mut day = 0;
+    while day < 7 {
+        if days & (1 << day) == 0 {
+            day += 1;
+            continue;
+        }
+        let start = day;
+        while day + 1 < 7 && days & (1 << (day + 1)) != 0 {
+            day += 1;
+        }
+        match day - start {
+            0 => parts.push(DAY_NAMES[start].to_string()),
+            1 => parts.push(format!("{},{}", DAY_NAMES[start], DAY_NAMES[day])),
+            _ => parts.push(format!("{}-{}", DAY_NAMES[start], DAY_NAMES[day])),
+        }
+        day += 1;
+    }
+    Some(parts.join(","))
+}
+
 fn day_number(text: &str) -> Result<u8, String> {
     const FULL_NAMES: [&str; 7] = [
         "monday",
@@ -293,6 +339,23 @@ mod tests {
             let back: Window = serde_json::from_value(stored.clone()).unwrap();
             assert_eq!(back, window, "{text} round-trips");
         }
+    }
+
+    #[test]
+    fn prints_windows_in_the_syntax_it_reads() {
+        for text in [
+            "mon-fri 08:00-18:00",
+            "sat",
+            "22:00-06:00",
+            "mon,wed,fri 09:00-12:00",
+            "daily",
+            "sat,sun 10:00-24:00",
+        ] {
+            let window = Window::parse(text).unwrap();
+            assert_eq!(window.to_text(), text);
+            assert_eq!(Window::parse(&window.to_text()).unwrap(), window);
+        }
+        assert_eq!(Window::parse("fri-mon").unwrap().to_text(), "mon,fri-sun");
     }
 
     #[test]

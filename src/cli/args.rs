@@ -1,5 +1,9 @@
-//! Flags of every command. Values are checked while parsing (`value_parser`), so a bad
-//! amount, duration, time zone or enum value is a usage error with exit code 2.
+//! Flags of the configuration commands and `serve`. Values are checked while parsing
+//! (`value_parser`), so a bad amount, duration, time zone or enum value is a usage error
+//! with exit code 2. Every flag has a one-line help and every command an example (its
+//! `after_help`); `tests/cli_help.rs` holds both to that.
+
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -7,27 +11,63 @@ use crate::autodelivery::schedule::Window;
 use crate::config::buyer::Filter;
 use crate::config::product::FieldDef;
 
-fn money(text: &str) -> Result<i64, String> {
+pub(crate) fn money(text: &str) -> Result<i64, String> {
     crate::money::parse_cents(text)
+}
+
+/// A value that may be `none` to clear it (`--daily-cap none`, `--supplier none`).
+#[derive(Debug, Clone)]
+pub struct OrNone<T>(pub Option<T>);
+
+fn money_or_none(text: &str) -> Result<OrNone<i64>, String> {
+    match text {
+        "none" => Ok(OrNone(None)),
+        _ => money(text).map(|cents| OrNone(Some(cents))),
+    }
+}
+
+fn count_or_none(text: &str) -> Result<OrNone<i64>, String> {
+    match text {
+        "none" => Ok(OrNone(None)),
+        _ => match text.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(OrNone(Some(n))),
+            _ => Err(format!(
+                "expected a whole number of 0 or more, or none, not '{text}'"
+            )),
+        },
+    }
+}
+
+fn id_or_none(text: &str) -> Result<OrNone<String>, String> {
+    match text {
+        "none" => Ok(OrNone(None)),
+        _ => Ok(OrNone(Some(text.to_string()))),
+    }
 }
 
 fn timezone(text: &str) -> Result<String, String> {
     crate::config::workspace::check_timezone(text).map(|()| text.to_string())
 }
 
-fn on_off(text: &str) -> Result<bool, String> {
+/// `on` or `off`, exactly as the help says.
+pub(crate) fn on_off(text: &str) -> Result<bool, String> {
     match text {
-        "on" | "true" | "yes" => Ok(true),
-        "off" | "false" | "no" => Ok(false),
+        "on" => Ok(true),
+        "off" => Ok(false),
         _ => Err(format!("expected on or off, not '{text}'")),
     }
 }
 
-fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+fn positive_duration(text: &str) -> Result<Duration, String> {
     match crate::duration::parse_or_seconds(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err("the duration must be greater than 0".into()),
         d => Ok(d),
     }
+}
+
+/// A rotation's overlap: any duration, 0 included (cut the old secret off at once).
+fn overlap(text: &str) -> Result<Duration, String> {
+    crate::duration::parse(text).map_err(|e| e.to_string())
 }
 
 fn percent(text: &str) -> Result<i64, String> {
@@ -76,7 +116,14 @@ pub enum PlanArg {
     Prepaid,
 }
 
+/// How a subscription prices a lead. Only `fixed` today; bids come with ping/post.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PricingArg {
+    Fixed,
+}
+
 #[derive(Debug, Args)]
+#[command(after_help = "Example:\n  leadrelay serve --listen 0.0.0.0:8080 --delivery-workers 8")]
 pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
@@ -136,17 +183,76 @@ pub struct ServeArgs {
     pub console_secure_cookie: bool,
 }
 
+/// `--all` and the workspace filter of a `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only the records of this workspace.
+    #[arg(long)]
+    pub workspace: Option<String>,
+    /// Include archived records.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// A rotation's new secret and overlap.
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// Use this secret instead of a generated one (at least 16 characters).
+    #[arg(long)]
+    pub secret: Option<String>,
+    /// How long the old secret stays accepted (e.g. 24h, 30m); 0 cuts it off at once.
+    #[arg(long, default_value = "0", value_parser = overlap)]
+    pub overlap: Duration,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
     /// Create a workspace.
+    #[command(
+        after_help = "Example:\n  leadrelay workspace create --name 'Acme Leads' --id acme --timezone Europe/Berlin"
+    )]
     Create {
+        /// The workspace's name.
         #[arg(long)]
         name: String,
+        /// The id to use (letters, digits, '.', '_', '-'); generated when not given.
         #[arg(long)]
         id: Option<String>,
         /// IANA time zone for daily caps and schedules.
         #[arg(long, default_value = "UTC", value_parser = timezone)]
         timezone: String,
+    },
+    /// List workspaces (archived ones with --all).
+    #[command(after_help = "Example:\n  leadrelay workspace list --all")]
+    List {
+        /// Include archived workspaces.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one workspace.
+    #[command(after_help = "Example:\n  leadrelay workspace show acme")]
+    Show {
+        /// The workspace's id.
+        id: String,
+    },
+    /// Change a workspace's name or time zone; prints it after the change.
+    #[command(after_help = "Example:\n  leadrelay workspace update acme --timezone Europe/Vienna")]
+    Update {
+        /// The workspace's id.
+        id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// A new IANA time zone; caps and schedules count in it from the next lead on.
+        #[arg(long, value_parser = timezone)]
+        timezone: Option<String>,
+    },
+    /// Delete a workspace that holds nothing; archive one with history. Refused while it
+    /// has live channels, tables, products, buyers or suppliers.
+    #[command(after_help = "Example:\n  leadrelay workspace delete acme")]
+    Delete {
+        /// The workspace's id.
+        id: String,
     },
 }
 
@@ -155,6 +261,7 @@ pub struct DeliveryOptions {
     /// Automated delivery on or off (channels default on, lead tables off).
     #[arg(long, value_parser = on_off)]
     pub auto_delivery: Option<bool>,
+    /// Exclusive: a lead request goes to one buyer; multi: to up to --max-buyers.
     #[arg(long, value_enum, default_value = "exclusive")]
     pub delivery_mode: DeliveryModeArg,
     /// Most buyers one lead request goes to in multi mode.
@@ -165,31 +272,113 @@ pub struct DeliveryOptions {
     pub score_threshold: i64,
 }
 
+/// The delivery settings an `update` may change; only those given change.
+#[derive(Debug, Args)]
+pub struct DeliveryChanges {
+    /// Automated delivery on or off.
+    #[arg(long, value_parser = on_off)]
+    pub auto_delivery: Option<bool>,
+    /// Exclusive: a lead request goes to one buyer; multi: to up to --max-buyers.
+    #[arg(long, value_enum)]
+    pub delivery_mode: Option<DeliveryModeArg>,
+    /// Most buyers one lead request goes to in multi mode.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=100))]
+    pub max_buyers: Option<i64>,
+    /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
+    #[arg(long, value_parser = percent)]
+    pub score_threshold: Option<i64>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ContainerCommand {
     /// Create one.
+    #[command(
+        after_help = "Example:\n  leadrelay channel create --workspace acme --name 'Web forms' --id web\n  leadrelay table create --workspace acme --name 'Imports' --id imports"
+    )]
     Create {
+        /// The workspace it belongs to.
         #[arg(long)]
         workspace: String,
+        /// Its name.
         #[arg(long)]
         name: String,
+        /// The id to use; generated when not given.
         #[arg(long)]
         id: Option<String>,
         #[command(flatten)]
         delivery: DeliveryOptions,
     },
+    /// List them (archived ones with --all).
+    #[command(
+        after_help = "Example:\n  leadrelay channel list --workspace acme\n  leadrelay table list --all"
+    )]
+    List(ListArgs),
+    /// Show one.
+    #[command(
+        after_help = "Example:\n  leadrelay channel show web\n  leadrelay table show imports"
+    )]
+    Show {
+        /// Its id.
+        id: String,
+    },
+    /// Change its name or delivery settings; prints it after the change.
+    #[command(
+        after_help = "Example:\n  leadrelay channel update web --delivery-mode multi --max-buyers 2\n  leadrelay table update imports --auto-delivery on"
+    )]
+    Update {
+        /// Its id.
+        id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        delivery: DeliveryChanges,
+    },
+    /// Delete one that holds nothing; archive one with leads. Refused while it has live
+    /// sources.
+    #[command(
+        after_help = "Example:\n  leadrelay channel delete web\n  leadrelay table delete imports"
+    )]
+    Delete {
+        /// Its id.
+        id: String,
+    },
+}
+
+/// The source settings that `create` and `update` share.
+#[derive(Debug, Args)]
+pub struct SourceSettings {
+    /// The supplier leads from this source are bought from (`none` on update: no supplier).
+    #[arg(long, value_parser = id_or_none)]
+    pub supplier: Option<OrNone<String>>,
+    /// What a lead from this source costs, e.g. 4.50 (`none` on update: the product's).
+    #[arg(long, value_parser = money_or_none)]
+    pub supplier_cost: Option<OrNone<i64>>,
+    /// Fields the duplicate rule compares: email, phone, email,phone or none.
+    #[arg(long, value_parser = dedupe_field_list)]
+    pub dedupe_fields: Option<List>,
+    /// Where duplicates are looked for: the source's channel or table, or the workspace.
+    #[arg(long, value_enum)]
+    pub dedupe_scope: Option<DedupeScopeArg>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum SourceCommand {
     /// Create a source in a channel or a lead table; prints its secret once.
+    #[command(
+        after_help = "Example:\n  leadrelay source create --channel web --name 'Landing page' --id landing --supplier-cost 4"
+    )]
     Create {
+        /// The channel it belongs to.
         #[arg(long, conflicts_with = "table", required_unless_present = "table")]
         channel: Option<String>,
+        /// The lead table it belongs to.
         #[arg(long)]
         table: Option<String>,
+        /// Its name.
         #[arg(long)]
         name: String,
+        /// The id to use (part of its ingest path); generated when not given.
         #[arg(long)]
         id: Option<String>,
         /// Use this ingest secret instead of a generated one (at least 16 characters).
@@ -198,45 +387,101 @@ pub enum SourceCommand {
         /// Take leads without a secret (not for production).
         #[arg(long)]
         no_secret: bool,
-        #[arg(long)]
-        supplier: Option<String>,
-        /// What a lead from this source costs (e.g. 4.50).
-        #[arg(long, value_parser = money)]
-        supplier_cost: Option<i64>,
-        /// Fields the duplicate rule compares: email, phone, email,phone or none.
-        #[arg(long, value_parser = dedupe_field_list)]
-        dedupe_fields: Option<List>,
-        #[arg(long, value_enum)]
-        dedupe_scope: Option<DedupeScopeArg>,
+        #[command(flatten)]
+        settings: SourceSettings,
+        /// What a duplicate does to the new lead: review (kept, held from auto-delivery) or
+        /// reject (not stored).
         #[arg(long, value_enum, default_value = "review")]
         dedupe_action: DedupeActionArg,
+        /// How many days back duplicates are looked for; 0 = no limit.
         #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(i64).range(0..=3650))]
         dedupe_window_days: i64,
     },
-    /// Replace a source's secret; prints the new one once.
-    RotateSecret {
-        id: String,
+    /// List sources (archived ones with --all).
+    #[command(after_help = "Example:\n  leadrelay source list --channel web")]
+    List {
+        /// Only the sources of this channel.
+        #[arg(long, conflicts_with = "table")]
+        channel: Option<String>,
+        /// Only the sources of this lead table.
         #[arg(long)]
-        secret: Option<String>,
+        table: Option<String>,
+        /// Include archived sources.
+        #[arg(long)]
+        all: bool,
     },
-    /// Disable a source: its ingest path answers 404.
-    Disable { id: String },
-    /// List sources.
-    List,
-    /// Show one source.
-    Show { id: String },
+    /// Show one source (never its secret).
+    #[command(after_help = "Example:\n  leadrelay source show landing")]
+    Show {
+        /// The source's id.
+        id: String,
+    },
+    /// Change a source's name, supplier, cost or duplicate rule; prints it after the change.
+    #[command(
+        after_help = "Example:\n  leadrelay source update landing --supplier-cost 5.50 --dedupe-action reject"
+    )]
+    Update {
+        /// The source's id.
+        id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        settings: SourceSettings,
+        /// What a duplicate does to the new lead: review or reject.
+        #[arg(long, value_enum)]
+        dedupe_action: Option<DedupeActionArg>,
+        /// How many days back duplicates are looked for; 0 = no limit.
+        #[arg(long, value_parser = clap::value_parser!(i64).range(0..=3650))]
+        dedupe_window_days: Option<i64>,
+    },
+    /// Let a disabled source take leads again.
+    #[command(after_help = "Example:\n  leadrelay source enable landing")]
+    Enable {
+        /// The source's id.
+        id: String,
+    },
+    /// Disable a source: its ingest path answers 404 until it is enabled again.
+    #[command(after_help = "Example:\n  leadrelay source disable landing")]
+    Disable {
+        /// The source's id.
+        id: String,
+    },
+    /// Replace a source's secret; prints the new one once. With --overlap the old one
+    /// stays accepted that long.
+    #[command(after_help = "Example:\n  leadrelay source rotate-secret landing --overlap 24h")]
+    RotateSecret {
+        /// The source's id.
+        id: String,
+        #[command(flatten)]
+        rotate: RotateArgs,
+    },
+    /// Delete a source without leads; archive one with leads (its path answers 404, its
+    /// leads stay readable).
+    #[command(after_help = "Example:\n  leadrelay source delete landing")]
+    Delete {
+        /// The source's id.
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ProductCommand {
     /// Create a product.
+    #[command(
+        after_help = "Example:\n  leadrelay product create --workspace acme --slug solar --name 'Solar panels' --field 'roof:required=tile|flat|metal'"
+    )]
     Create {
+        /// The workspace it belongs to.
         #[arg(long)]
         workspace: String,
+        /// The name partners use for it (`productSlug`), unique in the workspace.
         #[arg(long)]
         slug: String,
+        /// Its name.
         #[arg(long)]
         name: String,
+        /// The id to use (`productId`); generated when not given.
         #[arg(long)]
         id: Option<String>,
         /// A field: NAME, NAME:required, NAME=A|B (allowed values), NAME:required=A|B.
@@ -246,18 +491,131 @@ pub enum ProductCommand {
         #[arg(long, value_parser = money)]
         supplier_cost: Option<i64>,
     },
+    /// List products (archived ones with --all).
+    #[command(after_help = "Example:\n  leadrelay product list --workspace acme")]
+    List(ListArgs),
+    /// Show one product.
+    #[command(after_help = "Example:\n  leadrelay product show solar")]
+    Show {
+        /// The product's id.
+        id: String,
+    },
+    /// Change a product's slug, name, fields or supplier cost; prints it after the change.
+    #[command(
+        after_help = "Example:\n  leadrelay product update solar --field 'roof:required=tile|flat|metal' --field size --supplier-cost 4.50"
+    )]
+    Update {
+        /// The product's id.
+        id: String,
+        /// A new slug (partners must send it from then on).
+        #[arg(long)]
+        slug: Option<String>,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// The fields (replaces all of them): NAME, NAME:required, NAME=A|B, NAME:required=A|B.
+        #[arg(long = "field", value_parser = FieldDef::parse, conflicts_with = "clear_fields")]
+        fields: Vec<FieldDef>,
+        /// Remove every field.
+        #[arg(long)]
+        clear_fields: bool,
+        /// Default supplier cost of a lead for this product, or none.
+        #[arg(long, value_parser = money_or_none)]
+        supplier_cost: Option<OrNone<i64>>,
+    },
+    /// Delete a product never asked for; archive one with leads. Refused while buyers are
+    /// subscribed to it.
+    #[command(after_help = "Example:\n  leadrelay product delete solar")]
+    Delete {
+        /// The product's id.
+        id: String,
+    },
+}
+
+/// The buyer settings that `create` and `update` share.
+#[derive(Debug, Args)]
+pub struct BuyerSettings {
+    /// Capabilities for lifecycle calls: any of confirm,payout,cancel, or none.
+    #[arg(long, value_parser = capability_list)]
+    pub capabilities: Option<List>,
+    /// How long after delivery the buyer may cancel (e.g. 72h, 30m, 7d).
+    #[arg(long, value_parser = crate::duration::parse_whole_seconds)]
+    pub cancellation_window: Option<i64>,
+    /// postpaid (invoiced) or prepaid (pays from a funded balance).
+    #[arg(long, value_enum)]
+    pub plan: Option<PlanArg>,
+    /// How far a prepaid balance may go below zero.
+    #[arg(long, value_parser = money)]
+    pub credit_limit: Option<i64>,
+}
+
+/// `buyer terms`: list a buyer's subscriptions, or `set` one's terms.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct TermsArgs {
+    /// The buyer's id.
+    #[arg(required = true)]
+    pub id: Option<String>,
+    #[command(subcommand)]
+    pub set: Option<TermsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TermsCommand {
+    /// Change some terms of a subscription; the others stay as they are.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer terms set sunco --product solar --price 27.50 --daily-cap none --filter country=DE"
+    )]
+    Set {
+        /// The buyer's id.
+        id: String,
+        /// The product (id or slug).
+        #[arg(long)]
+        product: String,
+        /// A new price per lead.
+        #[arg(long, value_parser = money)]
+        price: Option<i64>,
+        /// Most leads per local day, or none.
+        #[arg(long, value_parser = count_or_none)]
+        daily_cap: Option<OrNone<i64>>,
+        /// Most leads per local month, or none.
+        #[arg(long, value_parser = count_or_none)]
+        monthly_cap: Option<OrNone<i64>>,
+        /// Higher wins among equal prices; may be negative.
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i64>,
+        /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; replaces every filter. Repeat for more.
+        #[arg(long = "filter", value_parser = Filter::parse, conflicts_with = "clear_filters")]
+        filters: Vec<Filter>,
+        /// Remove every filter.
+        #[arg(long)]
+        clear_filters: bool,
+        /// A window "[DAYS] [HH:MM-HH:MM]"; replaces the schedule. Repeat for more.
+        #[arg(long = "schedule", value_parser = Window::parse, conflicts_with = "clear_schedule")]
+        schedules: Vec<Window>,
+        /// Take leads at any time again.
+        #[arg(long)]
+        clear_schedule: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum BuyerCommand {
     /// Create a buyer; prints its inbound secret and signing secret once.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer create --workspace acme --name SunCo --id sunco --webhook-url https://sunco.example/leads"
+    )]
     Create {
+        /// The workspace it belongs to.
         #[arg(long)]
         workspace: String,
+        /// Its name.
         #[arg(long)]
         name: String,
+        /// The id to use (`buyerAccountId`); generated when not given.
         #[arg(long)]
         id: Option<String>,
+        /// Where lead.delivered events are POSTed (http or https).
         #[arg(long)]
         webhook_url: String,
         /// Use this inbound lifecycle secret instead of a generated one.
@@ -269,36 +627,69 @@ pub enum BuyerCommand {
         /// Use this Standard Webhooks signing secret (whsec_…) instead of a generated one.
         #[arg(long)]
         signing_secret: Option<String>,
-        #[arg(long, default_value = "confirm,payout,cancel", value_parser = capability_list)]
-        capabilities: List,
-        /// How long after delivery the buyer may cancel (e.g. 72h, 30m, 7d).
-        #[arg(long, default_value = "72h", value_parser = crate::duration::parse_whole_seconds)]
-        cancellation_window: i64,
+        #[command(flatten)]
+        settings: BuyerSettings,
         /// Move acknowledged transactions to payout_pending at once.
         #[arg(long)]
         auto_payout_pending: bool,
-        #[arg(long, value_enum, default_value = "postpaid")]
-        plan: PlanArg,
-        /// How far a prepaid balance may go below zero.
-        #[arg(long, default_value = "0", value_parser = money)]
-        credit_limit: i64,
     },
-    /// Subscribe a buyer to a product (again: replace the terms).
+    /// List buyers (archived ones with --all).
+    #[command(after_help = "Example:\n  leadrelay buyer list --workspace acme")]
+    List(ListArgs),
+    /// Show one buyer (never its secrets).
+    #[command(after_help = "Example:\n  leadrelay buyer show sunco")]
+    Show {
+        /// The buyer's id.
+        id: String,
+    },
+    /// Change a buyer's name, webhook URL, capabilities, window, plan or credit limit;
+    /// prints it after the change. The next event goes to a new URL.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer update sunco --webhook-url https://crm.sunco.example/leads --credit-limit 500"
+    )]
+    Update {
+        /// The buyer's id.
+        id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+        /// A new webhook URL.
+        #[arg(long)]
+        webhook_url: Option<String>,
+        #[command(flatten)]
+        settings: BuyerSettings,
+        /// Move acknowledged transactions to payout_pending at once: on or off.
+        #[arg(long, value_parser = on_off, num_args = 0..=1, default_missing_value = "on")]
+        auto_payout_pending: Option<bool>,
+    },
+    /// Subscribe a buyer to a product; refused when it is subscribed already (use
+    /// `buyer terms set`).
+    #[command(
+        after_help = "Example:\n  leadrelay buyer subscribe sunco --product solar --price 25 --daily-cap 100 --filter country=DE --schedule 'mon-fri 08:00-18:00'"
+    )]
     Subscribe {
+        /// The buyer's id.
         id: String,
         /// Product id or slug.
         #[arg(long)]
         product: String,
+        /// How the price of a lead is set: fixed (the --price).
+        #[arg(long, value_enum, default_value = "fixed")]
+        pricing: PricingArg,
+        /// The price per lead.
         #[arg(long, value_parser = money)]
         price: i64,
+        /// Most leads per local day.
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
         daily_cap: Option<i64>,
+        /// Most leads per local month.
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
         monthly_cap: Option<i64>,
         /// Higher wins among equal prices; may be negative.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i64,
-        /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; FIELD may be fieldValues.NAME.
+        /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; FIELD is a Lead field (country,
+        /// postalCode, …) or fieldValues.NAME of the product. Repeat for more.
         #[arg(long = "filter", value_parser = Filter::parse)]
         filters: Vec<Filter>,
         /// When the buyer takes leads, in the workspace's time zone: [DAYS] [HH:MM-HH:MM],
@@ -307,36 +698,147 @@ pub enum BuyerCommand {
         #[arg(long = "schedule", value_parser = Window::parse)]
         schedules: Vec<Window>,
     },
-    /// Add money to a prepaid buyer's balance.
-    Fund {
+    /// A buyer's subscriptions with every term and today's / this month's cap use; `terms
+    /// set` changes some terms of one.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer terms sunco\n  leadrelay buyer terms set sunco --product solar --priority 2"
+    )]
+    Terms(TermsArgs),
+    /// End a buyer's subscription to a product.
+    #[command(after_help = "Example:\n  leadrelay buyer unsubscribe sunco --product solar")]
+    Unsubscribe {
+        /// The buyer's id.
         id: String,
+        /// Product id or slug.
+        #[arg(long)]
+        product: String,
+    },
+    /// Add money to a prepaid buyer's balance.
+    #[command(after_help = "Example:\n  leadrelay buyer fund heatco --amount 250")]
+    Fund {
+        /// The buyer's id.
+        id: String,
+        /// How much to add, e.g. 250 or 99.90.
         #[arg(long, value_parser = money)]
         amount: i64,
     },
-    /// Stop deliveries to a buyer.
-    Pause { id: String },
-    /// Resume deliveries to a buyer.
-    Resume { id: String },
-    /// List buyers.
-    List,
+    /// Stop deliveries to a buyer (alias: disable).
+    #[command(
+        visible_alias = "disable",
+        after_help = "Example:\n  leadrelay buyer pause sunco"
+    )]
+    Pause {
+        /// The buyer's id.
+        id: String,
+    },
+    /// Resume deliveries to a buyer (alias: enable).
+    #[command(
+        visible_alias = "enable",
+        after_help = "Example:\n  leadrelay buyer resume sunco"
+    )]
+    Resume {
+        /// The buyer's id.
+        id: String,
+    },
+    /// Replace a buyer's inbound lifecycle secret; prints the new one once. With --overlap
+    /// the old one stays accepted that long.
+    #[command(after_help = "Example:\n  leadrelay buyer rotate-secret sunco --overlap 24h")]
+    RotateSecret {
+        /// The buyer's id.
+        id: String,
+        #[command(flatten)]
+        rotate: RotateArgs,
+    },
+    /// Replace a buyer's signing secret; prints the new one once. During --overlap every
+    /// event carries a signature with each secret.
+    #[command(after_help = "Example:\n  leadrelay buyer rotate-signing-secret sunco --overlap 24h")]
+    RotateSigningSecret {
+        /// The buyer's id.
+        id: String,
+        /// Use this signing secret (whsec_…) instead of a generated one.
+        #[arg(long)]
+        secret: Option<String>,
+        /// How long events are also signed with the old secret (e.g. 24h); 0 stops at once.
+        #[arg(long, default_value = "0", value_parser = overlap)]
+        overlap: Duration,
+    },
+    /// Delete a buyer without history; archive one with transactions or ledger rows.
+    /// Refused while it has subscriptions.
+    #[command(after_help = "Example:\n  leadrelay buyer delete sunco")]
+    Delete {
+        /// The buyer's id.
+        id: String,
+    },
     /// The health of a buyer's webhook endpoint (every buyer's without an id): healthy or
     /// unhealthy (its circuit breaker), failures in a row, last success, last error, and
     /// the running server's sends in flight and latency (null when no server runs).
-    Health { id: Option<String> },
+    #[command(
+        after_help = "Example:\n  leadrelay buyer health\n  leadrelay buyer health sunco --json"
+    )]
+    Health {
+        /// The buyer's id; every buyer without it.
+        id: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum SupplierCommand {
     /// Create a supplier; prints its API key once.
+    #[command(
+        after_help = "Example:\n  leadrelay supplier create --workspace acme --name 'Lead Farm Ltd' --id leadfarm"
+    )]
     Create {
+        /// The workspace it belongs to.
         #[arg(long)]
         workspace: String,
+        /// Its name.
         #[arg(long)]
         name: String,
+        /// The id to use; generated when not given.
         #[arg(long)]
         id: Option<String>,
         /// Use this key instead of a generated one (at least 16 characters).
         #[arg(long)]
         key: Option<String>,
+    },
+    /// List suppliers (archived ones with --all).
+    #[command(after_help = "Example:\n  leadrelay supplier list")]
+    List(ListArgs),
+    /// Show one supplier (never its key).
+    #[command(after_help = "Example:\n  leadrelay supplier show leadfarm")]
+    Show {
+        /// The supplier's id.
+        id: String,
+    },
+    /// Change a supplier's name; prints it after the change.
+    #[command(
+        after_help = "Example:\n  leadrelay supplier update leadfarm --name 'Lead Farm GmbH'"
+    )]
+    Update {
+        /// The supplier's id.
+        id: String,
+        /// A new name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Replace a supplier's API key; prints the new one once. With --overlap the old one
+    /// stays accepted that long.
+    #[command(after_help = "Example:\n  leadrelay supplier rotate-key leadfarm --overlap 24h")]
+    RotateKey {
+        /// The supplier's id.
+        id: String,
+        /// Use this key instead of a generated one (at least 16 characters).
+        #[arg(long)]
+        key: Option<String>,
+        /// How long the old key stays accepted (e.g. 24h); 0 cuts it off at once.
+        #[arg(long, default_value = "0", value_parser = overlap)]
+        overlap: Duration,
+    },
+    /// Delete a supplier without history; archive one with ledger rows or clawbacks.
+    /// Refused while live sources buy from it.
+    #[command(after_help = "Example:\n  leadrelay supplier delete leadfarm")]
+    Delete {
+        /// The supplier's id.
+        id: String,
     },
 }

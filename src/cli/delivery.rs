@@ -36,6 +36,8 @@ pub enum TransactionStatusArg {
     Delivered,
     Acknowledged,
     Rejected,
+    /// Spelt as every output prints it.
+    #[value(name = "payout_pending")]
     PayoutPending,
     Paid,
     Cancelled,
@@ -57,22 +59,37 @@ impl TransactionStatusArg {
 #[derive(Debug, Subcommand)]
 pub enum TransactionCommand {
     /// Show a transaction with its history and its webhook events.
-    Show { id: String },
+    #[command(after_help = "Example:\n  leadrelay transaction show txn_01J0000000000000000000000")]
+    Show {
+        /// The transaction's id.
+        id: String,
+    },
     /// List transactions, newest first.
+    #[command(
+        after_help = "Example:\n  leadrelay transaction list --buyer sunco --status payout_pending"
+    )]
     List {
+        /// Only this buyer's transactions.
         #[arg(long)]
         buyer: Option<String>,
+        /// Only the transactions of this lead.
         #[arg(long)]
         lead: Option<String>,
+        /// Only transactions in this state (as the output spells it).
         #[arg(long, value_enum)]
         status: Option<TransactionStatusArg>,
+        /// At most this many transactions.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
     },
     /// Take a sale back: a transaction that is not paid becomes cancelled (the reason in
     /// its history), a prepaid charge is refunded, its webhook event stops if not yet
     /// delivered, and its request is open again (deliver it again, or `lead reroute`).
+    #[command(
+        after_help = "Example:\n  leadrelay transaction void txn_01J0000000000000000000000 --reason 'endpoint down since monday'"
+    )]
     Void {
+        /// The transaction's id.
         id: String,
         /// Why the sale is voided; kept in the transaction's history.
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
@@ -100,19 +117,30 @@ impl EventStatusArg {
 #[derive(Debug, Subcommand)]
 pub enum OutboxCommand {
     /// List webhook events, newest first.
+    #[command(after_help = "Example:\n  leadrelay outbox list --status failed")]
     List {
+        /// Only events in this state.
         #[arg(long, value_enum)]
         status: Option<EventStatusArg>,
+        /// At most this many events.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
     },
     /// Show an event: its body and every attempt (time, status, error, response excerpt).
-    Show { id: String },
+    #[command(after_help = "Example:\n  leadrelay outbox show evt_01J0000000000000000000000")]
+    Show {
+        /// The event's id.
+        id: String,
+    },
     /// Make a failed or pending event due now (a failed one starts the retry schedule
     /// again), or, with --buyer, every such event of a buyer (and its next probe, if its
     /// endpoint is unhealthy).
-    #[command(group(clap::ArgGroup::new("which").required(true).args(["id", "buyer"])))]
+    #[command(
+        group(clap::ArgGroup::new("which").required(true).args(["id", "buyer"])),
+        after_help = "Example:\n  leadrelay outbox retry evt_01J0000000000000000000000\n  leadrelay outbox retry --buyer sunco --status failed"
+    )]
     Retry {
+        /// The event's id.
         id: Option<String>,
         /// Every failed or pending event of this buyer.
         #[arg(long, conflicts_with = "id")]

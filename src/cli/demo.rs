@@ -169,7 +169,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
 }
 
 pub fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let db = super::setup::open(path)?;
+    let db = super::setup::create_or_open(path)?;
     let webhook_url = args.webhook_url.clone();
     let result = db.write_blocking(move |conn| create_all(conn, &webhook_url));
     db.close();
@@ -181,7 +181,12 @@ pub fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<ExitCode
         other => other?,
     };
     let base = args.base_url.trim_end_matches('/');
-    let steps = steps(base, &created, &path.display().to_string());
+    let steps = steps(
+        base,
+        &args.webhook_url,
+        &created,
+        &path.display().to_string(),
+    );
     if out.is_json() {
         out.print(&json!({
             "workspaceId": "demo",
@@ -207,15 +212,56 @@ pub fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// The walk-through, as (title, shell command) pairs.
-fn steps(base: &str, created: &Created, db: &str) -> Vec<(String, String)> {
-    let receiver = r#"python3 -c 'import http.server,json
+/// The host and port a webhook URL points at, for the printed receiver to listen on
+/// (`http://127.0.0.1:9100/leads` → `("127.0.0.1", 9100)`).
+fn listen_address(webhook_url: &str) -> (String, u16) {
+    let (scheme, rest) = webhook_url
+        .split_once("://")
+        .unwrap_or(("http", webhook_url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let default_port = if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
+    };
+    // `[::1]:9000` or `host:9000`; a colon inside the brackets is the address's own.
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (host, port.parse().ok()),
+        _ => (authority, None),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host.to_string(), port.unwrap_or(default_port))
+}
+
+/// A shell word for `text` in single quotes (the demo's paths and URLs are plain, but a
+/// path with a space must still paste).
+fn quoted(text: &str) -> String {
+    if text
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// The walk-through, as (title, shell command) pairs. The steps after the two background
+/// ones run in one shell, in order: each captures the ids later steps need in a variable
+/// (`LEAD_ID=$(… --get id)`), so they run as pasted, with nothing filled in by hand.
+fn steps(base: &str, webhook_url: &str, created: &Created, db: &str) -> Vec<(String, String)> {
+    let lr = format!("leadrelay --db {}", quoted(db));
+    let (host, port) = listen_address(webhook_url);
+    let receiver = format!(
+        r#"python3 -c 'import http.server,json
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body=json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        print(json.dumps(body, indent=2)); self.send_response(200); self.end_headers()
-        self.wfile.write(json.dumps({"externalId": "crm-" + body["transactionId"][-6:]}).encode())
-http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
+        print(json.dumps(body, indent=2), flush=True); self.send_response(200); self.end_headers()
+        self.wfile.write(json.dumps({{"externalId": "crm-" + body["transactionId"][-6:]}}).encode())
+http.server.HTTPServer(("{host}", {port}), H).serve_forever()'"#
+    );
     let ingest = format!(
         "curl -s -X POST {base}{path} \\\n  -H 'Content-Type: application/json' \\\n  \
          -H 'X-Service-Webhook-Secret: {secret}' \\\n  -d '{{\"externalId\": \"demo-1\", \
@@ -232,48 +278,55 @@ http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
          -H 'Authorization: Bearer {secret}' \\\n  -d '{{\"externalId\": \"demo-2\", \
          \"firstName\": \"Alan\", \"lastName\": \"Turing\", \"email\": \"alan@example.org\", \
          \"productSlug\": \"heatpump\"}}'\n\
-         # copy requestIds[0] from the answer, then:\n\
-         leadrelay --db {db} deliver --request LREQ_ID --buyer demo-heatco",
+         LEAD_ID=$({lr} lead list --source demo-form --limit 1 --get 0.id)\n\
+         LREQ_ID=$({lr} lead show \"$LEAD_ID\" --get requests.0.id)\n\
+         HEATCO_TXN_ID=$({lr} deliver --request \"$LREQ_ID\" --buyer demo-heatco --get transactionId)\n\
+         echo \"lead $LEAD_ID, request $LREQ_ID, HeatCo's transaction $HEATCO_TXN_ID\"",
         path = created.webhook_path,
         secret = created.source_secret
     );
+    // The body in double quotes, so the shell puts the captured id in.
     let lifecycle = |endpoint: &str, secret: &str, body: &str| {
         format!(
             "curl -s -X POST {base}/api/webhooks/{endpoint} \\\n  \
              -H 'Content-Type: application/json' \\\n  -H 'X-Service-Webhook-Secret: {secret}' \\\n  \
-             -d '{body}'"
+             -d \"{}\"",
+            body.replace('"', "\\\"")
         )
     };
     vec![
         (
             "Start the server (another terminal)".into(),
-            format!(
-                "leadrelay --db {db} serve --listen {}",
-                base.trim_start_matches("http://")
-            ),
+            format!("{lr} serve --listen {}", base.trim_start_matches("http://")),
         ),
         (
-            "Start a buyer webhook receiver that prints events (another terminal)".into(),
-            receiver.to_string(),
+            format!(
+                "Start a buyer webhook receiver on {host}:{port} that prints events (another terminal)"
+            ),
+            receiver,
         ),
         (
             "Ingest a lead with auto-delivery (SunCo pays most for solar, so it gets it)".into(),
             ingest,
         ),
         (
-            "Deliver a lead by hand to the prepaid buyer HeatCo".into(),
+            "Deliver a lead by hand to the prepaid buyer HeatCo (the ids go into shell variables)"
+                .into(),
             manual,
         ),
         (
-            "Look at what happened (take TXN_ID from the receiver's output or this list)".into(),
-            format!("leadrelay --db {db} transaction list\nleadrelay --db {db} outbox list"),
+            "Look at what happened, and keep SunCo's transaction id".into(),
+            format!(
+                "{lr} transaction list\n{lr} outbox list\n\
+                 TXN_ID=$({lr} transaction list --buyer demo-sunco --limit 1 --get 0.transactionId)"
+            ),
         ),
         (
             "SunCo acknowledges its transaction".into(),
             lifecycle(
                 "partner-confirmation",
                 &created.sunco_secret,
-                r#"{"transactionId": "TXN_ID", "status": "acknowledged"}"#,
+                r#"{"transactionId": "$TXN_ID", "status": "acknowledged"}"#,
             ),
         ),
         (
@@ -283,12 +336,12 @@ http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
                 lifecycle(
                     "partner-payout-pending",
                     &created.sunco_secret,
-                    r#"{"transactionId": "TXN_ID"}"#
+                    r#"{"transactionId": "$TXN_ID"}"#
                 ),
                 lifecycle(
                     "partner-payout",
                     &created.sunco_secret,
-                    r#"{"transactionId": "TXN_ID"}"#
+                    r#"{"transactionId": "$TXN_ID"}"#
                 )
             ),
         ),
@@ -299,7 +352,7 @@ http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
             lifecycle(
                 "partner-cancellation",
                 &created.heatco_secret,
-                r#"{"transactionId": "HEATCO_TXN_ID", "reason": "customer unreachable"}"#,
+                r#"{"transactionId": "$HEATCO_TXN_ID", "reason": "customer unreachable"}"#,
             ),
         ),
         (
@@ -307,7 +360,7 @@ http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
             lifecycle(
                 "supplier-cancellation-confirmation",
                 &created.supplier_key,
-                r#"{"leadId": "LEAD_ID", "status": "acknowledged"}"#,
+                r#"{"leadId": "$LEAD_ID", "status": "acknowledged"}"#,
             ),
         ),
         (
@@ -315,4 +368,22 @@ http.server.HTTPServer(("127.0.0.1", 9000), H).serve_forever()'"#;
             format!("curl -s {base}/api/health"),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_receiver_listens_where_the_webhook_url_points() {
+        for (url, host, port) in [
+            ("http://127.0.0.1:9100/leads", "127.0.0.1", 9100),
+            ("http://localhost/leads", "localhost", 80),
+            ("https://hooks.example:8443", "hooks.example", 8443),
+            ("http://[::1]:9000/x", "::1", 9000),
+            ("https://[::1]/x", "::1", 443),
+        ] {
+            assert_eq!(listen_address(url), (host.to_string(), port), "{url}");
+        }
+    }
 }

@@ -18,13 +18,16 @@ use crate::ingest::view;
 pub enum LeadCommand {
     /// Show one lead: person, consent, capture, additional properties, quality, duplicate
     /// status, lifecycle status and its requests with their products and answers.
+    #[command(after_help = "Example:\n  leadrelay lead show lead_01J0000000000000000000000 --body")]
     Show {
+        /// The lead's id.
         id: String,
         /// Also print the raw body the lead came in (the batch item for a batch).
         #[arg(long)]
         body: bool,
     },
     /// List leads, newest first.
+    #[command(after_help = "Example:\n  leadrelay lead list --source landing --limit 10")]
     List {
         /// Only the leads of this source.
         #[arg(long)]
@@ -35,7 +38,11 @@ pub enum LeadCommand {
     },
     /// Open a supplier cancellation (clawback) for a lead by hand: the lead becomes
     /// `cancellation_pending` until its source's supplier confirms or disputes it.
+    #[command(
+        after_help = "Example:\n  leadrelay lead cancel lead_01J0000000000000000000000 --reason 'fake contact data'"
+    )]
     Cancel {
+        /// The lead's id.
         id: String,
         /// Why the lead is taken back; kept with the cancellation.
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
@@ -44,7 +51,11 @@ pub enum LeadCommand {
     /// Run automated delivery again for the lead's requests that no live transaction holds
     /// (after `transaction void`), leaving out every buyer that held them before. Prints
     /// each decision as `lead show` does.
-    Reroute { id: String },
+    #[command(after_help = "Example:\n  leadrelay lead reroute lead_01J0000000000000000000000")]
+    Reroute {
+        /// The lead's id.
+        id: String,
+    },
 }
 
 pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {

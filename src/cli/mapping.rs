@@ -23,14 +23,22 @@ use crate::mapping::{MappingDocument, MappingError, store};
 #[derive(Debug, Subcommand)]
 pub enum MappingCommand {
     /// Check a mapping document and store it as the source's draft (ingest is unchanged).
+    #[command(
+        after_help = "Example:\n  leadrelay mapping set sunpartner --file sunpartner-mapping.json"
+    )]
     Set {
+        /// The source's id.
         source: String,
         /// The mapping document (JSON); `-` reads standard input.
         #[arg(long)]
         file: PathBuf,
     },
     /// Run the draft on a sample partner body and print the native lead(s) it produces.
+    #[command(
+        after_help = "Example:\n  leadrelay mapping preview sunpartner --file sunpartner-sample.json"
+    )]
     Preview {
+        /// The source's id.
         source: String,
         /// A sample body as the partner would send it (JSON); `-` reads standard input.
         #[arg(long)]
@@ -40,11 +48,23 @@ pub enum MappingCommand {
         published: bool,
     },
     /// Make the draft the live mapping: ingest uses it from the next request on.
-    Publish { source: String },
+    #[command(after_help = "Example:\n  leadrelay mapping publish sunpartner")]
+    Publish {
+        /// The source's id.
+        source: String,
+    },
     /// Withdraw the published mapping: the source takes the native shapes again.
-    Unpublish { source: String },
+    #[command(after_help = "Example:\n  leadrelay mapping unpublish sunpartner")]
+    Unpublish {
+        /// The source's id.
+        source: String,
+    },
     /// Show the draft and the published mapping with their times and version.
-    Show { source: String },
+    #[command(after_help = "Example:\n  leadrelay mapping show sunpartner")]
+    Show {
+        /// The source's id.
+        source: String,
+    },
 }
 
 pub fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result<ExitCode> {

@@ -1,8 +1,10 @@
 //! The command line: clap definitions and dispatch to one function per command.
 //!
-//! Owns parsing flags into values and printing results (text or `--json`). It does not own
-//! the rules: those live in the domain modules (`config`, `ingest`, `delivery`, …), which
-//! the commands call through the database's writer and read pool, like the server does.
+//! Owns parsing flags into values, printing results (text or `--json`) and errors (text, or
+//! one JSON object on stderr under `--json`; exit code 2 for bad usage, 1 for a refused
+//! operation). It does not own the rules: those live in the domain modules (`config`,
+//! `ingest`, `delivery`, …), which the commands call through the database's writer and read
+//! pool, like the server does.
 
 mod args;
 mod delivery;
@@ -21,7 +23,7 @@ mod setup;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use args::*;
 pub use delivery::{DeliverArgs, OutboxCommand, TransactionCommand};
@@ -29,15 +31,17 @@ pub use lead::LeadCommand;
 pub use operator::OperatorCommand;
 pub use ops::{BackupArgs, RestoreArgs};
 pub use output::Output;
+pub use setup::NoDatabase;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "leadrelay",
     version,
-    about = "Lead-distribution appliance on one SQLite file"
+    about = "Lead-distribution appliance on one SQLite file",
+    after_help = "Example:\n  leadrelay --db /var/lib/leadrelay/leadrelay.db source list --json"
 )]
 pub struct Cli {
-    /// The database file; created and migrated when missing.
+    /// The database file. Only init, serve and demo create it when missing.
     #[arg(
         long,
         global = true,
@@ -46,9 +50,15 @@ pub struct Cli {
     )]
     pub db: PathBuf,
 
-    /// Print one JSON object or array on stdout instead of text.
+    /// Print one JSON object or array on stdout instead of text (and errors as JSON on
+    /// stderr).
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Print only the value at PATH of the JSON output, as plain text: keys and array
+    /// indexes joined by '.' (e.g. id, 0.id, transactionId).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub get: Option<String>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -57,17 +67,25 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create (or migrate) the database file and exit.
+    #[command(after_help = "Example:\n  leadrelay --db /var/lib/leadrelay/leadrelay.db init")]
     Init,
     /// Run the HTTP server and the delivery workers.
     Serve(ServeArgs),
     /// Copy the database to FILE while the server keeps running (a consistent snapshot).
+    #[command(
+        after_help = "Example:\n  leadrelay backup --out /var/backups/leadrelay-2026-01-31.db"
+    )]
     Backup(BackupArgs),
     /// Check the database file: integrity, foreign keys, schema version, known states,
     /// balances equal to their ledger. Exit code 1 when something is wrong. Read-only;
     /// leaves no file behind.
+    #[command(after_help = "Example:\n  leadrelay check --json")]
     Check,
     /// Replace the database with a checked copy of BACKUP, keeping the old file as
     /// DB.before-restore. Refused while a server or another command uses the database.
+    #[command(
+        after_help = "Example:\n  leadrelay restore --from /var/backups/leadrelay-2026-01-31.db"
+    )]
     Restore(RestoreArgs),
     /// Workspaces (tenants).
     #[command(subcommand)]
@@ -94,6 +112,9 @@ pub enum Command {
     #[command(subcommand)]
     Evaluator(evaluator::EvaluatorCommand),
     /// Deliver a lead request to a buyer: creates the transaction and its webhook event.
+    #[command(
+        after_help = "Example:\n  leadrelay deliver --request lreq_01J0000000000000000000000 --buyer sunco --price 30"
+    )]
     Deliver(DeliverArgs),
     /// Transactions created by deliveries.
     #[command(subcommand)]
@@ -105,6 +126,9 @@ pub enum Command {
     #[command(subcommand)]
     Ledger(ledger::LedgerCommand),
     /// Create a sample setup and print copy-paste commands for the whole flow.
+    #[command(
+        after_help = "Example:\n  leadrelay --db /tmp/demo.db demo --webhook-url http://127.0.0.1:9100/leads"
+    )]
     Demo(demo::DemoArgs),
     /// Partner-native mappings of a source: set a draft, preview, publish, show.
     #[command(subcommand)]
@@ -120,9 +144,109 @@ pub enum Command {
     Ping(ping::PingCommand),
 }
 
-/// Runs the parsed command. Errors are printed by `main` as `error: …` with exit code 1.
+/// The flags that take an amount: a negative one must be written `--price=-5`, since clap
+/// reads a word starting with `-` after a flag as another flag.
+const AMOUNT_FLAGS: &[&str] = &[
+    "--price",
+    "--amount",
+    "--credit-limit",
+    "--supplier-cost",
+    "--min-price",
+    "--max-price",
+];
+
+/// Parses the command line of this process. A usage error is printed (as JSON on stderr
+/// under `--json`) and ends the process with exit code 2; `--help` and `--version` print
+/// and end it with 0.
+pub fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match parse_from(&args) {
+        Ok(cli) => cli,
+        Err(Usage::Clap(e)) if !e.use_stderr() => e.exit(),
+        Err(usage) => {
+            let json = wants_json(&args);
+            match usage {
+                Usage::Clap(e) if !json => e.exit(),
+                Usage::Clap(e) => output::print_error(true, "usage", &clap_message(&e)),
+                Usage::NegativeAmount(message) => output::print_error(json, "usage", &message),
+            }
+            std::process::exit(2)
+        }
+    }
+}
+
+/// Why a command line is not a command.
+#[derive(Debug)]
+pub enum Usage {
+    Clap(clap::Error),
+    /// `--price -5`: the message says how to write it.
+    NegativeAmount(String),
+}
+
+/// Parses `args` (the program name first).
+pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, Usage> {
+    for pair in args.windows(2) {
+        let (flag, value) = (pair[0].to_string_lossy(), pair[1].to_string_lossy());
+        let negative = value
+            .strip_prefix('-')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.'));
+        if AMOUNT_FLAGS.contains(&flag.as_ref()) && negative {
+            return Err(Usage::NegativeAmount(format!(
+                "write negative amounts as {flag}={value}"
+            )));
+        }
+    }
+    let matches = Cli::command()
+        .try_get_matches_from(args)
+        .map_err(Usage::Clap)?;
+    Cli::from_arg_matches(&matches).map_err(Usage::Clap)
+}
+
+/// Whether `--json` is among the words before a `--`.
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// clap's message without its `error: ` prefix and usage footer.
+fn clap_message(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let first = rendered
+        .split("\n\n")
+        .next()
+        .unwrap_or(&rendered)
+        .trim()
+        .to_string();
+    first.strip_prefix("error: ").unwrap_or(&first).to_string()
+}
+
+/// Prints a command's error (as JSON on stderr under `--json`) and gives its exit code, 1:
+/// the operation was refused or failed (usage errors end in [`parse`] with 2).
+pub fn report(error: &anyhow::Error, json: bool) -> ExitCode {
+    let code = error_code(error);
+    output::print_error(json, code, &format!("{error:#}"));
+    ExitCode::FAILURE
+}
+
+/// A stable code for an error: the domain's own where it has one.
+fn error_code(error: &anyhow::Error) -> &'static str {
+    if let Some(e) = error.downcast_ref::<crate::config::ConfigError>() {
+        return e.code();
+    }
+    if error.downcast_ref::<NoDatabase>().is_some() {
+        return "no_database";
+    }
+    if error.downcast_ref::<crate::db::DbError>().is_some() {
+        return "database_error";
+    }
+    "failed"
+}
+
+/// Runs the parsed command. Errors are printed by `main` through [`report`].
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let out = Output::new(cli.json);
+    let out = Output::new(cli.json, cli.get);
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),

@@ -22,6 +22,7 @@ pub struct BackupArgs {
 }
 
 pub fn backup(db: &Path, out: &Output, args: BackupArgs) -> anyhow::Result<ExitCode> {
+    super::setup::require_database(db)?;
     let report = backup::backup(db, &args.out, args.force)?;
     out.print(&json!({
         "database": db.display().to_string(),
@@ -60,6 +61,7 @@ pub fn restore(db: &Path, out: &Output, args: RestoreArgs) -> anyhow::Result<Exi
 
 /// Exit code 0 when the file is sound, 1 with the list of problems otherwise.
 pub fn check(db: &Path, out: &Output) -> anyhow::Result<ExitCode> {
+    super::setup::require_database(db)?;
     let report = check::check(db)?;
     if out.is_json() {
         out.print(&serde_json::to_value(&report).expect("the check report serialises"));

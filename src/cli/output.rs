@@ -1,24 +1,42 @@
-//! Printing command results: one JSON value with `--json`, readable text otherwise.
+//! Printing command results: one JSON value with `--json`, readable text otherwise, or with
+//! `--get PATH` the one value at PATH as plain text (for `ID=$(leadrelay … --get id)` in a
+//! shell, without a JSON tool). Also prints errors: `error: …` as text, or one JSON object
+//! on stderr under `--json` (`{"error": {"code", "message"}}`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub struct Output {
     json: bool,
+    get: Option<String>,
 }
 
 impl Output {
-    pub fn new(json: bool) -> Output {
-        Output { json }
+    pub fn new(json: bool, get: Option<String>) -> Output {
+        Output { json, get }
     }
 
     pub fn is_json(&self) -> bool {
-        self.json
+        self.json || self.get.is_some()
     }
 
     /// Prints `value`: as JSON, or as aligned `key: value` lines (nested objects indented,
-    /// arrays of objects as blocks).
+    /// arrays of objects as blocks); with `--get` only the value at its path.
     pub fn print(&self, value: &Value) {
-        if self.json {
+        if let Some(path) = &self.get {
+            match select(value, path) {
+                Some(Value::String(text)) => println!("{text}"),
+                Some(Value::Null) => println!(),
+                Some(other) => println!("{other}"),
+                None => {
+                    print_error(
+                        self.json,
+                        "no_such_field",
+                        &format!("the output has no value at '{path}'"),
+                    );
+                    std::process::exit(1);
+                }
+            }
+        } else if self.json {
             println!(
                 "{}",
                 serde_json::to_string_pretty(value).expect("a Value always serialises")
@@ -32,7 +50,7 @@ impl Output {
 
     /// Prints a list: a JSON array, or one block per item.
     pub fn print_list(&self, items: &[Value]) {
-        if self.json {
+        if self.is_json() {
             self.print(&Value::Array(items.to_vec()));
         } else if items.is_empty() {
             println!("(none)");
@@ -44,6 +62,26 @@ impl Output {
                 self.print(item);
             }
         }
+    }
+}
+
+/// The value at `path`: keys and array indexes joined by `.` (`id`, `0.id`,
+/// `item.requestIds.0`).
+fn select<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(value, |at, step| match at {
+        Value::Object(map) => map.get(step),
+        Value::Array(items) => step.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    })
+}
+
+/// Prints an error on stderr: `error: MESSAGE`, or under `--json` one JSON object
+/// `{"error": {"code", "message"}}` on one line.
+pub fn print_error(json: bool, code: &str, message: &str) {
+    if json {
+        eprintln!("{}", json!({"error": {"code": code, "message": message}}));
+    } else {
+        eprintln!("error: {message}");
     }
 }
 
@@ -81,5 +119,20 @@ fn write_text(out: &mut String, value: &Value, indent: usize) {
             }
         }
         other => out.push_str(&format!("{pad}{}\n", scalar(other))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selects_by_keys_and_indexes() {
+        let value = json!({"id": "a", "item": {"requestIds": ["r1", "r2"]}, "list": [{"id": "x"}]});
+        assert_eq!(select(&value, "id"), Some(&json!("a")));
+        assert_eq!(select(&value, "item.requestIds.1"), Some(&json!("r2")));
+        assert_eq!(select(&value, "list.0.id"), Some(&json!("x")));
+        assert_eq!(select(&value, "list.1.id"), None);
+        assert_eq!(select(&value, "nope"), None);
     }
 }

@@ -13,7 +13,7 @@ use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
 pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let db = super::setup::open(path)?;
+    let db = super::setup::create_or_open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {
             concurrency: usize::from(args.delivery_concurrency),

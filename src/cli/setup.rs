@@ -1,8 +1,12 @@
 //! Configuration commands: init, workspace, channel, table, source, product, buyer,
 //! supplier. Each opens the database, makes its change through the writer (so it is safe
 //! while `serve` runs on the same file) and prints the record.
+//!
+//! Also owns opening the database for every command: only `init`, `serve` and `demo` may
+//! create a missing file ([`create_or_open`]); every other command refuses one
+//! ([`open`], [`NoDatabase`]), so a typo in a path never yields an empty database.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -12,11 +16,35 @@ use super::args::*;
 use super::output::Output;
 use crate::autodelivery::schedule::Schedule;
 use crate::config::container::{ContainerKind, DeliveryMode, NewContainer};
-use crate::config::source::{DedupeAction, NewSource};
+use crate::config::retire::{self, Retired};
+use crate::config::source::{DedupeAction, NewSource, Rotated};
+use crate::config::subscription::{self, TermsChanges};
 use crate::config::{ConfigError, buyer, container, product, source, supplier, workspace};
 use crate::db::Db;
 
+/// A command other than `init`, `serve` or `demo` was pointed at a file that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("no database at {}: pass --db or set LEADRELAY_DB (leadrelay init creates one)", .0.display())]
+pub struct NoDatabase(pub PathBuf);
+
+/// Refuses a missing database file (see [`NoDatabase`]).
+pub(super) fn require_database(path: &Path) -> Result<(), NoDatabase> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(NoDatabase(path.to_path_buf()))
+    }
+}
+
+/// Opens an existing database (migrating it when this binary is newer).
 pub(super) fn open(path: &Path) -> anyhow::Result<Db> {
+    require_database(path)?;
+    create_or_open(path)
+}
+
+/// Opens the database, creating and migrating the file when it is missing: for `init`,
+/// `serve` and `demo` only.
+pub(super) fn create_or_open(path: &Path) -> anyhow::Result<Db> {
     Db::open(path).with_context(|| format!("cannot open database {}", path.display()))
 }
 
@@ -45,8 +73,36 @@ fn to_value(record: &impl serde::Serialize) -> Value {
     serde_json::to_value(record).expect("configuration records serialise")
 }
 
+fn print_list<T>(out: &Output, records: &[T], shown: impl Fn(&T) -> Value) {
+    let items: Vec<Value> = records.iter().map(shown).collect();
+    out.print_list(&items);
+}
+
+/// Deletes or archives record `id` and prints what happened.
+fn delete(db: &Db, out: &Output, kind: retire::Kind, id: String) -> anyhow::Result<ExitCode> {
+    let shown_id = id.clone();
+    let retired = write(db, move |conn| retire::delete(conn, kind, &id))?;
+    out.print(&json!({
+        "id": shown_id,
+        "kind": kind.name(),
+        "outcome": retired.as_str(),
+        "note": match retired {
+            Retired::Deleted => "deleted: nothing referenced it",
+            Retired::Archived => "archived: it has history, which stays readable; list --all shows it",
+        },
+    }));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A rotated record with its new secret under `key` and `oldValidUntil`.
+fn print_rotated(out: &Output, mut shown: Value, key: &str, secret: String, until: Option<i64>) {
+    shown[key] = json!(secret);
+    shown["oldValidUntil"] = json!(until.map(crate::clock::iso));
+    out.print(&shown);
+}
+
 pub fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
-    let db = open(path)?;
+    let db = create_or_open(path)?;
     db.close();
     out.print(&json!({
         "database": path.display().to_string(),
@@ -56,20 +112,45 @@ pub fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
 }
 
 pub fn workspace(path: &Path, out: &Output, command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
-    let WorkspaceCommand::Create { name, id, timezone } = command;
     let db = open(path)?;
-    let created = write(&db, move |conn| {
-        workspace::create(
-            conn,
-            &workspace::NewWorkspace {
-                id: id.as_deref(),
-                name: &name,
-                timezone: &timezone,
-            },
-        )
-    })?;
-    out.print(&to_value(&created));
+    match command {
+        WorkspaceCommand::Create { name, id, timezone } => {
+            let created = write(&db, move |conn| {
+                workspace::create(
+                    conn,
+                    &workspace::NewWorkspace {
+                        id: id.as_deref(),
+                        name: &name,
+                        timezone: &timezone,
+                    },
+                )
+            })?;
+            out.print(&to_value(&created));
+        }
+        WorkspaceCommand::List { all } => {
+            let found = read(&db, |conn| workspace::list(conn, all))?;
+            print_list(out, &found, to_value);
+        }
+        WorkspaceCommand::Show { id } => {
+            out.print(&to_value(&read(&db, |conn| workspace::get(conn, &id))?));
+        }
+        WorkspaceCommand::Update { id, name, timezone } => {
+            let changes = workspace::WorkspaceChanges { name, timezone };
+            let updated = write(&db, move |conn| workspace::update(conn, &id, &changes))?;
+            out.print(&to_value(&updated));
+        }
+        WorkspaceCommand::Delete { id } => {
+            return delete(&db, out, retire::Kind::Workspace, id);
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn delivery_mode(arg: DeliveryModeArg) -> DeliveryMode {
+    match arg {
+        DeliveryModeArg::Exclusive => DeliveryMode::Exclusive,
+        DeliveryModeArg::Multi => DeliveryMode::Multi,
+    }
 }
 
 pub fn container(
@@ -78,33 +159,75 @@ pub fn container(
     kind: ContainerKind,
     command: ContainerCommand,
 ) -> anyhow::Result<ExitCode> {
-    let ContainerCommand::Create {
-        workspace,
-        name,
-        id,
-        delivery,
-    } = command;
     let db = open(path)?;
-    let created = write(&db, move |conn| {
-        container::create(
-            conn,
-            &NewContainer {
-                id: id.as_deref(),
-                workspace_id: &workspace,
-                kind,
-                name: &name,
+    match command {
+        ContainerCommand::Create {
+            workspace,
+            name,
+            id,
+            delivery,
+        } => {
+            let created = write(&db, move |conn| {
+                container::create(
+                    conn,
+                    &NewContainer {
+                        id: id.as_deref(),
+                        workspace_id: &workspace,
+                        kind,
+                        name: &name,
+                        auto_delivery: delivery.auto_delivery,
+                        delivery_mode: delivery_mode(delivery.delivery_mode),
+                        max_buyers: delivery.max_buyers,
+                        score_threshold: delivery.score_threshold,
+                    },
+                )
+            })?;
+            out.print(&to_value(&created));
+        }
+        ContainerCommand::List(ListArgs { workspace, all }) => {
+            let found = read(&db, |conn| {
+                container::list(conn, kind, workspace.as_deref(), all)
+            })?;
+            print_list(out, &found, to_value);
+        }
+        ContainerCommand::Show { id } => {
+            out.print(&to_value(&read(&db, |conn| {
+                container::get(conn, &id, kind)
+            })?));
+        }
+        ContainerCommand::Update { id, name, delivery } => {
+            let changes = container::ContainerChanges {
+                name,
                 auto_delivery: delivery.auto_delivery,
-                delivery_mode: match delivery.delivery_mode {
-                    DeliveryModeArg::Exclusive => DeliveryMode::Exclusive,
-                    DeliveryModeArg::Multi => DeliveryMode::Multi,
-                },
+                delivery_mode: delivery.delivery_mode.map(delivery_mode),
                 max_buyers: delivery.max_buyers,
                 score_threshold: delivery.score_threshold,
-            },
-        )
-    })?;
-    out.print(&to_value(&created));
+            };
+            let updated = write(&db, move |conn| {
+                container::update(conn, &id, kind, &changes)
+            })?;
+            out.print(&to_value(&updated));
+        }
+        ContainerCommand::Delete { id } => {
+            return delete(&db, out, retire::Kind::Container(kind), id);
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn dedupe_scope(arg: DedupeScopeArg) -> &'static str {
+    match arg {
+        DedupeScopeArg::Channel => "channel",
+        DedupeScopeArg::Table => "table",
+        DedupeScopeArg::Workspace => "workspace",
+    }
+}
+
+fn dedupe_action(arg: DedupeActionArg) -> DedupeAction {
+    match arg {
+        DedupeActionArg::Review => DedupeAction::Review,
+        DedupeActionArg::Reject => DedupeAction::Reject,
+    }
 }
 
 pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Result<ExitCode> {
@@ -117,11 +240,8 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
             id,
             secret,
             no_secret,
-            supplier,
-            supplier_cost,
-            dedupe_fields,
-            dedupe_scope,
-            dedupe_action,
+            settings,
+            dedupe_action: action,
             dedupe_window_days,
         } => {
             let (container_id, container_kind) = match (channel, table) {
@@ -142,18 +262,11 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                         } else {
                             Some(secret.as_deref())
                         },
-                        supplier_id: supplier.as_deref(),
-                        supplier_cost_cents: supplier_cost,
-                        dedupe_fields: dedupe_fields.map(|l| l.0),
-                        dedupe_scope: dedupe_scope.map(|s| match s {
-                            DedupeScopeArg::Channel => "channel",
-                            DedupeScopeArg::Table => "table",
-                            DedupeScopeArg::Workspace => "workspace",
-                        }),
-                        dedupe_action: match dedupe_action {
-                            DedupeActionArg::Review => DedupeAction::Review,
-                            DedupeActionArg::Reject => DedupeAction::Reject,
-                        },
+                        supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
+                        supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
+                        dedupe_fields: settings.dedupe_fields.map(|l| l.0),
+                        dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
+                        dedupe_action: dedupe_action(action),
                         dedupe_window_days,
                     },
                 )
@@ -162,57 +275,131 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
             shown["secret"] = json!(created.secret);
             out.print(&shown);
         }
-        SourceCommand::RotateSecret { id, secret } => {
-            let (rotated, secret) = write(&db, move |conn| {
-                source::rotate_secret(conn, &id, secret.as_deref())
-            })?;
-            let mut shown = rotated.to_json();
-            shown["secret"] = json!(secret);
-            out.print(&shown);
-        }
-        SourceCommand::Disable { id } => {
-            let disabled = write(&db, move |conn| source::disable(conn, &id))?;
-            out.print(&disabled.to_json());
-        }
-        SourceCommand::List => {
-            let sources = read(&db, source::list)?;
-            let shown: Vec<Value> = sources.iter().map(source::Source::to_json).collect();
-            out.print_list(&shown);
+        SourceCommand::List {
+            channel,
+            table,
+            all,
+        } => {
+            let container_id = channel.or(table);
+            let found = read(&db, |conn| source::list(conn, container_id.as_deref(), all))?;
+            print_list(out, &found, source::Source::to_json);
         }
         SourceCommand::Show { id } => {
-            let found = read(&db, |conn| source::get(conn, &id))?;
-            out.print(&found.to_json());
+            out.print(&read(&db, |conn| source::get(conn, &id))?.to_json());
+        }
+        SourceCommand::Update {
+            id,
+            name,
+            settings,
+            dedupe_action: action,
+            dedupe_window_days,
+        } => {
+            let changes = source::SourceChanges {
+                name,
+                supplier_id: settings.supplier.map(|s| s.0),
+                supplier_cost_cents: settings.supplier_cost.map(|c| c.0),
+                dedupe_fields: settings.dedupe_fields.map(|l| l.0),
+                dedupe_scope: settings.dedupe_scope.map(|s| dedupe_scope(s).to_string()),
+                dedupe_action: action.map(dedupe_action),
+                dedupe_window_days,
+            };
+            let updated = write(&db, move |conn| source::update(conn, &id, &changes))?;
+            out.print(&updated.to_json());
+        }
+        SourceCommand::Enable { id } => {
+            let enabled = write(&db, move |conn| source::set_enabled(conn, &id, true))?;
+            out.print(&enabled.to_json());
+        }
+        SourceCommand::Disable { id } => {
+            let disabled = write(&db, move |conn| source::set_enabled(conn, &id, false))?;
+            out.print(&disabled.to_json());
+        }
+        SourceCommand::RotateSecret { id, rotate } => {
+            let Rotated {
+                record,
+                secret,
+                old_valid_until,
+            } = write(&db, move |conn| {
+                source::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
+            })?;
+            print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
+        }
+        SourceCommand::Delete { id } => {
+            return delete(&db, out, retire::Kind::Source, id);
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn product(path: &Path, out: &Output, command: ProductCommand) -> anyhow::Result<ExitCode> {
-    let ProductCommand::Create {
-        workspace,
-        slug,
-        name,
-        id,
-        fields,
-        supplier_cost,
-    } = command;
     let db = open(path)?;
-    let created = write(&db, move |conn| {
-        product::create(
-            conn,
-            &product::NewProduct {
-                id: id.as_deref(),
-                workspace_id: &workspace,
-                slug: &slug,
-                name: &name,
-                fields,
-                default_supplier_cost_cents: supplier_cost,
-            },
-        )
-    })?;
-    out.print(&to_value(&created));
+    match command {
+        ProductCommand::Create {
+            workspace,
+            slug,
+            name,
+            id,
+            fields,
+            supplier_cost,
+        } => {
+            let created = write(&db, move |conn| {
+                product::create(
+                    conn,
+                    &product::NewProduct {
+                        id: id.as_deref(),
+                        workspace_id: &workspace,
+                        slug: &slug,
+                        name: &name,
+                        fields,
+                        default_supplier_cost_cents: supplier_cost,
+                    },
+                )
+            })?;
+            out.print(&to_value(&created));
+        }
+        ProductCommand::List(ListArgs { workspace, all }) => {
+            let found = read(&db, |conn| product::list(conn, workspace.as_deref(), all))?;
+            print_list(out, &found, to_value);
+        }
+        ProductCommand::Show { id } => {
+            out.print(&to_value(&read(&db, |conn| product::get(conn, &id))?));
+        }
+        ProductCommand::Update {
+            id,
+            slug,
+            name,
+            fields,
+            clear_fields,
+            supplier_cost,
+        } => {
+            let changes = product::ProductChanges {
+                slug,
+                name,
+                fields: (clear_fields || !fields.is_empty()).then_some(fields),
+                default_supplier_cost_cents: supplier_cost.map(|c| c.0),
+            };
+            let updated = write(&db, move |conn| product::update(conn, &id, &changes))?;
+            out.print(&to_value(&updated));
+        }
+        ProductCommand::Delete { id } => {
+            return delete(&db, out, retire::Kind::Product, id);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+fn plan(arg: PlanArg) -> buyer::Plan {
+    match arg {
+        PlanArg::Postpaid => buyer::Plan::Postpaid,
+        PlanArg::Prepaid => buyer::Plan::Prepaid,
+    }
+}
+
+fn schedule(windows: Vec<Window>) -> Option<Value> {
+    (!windows.is_empty()).then(|| Schedule::new(windows).to_json())
+}
+
+use crate::autodelivery::schedule::Window;
 
 pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
@@ -225,11 +412,8 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             secret,
             no_secret,
             signing_secret,
-            capabilities,
-            cancellation_window,
+            settings,
             auto_payout_pending,
-            plan,
-            credit_limit,
         } => {
             let created = write(&db, move |conn| {
                 buyer::create(
@@ -245,14 +429,16 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
                             Some(secret.as_deref())
                         },
                         signing_secret: signing_secret.as_deref(),
-                        capabilities: capabilities.0,
-                        cancellation_window_secs: cancellation_window,
+                        capabilities: settings.capabilities.map_or_else(
+                            || buyer::CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+                            |l| l.0,
+                        ),
+                        cancellation_window_secs: settings
+                            .cancellation_window
+                            .unwrap_or(buyer::DEFAULT_CANCELLATION_WINDOW_SECS),
                         auto_payout_pending,
-                        plan: match plan {
-                            PlanArg::Postpaid => buyer::Plan::Postpaid,
-                            PlanArg::Prepaid => buyer::Plan::Prepaid,
-                        },
-                        credit_limit_cents: credit_limit,
+                        plan: settings.plan.map_or(buyer::Plan::Postpaid, plan),
+                        credit_limit_cents: settings.credit_limit.unwrap_or(0),
                     },
                 )
             })?;
@@ -261,9 +447,36 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             shown["signingSecret"] = json!(created.signing_secret);
             out.print(&shown);
         }
+        BuyerCommand::List(ListArgs { workspace, all }) => {
+            let found = read(&db, |conn| buyer::list(conn, workspace.as_deref(), all))?;
+            print_list(out, &found, buyer::Buyer::to_json);
+        }
+        BuyerCommand::Show { id } => {
+            out.print(&read(&db, |conn| buyer::get(conn, &id))?.to_json());
+        }
+        BuyerCommand::Update {
+            id,
+            name,
+            webhook_url,
+            settings,
+            auto_payout_pending,
+        } => {
+            let changes = buyer::BuyerChanges {
+                name,
+                webhook_url,
+                capabilities: settings.capabilities.map(|l| l.0),
+                cancellation_window_secs: settings.cancellation_window,
+                auto_payout_pending,
+                plan: settings.plan.map(plan),
+                credit_limit_cents: settings.credit_limit,
+            };
+            let updated = write(&db, move |conn| buyer::update(conn, &id, &changes))?;
+            out.print(&updated.to_json());
+        }
         BuyerCommand::Subscribe {
             id,
             product,
+            pricing: PricingArg::Fixed,
             price,
             daily_cap,
             monthly_cap,
@@ -271,11 +484,11 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             filters,
             schedules,
         } => {
-            let schedule = (!schedules.is_empty()).then(|| Schedule::new(schedules).to_json());
-            let subscription = write(&db, move |conn| {
-                buyer::subscribe(
+            let schedule = schedule(schedules);
+            let terms = write(&db, move |conn| {
+                let subscription = subscription::subscribe(
                     conn,
-                    &buyer::NewSubscription {
+                    &subscription::NewSubscription {
                         buyer_id: &id,
                         product: &product,
                         price_cents: price,
@@ -285,9 +498,58 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
                         filters,
                         schedule,
                     },
-                )
+                )?;
+                subscription::terms_of(conn, &id, &subscription.product_id, crate::clock::now_ms())
             })?;
-            out.print(&to_value(&subscription));
+            out.print(&terms.to_json());
+        }
+        BuyerCommand::Terms(TermsArgs { id, set }) => match set {
+            None => {
+                let id = id.expect("clap requires the buyer without a subcommand");
+                let all = read(&db, |conn| {
+                    subscription::terms(conn, &id, crate::clock::now_ms())
+                })?;
+                print_list(out, &all, subscription::Terms::to_json);
+            }
+            Some(TermsCommand::Set {
+                id,
+                product,
+                price,
+                daily_cap,
+                monthly_cap,
+                priority,
+                filters,
+                clear_filters,
+                schedules,
+                clear_schedule,
+            }) => {
+                let changes = TermsChanges {
+                    price_cents: price,
+                    daily_cap: daily_cap.map(|c| c.0),
+                    monthly_cap: monthly_cap.map(|c| c.0),
+                    priority,
+                    filters: (clear_filters || !filters.is_empty()).then_some(filters),
+                    schedule: (clear_schedule || !schedules.is_empty())
+                        .then(|| schedule(schedules)),
+                };
+                let terms = write(&db, move |conn| {
+                    let subscription = subscription::set_terms(conn, &id, &product, &changes)?;
+                    subscription::terms_of(
+                        conn,
+                        &id,
+                        &subscription.product_id,
+                        crate::clock::now_ms(),
+                    )
+                })?;
+                out.print(&terms.to_json());
+            }
+        },
+        BuyerCommand::Unsubscribe { id, product } => {
+            let (buyer_id, product_name) = (id.clone(), product.clone());
+            write(&db, move |conn| {
+                subscription::unsubscribe(conn, &buyer_id, &product_name)
+            })?;
+            out.print(&json!({"buyerId": id, "product": product, "subscribed": false}));
         }
         BuyerCommand::Fund { id, amount } => {
             let funded = write(&db, move |conn| buyer::fund(conn, &id, amount))?;
@@ -301,10 +563,38 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             let resumed = write(&db, move |conn| buyer::set_paused(conn, &id, false))?;
             out.print(&resumed.to_json());
         }
-        BuyerCommand::List => {
-            let buyers = read(&db, buyer::list)?;
-            let shown: Vec<Value> = buyers.iter().map(buyer::Buyer::to_json).collect();
-            out.print_list(&shown);
+        BuyerCommand::RotateSecret { id, rotate } => {
+            let Rotated {
+                record,
+                secret,
+                old_valid_until,
+            } = write(&db, move |conn| {
+                buyer::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
+            })?;
+            print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
+        }
+        BuyerCommand::RotateSigningSecret {
+            id,
+            secret,
+            overlap,
+        } => {
+            let Rotated {
+                record,
+                secret,
+                old_valid_until,
+            } = write(&db, move |conn| {
+                buyer::rotate_signing_secret(conn, &id, secret.as_deref(), overlap)
+            })?;
+            print_rotated(
+                out,
+                record.to_json(),
+                "signingSecret",
+                secret,
+                old_valid_until,
+            );
+        }
+        BuyerCommand::Delete { id } => {
+            return delete(&db, out, retire::Kind::Buyer, id);
         }
         BuyerCommand::Health { id } => {
             db.close();
@@ -315,26 +605,54 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
 }
 
 pub fn supplier(path: &Path, out: &Output, command: SupplierCommand) -> anyhow::Result<ExitCode> {
-    let SupplierCommand::Create {
-        workspace,
-        name,
-        id,
-        key,
-    } = command;
     let db = open(path)?;
-    let (created, key) = write(&db, move |conn| {
-        supplier::create(
-            conn,
-            &supplier::NewSupplier {
-                id: id.as_deref(),
-                workspace_id: &workspace,
-                name: &name,
-                key: key.as_deref(),
-            },
-        )
-    })?;
-    let mut shown = to_value(&created);
-    shown["key"] = json!(key);
-    out.print(&shown);
+    match command {
+        SupplierCommand::Create {
+            workspace,
+            name,
+            id,
+            key,
+        } => {
+            let (created, key) = write(&db, move |conn| {
+                supplier::create(
+                    conn,
+                    &supplier::NewSupplier {
+                        id: id.as_deref(),
+                        workspace_id: &workspace,
+                        name: &name,
+                        key: key.as_deref(),
+                    },
+                )
+            })?;
+            let mut shown = created.to_json();
+            shown["key"] = json!(key);
+            out.print(&shown);
+        }
+        SupplierCommand::List(ListArgs { workspace, all }) => {
+            let found = read(&db, |conn| supplier::list(conn, workspace.as_deref(), all))?;
+            print_list(out, &found, supplier::Supplier::to_json);
+        }
+        SupplierCommand::Show { id } => {
+            out.print(&read(&db, |conn| supplier::get(conn, &id))?.to_json());
+        }
+        SupplierCommand::Update { id, name } => {
+            let changes = supplier::SupplierChanges { name };
+            let updated = write(&db, move |conn| supplier::update(conn, &id, &changes))?;
+            out.print(&updated.to_json());
+        }
+        SupplierCommand::RotateKey { id, key, overlap } => {
+            let Rotated {
+                record,
+                secret,
+                old_valid_until,
+            } = write(&db, move |conn| {
+                supplier::rotate_key(conn, &id, key.as_deref(), overlap)
+            })?;
+            print_rotated(out, record.to_json(), "key", secret, old_valid_until);
+        }
+        SupplierCommand::Delete { id } => {
+            return delete(&db, out, retire::Kind::Supplier, id);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,20 +1,35 @@
-//! Buyer accounts and their subscriptions to products.
+//! Buyer accounts.
 //!
 //! A buyer has a webhook URL, an inbound lifecycle secret (stored hashed), an outbound
 //! signing secret (stored as is, since it signs), capabilities, a cancellation window, a
-//! plan (postpaid, or prepaid with a balance and credit limit) and a status.
+//! plan (postpaid, or prepaid with a balance and credit limit) and a status. During a
+//! rotation's overlap the previous inbound secret is still accepted and every event is also
+//! signed with the previous signing secret. An archived buyer gets no deliveries and its
+//! lifecycle calls find no transaction.
 //!
-//! Owns the `buyers` and `subscriptions` tables but for `buyers.balance_cents`, which the
-//! ledger owns (`buyer fund` posts a `fund` row there).
+//! Owns the `buyers` table but for `buyers.balance_cents`, which the ledger owns (`buyer
+//! fund` posts a `fund` row there). Subscriptions are `subscription.rs`'s; their types are
+//! re-exported here, where the rest of the code has always found them.
+
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{ConfigError, choose_id, exists, insert_error, product};
+use super::rotation::{Rotation, StoredSecret};
+use super::source::Rotated;
+use super::{ConfigError, check_name, choose_id, ensure_live, insert_error, workspace};
 use crate::db::stored::stored_enum;
 
+pub use super::subscription::{
+    Filter, FilterOp, NewSubscription, Subscription, find_subscription, subscribe,
+    subscriptions_to_product,
+};
+
 pub const CAPABILITIES: &[&str] = &["confirm", "payout", "cancel"];
+
+/// A buyer's cancellation window unless the operator sets one: 72 hours.
+pub const DEFAULT_CANCELLATION_WINDOW_SECS: i64 = 72 * 3600;
 
 stored_enum! {
     /// How a buyer pays: invoiced later, or from a balance funded in advance.
@@ -38,8 +53,12 @@ pub struct Buyer {
     pub workspace_id: String,
     pub name: String,
     pub webhook_url: String,
-    pub secret_hash: Option<String>,
+    /// The inbound lifecycle secret (hash), with the previous one during an overlap.
+    pub secret: StoredSecret,
     pub signing_secret: String,
+    /// The signing secret before the last rotation and until when events are also signed
+    /// with it.
+    pub previous_signing_secret: Option<(String, i64)>,
     pub capabilities: Vec<String>,
     pub cancellation_window_secs: i64,
     pub auto_payout_pending: bool,
@@ -49,6 +68,7 @@ pub struct Buyer {
     pub paused: bool,
     pub last_served_at: Option<i64>,
     pub created_at: i64,
+    pub archived_at: Option<i64>,
 }
 
 impl Buyer {
@@ -56,15 +76,29 @@ impl Buyer {
         self.capabilities.iter().any(|c| c == capability)
     }
 
+    pub fn is_archived(&self) -> bool {
+        self.archived_at.is_some()
+    }
+
     /// The buyer as shown to the operator. Never includes a secret or its hash.
     pub fn to_json(&self) -> Value {
+        let now = crate::clock::now_ms();
+        let window = Duration::from_secs(self.cancellation_window_secs.max(0).unsigned_abs());
         json!({
             "id": self.id,
             "workspaceId": self.workspace_id,
             "name": self.name,
             "webhookUrl": self.webhook_url,
-            "hasSecret": self.secret_hash.is_some(),
+            "hasSecret": self.secret.is_set(),
+            "previousSecretValidUntil": self.secret.previous_valid_until(now).map(crate::clock::iso),
+            "previousSigningSecretValidUntil": self
+                .previous_signing_secret
+                .as_ref()
+                .map(|(_, until)| *until)
+                .filter(|until| now < *until)
+                .map(crate::clock::iso),
             "capabilities": self.capabilities,
+            "cancellationWindow": crate::duration::format(window),
             "cancellationWindowSeconds": self.cancellation_window_secs,
             "autoPayoutPending": self.auto_payout_pending,
             "plan": self.plan.as_str(),
@@ -73,6 +107,7 @@ impl Buyer {
             "status": if self.paused { "paused" } else { "active" },
             "lastServedAt": self.last_served_at.map(crate::clock::iso),
             "createdAt": crate::clock::iso(self.created_at),
+            "archivedAt": self.archived_at.map(crate::clock::iso),
         })
     }
 }
@@ -93,6 +128,18 @@ pub struct NewBuyer<'a> {
     pub credit_limit_cents: i64,
 }
 
+/// An `update`: only the fields given change.
+#[derive(Debug, Default)]
+pub struct BuyerChanges {
+    pub name: Option<String>,
+    pub webhook_url: Option<String>,
+    pub capabilities: Option<Vec<String>>,
+    pub cancellation_window_secs: Option<i64>,
+    pub auto_payout_pending: Option<bool>,
+    pub plan: Option<Plan>,
+    pub credit_limit_cents: Option<i64>,
+}
+
 /// A created buyer with its secrets in clear, shown once.
 pub struct CreatedBuyer {
     pub buyer: Buyer,
@@ -102,17 +149,20 @@ pub struct CreatedBuyer {
 
 const COLUMNS: &str = "id, workspace_id, name, webhook_url, secret_hash, signing_secret, \
     capabilities, cancellation_window_secs, auto_payout_pending, plan, balance_cents, \
-    credit_limit_cents, status, last_served_at, created_at";
+    credit_limit_cents, status, last_served_at, created_at, archived_at, previous_secret_hash, \
+    previous_secret_valid_until, previous_signing_secret, previous_signing_valid_until";
 
 fn from_row(row: &Row) -> rusqlite::Result<Buyer> {
     let capabilities: String = row.get(6)?;
+    let previous_signing: Option<String> = row.get(18)?;
     Ok(Buyer {
         id: row.get(0)?,
         workspace_id: row.get(1)?,
         name: row.get(2)?,
         webhook_url: row.get(3)?,
-        secret_hash: row.get(4)?,
+        secret: StoredSecret::from_columns(row.get(4)?, row.get(16)?, row.get(17)?),
         signing_secret: row.get(5)?,
+        previous_signing_secret: previous_signing.zip(row.get(19)?),
         capabilities: capabilities
             .split(',')
             .filter(|c| !c.is_empty())
@@ -126,6 +176,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Buyer> {
         paused: row.get::<_, BuyerStatus>(12)? == BuyerStatus::Paused,
         last_served_at: row.get(13)?,
         created_at: row.get(14)?,
+        archived_at: row.get(15)?,
     })
 }
 
@@ -148,7 +199,8 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
+/// The one check of a buyer's webhook URL, on create and on update.
+pub(crate) fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
     let parsed: Result<::http::Uri, _> = url.parse();
     match parsed {
         Ok(uri)
@@ -163,33 +215,27 @@ fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
     }
 }
 
+fn check_window(secs: i64) -> Result<(), ConfigError> {
+    if secs < 0 {
+        return Err(ConfigError::Invalid(
+            "the cancellation window must not be negative".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigError> {
     let id = choose_id(new.id, "buyer")?;
-    if new.name.trim().is_empty() {
-        return Err(ConfigError::Invalid("name must not be empty".into()));
-    }
+    check_name(new.name)?;
     check_webhook_url(new.webhook_url)?;
-    if !exists(conn, "workspaces", new.workspace_id)? {
-        return Err(ConfigError::NotFound {
-            kind: "workspace",
-            id: new.workspace_id.to_string(),
-        });
-    }
+    check_window(new.cancellation_window_secs)?;
+    super::check_not_negative("credit limit", new.credit_limit_cents)?;
+    workspace::get_live(conn, new.workspace_id)?;
     let secret = match new.secret {
         None => None,
-        Some(None) => Some(crate::secrets::generate("lrb_")),
-        Some(Some(given)) => {
-            super::check_given_secret(given)?;
-            Some(given.to_string())
-        }
+        Some(given) => Some(super::new_secret(given, "lrb_")?),
     };
-    let signing_secret = match new.signing_secret {
-        Some(given) => {
-            check_signing_secret(given)?;
-            given.to_string()
-        }
-        None => crate::secrets::generate_signing_secret(),
-    };
+    let signing_secret = new_signing_secret(new.signing_secret)?;
     conn.execute(
         "INSERT INTO buyers (id, workspace_id, name, webhook_url, secret_hash, signing_secret,
             capabilities, cancellation_window_secs, auto_payout_pending, plan,
@@ -216,6 +262,17 @@ pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigE
         secret,
         signing_secret,
     })
+}
+
+/// The operator's signing secret (checked) or a new random one.
+fn new_signing_secret(given: Option<&str>) -> Result<String, ConfigError> {
+    match given {
+        Some(given) => {
+            check_signing_secret(given)?;
+            Ok(given.to_string())
+        }
+        None => Ok(crate::secrets::generate_signing_secret()),
+    }
 }
 
 /// A Standard Webhooks secret is `whsec_` followed by base64 of at least 24 bytes.
@@ -248,18 +305,80 @@ pub fn get(conn: &Connection, id: &str) -> Result<Buyer, ConfigError> {
     })
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<Buyer>, ConfigError> {
+/// A buyer that may change: it exists and is not archived.
+pub(crate) fn get_live(conn: &Connection, id: &str) -> Result<Buyer, ConfigError> {
+    let buyer = get(conn, id)?;
+    ensure_live("buyer", id, buyer.archived_at)?;
+    Ok(buyer)
+}
+
+/// Buyers in creation order, of one workspace when given; archived ones only with `all`.
+pub fn list(
+    conn: &Connection,
+    workspace_id: Option<&str>,
+    all: bool,
+) -> Result<Vec<Buyer>, ConfigError> {
     let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM buyers ORDER BY created_at, id"
+        "SELECT {COLUMNS} FROM buyers
+         WHERE (?1 IS NULL OR workspace_id = ?1) AND (?2 OR archived_at IS NULL)
+         ORDER BY created_at, id"
     ))?;
-    let rows = stmt.query_map([], from_row)?;
+    let rows = stmt.query_map(params![workspace_id, all], from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Changes the given fields of buyer `id`. The outbox reads the URL when it sends, so the
+/// next event goes to a new URL; lifecycle calls read capabilities and window per call.
+pub fn update(conn: &Connection, id: &str, changes: &BuyerChanges) -> Result<Buyer, ConfigError> {
+    let mut buyer = get_live(conn, id)?;
+    if let Some(name) = &changes.name {
+        check_name(name)?;
+        buyer.name = name.clone();
+    }
+    if let Some(url) = &changes.webhook_url {
+        check_webhook_url(url)?;
+        buyer.webhook_url = url.clone();
+    }
+    if let Some(capabilities) = &changes.capabilities {
+        buyer.capabilities = capabilities.clone();
+    }
+    if let Some(secs) = changes.cancellation_window_secs {
+        check_window(secs)?;
+        buyer.cancellation_window_secs = secs;
+    }
+    if let Some(on) = changes.auto_payout_pending {
+        buyer.auto_payout_pending = on;
+    }
+    if let Some(plan) = changes.plan {
+        buyer.plan = plan;
+    }
+    if let Some(limit) = changes.credit_limit_cents {
+        super::check_not_negative("credit limit", limit)?;
+        buyer.credit_limit_cents = limit;
+    }
+    conn.execute(
+        "UPDATE buyers SET name = ?2, webhook_url = ?3, capabilities = ?4,
+            cancellation_window_secs = ?5, auto_payout_pending = ?6, plan = ?7,
+            credit_limit_cents = ?8
+         WHERE id = ?1",
+        params![
+            buyer.id,
+            buyer.name,
+            buyer.webhook_url,
+            buyer.capabilities.join(","),
+            buyer.cancellation_window_secs,
+            buyer.auto_payout_pending,
+            buyer.plan.as_str(),
+            buyer.credit_limit_cents
+        ],
+    )?;
+    get(conn, id)
 }
 
 /// Adds `amount_cents` to a prepaid buyer's balance: a `fund` row in the ledger, which owns
 /// the balance.
 pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, ConfigError> {
-    let buyer = get(conn, id)?;
+    let buyer = get_live(conn, id)?;
     if buyer.plan != Plan::Prepaid {
         return Err(ConfigError::Invalid(format!(
             "buyer '{id}' is postpaid; only prepaid buyers have a balance to fund"
@@ -293,200 +412,81 @@ pub(crate) fn mark_served(conn: &Connection, id: &str, now: i64) -> rusqlite::Re
 
 /// Pauses (`true`) or resumes (`false`) a buyer. A paused buyer gets no deliveries.
 pub fn set_paused(conn: &Connection, id: &str, paused: bool) -> Result<Buyer, ConfigError> {
+    get_live(conn, id)?;
     let status = if paused {
         BuyerStatus::Paused
     } else {
         BuyerStatus::Active
     };
-    let changed = conn.execute(
+    conn.execute(
         "UPDATE buyers SET status = ?2 WHERE id = ?1",
         params![id, status],
     )?;
-    if changed == 0 {
-        return Err(ConfigError::NotFound {
-            kind: "buyer",
-            id: id.to_string(),
-        });
-    }
     get(conn, id)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum FilterOp {
-    Equals,
-    OneOf,
-    Prefix,
-}
-
-/// A condition on a lead field or a field value (`fieldValues.NAME`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Filter {
-    pub field: String,
-    pub op: FilterOp,
-    pub values: Vec<String>,
-}
-
-impl Filter {
-    /// Parses `FIELD=VALUE`, `FIELD=V1|V2` or `FIELD=PREFIX*`.
-    pub fn parse(text: &str) -> Result<Filter, String> {
-        let (field, value) = text
-            .split_once('=')
-            .ok_or_else(|| format!("filter '{text}': expected FIELD=VALUE"))?;
-        let field = field.trim();
-        if field.is_empty() {
-            return Err(format!("filter '{text}': the field name is missing"));
-        }
-        let (op, values) = if value.contains('|') {
-            (
-                FilterOp::OneOf,
-                value.split('|').map(str::to_string).collect(),
-            )
-        } else if let Some(prefix) = value.strip_suffix('*') {
-            (FilterOp::Prefix, vec![prefix.to_string()])
-        } else {
-            (FilterOp::Equals, vec![value.to_string()])
-        };
-        Ok(Filter {
-            field: field.to_string(),
-            op,
-            values,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Subscription {
-    pub buyer_id: String,
-    pub product_id: String,
-    #[serde(rename = "price", serialize_with = "crate::config::serialize_money")]
-    pub price_cents: i64,
-    pub daily_cap: Option<i64>,
-    pub monthly_cap: Option<i64>,
-    pub priority: i64,
-    pub filters: Vec<Filter>,
-    /// The schedule as stored (JSON), or none for always open.
-    pub schedule: Option<Value>,
-}
-
-pub struct NewSubscription<'a> {
-    pub buyer_id: &'a str,
-    /// Product id or slug in the buyer's workspace.
-    pub product: &'a str,
-    pub price_cents: i64,
-    pub daily_cap: Option<i64>,
-    pub monthly_cap: Option<i64>,
-    pub priority: i64,
-    pub filters: Vec<Filter>,
-    pub schedule: Option<Value>,
-}
-
-/// Subscribes a buyer to a product, or replaces the terms of an existing subscription.
-pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscription, ConfigError> {
-    let buyer = get(conn, new.buyer_id)?;
-    let product = product::resolve(conn, &buyer.workspace_id, new.product)?;
-    if new.daily_cap.is_some_and(|c| c < 0) || new.monthly_cap.is_some_and(|c| c < 0) {
-        return Err(ConfigError::Invalid("caps must not be negative".into()));
-    }
-    let subscription = Subscription {
-        buyer_id: buyer.id,
-        product_id: product.id,
-        price_cents: new.price_cents,
-        daily_cap: new.daily_cap,
-        monthly_cap: new.monthly_cap,
-        priority: new.priority,
-        filters: new.filters.clone(),
-        schedule: new.schedule.clone(),
-    };
+/// Replaces the buyer's inbound lifecycle secret with `given` or a new random one; the old
+/// one stays accepted for `overlap` (none: cut off at once).
+pub fn rotate_secret(
+    conn: &Connection,
+    id: &str,
+    given: Option<&str>,
+    overlap: Duration,
+) -> Result<Rotated<Buyer>, ConfigError> {
+    let buyer = get_live(conn, id)?;
+    let secret = super::new_secret(given, "lrb_")?;
+    let rotation = Rotation::of(buyer.secret.current, overlap, crate::clock::now_ms());
     conn.execute(
-        "INSERT INTO subscriptions (buyer_id, product_id, price_cents, daily_cap, monthly_cap,
-            priority, filters, schedule, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (buyer_id, product_id) DO UPDATE SET
-            price_cents = excluded.price_cents, daily_cap = excluded.daily_cap,
-            monthly_cap = excluded.monthly_cap, priority = excluded.priority,
-            filters = excluded.filters, schedule = excluded.schedule",
+        "UPDATE buyers SET secret_hash = ?2, previous_secret_hash = ?3,
+            previous_secret_valid_until = ?4
+         WHERE id = ?1",
         params![
-            subscription.buyer_id,
-            subscription.product_id,
-            subscription.price_cents,
-            subscription.daily_cap,
-            subscription.monthly_cap,
-            subscription.priority,
-            serde_json::to_string(&subscription.filters).expect("filters serialise"),
-            subscription.schedule.as_ref().map(Value::to_string),
-            crate::clock::now_ms(),
+            id,
+            crate::secrets::hash(&secret),
+            rotation.previous_value(),
+            rotation.previous_until()
         ],
     )?;
-    Ok(subscription)
-}
-
-fn subscription_from_row(row: &Row) -> rusqlite::Result<Subscription> {
-    let filters: String = row.get(6)?;
-    let schedule: Option<String> = row.get(7)?;
-    Ok(Subscription {
-        buyer_id: row.get(0)?,
-        product_id: row.get(1)?,
-        price_cents: row.get(2)?,
-        daily_cap: row.get(3)?,
-        monthly_cap: row.get(4)?,
-        priority: row.get(5)?,
-        filters: serde_json::from_str(&filters).unwrap_or_default(),
-        schedule: schedule.and_then(|s| serde_json::from_str(&s).ok()),
+    Ok(Rotated {
+        record: get(conn, id)?,
+        secret,
+        old_valid_until: rotation.old_valid_until,
     })
 }
 
-const SUBSCRIPTION_COLUMNS: &str =
-    "buyer_id, product_id, price_cents, daily_cap, monthly_cap, priority, filters, schedule";
-
-pub fn find_subscription(
+/// Replaces the buyer's signing secret with `given` or a new random one. During `overlap`
+/// every event is signed with both (two signatures in `webhook-signature`), so the buyer
+/// can switch its verification at any moment in between.
+pub fn rotate_signing_secret(
     conn: &Connection,
-    buyer_id: &str,
-    product_id: &str,
-) -> rusqlite::Result<Option<Subscription>> {
-    conn.query_row(
-        &format!(
-            "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions
-             WHERE buyer_id = ?1 AND product_id = ?2"
-        ),
-        [buyer_id, product_id],
-        subscription_from_row,
-    )
-    .optional()
-}
-
-/// Every subscription to `product_id`, for choosing among buyers.
-pub fn subscriptions_to_product(
-    conn: &Connection,
-    product_id: &str,
-) -> rusqlite::Result<Vec<Subscription>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions WHERE product_id = ?1
-         ORDER BY buyer_id"
-    ))?;
-    let rows = stmt.query_map([product_id], subscription_from_row)?;
-    rows.collect()
+    id: &str,
+    given: Option<&str>,
+    overlap: Duration,
+) -> Result<Rotated<Buyer>, ConfigError> {
+    let buyer = get_live(conn, id)?;
+    let secret = new_signing_secret(given)?;
+    let rotation = Rotation::of(Some(buyer.signing_secret), overlap, crate::clock::now_ms());
+    conn.execute(
+        "UPDATE buyers SET signing_secret = ?2, previous_signing_secret = ?3,
+            previous_signing_valid_until = ?4
+         WHERE id = ?1",
+        params![
+            id,
+            secret,
+            rotation.previous_value(),
+            rotation.previous_until()
+        ],
+    )?;
+    Ok(Rotated {
+        record: get(conn, id)?,
+        secret,
+        old_valid_until: rotation.old_valid_until,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_filters() {
-        assert_eq!(Filter::parse("country=DE").unwrap().op, FilterOp::Equals);
-        let one_of = Filter::parse("fieldValues.roof=tile|flat").unwrap();
-        assert_eq!(one_of.op, FilterOp::OneOf);
-        assert_eq!(one_of.values, vec!["tile", "flat"]);
-        let prefix = Filter::parse("postalCode=80*").unwrap();
-        assert_eq!(
-            (prefix.op, prefix.values),
-            (FilterOp::Prefix, vec!["80".to_string()])
-        );
-        assert!(Filter::parse("nothing").is_err());
-        assert!(Filter::parse("=x").is_err());
-    }
 
     #[test]
     fn parses_capabilities() {

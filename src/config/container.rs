@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{ConfigError, choose_id, exists, insert_error};
+use super::{ConfigError, check_name, choose_id, ensure_live, insert_error, workspace};
 use crate::db::stored::stored_enum;
 
 stored_enum! {
@@ -52,6 +52,8 @@ pub struct Container {
     pub score_threshold: i64,
     #[serde(serialize_with = "crate::config::serialize_time")]
     pub created_at: i64,
+    #[serde(serialize_with = "crate::config::serialize_opt_time")]
+    pub archived_at: Option<i64>,
 }
 
 pub struct NewContainer<'a> {
@@ -65,8 +67,18 @@ pub struct NewContainer<'a> {
     pub score_threshold: i64,
 }
 
+/// An `update`: only the fields given change.
+#[derive(Debug, Default)]
+pub struct ContainerChanges {
+    pub name: Option<String>,
+    pub auto_delivery: Option<bool>,
+    pub delivery_mode: Option<DeliveryMode>,
+    pub max_buyers: Option<i64>,
+    pub score_threshold: Option<i64>,
+}
+
 const COLUMNS: &str = "id, workspace_id, kind, name, auto_delivery, delivery_mode, max_buyers, \
-                       score_threshold, created_at";
+                       score_threshold, created_at, archived_at";
 
 fn from_row(row: &Row) -> rusqlite::Result<Container> {
     Ok(Container {
@@ -79,7 +91,21 @@ fn from_row(row: &Row) -> rusqlite::Result<Container> {
         max_buyers: row.get(6)?,
         score_threshold: row.get(7)?,
         created_at: row.get(8)?,
+        archived_at: row.get(9)?,
     })
+}
+
+/// The rules on delivery settings, for create and update.
+fn check_settings(max_buyers: i64, score_threshold: i64) -> Result<(), ConfigError> {
+    if !(1..=100).contains(&max_buyers) {
+        return Err(ConfigError::Invalid("max buyers must be 1 to 100".into()));
+    }
+    if !(0..=100).contains(&score_threshold) {
+        return Err(ConfigError::Invalid(
+            "score threshold must be 0 to 100".into(),
+        ));
+    }
+    Ok(())
 }
 
 pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, ConfigError> {
@@ -88,23 +114,9 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
         ContainerKind::Table => "tbl",
     };
     let id = choose_id(new.id, prefix)?;
-    if new.name.trim().is_empty() {
-        return Err(ConfigError::Invalid("name must not be empty".into()));
-    }
-    if !(1..=100).contains(&new.max_buyers) {
-        return Err(ConfigError::Invalid("max buyers must be 1 to 100".into()));
-    }
-    if !(0..=100).contains(&new.score_threshold) {
-        return Err(ConfigError::Invalid(
-            "score threshold must be 0 to 100".into(),
-        ));
-    }
-    if !exists(conn, "workspaces", new.workspace_id)? {
-        return Err(ConfigError::NotFound {
-            kind: "workspace",
-            id: new.workspace_id.to_string(),
-        });
-    }
+    check_name(new.name)?;
+    check_settings(new.max_buyers, new.score_threshold)?;
+    workspace::get_live(conn, new.workspace_id)?;
     let container = Container {
         id,
         workspace_id: new.workspace_id.to_string(),
@@ -117,9 +129,12 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
         max_buyers: new.max_buyers,
         score_threshold: new.score_threshold,
         created_at: crate::clock::now_ms(),
+        archived_at: None,
     };
     conn.execute(
-        &format!("INSERT INTO containers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+        "INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, delivery_mode,
+            max_buyers, score_threshold, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             container.id,
             container.workspace_id,
@@ -154,4 +169,64 @@ pub fn get(conn: &Connection, id: &str, kind: ContainerKind) -> Result<Container
             id: id.to_string(),
         }),
     }
+}
+
+/// Containers of `kind` in creation order, of one workspace when given; archived ones only
+/// with `all`.
+pub fn list(
+    conn: &Connection,
+    kind: ContainerKind,
+    workspace_id: Option<&str>,
+    all: bool,
+) -> Result<Vec<Container>, ConfigError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM containers
+         WHERE kind = ?1 AND (?2 IS NULL OR workspace_id = ?2) AND (?3 OR archived_at IS NULL)
+         ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map(params![kind.as_str(), workspace_id, all], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Changes the given settings of container `id` of `kind`; the server applies them from
+/// the next lead on.
+pub fn update(
+    conn: &Connection,
+    id: &str,
+    kind: ContainerKind,
+    changes: &ContainerChanges,
+) -> Result<Container, ConfigError> {
+    let mut container = get(conn, id, kind)?;
+    ensure_live(kind.as_str(), id, container.archived_at)?;
+    if let Some(name) = &changes.name {
+        check_name(name)?;
+        container.name = name.clone();
+    }
+    if let Some(on) = changes.auto_delivery {
+        container.auto_delivery = on;
+    }
+    if let Some(mode) = changes.delivery_mode {
+        container.delivery_mode = mode;
+    }
+    if let Some(max) = changes.max_buyers {
+        container.max_buyers = max;
+    }
+    if let Some(threshold) = changes.score_threshold {
+        container.score_threshold = threshold;
+    }
+    check_settings(container.max_buyers, container.score_threshold)?;
+    conn.execute(
+        "UPDATE containers SET name = ?2, auto_delivery = ?3, delivery_mode = ?4,
+            max_buyers = ?5, score_threshold = ?6
+         WHERE id = ?1",
+        params![
+            container.id,
+            container.name,
+            container.auto_delivery,
+            container.delivery_mode.as_str(),
+            container.max_buyers,
+            container.score_threshold
+        ],
+    )?;
+    Ok(container)
 }

@@ -1,9 +1,10 @@
-//! Products: what a lead is interested in, with the fields an interest answers.
+//! Products: what a lead is interested in, with the fields an interest answers. An archived
+//! product is unknown to ingest (`unknown_product`) and takes no subscriptions.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, choose_id, exists, insert_error};
+use super::{ConfigError, check_name, choose_id, ensure_live, insert_error, workspace};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -69,6 +70,14 @@ pub struct Product {
     pub default_supplier_cost_cents: Option<i64>,
     #[serde(serialize_with = "crate::config::serialize_time")]
     pub created_at: i64,
+    #[serde(serialize_with = "crate::config::serialize_opt_time")]
+    pub archived_at: Option<i64>,
+}
+
+impl Product {
+    pub fn is_archived(&self) -> bool {
+        self.archived_at.is_some()
+    }
 }
 
 pub struct NewProduct<'a> {
@@ -80,8 +89,18 @@ pub struct NewProduct<'a> {
     pub default_supplier_cost_cents: Option<i64>,
 }
 
+/// An `update`: only the fields given change. `fields` replaces the whole list;
+/// `Some(None)` clears the supplier cost.
+#[derive(Debug, Default)]
+pub struct ProductChanges {
+    pub slug: Option<String>,
+    pub name: Option<String>,
+    pub fields: Option<Vec<FieldDef>>,
+    pub default_supplier_cost_cents: Option<Option<i64>>,
+}
+
 const COLUMNS: &str =
-    "id, workspace_id, slug, name, fields, default_supplier_cost_cents, created_at";
+    "id, workspace_id, slug, name, fields, default_supplier_cost_cents, created_at, archived_at";
 
 fn from_row(row: &Row) -> rusqlite::Result<Product> {
     let fields: String = row.get(4)?;
@@ -93,40 +112,53 @@ fn from_row(row: &Row) -> rusqlite::Result<Product> {
         fields: serde_json::from_str(&fields).unwrap_or_default(),
         default_supplier_cost_cents: row.get(5)?,
         created_at: row.get(6)?,
+        archived_at: row.get(7)?,
     })
 }
 
-pub fn create(conn: &Connection, new: &NewProduct) -> Result<Product, ConfigError> {
-    let id = choose_id(new.id, "prod")?;
-    if !crate::ids::is_valid(new.slug) {
+fn check_slug(slug: &str) -> Result<(), ConfigError> {
+    if !crate::ids::is_valid(slug) {
         return Err(ConfigError::Invalid(format!(
-            "invalid slug '{}': use letters, digits, '-', '_' or '.'",
-            new.slug
+            "invalid slug '{slug}': use letters, digits, '-', '_' or '.'"
         )));
     }
-    if new.name.trim().is_empty() {
-        return Err(ConfigError::Invalid("name must not be empty".into()));
-    }
-    for (index, field) in new.fields.iter().enumerate() {
-        if new.fields[..index].iter().any(|f| f.name == field.name) {
+    Ok(())
+}
+
+fn check_fields(fields: &[FieldDef]) -> Result<(), ConfigError> {
+    for (index, field) in fields.iter().enumerate() {
+        if fields[..index].iter().any(|f| f.name == field.name) {
             return Err(ConfigError::Invalid(format!(
                 "field '{}' is defined twice",
                 field.name
             )));
         }
     }
-    if !exists(conn, "workspaces", new.workspace_id)? {
-        return Err(ConfigError::NotFound {
-            kind: "workspace",
-            id: new.workspace_id.to_string(),
-        });
-    }
-    if find_by_slug(conn, new.workspace_id, new.slug)?.is_some() {
-        return Err(ConfigError::AlreadyExists {
+    Ok(())
+}
+
+/// Refuses a slug that another product of the workspace has (an archived one keeps its
+/// slug, as its id, so old leads still name it).
+fn check_slug_free(conn: &Connection, workspace_id: &str, slug: &str) -> Result<(), ConfigError> {
+    match find_by_slug(conn, workspace_id, slug)? {
+        Some(_) => Err(ConfigError::AlreadyExists {
             kind: "product slug",
-            id: new.slug.to_string(),
-        });
+            id: slug.to_string(),
+        }),
+        None => Ok(()),
     }
+}
+
+pub fn create(conn: &Connection, new: &NewProduct) -> Result<Product, ConfigError> {
+    let id = choose_id(new.id, "prod")?;
+    check_slug(new.slug)?;
+    check_name(new.name)?;
+    check_fields(&new.fields)?;
+    if let Some(cost) = new.default_supplier_cost_cents {
+        super::check_not_negative("supplier cost", cost)?;
+    }
+    workspace::get_live(conn, new.workspace_id)?;
+    check_slug_free(conn, new.workspace_id, new.slug)?;
     let product = Product {
         id,
         workspace_id: new.workspace_id.to_string(),
@@ -135,9 +167,12 @@ pub fn create(conn: &Connection, new: &NewProduct) -> Result<Product, ConfigErro
         fields: new.fields.clone(),
         default_supplier_cost_cents: new.default_supplier_cost_cents,
         created_at: crate::clock::now_ms(),
+        archived_at: None,
     };
     conn.execute(
-        &format!("INSERT INTO products ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        "INSERT INTO products (id, workspace_id, slug, name, fields, default_supplier_cost_cents,
+            created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             product.id,
             product.workspace_id,
@@ -171,7 +206,8 @@ pub fn find_by_slug(
     .optional()
 }
 
-/// A product of `workspace_id` named by id or by slug.
+/// A product of `workspace_id` named by id or by slug (archived ones too: the caller
+/// decides whether an archived product will do).
 pub fn resolve(
     conn: &Connection,
     workspace_id: &str,
@@ -186,6 +222,73 @@ pub fn resolve(
         kind: "product",
         id: id_or_slug.to_string(),
     })
+}
+
+pub fn get(conn: &Connection, id: &str) -> Result<Product, ConfigError> {
+    find(conn, id)?.ok_or_else(|| ConfigError::NotFound {
+        kind: "product",
+        id: id.to_string(),
+    })
+}
+
+/// Products in creation order, of one workspace when given; archived ones only with `all`.
+pub fn list(
+    conn: &Connection,
+    workspace_id: Option<&str>,
+    all: bool,
+) -> Result<Vec<Product>, ConfigError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM products
+         WHERE (?1 IS NULL OR workspace_id = ?1) AND (?2 OR archived_at IS NULL)
+         ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map(params![workspace_id, all], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Changes the given fields of product `id`; ingest validates against them from the next
+/// request on. A field that a subscription's filter names cannot be removed.
+pub fn update(
+    conn: &Connection,
+    id: &str,
+    changes: &ProductChanges,
+) -> Result<Product, ConfigError> {
+    let mut product = get(conn, id)?;
+    ensure_live("product", id, product.archived_at)?;
+    if let Some(slug) = &changes.slug
+        && *slug != product.slug
+    {
+        check_slug(slug)?;
+        check_slug_free(conn, &product.workspace_id, slug)?;
+        product.slug = slug.clone();
+    }
+    if let Some(name) = &changes.name {
+        check_name(name)?;
+        product.name = name.clone();
+    }
+    if let Some(fields) = &changes.fields {
+        check_fields(fields)?;
+        super::subscription::check_fields_kept(conn, &product.id, fields)?;
+        product.fields = fields.clone();
+    }
+    if let Some(cost) = changes.default_supplier_cost_cents {
+        if let Some(cents) = cost {
+            super::check_not_negative("supplier cost", cents)?;
+        }
+        product.default_supplier_cost_cents = cost;
+    }
+    conn.execute(
+        "UPDATE products SET slug = ?2, name = ?3, fields = ?4, default_supplier_cost_cents = ?5
+         WHERE id = ?1",
+        params![
+            product.id,
+            product.slug,
+            product.name,
+            serde_json::to_string(&product.fields).expect("field definitions serialise"),
+            product.default_supplier_cost_cents
+        ],
+    )?;
+    Ok(product)
 }
 
 #[cfg(test)]

@@ -1,12 +1,15 @@
 //! Sources: where partners post leads. Each belongs to one channel or lead table and has an
-//! ingest secret (stored hashed), an optional supplier and cost, a duplicate rule and a
-//! partner-native mapping (draft and published).
+//! ingest secret (stored hashed, with the previous one during a rotation's overlap), an
+//! optional supplier and cost, a duplicate rule and a partner-native mapping (draft and
+//! published). A source takes leads while it is enabled and not archived
+//! ([`Source::takes_leads`]).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 use super::container::{self, ContainerKind};
-use super::{ConfigError, choose_id, exists, insert_error};
+use super::rotation::{Rotation, StoredSecret};
+use super::{ConfigError, check_name, choose_id, ensure_live, insert_error};
 use crate::db::stored::stored_enum;
 
 /// The fields a duplicate rule may compare.
@@ -52,7 +55,7 @@ pub struct Source {
     pub container_kind: ContainerKind,
     pub workspace_id: String,
     pub name: String,
-    pub secret_hash: Option<String>,
+    pub secret: StoredSecret,
     pub supplier_id: Option<String>,
     pub supplier_cost_cents: Option<i64>,
     pub dedupe: DedupeRule,
@@ -63,16 +66,24 @@ pub struct Source {
     pub mapping_version: i64,
     pub enabled: bool,
     pub created_at: i64,
+    pub archived_at: Option<i64>,
 }
 
 impl Source {
+    /// Whether the ingest path takes leads: enabled and not archived. Otherwise it answers
+    /// 404, as for an unknown source.
+    pub fn takes_leads(&self) -> bool {
+        self.enabled && self.archived_at.is_none()
+    }
+
     /// The ingest path of SPEC.md section 4.2 or 4.3 for this source.
     pub fn webhook_path(&self) -> String {
         webhook_path(self.container_kind, &self.container_id, &self.id)
     }
 
-    /// The source as shown to the operator. Never includes the secret or its hash.
+    /// The source as shown to the operator. Never includes a secret or its hash.
     pub fn to_json(&self) -> Value {
+        let now = crate::clock::now_ms();
         let scope = match self.dedupe.scope {
             DedupeScope::Container => self.container_kind.as_str(),
             DedupeScope::Workspace => "workspace",
@@ -82,7 +93,8 @@ impl Source {
             self.container_kind.id_key(): self.container_id,
             "workspaceId": self.workspace_id,
             "name": self.name,
-            "hasSecret": self.secret_hash.is_some(),
+            "hasSecret": self.secret.is_set(),
+            "previousSecretValidUntil": self.secret.previous_valid_until(now).map(crate::clock::iso),
             "supplierId": self.supplier_id,
             "supplierCost": self.supplier_cost_cents.map(crate::money::to_json),
             "dedupe": {
@@ -99,6 +111,7 @@ impl Source {
             "enabled": self.enabled,
             "webhookPath": self.webhook_path(),
             "createdAt": crate::clock::iso(self.created_at),
+            "archivedAt": self.archived_at.map(crate::clock::iso),
         })
     }
 }
@@ -131,6 +144,20 @@ pub struct NewSource<'a> {
     pub dedupe_window_days: i64,
 }
 
+/// An `update`: only the fields given change. `Some(None)` clears an optional field.
+#[derive(Debug, Default)]
+pub struct SourceChanges {
+    pub name: Option<String>,
+    pub supplier_id: Option<Option<String>>,
+    pub supplier_cost_cents: Option<Option<i64>>,
+    /// An empty list turns the rule off.
+    pub dedupe_fields: Option<Vec<String>>,
+    /// "channel", "table" or "workspace".
+    pub dedupe_scope: Option<String>,
+    pub dedupe_action: Option<DedupeAction>,
+    pub dedupe_window_days: Option<i64>,
+}
+
 /// A created source and its secret in clear, which is shown once and never stored.
 pub struct CreatedSource {
     pub source: Source,
@@ -140,7 +167,8 @@ pub struct CreatedSource {
 const COLUMNS: &str = "s.id, s.container_id, c.kind, c.workspace_id, s.name, s.secret_hash, \
     s.supplier_id, s.supplier_cost_cents, s.dedupe_fields, s.dedupe_scope, s.dedupe_action, \
     s.dedupe_window_days, s.mapping_draft, s.mapping_draft_at, s.mapping_published, \
-    s.mapping_published_at, s.mapping_version, s.enabled, s.created_at";
+    s.mapping_published_at, s.mapping_version, s.enabled, s.created_at, s.archived_at, \
+    s.previous_secret_hash, s.previous_secret_valid_until";
 
 fn from_row(row: &Row) -> rusqlite::Result<Source> {
     let fields: String = row.get(8)?;
@@ -151,7 +179,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Source> {
         container_kind: row.get(2)?,
         workspace_id: row.get(3)?,
         name: row.get(4)?,
-        secret_hash: row.get(5)?,
+        secret: StoredSecret::from_columns(row.get(5)?, row.get(20)?, row.get(21)?),
         supplier_id: row.get(6)?,
         supplier_cost_cents: row.get(7)?,
         dedupe: DedupeRule {
@@ -174,6 +202,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Source> {
         mapping_version: row.get(16)?,
         enabled: row.get(17)?,
         created_at: row.get(18)?,
+        archived_at: row.get(19)?,
     })
 }
 
@@ -196,60 +225,79 @@ pub fn parse_dedupe_fields(text: &str) -> Result<Vec<String>, String> {
     Ok(fields)
 }
 
-pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, ConfigError> {
-    let id = choose_id(new.id, "src")?;
-    if new.name.trim().is_empty() {
-        return Err(ConfigError::Invalid("name must not be empty".into()));
+/// The duplicate scope named `text` for a source of a `kind` container.
+fn scope_of(text: Option<&str>, kind: ContainerKind) -> Result<DedupeScope, ConfigError> {
+    match text {
+        None => Ok(DedupeScope::Container),
+        Some("workspace") => Ok(DedupeScope::Workspace),
+        Some(s) if s == kind.as_str() => Ok(DedupeScope::Container),
+        Some(s) => Err(ConfigError::Invalid(format!(
+            "duplicate scope '{s}' does not fit a source of a {}: use {} or workspace",
+            kind.as_str(),
+            kind.as_str()
+        ))),
     }
-    let container = container::get(conn, new.container_id, new.container_kind)?;
-    let scope = match new.dedupe_scope {
-        None => DedupeScope::Container,
-        Some("workspace") => DedupeScope::Workspace,
-        Some(s) if s == container.kind.as_str() => DedupeScope::Container,
-        Some(s) => {
-            return Err(ConfigError::Invalid(format!(
-                "duplicate scope '{s}' does not fit a source of a {}: use {} or workspace",
-                container.kind.as_str(),
-                container.kind.as_str()
-            )));
-        }
-    };
-    if let Some(supplier) = new.supplier_id {
-        let supplier_workspace: Option<String> = conn
-            .query_row(
-                "SELECT workspace_id FROM suppliers WHERE id = ?1",
-                [supplier],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if supplier_workspace.as_deref() != Some(container.workspace_id.as_str()) {
-            return Err(ConfigError::NotFound {
-                kind: "supplier",
-                id: supplier.to_string(),
-            });
-        }
+}
+
+fn scope_text(scope: DedupeScope, kind: ContainerKind) -> &'static str {
+    match scope {
+        DedupeScope::Container => kind.as_str(),
+        DedupeScope::Workspace => "workspace",
     }
-    if new.dedupe_window_days < 0 {
+}
+
+/// Checks that `supplier` is a live supplier of `workspace_id`.
+fn check_supplier(
+    conn: &Connection,
+    supplier: &str,
+    workspace_id: &str,
+) -> Result<(), ConfigError> {
+    match super::supplier::find(conn, supplier)? {
+        Some(found) if found.workspace_id == workspace_id => {
+            ensure_live("supplier", supplier, found.archived_at)
+        }
+        _ => Err(ConfigError::NotFound {
+            kind: "supplier",
+            id: supplier.to_string(),
+        }),
+    }
+}
+
+fn check_window(days: i64) -> Result<(), ConfigError> {
+    if days < 0 {
         return Err(ConfigError::Invalid(
             "duplicate window must not be negative".into(),
         ));
     }
+    Ok(())
+}
+
+pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, ConfigError> {
+    let id = choose_id(new.id, "src")?;
+    check_name(new.name)?;
+    let container = container::get(conn, new.container_id, new.container_kind)?;
+    ensure_live(
+        container.kind.as_str(),
+        &container.id,
+        container.archived_at,
+    )?;
+    let scope = scope_of(new.dedupe_scope, container.kind)?;
+    if let Some(supplier) = new.supplier_id {
+        check_supplier(conn, supplier, &container.workspace_id)?;
+    }
+    check_window(new.dedupe_window_days)?;
+    if let Some(cost) = new.supplier_cost_cents {
+        super::check_not_negative("supplier cost", cost)?;
+    }
     let secret = match new.secret {
         None => None,
-        Some(None) => Some(crate::secrets::generate("lrs_")),
-        Some(Some(given)) => {
-            super::check_given_secret(given)?;
-            Some(given.to_string())
-        }
+        Some(given) => Some(super::new_secret(given, "lrs_")?),
     };
     let fields = new
         .dedupe_fields
         .clone()
         .unwrap_or_else(|| DEDUPE_FIELDS.iter().map(|f| f.to_string()).collect());
-    let scope_text = match scope {
-        DedupeScope::Container => container.kind.as_str(),
-        DedupeScope::Workspace => "workspace",
-    };
+    let scope_text = scope_text(scope, container.kind);
     conn.execute(
         "INSERT INTO sources (id, container_id, name, secret_hash, supplier_id,
             supplier_cost_cents, dedupe_fields, dedupe_scope, dedupe_action, dedupe_window_days,
@@ -293,50 +341,123 @@ pub fn get(conn: &Connection, id: &str) -> Result<Source, ConfigError> {
     })
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<Source>, ConfigError> {
+/// Sources in creation order, of one container when given; archived ones only with `all`.
+pub fn list(
+    conn: &Connection,
+    container_id: Option<&str>,
+    all: bool,
+) -> Result<Vec<Source>, ConfigError> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM sources s JOIN containers c ON c.id = s.container_id
+         WHERE (?1 IS NULL OR s.container_id = ?1) AND (?2 OR s.archived_at IS NULL)
          ORDER BY s.created_at, s.id"
     ))?;
-    let rows = stmt.query_map([], from_row)?;
+    let rows = stmt.query_map(params![container_id, all], from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Replaces the source's secret with `given` or a new random one; returns it in clear.
+/// A source that may change: it exists and is not archived.
+fn get_live(conn: &Connection, id: &str) -> Result<Source, ConfigError> {
+    let source = get(conn, id)?;
+    ensure_live("source", id, source.archived_at)?;
+    Ok(source)
+}
+
+/// Changes the given fields of source `id`; ingest applies them from the next request on.
+pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<Source, ConfigError> {
+    let mut source = get_live(conn, id)?;
+    if let Some(name) = &changes.name {
+        check_name(name)?;
+        source.name = name.clone();
+    }
+    if let Some(supplier) = &changes.supplier_id {
+        if let Some(supplier) = supplier {
+            check_supplier(conn, supplier, &source.workspace_id)?;
+        }
+        source.supplier_id = supplier.clone();
+    }
+    if let Some(cost) = changes.supplier_cost_cents {
+        if let Some(cents) = cost {
+            super::check_not_negative("supplier cost", cents)?;
+        }
+        source.supplier_cost_cents = cost;
+    }
+    if let Some(fields) = &changes.dedupe_fields {
+        source.dedupe.fields = fields.clone();
+    }
+    if let Some(scope) = &changes.dedupe_scope {
+        source.dedupe.scope = scope_of(Some(scope), source.container_kind)?;
+    }
+    if let Some(action) = changes.dedupe_action {
+        source.dedupe.action = action;
+    }
+    if let Some(days) = changes.dedupe_window_days {
+        check_window(days)?;
+        source.dedupe.window_days = days;
+    }
+    conn.execute(
+        "UPDATE sources SET name = ?2, supplier_id = ?3, supplier_cost_cents = ?4,
+            dedupe_fields = ?5, dedupe_scope = ?6, dedupe_action = ?7, dedupe_window_days = ?8
+         WHERE id = ?1",
+        params![
+            source.id,
+            source.name,
+            source.supplier_id,
+            source.supplier_cost_cents,
+            source.dedupe.fields.join(","),
+            scope_text(source.dedupe.scope, source.container_kind),
+            source.dedupe.action.as_str(),
+            source.dedupe.window_days,
+        ],
+    )?;
+    get(conn, id)
+}
+
+/// A rotated secret: the record after the rotation, the new secret in clear (shown once)
+/// and until when the old one is still accepted.
+pub struct Rotated<T> {
+    pub record: T,
+    pub secret: String,
+    pub old_valid_until: Option<i64>,
+}
+
+/// Replaces the source's secret with `given` or a new random one; the old one stays
+/// accepted for `overlap` (none: cut off at once).
 pub fn rotate_secret(
     conn: &Connection,
     id: &str,
     given: Option<&str>,
-) -> Result<(Source, String), ConfigError> {
-    if !exists(conn, "sources", id)? {
-        return Err(ConfigError::NotFound {
-            kind: "source",
-            id: id.to_string(),
-        });
-    }
-    let secret = match given {
-        Some(given) => {
-            super::check_given_secret(given)?;
-            given.to_string()
-        }
-        None => crate::secrets::generate("lrs_"),
-    };
+    overlap: std::time::Duration,
+) -> Result<Rotated<Source>, ConfigError> {
+    let source = get_live(conn, id)?;
+    let secret = super::new_secret(given, "lrs_")?;
+    let rotation = Rotation::of(source.secret.current, overlap, crate::clock::now_ms());
     conn.execute(
-        "UPDATE sources SET secret_hash = ?2 WHERE id = ?1",
-        params![id, crate::secrets::hash(&secret)],
+        "UPDATE sources SET secret_hash = ?2, previous_secret_hash = ?3,
+            previous_secret_valid_until = ?4
+         WHERE id = ?1",
+        params![
+            id,
+            crate::secrets::hash(&secret),
+            rotation.previous_value(),
+            rotation.previous_until()
+        ],
     )?;
-    Ok((get(conn, id)?, secret))
+    Ok(Rotated {
+        record: get(conn, id)?,
+        secret,
+        old_valid_until: rotation.old_valid_until,
+    })
 }
 
-/// Disables a source: its ingest path answers 404 from the next request on.
-pub fn disable(conn: &Connection, id: &str) -> Result<Source, ConfigError> {
-    let changed = conn.execute("UPDATE sources SET enabled = 0 WHERE id = ?1", [id])?;
-    if changed == 0 {
-        return Err(ConfigError::NotFound {
-            kind: "source",
-            id: id.to_string(),
-        });
-    }
+/// Enables or disables a source: a disabled one's ingest path answers 404 from the next
+/// request on.
+pub fn set_enabled(conn: &Connection, id: &str, enabled: bool) -> Result<Source, ConfigError> {
+    get_live(conn, id)?;
+    conn.execute(
+        "UPDATE sources SET enabled = ?2 WHERE id = ?1",
+        params![id, enabled],
+    )?;
     get(conn, id)
 }
 

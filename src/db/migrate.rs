@@ -25,13 +25,19 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0002_ledger.sql")),
     // The operator console: operators, sessions and the console's two indexes.
     sql(include_str!("../../migrations/0003_operator_console.sql")),
+    // Day-two configuration: archived records, previous secrets during a rotation's overlap.
+    sql(include_str!("../../migrations/0004_config.sql")),
+    // The evaluator's weight versions and stored features.
+    sql(include_str!("../../migrations/0005_evaluator.sql")),
     // Delivery under real conditions: buyer health, fair claiming, cap counters, which
     // are counted from the transactions of the current day and month in each workspace's
     // time zone.
     Migration {
-        sql: include_str!("../../migrations/0004_delivery.sql"),
+        sql: include_str!("../../migrations/0006_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
+    // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
+    sql(include_str!("../../migrations/0007_ping.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -178,7 +178,9 @@ struct Decided {
 fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryError> {
     let (lead, request, terms) = (order.lead, order.request, &order.terms);
     let product = &request.interest;
+    // An archived buyer takes no deliveries: it is as unknown as one that never was.
     let buyer = buyer::find(conn, order.buyer_id)?
+        .filter(|buyer| !buyer.is_archived())
         .ok_or_else(|| DeliveryError::BuyerNotFound(order.buyer_id.to_string()))?;
     if buyer.workspace_id != lead.workspace_id {
         return Err(DeliveryError::OtherWorkspace {

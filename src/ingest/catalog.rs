@@ -62,14 +62,18 @@ pub fn load(
     references: &References,
 ) -> rusqlite::Result<Catalog> {
     let mut catalog = Catalog::default();
+    // An archived product takes no new leads: it names nothing here.
     for slug in &references.slugs {
-        if let Some(found) = product::find_by_slug(conn, workspace_id, slug)? {
+        if let Some(found) = product::find_by_slug(conn, workspace_id, slug)?
+            && !found.is_archived()
+        {
             catalog.by_slug.insert(slug.clone(), found);
         }
     }
     for id in &references.ids {
         if let Some(found) = product::find(conn, id)?
             && found.workspace_id == workspace_id
+            && !found.is_archived()
         {
             catalog.by_id.insert(id.clone(), found);
         }

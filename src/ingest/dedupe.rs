@@ -91,6 +91,33 @@ fn statement(field: &str, scope: DedupeScope) -> Option<&'static str> {
     })
 }
 
+/// How many earlier leads of the workspace, at any time and from any source, have this
+/// email or phone key, counted up to `cap` (the evaluator's `duplicatesSeen`: a lead
+/// offered before, elsewhere, is one buyers may already have). Uses the `leads_email` /
+/// `leads_phone` indexes.
+pub fn seen_before(
+    conn: &Connection,
+    workspace_id: &str,
+    email_key: Option<&str>,
+    phone_key: Option<&str>,
+    cap: u32,
+) -> rusqlite::Result<u32> {
+    if email_key.is_none() && phone_key.is_none() {
+        return Ok(0);
+    }
+    conn.prepare_cached(
+        "SELECT count(*) FROM (
+             SELECT id FROM leads WHERE email_norm = ?1 AND workspace_id = ?3
+             UNION
+             SELECT id FROM leads WHERE phone_norm = ?2 AND workspace_id = ?3
+             LIMIT ?4)",
+    )?
+    .query_row(
+        rusqlite::params![email_key, phone_key, workspace_id, cap],
+        |row| row.get(0),
+    )
+}
+
 /// The first match of `rule` for a lead with these keys, checking the rule's fields in
 /// order. A window of 0 days means no time limit.
 pub fn find_match(

@@ -110,7 +110,7 @@ fn find_source(
         db.read_blocking(|conn| source::find(conn, &source_id).map_err(IngestError::from))?;
     match found {
         Some(source)
-            if source.enabled
+            if source.takes_leads()
                 && source.container_kind == kind
                 && source.container_id == container_id =>
         {
@@ -120,16 +120,16 @@ fn find_source(
     }
 }
 
-/// The source's secret, when it has one, among the presented ones; compared in constant
-/// time.
+/// The source's secret, when it has one, among the presented ones (or its previous one
+/// during a rotation's overlap); compared in constant time.
 fn authenticate(source: &Source, presented: &[&str]) -> Result<(), IngestError> {
-    let Some(stored_hash) = &source.secret_hash else {
+    if !source.secret.is_set() {
         return Ok(());
-    };
+    }
     if presented.is_empty() {
         return Err(IngestError::SecretMissing);
     }
-    if !crate::secrets::any_matches(presented, stored_hash) {
+    if !source.secret.accepts(presented, crate::clock::now_ms()) {
         return Err(IngestError::SecretInvalid);
     }
     Ok(())

@@ -28,6 +28,30 @@ pub struct Lead {
     pub ping_id: Option<String>,
 }
 
+/// The Lead's text fields by their interface names (SPEC.md 2.1), in the order buyers get
+/// them: what subscription filters may name besides `fieldValues.NAME`.
+pub const FIELD_NAMES: [&str; 19] = [
+    "externalId",
+    "firstName",
+    "lastName",
+    "email",
+    "phone",
+    "street",
+    "houseNumber",
+    "postalCode",
+    "city",
+    "country",
+    "consentStatus",
+    "legalBasis",
+    "consentCapturedAt",
+    "consentTextVersion",
+    "capturedByExternalId",
+    "capturedByName",
+    "capturedByTeam",
+    "capturedAt",
+    "captureMethod",
+];
+
 /// The lead's own fields (the native Lead without its interests): what the partner said
 /// about the person and what buyers get as `lead`. Kept apart from the interests because
 /// a buyer gets all of them with each interest it buys.
@@ -139,31 +163,32 @@ pub(crate) struct StoredRequest {
 }
 
 impl LeadFields {
-    /// The interface's text fields in the order buyers get them, each with its value
-    /// (`None` when absent). First and last name are always present.
+    /// The interface's text fields in the order buyers get them ([`FIELD_NAMES`]), each
+    /// with its value (`None` when absent). First and last name are always present.
     fn texts(&self) -> [(&'static str, Option<&str>); 19] {
         let (p, c, k) = (&self.person, &self.consent, &self.capture);
-        [
-            ("externalId", self.external_id.as_deref()),
-            ("firstName", Some(p.first_name.as_str())),
-            ("lastName", Some(p.last_name.as_str())),
-            ("email", p.email.as_deref()),
-            ("phone", p.phone.as_deref()),
-            ("street", p.street.as_deref()),
-            ("houseNumber", p.house_number.as_deref()),
-            ("postalCode", p.postal_code.as_deref()),
-            ("city", p.city.as_deref()),
-            ("country", p.country.as_deref()),
-            ("consentStatus", c.status.as_deref()),
-            ("legalBasis", c.legal_basis.as_deref()),
-            ("consentCapturedAt", c.captured_at.as_deref()),
-            ("consentTextVersion", c.text_version.as_deref()),
-            ("capturedByExternalId", k.captured_by_external_id.as_deref()),
-            ("capturedByName", k.captured_by_name.as_deref()),
-            ("capturedByTeam", k.captured_by_team.as_deref()),
-            ("capturedAt", k.captured_at.as_deref()),
-            ("captureMethod", k.capture_method.as_deref()),
-        ]
+        let values = [
+            self.external_id.as_deref(),
+            Some(p.first_name.as_str()),
+            Some(p.last_name.as_str()),
+            p.email.as_deref(),
+            p.phone.as_deref(),
+            p.street.as_deref(),
+            p.house_number.as_deref(),
+            p.postal_code.as_deref(),
+            p.city.as_deref(),
+            p.country.as_deref(),
+            c.status.as_deref(),
+            c.legal_basis.as_deref(),
+            c.captured_at.as_deref(),
+            c.text_version.as_deref(),
+            k.captured_by_external_id.as_deref(),
+            k.captured_by_name.as_deref(),
+            k.captured_by_team.as_deref(),
+            k.captured_at.as_deref(),
+            k.capture_method.as_deref(),
+        ];
+        std::array::from_fn(|i| (FIELD_NAMES[i], values[i]))
     }
 
     /// Whether buyers get `name` from an interface field rather than from an additional

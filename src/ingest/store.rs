@@ -215,6 +215,19 @@ fn store_one(
         });
     }
 
+    // The evaluator's `duplicatesSeen`, counted before the insert so that auto-delivery
+    // never reads the leads table after it; only for leads that ask for auto-delivery.
+    let duplicates_seen = if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+        Some(dedupe::seen_before(
+            conn,
+            &source.workspace_id,
+            lead.email_key.as_deref(),
+            lead.phone_key.as_deref(),
+            crate::autodelivery::features::DUPLICATES_SEEN_CAP,
+        )?)
+    } else {
+        None
+    };
     let lead_id = crate::ids::new("lead");
     let mut item = ItemFacts {
         status: match duplicate_status {
@@ -277,10 +290,12 @@ fn store_one(
                 conn, claim, &stored, &request, now,
             )?);
         }
-        if wants_auto {
+        if let Some(duplicates_seen) = duplicates_seen.filter(|_| wants_auto) {
             // Lapsed reservations hold nothing auto-delivery reads.
             crate::ping::store::expire_due(conn, now)?;
-            if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, now)? {
+            if let Some(auto) =
+                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
+            {
                 requests.extend(auto.requests);
             }
         }

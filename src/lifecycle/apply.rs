@@ -260,8 +260,9 @@ mod tests {
             workspace_id: "ws".into(),
             name: "B".into(),
             webhook_url: "http://127.0.0.1:9/".into(),
-            secret_hash: None,
+            secret: Default::default(),
             signing_secret: "whsec_x".into(),
+            previous_signing_secret: None,
             capabilities: vec!["cancel".into()],
             cancellation_window_secs: secs,
             auto_payout_pending: false,
@@ -271,6 +272,7 @@ mod tests {
             paused: false,
             last_served_at: None,
             created_at: 0,
+            archived_at: None,
         }
     }
 

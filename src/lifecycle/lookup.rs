@@ -11,7 +11,6 @@ use rusqlite::{Connection, params};
 use super::error::LifecycleError;
 use super::input::Address;
 use crate::config::buyer::{self, Buyer};
-use crate::secrets::any_matches;
 
 /// A transaction the caller may act on, and its buyer.
 #[derive(Debug, Clone)]
@@ -81,10 +80,14 @@ pub fn authorize(
     if presented.is_empty() {
         return Err(LifecycleError::MissingCredential);
     }
+    let now = crate::clock::now_ms();
     let mut buyers = Vec::new();
     for matches in candidates(conn, address)? {
-        // The foreign key guarantees the buyer exists.
-        if let Some(buyer) = buyer::find(conn, &matches.buyer_id)? {
+        // The foreign key guarantees the buyer exists. An archived buyer's transactions
+        // answer as unknown: its lifecycle calls end with it.
+        if let Some(buyer) = buyer::find(conn, &matches.buyer_id)?
+            && !buyer.is_archived()
+        {
             buyers.push((buyer, matches));
         }
     }
@@ -94,24 +97,20 @@ pub fn authorize(
     }
     let (buyer, matches) = if total == 1 {
         let (buyer, matches) = buyers.pop().expect("one match means one buyer");
-        match &buyer.secret_hash {
-            None => return Err(LifecycleError::BuyerSecretNotConfigured),
-            Some(hash) if !any_matches(presented, hash) => {
-                return Err(LifecycleError::InvalidCredential);
-            }
-            Some(_) => (buyer, matches),
+        if !buyer.secret.is_set() {
+            return Err(LifecycleError::BuyerSecretNotConfigured);
         }
+        if !buyer.secret.accepts(presented, now) {
+            return Err(LifecycleError::InvalidCredential);
+        }
+        (buyer, matches)
     } else {
         // Several transactions share the external id: keep those whose buyer's secret was
         // presented. Every buyer's hash is checked, so timing does not tell which matched.
-        let any_secret = buyers.iter().any(|(b, _)| b.secret_hash.is_some());
+        let any_secret = buyers.iter().any(|(b, _)| b.secret.is_set());
         let mut narrowed: Vec<(Buyer, BuyerMatches)> = buyers
             .into_iter()
-            .filter(|(b, _)| {
-                b.secret_hash
-                    .as_deref()
-                    .is_some_and(|hash| any_matches(presented, hash))
-            })
+            .filter(|(b, _)| b.secret.accepts(presented, now))
             .collect();
         let remaining: usize = narrowed.iter().map(|(_, m)| m.count).sum();
         match remaining {

@@ -60,8 +60,9 @@ pub fn authenticate(conn: &Connection, presented: &[&str]) -> Result<Supplier, L
     if presented.is_empty() {
         return Err(LifecycleError::MissingCredential);
     }
+    let now = crate::clock::now_ms();
     for key in presented {
-        if let Some(found) = supplier::find_by_key_hash(conn, &crate::secrets::hash(key))? {
+        if let Some(found) = supplier::find_by_key_hash(conn, &crate::secrets::hash(key), now)? {
             return Ok(found);
         }
     }

@@ -14,6 +14,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
 use serde::Serialize;
 
+use crate::autodelivery::weights::Origin as WeightsOrigin;
 use crate::config::buyer::{BuyerStatus, Plan};
 use crate::config::container::{ContainerKind, DeliveryMode};
 use crate::config::source::{DedupeAction, StoredScope};
@@ -90,6 +91,8 @@ const STATUS_COLUMNS: &[Table] = &[
         "buyer_health",
         &[("state", crate::outbox::health::State::NAMES)],
     ),
+    ("evaluator_versions", &[("origin", WeightsOrigin::NAMES)]),
+    ("pings", &[("status", crate::ping::store::PingStatus::NAMES)]),
 ];
 
 /// Rows of one column holding one value its enum does not know.

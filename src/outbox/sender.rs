@@ -142,7 +142,15 @@ impl Sender {
         key: &SigningKey,
         timestamp: i64,
     ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-        let signature = key.sign(&event.id, timestamp, event.payload.as_bytes());
+        let mut signature = key.sign(&event.id, timestamp, event.payload.as_bytes());
+        // During a rotation's overlap the previous secret signs too (Standard Webhooks:
+        // space-separated signatures), so a buyer verifying with either one accepts it.
+        if let Some(previous) = &event.previous_signing_secret
+            && let Ok(previous) = SigningKey::from_secret(previous)
+        {
+            signature.push(' ');
+            signature.push_str(&previous.sign(&event.id, timestamp, event.payload.as_bytes()));
+        }
         http::Request::post(event.url.as_str())
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::USER_AGENT, &*self.user_agent)

@@ -73,6 +73,9 @@ pub struct Claimed {
     pub buyer_id: String,
     pub url: String,
     pub signing_secret: String,
+    /// The buyer's previous signing secret while a rotation's overlap lasts: the event is
+    /// signed with both.
+    pub previous_signing_secret: Option<String>,
     pub payload: String,
     /// The event's claim counter after this claim: the outcome of the attempt moves the
     /// event only while no later claim took it.
@@ -136,14 +139,18 @@ pub fn claim_for_buyer(
     probe: bool,
 ) -> rusqlite::Result<Vec<Claimed>> {
     let sql = if probe {
-        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload
+        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                CASE WHEN b.previous_signing_valid_until > ?2
+                     THEN b.previous_signing_secret END
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1
            AND (e.lease_until IS NULL OR e.lease_until <= ?2)
          ORDER BY e.next_attempt_at
          LIMIT ?3"
     } else {
-        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload
+        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                CASE WHEN b.previous_signing_valid_until > ?2
+                     THEN b.previous_signing_secret END
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
          ORDER BY e.next_attempt_at
@@ -158,6 +165,7 @@ pub fn claim_for_buyer(
                 url: row.get(2)?,
                 signing_secret: row.get(3)?,
                 payload: row.get(4)?,
+                previous_signing_secret: row.get(5)?,
                 claim: 0,
                 probe,
             })

@@ -14,8 +14,8 @@ use super::PingError;
 use super::store::{self, NewPing, PingStatus, Reservation};
 use crate::autodelivery::decision::{RequestDecision, RequestReason, View};
 use crate::autodelivery::eligibility::{self, Candidate};
-use crate::autodelivery::features::{self, Feature, Features};
-use crate::autodelivery::{self, Attempt, Settings, evaluator, select};
+use crate::autodelivery::features::{Feature, Features};
+use crate::autodelivery::{self, Attempt, ProductTerms, Settings, evaluator, select};
 use crate::config::buyer::Plan;
 use crate::ingest::model::{StoredLead, StoredRequest};
 
@@ -70,19 +70,19 @@ impl PingAnswer {
 /// the share of postal code, city and country given (street and house number are personal
 /// data, not part of a ping). Consent, the product's required fields and the soft flags
 /// are read as for a lead.
-fn features(ping: &PreparedPing, required: &[&str]) -> Features {
+fn features(ping: &PreparedPing, settings: &Settings, product: &ProductTerms) -> Features {
     let lead = &ping.lead;
-    let mut features = features::extract(lead, &ping.request().interest, required);
+    let mut features = autodelivery::features_for(lead, ping.request(), settings, product);
     let flag = |yes: bool| if yes { 1.0 } else { 0.0 };
-    features.0[Feature::ValidEmail.index()] = flag(ping.email_sha256.is_some());
-    features.0[Feature::ValidPhone.index()] = flag(ping.phone_sha256.is_some());
-    features.0[Feature::Names.index()] = 1.0;
+    features.values[Feature::ValidEmail.index()] = flag(ping.email_sha256.is_some());
+    features.values[Feature::ValidPhone.index()] = flag(ping.phone_sha256.is_some());
+    features.values[Feature::Names.index()] = 1.0;
     let address = ["postalCode", "city", "country"];
     let given = address
         .iter()
         .filter(|f| lead.fields.text(f).is_some())
         .count();
-    features.0[Feature::AddressCompleteness.index()] = given as f64 / address.len() as f64;
+    features.values[Feature::AddressCompleteness.index()] = given as f64 / address.len() as f64;
     features
 }
 
@@ -125,9 +125,8 @@ pub(crate) fn decide(
     let reason = if !settings.auto_delivery {
         RequestReason::AutoDeliveryDisabled
     } else {
-        let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
         let evaluated = evaluator::evaluate(
-            &features(ping, &required),
+            &features(ping, &settings, &product),
             &settings.weights,
             settings.threshold,
         );

@@ -68,9 +68,13 @@ impl<T: Words + ?Sized> Words for &T {
     }
 }
 
-/// Workspace `ws`, channel `web`, lead table `list` and product `solar`.
+/// Workspace `ws`, channel `web`, lead table `list` and product `solar` (in a new database
+/// when there is none yet).
 pub fn basic_setup(db: impl AsRef<Path>) {
     let db = db.as_ref();
+    if !db.exists() {
+        lr(db, "init").json();
+    }
     lr(db, "workspace create --name Acme --id ws").json();
     lr(db, "channel create --workspace ws --name Web --id web").json();
     lr(db, "table create --workspace ws --name List --id list").json();

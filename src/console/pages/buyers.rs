@@ -1,9 +1,10 @@
 //! `/buyers`: each buyer's status, plan and balance, its webhook endpoint (events pending
-//! and failed, the last errors), its caps used today per product, and its acceptance and
-//! return rates over the last 30 days.
+//! and failed, its circuit breaker, the last errors), its caps used today per product, and
+//! its acceptance and return rates over the last 30 days.
 //!
 //! The rates read the `transactions_created` index (migration 3) over 30 days; cap use is
-//! `autodelivery::caps`' count, the one auto-delivery applies.
+//! `caps::usage_now`, the one auto-delivery applies; the endpoint's health is
+//! `outbox::health::read`, the one `buyer health` prints.
 
 use std::collections::HashMap;
 
@@ -40,6 +41,8 @@ struct Rates {
 struct Endpoint {
     pending: i64,
     failed: i64,
+    /// Consecutive failures while its circuit breaker is open (`None` while healthy).
+    unhealthy: Option<i64>,
     /// Newest first: (when, event id, error).
     errors: Vec<(i64, String, String)>,
 }
@@ -79,7 +82,7 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
 fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
     let mut all = conn.prepare_cached(
         "SELECT id, name, status, plan, balance_cents, webhook_url FROM buyers
-         ORDER BY created_at, id",
+         WHERE archived_at IS NULL ORDER BY created_at, id",
     )?;
     let buyers: Vec<Buyer> = all
         .query_map([], |row| {
@@ -194,6 +197,15 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
         }
     }
 
+    for health in crate::outbox::health::read(conn, None, now)? {
+        if health.breaker.state == crate::outbox::health::State::Unhealthy {
+            endpoints
+                .entry(health.breaker.buyer_id.clone())
+                .or_default()
+                .unhealthy = Some(health.breaker.consecutive_failures);
+        }
+    }
+
     Ok(buyers
         .into_iter()
         .map(|buyer| BuyerRow {
@@ -238,6 +250,9 @@ fn buyer_row(row: &BuyerRow, zone: &Zone) -> Markup {
             td class="endpoint" {
                 span class="url" { (b.webhook_url) } br;
                 (row.endpoint.pending) " pending · " (row.endpoint.failed) " failed"
+                @if let Some(failures) = row.endpoint.unhealthy {
+                    br; span class="tag unhealthy" { "unhealthy" } " " (failures) " failures in a row"
+                }
             }
             td {
                 @if row.caps.is_empty() { span class="empty" { "no subscriptions" } }

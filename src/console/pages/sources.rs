@@ -90,7 +90,7 @@ fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbErr
     let mut sources = conn.prepare_cached(
         "SELECT s.id, s.name, c.kind || ' ' || c.name, s.supplier_id, s.enabled
          FROM sources s JOIN containers c ON c.id = s.container_id
-         ORDER BY s.created_at, s.id",
+         WHERE s.archived_at IS NULL ORDER BY s.created_at, s.id",
     )?;
     let rows = sources
         .query_map([], |row| {

@@ -1,0 +1,190 @@
+//! The features a delivered lead request was scored with, kept for training.
+//!
+//! Owns the `evaluation_features` table and its encoding. Auto-delivery writes one row per
+//! lead request that got at least one transaction, in the ingest writer job that decided
+//! it, with the features exactly as the evaluator computed and scored them then: a later
+//! change of the feature code does not move old rows, and `evaluator train` learns from
+//! what the scorer saw. Requests delivered by hand (`leadrelay deliver`) have none. The row
+//! also names the lead's container, so training finds each row's threshold without
+//! reading the (wide) leads table.
+//!
+//! The stored text is JSON `[1, [numeric values…], ["group:value"…]]`: the encoding's
+//! version, the numeric features in the order of that version, and the category factors.
+//! Version 1's order is [`V1_NUMERIC`], frozen; should the features change, a new version
+//! gets its own list and [`decode`] keeps reading the old one by feature name (a feature
+//! a row does not have reads as 0, as it weighed nothing for the scorer that wrote it).
+//! About 60–100 bytes a row.
+
+use std::borrow::Cow;
+
+use rusqlite::{Connection, params};
+use serde::Deserialize;
+
+use super::features::{FEATURES, Feature, Features};
+
+/// The encoding written now.
+const VERSION: u64 = 1;
+
+/// The numeric features of version 1, in their stored order.
+const V1_NUMERIC: [&str; 8] = [
+    "validEmail",
+    "validPhone",
+    "names",
+    "addressCompleteness",
+    "consentGranted",
+    "requiredFields",
+    "softQualityFlags",
+    "duplicatesSeen",
+];
+
+/// Records the features `lead_request_id` was scored with. Run in the writer job that
+/// delivered it; a request is decided once, so there is never a row already.
+pub(crate) fn record(
+    conn: &Connection,
+    lead_request_id: &str,
+    container_id: &str,
+    features: &Features,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO evaluation_features (lead_request_id, container_id, features)
+         VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![lead_request_id, container_id, encode(features)])?;
+    Ok(())
+}
+
+/// The stored text of `features`.
+pub(crate) fn encode(features: &Features) -> String {
+    let numeric: Vec<f64> = V1_NUMERIC
+        .iter()
+        .map(|name| Feature::from_name(name).map_or(0.0, |f| features.get(f)))
+        .collect();
+    serde_json::json!([VERSION, numeric, features.categories]).to_string()
+}
+
+/// Why a stored row cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub(crate) enum DecodeError {
+    #[error("stored features are not the expected JSON: {0}")]
+    Shape(String),
+    #[error("stored features of unknown version {0}")]
+    Version(u64),
+}
+
+/// A stored row read without copying its category names where it can.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stored<'a> {
+    /// Indexed by [`Feature::index`].
+    pub values: [f64; FEATURES.len()],
+    pub categories: Vec<Cow<'a, str>>,
+}
+
+impl Stored<'_> {
+    #[cfg(test)]
+    pub(crate) fn into_features(self) -> Features {
+        Features {
+            values: self.values,
+            categories: self.categories.into_iter().map(Cow::into_owned).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Encoded<'a>(u64, Vec<f64>, #[serde(borrow)] Vec<Cow<'a, str>>);
+
+/// The features of a stored row, in the current [`Features`] layout.
+pub(crate) fn decode(text: &str) -> Result<Stored<'_>, DecodeError> {
+    let Encoded(version, numeric, categories) =
+        serde_json::from_str(text).map_err(|e| DecodeError::Shape(e.to_string()))?;
+    let names: &[&str] = match version {
+        1 => &V1_NUMERIC,
+        other => return Err(DecodeError::Version(other)),
+    };
+    if numeric.len() != names.len() {
+        return Err(DecodeError::Shape(format!(
+            "{} numeric values for version {version}, which has {}",
+            numeric.len(),
+            names.len()
+        )));
+    }
+    let mut values = [0.0; FEATURES.len()];
+    for (name, value) in names.iter().zip(numeric) {
+        if let Some(feature) = Feature::from_name(name) {
+            values[feature.index()] = value;
+        }
+    }
+    Ok(Stored { values, categories })
+}
+
+/// The stored features of one request as JSON; `None` when none are stored.
+#[cfg(test)]
+pub(crate) fn find(
+    conn: &Connection,
+    lead_request_id: &str,
+) -> rusqlite::Result<Option<serde_json::Value>> {
+    use rusqlite::OptionalExtension;
+    let text: Option<String> = conn
+        .query_row(
+            "SELECT features FROM evaluation_features WHERE lead_request_id = ?1",
+            [lead_request_id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Features {
+        Features {
+            values: [1.0, 0.0, 0.5, 0.6, 1.0, 0.3333, 1.0, 2.0],
+            categories: vec!["source:web".into(), "answer:roof=flat;\"x\"".into()],
+        }
+    }
+
+    #[test]
+    fn features_round_trip_exactly() {
+        let text = encode(&sample());
+        assert_eq!(
+            text,
+            r#"[1,[1.0,0.0,0.5,0.6,1.0,0.3333,1.0,2.0],["source:web","answer:roof=flat;\"x\""]]"#
+        );
+        assert_eq!(decode(&text).unwrap().into_features(), sample());
+    }
+
+    #[test]
+    fn version_one_keeps_its_order_whatever_the_code_does() {
+        assert_eq!(
+            V1_NUMERIC.len(),
+            FEATURES.len(),
+            "a new feature needs a new encoding version"
+        );
+        let old = r#"[1,[0,1,0,0,0,0,0,3],[]]"#;
+        let features = decode(old).unwrap().into_features();
+        assert_eq!(features.get(Feature::ValidPhone), 1.0);
+        assert_eq!(features.get(Feature::DuplicatesSeen), 3.0);
+    }
+
+    #[test]
+    fn unreadable_rows_are_errors() {
+        assert!(matches!(decode("junk"), Err(DecodeError::Shape(_))));
+        let escaped = r#"[1,[0,0,0,0,0,0,0,0],["answer:a=\u00e9"]]"#;
+        assert_eq!(decode(escaped).unwrap().categories, ["answer:a=é"]);
+        assert_eq!(decode(r#"[7,[],[]]"#), Err(DecodeError::Version(7)));
+        assert!(matches!(
+            decode(r#"[1,[1,2],[]]"#),
+            Err(DecodeError::Shape(_))
+        ));
+    }
+
+    #[test]
+    fn a_recorded_row_is_found() {
+        let conn = super::super::testing::database();
+        record(&conn, "lreq_test", "web", &sample()).unwrap();
+        let stored = find(&conn, "lreq_test").unwrap().unwrap();
+        assert_eq!(stored[2][0], "source:web");
+        assert_eq!(find(&conn, "lreq_old").unwrap(), None);
+    }
+}
