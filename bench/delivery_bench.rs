@@ -173,6 +173,7 @@ fn configure(db: &Db, webhook_url: String) {
                 delivery_mode: container::DeliveryMode::Exclusive,
                 max_buyers: 3,
                 score_threshold: 50,
+                ping_ttl_ms: None,
             },
         )?;
         source::create(
@@ -185,6 +186,7 @@ fn configure(db: &Db, webhook_url: String) {
                 secret: None,
                 supplier_id: None,
                 supplier_cost_cents: Some(400),
+                revenue_share_bp: None,
                 dedupe_fields: None,
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,

@@ -254,6 +254,7 @@ fn setup(
                 delivery_mode: mode,
                 max_buyers: 3,
                 score_threshold: 50,
+                ping_ttl_ms: None,
             },
         )?;
         let source_id = format!("{id}-src");
@@ -267,6 +268,7 @@ fn setup(
                 secret: None,
                 supplier_id: None,
                 supplier_cost_cents: None,
+                revenue_share_bp: None,
                 dedupe_fields: None,
                 dedupe_scope: None,
                 dedupe_action: DedupeAction::Review,

@@ -92,6 +92,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             delivery_mode: DeliveryMode::Exclusive,
             max_buyers: 1,
             score_threshold: 50,
+            ping_ttl_ms: None,
         },
     )?;
     if with_supplier {
@@ -115,6 +116,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             secret: None,
             supplier_id: with_supplier.then_some("sup"),
             supplier_cost_cents: Some(400),
+            revenue_share_bp: None,
             dedupe_fields: None,
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,

@@ -38,6 +38,26 @@ fn count_or_none(text: &str) -> Result<OrNone<i64>, String> {
     }
 }
 
+/// A percentage with up to two decimals, in hundredths of a percent (`37.5` → 3750).
+fn share_or_none(text: &str) -> Result<OrNone<i64>, String> {
+    match text {
+        "none" => Ok(OrNone(None)),
+        _ => match crate::money::parse_cents(text) {
+            Ok(bp) if (0..=10_000).contains(&bp) => Ok(OrNone(Some(bp))),
+            _ => Err(format!("expected a percentage from 0 to 100, not '{text}'")),
+        },
+    }
+}
+
+/// A ping's time to live: a duration of 1 ms to 1 day, in ms.
+fn ping_ttl(text: &str) -> Result<i64, String> {
+    let ttl = crate::duration::parse(text).map_err(|e| e.to_string())?;
+    match i64::try_from(ttl.as_millis()) {
+        Ok(ms) if (1..=86_400_000).contains(&ms) => Ok(ms),
+        _ => Err(format!("a ping's time to live is 1ms to 1d, not '{text}'")),
+    }
+}
+
 fn id_or_none(text: &str) -> Result<OrNone<String>, String> {
     match text {
         "none" => Ok(OrNone(None)),
@@ -270,6 +290,10 @@ pub struct DeliveryOptions {
     /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
     #[arg(long, default_value = "50", value_parser = percent)]
     pub score_threshold: i64,
+    /// How long an accepted ping holds its buyers and prices for the post, e.g. 90s
+    /// (default 120s).
+    #[arg(long, value_parser = ping_ttl)]
+    pub ping_ttl: Option<i64>,
 }
 
 /// The delivery settings an `update` may change; only those given change.
@@ -287,6 +311,9 @@ pub struct DeliveryChanges {
     /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
     #[arg(long, value_parser = percent)]
     pub score_threshold: Option<i64>,
+    /// How long an accepted ping holds its buyers and prices for the post, e.g. 90s.
+    #[arg(long, value_parser = ping_ttl)]
+    pub ping_ttl: Option<i64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -354,6 +381,10 @@ pub struct SourceSettings {
     /// What a lead from this source costs, e.g. 4.50 (`none` on update: the product's).
     #[arg(long, value_parser = money_or_none)]
     pub supplier_cost: Option<OrNone<i64>>,
+    /// A ping's payout as this percentage of the winning price, e.g. 40 or 37.5, instead
+    /// of the supplier cost (`none` on update: the supplier cost again).
+    #[arg(long, value_parser = share_or_none)]
+    pub revenue_share: Option<OrNone<i64>>,
     /// Fields the duplicate rule compares: email, phone, email,phone or none.
     #[arg(long, value_parser = dedupe_field_list)]
     pub dedupe_fields: Option<List>,

@@ -179,6 +179,7 @@ pub fn container(
                         delivery_mode: delivery_mode(delivery.delivery_mode),
                         max_buyers: delivery.max_buyers,
                         score_threshold: delivery.score_threshold,
+                        ping_ttl_ms: delivery.ping_ttl,
                     },
                 )
             })?;
@@ -202,6 +203,7 @@ pub fn container(
                 delivery_mode: delivery.delivery_mode.map(delivery_mode),
                 max_buyers: delivery.max_buyers,
                 score_threshold: delivery.score_threshold,
+                ping_ttl_ms: delivery.ping_ttl,
             };
             let updated = write(&db, move |conn| {
                 container::update(conn, &id, kind, &changes)
@@ -264,6 +266,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                         },
                         supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
                         supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
+                        revenue_share_bp: settings.revenue_share.and_then(|s| s.0),
                         dedupe_fields: settings.dedupe_fields.map(|l| l.0),
                         dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
                         dedupe_action: dedupe_action(action),
@@ -298,6 +301,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                 name,
                 supplier_id: settings.supplier.map(|s| s.0),
                 supplier_cost_cents: settings.supplier_cost.map(|c| c.0),
+                revenue_share_bp: settings.revenue_share.map(|s| s.0),
                 dedupe_fields: settings.dedupe_fields.map(|l| l.0),
                 dedupe_scope: settings.dedupe_scope.map(|s| dedupe_scope(s).to_string()),
                 dedupe_action: action.map(dedupe_action),

@@ -50,6 +50,9 @@ pub struct Container {
     pub delivery_mode: DeliveryMode,
     pub max_buyers: i64,
     pub score_threshold: i64,
+    /// How long an accepted ping holds its reservations (`--ping-ttl`).
+    #[serde(rename = "pingTtl", serialize_with = "serialize_duration_ms")]
+    pub ping_ttl_ms: i64,
     #[serde(serialize_with = "crate::config::serialize_time")]
     pub created_at: i64,
     #[serde(serialize_with = "crate::config::serialize_opt_time")]
@@ -65,6 +68,17 @@ pub struct NewContainer<'a> {
     pub delivery_mode: DeliveryMode,
     pub max_buyers: i64,
     pub score_threshold: i64,
+    /// `None`: the default, [`DEFAULT_PING_TTL_MS`].
+    pub ping_ttl_ms: Option<i64>,
+}
+
+/// How long an accepted ping holds its reservations unless the container says otherwise.
+pub const DEFAULT_PING_TTL_MS: i64 = 120_000;
+
+fn serialize_duration_ms<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::duration::format(std::time::Duration::from_millis(
+        u64::try_from(*ms).unwrap_or(0),
+    )))
 }
 
 /// An `update`: only the fields given change.
@@ -75,10 +89,11 @@ pub struct ContainerChanges {
     pub delivery_mode: Option<DeliveryMode>,
     pub max_buyers: Option<i64>,
     pub score_threshold: Option<i64>,
+    pub ping_ttl_ms: Option<i64>,
 }
 
 const COLUMNS: &str = "id, workspace_id, kind, name, auto_delivery, delivery_mode, max_buyers, \
-                       score_threshold, created_at, archived_at";
+                       score_threshold, created_at, archived_at, ping_ttl_ms";
 
 fn from_row(row: &Row) -> rusqlite::Result<Container> {
     Ok(Container {
@@ -92,6 +107,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Container> {
         score_threshold: row.get(7)?,
         created_at: row.get(8)?,
         archived_at: row.get(9)?,
+        ping_ttl_ms: row.get(10)?,
     })
 }
 
@@ -128,13 +144,14 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
         delivery_mode: new.delivery_mode,
         max_buyers: new.max_buyers,
         score_threshold: new.score_threshold,
+        ping_ttl_ms: new.ping_ttl_ms.unwrap_or(DEFAULT_PING_TTL_MS),
         created_at: crate::clock::now_ms(),
         archived_at: None,
     };
     conn.execute(
         "INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, delivery_mode,
-            max_buyers, score_threshold, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            max_buyers, score_threshold, created_at, ping_ttl_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             container.id,
             container.workspace_id,
@@ -144,7 +161,8 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
             container.delivery_mode.as_str(),
             container.max_buyers,
             container.score_threshold,
-            container.created_at
+            container.created_at,
+            container.ping_ttl_ms
         ],
     )
     .map_err(|e| insert_error(e, container.kind.as_str(), &container.id))?;
@@ -214,10 +232,13 @@ pub fn update(
     if let Some(threshold) = changes.score_threshold {
         container.score_threshold = threshold;
     }
+    if let Some(ttl) = changes.ping_ttl_ms {
+        container.ping_ttl_ms = ttl;
+    }
     check_settings(container.max_buyers, container.score_threshold)?;
     conn.execute(
         "UPDATE containers SET name = ?2, auto_delivery = ?3, delivery_mode = ?4,
-            max_buyers = ?5, score_threshold = ?6
+            max_buyers = ?5, score_threshold = ?6, ping_ttl_ms = ?7
          WHERE id = ?1",
         params![
             container.id,
@@ -225,7 +246,8 @@ pub fn update(
             container.auto_delivery,
             container.delivery_mode.as_str(),
             container.max_buyers,
-            container.score_threshold
+            container.score_threshold,
+            container.ping_ttl_ms
         ],
     )?;
     Ok(container)

@@ -80,6 +80,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             delivery_mode: DeliveryMode::Multi,
             max_buyers: 2,
             score_threshold: 10,
+            ping_ttl_ms: None,
         },
     )
     .unwrap();
@@ -93,6 +94,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             secret: None,
             supplier_id: None,
             supplier_cost_cents: Some(300),
+            revenue_share_bp: None,
             dedupe_fields: None,
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
