@@ -134,8 +134,8 @@ fn the_post_is_delivered_to_the_reserved_buyer_at_the_reserved_price_once() {
 
     let events = receiver.wait_for_on("/sunco", 1, WAIT);
     let event = events[0].json();
-    assert_eq!(event["buyerPrice"], json!(30.0), "{event}");
-    assert_eq!(event["supplierCost"], json!(4.0));
+    assert_eq!(event["pricing"]["buyerPrice"], json!(30.0), "{event}");
+    assert_eq!(event["pricing"]["supplierCost"], json!(4.0));
     assert_eq!(event["lead"]["email"], " Ann@Example.org ");
 
     let shown = lr(&server.db, format!("ping show {ping_id}")).json();
@@ -274,8 +274,8 @@ fn a_revenue_share_pays_the_supplier_its_share_of_the_winning_price() {
     let posted = server.post_json(POST, &post_body(ping_id, "lead-1", "ann@example.org"));
     assert_eq!(posted.status, 201, "{}", posted.text);
     let event = receiver.wait_for_on("/sunco", 1, WAIT)[0].json();
-    assert_eq!(event["supplierCost"], json!(10.22), "{event}");
-    assert_eq!(event["marginAmount"], json!(15.33));
+    assert_eq!(event["pricing"]["supplierCost"], json!(10.22), "{event}");
+    assert_eq!(event["pricing"]["marginAmount"], json!(15.33));
 }
 
 #[test]
