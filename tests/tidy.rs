@@ -156,12 +156,17 @@ fn the_source_tree_keeps_the_architecture_invariants() {
 /// The tables that hold state or money and the one module that writes each (ARCHITECTURE.md,
 /// "Table owners"): a write is an `INSERT INTO`, `UPDATE` or `DELETE FROM` of the table in
 /// the SQL text of a production line. `buyers.balance_cents` is the ledger's, though the
-/// rest of `buyers` is `config::buyer`'s; `workspaces.evaluator_weights` is the evaluator's.
+/// rest of `buyers` is `config::buyer`'s (`held_cents`, what ping reservations hold, is the
+/// ledger's too); `workspaces.evaluator_weights` is the evaluator's.
 const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("transactions", &["src/delivery/transaction.rs"]),
     ("transaction_history", &["src/delivery/transaction.rs"]),
     ("ledger_entries", &["src/ledger/"]),
     ("buyers SET balance_cents", &["src/ledger/"]),
+    // What ping reservations hold of a prepaid balance is the ledger's too.
+    ("buyers SET held_cents", &["src/ledger/"]),
+    ("pings", &["src/ping/store.rs"]),
+    ("ping_reservations", &["src/ping/store.rs"]),
     ("outbox_events", &["src/outbox/store.rs"]),
     ("outbox_attempts", &["src/outbox/store.rs"]),
     ("leads", &["src/ingest/store.rs", "src/ingest/status.rs"]),
