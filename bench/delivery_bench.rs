@@ -223,6 +223,7 @@ fn configure(db: &Db, webhook_url: String) {
         buyer::subscribe(
             conn,
             &buyer::NewSubscription {
+                pricing: Default::default(),
                 buyer_id: "b",
                 product: "solar",
                 price_cents: 2500,

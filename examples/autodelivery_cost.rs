@@ -320,6 +320,7 @@ fn setup(
         buyer::subscribe(
             conn,
             &NewSubscription {
+                pricing: Default::default(),
                 buyer_id: &id,
                 product: "solar",
                 price_cents: 2000 + (n as i64 % 3) * 100,

@@ -79,3 +79,7 @@ CREATE TABLE bids (
 );
 CREATE INDEX bids_ping ON bids(ping_id) WHERE ping_id IS NOT NULL;
 CREATE INDEX bids_request ON bids(lead_request_id) WHERE lead_request_id IS NOT NULL;
+
+-- A transaction sold by a winning bid names it, as its `lead.delivered` event does.
+ALTER TABLE transactions ADD COLUMN bid_request_id TEXT;
+ALTER TABLE transactions ADD COLUMN bid_id TEXT;

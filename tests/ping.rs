@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::util::receiver::Receiver;
-use crate::util::{TestServer, WAIT, buyer, channel, lr, source, wait_until};
+use crate::util::receiver::{Answer, Receiver};
+use crate::util::{SIGNING_SECRET, TestServer, WAIT, buyer, channel, lr, source, wait_until};
 
 const PING: &str = "/api/ping/channels/web/sources/src";
 const POST: &str = "/api/webhooks/channels/web/sources/src/leads";
@@ -301,4 +301,97 @@ fn a_reservation_holds_a_prepaid_balance_without_moving_money() {
     assert_eq!(posted.status, 201, "{}", posted.text);
     let buyer = lr(&server.db, "buyer show sunco").json();
     assert_eq!(buyer["balance"], json!(10.0), "{buyer}");
+}
+
+/// A bid-priced buyer `id` of `solar` asking `path` on `receiver`, with `terms`.
+fn bidder(server: &TestServer, receiver: &Receiver, id: &str, terms: &str) {
+    buyer(&server.db, id, &receiver.url(&format!("/{id}")), None, "");
+    lr(
+        &server.db,
+        format!(
+            "buyer subscribe {id} --product solar --pricing bid --bid-url {} {terms}",
+            receiver.url(&format!("/bid/{id}"))
+        ),
+    )
+    .json();
+}
+
+#[test]
+fn a_late_bid_is_no_bid_and_a_bid_below_the_minimum_is_ignored() {
+    let receiver = Receiver::start();
+    let server = TestServer::start();
+    market(&server, &receiver, "20", "", "");
+    bidder(&server, &receiver, "late", "--bid-timeout 100ms");
+    bidder(&server, &receiver, "cheap", "--min-price 30");
+    bidder(&server, &receiver, "keen", "--min-price 10 --max-price 40");
+    receiver.answer(
+        "/bid/late",
+        Answer::ok()
+            .json(&json!({"bid": 99, "bidId": "late-1"}))
+            .delay(std::time::Duration::from_millis(600)),
+    );
+    receiver.answer("/bid/cheap", Answer::ok().json(&json!({"bid": 25})));
+    receiver.answer(
+        "/bid/keen",
+        Answer::ok().json(&json!({"bid": 27.50, "bidId": "keen-7"})),
+    );
+
+    let pinged = ping(&server, &ping_body("ann@example.org"));
+    assert_eq!(pinged["status"], "accepted", "{pinged}");
+    let ping_id = pinged["pingId"].as_str().unwrap();
+    let shown = lr(&server.db, format!("ping show {ping_id}")).json();
+    let outcome = |buyer: &str| {
+        shown["bids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["buyerAccountId"] == buyer)
+            .unwrap_or_else(|| panic!("no bid of {buyer}: {shown}"))
+            .clone()
+    };
+    assert_eq!(outcome("late")["outcome"], "timeout", "{shown}");
+    assert!(outcome("late")["latencyMs"].as_i64().unwrap() >= 100);
+    assert_eq!(outcome("cheap")["outcome"], "below_min");
+    assert_eq!(outcome("keen")["outcome"], "bid");
+    assert_eq!(outcome("keen")["won"], true);
+    assert_eq!(shown["reservations"][0]["buyerAccountId"], "keen", "{shown}");
+    assert_eq!(shown["reservations"][0]["buyerPrice"], json!(27.5));
+
+    // Each bid request is signed and carries no person.
+    let asked = receiver.requests_to("/bid/keen");
+    assert!(asked[0].is_signed_with(SIGNING_SECRET));
+    let request = asked[0].json();
+    assert_eq!(request["type"], "lead.bid_request");
+    assert_eq!(request["postalCode"], "10115");
+    assert!(request.get("email").is_none() && request.get("emailSha256").is_none());
+
+    let posted = server.post_json(POST, &post_body(ping_id, "lead-1", "ann@example.org"));
+    assert_eq!(posted.status, 201, "{}", posted.text);
+    let event = receiver.wait_for_on("/keen", 1, WAIT)[0].json();
+    assert_eq!(event["pricing"]["buyerPrice"], json!(27.5), "{event}");
+    assert_eq!(event["bid"]["bidId"], "keen-7");
+    assert_eq!(event["bid"]["bidRequestId"], request["bidRequestId"]);
+    let transactions = lr(&server.db, "transaction list").json();
+    assert_eq!(transactions[0]["bid"]["bidId"], "keen-7", "{transactions}");
+}
+
+#[test]
+fn bid_pricing_refuses_a_price_and_needs_a_url() {
+    let receiver = Receiver::start();
+    let server = TestServer::start();
+    market(&server, &receiver, "20", "", "");
+    buyer(&server.db, "b", &receiver.url("/b"), None, "");
+    lr(&server.db, "buyer subscribe b --product solar --pricing bid --price 5 --bid-url http://127.0.0.1:9/x")
+        .fails(1)
+        .stderr_contains("--price is refused with --pricing bid");
+    lr(&server.db, "buyer subscribe b --product solar --pricing bid")
+        .fails(1)
+        .stderr_contains("--bid-url");
+    let terms = lr(&server.db, "buyer subscribe b --product solar --pricing bid --bid-url http://127.0.0.1:9/x --bid-timeout 250ms --max-price 50").json();
+    assert_eq!(terms["pricing"], "bid", "{terms}");
+    assert_eq!(terms["bid"]["timeout"], "250ms");
+    assert_eq!(terms["bid"]["maxPrice"], json!(50.0));
+    let fixed = lr(&server.db, "buyer terms set b --product solar --pricing fixed --price 12").json();
+    assert_eq!(fixed["pricing"], "fixed");
+    assert_eq!(fixed["price"], json!(12.0));
 }

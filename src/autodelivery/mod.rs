@@ -441,6 +441,7 @@ fn take(
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
     take_ranked(candidates, wanted, |candidate| {
         let order = LeadDelivery {
+        bid: None,
             lead,
             request,
             terms,

@@ -139,7 +139,19 @@ pub enum PlanArg {
 /// How a subscription prices a lead. Only `fixed` today; bids come with ping/post.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum PricingArg {
+    /// The subscription's --price.
     Fixed,
+    /// Asked per lead: a signed bid request to --bid-url.
+    Bid,
+}
+
+/// A bid timeout: 1 ms to 60 s, in ms.
+fn bid_timeout(text: &str) -> Result<i64, String> {
+    let timeout = crate::duration::parse(text).map_err(|e| e.to_string())?;
+    match i64::try_from(timeout.as_millis()) {
+        Ok(ms) if (1..=60_000).contains(&ms) => Ok(ms),
+        _ => Err(format!("a bid timeout is 1ms to 60s, not '{text}'")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -603,9 +615,24 @@ pub enum TermsCommand {
         /// The product (id or slug).
         #[arg(long)]
         product: String,
-        /// A new price per lead.
+        /// Change how the price of a lead is set: fixed or bid.
+        #[arg(long, value_enum)]
+        pricing: Option<PricingArg>,
+        /// A new price per lead (fixed pricing).
         #[arg(long, value_parser = money)]
         price: Option<i64>,
+        /// Where bid requests go with --pricing bid (http or https).
+        #[arg(long)]
+        bid_url: Option<String>,
+        /// How long the buyer has to answer a bid request, e.g. 300ms (the default).
+        #[arg(long, value_parser = bid_timeout)]
+        bid_timeout: Option<i64>,
+        /// Bids below this are ignored.
+        #[arg(long, value_parser = money)]
+        min_price: Option<i64>,
+        /// Bids above this are ignored.
+        #[arg(long, value_parser = money)]
+        max_price: Option<i64>,
         /// Most leads per local day, or none.
         #[arg(long, value_parser = count_or_none)]
         daily_cap: Option<OrNone<i64>>,
@@ -704,12 +731,26 @@ pub enum BuyerCommand {
         /// Product id or slug.
         #[arg(long)]
         product: String,
-        /// How the price of a lead is set: fixed (the --price).
+        /// How the price of a lead is set: fixed (the --price) or bid (asked per lead at
+        /// --bid-url).
         #[arg(long, value_enum, default_value = "fixed")]
         pricing: PricingArg,
-        /// The price per lead.
+        /// The price per lead (fixed pricing only).
+        #[arg(long, value_parser = money, required_if_eq("pricing", "fixed"))]
+        price: Option<i64>,
+        /// Where bid requests go with --pricing bid (http or https).
+        #[arg(long)]
+        bid_url: Option<String>,
+        /// How long the buyer has to answer a bid request, e.g. 300ms (the default).
+        #[arg(long, value_parser = bid_timeout)]
+        bid_timeout: Option<i64>,
+        /// Bids below this are ignored.
         #[arg(long, value_parser = money)]
-        price: i64,
+        min_price: Option<i64>,
+        /// Bids above this are ignored.
+        #[arg(long, value_parser = money)]
+        max_price: Option<i64>,
+
         /// Most leads per local day.
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
         daily_cap: Option<i64>,

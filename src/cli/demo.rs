@@ -147,6 +147,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
         buyer::subscribe(
             conn,
             &buyer::NewSubscription {
+                pricing: Default::default(),
                 buyer_id,
                 product: product_id,
                 price_cents,

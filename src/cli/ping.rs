@@ -91,13 +91,15 @@ fn show(db: &crate::db::Db, out: &Output, id: &str, now: i64) -> anyhow::Result<
             return Ok::<_, DbError>(None);
         };
         let reservations = store::reservations(conn, id)?;
-        Ok(Some((ping, reservations)))
+        let bids = store::bids_of(conn, id)?;
+        Ok(Some((ping, reservations, bids)))
     })?;
-    let Some((ping, reservations)) = found else {
+    let Some((ping, reservations, bids)) = found else {
         anyhow::bail!("unknown ping '{id}'");
     };
     let mut shown = ping.to_json(now);
     shown["reservations"] = reservations.iter().map(|r| r.to_json()).collect();
+    shown["bids"] = Value::Array(bids);
     shown["decision"] = ping
         .decision
         .as_deref()

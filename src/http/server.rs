@@ -62,6 +62,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// `None` when rate limiting is off.
     pub rate_limiter: Option<RateLimiter>,
+    /// The bid client of this service (ping/post's bid requests, `outbox::bid`).
+    pub bids: crate::outbox::bid::BidClient,
     shutting_down: AtomicBool,
 }
 
@@ -78,6 +80,7 @@ impl AppState {
             outbox: crate::outbox::Notifier::new(),
             started: Instant::now(),
             metrics: Arc::new(Metrics::new(&endpoints)),
+            bids: Default::default(),
             shutting_down: AtomicBool::new(false),
         }
     }

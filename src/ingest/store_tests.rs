@@ -139,6 +139,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
         buyer::subscribe(
             &conn,
             &NewSubscription {
+                pricing: Default::default(),
                 buyer_id: id,
                 product: "solar",
                 price_cents: price,

@@ -57,7 +57,21 @@ pub struct Metrics {
     ingest: LabelledCounter,
     pings: LabelledCounter,
     ping_latency: Histogram,
+    /// Bid requests per buyer: by outcome, and their latency.
+    bids: std::sync::Mutex<std::collections::BTreeMap<String, BuyerBids>>,
 }
+
+/// One buyer's bid requests.
+struct BuyerBids {
+    outcomes: LabelledCounter,
+    latency_ms: Histogram,
+}
+
+/// How a bid request ended, as `bids.outcome` records it.
+pub const BID_OUTCOMES: &[&str] = &["bid", "pass", "timeout", "error", "below_min", "above_max"];
+
+/// Bid latency bucket bounds in milliseconds.
+const BID_LATENCY_BOUNDS_MS: &[u64] = &[5, 10, 25, 50, 100, 200, 300, 500, 1_000, 2_500, 5_000];
 
 /// Figures read at scrape time from outside this module.
 #[derive(Debug, Clone, Default)]
@@ -152,6 +166,7 @@ impl Metrics {
             ingest: LabelledCounter::new(INGEST_STATUSES),
             pings: LabelledCounter::new(PING_OUTCOMES),
             ping_latency: Histogram::new(LATENCY_BOUNDS_MICROS),
+            bids: Default::default(),
         }
     }
 
@@ -176,6 +191,24 @@ impl Metrics {
         self.pings.add(outcome, 1);
         self.ping_latency
             .observe(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Counts one bid request to `buyer_id` by outcome ([`BID_OUTCOMES`]) with its latency.
+    pub fn bid(&self, buyer_id: &str, outcome: &str, latency_ms: i64) {
+        let mut bids = self
+            .bids
+            .lock()
+            .expect("the bid figures' lock is never held across a panic");
+        let buyer = bids
+            .entry(buyer_id.to_string())
+            .or_insert_with(|| BuyerBids {
+                outcomes: LabelledCounter::new(BID_OUTCOMES),
+                latency_ms: Histogram::new(BID_LATENCY_BOUNDS_MS),
+            });
+        buyer.outcomes.add(outcome, 1);
+        buyer
+            .latency_ms
+            .observe(u64::try_from(latency_ms).unwrap_or(0));
     }
 
     /// How many requests were answered with `status` on `endpoint` so far.
@@ -309,6 +342,37 @@ impl Metrics {
             &self.ping_latency.read(),
             1e6,
         );
+        let bids = self
+            .bids
+            .lock()
+            .expect("the bid figures' lock is never held across a panic");
+        w.family(
+            "leadrelay_bid_requests_total",
+            "counter",
+            "Bid requests to bid-priced buyers, by buyer and outcome (bid, pass, timeout, error, below_min, above_max).",
+        );
+        for (buyer, figures) in bids.iter() {
+            for (outcome, count) in figures.outcomes.values() {
+                w.sample(
+                    "leadrelay_bid_requests_total",
+                    &[("buyer", buyer), ("outcome", &outcome)],
+                    count,
+                );
+            }
+        }
+        w.family(
+            "leadrelay_bid_duration_seconds",
+            "histogram",
+            "Time from a bid request to its answer (or its timeout), by buyer.",
+        );
+        for (buyer, figures) in bids.iter() {
+            w.histogram(
+                "leadrelay_bid_duration_seconds",
+                &[("buyer", buyer)],
+                &figures.latency_ms.read(),
+                1e3,
+            );
+        }
     }
 }
 

@@ -15,6 +15,7 @@
 //! Does not own the HTTP half (`http::handlers::ping`), the ingest pipeline, deliveries,
 //! the counters or the ledger.
 
+pub(crate) mod bids;
 pub(crate) mod input;
 pub mod post;
 pub(crate) mod route;
@@ -36,6 +37,7 @@ use crate::ingest::quality::QualityStatus;
 use crate::ingest::status::{LeadStatus, RequestStatus};
 use crate::ingest::validate;
 use crate::metrics::Metrics;
+use crate::outbox::bid::BidClient;
 use route::{PingAnswer, PreparedPing};
 
 /// Why a ping got no answer of its own (an accepted or rejected ping is an answer).
@@ -82,11 +84,12 @@ impl From<crate::autodelivery::AutoDeliveryError> for PingError {
 pub(crate) async fn answer(
     db: &Db,
     metrics: &Metrics,
+    bid_client: &BidClient,
     source: Source,
     body: Value,
 ) -> Result<Value, PingError> {
     let started = Instant::now();
-    let answered = decide(db, source, body).await;
+    let answered = decide(db, metrics, bid_client, source, body).await;
     let outcome = match &answered {
         Ok(answer) => answer.status.as_str(),
         Err(PingError::PersonalData(_)) | Err(PingError::Ingest(_)) => "invalid",
@@ -96,7 +99,13 @@ pub(crate) async fn answer(
     Ok(answered?.to_json())
 }
 
-async fn decide(db: &Db, source: Source, body: Value) -> Result<PingAnswer, PingError> {
+async fn decide(
+    db: &Db,
+    metrics: &Metrics,
+    bid_client: &BidClient,
+    source: Source,
+    body: Value,
+) -> Result<PingAnswer, PingError> {
     if source.container_kind != ContainerKind::Channel {
         return Err(IngestError::SourceNotFound.into());
     }
@@ -148,7 +157,36 @@ async fn decide(db: &Db, source: Source, body: Value) -> Result<PingAnswer, Ping
         phone_sha256: draft.phone_sha256,
         body: text,
     };
-    db.write(move |conn| route::decide(conn, &prepared, now)).await
+    // Bid-priced buyers are asked first, on this task (never inside the writer job); the
+    // job then decides with their bids as prices. Without bidders this is one read.
+    let bidders = db.read_blocking(|conn| {
+        bids::eligible_bidders(conn, &prepared, now).map_err(DbError::from)
+    })?;
+    let bids = if bidders.is_empty() {
+        bids::Bids::default()
+    } else {
+        let (mode, ttl) = db.read_blocking(|conn| {
+            crate::autodelivery::Settings::load_for(
+                conn,
+                &prepared.lead.container_id,
+                &prepared.lead.source_id,
+                now,
+            )
+            .map(|s| {
+                s.map(|s| (s.mode.as_str(), s.ping_ttl_ms))
+                    .unwrap_or(("exclusive", 0))
+            })
+            .map_err(DbError::from)
+        })?;
+        let collected = bids::collect(bid_client, &prepared, bidders, mode, now + ttl).await;
+        for bid in &collected.recorded {
+            metrics.bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
+        }
+        collected
+    };
+    let now = crate::clock::now_ms();
+    db.write(move |conn| route::decide(conn, &prepared, &bids, now))
+        .await
 }
 
 /// `serve`'s sweep: once a second, ends every accepted ping whose time has passed, until

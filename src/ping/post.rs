@@ -18,6 +18,7 @@ use crate::autodelivery::decision::{self, RequestDecision, RequestReason};
 use crate::autodelivery::eligibility::{Candidate, Reason};
 use crate::autodelivery::{self, AutoDeliveryError, Attempt, Settings};
 use crate::config::source::Source;
+use crate::delivery::transaction::BidRef;
 use crate::delivery::{self, DeliveryTerms, LeadDelivery};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{StoredLead, StoredRequest};
@@ -226,6 +227,19 @@ pub(crate) fn complete(
         supplier_cost_cents: claim.ping.payout_cents.unwrap_or(0),
         cap_windows: Some(settings.windows),
     };
+    let bids: std::collections::HashMap<&str, BidRef> = reservations
+        .iter()
+        .filter_map(|r| {
+            let bid_request_id = r.bid_request_id.clone()?;
+            Some((
+                r.buyer_id.as_str(),
+                BidRef {
+                    bid_request_id,
+                    bid_id: r.bid_id.clone(),
+                },
+            ))
+        })
+        .collect();
     let mut candidates: Vec<Candidate> = reservations
         .iter()
         .map(|r| Candidate {
@@ -246,6 +260,7 @@ pub(crate) fn complete(
             buyer_id: &c.buyer_id,
             price_cents: Some(c.price_cents),
             actor: ACTOR,
+            bid: bids.get(c.buyer_id.as_str()),
         };
         let delivered = delivery::deliver_lead(conn, &order);
         Ok(

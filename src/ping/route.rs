@@ -11,6 +11,7 @@
 use serde_json::{Value, json};
 
 use super::PingError;
+use super::bids::Bids;
 use super::store::{self, NewPing, PingStatus, Reservation};
 use crate::autodelivery::decision::{RequestDecision, RequestReason, View};
 use crate::autodelivery::eligibility::{self, Candidate};
@@ -30,7 +31,7 @@ pub(crate) struct PreparedPing {
 }
 
 impl PreparedPing {
-    fn request(&self) -> &StoredRequest {
+    pub(crate) fn request(&self) -> &StoredRequest {
         &self.lead.requests[0]
     }
 }
@@ -109,6 +110,7 @@ pub(crate) fn payout(
 pub(crate) fn decide(
     conn: &rusqlite::Connection,
     ping: &PreparedPing,
+    bids: &Bids,
     now: i64,
 ) -> Result<PingAnswer, PingError> {
     store::expire_due(conn, now)?;
@@ -145,6 +147,9 @@ pub(crate) fn decide(
                     windows: &settings.windows,
                 },
             )?;
+            if !bids.bidders.is_empty() {
+                eligibility::apply_bids(conn, &mut candidates, &bids.bidders, &bids.prices)?;
+            }
             select::rank(&mut candidates);
             let mut position = 0;
             reserved = autodelivery::take_ranked(&mut candidates, settings.wanted(), |c| {
@@ -152,6 +157,12 @@ pub(crate) fn decide(
                 let held_cents = match plan_of(conn, &c.buyer_id)? {
                     Some(Plan::Prepaid) => c.price_cents,
                     _ => 0,
+                };
+                let (bid_request_id, bid_id) = match bids.ids_of(&c.buyer_id) {
+                    Some((request, bid)) if bids.bidders.contains(&c.buyer_id) => {
+                        (Some(request), bid)
+                    }
+                    _ => (None, None),
                 };
                 Ok(Attempt::Taken(Reservation {
                     position,
@@ -161,8 +172,8 @@ pub(crate) fn decide(
                     held_cents,
                     cap_day_start: settings.windows.day.0,
                     cap_month_start: settings.windows.month.0,
-                    bid_request_id: None,
-                    bid_id: None,
+                    bid_request_id,
+                    bid_id,
                 }))
             })?;
             if reserved.is_empty() {
@@ -230,6 +241,12 @@ pub(crate) fn decide(
     )?;
     for reservation in &reserved {
         store::reserve(conn, &answer.ping_id, reservation, &settings.windows)?;
+    }
+    for bid in &bids.recorded {
+        let won = reserved
+            .iter()
+            .any(|r| r.bid_request_id.as_deref() == Some(bid.id.as_str()));
+        store::insert_bid(conn, &answer.ping_id, bid, won, now)?;
     }
     Ok(answer)
 }

@@ -1,4 +1,4 @@
-//! The `pings` and `ping_reservations` tables: every write and every read of them.
+//! The `pings`, `ping_reservations` and `bids` tables: every write and every read of them.
 //!
 //! Owns the ping's record and its states (`accepted` → `posted` | `expired` | `released`;
 //! `rejected` from the start), and giving a reservation's places back: the cap places
@@ -354,4 +354,54 @@ pub fn counts(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
     conn.prepare("SELECT status, count(*) FROM pings GROUP BY status ORDER BY status")?
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
         .collect()
+}
+
+/// Records one bid request of a ping and what came of it (`won` when its buyer was
+/// reserved at the bid).
+pub(crate) fn insert_bid(
+    conn: &Connection,
+    ping_id: &str,
+    bid: &super::bids::RecordedBid,
+    won: bool,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO bids (id, ping_id, buyer_id, outcome, price_cents, bid_id, latency_ms,
+            error, won, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        bid.id,
+        ping_id,
+        bid.buyer_id,
+        bid.outcome,
+        bid.price_cents,
+        bid.bid_id,
+        bid.latency_ms,
+        bid.error,
+        won,
+        now
+    ])?;
+    Ok(())
+}
+
+/// The bids of a ping as the operator sees them (`ping show`).
+pub fn bids_of(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Value>> {
+    conn.prepare_cached(
+        "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won
+         FROM bids WHERE ping_id = ?1 ORDER BY created_at, id",
+    )?
+    .query_map([ping_id], |row| {
+        Ok(json!({
+            "bidRequestId": row.get::<_, String>(0)?,
+            "buyerAccountId": row.get::<_, String>(1)?,
+            "outcome": row.get::<_, String>(2)?,
+            "bid": row.get::<_, Option<i64>>(3)?.map(crate::money::to_json),
+            "bidId": row.get::<_, Option<String>>(4)?,
+            "latencyMs": row.get::<_, i64>(5)?,
+            "error": row.get::<_, Option<String>>(6)?,
+            "won": row.get::<_, bool>(7)?,
+        }))
+    })?
+    .collect()
 }

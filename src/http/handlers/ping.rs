@@ -16,6 +16,7 @@ pub(crate) async fn post(
     params: Params,
 ) -> Result<Response, Error> {
     let (source, json, _) = admit_and_read(state, request, ContainerKind::Channel, params).await?;
-    let answer = crate::ping::answer(&state.db, &state.metrics, source, json).await?;
+    let answer =
+        crate::ping::answer(&state.db, &state.metrics, &state.bids, source, json).await?;
     Ok(response::json(StatusCode::OK, &answer))
 }
