@@ -155,7 +155,10 @@ fn run(scenario: &Scenario, leads: usize) -> Vec<Duration> {
             .write_blocking(move |conn| {
                 let started = Instant::now();
                 let outcomes = store::store_all(conn, &target, &leads, leadrelay::clock::now_ms())
-                    .map_err(|e| DbError::GroupFailed(e.to_string()))?;
+                    .map_err(|e| DbError::GroupFailed {
+                        why: e.to_string(),
+                        fault: None,
+                    })?;
                 let elapsed = started.elapsed();
                 for outcome in &outcomes {
                     let StoreOutcome::Created { auto_delivered, .. } = outcome else {

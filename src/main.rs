@@ -20,9 +20,7 @@ fn main() -> ExitCode {
         leadrelay::cli::Command::Serve(_) => "info",
         _ => "warn",
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
-        .format_timestamp_millis()
-        .init();
+    leadrelay::logging::init(default_level);
     match leadrelay::cli::run(cli) {
         Ok(code) => code,
         Err(e) => leadrelay::cli::report(&e, json),

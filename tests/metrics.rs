@@ -186,9 +186,19 @@ fn outbox_depth_and_oldest_age_come_from_the_database() {
 #[test]
 fn writer_group_sizes_are_a_histogram() {
     let server = TestServer::start();
-    // Each health call commits one (empty) write group through the writer.
-    for _ in 0..4 {
-        assert_eq!(server.get("/api/health").status, 200);
+    basic_setup(&server.db.path);
+    lr(
+        &server,
+        "source create --channel web --name Web --id s --no-secret",
+    )
+    .json();
+    // Each lead is one job through the writer.
+    for n in 0..4 {
+        let reply = server.post_json(
+            "/api/webhooks/channels/web/sources/s/leads",
+            &serde_json::json!({"externalId": format!("g{n}"), "firstName": "A", "lastName": "B"}),
+        );
+        assert_eq!(reply.status, 201, "{}", reply.text);
     }
     let scrape = scrape(&server);
     let groups = scrape.value("leadrelay_db_write_group_size_count");

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::util::{
-    TestServer, WAIT, basic_setup, buyer, deliver, lead_request, lr, setup, simple_lead,
+    TestServer, WAIT, basic_setup, buyer, deliver, lead_request, lr, setup, simple_lead, source,
 };
 use serde_json::Value;
 
@@ -390,4 +390,309 @@ fn lifecycle_answers_have_the_documented_fields() {
     assert_documented(&doc, "PartnerResult", &refused.json);
     assert_eq!(refused.json["accepted"], false);
     assert_documented(&doc, "ErrorObject", &refused.json["error"]);
+}
+
+/// Every answer the server gives that a test can provoke, on every endpoint, checked
+/// against the schema openapi.json documents for its status; and the request bodies the
+/// service takes are valid for the document while the ones it refuses for their shape are
+/// not.
+#[test]
+fn real_answers_match_the_documented_schemas() {
+    use crate::lifecycle::{
+        CANCELLATION, CONFIRMATION, Fixture, PAYOUT, PAYOUT_PENDING, SUPPLIER_CONFIRMATION,
+        SUPPLIER_KEY,
+    };
+    use crate::util::contract::Contract;
+    use serde_json::json;
+
+    let contract = Contract::new();
+    let f = Fixture::new();
+    let server = &f.server;
+    let db = &server.db.path;
+
+    // Health, the document, metrics; HEAD on each answers GET's headers without a body.
+    for path in ["/api/health", "/api/openapi.json", "/metrics"] {
+        let get = server.get(path);
+        assert_eq!(get.status, 200, "{path}: {}", get.text);
+        contract.check("get", path, &get);
+        let head = server.request("HEAD", path).send();
+        assert_eq!(head.status, 200, "HEAD {path}");
+        assert_eq!(head.text, "", "HEAD {path} has no body");
+        assert_eq!(head.header("content-type"), get.header("content-type"));
+        if path != "/metrics" {
+            // The metrics change between two scrapes; the others do not.
+            assert_eq!(
+                head.header("content-length"),
+                Some(get.text.len().to_string().as_str()),
+                "HEAD {path}"
+            );
+        }
+    }
+
+    // Channel ingest.
+    let channel = "/api/webhooks/channels/{channelId}/sources/{sourceId}/leads";
+    let plain = "/api/webhooks/channels/web/sources/plain/leads";
+    let lead = |n: u32| json!({"externalId": format!("oa{n}"), "firstName": "Ada", "lastName": "Byron", "productSlug": "solar"});
+    // (body, status, whether every lead in it is valid)
+    let accepted: Vec<(Value, u16, bool)> = vec![
+        (lead(1), 201, true),
+        (lead(1), 200, true),
+        (
+            json!({"person": {"firstName": "Ada", "lastName": "Byron"}, "externalId": "oa2",
+                   "interests": [{"productId": "solar", "fieldValues": {"roof": "south"}}]}),
+            201,
+            true,
+        ),
+        // A batch is taken with a bad item, which is rejected on its own.
+        (json!({"leads": [lead(3), {"firstName": ""}]}), 201, false),
+        (json!({"leads": [lead(3)]}), 200, true),
+    ];
+    for (body, status, valid) in &accepted {
+        let reply = server.post_json(plain, body);
+        assert_eq!(reply.status, *status, "{body}: {}", reply.text);
+        contract.check("post", channel, &reply);
+        assert_eq!(
+            contract.request_valid("post", channel, body),
+            *valid,
+            "openapi.json and the service disagree on {body}"
+        );
+    }
+    // Bodies refused for their shape are invalid for the document too: no any-object
+    // body, no empty product name, nothing beside `leads`, an interest names its product.
+    let refused = [
+        json!({}),
+        json!({"lastName": "Byron"}),
+        json!({"firstName": "", "lastName": "Byron"}),
+        json!({"firstName": "Ada", "lastName": "Byron", "productSlug": ""}),
+        json!({"firstName": "Ada", "lastName": "Byron", "fieldValues": {"roof": "south"}}),
+        json!({"firstName": "Ada", "lastName": "Byron", "requests": [{"routingReady": true}]}),
+        json!({"leads": [lead(4)], "note": "x"}),
+        json!({"leads": []}),
+        json!({"firstName": "Ada", "lastName": "Byron", "leads": 1}),
+    ];
+    for body in &refused {
+        let reply = server.post_json(plain, body);
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text);
+        assert_eq!(reply.json["error"]["code"], "validation_failed");
+        contract.check("post", channel, &reply);
+        assert!(
+            !contract.request_valid("post", channel, body),
+            "the service refused {body}, which openapi.json calls valid"
+        );
+    }
+    assert!(contract.schema_valid("PartnerNativeBody", &json!({"anything": [1]})));
+    source(
+        db,
+        "web",
+        "locked",
+        "--secret locked-source-secret-0123456789",
+    );
+    let locked = "/api/webhooks/channels/web/sources/locked/leads";
+    for reply in [
+        server.post_json(locked, &lead(5)),
+        server
+            .request("POST", locked)
+            .secret("wrong-secret-0123456789")
+            .json(&lead(5))
+            .send(),
+        server.post_json("/api/webhooks/channels/web/sources/nothing/leads", &lead(5)),
+        server.request("POST", plain).body("{not json").send(),
+        server
+            .request("POST", plain)
+            .header("Content-Type", "text/plain")
+            .body("{}")
+            .send(),
+        server
+            .request("POST", plain)
+            .header("Content-Encoding", "br")
+            .json(&lead(5))
+            .send(),
+        server
+            .request("POST", plain)
+            .header("Content-Encoding", "gzip")
+            .body(crate::util::http::gzip_bomb(2 * 1024 * 1024))
+            .send(),
+    ] {
+        contract.check("post", channel, &reply);
+    }
+
+    // Lead-table ingest.
+    let table = "/api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads";
+    lr(
+        db,
+        "source create --table list --name T --id tsrc --no-secret",
+    )
+    .json();
+    let table_path = "/api/webhooks/lead-tables/list/sources/tsrc/leads";
+    let reply = server.post_json(table_path, &lead(6));
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    contract.check("post", table, &reply);
+    let wrapper = json!({"person": {"firstName": "Ada", "lastName": "Byron"}});
+    let reply = server.post_json(table_path, &wrapper);
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    contract.check("post", table, &reply);
+    assert!(!contract.request_valid("post", table, &wrapper));
+
+    // The buyer calls.
+    let secret = f.buyer("b", &[]);
+    let transaction = f.delivered("b");
+    let cases: Vec<(&str, &str, Value, u16)> = vec![
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": transaction, "status": "acknowledged", "buyerPrice": 30}),
+            200,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": transaction, "status": "acknowledged"}),
+            200,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": transaction, "status": "rejected"}),
+            400,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": "", "status": "acknowledged"}),
+            400,
+        ),
+        (
+            CONFIRMATION,
+            &secret,
+            json!({"transactionId": "txn_nothing", "status": "acknowledged"}),
+            404,
+        ),
+        (
+            CONFIRMATION,
+            "wrong-secret-0123456789",
+            json!({"transactionId": transaction, "status": "acknowledged"}),
+            401,
+        ),
+        (
+            PAYOUT_PENDING,
+            &secret,
+            json!({"transactionId": transaction}),
+            200,
+        ),
+        (
+            PAYOUT_PENDING,
+            &secret,
+            json!({"transactionId": transaction, "reason": ""}),
+            400,
+        ),
+        (
+            PAYOUT,
+            &secret,
+            json!({"transactionId": transaction, "reason": "settled"}),
+            200,
+        ),
+        (
+            CANCELLATION,
+            &secret,
+            json!({"transactionId": transaction, "reason": ""}),
+            400,
+        ),
+        (
+            CANCELLATION,
+            &secret,
+            json!({"transactionId": transaction, "reason": "late"}),
+            400,
+        ),
+    ];
+    for (path, secret, body, status) in &cases {
+        let reply = f.call(path, secret, body);
+        assert_eq!(reply.status, *status, "{path} {body}: {}", reply.text);
+        contract.check("post", path, &reply);
+        if *status == 200 {
+            assert!(contract.request_valid("post", path, body), "{path} {body}");
+        }
+        if body.as_object().unwrap().values().any(|v| v == "") {
+            assert!(!contract.request_valid("post", path, body), "{path} {body}");
+        }
+    }
+    let no_secret = f.buyer("n", &["--no-secret"]);
+    let _ = no_secret;
+    let unowned = f.delivered("n");
+    let reply = f.call(
+        CONFIRMATION,
+        &secret,
+        &json!({"transactionId": unowned, "status": "acknowledged"}),
+    );
+    contract.check("post", CONFIRMATION, &reply);
+    let cancelled = f.delivered("b");
+    let reply = f.call(
+        CANCELLATION,
+        &secret,
+        &json!({"transactionId": cancelled, "reason": "customer unreachable"}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    contract.check("post", CANCELLATION, &reply);
+
+    // The supplier's answer to the clawback that cancellation opened.
+    let lead_id = lr(db, format!("transaction show {cancelled}")).json()["leadId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (key, body, status) in [
+        (
+            SUPPLIER_KEY,
+            json!({"leadId": lead_id, "status": "acknowledged", "reason": "checked"}),
+            200,
+        ),
+        (
+            SUPPLIER_KEY,
+            json!({"leadId": lead_id, "status": "acknowledged"}),
+            200,
+        ),
+        (
+            SUPPLIER_KEY,
+            json!({"leadId": "", "status": "acknowledged"}),
+            400,
+        ),
+        (
+            "wrong-key-0123456789",
+            json!({"leadId": lead_id, "status": "rejected"}),
+            401,
+        ),
+    ] {
+        let reply = server
+            .request("POST", SUPPLIER_CONFIRMATION)
+            .secret(key)
+            .json(&body)
+            .send();
+        assert_eq!(reply.status, status, "{body}: {}", reply.text);
+        contract.check("post", SUPPLIER_CONFIRMATION, &reply);
+        assert_eq!(
+            contract.request_valid("post", SUPPLIER_CONFIRMATION, &body),
+            status != 400,
+            "{body}"
+        );
+    }
+}
+
+/// The rate limit's 429 and the metrics switch's 404 have their documented bodies.
+#[test]
+fn refusals_of_the_server_itself_match_the_documented_schemas() {
+    use crate::util::TempDb;
+    use crate::util::contract::Contract;
+
+    let contract = Contract::new();
+    let mut options = leadrelay::service::ServiceOptions::default();
+    options.server.rate_limit = leadrelay::ratelimit::RateLimit {
+        per_second: 1,
+        burst: 1,
+    };
+    options.server.metrics_endpoint = false;
+    let server = TestServer::start_with(TempDb::new(), options);
+    let first = server.get("/metrics");
+    assert_eq!(first.status, 404);
+    contract.check("get", "/metrics", &first);
+    let limited = server.get("/api/health");
+    assert_eq!(limited.status, 429, "{}", limited.text);
+    contract.check("get", "/api/health", &limited);
 }

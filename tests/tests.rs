@@ -32,6 +32,7 @@ mod outbox;
 mod ping;
 mod packaging;
 mod private_files;
+mod production;
 mod properties;
 mod ratelimit;
 mod readme;

@@ -107,13 +107,13 @@ const RULES: &[Rule] = &[
     },
     Rule {
         says: "the `http` types crate is for the HTTP layer and the outbox's client; \
-               config/buyer.rs uses its `Uri` to check a webhook URL",
+               outbound_url.rs uses its `Uri` to check a URL leadrelay sends to",
         names: &[root("http::")],
         allowed: &[
             "src/http/",
             "src/console/",
             "src/outbox/sender.rs",
-            "src/config/buyer.rs",
+            "src/outbound_url.rs",
         ],
     },
     Rule {
@@ -176,6 +176,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         &["src/ingest/store.rs", "src/ingest/status.rs"],
     ),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    ("health_probe", &["src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them
     // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
     ("subscriptions", &["src/config/subscription.rs"]),

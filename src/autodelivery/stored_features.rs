@@ -38,7 +38,8 @@ const V1_NUMERIC: [&str; 8] = [
 ];
 
 /// Records the features `lead_request_id` was scored with. Run in the writer job that
-/// delivered it; a request is decided once, so there is never a row already.
+/// delivered it. A request decided again (`lead reroute`, after its sale was voided) keeps
+/// the features of its latest decision: the one its live transaction was sold by.
 pub(crate) fn record(
     conn: &Connection,
     lead_request_id: &str,
@@ -47,7 +48,8 @@ pub(crate) fn record(
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO evaluation_features (lead_request_id, container_id, features)
-         VALUES (?1, ?2, ?3)",
+         VALUES (?1, ?2, ?3)
+         ON CONFLICT (lead_request_id) DO UPDATE SET features = excluded.features",
     )?
     .execute(params![lead_request_id, container_id, encode(features)])?;
     Ok(())

@@ -78,7 +78,7 @@ pub(crate) fn on_off(text: &str) -> Result<bool, String> {
     }
 }
 
-fn positive_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn positive_duration(text: &str) -> Result<Duration, String> {
     match crate::duration::parse_or_seconds(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err("the duration must be greater than 0".into()),
         d => Ok(d),
@@ -200,6 +200,15 @@ pub struct ServeArgs {
         action = clap::ArgAction::Set
     )]
     pub metrics: bool,
+    /// Connections open at once at most; past it a new connection is answered 503 with
+    /// Retry-After and closed. Keep it below the open-files limit (ulimit -n).
+    #[arg(
+        long,
+        env = "LEADRELAY_MAX_CONNECTIONS",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_connections: u32,
     /// Address and port of the operator console (a read-only web view; `leadrelay operator
     /// create` makes a login token), or off. Keep it on 127.0.0.1 and reach it through an
     /// SSH tunnel.

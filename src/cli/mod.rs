@@ -55,6 +55,17 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// How long to wait for another process's write lock on the database (the running
+    /// server's, a backup's) before giving up with "database is busy" (e.g. 30s, 2m).
+    #[arg(
+        long,
+        global = true,
+        env = "LEADRELAY_BUSY_TIMEOUT",
+        default_value = "30s",
+        value_parser = args::positive_duration
+    )]
+    pub busy_timeout: std::time::Duration,
+
     /// Print only the value at PATH of the JSON output, as plain text: keys and array
     /// indexes joined by '.' (e.g. id, 0.id, transactionId).
     #[arg(long, global = true, value_name = "PATH")]
@@ -247,6 +258,7 @@ fn error_code(error: &anyhow::Error) -> &'static str {
 /// Runs the parsed command. Errors are printed by `main` through [`report`].
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let out = Output::new(cli.json, cli.get);
+    crate::db::set_busy_timeout(cli.busy_timeout);
     match cli.command {
         Command::Init => setup::init(&cli.db, &out),
         Command::Serve(args) => serve::run(&cli.db, args),

@@ -29,6 +29,7 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         burst: args.rate_burst,
     };
     options.server.metrics_endpoint = args.metrics;
+    options.server.max_connections = args.max_connections as usize;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -199,20 +199,11 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-/// The one check of a buyer's webhook URL, on create and on update.
+/// The one check of a buyer's webhook URL, on create and on update. The rule is
+/// [`crate::outbound_url::check`], shared with every other URL leadrelay sends to.
 pub(crate) fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
-    let parsed: Result<::http::Uri, _> = url.parse();
-    match parsed {
-        Ok(uri)
-            if matches!(uri.scheme_str(), Some("http") | Some("https"))
-                && uri.host().is_some_and(|h| !h.is_empty()) =>
-        {
-            Ok(())
-        }
-        _ => Err(ConfigError::Invalid(format!(
-            "invalid webhook URL '{url}': use an absolute http:// or https:// URL"
-        ))),
-    }
+    crate::outbound_url::check(url)
+        .map_err(|e| ConfigError::Invalid(format!("invalid webhook URL: {e}")))
 }
 
 fn check_window(secs: i64) -> Result<(), ConfigError> {

@@ -393,10 +393,8 @@ fn bid_column<T>(pricing: &Pricing, column: impl Fn(&BidTerms) -> T) -> Option<T
 }
 
 /// A bid URL follows the rule of every outbound URL (DESIGN.md section 16).
-// OUTBOUND URL RULE: the one call site for bid URLs; it becomes
-// `crate::outbound_url::check` once the production engineer's rule is merged.
 fn check_bid_url(url: &str) -> Result<(), ConfigError> {
-    crate::config::buyer::check_webhook_url(url)
+    crate::outbound_url::check(url).map_err(|e| ConfigError::Invalid(format!("invalid bid URL: {e}")))
 }
 
 fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {

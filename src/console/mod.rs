@@ -34,6 +34,10 @@ pub struct ConsoleConfig {
     pub secure_cookie: bool,
 }
 
+/// Connections the console keeps open at once: it is for a few operators, and must not let
+/// a flood take the file descriptors the API needs.
+const MAX_CONNECTIONS: usize = 256;
+
 /// Failed logins one client address may make in a burst, and then per minute.
 const LOGIN_FAILURES_BURST: u32 = 10;
 const LOGIN_FAILURES_PER_MINUTE: u32 = 10;
@@ -63,6 +67,7 @@ pub async fn run(
     crate::http::server::serve(
         listener,
         Duration::from_secs(10),
+        crate::http::server::ConnectionLimit::new(MAX_CONNECTIONS),
         move |request, peer| {
             let console = console.clone();
             async move { handle(&console, request, peer).await }

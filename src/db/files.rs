@@ -124,6 +124,49 @@ pub(crate) fn match_owner(file: &File, reference: &Path) {
     let _ = (file, reference);
 }
 
+/// What the file system holding the database can take: the bytes an unprivileged process
+/// may still write, and whether it is mounted read-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Space {
+    pub(crate) available_bytes: u64,
+    pub(crate) read_only: bool,
+}
+
+/// [`Space`] of the file system holding `path` (`statvfs`); `None` where the platform
+/// cannot say.
+pub(crate) fn space(path: &Path) -> io::Result<Option<Space>> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::ffi::CString::new(parent_dir(path).as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: `dir` is a NUL-terminated path that outlives the call, and `stats` is a
+        // plain C struct that statvfs fills in; it is only read after statvfs succeeded.
+        let stats = unsafe {
+            let mut stats: libc::statvfs = std::mem::zeroed();
+            if libc::statvfs(dir.as_ptr(), &mut stats) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            stats
+        };
+        // f_bavail, not f_bfree: the service does not run as root, so the blocks reserved
+        // for root are not its to use.
+        #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+        let available_bytes = (stats.f_bavail as u64).saturating_mul(stats.f_frsize as u64);
+        #[allow(clippy::unnecessary_cast)]
+        let read_only = (stats.f_flag as u64) & (libc::ST_RDONLY as u64) != 0;
+        Ok(Some(Space {
+            available_bytes,
+            read_only,
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(None)
+    }
+}
+
 /// Makes a new directory entry durable. Best effort: not every platform can open a
 /// directory for syncing, and the data itself is synced already.
 pub(crate) fn sync_dir(path: &Path) {

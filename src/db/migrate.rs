@@ -29,15 +29,17 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0004_config.sql")),
     // The evaluator's weight versions and stored features.
     sql(include_str!("../../migrations/0005_evaluator.sql")),
+    // Running in production: lead_requests.request_id and the health probe's table.
+    sql(include_str!("../../migrations/0006_production.sql")),
     // Delivery under real conditions: buyer health, fair claiming, cap counters, which
     // are counted from the transactions of the current day and month in each workspace's
     // time zone.
     Migration {
-        sql: include_str!("../../migrations/0006_delivery.sql"),
+        sql: include_str!("../../migrations/0007_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
     // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
-    sql(include_str!("../../migrations/0007_ping.sql")),
+    sql(include_str!("../../migrations/0008_ping.sql")),
 ];
 
 /// The schema version this binary writes.

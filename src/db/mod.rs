@@ -13,17 +13,38 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::Connection;
 
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
-pub use writer::{GROUP_SIZE_BOUNDS, WriterStats};
+pub use writer::{GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, WriterStats};
 
-/// How long a connection waits for another writer (a CLI command on the same file, a
-/// backup) before it gives up with `SQLITE_BUSY`.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection waits for another process's write lock (the server's writer
+/// behind a full queue, a CLI command, a backup) before it gives up with `SQLITE_BUSY`,
+/// unless [`set_busy_timeout`] changed it: long enough that a CLI write queued behind
+/// the server's busiest moments goes through.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The busy timeout of this process's connections, in milliseconds. A process setting
+/// (`--busy-timeout`, set once at start-up) rather than a `Db` field, because the
+/// message of a busy error ([`DbError::Sqlite`]) names it and errors do not know their
+/// `Db`.
+static BUSY_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_BUSY_TIMEOUT.as_millis() as u64);
+
+/// Sets how long this process's connections wait for another process's write lock. Call it
+/// before opening a [`Db`]; connections opened earlier keep their timeout.
+pub fn set_busy_timeout(timeout: Duration) {
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    BUSY_TIMEOUT_MS.store(ms, Ordering::Relaxed);
+}
+
+/// How long this process's connections wait for another process's write lock.
+pub fn busy_timeout() -> Duration {
+    Duration::from_millis(BUSY_TIMEOUT_MS.load(Ordering::Relaxed))
+}
 
 /// Prepared statements kept per connection (see [`configure`]).
 const STATEMENT_CACHE_CAPACITY: usize = 128;
@@ -37,17 +58,26 @@ const READ_POOL_SIZE: u32 = 16;
 /// the CLI prints the whole chain (`{e:#}`), which would repeat it.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("database error: {0}")]
+    /// A busy error names the wait and says to retry; see [`sqlite_message`].
+    #[error("{}", sqlite_message(.0))]
     Sqlite(rusqlite::Error),
     #[error("database pool error: {0}")]
     Pool(r2d2::Error),
     /// The writer thread has stopped (shutdown) or went away.
     #[error("database writer has stopped")]
     WriterGone,
+    /// `DbOptions::max_queued_writes` jobs are waiting for the writer already: the job was not
+    /// queued, so that a burst the disk cannot keep up with is refused at once instead of
+    /// waiting in an ever longer queue.
+    #[error("too many writes are waiting for the database")]
+    Overloaded,
     /// The job's writes did not commit (the group's commit failed, or SQLite rolled the
-    /// group transaction back).
-    #[error("write not committed: {0}")]
-    GroupFailed(String),
+    /// group transaction back); `fault` when the cause was the storage.
+    #[error("{}", group_failed_message(why, *fault))]
+    GroupFailed {
+        why: String,
+        fault: Option<StorageFault>,
+    },
     /// A job panicked; its savepoint was rolled back and its neighbours were not affected.
     #[error("database job panicked")]
     JobPanicked,
@@ -56,6 +86,91 @@ pub enum DbError {
     /// The file's schema is newer than this binary knows.
     #[error("database schema version {found} is newer than this binary knows ({known})")]
     SchemaTooNew { found: i64, known: i64 },
+}
+
+/// The text of an SQLite error: a busy one says how long this process waited and to
+/// retry, the others are SQLite's own words.
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    match StorageFault::of(e) {
+        Some(StorageFault::Busy) => busy_message(),
+        _ => format!("database error: {e}"),
+    }
+}
+
+/// The text of a group failure: for a busy file the same words as a busy statement, since
+/// that is what the user can act on.
+fn group_failed_message(why: &str, fault: Option<StorageFault>) -> String {
+    match fault {
+        Some(StorageFault::Busy) => busy_message(),
+        _ => format!("write not committed: {why}"),
+    }
+}
+
+fn busy_message() -> String {
+    format!(
+        "database is busy: another process held the write lock for {}; retry",
+        crate::duration::format(busy_timeout())
+    )
+}
+
+/// Why the file cannot take a write now: the error classes that are the storage's fault,
+/// not the request's, and pass when the operator (or the other process) is done. The HTTP
+/// layer answers them 503 with `Retry-After`, never 500.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageFault {
+    /// `SQLITE_FULL`: the disk (or a quota) is full.
+    Full,
+    /// `SQLITE_READONLY`: the file or its file system cannot be written.
+    ReadOnly,
+    /// `SQLITE_IOERR`, `SQLITE_CANTOPEN`: the operating system refused a read or write.
+    Io,
+    /// `SQLITE_BUSY`, `SQLITE_LOCKED`: another process held the write lock too long.
+    Busy,
+}
+
+impl StorageFault {
+    /// The fault an SQLite error stands for, if it is one.
+    pub fn of(e: &rusqlite::Error) -> Option<StorageFault> {
+        let rusqlite::Error::SqliteFailure(failure, _) = e else {
+            return None;
+        };
+        use rusqlite::ErrorCode as C;
+        match failure.code {
+            C::DiskFull => Some(StorageFault::Full),
+            C::ReadOnly => Some(StorageFault::ReadOnly),
+            C::SystemIoFailure | C::CannotOpen => Some(StorageFault::Io),
+            C::DatabaseBusy | C::DatabaseLocked => Some(StorageFault::Busy),
+            _ => None,
+        }
+    }
+
+    /// A short name for log lines and error codes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageFault::Full => "disk_full",
+            StorageFault::ReadOnly => "read_only",
+            StorageFault::Io => "io_error",
+            StorageFault::Busy => "busy",
+        }
+    }
+}
+
+impl DbError {
+    /// The storage fault behind this error, if it is one.
+    pub fn storage_fault(&self) -> Option<StorageFault> {
+        match self {
+            DbError::Sqlite(e) => StorageFault::of(e),
+            DbError::GroupFailed { fault, .. } => *fault,
+            DbError::Io(e) => match e.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    Some(StorageFault::Full)
+                }
+                std::io::ErrorKind::ReadOnlyFilesystem => Some(StorageFault::ReadOnly),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 impl From<rusqlite::Error> for DbError {
@@ -87,7 +202,7 @@ struct Inner {
 /// Sets the PRAGMAs every connection needs. WAL lets readers run beside the writer;
 /// `synchronous=FULL` makes a commit durable before we answer 2xx.
 fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.busy_timeout(busy_timeout())?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -101,11 +216,32 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Settings of a [`Db`] beyond its file.
+#[derive(Debug, Clone, Copy)]
+pub struct DbOptions {
+    /// Request write jobs queued or running at most; past it [`Db::write`] answers
+    /// [`DbError::Overloaded`].
+    pub max_queued_writes: usize,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            max_queued_writes: MAX_QUEUED_WRITES,
+        }
+    }
+}
+
 impl Db {
     /// Opens (creating when missing) the database file, applies migrations and starts the
     /// writer thread. The file and its `-wal`/`-shm` are made private (0600) first, and the
     /// handle holds the database's in-use lock until the last clone is dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<Db, DbError> {
+        Db::open_with(path, DbOptions::default())
+    }
+
+    /// [`Db::open`] with `options`.
+    pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db, DbError> {
         let path = path.as_ref().to_path_buf();
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
@@ -128,7 +264,7 @@ impl Db {
             .min_idle(Some(2))
             .test_on_check_out(false)
             .build(manager)?;
-        let writer = writer::WriterHandle::start(write_conn)?;
+        let writer = writer::WriterHandle::start(write_conn, options.max_queued_writes.max(1))?;
         Ok(Db {
             inner: Arc::new(Inner {
                 path,
@@ -172,36 +308,48 @@ impl Db {
 
     /// Runs `f` in its own savepoint inside the writer's current group transaction and
     /// answers once the group has committed. An `Err` from `f` rolls back only `f`'s writes.
+    ///
+    /// For requests: when `DbOptions::max_queued_writes` jobs are waiting already, `f` is not
+    /// queued and the answer is [`DbError::Overloaded`] at once. The job carries the
+    /// current request id (`request_id::current`) into the writer's log lines.
     pub async fn write<T, E, F>(&self, f: F) -> Result<T, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self.inner.writer.submit(f)?;
+        let reply = self.inner.writer.submit(f, writer::Admission::Bounded)?;
         match reply.await {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),
         }
     }
 
-    /// [`Db::write`] for threads outside the async runtime.
+    /// [`Db::write`] for threads outside the async runtime (CLI commands, the outbox
+    /// workers): always queued, however long the queue, since these callers are few and
+    /// each waits for its answer before it writes again.
     pub fn write_blocking<T, E, F>(&self, f: F) -> Result<T, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self.inner.writer.submit(f)?;
+        let reply = self.inner.writer.submit(f, writer::Admission::Always)?;
         match reply.blocking_recv() {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),
         }
     }
 
-    /// Figures of the writer: groups committed, jobs run, the last group's size.
+    /// Figures of the writer: groups committed, jobs run, the last group's size, the
+    /// queue, refusals.
     pub fn writer_stats(&self) -> WriterStats {
         self.inner.writer.stats()
+    }
+
+    /// How the writer's most recent group transaction ended, if it ran one.
+    pub fn last_commit(&self) -> Option<LastCommit> {
+        self.inner.writer.last_commit()
     }
 
     /// Stops the writer after the jobs already queued, checkpoints the WAL into the main

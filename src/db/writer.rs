@@ -6,6 +6,12 @@
 //! savepoint, commits once and only then answers every job. So one fsync covers many
 //! requests, and because jobs run one after another, checks such as idempotency, duplicates,
 //! caps and balances see every earlier job's writes: they cannot race.
+//!
+//! The queue is bounded for requests ([`MAX_QUEUED_WRITES`], [`Admission::Bounded`]): a
+//! request that finds it full is refused at once ([`DbError::Overloaded`], answered 503),
+//! so overload costs refusals, not an ever longer wait for everyone. Each job carries the
+//! id of the request that made it; the writer runs the job with that id current, so the
+//! lines it logs name the request.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,17 +20,67 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use super::DbError;
+use super::{DbError, StorageFault};
+use crate::logging::Repeated;
+use crate::request_id::RequestId;
 
 /// The most jobs one group transaction holds. Bounds the latency a late job in a big
 /// group adds to the early ones.
 const MAX_GROUP: usize = 512;
 
+/// The most request jobs queued or running at once by default (`DbOptions`): two full
+/// groups. Past it a request's write is refused with [`DbError::Overloaded`]. With the writer as the bottleneck, a
+/// job accepted waits for at most the groups ahead of it, which is what bounds the latency
+/// of accepted requests under overload (BENCHMARKS.md, "Overload").
+pub const MAX_QUEUED_WRITES: usize = 2 * MAX_GROUP;
+
+/// Whether a job may be refused when the queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// A request's job: refused with [`DbError::Overloaded`] when the queue is full.
+    Bounded,
+    /// A worker's or a CLI command's job: always queued. These callers are few and each
+    /// waits for one job at a time, so they cannot grow the queue without bound.
+    Always,
+}
+
+/// How the writer's latest group transaction ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastCommit {
+    /// When it ended, in ms since the epoch.
+    pub at_ms: i64,
+    /// `None` when it committed (or had nothing to commit); else why it did not, with the
+    /// storage fault when the cause is known to be one.
+    pub failed: Option<Option<StorageFault>>,
+}
+
+/// The group-level failures, each logged at most once per interval with a count (a full
+/// disk fails every group, many a second).
+static BEGIN_FAILED: Repeated = Repeated::new();
+static COMMIT_FAILED: Repeated = Repeated::new();
+static ROLLED_BACK: Repeated = Repeated::new();
+
 enum Msg {
     Job(Box<dyn Job>),
     Stop,
+}
+
+/// Why a job's writes did not commit, when the job itself did not fail.
+#[derive(Debug, Clone)]
+struct GroupFailure {
+    why: String,
+    fault: Option<StorageFault>,
+}
+
+impl GroupFailure {
+    fn of(why: String, e: &rusqlite::Error) -> GroupFailure {
+        GroupFailure {
+            why,
+            fault: StorageFault::of(e),
+        }
+    }
 }
 
 /// A unit of work for the writer with its reply channel, type-erased so that jobs of any
@@ -33,13 +89,18 @@ trait Job: Send {
     /// Runs the job; true when it succeeded and its savepoint is to be kept.
     fn run(&mut self, conn: &Connection) -> bool;
     /// Sends the job's result, or `group_failure` when its writes did not commit.
-    fn finish(self: Box<Self>, group_failure: Option<&str>);
+    fn finish(self: Box<Self>, group_failure: Option<&GroupFailure>);
+    /// The request the job works for.
+    fn request_id(&self) -> Option<&RequestId>;
 }
 
 struct TypedJob<T, E, F> {
     work: Option<F>,
     result: Option<Result<T, E>>,
     reply: oneshot::Sender<Result<T, E>>,
+    request_id: Option<RequestId>,
+    /// The job's place in the bounded queue, given back when the job is answered.
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl<T, E, F> Job for TypedJob<T, E, F>
@@ -59,20 +120,33 @@ where
             }
         };
         let ok = result.is_ok();
+        if !ok {
+            log::debug!("a database job failed; its writes were rolled back");
+        }
         self.result = Some(result);
         ok
     }
 
-    fn finish(self: Box<Self>, group_failure: Option<&str>) {
+    fn finish(self: Box<Self>, group_failure: Option<&GroupFailure>) {
         let result = match (self.result, group_failure) {
             // A job's own error says more than the group's.
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(value)), None) => Ok(value),
-            (_, Some(why)) => Err(E::from(DbError::GroupFailed(why.to_string()))),
-            (None, None) => Err(E::from(DbError::GroupFailed("job was not run".into()))),
+            (_, Some(failure)) => Err(E::from(DbError::GroupFailed {
+                why: failure.why.clone(),
+                fault: failure.fault,
+            })),
+            (None, None) => Err(E::from(DbError::GroupFailed {
+                why: "job was not run".into(),
+                fault: None,
+            })),
         };
         // The caller may have gone away (client disconnected); the data is committed anyway.
         let _ = self.reply.send(result);
+    }
+
+    fn request_id(&self) -> Option<&RequestId> {
+        self.request_id.as_ref()
     }
 }
 
@@ -88,6 +162,12 @@ const GROUP_SIZE_SLOTS: usize = GROUP_SIZE_BOUNDS.len() + 1;
 pub struct WriterStats {
     /// Jobs handed to the writer; `submitted - jobs` is the queue depth.
     pub submitted: u64,
+    /// Request jobs refused because [`MAX_QUEUED_WRITES`] were waiting.
+    pub refused: u64,
+    /// Request jobs queued or running now.
+    pub queued: u64,
+    /// The most request jobs queued or running at once.
+    pub capacity: u64,
     pub groups: u64,
     pub jobs: u64,
     pub last_group_size: u64,
@@ -100,6 +180,7 @@ pub struct WriterStats {
 #[derive(Default)]
 struct Counters {
     submitted: AtomicU64,
+    refused: AtomicU64,
     groups: AtomicU64,
     jobs: AtomicU64,
     last_group_size: AtomicU64,
@@ -111,35 +192,60 @@ pub(super) struct WriterHandle {
     sender: mpsc::Sender<Msg>,
     thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
+    /// One permit per place in the bounded queue of request jobs.
+    places: Arc<Semaphore>,
+    capacity: usize,
+    last_commit: Arc<Mutex<Option<LastCommit>>>,
 }
 
 impl WriterHandle {
-    pub(super) fn start(conn: Connection) -> Result<WriterHandle, DbError> {
+    pub(super) fn start(conn: Connection, capacity: usize) -> Result<WriterHandle, DbError> {
         let (sender, receiver) = mpsc::channel();
         let counters = Arc::new(Counters::default());
+        let last_commit = Arc::new(Mutex::new(None));
         let thread_counters = counters.clone();
+        let thread_last_commit = last_commit.clone();
         let thread = std::thread::Builder::new()
             .name("db-writer".into())
-            .spawn(move || run(conn, receiver, &thread_counters))
+            .spawn(move || run(conn, receiver, &thread_counters, &thread_last_commit))
             .map_err(DbError::Io)?;
         Ok(WriterHandle {
             sender,
             thread: Mutex::new(Some(thread)),
             counters,
+            places: Arc::new(Semaphore::new(capacity)),
+            capacity,
+            last_commit,
         })
     }
 
-    pub(super) fn submit<T, E, F>(&self, work: F) -> Result<oneshot::Receiver<Result<T, E>>, E>
+    pub(super) fn submit<T, E, F>(
+        &self,
+        work: F,
+        admission: Admission,
+    ) -> Result<oneshot::Receiver<Result<T, E>>, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
+        let permit = match admission {
+            Admission::Always => None,
+            Admission::Bounded => match self.places.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    self.counters.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(E::from(DbError::Overloaded));
+                }
+            },
+        };
         let (reply, receiver) = oneshot::channel();
         let job = TypedJob {
             work: Some(work),
             result: None,
             reply,
+            request_id: crate::request_id::current(),
+            _permit: permit,
         };
         self.sender
             .send(Msg::Job(Box::new(job)))
@@ -151,6 +257,9 @@ impl WriterHandle {
     pub(super) fn stats(&self) -> WriterStats {
         WriterStats {
             submitted: self.counters.submitted.load(Ordering::Relaxed),
+            refused: self.counters.refused.load(Ordering::Relaxed),
+            queued: (self.capacity - self.places.available_permits()) as u64,
+            capacity: self.capacity as u64,
             groups: self.counters.groups.load(Ordering::Relaxed),
             jobs: self.counters.jobs.load(Ordering::Relaxed),
             last_group_size: self.counters.last_group_size.load(Ordering::Relaxed),
@@ -159,6 +268,13 @@ impl WriterHandle {
                 self.counters.group_sizes[slot].load(Ordering::Relaxed)
             }),
         }
+    }
+
+    pub(super) fn last_commit(&self) -> Option<LastCommit> {
+        *self
+            .last_commit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(super) fn stop(&self) {
@@ -176,7 +292,12 @@ impl WriterHandle {
     }
 }
 
-fn run(conn: Connection, receiver: mpsc::Receiver<Msg>, counters: &Counters) {
+fn run(
+    conn: Connection,
+    receiver: mpsc::Receiver<Msg>,
+    counters: &Counters,
+    last_commit: &Mutex<Option<LastCommit>>,
+) {
     'serve: while let Ok(Msg::Job(first)) = receiver.recv() {
         let mut group = vec![first];
         let mut stop = false;
@@ -191,7 +312,13 @@ fn run(conn: Connection, receiver: mpsc::Receiver<Msg>, counters: &Counters) {
             }
         }
         let size = group.len() as u64;
-        run_group(&conn, group);
+        let failed = run_group(&conn, group);
+        *last_commit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(LastCommit {
+            at_ms: crate::clock::now_ms(),
+            failed,
+        });
         counters.groups.fetch_add(1, Ordering::Relaxed);
         counters.jobs.fetch_add(size, Ordering::Relaxed);
         counters.last_group_size.store(size, Ordering::Relaxed);
@@ -214,40 +341,73 @@ fn run(conn: Connection, receiver: mpsc::Receiver<Msg>, counters: &Counters) {
     log::debug!("database writer stopped");
 }
 
-fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) {
-    let mut failures: Vec<Option<String>> = vec![None; jobs.len()];
+/// Runs one group; `None` when it committed, else why not (with the storage fault when
+/// the cause is known to be one).
+fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<StorageFault>> {
+    let mut failures: Vec<Option<GroupFailure>> = vec![None; jobs.len()];
     let mut succeeded = vec![false; jobs.len()];
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        let why = format!("could not begin the write transaction: {e}");
-        log::error!("{why}");
-        return finish_with(jobs, vec![Some(why); failures.len()]);
+        let failure = GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
+        if let Some(repeats) = BEGIN_FAILED.admit() {
+            log::error!("{}{}{repeats}", failure.why, requests_of(&jobs));
+        }
+        let fault = failure.fault;
+        finish_with(jobs, vec![Some(failure); failures.len()]);
+        return Some(fault);
     }
     // Index of the first job in the current transaction; a transaction is restarted when a
     // job's error made SQLite roll back the whole of it.
     let mut first_in_transaction = 0;
+    let mut rolled_back = false;
     for index in 0..jobs.len() {
         if let Err(e) = conn.execute_batch("SAVEPOINT job") {
-            failures[index] = Some(format!("could not open a savepoint: {e}"));
+            failures[index] = Some(GroupFailure::of(
+                format!("could not open a savepoint: {e}"),
+                &e,
+            ));
             continue;
         }
-        let ok = jobs[index].run(conn);
+        let job = &mut jobs[index];
+        let request_id = job.request_id().cloned();
+        let ok = crate::request_id::on_thread(request_id.as_ref(), || job.run(conn));
         if conn.is_autocommit() {
             // Some errors (disk full, I/O) roll back the whole transaction, not just the
             // savepoint: every earlier job of this transaction lost its writes too.
-            let why = "the group transaction was rolled back by an earlier error".to_string();
+            rolled_back = true;
+            let failure = GroupFailure {
+                why: "the group transaction was rolled back by an earlier error".to_string(),
+                fault: None,
+            };
             for earlier in first_in_transaction..=index {
                 if succeeded[earlier] || earlier == index {
-                    failures[earlier] = Some(why.clone());
+                    failures[earlier] = Some(failure.clone());
                 }
                 succeeded[earlier] = false;
             }
+            if let Some(repeats) = ROLLED_BACK.admit() {
+                log::error!(
+                    "a write job's error rolled back its whole group transaction; {} job(s) lost their writes and were told to retry{}{repeats}",
+                    index + 1 - first_in_transaction,
+                    requests_of(&jobs[first_in_transaction..=index]),
+                );
+            }
             first_in_transaction = index + 1;
             if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-                let why = format!("could not begin the write transaction: {e}");
-                for later in failures.iter_mut().skip(index + 1) {
-                    *later = Some(why.clone());
+                let failure =
+                    GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
+                if let Some(repeats) = BEGIN_FAILED.admit() {
+                    log::error!(
+                        "{}{}{repeats}",
+                        failure.why,
+                        requests_of(&jobs[index + 1..])
+                    );
                 }
-                return finish_with(jobs, failures);
+                let fault = failure.fault;
+                for later in failures.iter_mut().skip(index + 1) {
+                    *later = Some(failure.clone());
+                }
+                finish_with(jobs, failures);
+                return Some(fault);
             }
             continue;
         }
@@ -257,28 +417,59 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) {
             "ROLLBACK TO job; RELEASE job"
         };
         if let Err(e) = conn.execute_batch(end) {
-            failures[index] = Some(format!("could not close the savepoint: {e}"));
+            failures[index] = Some(GroupFailure::of(
+                format!("could not close the savepoint: {e}"),
+                &e,
+            ));
         }
         succeeded[index] = ok;
     }
+    let mut outcome = rolled_back.then_some(None);
     if let Err(e) = conn.execute_batch("COMMIT") {
-        let why = format!("commit failed: {e}");
-        log::error!("{why}");
+        let failure = GroupFailure::of(format!("commit failed: {e}"), &e);
+        if let Some(repeats) = COMMIT_FAILED.admit() {
+            log::error!(
+                "{}{}{repeats}",
+                failure.why,
+                requests_of(&jobs[first_in_transaction..])
+            );
+        }
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
-        for (index, failure) in failures.iter_mut().enumerate().skip(first_in_transaction) {
-            if failure.is_none() {
-                *failure = Some(why.clone());
+        outcome = Some(failure.fault);
+        for (index, slot) in failures.iter_mut().enumerate().skip(first_in_transaction) {
+            if slot.is_none() {
+                *slot = Some(failure.clone());
             }
             succeeded[index] = false;
         }
     }
     finish_with(jobs, failures);
+    outcome
 }
 
-fn finish_with(jobs: Vec<Box<dyn Job>>, failures: Vec<Option<String>>) {
+/// `; requests a, b, c and 12 more` for the request ids among `jobs`, for a line about a
+/// whole group (which the log format cannot tie to one request).
+fn requests_of(jobs: &[Box<dyn Job>]) -> String {
+    const SHOWN: usize = 5;
+    let ids: Vec<&str> = jobs
+        .iter()
+        .filter_map(|job| job.request_id().map(|id| &**id))
+        .collect();
+    match ids.len() {
+        0 => String::new(),
+        n if n <= SHOWN => format!("; requests {}", ids.join(", ")),
+        n => format!(
+            "; requests {} and {} more",
+            ids[..SHOWN].join(", "),
+            n - SHOWN
+        ),
+    }
+}
+
+fn finish_with(jobs: Vec<Box<dyn Job>>, failures: Vec<Option<GroupFailure>>) {
     for (job, failure) in jobs.into_iter().zip(failures) {
-        job.finish(failure.as_deref());
+        job.finish(failure.as_ref());
     }
 }

@@ -1,11 +1,13 @@
-//! Reading a request body: content type, size limit, read timeout, JSON parsing; the
-//! console's forms.
+//! Reading a request body: content type, content encoding (gzip decoded, others 415), size
+//! limit, read timeout, JSON parsing; the console's forms.
 
+use std::io::Read;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::HeaderMap;
+use hyper::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use serde_json::Value;
 
 use super::Request;
@@ -15,9 +17,55 @@ use super::error::HttpError;
 /// trickles a body (slowloris) is answered 408 and cut off.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Reads the whole body, refusing more than `limit` bytes (413) and non-JSON content types
-/// (415). A missing content type is accepted: the interface is JSON-only, and many partner
-/// tools omit the header.
+/// How a body is encoded (`Content-Encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+/// The body's encoding: none (or `identity`) or `gzip` (`x-gzip` is its old name); any
+/// other, or more than one, is 415.
+fn encoding(headers: &HeaderMap) -> Result<Encoding, HttpError> {
+    let mut codings = Vec::new();
+    for value in headers.get_all(CONTENT_ENCODING) {
+        let value = value.to_str().map_err(|_| HttpError::UnsupportedEncoding {
+            encoding: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        })?;
+        codings.extend(
+            value
+                .split(',')
+                .map(|coding| coding.trim().to_ascii_lowercase())
+                .filter(|coding| !coding.is_empty() && coding != "identity"),
+        );
+    }
+    match codings.as_slice() {
+        [] => Ok(Encoding::Identity),
+        [one] if one == "gzip" || one == "x-gzip" => Ok(Encoding::Gzip),
+        _ => Err(HttpError::UnsupportedEncoding {
+            encoding: codings.join(", ").chars().take(100).collect(),
+        }),
+    }
+}
+
+/// Decompresses a gzip body, refusing more than `limit` bytes of JSON (413): a small body
+/// that inflates to gigabytes stops at the limit.
+fn gunzip(compressed: &[u8], limit: usize) -> Result<Bytes, HttpError> {
+    let mut decoded = Vec::with_capacity(compressed.len().saturating_mul(4).min(limit));
+    flate2::read::MultiGzDecoder::new(compressed)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut decoded)
+        .map_err(|e| HttpError::BadGzip(e.to_string()))?;
+    if decoded.len() > limit {
+        return Err(HttpError::PayloadTooLarge { limit });
+    }
+    Ok(Bytes::from(decoded))
+}
+
+/// Reads the whole body, refusing more than `limit` bytes (413, also after decompressing a
+/// gzip body), non-JSON content types and unknown content encodings (415). A missing
+/// content type is accepted: the interface is JSON-only, and many partner tools omit the
+/// header.
 pub(crate) async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, HttpError> {
     let media_type = media_type(&request);
     if let Some(media_type) = media_type
@@ -56,7 +104,10 @@ fn media_type(request: &Request) -> Option<String> {
     )
 }
 
+/// The body, decoded when gzip-compressed, of at most `limit` bytes (compressed and
+/// decoded).
 async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError> {
+    let encoding = encoding(request.headers())?;
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)
@@ -66,13 +117,17 @@ async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError
         return Err(HttpError::PayloadTooLarge { limit });
     }
     let body = Limited::new(request.into_body(), limit);
-    match tokio::time::timeout(BODY_READ_TIMEOUT, body.collect()).await {
-        Err(_) => Err(HttpError::BodyTimeout),
+    let bytes = match tokio::time::timeout(BODY_READ_TIMEOUT, body.collect()).await {
+        Err(_) => return Err(HttpError::BodyTimeout),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(HttpError::PayloadTooLarge { limit })
+            return Err(HttpError::PayloadTooLarge { limit });
         }
-        Ok(Err(e)) => Err(HttpError::BodyUnreadable(e.to_string())),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) => return Err(HttpError::BodyUnreadable(e.to_string())),
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    match encoding {
+        Encoding::Identity => Ok(bytes),
+        Encoding::Gzip => gunzip(&bytes, limit),
     }
 }
 
@@ -107,4 +162,62 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
 pub(crate) async fn read_json(request: Request, limit: usize) -> Result<Value, HttpError> {
     let bytes = read_bytes(request, limit).await?;
     parse_json(&bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use hyper::header::HeaderValue;
+
+    use super::*;
+
+    fn headers(encodings: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for encoding in encodings {
+            headers.append(CONTENT_ENCODING, HeaderValue::from_str(encoding).unwrap());
+        }
+        headers
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn encodings_are_identity_or_gzip() {
+        for (sent, expected) in [
+            (&[][..], Some(Encoding::Identity)),
+            (&["identity"][..], Some(Encoding::Identity)),
+            (&["gzip"][..], Some(Encoding::Gzip)),
+            (&["GZip"][..], Some(Encoding::Gzip)),
+            (&["x-gzip"][..], Some(Encoding::Gzip)),
+            (&["identity, gzip"][..], Some(Encoding::Gzip)),
+            (&["br"][..], None),
+            (&["deflate"][..], None),
+            (&["gzip, gzip"][..], None),
+            (&["gzip", "br"][..], None),
+        ] {
+            assert_eq!(encoding(&headers(sent)).ok(), expected, "{sent:?}");
+        }
+    }
+
+    #[test]
+    fn gzip_is_decoded_up_to_the_limit() {
+        let json = br#"{"firstName": "Ada"}"#;
+        assert_eq!(&gunzip(&gzip(json), 1024).unwrap()[..], json);
+        // A bomb: a few kilobytes that inflate far past the limit stop at it.
+        let bomb = gzip(&vec![b' '; 4 * 1024 * 1024]);
+        assert!(bomb.len() < 16 * 1024, "{}", bomb.len());
+        assert!(matches!(
+            gunzip(&bomb, 1024 * 1024),
+            Err(HttpError::PayloadTooLarge { .. })
+        ));
+        assert!(matches!(
+            gunzip(b"not gzip at all", 1024),
+            Err(HttpError::BadGzip(_))
+        ));
+    }
 }

@@ -6,15 +6,18 @@
 //! Bodies follow DESIGN.md section 7: `{"error": {"code", "message", "details"?}}`; the
 //! lifecycle endpoints answer in the partner form of SPEC.md section 7 ([`Form::Partner`]).
 
-use hyper::header::{ALLOW, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::header::{
+    ACCEPT_ENCODING, ALLOW, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use hyper::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
 use super::Response;
-use crate::db::DbError;
+use crate::db::{DbError, StorageFault};
 use crate::health::Unhealthy;
 use crate::ingest::IngestError;
 use crate::lifecycle::LifecycleError;
+use crate::logging::Repeated;
 use crate::mapping::MappingError;
 use crate::operators::OperatorError;
 
@@ -33,6 +36,12 @@ pub(crate) enum HttpError {
     },
     #[error("content type must be application/json, not '{media_type}'")]
     UnsupportedMediaType { media_type: String },
+    /// A `Content-Encoding` other than `gzip` or `identity`.
+    #[error("content encoding '{encoding}' is not supported; send gzip or no encoding")]
+    UnsupportedEncoding { encoding: String },
+    /// A gzip body that is not valid gzip.
+    #[error("request body is not valid gzip: {0}")]
+    BadGzip(String),
     /// A console form was sent as something other than a form.
     #[error("content type must be application/x-www-form-urlencoded, not '{media_type}'")]
     NotAForm { media_type: String },
@@ -83,8 +92,18 @@ pub(crate) enum Form {
     Html,
 }
 
+/// How long a client should wait before retrying after a 503 for a full, read-only or
+/// failing disk: an operator has to act, so a second would only add load.
+const RETRY_AFTER_STORAGE_SECS: u64 = 30;
+
+/// The error code of an answer, kept in the response's extensions so that the request log
+/// line can name it (`401 unauthorized`).
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorCode(pub String);
+
 /// The response to `error` on an endpoint whose errors have `form`: status, JSON body and
-/// headers. Errors that mean a fault on our side are logged here, once.
+/// headers. Errors that mean a fault on our side are logged here, once (or, for storage
+/// faults that every request meets, once per interval).
 pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
     use crate::ping::PingError;
     let reply = match error {
@@ -104,14 +123,14 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             let status = match &e {
                 HttpError::NoSuchPath { .. } => StatusCode::NOT_FOUND,
                 HttpError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-                HttpError::UnsupportedMediaType { .. } | HttpError::NotAForm { .. } => {
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE
-                }
+                HttpError::UnsupportedMediaType { .. }
+                | HttpError::UnsupportedEncoding { .. }
+                | HttpError::NotAForm { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 HttpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-                HttpError::BodyUnreadable(_) | HttpError::InvalidJson { .. } => {
-                    StatusCode::BAD_REQUEST
-                }
+                HttpError::BodyUnreadable(_)
+                | HttpError::BadGzip(_)
+                | HttpError::InvalidJson { .. } => StatusCode::BAD_REQUEST,
                 HttpError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             };
             let code = match &e {
@@ -120,6 +139,8 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 HttpError::UnsupportedMediaType { .. } | HttpError::NotAForm { .. } => {
                     "unsupported_media_type"
                 }
+                HttpError::UnsupportedEncoding { .. } => "unsupported_content_encoding",
+                HttpError::BadGzip(_) => "invalid_gzip",
                 HttpError::PayloadTooLarge { .. } => "payload_too_large",
                 HttpError::BodyTimeout => "body_timeout",
                 HttpError::BodyUnreadable(_) => "body_unreadable",
@@ -134,6 +155,10 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                 ),
                 HttpError::RateLimited { retry_after_secs } => {
                     reply.header(RETRY_AFTER, HeaderValue::from(retry_after_secs))
+                }
+                // RFC 9110 section 15.5.16: a 415 says which encodings would do.
+                HttpError::UnsupportedEncoding { .. } | HttpError::UnsupportedMediaType { .. } => {
+                    reply.header(ACCEPT_ENCODING, HeaderValue::from_static("gzip, identity"))
                 }
                 _ => reply,
             }
@@ -210,11 +235,24 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
         Error::Operator(e @ OperatorError::Invalid(_)) => {
             Reply::new(StatusCode::BAD_REQUEST, "invalid", e.to_string())
         }
-        Error::Unhealthy(e) => Reply::with_body(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "unavailable", "reason": e.to_string()}),
-        )
-        .header(RETRY_AFTER, HeaderValue::from_static("1")),
+        Error::Unhealthy(e) => {
+            let retry_after = match e.storage_fault() {
+                Some(StorageFault::Full | StorageFault::ReadOnly | StorageFault::Io) => {
+                    RETRY_AFTER_STORAGE_SECS
+                }
+                _ => 1,
+            };
+            let mut reply = Reply::with_body(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"status": "unavailable", "reason": e.to_string()}),
+            )
+            .header(RETRY_AFTER, HeaderValue::from(retry_after));
+            reply.code = match e.storage_fault() {
+                Some(fault) => fault.as_str().to_string(),
+                None => "unavailable".to_string(),
+            };
+            reply
+        }
     };
     match form {
         Form::Plain => reply.into_response(),
@@ -223,24 +261,56 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
     }
 }
 
-/// A database error: 503 with `Retry-After` when retrying can help, else 500.
+/// A database error: 503 with `Retry-After` when retrying can help (a busy, full,
+/// read-only or failing disk, a full writer queue, shutdown), else 500.
 fn db_reply(e: DbError) -> Reply {
-    match &e {
-        // The file is locked by another writer for longer than busy_timeout, or the writer
-        // is stopping: temporary, the caller retries.
-        DbError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
-            if matches!(
-                f.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            ) =>
-        {
-            log::warn!("database busy: {e}");
-            Reply::unavailable("database is busy; retry")
+    static BUSY: Repeated = Repeated::new();
+    static STORAGE: Repeated = Repeated::new();
+    static NOT_COMMITTED: Repeated = Repeated::new();
+    static POOL: Repeated = Repeated::new();
+    match e.storage_fault() {
+        // The file is locked by another process for longer than the busy timeout:
+        // temporary, the caller retries.
+        Some(StorageFault::Busy) => {
+            if let Some(repeats) = BUSY.admit() {
+                log::warn!("{e}{repeats}");
+            }
+            return Reply::unavailable("unavailable", "database is busy; retry", 1);
         }
-        DbError::WriterGone => Reply::unavailable("service is shutting down; retry"),
-        DbError::GroupFailed(_) => {
-            log::error!("{e}");
-            Reply::unavailable("write not committed; retry")
+        Some(fault) => {
+            if let Some(repeats) = STORAGE.admit() {
+                log::error!("the database cannot be written: {e}{repeats}");
+            }
+            let message = match fault {
+                StorageFault::Full => "the disk holding the database is full; retry later",
+                StorageFault::ReadOnly => "the database cannot be written (read-only); retry later",
+                _ => "the database cannot be written (I/O error); retry later",
+            };
+            return Reply::unavailable(fault.as_str(), message, RETRY_AFTER_STORAGE_SECS);
+        }
+        None => {}
+    }
+    match &e {
+        DbError::Overloaded => Reply::unavailable(
+            "overloaded",
+            "too many requests are waiting for the database; retry",
+            1,
+        ),
+        DbError::WriterGone => {
+            Reply::unavailable("unavailable", "service is shutting down; retry", 1)
+        }
+        DbError::GroupFailed { .. } => {
+            if let Some(repeats) = NOT_COMMITTED.admit() {
+                log::error!("{e}{repeats}");
+            }
+            Reply::unavailable("unavailable", "write not committed; retry", 1)
+        }
+        // No read connection within the pool's timeout: every one is busy, which is load.
+        DbError::Pool(_) => {
+            if let Some(repeats) = POOL.admit() {
+                log::warn!("{e}{repeats}");
+            }
+            Reply::unavailable("overloaded", "no database connection is free; retry", 1)
         }
         _ => internal(&e),
     }
@@ -301,12 +371,14 @@ fn lifecycle_error_object(e: &LifecycleError) -> Value {
     Value::Object(error)
 }
 
-/// An error answer before it becomes a [`Response`]: status, JSON body, extra headers.
+/// An error answer before it becomes a [`Response`]: status, JSON body, extra headers, and
+/// the error code for the request log line.
 #[derive(Debug)]
 struct Reply {
     status: StatusCode,
     body: Value,
     headers: Vec<(HeaderName, HeaderValue)>,
+    code: String,
 }
 
 impl Reply {
@@ -319,10 +391,17 @@ impl Reply {
     }
 
     fn with_body(status: StatusCode, body: Value) -> Reply {
+        let code = body
+            .pointer("/error/code")
+            .or_else(|| body.get("code"))
+            .and_then(Value::as_str)
+            .unwrap_or("error")
+            .to_string();
         Reply {
             status,
             body,
             headers: Vec::new(),
+            code,
         }
     }
 
@@ -334,9 +413,10 @@ impl Reply {
         )
     }
 
-    fn unavailable(message: &str) -> Reply {
-        Reply::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
-            .header(RETRY_AFTER, HeaderValue::from_static("1"))
+    /// 503 with `Retry-After: retry_after_secs`.
+    fn unavailable(code: &str, message: &str, retry_after_secs: u64) -> Reply {
+        Reply::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+            .header(RETRY_AFTER, HeaderValue::from(retry_after_secs))
     }
 
     /// Adds `details` (a list of `{path, code, message}`) to the error object.
@@ -372,6 +452,7 @@ impl Reply {
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }
+        response.extensions_mut().insert(ErrorCode(self.code));
         response
     }
 
@@ -410,6 +491,7 @@ impl Reply {
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }
+        response.extensions_mut().insert(ErrorCode(self.code));
         response
     }
 }
@@ -510,6 +592,92 @@ mod tests {
         assert_eq!(
             body,
             json!({"status": "unavailable", "reason": "shutting down"})
+        );
+    }
+
+    /// A real SQLite error of each storage fault, from a connection that cannot write.
+    fn storage_error(code: rusqlite::ErrorCode) -> DbError {
+        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+        if code == rusqlite::ErrorCode::ReadOnly {
+            conn.pragma_update(None, "query_only", true)
+                .expect("query_only can be set");
+            let e = conn
+                .execute_batch("CREATE TABLE t (x)")
+                .expect_err("a query-only connection refuses writes");
+            return DbError::Sqlite(e);
+        }
+        DbError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error {
+                code,
+                extended_code: 0,
+            },
+            None,
+        ))
+    }
+
+    #[tokio::test]
+    async fn storage_faults_are_503_with_retry_after_never_500() {
+        use rusqlite::ErrorCode as C;
+        let cases: [(&dyn Fn() -> DbError, &str, &str); 7] = [
+            (&|| storage_error(C::DiskFull), "disk_full", "30"),
+            (&|| storage_error(C::ReadOnly), "read_only", "30"),
+            (&|| storage_error(C::SystemIoFailure), "io_error", "30"),
+            (&|| storage_error(C::CannotOpen), "io_error", "30"),
+            (&|| storage_error(C::DatabaseBusy), "unavailable", "1"),
+            (
+                &|| DbError::GroupFailed {
+                    why: "commit failed: database or disk is full".into(),
+                    fault: Some(StorageFault::Full),
+                },
+                "disk_full",
+                "30",
+            ),
+            (&|| DbError::Overloaded, "overloaded", "1"),
+        ];
+        for (error, code, retry_after) in cases {
+            let described = format!("{:?}", error());
+            // Whichever domain error carries it, on either endpoint form.
+            for (wrapped, form) in [
+                (Error::from(IngestError::Db(error())), Form::Plain),
+                (Error::from(LifecycleError::Db(error())), Form::Partner),
+                (Error::from(error()), Form::Plain),
+            ] {
+                let response = error_to_http_response(wrapped, form);
+                assert_eq!(
+                    response.status(),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "{described}"
+                );
+                assert_eq!(response.headers()[RETRY_AFTER], retry_after, "{described}");
+                assert_eq!(
+                    response.extensions().get::<ErrorCode>().unwrap().0,
+                    code,
+                    "{described}"
+                );
+            }
+        }
+        // Anything else from the database is our fault: 500.
+        let (status, _, _) = answer(storage_error(C::DatabaseCorrupt), Form::Plain).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[tokio::test]
+    async fn refusals_carry_their_code_for_the_log_line() {
+        let response = error_to_http_response(IngestError::SecretInvalid.into(), Form::Plain);
+        assert_eq!(
+            response.extensions().get::<ErrorCode>().unwrap().0,
+            "unauthorized"
+        );
+        let response =
+            error_to_http_response(LifecycleError::TransactionNotFound.into(), Form::Partner);
+        assert_eq!(
+            response.extensions().get::<ErrorCode>().unwrap().0,
+            LifecycleError::TransactionNotFound.code()
+        );
+        let response = error_to_http_response(Unhealthy::ShuttingDown.into(), Form::Plain);
+        assert_eq!(
+            response.extensions().get::<ErrorCode>().unwrap().0,
+            "unavailable"
         );
     }
 }

@@ -1,6 +1,8 @@
 //! The route table and dispatch: a path is matched against [`ROUTES`]; an unknown path is
 //! 404, a known path with the wrong method 405 with `Allow`, and a match goes to its
-//! handler in [`super::handlers`]. Any error a handler ends with becomes its response in
+//! handler in [`super::handlers`]. HEAD is answered wherever GET is (RFC 9110 section
+//! 9.3.2), by the GET handler: hyper sends the headers, with the length of the body it
+//! leaves out. Any error a handler ends with becomes its response in
 //! [`error_to_http_response`], in the error form of the endpoint.
 
 use hyper::Method;
@@ -153,15 +155,20 @@ fn match_pattern(pattern: &str, path: &str) -> Option<Params> {
 }
 
 /// Finds the route for `method` and `path`: the endpoint and its parameters, or the
-/// error for an unknown path (404) or a wrong method (405 with `Allow`).
+/// error for an unknown path (404) or a wrong method (405 with `Allow`). A HEAD request
+/// takes the GET route of its path.
 pub(crate) fn resolve(method: &Method, path: &str) -> Result<(Endpoint, Params), HttpError> {
     let mut allowed: Vec<&str> = Vec::new();
     for route in ROUTES {
         if let Some(params) = match_pattern(route.pattern, path) {
-            if route.method == *method {
+            let head_of_get = *method == Method::HEAD && route.method == Method::GET;
+            if route.method == *method || head_of_get {
                 return Ok((route.endpoint, params));
             }
             allowed.push(route.method.as_str());
+            if route.method == Method::GET {
+                allowed.push(Method::HEAD.as_str());
+            }
         }
     }
     if allowed.is_empty() {
@@ -241,8 +248,21 @@ mod tests {
         }
         let e = resolve(&Method::DELETE, "/api/health").unwrap_err();
         assert!(
-            matches!(&e, HttpError::MethodNotAllowed { allow, .. } if allow == "GET"),
+            matches!(&e, HttpError::MethodNotAllowed { allow, .. } if allow == "GET, HEAD"),
             "{e:?}"
         );
+        let e = resolve(&Method::HEAD, "/api/webhooks/partner-payout").unwrap_err();
+        assert!(
+            matches!(&e, HttpError::MethodNotAllowed { allow, .. } if allow == "POST"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn head_takes_the_get_route() {
+        for route in ROUTES.iter().filter(|route| route.method == Method::GET) {
+            let (endpoint, _) = resolve(&Method::HEAD, route.pattern).unwrap();
+            assert_eq!(endpoint, route.endpoint);
+        }
     }
 }

@@ -120,8 +120,8 @@ const INSERT_LEAD: &str = "INSERT INTO leads (id, source_id, container_id, works
 const INSERT_BODY: &str = "INSERT INTO lead_bodies (lead_id, body) VALUES (?1, ?2)";
 
 const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, product_id, \
-    routing_ready, trigger_auto_delivery, field_values, created_at) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    routing_ready, trigger_auto_delivery, field_values, created_at, request_id) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// Stores `leads` in order; one outcome per lead. Runs as (part of) one writer job: an
 /// error rolls back the whole job, so a request's leads are stored all or none.
@@ -249,6 +249,10 @@ fn store_one(
     insert_lead(conn, source, lead, &lead_id, &item, now)?;
     conn.prepare_cached(INSERT_BODY)?
         .execute(params![lead_id, lead.raw])?;
+    // The writer runs a request's job with the request's X-Request-Id current
+    // (`request_id::current`); it is kept on each lead request. None for leads that came
+    // without an HTTP request.
+    let http_request_id = crate::request_id::current();
     let mut insert_request = conn.prepare_cached(INSERT_REQUEST)?;
     for (position, ((interest, request_id), field_values)) in lead
         .lead
@@ -267,6 +271,7 @@ fn store_one(
             interest.trigger_auto_delivery,
             field_values,
             now,
+            http_request_id.as_deref(),
         ])?;
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that

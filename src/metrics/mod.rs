@@ -11,12 +11,14 @@
 //! `Notifier`), group sizes (the writer), the rate limiter's table.
 
 mod instruments;
+pub mod process;
 mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 pub use instruments::{Histogram, HistogramReading, LabelledCounter};
+pub use process::ProcessStats;
 pub use text::CONTENT_TYPE;
 
 use crate::db::WriterStats;
@@ -59,6 +61,8 @@ pub struct Metrics {
     ping_latency: Histogram,
     /// Bid requests per buyer: by outcome, and their latency.
     bids: std::sync::Mutex<std::collections::BTreeMap<String, BuyerBids>>,
+    /// Connections answered 503 because `serve --max-connections` were open.
+    connections_refused: AtomicU64,
 }
 
 /// One buyer's bid requests.
@@ -85,6 +89,10 @@ pub struct Gauges {
     pub deliveries: DeliveryGauges,
     /// Per buyer that the outbox workers dealt with, by buyer id.
     pub buyers: Vec<BuyerGauges>,
+    /// Connections open now and the most allowed (`serve --max-connections`).
+    pub connections: ConnectionGauges,
+    /// `None` where the process's figures cannot be read (no `/proc`).
+    pub process: Option<ProcessStats>,
 }
 
 /// One buyer's delivery figures: its endpoint's state, sends in flight, attempts by
@@ -98,6 +106,15 @@ pub struct BuyerGauges {
     pub attempts: [u64; 3],
     /// Attempt durations in milliseconds.
     pub duration_ms: HistogramReading,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionGauges {
+    pub open: usize,
+    pub max: usize,
+    /// Requests that write in progress now, and the most allowed at once.
+    pub write_requests: usize,
+    pub max_write_requests: usize,
 }
 
 /// Delivery attempts by outcome, as [`DELIVERY_OUTCOMES`] names them.
@@ -167,7 +184,13 @@ impl Metrics {
             pings: LabelledCounter::new(PING_OUTCOMES),
             ping_latency: Histogram::new(LATENCY_BOUNDS_MICROS),
             bids: Default::default(),
+            connections_refused: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a connection refused at the connection limit.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Starts measuring a request: it counts as in flight until the timer is dropped.
@@ -252,9 +275,13 @@ impl Metrics {
             self.started.elapsed().as_secs(),
         );
         self.render_requests(&mut w);
+        self.render_connections(&mut w, &gauges.connections);
         self.render_ingest(&mut w);
         self.render_pings(&mut w);
         render_gauges(&mut w, gauges);
+        if let Some(process) = &gauges.process {
+            render_process(&mut w, process);
+        }
         w.finish()
     }
 
@@ -303,6 +330,51 @@ impl Metrics {
                 );
             }
         }
+    }
+
+    fn render_connections(&self, w: &mut TextWriter, connections: &ConnectionGauges) {
+        w.family(
+            "leadrelay_http_connections_open",
+            "gauge",
+            "HTTP connections open now.",
+        );
+        w.sample("leadrelay_http_connections_open", &[], connections.open);
+        w.family(
+            "leadrelay_http_connections_max",
+            "gauge",
+            "The most HTTP connections open at once (serve --max-connections).",
+        );
+        w.sample("leadrelay_http_connections_max", &[], connections.max);
+        w.family(
+            "leadrelay_http_connections_refused_total",
+            "counter",
+            "Connections answered 503 and closed because the connection limit was reached.",
+        );
+        w.sample(
+            "leadrelay_http_connections_refused_total",
+            &[],
+            self.connections_refused.load(Ordering::Relaxed),
+        );
+        w.family(
+            "leadrelay_http_write_requests_in_progress",
+            "gauge",
+            "Requests that write (ingest, lifecycle) being handled now.",
+        );
+        w.sample(
+            "leadrelay_http_write_requests_in_progress",
+            &[],
+            connections.write_requests,
+        );
+        w.family(
+            "leadrelay_http_write_requests_max",
+            "gauge",
+            "The most requests that write handled at once; past it they are answered 503.",
+        );
+        w.sample(
+            "leadrelay_http_write_requests_max",
+            &[],
+            connections.max_write_requests,
+        );
     }
 
     fn render_ingest(&self, w: &mut TextWriter) {
@@ -437,6 +509,24 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         &[],
         writer.max_group_size,
     );
+    w.family(
+        "leadrelay_db_write_queue_depth",
+        "gauge",
+        "Request write jobs queued for the writer or running now.",
+    );
+    w.sample("leadrelay_db_write_queue_depth", &[], writer.queued);
+    w.family(
+        "leadrelay_db_write_queue_capacity",
+        "gauge",
+        "The most request write jobs queued at once; past it requests are answered 503.",
+    );
+    w.sample("leadrelay_db_write_queue_capacity", &[], writer.capacity);
+    w.family(
+        "leadrelay_db_writes_refused_total",
+        "counter",
+        "Request write jobs refused (503) because the writer's queue was full.",
+    );
+    w.sample("leadrelay_db_writes_refused_total", &[], writer.refused);
     if let Some(clients) = gauges.rate_limited_clients {
         w.family(
             "leadrelay_rate_limit_tracked_clients",
@@ -503,6 +593,62 @@ fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
             1e3,
         );
     }
+}
+
+/// The standard process metrics, named as every Prometheus client library names them.
+fn render_process(w: &mut TextWriter, process: &ProcessStats) {
+    w.family(
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+    );
+    w.sample("process_cpu_seconds_total", &[], process.cpu_seconds);
+    w.family(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+    );
+    w.sample(
+        "process_resident_memory_bytes",
+        &[],
+        process.resident_memory_bytes,
+    );
+    w.family(
+        "process_virtual_memory_bytes",
+        "gauge",
+        "Virtual memory size in bytes.",
+    );
+    w.sample(
+        "process_virtual_memory_bytes",
+        &[],
+        process.virtual_memory_bytes,
+    );
+    if let Some(open) = process.open_fds {
+        w.family(
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+        );
+        w.sample("process_open_fds", &[], open);
+    }
+    if let Some(max) = process.max_fds {
+        w.family(
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+        );
+        w.sample("process_max_fds", &[], max);
+    }
+    w.family(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+    );
+    w.sample(
+        "process_start_time_seconds",
+        &[],
+        process.start_time_seconds,
+    );
 }
 
 #[cfg(test)]

@@ -148,6 +148,10 @@ async fn ask(client: Result<Client<Connector, Full<Bytes>>, String>, call: BidCa
 }
 
 async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> BidOutcome {
+    // A URL stored before the rule existed is checked again here, as the sender does.
+    if let Err(e) = crate::outbound_url::check(&call.url) {
+        return BidOutcome::Error(format!("invalid bid URL: {e}"));
+    }
     let key = match SigningKey::from_secret(&call.signing_secret) {
         Ok(key) => key,
         Err(e) => return BidOutcome::Error(e.to_string()),

@@ -137,7 +137,18 @@ async fn serve(sender: Sender, mut inbox: mpsc::UnboundedReceiver<Message>, noti
 async fn send_catching_panics(sender: Sender, event: Claimed) -> Attempt {
     let sent = {
         let event = event.clone();
-        tokio::spawn(async move { sender.send(&event).await }).await
+        // The request that caused the event is current while it is sent (log lines).
+        let request_id = event
+            .request_id
+            .as_deref()
+            .map(crate::request_id::RequestId::from);
+        tokio::spawn(async move {
+            match request_id {
+                Some(id) => crate::request_id::scope(id, sender.send(&event)).await,
+                None => sender.send(&event).await,
+            }
+        })
+        .await
     };
     match sent {
         Ok(attempt) => attempt,

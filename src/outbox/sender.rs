@@ -91,6 +91,13 @@ impl Sender {
             // A request that cannot be made (a bad secret) says nothing of the endpoint.
             observation: Observation::Answered,
         };
+        // The URL was checked when it was set; a URL stored before the rule existed, or by
+        // hand, is refused here too (a permanent failure: the operator fixes the URL and
+        // retries the event).
+        if let Err(e) = crate::outbound_url::check(&event.url) {
+            attempt.error = Some(format!("not sent: {e}"));
+            return attempt;
+        }
         let key = match SigningKey::from_secret(&event.signing_secret) {
             Ok(key) => key,
             Err(e) => {

@@ -82,6 +82,9 @@ pub struct Claimed {
     pub claim: i64,
     /// Claimed as the probe of an unhealthy buyer's endpoint.
     pub probe: bool,
+    /// The X-Request-Id of the ingest request that stored the event's lead request, so the
+    /// outbox's log lines about the event name it.
+    pub request_id: Option<String>,
 }
 
 /// A buyer with pending events: when the earliest falls due (an event in flight is not due
@@ -141,8 +144,11 @@ pub fn claim_for_buyer(
     let sql = if probe {
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END
+                     THEN b.previous_signing_secret END,
+                r.request_id
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         LEFT JOIN transactions t ON t.id = e.transaction_id
+         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1
            AND (e.lease_until IS NULL OR e.lease_until <= ?2)
          ORDER BY e.next_attempt_at
@@ -150,8 +156,11 @@ pub fn claim_for_buyer(
     } else {
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END
+                     THEN b.previous_signing_secret END,
+                r.request_id
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+         LEFT JOIN transactions t ON t.id = e.transaction_id
+         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
          WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
          ORDER BY e.next_attempt_at
          LIMIT ?3"
@@ -168,6 +177,7 @@ pub fn claim_for_buyer(
                 previous_signing_secret: row.get(5)?,
                 claim: 0,
                 probe,
+                request_id: row.get(6)?,
             })
         })?
         .collect::<Result<_, _>>()?;

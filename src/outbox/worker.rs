@@ -24,6 +24,12 @@ use super::pool::Pool;
 use super::store::{self, Attempt, Claimed, DueBuyer, Outcome};
 use super::{Notifier, WorkerConfig};
 use crate::db::{Db, DbError};
+use crate::logging::Repeated;
+use crate::request_id::RequestId;
+
+/// The longest wait between two rounds after failing ones (a full disk, a locked file):
+/// the round is retried, but not in a loop that burns a core and floods the log.
+const MAX_ERROR_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The running workers. [`Workers::stop`] ends them after their current attempts.
 pub struct Workers {
@@ -104,6 +110,8 @@ struct Held {
     buyer_id: String,
     claim: i64,
     lease_end: i64,
+    /// The request that caused the event, named by the lines logged about it.
+    request_id: Option<RequestId>,
 }
 
 struct Coordinator {
@@ -147,13 +155,20 @@ struct Done {
 
 impl Coordinator {
     fn run(mut self) {
+        static LOOKUP_FAILED: Repeated = Repeated::new();
+        static ROUND_FAILED: Repeated = Repeated::new();
         let mut carried: Vec<Attempt> = Vec::new();
         // Look for due events at once: there may be some from before a restart.
         let mut want_claim = true;
         let mut next_check = Instant::now();
         let mut next_report = Instant::now();
+        // After a failed round, no new one before this; the wait doubles with each failure.
+        let mut backoff: Option<(Instant, Duration)> = None;
         loop {
-            let deadline = next_check.min(self.next_renewal()).min(next_report);
+            let mut deadline = next_check.min(self.next_renewal()).min(next_report);
+            if let Some((until, _)) = backoff {
+                deadline = deadline.max(until);
+            }
             let inbox = self.notifier.wait(deadline);
             carried.extend(inbox.finished);
             if inbox.stopping {
@@ -161,6 +176,9 @@ impl Coordinator {
             }
             if inbox.woken {
                 want_claim = true;
+            }
+            if backoff.is_some_and(|(until, _)| Instant::now() < until) {
+                continue;
             }
             let now = Instant::now();
             let mut timer_only = false;
@@ -193,7 +211,11 @@ impl Coordinator {
                                 continue;
                             }
                         }
-                        Err(e) => log::warn!("outbox: looking for due events failed: {e}"),
+                        Err(e) => {
+                            if let Some(repeats) = LOOKUP_FAILED.admit() {
+                                log::warn!("outbox: looking for due events failed: {e}{repeats}");
+                            }
+                        }
                     }
                 }
             }
@@ -205,6 +227,7 @@ impl Coordinator {
             };
             match self.write_round(&round) {
                 Ok(done) => {
+                    backoff = None;
                     if round.report.is_some() {
                         next_report = Instant::now() + self.config.report_interval;
                     }
@@ -217,7 +240,17 @@ impl Coordinator {
                     self.apply(&round, done);
                 }
                 Err(e) => {
-                    log::warn!("outbox: recording and claiming failed, trying again: {e}");
+                    let wait = match backoff {
+                        Some((_, wait)) => (wait * 2).min(MAX_ERROR_BACKOFF),
+                        None => self.config.poll_interval.min(MAX_ERROR_BACKOFF),
+                    };
+                    if let Some(repeats) = ROUND_FAILED.admit() {
+                        log::warn!(
+                            "outbox: recording and claiming failed, trying again in {}: {e}{repeats}",
+                            crate::duration::format(wait)
+                        );
+                    }
+                    backoff = Some((Instant::now() + wait, wait));
                     carried = round.finished;
                     next_check = Instant::now() + self.config.poll_interval;
                     want_claim = true;
@@ -362,16 +395,22 @@ impl Coordinator {
                     .stats()
                     .attempt(&attempt.buyer_id, outcome, attempt.duration_ms);
                 if outcome != Outcome::Delivered {
-                    log::info!(
-                        "outbox: event {} attempt {}: {}",
-                        attempt.event_id,
-                        outcome.as_str(),
-                        attempt
-                            .error
-                            .clone()
-                            .or_else(|| attempt.http_status.map(|s| format!("HTTP {s}")))
-                            .unwrap_or_default()
-                    );
+                    let request_id = self
+                        .in_flight
+                        .get(&attempt.event_id)
+                        .and_then(|held| held.request_id.clone());
+                    crate::request_id::on_thread(request_id.as_ref(), || {
+                        log::info!(
+                            "outbox: event {} attempt {}: {}",
+                            attempt.event_id,
+                            outcome.as_str(),
+                            attempt
+                                .error
+                                .clone()
+                                .or_else(|| attempt.http_status.map(|s| format!("HTTP {s}")))
+                                .unwrap_or_default()
+                        )
+                    });
                 }
             }
             // Only the claim that sent it frees the place; an older claim's late answer
@@ -415,6 +454,7 @@ impl Coordinator {
                     buyer_id: event.buyer_id.clone(),
                     claim: event.claim,
                     lease_end: done.now + millis(self.lease),
+                    request_id: event.request_id.as_deref().map(RequestId::from),
                 },
             );
         }

@@ -110,3 +110,25 @@ impl Request {
         }
     }
 }
+
+/// `bytes` gzip-compressed, for `Content-Encoding: gzip` request bodies.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use flate2::{Compression, write::GzEncoder};
+    use std::io::Write;
+
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+    encoder
+        .write_all(bytes)
+        .expect("writing to a Vec cannot fail");
+    encoder.finish().expect("finishing into a Vec cannot fail")
+}
+
+/// A gzip body of a few kilobytes that decompresses to more than `size` bytes of JSON: the
+/// server reads all of it before refusing it with 413, so the client is never cut off
+/// mid-upload (a plain oversized body would race the early answer).
+pub fn gzip_bomb(size: usize) -> Vec<u8> {
+    let mut json = b"{\"firstName\": \"Ada\"".to_vec();
+    json.extend(std::iter::repeat_n(b' ', size));
+    json.push(b'}');
+    gzip(&json)
+}

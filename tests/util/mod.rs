@@ -3,10 +3,12 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod contract;
 pub mod files;
 pub mod fixtures;
 pub mod http;
 pub mod json;
+pub mod logged;
 pub mod process;
 pub mod receiver;
 pub mod source;
@@ -77,7 +79,8 @@ impl TestServer {
 
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
-        TestServer::start_inner(db, options, None)
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_inner(db, database, options, None)
     }
 
     /// Starts the service and the operator console (each on its own port 0) on `db`.
@@ -86,16 +89,27 @@ impl TestServer {
         options: leadrelay::service::ServiceOptions,
         console: leadrelay::console::ConsoleConfig,
     ) -> TestServer {
-        TestServer::start_inner(db, options, Some(console))
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_inner(db, database, options, Some(console))
+    }
+
+    /// Starts the service with `options` on `database`, opened on `db` by the caller (with
+    /// its own `DbOptions`).
+    pub fn start_on(
+        db: TempDb,
+        database: leadrelay::db::Db,
+        options: leadrelay::service::ServiceOptions,
+    ) -> TestServer {
+        TestServer::start_inner(db, database, options, None)
     }
 
     fn start_inner(
         db: TempDb,
+        database: leadrelay::db::Db,
         options: leadrelay::service::ServiceOptions,
         console: Option<leadrelay::console::ConsoleConfig>,
     ) -> TestServer {
         init_logging();
-        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let (ready, bound) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()

@@ -1,5 +1,5 @@
-//! `GET /api/health`: 200 with the outbox figures, or 503 while shutting down or when the
-//! database cannot be read or written.
+//! `GET /api/health` (and HEAD): 200 with the outbox figures, or 503 while shutting down or
+//! when the database cannot be read or a real write cannot be committed (`health::check`).
 
 use hyper::StatusCode;
 use serde_json::json;
@@ -12,7 +12,7 @@ pub(crate) async fn get(state: &AppState) -> Result<Response, Error> {
     if state.is_shutting_down() {
         return Err(Unhealthy::ShuttingDown.into());
     }
-    let figures = health::check(&state.db).await?;
+    let figures = health::check(&state.db, &state.health).await?;
     // A call that raced the start of shutdown answers like one that came after it, so a
     // load balancer stops sending traffic to an instance that is draining.
     if state.is_shutting_down() {

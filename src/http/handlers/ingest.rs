@@ -58,6 +58,15 @@ pub(super) async fn admit_and_read(
     params: Params,
 ) -> Result<(crate::config::source::Source, serde_json::Value, Option<String>), Error> {
     let limit = state.config.body_limit;
+    // Under overload a request is refused first, before anything is looked up or read, so
+    // the time goes to the requests in progress; the place is held until the answer.
+    let _place = match state.admit_write() {
+        Ok(place) => place,
+        Err(e) => {
+            body::discard(request.into_body(), limit).await;
+            return Err(e.into());
+        }
+    };
     // Source (404) and secret (401) are decided before the body is read; the body is still
     // drained before such an answer so that the answer reaches the client.
     let admitted = match <[String; 2]>::try_from(params) {

@@ -9,6 +9,7 @@
 
 use hyper::StatusCode;
 use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::http::error::Error;
 use crate::http::{AppState, Request, Response, auth, body, response};
@@ -31,23 +32,35 @@ pub(crate) async fn cancellation(state: &AppState, request: Request) -> Result<R
 }
 
 pub(crate) async fn supplier_answer(state: &AppState, request: Request) -> Result<Response, Error> {
-    let (presented, body) = receive(state, request).await?;
+    let (_place, presented, body) = receive(state, request).await?;
     let answered = crate::lifecycle::supplier::call(&state.db, presented, &body).await?;
     Ok(response::json(StatusCode::OK, &answered.to_json()))
 }
 
 async fn buyer_call(state: &AppState, request: Request, kind: Kind) -> Result<Response, Error> {
-    let (presented, body) = receive(state, request).await?;
+    let (_place, presented, body) = receive(state, request).await?;
     let answer = buyer::call(&state.db, kind, presented, &body).await?;
     Ok(response::json(StatusCode::OK, &answer))
 }
 
-/// The credentials presented in either header, and the body as JSON.
-async fn receive(state: &AppState, request: Request) -> Result<(Vec<String>, Value), Error> {
+/// The call's place among the write requests in progress (held until it is answered;
+/// under overload the call is refused before its body is read), the credentials presented
+/// in either header, and the body as JSON.
+async fn receive(
+    state: &AppState,
+    request: Request,
+) -> Result<(OwnedSemaphorePermit, Vec<String>, Value), Error> {
+    let place = match state.admit_write() {
+        Ok(place) => place,
+        Err(e) => {
+            body::discard(request.into_body(), state.config.body_limit).await;
+            return Err(e.into());
+        }
+    };
     let presented: Vec<String> = auth::presented_secrets(request.headers())
         .into_iter()
         .map(str::to_string)
         .collect();
     let body = body::read_json(request, state.config.body_limit).await?;
-    Ok((presented, body))
+    Ok((place, presented, body))
 }

@@ -1,6 +1,7 @@
 //! `GET /metrics`: gathers the figures that live elsewhere (outbox depth from the database,
-//! delivery attempts from the outbox workers, the writer's group sizes, the rate limiter's
-//! table) and answers the Prometheus text.
+//! delivery attempts from the outbox workers, the writer's group sizes and queue, the rate
+//! limiter's table, open connections, the process's `/proc` figures) and answers the
+//! Prometheus text.
 //!
 //! With `serve --metrics off` the path answers 404 exactly like an unknown path.
 
@@ -12,8 +13,10 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use crate::db::DbError;
 use crate::http::error::{Error, HttpError};
 use crate::http::{AppState, Response};
+use crate::logging::Repeated;
 use crate::metrics::{
-    BuyerGauges, CONTENT_TYPE as PROMETHEUS_TEXT, DeliveryGauges, Gauges, OutboxGauges,
+    BuyerGauges, CONTENT_TYPE as PROMETHEUS_TEXT, ConnectionGauges, DeliveryGauges, Gauges,
+    OutboxGauges,
 };
 
 pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error> {
@@ -41,7 +44,10 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
         Err(e) => {
             // The rest of the scrape is still worth having; the missing outbox series and
             // the health check tell the operator that the database is the problem.
-            log::warn!("metrics: outbox figures unavailable: {e}");
+            static UNAVAILABLE: Repeated = Repeated::new();
+            if let Some(repeats) = UNAVAILABLE.admit() {
+                log::warn!("metrics: outbox figures unavailable: {e}{repeats}");
+            }
             None
         }
     };
@@ -69,6 +75,13 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
                 duration_ms: b.latency,
             })
             .collect(),
+        connections: ConnectionGauges {
+            open: state.open_connections(),
+            max: state.config.max_connections,
+            write_requests: state.write_requests_in_progress(),
+            max_write_requests: state.config.max_write_requests,
+        },
+        process: crate::metrics::process::read(),
     };
     let body = state.metrics.render(&gauges);
     let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
