@@ -47,11 +47,19 @@ fn post_body(ping_id: &str, external_id: &str, email: &str) -> Value {
 fn market(server: &TestServer, receiver: &Receiver, price: &str, terms: &str, buyer_flags: &str) {
     let db = &server.db;
     lr(db, "workspace create --name Acme --id ws").json();
-    lr(db, "product create --workspace ws --slug solar --name Solar --id solar").json();
+    lr(
+        db,
+        "product create --workspace ws --slug solar --name Solar --id solar",
+    )
+    .json();
     channel(db, "web", "");
     source(db, "web", "src", "--no-secret --supplier-cost 4");
     buyer(db, "sunco", &receiver.url("/sunco"), None, buyer_flags);
-    lr(db, format!("buyer subscribe sunco --product solar --price {price} {terms}")).json();
+    lr(
+        db,
+        format!("buyer subscribe sunco --product solar --price {price} {terms}"),
+    )
+    .json();
 }
 
 fn ping(server: &TestServer, body: &Value) -> Value {
@@ -71,9 +79,18 @@ fn an_accepted_ping_shows_no_buyer_and_its_reservation_holds_a_cap_of_one() {
     assert_eq!(first["payout"], json!(4.0), "the source's supplier cost");
     assert!(first["pingId"].as_str().unwrap().starts_with("png_"));
     assert!(first["expiresAt"].is_string());
-    let mut keys: Vec<&str> = first.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     keys.sort();
-    assert_eq!(keys, ["expiresAt", "payout", "pingId", "status"], "no buyer, price or candidate");
+    assert_eq!(
+        keys,
+        ["expiresAt", "payout", "pingId", "status"],
+        "no buyer, price or candidate"
+    );
 
     let second = ping(&server, &ping_body("bob@example.org"));
     assert_eq!(second["status"], "rejected", "{second}");
@@ -84,8 +101,15 @@ fn an_accepted_ping_shows_no_buyer_and_its_reservation_holds_a_cap_of_one() {
     // The held place counts in the operator's view of the caps too.
     let terms = lr(&server.db, "buyer terms sunco").json();
     assert_eq!(terms[0]["usedToday"], 1, "{terms}");
-    let shown = lr(&server.db, format!("ping show {}", second["pingId"].as_str().unwrap())).json();
-    assert_eq!(shown["decision"]["candidates"][0]["reason"], "daily_cap_reached", "{shown}");
+    let shown = lr(
+        &server.db,
+        format!("ping show {}", second["pingId"].as_str().unwrap()),
+    )
+    .json();
+    assert_eq!(
+        shown["decision"]["candidates"][0]["reason"], "daily_cap_reached",
+        "{shown}"
+    );
     let listed = lr(&server.db, "ping list --status rejected").json();
     assert_eq!(listed.as_array().unwrap().len(), 1);
 }
@@ -121,7 +145,11 @@ fn the_post_is_delivered_to_the_reserved_buyer_at_the_reserved_price_once() {
     let pinged = ping(&server, &ping_body("ann@example.org"));
     let ping_id = pinged["pingId"].as_str().unwrap();
     // The price changes after the ping: the post is sold as the ping promised.
-    lr(&server.db, "buyer terms set sunco --product solar --price 45").json();
+    lr(
+        &server.db,
+        "buyer terms set sunco --product solar --price 45",
+    )
+    .json();
 
     let mut body = post_body(ping_id, "lead-1", " Ann@Example.org ");
     // The partner did not ask for automated delivery: the post is delivered anyway.
@@ -141,7 +169,14 @@ fn the_post_is_delivered_to_the_reserved_buyer_at_the_reserved_price_once() {
     let shown = lr(&server.db, format!("ping show {ping_id}")).json();
     assert_eq!(shown["status"], "posted");
     assert_eq!(shown["leadId"], posted.json["item"]["leadId"]);
-    let lead = lr(&server.db, format!("lead show {}", posted.json["item"]["leadId"].as_str().unwrap())).json();
+    let lead = lr(
+        &server.db,
+        format!(
+            "lead show {}",
+            posted.json["item"]["leadId"].as_str().unwrap()
+        ),
+    )
+    .json();
     assert_eq!(lead["requests"][0]["decision"]["pingId"], ping_id, "{lead}");
 
     // Used: a second post of the same ping is refused and stores nothing.
@@ -202,10 +237,22 @@ fn a_post_whose_email_does_not_match_the_ping_is_refused_and_the_reservation_sta
     let wrong = server.post_json(POST, &post_body(ping_id, "lead-1", "eve@example.org"));
     assert_eq!(wrong.status, 400, "{}", wrong.text);
     assert_eq!(wrong.json["error"]["code"], "ping_mismatch");
-    assert!(wrong.json["error"]["message"].as_str().unwrap().contains("email"));
+    assert!(
+        wrong.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("email")
+    );
     let unknown = server.post_json(POST, &post_body("png_nothing", "lead-2", "ann@example.org"));
-    assert_eq!(unknown.json["error"]["code"], "ping_unknown", "{}", unknown.text);
-    assert_eq!(lr(&server.db, "lead list").json().as_array().unwrap().len(), 0);
+    assert_eq!(
+        unknown.json["error"]["code"], "ping_unknown",
+        "{}",
+        unknown.text
+    );
+    assert_eq!(
+        lr(&server.db, "lead list").json().as_array().unwrap().len(),
+        0
+    );
 
     let right = server.post_json(POST, &post_body(ping_id, "lead-3", "ann@example.org"));
     assert_eq!(right.status, 201, "{}", right.text);
@@ -228,7 +275,10 @@ fn a_post_that_fails_validation_releases_its_reservation() {
     assert_eq!(shown["status"], "released", "{shown}");
     assert_eq!(shown["reason"], "validation_failed");
     // The place is free again.
-    assert_eq!(ping(&server, &ping_body("bob@example.org"))["status"], "accepted");
+    assert_eq!(
+        ping(&server, &ping_body("bob@example.org"))["status"],
+        "accepted"
+    );
 }
 
 #[test]
@@ -257,7 +307,10 @@ fn a_ping_with_personal_data_is_refused_naming_each_path() {
     // The source's admission as for ingest: unknown source 404.
     let missing = server.post_json("/api/ping/channels/web/sources/nope", &ping_body("a@b.de"));
     assert_eq!(missing.status, 404);
-    assert_eq!(lr(&server.db, "ping list").json().as_array().unwrap().len(), 0);
+    assert_eq!(
+        lr(&server.db, "ping list").json().as_array().unwrap().len(),
+        0
+    );
 }
 
 #[test]
@@ -290,10 +343,21 @@ fn a_reservation_holds_a_prepaid_balance_without_moving_money() {
     // 10 of 40 is available now: the next ping finds too little.
     let second = ping(&server, &ping_body("bob@example.org"));
     assert_eq!(second["status"], "rejected", "{second}");
-    let shown = lr(&server.db, format!("ping show {}", second["pingId"].as_str().unwrap())).json();
-    assert_eq!(shown["decision"]["candidates"][0]["reason"], "insufficient_balance");
+    let shown = lr(
+        &server.db,
+        format!("ping show {}", second["pingId"].as_str().unwrap()),
+    )
+    .json();
+    assert_eq!(
+        shown["decision"]["candidates"][0]["reason"],
+        "insufficient_balance"
+    );
     let ledger = lr(&server.db, "ledger list --buyer sunco").json();
-    assert_eq!(ledger.as_array().unwrap().len(), 1, "only the fund: {ledger}");
+    assert_eq!(
+        ledger.as_array().unwrap().len(),
+        1,
+        "only the fund: {ledger}"
+    );
 
     // The post charges the reserved price once.
     let ping_id = first["pingId"].as_str().unwrap();
@@ -354,7 +418,10 @@ fn a_late_bid_is_no_bid_and_a_bid_below_the_minimum_is_ignored() {
     assert_eq!(outcome("cheap")["outcome"], "below_min");
     assert_eq!(outcome("keen")["outcome"], "bid");
     assert_eq!(outcome("keen")["won"], true);
-    assert_eq!(shown["reservations"][0]["buyerAccountId"], "keen", "{shown}");
+    assert_eq!(
+        shown["reservations"][0]["buyerAccountId"], "keen",
+        "{shown}"
+    );
     assert_eq!(shown["reservations"][0]["buyerPrice"], json!(27.5));
 
     // Each bid request is signed and carries no person.
@@ -381,17 +448,27 @@ fn bid_pricing_refuses_a_price_and_needs_a_url() {
     let server = TestServer::start();
     market(&server, &receiver, "20", "", "");
     buyer(&server.db, "b", &receiver.url("/b"), None, "");
-    lr(&server.db, "buyer subscribe b --product solar --pricing bid --price 5 --bid-url http://127.0.0.1:9/x")
-        .fails(1)
-        .stderr_contains("--price is refused with --pricing bid");
-    lr(&server.db, "buyer subscribe b --product solar --pricing bid")
-        .fails(1)
-        .stderr_contains("--bid-url");
+    lr(
+        &server.db,
+        "buyer subscribe b --product solar --pricing bid --price 5 --bid-url http://127.0.0.1:9/x",
+    )
+    .fails(1)
+    .stderr_contains("--price is refused with --pricing bid");
+    lr(
+        &server.db,
+        "buyer subscribe b --product solar --pricing bid",
+    )
+    .fails(1)
+    .stderr_contains("--bid-url");
     let terms = lr(&server.db, "buyer subscribe b --product solar --pricing bid --bid-url http://127.0.0.1:9/x --bid-timeout 250ms --max-price 50").json();
     assert_eq!(terms["pricing"], "bid", "{terms}");
     assert_eq!(terms["bid"]["timeout"], "250ms");
     assert_eq!(terms["bid"]["maxPrice"], json!(50.0));
-    let fixed = lr(&server.db, "buyer terms set b --product solar --pricing fixed --price 12").json();
+    let fixed = lr(
+        &server.db,
+        "buyer terms set b --product solar --pricing fixed --price 12",
+    )
+    .json();
     assert_eq!(fixed["pricing"], "fixed");
     assert_eq!(fixed["price"], json!(12.0));
 }

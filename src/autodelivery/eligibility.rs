@@ -100,6 +100,9 @@ pub(crate) struct Context<'a> {
     pub(crate) tz: &'a TimeZone,
     pub(crate) now_ms: i64,
     pub(crate) windows: &'a Windows,
+    /// Whether bid-priced buyers were (or will be) asked: a ping's routing prices them
+    /// with their bids ([`apply_bids`]); without bids they are `no_bid`.
+    pub(crate) with_bids: bool,
 }
 
 /// A subscribed buyer as read, before the checks.
@@ -201,6 +204,10 @@ fn check(
     }
     if buyer.unhealthy {
         return (Reason::BuyerUnhealthy, None);
+    }
+    if buyer.bids && !context.with_bids {
+        // Bid requests go out for pings; a lead routed without one has no bid to price it.
+        return (Reason::NoBid, None);
     }
     // Filters are written by `buyer subscribe` from checked input; a hand-edited row that
     // no longer reads matches nothing rather than everything.
@@ -342,6 +349,7 @@ mod tests {
             tz: &TimeZone::UTC,
             now_ms: NOW,
             windows: &windows,
+            with_bids: false,
         };
         let mut found: Vec<_> = candidates(conn, &context)
             .unwrap()

@@ -238,7 +238,10 @@ pub(crate) struct ProductTerms {
 }
 
 /// The terms of `product_id`; `None` when there is no such product.
-pub(crate) fn product_terms(conn: &Connection, product_id: &str) -> rusqlite::Result<Option<ProductTerms>> {
+pub(crate) fn product_terms(
+    conn: &Connection,
+    product_id: &str,
+) -> rusqlite::Result<Option<ProductTerms>> {
     let found: Option<(String, Option<i64>)> = conn
         .prepare_cached("SELECT fields, default_supplier_cost_cents FROM products WHERE id = ?1")?
         .query_row([product_id], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -347,6 +350,7 @@ fn decide(
             tz: &settings.tz,
             now_ms: settings.now_ms,
             windows: &settings.windows,
+            with_bids: false,
         },
     )?;
     select::rank(&mut candidates);
@@ -389,7 +393,10 @@ pub(crate) enum Attempt<T> {
     Taken(T),
     /// Refused for this buyer (the detail says why, for the operator); `request_full` when
     /// no later buyer can take the request either.
-    Refused { request_full: bool, detail: Value },
+    Refused {
+        request_full: bool,
+        detail: Value,
+    },
 }
 
 /// The one selection: goes through the eligible candidates in rank order and tries to take
@@ -441,7 +448,7 @@ fn take(
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
     take_ranked(candidates, wanted, |candidate| {
         let order = LeadDelivery {
-        bid: None,
+            bid: None,
             lead,
             request,
             terms,

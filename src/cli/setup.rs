@@ -731,7 +731,9 @@ fn pricing_of(
         }
         PricingArg::Bid => {
             if price.is_some() {
-                anyhow::bail!("--price is refused with --pricing bid: the buyer's bids are the price");
+                anyhow::bail!(
+                    "--price is refused with --pricing bid: the buyer's bids are the price"
+                );
             }
             let Some(url) = bid.url else {
                 anyhow::bail!("--pricing bid needs --bid-url URL");

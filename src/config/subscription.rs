@@ -230,11 +230,12 @@ fn check_terms(subscription: &Subscription) -> Result<(), ConfigError> {
     if let Pricing::Bid(bid) = &subscription.pricing {
         check_bid_url(&bid.url)?;
         if !(1..=60_000).contains(&bid.timeout_ms) {
-            return Err(ConfigError::Invalid(
-                "a bid timeout is 1ms to 60s".into(),
-            ));
+            return Err(ConfigError::Invalid("a bid timeout is 1ms to 60s".into()));
         }
-        for (name, price) in [("min price", bid.min_price_cents), ("max price", bid.max_price_cents)] {
+        for (name, price) in [
+            ("min price", bid.min_price_cents),
+            ("max price", bid.max_price_cents),
+        ] {
             if let Some(cents) = price {
                 super::check_not_negative(name, cents)?;
             }
@@ -394,7 +395,8 @@ fn bid_column<T>(pricing: &Pricing, column: impl Fn(&BidTerms) -> T) -> Option<T
 
 /// A bid URL follows the rule of every outbound URL (DESIGN.md section 16).
 fn check_bid_url(url: &str) -> Result<(), ConfigError> {
-    crate::outbound_url::check(url).map_err(|e| ConfigError::Invalid(format!("invalid bid URL: {e}")))
+    crate::outbound_url::check(url)
+        .map_err(|e| ConfigError::Invalid(format!("invalid bid URL: {e}")))
 }
 
 fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {
@@ -518,8 +520,7 @@ fn subscription_from_row(row: &Row) -> rusqlite::Result<Subscription> {
     })
 }
 
-const SUBSCRIPTION_COLUMNS: &str =
-    "buyer_id, product_id, price_cents, daily_cap, monthly_cap, priority, filters, schedule, \
+const SUBSCRIPTION_COLUMNS: &str = "buyer_id, product_id, price_cents, daily_cap, monthly_cap, priority, filters, schedule, \
      pricing, bid_url, bid_timeout_ms, min_price_cents, max_price_cents";
 
 const SUBSCRIPTION_COLUMNS_OF_S: &str = "s.buyer_id, s.product_id, s.price_cents, s.daily_cap, \

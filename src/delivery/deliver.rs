@@ -132,7 +132,7 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     deliver_lead(
         conn,
         &LeadDelivery {
-        bid: None,
+            bid: None,
             lead: &lead,
             request,
             terms,

@@ -109,7 +109,7 @@ mod tests {
             ..LeadFields::default()
         };
         let body = LeadDelivered {
-        bid: None,
+            bid: None,
             transaction_id: "txn_1",
             lead_request_id: "lreq_1",
             lead_id: "lead_1",

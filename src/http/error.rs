@@ -176,9 +176,12 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
                     .details(crate::ingest::problem::details(&problems))
             }
             IngestError::Ping { code, message } => {
-                let details = crate::ingest::problem::details(&[
-                    crate::ingest::problem::Problem::new("/pingId", code, message.clone()),
-                ]);
+                let details =
+                    crate::ingest::problem::details(&[crate::ingest::problem::Problem::new(
+                        "/pingId",
+                        code,
+                        message.clone(),
+                    )]);
                 Reply::new(StatusCode::BAD_REQUEST, code, message).details(details)
             }
             IngestError::Mapping(e @ MappingError::Transform { .. }) => {

@@ -183,7 +183,9 @@ async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> Bi
     if status == 204 {
         return BidOutcome::Pass;
     }
-    let read = Limited::new(response.into_body(), ANSWER_LIMIT).collect().await;
+    let read = Limited::new(response.into_body(), ANSWER_LIMIT)
+        .collect()
+        .await;
     let bytes = match read {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return BidOutcome::Error(format!("reading the answer failed: {e}")),
@@ -246,7 +248,13 @@ mod tests {
             "half away from zero on the decimal text"
         );
         assert_eq!(read_answer(br#"{"bid": null}"#), BidOutcome::Pass);
-        for bad in [&br#"{"bid": "12"}"#[..], br#"{"bid": -1}"#, b"[]", b"nope", br#"{"bid": 5, "bidId": 7}"#] {
+        for bad in [
+            &br#"{"bid": "12"}"#[..],
+            br#"{"bid": -1}"#,
+            b"[]",
+            b"nope",
+            br#"{"bid": 5, "bidId": 7}"#,
+        ] {
             assert!(matches!(read_answer(bad), BidOutcome::Error(_)), "{bad:?}");
         }
     }

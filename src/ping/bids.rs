@@ -62,7 +62,11 @@ impl Bids {
     }
 }
 
-fn bidders(conn: &Connection, workspace_id: &str, product_id: &str) -> rusqlite::Result<Vec<Bidder>> {
+fn bidders(
+    conn: &Connection,
+    workspace_id: &str,
+    product_id: &str,
+) -> rusqlite::Result<Vec<Bidder>> {
     conn.prepare_cached(
         "SELECT s.buyer_id, s.bid_url, s.bid_timeout_ms, s.min_price_cents, s.max_price_cents,
                 b.signing_secret
@@ -110,6 +114,7 @@ pub(crate) fn eligible_bidders(
             tz: &settings.tz,
             now_ms: now,
             windows: &settings.windows,
+            with_bids: true,
         },
     )?;
     let eligible: HashSet<&str> = candidates

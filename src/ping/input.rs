@@ -153,8 +153,10 @@ mod tests {
 
     #[test]
     fn personal_fields_are_refused_by_path() {
-        let refused = parse(json!({"productSlug": "solar", "email": "a@b.de", "lastName": "X",
-            "postalCode": "80331"}))
+        let refused = parse(
+            json!({"productSlug": "solar", "email": "a@b.de", "lastName": "X",
+            "postalCode": "80331"}),
+        )
         .unwrap_err();
         let Refusal::PersonalData(problems) = refused else {
             panic!("personal data expected")
@@ -170,7 +172,10 @@ mod tests {
             "emailSha256": hash.to_uppercase(), "utm": "x", "fieldValues": {"roof": "tile"}}))
         .unwrap();
         assert_eq!(draft.email_sha256.as_deref(), Some(hash.as_str()));
-        assert_eq!(draft.lead.fields.person.postal_code.as_deref(), Some("80331"));
+        assert_eq!(
+            draft.lead.fields.person.postal_code.as_deref(),
+            Some("80331")
+        );
         assert_eq!(draft.lead.fields.additional["utm"], "x");
         assert_eq!(draft.lead.interests[0].field_values["roof"], "tile");
         let Refusal::Invalid(problems) =

@@ -16,7 +16,7 @@ use super::input::contact_hash;
 use super::store::{self, Ping, PingStatus};
 use crate::autodelivery::decision::{self, RequestDecision, RequestReason};
 use crate::autodelivery::eligibility::{Candidate, Reason};
-use crate::autodelivery::{self, AutoDeliveryError, Attempt, Settings};
+use crate::autodelivery::{self, Attempt, AutoDeliveryError, Settings};
 use crate::config::source::Source;
 use crate::delivery::transaction::BidRef;
 use crate::delivery::{self, DeliveryTerms, LeadDelivery};
@@ -216,10 +216,12 @@ pub(crate) fn complete(
         Some(&lead.id),
         now,
     )?;
-    let settings = Settings::load_for(conn, &lead.container_id, &lead.source_id, now)?
-        .ok_or_else(|| AutoDeliveryError::Missing {
-            kind: "container",
-            id: lead.container_id.clone(),
+    let settings =
+        Settings::load_for(conn, &lead.container_id, &lead.source_id, now)?.ok_or_else(|| {
+            AutoDeliveryError::Missing {
+                kind: "container",
+                id: lead.container_id.clone(),
+            }
         })?;
     let terms = DeliveryTerms {
         mode: settings.mode,

@@ -116,10 +116,17 @@ pub(crate) fn decide(
     store::expire_due(conn, now)?;
     let lead = &ping.lead;
     let request = ping.request();
-    let settings = Settings::load_for(conn, &lead.container_id, &lead.source_id, now)?
-        .ok_or_else(|| PingError::Internal(format!("container '{}' not found", lead.container_id)))?;
-    let product = autodelivery::product_terms(conn, &request.interest.product_id)?
-        .ok_or_else(|| PingError::Internal(format!("product '{}' not found", request.interest.product_id)))?;
+    let settings =
+        Settings::load_for(conn, &lead.container_id, &lead.source_id, now)?.ok_or_else(|| {
+            PingError::Internal(format!("container '{}' not found", lead.container_id))
+        })?;
+    let product =
+        autodelivery::product_terms(conn, &request.interest.product_id)?.ok_or_else(|| {
+            PingError::Internal(format!(
+                "product '{}' not found",
+                request.interest.product_id
+            ))
+        })?;
 
     let mut evaluation = None;
     let mut candidates: Vec<Candidate> = Vec::new();
@@ -145,6 +152,7 @@ pub(crate) fn decide(
                     tz: &settings.tz,
                     now_ms: now,
                     windows: &settings.windows,
+                    with_bids: true,
                 },
             )?;
             if !bids.bidders.is_empty() {
@@ -268,13 +276,21 @@ mod tests {
 
     #[test]
     fn revenue_share_is_exact_cents_rounded_half_away_from_zero() {
-        assert_eq!(payout(None, 1250, [4000]), 1250, "no share: the supplier cost");
+        assert_eq!(
+            payout(None, 1250, [4000]),
+            1250,
+            "no share: the supplier cost"
+        );
         assert_eq!(payout(Some(4000), 1250, [2550]), 1020, "40% of 25.50");
         // 33.33% of 10.05 = 3.349665 → 3.35; 12.5% of 0.20 = 0.025 → 0.03 (half away).
         assert_eq!(payout(Some(3333), 0, [1005]), 335);
         assert_eq!(payout(Some(1250), 0, [20]), 3);
         assert_eq!(payout(Some(1250), 0, [12]), 2, "0.015 → 0.02");
-        assert_eq!(payout(Some(5000), 0, [1000, 2001]), 1501, "the sum of the prices");
+        assert_eq!(
+            payout(Some(5000), 0, [1000, 2001]),
+            1501,
+            "the sum of the prices"
+        );
         assert_eq!(payout(Some(10_000), 0, [i64::MAX]), i64::MAX);
     }
 }

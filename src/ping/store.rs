@@ -122,7 +122,12 @@ pub(crate) fn reserve(
     reservation: &Reservation,
     windows: &Windows,
 ) -> rusqlite::Result<()> {
-    caps::hold(conn, &reservation.buyer_id, &reservation.product_id, windows)?;
+    caps::hold(
+        conn,
+        &reservation.buyer_id,
+        &reservation.product_id,
+        windows,
+    )?;
     ledger::hold(conn, &reservation.buyer_id, reservation.held_cents)?;
     conn.prepare_cached(
         "INSERT INTO ping_reservations (ping_id, position, buyer_id, product_id, price_cents,

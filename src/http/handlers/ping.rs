@@ -15,8 +15,9 @@ pub(crate) async fn post(
     request: Request,
     params: Params,
 ) -> Result<Response, Error> {
-    let (source, json, _) = admit_and_read(state, request, ContainerKind::Channel, params).await?;
-    let answer =
-        crate::ping::answer(&state.db, &state.metrics, &state.bids, source, json).await?;
+    // The write place is held until the answer (dropped with `admitted`).
+    let admitted = admit_and_read(state, request, ContainerKind::Channel, params).await?;
+    let (source, json) = (admitted.source, admitted.json);
+    let answer = crate::ping::answer(&state.db, &state.metrics, &state.bids, source, json).await?;
     Ok(response::json(StatusCode::OK, &answer))
 }
