@@ -31,6 +31,7 @@ mod ops;
 mod outbox;
 mod packaging;
 mod ping;
+mod privacy;
 mod private_files;
 mod production;
 mod properties;

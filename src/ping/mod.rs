@@ -143,6 +143,7 @@ async fn decide(
             duplicate_status: DuplicateStatus::Unique,
             duplicate_match: None,
             status: LeadStatus::Active,
+            erased_at: None,
             created_at: now,
             requests: vec![StoredRequest {
                 id,

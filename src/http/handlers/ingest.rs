@@ -53,7 +53,7 @@ async fn post(
 /// A request a source sent, admitted and read: the place it holds among the write
 /// requests (held until the answer), the source, the JSON and its text.
 pub(super) struct Admitted {
-    pub(super) place: tokio::sync::OwnedSemaphorePermit,
+    pub(super) _place: tokio::sync::OwnedSemaphorePermit,
     pub(super) source: crate::config::source::Source,
     pub(super) json: serde_json::Value,
     pub(super) raw: Option<String>,
@@ -99,7 +99,7 @@ pub(super) async fn admit_and_read(
     // A body that parsed as JSON is UTF-8 text.
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
     Ok(Admitted {
-        place,
+        _place: place,
         source,
         json,
         raw,

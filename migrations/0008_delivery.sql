@@ -1,4 +1,4 @@
--- leadrelay schema, migration 7: delivery under real conditions (DESIGN.md section 13).
+-- leadrelay schema, migration 8: delivery under real conditions (DESIGN.md section 13).
 
 -- Each buyer endpoint's circuit breaker (written by the outbox as it records attempts) and
 -- the figures the running server last reported for it. A buyer without a row is healthy
