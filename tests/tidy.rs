@@ -67,20 +67,21 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-/// The HTTP layer (with the console's) and the outbox's client of outbound webhooks, the
-/// places that speak HTTP.
+/// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks and of
+/// bid requests (ping/post), the places that speak HTTP.
 const HTTP_EDGES: &[&str] = &[
     "src/http/",
     "src/console/",
     "src/service.rs",
     "src/cli/serve.rs",
     "src/outbox/sender.rs",
+    "src/outbox/bid.rs",
 ];
 
 const RULES: &[Rule] = &[
     Rule {
         says: "only the HTTP layer (http/, the console's console/), the server entry \
-               (service.rs, cli/serve.rs) and the outbox's client (outbox/sender.rs) use \
+               (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs) use \
                hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
@@ -113,6 +114,7 @@ const RULES: &[Rule] = &[
             "src/http/",
             "src/console/",
             "src/outbox/sender.rs",
+            "src/outbox/bid.rs",
             "src/outbound_url.rs",
         ],
     },
