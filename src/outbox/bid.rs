@@ -23,6 +23,9 @@ use super::signing::SigningKey;
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
+/// The pooled client, or why it could not be built.
+type Built = Result<Client<Connector, Full<Bytes>>, String>;
+
 /// How much of a bid answer is read.
 const ANSWER_LIMIT: usize = 16 * 1024;
 
@@ -81,7 +84,7 @@ pub struct BidResult {
 /// The bid client of one service. Built on first use.
 #[derive(Clone, Default)]
 pub struct BidClient {
-    client: Arc<OnceLock<Result<Client<Connector, Full<Bytes>>, String>>>,
+    client: Arc<OnceLock<Built>>,
 }
 
 impl std::fmt::Debug for BidClient {
@@ -91,7 +94,7 @@ impl std::fmt::Debug for BidClient {
 }
 
 impl BidClient {
-    fn client(&self) -> Result<Client<Connector, Full<Bytes>>, String> {
+    fn client(&self) -> Built {
         self.client
             .get_or_init(|| {
                 let mut http = HttpConnector::new();
@@ -130,7 +133,7 @@ impl BidClient {
     }
 }
 
-async fn ask(client: Result<Client<Connector, Full<Bytes>>, String>, call: BidCall) -> BidResult {
+async fn ask(client: Built, call: BidCall) -> BidResult {
     let started = Instant::now();
     let outcome = match client {
         Err(e) => BidOutcome::Error(e),
