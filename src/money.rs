@@ -27,6 +27,26 @@ pub fn parse_cents(text: &str) -> Result<i64, String> {
         .ok_or_else(|| format!("amount '{text}' is too large"))
 }
 
+/// A JSON number's text as sent (e.g. a buyer's bid), in cents: read from its decimal
+/// digits, never through a float, and rounded half away from zero to a cent (`1.005` →
+/// 101, DESIGN.md section 11). The syntax is [`parse_cents`]'s with any number of decimals:
+/// no sign, no exponent.
+pub fn cents_from_json_text(text: &str) -> Result<i64, String> {
+    match text.split_once('.') {
+        Some((whole, fraction))
+            if fraction.len() > 2 && fraction.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            let cents = parse_cents(&format!("{whole}.{}", &fraction[..2]))?;
+            // Half away from zero: up when the first dropped digit is 5 or more.
+            let round_up = fraction.as_bytes()[2] >= b'5';
+            cents
+                .checked_add(i64::from(round_up))
+                .ok_or_else(|| format!("amount '{text}' is too large"))
+        }
+        _ => parse_cents(text),
+    }
+}
+
 /// Cents from a JSON number (e.g. a buyer's `buyerPrice`), rounded to the nearest cent.
 pub fn cents_from_f64(amount: f64) -> Option<i64> {
     if !amount.is_finite() || amount.abs() > 1e13 {
@@ -67,6 +87,19 @@ mod tests {
             "99999999999999999999",
         ] {
             assert!(parse_cents(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn json_text_rounds_half_away_from_zero() {
+        assert_eq!(cents_from_json_text("1.005"), Ok(101));
+        assert_eq!(cents_from_json_text("2.675"), Ok(268));
+        assert_eq!(cents_from_json_text("2.6749"), Ok(267));
+        assert_eq!(cents_from_json_text("0.004"), Ok(0));
+        assert_eq!(cents_from_json_text("27.5"), Ok(2750));
+        assert_eq!(cents_from_json_text("3"), Ok(300));
+        for bad in ["-1", "-1.005", "1e3", "1.", ".555", "1.2x5", ""] {
+            assert!(cents_from_json_text(bad).is_err(), "{bad}");
         }
     }
 

@@ -200,8 +200,8 @@ async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> Bi
 }
 
 /// Reads a 200 answer's body: `{"bid": <amount> | null, "bidId"?: string}`. The amount is
-/// turned into cents from its decimal text by the money parser (rounded half away from
-/// zero); serde_json gives back the shortest text of the number it read, which is the text
+/// turned into cents from its decimal text by `money::cents_from_json_text` (rounded half
+/// away from zero); serde_json gives back the shortest text of the number it read, which is the text
 /// sent for any amount of up to 15 significant digits.
 fn read_answer(bytes: &[u8]) -> BidOutcome {
     let malformed = |why: &str| BidOutcome::Error(format!("malformed answer: {why}"));
@@ -210,10 +210,12 @@ fn read_answer(bytes: &[u8]) -> BidOutcome {
     };
     let price_cents = match answer.get("bid") {
         Some(Value::Null) => return BidOutcome::Pass,
-        Some(Value::Number(number)) => match crate::money::parse_cents(&number.to_string()) {
-            Ok(cents) if cents >= 0 => cents,
-            _ => return malformed("bid is not an amount of 0 or more"),
-        },
+        Some(Value::Number(number)) => {
+            match crate::money::cents_from_json_text(&number.to_string()) {
+                Ok(cents) if cents >= 0 => cents,
+                _ => return malformed("bid is not an amount of 0 or more"),
+            }
+        }
         _ => return malformed("no bid"),
     };
     let bid_id = match answer.get("bidId") {
