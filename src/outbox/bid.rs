@@ -201,8 +201,8 @@ async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> Bi
 
 /// Reads a 200 answer's body: `{"bid": <amount> | null, "bidId"?: string}`. The amount is
 /// turned into cents from its decimal text by `money::cents_from_json_text` (rounded half
-/// away from zero); serde_json gives back the shortest text of the number it read, which is the text
-/// sent for any amount of up to 15 significant digits.
+/// away from zero); serde_json gives back the shortest text of the number it read, which is
+/// the text sent for any amount of up to 15 significant digits.
 fn read_answer(bytes: &[u8]) -> BidOutcome {
     let malformed = |why: &str| BidOutcome::Error(format!("malformed answer: {why}"));
     let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(bytes) else {
