@@ -544,6 +544,106 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
     );
 }
 
+/// The cells of the table row that follows `marker` in `page`.
+fn row_cells<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
+    let row = page
+        .split(marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{marker}"));
+    row.split("</tr>")
+        .next()
+        .unwrap()
+        .split("<td")
+        .skip(1)
+        .map(|cell| {
+            let cell = cell.split_once('>').unwrap().1;
+            cell.split("</td>").next().unwrap()
+        })
+        .collect()
+}
+
+/// Each figure counts every status, duplicate verdict and quality apart: three sales (two
+/// acknowledged, one rejected by the buyer), a duplicate, a suspect and an invalid lead.
+#[test]
+fn the_figures_count_each_status_duplicate_and_quality() {
+    let server = start();
+    let db = &server.db.path;
+    let receiver = Receiver::start();
+    setup(db);
+    let secret = "buyer-secret-of-b-0123456789";
+    buyer(
+        db,
+        "b",
+        &receiver.url("/b"),
+        Some("30"),
+        ["--secret", secret],
+    );
+    let (_, first) = lead_request(&server, &simple_lead(1));
+    let (_, second) = lead_request(&server, &simple_lead(2));
+    let (duplicate, third) = lead_request(&server, &simple_lead(1));
+    let suspect = json!({"firstName": "Bo", "lastName": "Li", "email": "bo@mailinator.com",
+        "productSlug": "solar"});
+    lead_request(&server, &suspect);
+    let invalid = json!({"firstName": "Cy", "lastName": "Wu", "email": "not an address",
+        "productSlug": "solar"});
+    lead_request(&server, &invalid);
+    assert_eq!(
+        lr(db, format!("lead show {duplicate}")).json()["duplicateStatus"],
+        "review"
+    );
+    // Prices differ, so that a rejected sale counted as live (or the reverse) shows.
+    let sales = [
+        (&first, "30", "acknowledged"),
+        (&second, "20", "rejected"),
+        (&third, "30", "acknowledged"),
+    ];
+    for (request, price, status) in sales {
+        let sold = deliver(db, request, "b", Some(price));
+        let txn = sold["transactionId"].as_str().unwrap();
+        let reply = server
+            .post("/api/webhooks/partner-confirmation")
+            .secret(secret)
+            .json(&json!({"transactionId": txn, "status": status}))
+            .send();
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    let cookie = login(&server);
+
+    let overview = get(&server, "/", &cookie).text;
+    // Received, sold, revenue and margin (the rejected sale counts for neither), returns.
+    assert_eq!(
+        row_cells(&overview, "<th scope=\"row\">Today</th>"),
+        ["5", "3", "60.00", "52.00", "33.3%"]
+    );
+    // Every lead is in one of the 48 hours (summed: the test may cross an hour).
+    let hours = overview.split("id=\"leads-per-hour\"").nth(1).unwrap();
+    let hours = hours.split("id=\"revenue-per-day\"").next().unwrap();
+    let per_hour: Vec<u64> = hours
+        .split("data-value=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        (per_hour.len(), per_hour.iter().sum()),
+        (48, 5),
+        "{per_hour:?}"
+    );
+
+    let buyers = get(&server, "/buyers", &cookie).text;
+    let cells = row_cells(&buyers, "id=\"buyer-b\"");
+    // Sold, accepted and returned over 30 days.
+    assert_eq!(cells[5..8], ["3", "66.7%", "33.3%"], "{cells:?}");
+
+    let sources = get(&server, "/sources", &cookie).text;
+    let cells = row_cells(&sources, "id=\"source-src\"");
+    // Today, 30 days, duplicates, quality mix.
+    assert_eq!(
+        cells[4..8],
+        ["5", "5", "1 (20.0%)", "3 · 1 · 1 (60.0% ok)"],
+        "{cells:?}"
+    );
+}
+
 #[test]
 fn serve_starts_the_console_on_its_own_listener_unless_it_is_off() {
     let db = TempDb::new();

@@ -41,8 +41,10 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0008_delivery.sql"),
         then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
     },
+    // The console's counts by group: indexes that lead with the source, buyer or status.
+    sql(include_str!("../../migrations/0009_console_counts.sql")),
     // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
-    sql(include_str!("../../migrations/0009_ping.sql")),
+    sql(include_str!("../../migrations/0010_ping.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -2,9 +2,9 @@
 //! and failed, its circuit breaker, the last errors), its caps used today per product, and
 //! its acceptance and return rates over the last 30 days.
 //!
-//! The rates read the `transactions_created` index (migration 3) over 30 days; cap use is
-//! `caps::usage_now`, the one auto-delivery applies; the endpoint's health is
-//! `outbox::health::read`, the one `buyer health` prints.
+//! The rates count ranges of the `transactions_buyer_status` index (migration 9), one per
+//! buyer and status over 30 days; cap use is `caps::usage_now`, the one auto-delivery
+//! applies; the endpoint's health is `outbox::health::read`, the one `buyer health` prints.
 
 use std::collections::HashMap;
 
@@ -14,6 +14,7 @@ use rusqlite::{Connection, params};
 
 use crate::console::layout::{self, Zone, money, rate};
 use crate::db::{Db, DbError};
+use crate::delivery::transaction::Status;
 use crate::http::Response;
 use crate::http::error::Error;
 use crate::operators::Session;
@@ -132,27 +133,29 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
         });
     }
 
+    // One range of `transactions_buyer_status` per buyer and status: no filter per row and
+    // no sort by buyer.
     let mut rates: HashMap<String, Rates> = HashMap::new();
     let since = now - WINDOW_DAYS * 86_400_000;
-    let mut per_buyer = conn.prepare_cached(
-        "SELECT buyer_id, count(*),
-                count(*) FILTER (WHERE status IN ('acknowledged', 'payout_pending', 'paid')),
-                count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
-         FROM transactions WHERE created_at >= ?1 GROUP BY buyer_id",
+    let mut per_status = conn.prepare_cached(
+        "SELECT count(*) FROM transactions
+         WHERE buyer_id = ?1 AND status = ?2 AND created_at >= ?3",
     )?;
-    let found = per_buyer.query_map(params![since], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            Rates {
-                sold: row.get(1)?,
-                accepted: row.get(2)?,
-                returned: row.get(3)?,
-            },
-        ))
-    })?;
-    for found in found {
-        let (buyer, counted) = found?;
-        rates.insert(buyer, counted);
+    for buyer in &buyers {
+        let mut counted = Rates::default();
+        for status in Status::ALL {
+            let count: i64 =
+                per_status.query_row(params![buyer.id, status, since], |row| row.get(0))?;
+            counted.sold += count;
+            match status {
+                Status::Acknowledged | Status::PayoutPending | Status::Paid => {
+                    counted.accepted += count;
+                }
+                Status::Rejected | Status::Cancelled => counted.returned += count,
+                Status::Delivered => {}
+            }
+        }
+        rates.insert(buyer.id.clone(), counted);
     }
 
     let mut endpoints: HashMap<String, Endpoint> = HashMap::new();

@@ -1,12 +1,10 @@
 //! `/sources`: each source's volume over the last 30 days and today, its duplicates and its
 //! quality mix (ok, suspect, invalid), with its container, supplier and whether it is on.
 //!
-//! Reads the `leads_created` index (migration 3), which holds each lead's source, quality
-//! and duplicate status beside its time, so the 30 days are one range of the index.
+//! Every figure is a sum of ranges of the `leads_source_mix` index (migration 9), one per
+//! source, quality and duplicate status, so no lead is read and nothing is sorted.
 //! Leads refused by validation are not stored, so their count waits for the report's
 //! aggregate (DESIGN.md section 11).
-
-use std::collections::HashMap;
 
 use hyper::StatusCode;
 use maud::{Markup, html};
@@ -16,6 +14,8 @@ use crate::console::layout::{self, Zone, rate};
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 use crate::operators::Session;
 
 const WINDOW_DAYS: i64 = 30;
@@ -59,40 +59,13 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
 }
 
 fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbError> {
-    let since = now - WINDOW_DAYS * 86_400_000;
-    let mut volumes: HashMap<String, Volume> = HashMap::new();
-    let mut counted = conn.prepare_cached(
-        "SELECT source_id, count(*),
-                count(*) FILTER (WHERE created_at >= ?2),
-                count(*) FILTER (WHERE duplicate_status = 'review'),
-                count(*) FILTER (WHERE quality_status = 'ok'),
-                count(*) FILTER (WHERE quality_status = 'suspect'),
-                count(*) FILTER (WHERE quality_status = 'invalid')
-         FROM leads WHERE created_at >= ?1 GROUP BY source_id",
-    )?;
-    let found = counted.query_map(params![since.min(today), today], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            Volume {
-                received: row.get(1)?,
-                today: row.get(2)?,
-                duplicates: row.get(3)?,
-                ok: row.get(4)?,
-                suspect: row.get(5)?,
-                invalid: row.get(6)?,
-            },
-        ))
-    })?;
-    for found in found {
-        let (source, volume) = found?;
-        volumes.insert(source, volume);
-    }
+    let since = (now - WINDOW_DAYS * 86_400_000).min(today);
     let mut sources = conn.prepare_cached(
         "SELECT s.id, s.name, c.kind || ' ' || c.name, s.supplier_id, s.enabled
          FROM sources s JOIN containers c ON c.id = s.container_id
          WHERE s.archived_at IS NULL ORDER BY s.created_at, s.id",
     )?;
-    let rows = sources
+    let mut rows = sources
         .query_map([], |row| {
             Ok(SourceRow {
                 id: row.get(0)?,
@@ -104,13 +77,36 @@ fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbErr
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows
-        .into_iter()
-        .map(|mut row| {
-            row.volume = volumes.remove(&row.id).unwrap_or_default();
-            row
-        })
-        .collect())
+    // One range of `leads_source_mix` per source, quality and duplicate status (and one more
+    // for today): no filter per row and no sort by source.
+    let mut counted = conn.prepare_cached(
+        "SELECT count(*) FROM leads
+         WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
+           AND created_at >= ?4",
+    )?;
+    for row in &mut rows {
+        let v = &mut row.volume;
+        for quality in QualityStatus::ALL {
+            // A duplicate the rule rejects is not stored.
+            for duplicate in [DuplicateStatus::Unique, DuplicateStatus::Review] {
+                let mut count = |from: i64| -> rusqlite::Result<i64> {
+                    counted.query_row(params![row.id, quality, duplicate, from], |r| r.get(0))
+                };
+                let window = count(since)?;
+                v.today += count(today)?;
+                v.received += window;
+                if duplicate == DuplicateStatus::Review {
+                    v.duplicates += window;
+                }
+                match quality {
+                    QualityStatus::Ok => v.ok += window,
+                    QualityStatus::Suspect => v.suspect += window,
+                    QualityStatus::Invalid => v.invalid += window,
+                }
+            }
+        }
+    }
+    Ok(rows)
 }
 
 fn render(rows: &[SourceRow]) -> Markup {

@@ -1,0 +1,553 @@
+//! The operator console on a file of a million leads (bench/console.sh runs it in release
+//! mode): generates the file, starts the real `leadrelay serve` with its console, signs in
+//! with an operator token and times every page over HTTP.
+//!
+//! The data spreads `--leads` leads over `--days` days across 10 sources and 20 buyers:
+//! 55% sold (30% still delivered, 40% acknowledged, 20% paid, 10% returned), one webhook
+//! event with one attempt per sale (0.2% failed, 0.1% pending), each request with an
+//! auto-delivery decision naming three candidates. Configuration is made with the CLI; the
+//! bulk rows are inserted with SQL in one transaction (ingest would take an hour for a
+//! million leads), with the columns ingest writes, but without raw bodies and with short
+//! event payloads: no page reads those.
+//!
+//! ```text
+//! console_bench --bin target/release/leadrelay --db /tmp/console.db [--leads 1000000] [--days 120] [--runs 20]
+//! ```
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use leadrelay::ingest::normalize::key_hash;
+use rusqlite::{Connection, params};
+
+struct Args {
+    bin: PathBuf,
+    db: PathBuf,
+    leads: u64,
+    days: i64,
+    runs: usize,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        bin: PathBuf::from("target/release/leadrelay"),
+        db: PathBuf::from("console-bench.db"),
+        leads: 1_000_000,
+        days: 120,
+        runs: 20,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().expect("every flag takes a value");
+        match flag.as_str() {
+            "--bin" => args.bin = value.into(),
+            "--db" => args.db = value.into(),
+            "--leads" => args.leads = value.parse().expect("a count"),
+            "--days" => args.days = value.parse().expect("a count"),
+            "--runs" => args.runs = value.parse().expect("a count"),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    args
+}
+
+fn cli(args: &Args, line: &[&str]) -> serde_json::Value {
+    let output = Command::new(&args.bin)
+        .arg("--db")
+        .arg(&args.db)
+        .arg("--json")
+        .args(line)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "{line:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+fn configure(args: &Args) {
+    cli(
+        args,
+        &["workspace", "create", "--name", "Bench", "--id", "ws"],
+    );
+    cli(
+        args,
+        &[
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Web",
+            "--id",
+            "web",
+        ],
+    );
+    cli(
+        args,
+        &[
+            "product",
+            "create",
+            "--workspace",
+            "ws",
+            "--slug",
+            "solar",
+            "--name",
+            "Solar",
+            "--id",
+            "solar",
+        ],
+    );
+    for s in 0..10 {
+        let id = format!("src{s}");
+        cli(
+            args,
+            &[
+                "source",
+                "create",
+                "--channel",
+                "web",
+                "--name",
+                &id,
+                "--id",
+                &id,
+                "--no-secret",
+                "--supplier-cost",
+                "4",
+            ],
+        );
+    }
+    for b in 0..20 {
+        let id = format!("b{b}");
+        let url = format!("http://127.0.0.1:9/{id}");
+        cli(
+            args,
+            &[
+                "buyer",
+                "create",
+                "--workspace",
+                "ws",
+                "--name",
+                &id,
+                "--id",
+                &id,
+                "--webhook-url",
+                &url,
+            ],
+        );
+        let price = format!("{}", 25 + b % 15);
+        cli(
+            args,
+            &[
+                "buyer",
+                "subscribe",
+                &id,
+                "--product",
+                "solar",
+                "--price",
+                &price,
+                "--daily-cap",
+                "500",
+            ],
+        );
+    }
+}
+
+/// A ULID-style id with the given time, as `ids::new` makes them.
+fn id(prefix: &str, ms: i64, n: u64) -> String {
+    format!(
+        "{prefix}_{}",
+        ulid::Ulid::from_parts(ms as u64, u128::from(n) * 0x9E37_79B9_7F4A_7C15)
+    )
+}
+
+fn generate(args: &Args) -> (String, String) {
+    let mut conn = Connection::open(&args.db).expect("the file opens");
+    conn.pragma_update(None, "synchronous", "OFF").unwrap();
+    let tx = conn.transaction().unwrap();
+    let now = jiff::Timestamp::now().as_millisecond();
+    let span = args.days * 86_400_000;
+    let step = span / args.leads as i64;
+    let mut lead = tx
+        .prepare(
+            "INSERT INTO leads (id, source_id, container_id, workspace_id, external_id,
+                first_name, last_name, email, phone, street, house_number, postal_code, city,
+                country, consent_status, consent_captured_at, additional, email_key,
+                phone_key, quality_status, quality_reasons, duplicate_status, status,
+                created_at)
+             VALUES (?1, ?2, 'web', 'ws', ?3, ?4, 'Lee', ?5, ?6, 'Hauptstr.', '1', '10115',
+                'Berlin', 'DE', 'granted', '2025-01-06T10:00:00Z', '{}', ?7, ?8, ?9, ?10, ?11,
+                'active', ?12)",
+        )
+        .unwrap();
+    let mut request = tx
+        .prepare(
+            "INSERT INTO lead_requests (id, lead_id, position, product_id, routing_ready,
+                trigger_auto_delivery, field_values, status, decision, created_at)
+             VALUES (?1, ?2, 0, 'solar', 1, 1, '{}', ?3, ?4, ?5)",
+        )
+        .unwrap();
+    let mut transaction = tx
+        .prepare(
+            "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
+                workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents,
+                margin_cents, status, delivery_status, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'solar', 'ws', 'exclusive', ?5, 400, ?6, ?7, ?8, ?9, ?9)",
+        )
+        .unwrap();
+    let mut history = tx
+        .prepare(
+            "INSERT INTO transaction_history (transaction_id, from_status, to_status, actor,
+                at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .unwrap();
+    let mut event = tx
+        .prepare(
+            "INSERT INTO outbox_events (id, transaction_id, buyer_id, url, payload, status,
+                attempts, next_attempt_at, last_error, created_at, delivered_at)
+             VALUES (?1, ?2, ?3, 'http://127.0.0.1:9/', '{}', ?4, 1, ?5, ?6, ?5, ?7)",
+        )
+        .unwrap();
+    let mut attempt = tx
+        .prepare(
+            "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
+                http_status, error, response_excerpt, outcome)
+             VALUES (?1, 1, 'http://127.0.0.1:9/', ?2, 120, ?3, ?4, ?5, ?6)",
+        )
+        .unwrap();
+    let mut sample_sold = String::new();
+    let started = Instant::now();
+    for i in 0..args.leads {
+        let at = now - span + i as i64 * step;
+        let lead_id = id("lead", at, i);
+        let request_id = id("lreq", at, i);
+        let quality = match i % 100 {
+            0..=84 => "ok",
+            85..=96 => "suspect",
+            _ => "invalid",
+        };
+        let duplicate = if i % 20 == 7 { "review" } else { "unique" };
+        let sold = quality != "invalid" && duplicate == "unique" && i % 20 < 12;
+        let buyer = format!("b{}", i % 20);
+        let email = format!("user{i}@example.com");
+        let phone_digits = format!("4930{i:07}");
+        lead.execute(params![
+            lead_id,
+            format!("src{}", i % 10),
+            format!("ext-{i}"),
+            format!("Ann{}", i % 1000),
+            email,
+            format!("+49 30 {i:07}"),
+            key_hash(&email),
+            key_hash(&phone_digits),
+            quality,
+            if quality == "ok" {
+                "[]"
+            } else {
+                "[\"placeholder_name\"]"
+            },
+            duplicate,
+            at,
+        ])
+        .unwrap();
+        let decision = format!(
+            "{{\"requestId\":\"{request_id}\",\"outcome\":\"{}\",\"reason\":\"{}\",\
+             \"evaluation\":{{\"model\":\"leadrelay-logistic-v1\",\"score\":91,\"threshold\":50,\
+             \"passed\":true,\"factors\":[{{\"name\":\"validEmail\",\"value\":1,\"contribution\":1.5}},\
+             {{\"name\":\"validPhone\",\"value\":1,\"contribution\":1.5}},\
+             {{\"name\":\"names\",\"value\":1,\"contribution\":0.5}}]}},\
+             \"candidates\":[{{\"buyerAccountId\":\"{buyer}\",\"eligible\":true,\"reason\":\"selected\"}},\
+             {{\"buyerAccountId\":\"b19\",\"eligible\":false,\"reason\":\"filter_mismatch\"}},\
+             {{\"buyerAccountId\":\"b18\",\"eligible\":false,\"reason\":\"daily_cap_reached\"}}],\
+             \"decidedAt\":\"2026-01-01T00:00:00.000Z\"}}",
+            if sold { "delivered" } else { "not_delivered" },
+            if sold {
+                "delivered"
+            } else {
+                "no_eligible_buyer"
+            },
+        );
+        request
+            .execute(params![
+                request_id,
+                lead_id,
+                if sold { "delivered" } else { "not_delivered" },
+                decision,
+                at
+            ])
+            .unwrap();
+        if !sold {
+            continue;
+        }
+        let txn_id = id("txn", at, i);
+        let status = match i % 10 {
+            0..=2 => "delivered",
+            3..=6 => "acknowledged",
+            7 | 8 => "paid",
+            _ => {
+                if i % 30 == 9 {
+                    "cancelled"
+                } else {
+                    "rejected"
+                }
+            }
+        };
+        let price = 2500 + (i % 15) as i64 * 100;
+        let event_status = match i % 1000 {
+            0 | 1 => "failed",
+            2 => "pending",
+            _ => "delivered",
+        };
+        transaction
+            .execute(params![
+                txn_id,
+                request_id,
+                lead_id,
+                buyer,
+                price,
+                price - 400,
+                status,
+                if event_status == "delivered" {
+                    "sent"
+                } else {
+                    event_status
+                },
+                at
+            ])
+            .unwrap();
+        history
+            .execute(params![
+                txn_id,
+                None::<String>,
+                "delivered",
+                "auto-delivery",
+                at
+            ])
+            .unwrap();
+        if status != "delivered" {
+            history
+                .execute(params![
+                    txn_id,
+                    "delivered",
+                    status,
+                    format!("buyer:{buyer}"),
+                    at + 3_600_000
+                ])
+                .unwrap();
+        }
+        let event_id = id("evt", at, i);
+        let error = (event_status != "delivered").then_some("HTTP 503 from the buyer");
+        event
+            .execute(params![
+                event_id,
+                txn_id,
+                buyer,
+                event_status,
+                at,
+                error,
+                (event_status == "delivered").then_some(at + 150)
+            ])
+            .unwrap();
+        attempt
+            .execute(params![
+                event_id,
+                at,
+                if error.is_some() { 503 } else { 200 },
+                error,
+                if error.is_some() {
+                    "<h1>busy</h1>"
+                } else {
+                    "{\"ok\":true}"
+                },
+                if event_status == "delivered" {
+                    "delivered"
+                } else if event_status == "failed" {
+                    "failed"
+                } else {
+                    "retry"
+                },
+            ])
+            .unwrap();
+        if status == "acknowledged" && i > args.leads / 2 {
+            sample_sold.clone_from(&lead_id);
+        }
+        if i % 100_000 == 0 && i > 0 {
+            eprintln!("  {i} leads, {:.0} s", started.elapsed().as_secs_f64());
+        }
+    }
+    drop((lead, request, transaction, history, event, attempt));
+    tx.commit().unwrap();
+    // No ANALYZE: a served file has no statistics either, so the plans are the ones users get.
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    (sample_sold, format!("user{}@example.com", args.leads / 3))
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(args: &Args) -> (Server, String) {
+    let mut child = Command::new(&args.bin)
+        .arg("--db")
+        .arg(&args.db)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--console-listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let console = line
+        .split("http://")
+        .nth(1)
+        .expect("the console's address")
+        .trim();
+    (Server(child), format!("http://{console}"))
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::config::Config::builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build(),
+    )
+}
+
+/// Milliseconds of each of `runs` GETs of `path` (after one untimed warm-up).
+fn time_page(agent: &ureq::Agent, base: &str, path: &str, cookie: &str, runs: usize) -> Vec<f64> {
+    let get = || {
+        let started = Instant::now();
+        let mut response = agent
+            .get(&format!("{base}{path}"))
+            .header("Cookie", cookie)
+            .call()
+            .expect("the console answers");
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_string().expect("a body");
+        assert!(status == 200, "{path}: {status} {body}");
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    get();
+    let mut times: Vec<f64> = (0..runs).map(|_| get()).collect();
+    times.sort_by(f64::total_cmp);
+    times
+}
+
+fn main() {
+    let args = args();
+    if args.db.exists() {
+        eprintln!("using the existing {}", args.db.display());
+    } else {
+        // Only `init` (and serve, demo) creates a database file.
+        cli(&args, &["init"]);
+        configure(&args);
+    }
+    let started = Instant::now();
+    let (lead, email) = generate_if_empty(&args);
+    eprintln!("data ready in {:.0} s", started.elapsed().as_secs_f64());
+    let size = std::fs::metadata(&args.db).map(|m| m.len()).unwrap_or(0);
+    let token = cli(&args, &["operator", "create", "--name", "bench"])["token"]
+        .as_str()
+        .expect("a token")
+        .to_string();
+    let (_server, base) = serve(&args);
+    let agent = agent();
+    let login = agent
+        .post(&format!("{base}/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send(format!("token={token}"))
+        .expect("login answers");
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    println!(
+        "console pages on {} leads over {} days ({:.0} MiB file), {} runs each, ms:",
+        args.leads,
+        args.days,
+        size as f64 / 1048576.0,
+        args.runs
+    );
+    println!("{:<42} {:>8} {:>8} {:>8}", "page", "median", "p90", "max");
+    let search = |q: &str| {
+        format!(
+            "/leads?q={}",
+            q.replace('@', "%40").replace('+', "%2B").replace(' ', "+")
+        )
+    };
+    let pages = [
+        (
+            "/login (baseline: no data)".to_string(),
+            "/login".to_string(),
+        ),
+        ("/".into(), "/".into()),
+        ("/leads".into(), "/leads".into()),
+        ("/leads?q=<email>".into(), search(&email)),
+        ("/leads?q=<phone>".into(), search("+49 30 0333333")),
+        ("/leads?q=<external id>".into(), search("ext-777777")),
+        ("/leads?q=<lead id>".into(), search(&lead)),
+        (
+            "/leads/{id} (sold, with events)".into(),
+            format!("/leads/{lead}"),
+        ),
+        ("/buyers".into(), "/buyers".into()),
+        ("/sources".into(), "/sources".into()),
+        ("/outbox".into(), "/outbox".into()),
+        ("/reports".into(), "/reports".into()),
+    ];
+    for (name, path) in pages {
+        let times = time_page(&agent, &base, &path, &cookie, args.runs);
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "{name:<42} {:>8.1} {:>8.1} {:>8.1}",
+            at(0.5),
+            at(0.9),
+            at(1.0)
+        );
+    }
+}
+
+/// Generates the data unless the file already holds leads (a rerun on the same file).
+fn generate_if_empty(args: &Args) -> (String, String) {
+    let conn = Connection::open(&args.db).expect("the file opens");
+    let count: i64 = conn
+        .query_row("SELECT count(*) FROM leads", [], |r| r.get(0))
+        .unwrap();
+    if count == 0 {
+        drop(conn);
+        return generate(args);
+    }
+    let lead: String = conn
+        .query_row(
+            "SELECT lead_id FROM transactions WHERE status = 'acknowledged' ORDER BY created_at DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (lead, format!("user{}@example.com", count / 3))
+}
