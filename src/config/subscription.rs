@@ -433,7 +433,7 @@ pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms
          WHERE s.buyer_id = ?1 ORDER BY p.slug"
     ))?;
     let rows = stmt.query_map([&buyer.id], |row| {
-        Ok((subscription_from_row(row)?, row.get::<_, String>(8)?))
+        Ok((subscription_from_row(row)?, row.get::<_, String>(13)?))
     })?;
     let mut all = Vec::new();
     for row in rows {

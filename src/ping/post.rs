@@ -12,7 +12,6 @@
 
 use rusqlite::Connection;
 
-use super::input::contact_hash;
 use super::store::{self, Ping, PingStatus};
 use crate::autodelivery::decision::{self, RequestDecision, RequestReason};
 use crate::autodelivery::eligibility::{Candidate, Reason};
@@ -116,7 +115,11 @@ pub(crate) fn claim(
         )));
     }
     let differs = |promised: &Option<String>, key: &Option<String>| match promised {
-        Some(hash) => key.as_deref().map(contact_hash).as_ref() != Some(hash),
+        // The promised hash is `contact_hash` of the key: `secrets::verify` hashes the key
+        // the same way and compares in constant time.
+        Some(hash) => !key
+            .as_deref()
+            .is_some_and(|key| crate::secrets::verify(key, hash)),
         None => false,
     };
     for (name, promised, key) in [
