@@ -5,8 +5,10 @@
 //! A purge walks each source's leads in creation order on the `leads_source_created`
 //! index, from where the workspace's last finished purge stopped (its log row's `cutoff`:
 //! everything created before it is a tombstone) up to the cutoff, in writer jobs of at most
-//! [`super::LEADS_PER_JOB`] leads, pausing between jobs as long as the job took, so the
-//! writer stays free for ingest at least half of the time. A run that purged leads logs one
+//! [`PURGE_LEADS_PER_JOB`] leads, pausing between jobs [`PAUSE_FACTOR`] times as long as
+//! the job took, so the purge has the writer at most a fifth of the time and an ingest job
+//! waits behind at most one short purge job. A backlog goes slowly (a first run on a large
+//! file may take hours); what retention adds each hour is a few minutes of it. A run that purged leads logs one
 //! row in the erasure log, with its counts, and closes it when the walk is done.
 //!
 //! With `auto_vacuum=INCREMENTAL` (new files; `leadrelay vacuum` switches older ones) a run
@@ -25,8 +27,16 @@ use crate::db::Db;
 /// How many index entries (tombstones included) one purge job may walk.
 const WALK_PER_JOB: usize = 1_000;
 
-/// Pages one incremental-vacuum job gives back (4 MiB at the default page size).
-pub const VACUUM_PAGES_PER_JOB: i64 = 1_024;
+/// The most leads one purge job makes tombstones of. Measured (BENCHMARKS.md, purge while
+/// ingesting): jobs of 100 leads with a pause as long as the job moved ingest's p99 by tens
+/// of milliseconds on a loaded machine.
+const PURGE_LEADS_PER_JOB: usize = 20;
+
+/// The pause after a purge job, as a multiple of the job's time.
+const PAUSE_FACTOR: u32 = 4;
+
+/// Pages one incremental-vacuum job gives back (1 MiB at the default page size).
+pub const VACUUM_PAGES_PER_JOB: i64 = 256;
 
 /// Who purges: the hourly run of `serve` or an operator's `purge` command.
 #[derive(Debug, Clone)]
@@ -342,7 +352,7 @@ struct LeadsWalked {
 }
 
 /// One purge job on one source: the next leads after `after` created before `cutoff`
-/// (at most [`WALK_PER_JOB`] walked, [`super::LEADS_PER_JOB`] erased).
+/// (at most [`WALK_PER_JOB`] walked, [`PURGE_LEADS_PER_JOB`] erased).
 fn purge_step(
     conn: &Connection,
     source_id: &str,
@@ -362,7 +372,7 @@ fn purge_step(
             continue;
         }
         walked.counts.add(erase_lead(conn, &candidate.id, now)?);
-        if walked.counts.leads as usize >= super::LEADS_PER_JOB {
+        if walked.counts.leads as usize >= PURGE_LEADS_PER_JOB {
             // Stop here; the next job goes on from this lead.
             walked.exhausted = false;
             break;
@@ -371,11 +381,11 @@ fn purge_step(
     Ok(walked)
 }
 
-/// Waits as long as the last job took (at least a millisecond), so a purge keeps the
-/// writer at most half busy and ingest jobs never queue behind a run of purge jobs; `true`
-/// when the purge was cancelled meanwhile.
+/// Waits [`PAUSE_FACTOR`] times as long as the last job took (at least 2 ms), so a purge
+/// keeps the writer at most a fifth busy and ingest jobs never queue behind a run of purge
+/// jobs; `true` when the purge was cancelled meanwhile.
 fn pause_after(job: Duration, cancel: &Cancel) -> bool {
-    cancel.wait(job.max(Duration::from_millis(1)))
+    cancel.wait((job * PAUSE_FACTOR).max(Duration::from_millis(2)))
 }
 
 /// With `auto_vacuum=INCREMENTAL`, gives the free pages back to the file system in jobs of
