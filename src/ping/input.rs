@@ -140,12 +140,6 @@ fn hash(value: Value, key: &str, problems: &mut Vec<Problem>) -> Option<String> 
     }
 }
 
-/// The hash a ping carries for a lead's normalised email or phone (`ingest::normalize`'s
-/// keys): lower-case hex SHA-256.
-pub(crate) fn contact_hash(key: &str) -> String {
-    crate::secrets::hash(key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +161,8 @@ mod tests {
 
     #[test]
     fn a_ping_keeps_its_fields_and_checks_hashes() {
-        let hash = contact_hash("a@b.de");
+        // A ping carries `secrets::hash` (lower-case hex SHA-256) of the normalised key.
+        let hash = crate::secrets::hash("a@b.de");
         let draft = parse(json!({"productSlug": "solar", "postalCode": "80331",
             "emailSha256": hash.to_uppercase(), "utm": "x", "fieldValues": {"roof": "tile"}}))
         .unwrap();

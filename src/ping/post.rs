@@ -115,8 +115,8 @@ pub(crate) fn claim(
         )));
     }
     let differs = |promised: &Option<String>, key: &Option<String>| match promised {
-        // The promised hash is `contact_hash` of the key: `secrets::verify` hashes the key
-        // the same way and compares in constant time.
+        // The promised hash is `secrets::hash` of the normalised key: `secrets::verify` hashes
+        // the key the same way and compares in constant time.
         Some(hash) => !key
             .as_deref()
             .is_some_and(|key| crate::secrets::verify(key, hash)),
