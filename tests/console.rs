@@ -632,7 +632,7 @@ fn the_figures_count_each_status_duplicate_and_quality() {
     let buyers = get(&server, "/buyers", &cookie).text;
     let cells = row_cells(&buyers, "id=\"buyer-b\"");
     // Sold, accepted and returned over 30 days.
-    assert_eq!(cells[5..8], ["3", "66.7%", "33.3%"], "{cells:?}");
+    assert_eq!(cells[6..9], ["3", "66.7%", "33.3%"], "{cells:?}");
 
     let sources = get(&server, "/sources", &cookie).text;
     let cells = row_cells(&sources, "id=\"source-src\"");
@@ -642,6 +642,68 @@ fn the_figures_count_each_status_duplicate_and_quality() {
         ["5", "5", "1 (20.0%)", "3 · 1 · 1 (60.0% ok)"],
         "{cells:?}"
     );
+}
+
+/// The buyers page shows each endpoint's health as `buyer health` has it: the state, the
+/// failures in a row and the last error of a failing endpoint, sends in flight and latency
+/// of one that answers; the overview names the unhealthy buyer only.
+#[test]
+fn the_buyers_page_shows_each_endpoints_health() {
+    let mut options = fast_options();
+    // Unhealthy at the first failure, and no probe while the test runs.
+    options.delivery.breaker = leadrelay::outbox::BreakerConfig {
+        failures: 1,
+        window_ms: 60_000,
+        first_probe_ms: 60_000,
+        max_probe_ms: 60_000,
+    };
+    let server = TestServer::start_with_console(
+        TempDb::new(),
+        options,
+        leadrelay::console::ConsoleConfig::default(),
+    );
+    let receiver = Receiver::start();
+    receiver.answer("/down", Answer::status(503).body(EXCERPT));
+    let db = &server.db.path;
+    setup(db);
+    buyer(db, "down", &receiver.url("/down"), None, "");
+    buyer(db, "up", &receiver.url("/up"), None, "");
+    for (n, to) in [(1, "down"), (2, "up")] {
+        let (_, request) = lead_request(&server, &simple_lead(n));
+        deliver(db, &request, to, Some("10"));
+    }
+    let health = |buyer: &str| lr(db, format!("buyer health {buyer}")).json();
+    wait_until(WAIT, "down to be unhealthy", || {
+        health("down")["state"] == "unhealthy"
+    });
+    wait_until(WAIT, "up's latency to be reported", || {
+        health("up")["latencyMs"]["p50"].is_number()
+    });
+    let cookie = login(&server);
+
+    let buyers = get(&server, "/buyers", &cookie);
+    assert_escaped("/buyers", &buyers, &[]);
+    let down = row_cells(&buyers.text, "id=\"buyer-down\"")[4];
+    for shown in [
+        "tag unhealthy",
+        "failures in a row",
+        "next probe",
+        "last error",
+        "503",
+    ] {
+        assert!(down.contains(shown), "{shown} in {down}");
+    }
+    let up = row_cells(&buyers.text, "id=\"buyer-up\"")[4];
+    for shown in [">healthy<", "0 in flight", "p50 ", "p99 "] {
+        assert!(up.contains(shown), "{shown} in {up}");
+    }
+    assert!(!up.contains("last error"), "{up}");
+
+    let overview = get(&server, "/", &cookie).text;
+    let card = overview.split("id=\"unhealthy-buyers\"").nth(1).unwrap();
+    let card = card.split("id=\"failing-buyers\"").next().unwrap();
+    assert!(card.contains("/buyers#buyer-down"), "{card}");
+    assert!(!card.contains("buyer-up"), "{card}");
 }
 
 #[test]

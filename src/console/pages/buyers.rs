@@ -1,5 +1,6 @@
 //! `/buyers`: each buyer's status, plan and balance, its webhook endpoint (events pending
-//! and failed, its circuit breaker, the last errors), its caps used today per product, and
+//! and failed, the last errors) and the endpoint's health (the circuit breaker's state,
+//! sends in flight, latency p50/p99, the last error), its caps used today per product, and
 //! its acceptance and return rates over the last 30 days.
 //!
 //! The rates count ranges of the `transactions_buyer_status` index (migration 9), one per
@@ -18,6 +19,7 @@ use crate::delivery::transaction::Status;
 use crate::http::Response;
 use crate::http::error::Error;
 use crate::operators::Session;
+use crate::outbox::health::{self, BuyerHealth, State};
 
 const WINDOW_DAYS: i64 = 30;
 /// Last errors shown per buyer.
@@ -42,8 +44,6 @@ struct Rates {
 struct Endpoint {
     pending: i64,
     failed: i64,
-    /// Consecutive failures while its circuit breaker is open (`None` while healthy).
-    unhealthy: Option<i64>,
     /// Newest first: (when, event id, error).
     errors: Vec<(i64, String, String)>,
 }
@@ -63,6 +63,9 @@ struct BuyerRow {
     caps: Vec<Cap>,
     rates: Rates,
     endpoint: Endpoint,
+    /// `None` for a buyer created after the read of health (none is missed otherwise:
+    /// `health::read` lists every buyer).
+    health: Option<BuyerHealth>,
 }
 
 pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> {
@@ -200,14 +203,10 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
         }
     }
 
-    for health in crate::outbox::health::read(conn, None, now)? {
-        if health.breaker.state == crate::outbox::health::State::Unhealthy {
-            endpoints
-                .entry(health.breaker.buyer_id.clone())
-                .or_default()
-                .unhealthy = Some(health.breaker.consecutive_failures);
-        }
-    }
+    let mut health: HashMap<String, BuyerHealth> = health::read(conn, None, now)?
+        .into_iter()
+        .map(|h| (h.breaker.buyer_id.clone(), h))
+        .collect();
 
     Ok(buyers
         .into_iter()
@@ -215,6 +214,7 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
             caps: caps.remove(&buyer.id).unwrap_or_default(),
             rates: rates.remove(&buyer.id).unwrap_or_default(),
             endpoint: endpoints.remove(&buyer.id).unwrap_or_default(),
+            health: health.remove(&buyer.id),
             buyer,
         })
         .collect())
@@ -227,7 +227,7 @@ fn render(rows: &[BuyerRow], zone: &Zone) -> Markup {
             table class="list" id="buyers" {
                 thead { tr {
                     th { "Buyer" } th { "Status" } th { "Plan · balance" } th { "Endpoint" }
-                    th { "Caps used today" } th { "Sold (30 d)" } th { "Accepted" }
+                    th { "Health" } th { "Caps used today" } th { "Sold (30 d)" } th { "Accepted" }
                     th { "Returned" } th { "Last errors" }
                 } }
                 tbody {
@@ -237,7 +237,12 @@ fn render(rows: &[BuyerRow], zone: &Zone) -> Markup {
         }
         p class="note" {
             "Accepted: acknowledged, payout pending or paid. Returned: rejected or cancelled. "
-            "Rates over the transactions of the last " (WINDOW_DAYS) " days."
+            "Rates over the transactions of the last " (WINDOW_DAYS) " days. "
+            "Health: an endpoint is unhealthy after repeated failed attempts (no answer, a "
+            "timeout, 408, 429 or 5xx); its events then wait and one probe at a time is sent, "
+            "and auto-delivery skips the buyer until an answer comes. In flight and latency "
+            "are what the running server last reported ("
+            code { "leadrelay buyer health" } " prints the same)."
         }
     }
 }
@@ -253,9 +258,9 @@ fn buyer_row(row: &BuyerRow, zone: &Zone) -> Markup {
             td class="endpoint" {
                 span class="url" { (b.webhook_url) } br;
                 (row.endpoint.pending) " pending · " (row.endpoint.failed) " failed"
-                @if let Some(failures) = row.endpoint.unhealthy {
-                    br; span class="tag unhealthy" { "unhealthy" } " " (failures) " failures in a row"
-                }
+            }
+            td class="health" {
+                @if let Some(h) = &row.health { (health_cell(h, zone)) }
             }
             td {
                 @if row.caps.is_empty() { span class="empty" { "no subscriptions" } }
@@ -277,6 +282,42 @@ fn buyer_row(row: &BuyerRow, zone: &Zone) -> Markup {
                 @for (at, event, error) in &row.endpoint.errors {
                     div { span class="when" { (zone.when(*at)) } " " (event) ": " (error) }
                 }
+            }
+        }
+    }
+}
+
+/// The breaker's state (with its failures and next probe when unhealthy), sends in flight,
+/// latency and the last error, as `buyer health` has them.
+fn health_cell(h: &BuyerHealth, zone: &Zone) -> Markup {
+    let b = &h.breaker;
+    let state = b.state.as_str();
+    html! {
+        span class={ "tag " (state) } { (state) }
+        @if b.state == State::Unhealthy {
+            " " (b.consecutive_failures) " failures in a row"
+            @if let Some(since) = b.unhealthy_since { ", since " span class="when" { (zone.when(since)) } }
+            @if let Some(probe) = b.next_probe_at { br; "next probe " span class="when" { (zone.when(probe)) } }
+        }
+        br;
+        span class="in-flight" {
+            @match h.in_flight {
+                Some(n) => { (n) " in flight" }
+                None => { "outbox not running" }
+            }
+        }
+        " · "
+        span class="latency" {
+            @match (h.latency_p50_ms, h.latency_p99_ms) {
+                (Some(p50), Some(p99)) => { "p50 " (p50) " ms · p99 " (p99) " ms" }
+                _ => { "no latency yet" }
+            }
+        }
+        @if let Some(error) = &b.last_error {
+            div class="last-error" {
+                "last error"
+                @if let Some(at) = b.last_failure_at { " " span class="when" { (zone.when(at)) } }
+                ": " (error)
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `/`: the business at a glance. Today and yesterday (received, sold, revenue, margin,
-//! return rate), the outbox, buyers whose events failed, leads per hour over 48 hours and
-//! revenue per day over 30 days.
+//! return rate), the outbox, unhealthy buyers (`outbox::health`'s circuit breaker) and
+//! buyers whose events failed, leads per hour over 48 hours and revenue per day over 30
+//! days.
 //!
 //! Every figure over time is the count (or sum) of one range of an index: `leads_created`
 //! per hour and day, `transactions_status_created` per transaction status and day
@@ -42,6 +43,8 @@ struct Overview {
     hours: Vec<(i64, i64)>,
     outbox: crate::outbox::store::Figures,
     failing_buyers: Vec<(String, String, i64)>,
+    /// Buyers whose endpoint's circuit breaker is open: (id, failures in a row, since).
+    unhealthy: Vec<(String, i64, Option<i64>)>,
     now: i64,
 }
 
@@ -118,12 +121,21 @@ fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
     let failing_buyers = failing
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<Result<_, _>>()?;
+    let unhealthy = crate::outbox::health::read(conn, None, now)?
+        .into_iter()
+        .filter(|h| h.breaker.state == crate::outbox::health::State::Unhealthy)
+        .map(|h| {
+            let b = h.breaker;
+            (b.buyer_id, b.consecutive_failures, b.unhealthy_since)
+        })
+        .collect();
     Ok(Overview {
         zone,
         days,
         hours,
         outbox,
         failing_buyers,
+        unhealthy,
         now,
     })
 }
@@ -184,6 +196,21 @@ fn render(o: &Overview) -> Markup {
                 }
             }
             div class="card" id="unhealthy-buyers" {
+                h2 { "Unhealthy buyers" }
+                @if o.unhealthy.is_empty() {
+                    (layout::none_yet("None: every endpoint answers."))
+                } @else {
+                    ul {
+                        @for (id, failures, since) in &o.unhealthy {
+                            li {
+                                a href={ "/buyers#buyer-" (id) } { (id) } ": " (failures) " failures in a row"
+                                @if let Some(since) = since { ", since " (o.zone.when(*since)) }
+                            }
+                        }
+                    }
+                }
+            }
+            div class="card" id="failing-buyers" {
                 h2 { "Buyers with failed events" }
                 @if o.failing_buyers.is_empty() {
                     (layout::none_yet("None."))
