@@ -113,6 +113,8 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
                 max_buyers: 1,
                 score_threshold: 0,
                 ping_ttl_ms: None,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         let created = source::create(
@@ -130,6 +132,7 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,
                 dedupe_window_days: 30,
+                result_detail: None,
             },
         )?;
         product::create(

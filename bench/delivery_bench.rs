@@ -175,6 +175,8 @@ fn configure(db: &Db, webhook_url: String) {
                 max_buyers: 3,
                 score_threshold: 50,
                 ping_ttl_ms: None,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         source::create(
@@ -192,6 +194,7 @@ fn configure(db: &Db, webhook_url: String) {
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,
                 dedupe_window_days: 30,
+                result_detail: None,
             },
         )?;
         product::create(

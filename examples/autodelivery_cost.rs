@@ -19,6 +19,11 @@
 //! is printed for the first and the last thousand leads, so that growing cap counts show,
 //! and as the median of the jobs (robust against a neighbour taking the CPU for a moment).
 //! `LEADS=2000` (a multiple of 100, at least 1000) measures fewer leads per scenario.
+//!
+//! `PREFILL=1000000` measures the twenty-buyer scenario once more on a file that already
+//! holds that many auto-delivered leads (written through the same writer job first, spread
+//! over the past 200 days so no cap stops them), against the fresh file's figure of the
+//! same run: routing must not grow with history (DESIGN.md section 13: at most 5% slower).
 
 use std::time::{Duration, Instant};
 
@@ -106,9 +111,18 @@ fn main() {
         },
     ];
     let leads = leads();
+    let prefill: usize = std::env::var("PREFILL")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let mut plain: Option<Duration> = None;
-    for scenario in &scenarios {
-        let per_lead = run(scenario, leads);
+    let last = &scenarios[scenarios.len() - 1];
+    let runs = scenarios
+        .iter()
+        .map(|s| (s, 0))
+        .chain((prefill > 0).then_some((last, prefill)));
+    for (scenario, prefill) in runs {
+        let per_lead = run(scenario, leads, prefill);
         let total: Duration = per_lead.iter().sum();
         let mean = |slice: &[Duration]| slice.iter().sum::<Duration>() / slice.len() as u32;
         let mut per_job: Vec<Duration> = per_lead.iter().step_by(PER_JOB).copied().collect();
@@ -120,10 +134,14 @@ fn main() {
                 median.as_secs_f64() / p.as_secs_f64()
             )
         });
+        let what = if prefill > 0 {
+            format!("{}, after {prefill} delivered leads", scenario.what)
+        } else {
+            scenario.what.to_string()
+        };
         println!(
-            "{}: {leads} leads; writer job per lead: median {:.1?}, mean {:.1?} (first 1000: \
+            "{what}: {leads} leads; writer job per lead: median {:.1?}, mean {:.1?} (first 1000: \
              {:.1?}, last 1000: {:.1?}){ratio}",
-            scenario.what,
             median,
             total / leads as u32,
             mean(&per_lead[..1000]),
@@ -135,7 +153,7 @@ fn main() {
 
 /// Stores `leads` leads under `scenario` on a fresh file; the writer time of each lead (its
 /// job's time shared evenly by the job's leads).
-fn run(scenario: &Scenario, leads: usize) -> Vec<Duration> {
+fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
     let dir = tempfile::tempdir().expect("a temp dir");
     let db = Db::open(dir.path().join("bench.db")).expect("the database opens");
     let (buyers, caps, everywhere) = (scenario.buyers, scenario.caps, scenario.filters_everywhere);
@@ -146,6 +164,35 @@ fn run(scenario: &Scenario, leads: usize) -> Vec<Duration> {
         .read_blocking(|conn| source::find(conn, &source_id).map_err(DbError::from))
         .expect("the source is read")
         .expect("the source exists");
+    if prefill > 0 {
+        let started = Instant::now();
+        let now = leadrelay::clock::now_ms();
+        let span = 200 * 86_400_000i64;
+        let jobs = prefill / PER_JOB;
+        for job in 0..jobs {
+            let leads = prepare(&db, &target, 10_000_000 + job, true);
+            let target = target.clone();
+            // From 200 days ago up to yesterday: today's caps start as on a fresh file.
+            let at = now - span + (span - 86_400_000) * job as i64 / jobs as i64;
+            db.write_blocking(move |conn| {
+                store::store_all(conn, &target, &leads, at).map_err(|e| DbError::GroupFailed {
+                    why: e.to_string(),
+                    fault: None,
+                })
+            })
+            .expect("the job is written");
+        }
+        let delivered: i64 = db
+            .read_blocking(|conn| {
+                conn.query_row("SELECT count(*) FROM transactions", [], |r| r.get(0))
+                    .map_err(DbError::from)
+            })
+            .expect("the file is readable");
+        eprintln!(
+            "prefilled {prefill} leads ({delivered} transactions) in {:.0?}",
+            started.elapsed()
+        );
+    }
     let mut per_lead = Vec::with_capacity(leads);
     for job in 0..leads / PER_JOB {
         let leads = prepare(&db, &target, job, scenario.auto);
@@ -259,6 +306,8 @@ fn setup(
                 max_buyers: 3,
                 score_threshold: 50,
                 ping_ttl_ms: None,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         let source_id = format!("{id}-src");
@@ -277,6 +326,7 @@ fn setup(
                 dedupe_scope: None,
                 dedupe_action: DedupeAction::Review,
                 dedupe_window_days: 30,
+                result_detail: None,
             },
         )?;
     }

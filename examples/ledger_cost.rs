@@ -94,6 +94,8 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             max_buyers: 1,
             score_threshold: 50,
             ping_ttl_ms: None,
+            waterfall: None,
+            waterfall_max: None,
         },
     )?;
     if with_supplier {
@@ -122,6 +124,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
+            result_detail: None,
         },
     )?;
     product::create(

@@ -17,6 +17,7 @@ pub mod health;
 pub mod http;
 pub mod ids;
 pub mod ingest;
+pub mod integration;
 pub(crate) mod ledger;
 pub mod lifecycle;
 pub mod logging;

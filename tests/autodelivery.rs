@@ -196,7 +196,12 @@ fn start() -> (TestServer, Receiver) {
     };
     let server = TestServer::start_with(TempDb::new(), options);
     basic_setup(&server);
-    source(&server, "web", "landing", "--no-secret");
+    source(
+        &server,
+        "web",
+        "landing",
+        "--no-secret --result-detail full",
+    );
     (server, Receiver::start())
 }
 
@@ -434,10 +439,25 @@ fn every_early_stop_ends_with_its_reason_and_delivers_nothing() {
     let db = &server.db.path;
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     channel(&server, "manual", "--auto-delivery off");
-    source(&server, "manual", "manual-src", "--no-secret");
-    table_source(&server, "list", "list-src", "--no-secret");
+    source(
+        &server,
+        "manual",
+        "manual-src",
+        "--no-secret --result-detail full",
+    );
+    table_source(
+        &server,
+        "list",
+        "list-src",
+        "--no-secret --result-detail full",
+    );
     channel(&server, "picky", "--score-threshold 100");
-    source(&server, "picky", "picky-src", "--no-secret");
+    source(
+        &server,
+        "picky",
+        "picky-src",
+        "--no-secret --result-detail full",
+    );
     product(&server, "wind", "");
     // The first lead of this email arrives without auto-delivery; the second is its
     // duplicate and is kept for review.
@@ -527,7 +547,12 @@ fn multi_mode_delivers_to_up_to_max_buyers_and_charges_each() {
     let (server, receiver) = start();
     let db = &server.db.path;
     channel(&server, "shared", "--delivery-mode multi --max-buyers 2");
-    source(&server, "shared", "shared-src", "--no-secret");
+    source(
+        &server,
+        "shared",
+        "shared-src",
+        "--no-secret --result-detail full",
+    );
     add_buyer(&server, &receiver, "first", "30", "--plan prepaid", "");
     lr(&server, "buyer fund first --amount 100").json();
     add_buyer(&server, &receiver, "second", "20", "", "");
@@ -697,7 +722,12 @@ fn wait_until_delivered(db: &Path, total: usize) {
 #[test]
 fn scores_are_deterministic_and_follow_the_workspace_weights() {
     let (server, receiver) = start();
-    source(&server, "web", "open", "--no-secret --dedupe-fields none");
+    source(
+        &server,
+        "web",
+        "open",
+        "--no-secret --dedupe-fields none --result-detail full",
+    );
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = lead_path("web", "open");
     // Valid email, names, nothing else: just above the default threshold.
@@ -752,7 +782,12 @@ fn schedules_open_and_close_in_the_workspace_time_zone() {
     .json();
     channel(&server, "web", "");
     product(&server, "solar", "");
-    source(&server, "web", "landing", "--no-secret");
+    source(
+        &server,
+        "web",
+        "landing",
+        "--no-secret --result-detail full",
+    );
     // Open today and tomorrow in the workspace's zone, closed on the other days; the other
     // buyer pays more but is open only on those other days.
     let open_days = local_days(ZONE, &[0, 1]).join(",");
@@ -821,7 +856,12 @@ fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
         "table create --workspace ws --name Hot --id hot --auto-delivery on --score-threshold 70",
     )
     .json();
-    table_source(&server, "hot", "hot-src", "--no-secret");
+    table_source(
+        &server,
+        "hot",
+        "hot-src",
+        "--no-secret --result-detail full",
+    );
     add_buyer(&server, &receiver, "anyone", "10", "", "");
     let path = table_path("hot", "hot-src");
     // Valid email and names only: 62, below this table's 70 (and above the default 50).

@@ -158,7 +158,7 @@ fn bad_flags_are_usage_errors_with_exit_code_2() {
         "source create --channel web --name X --dedupe-fields zip",
         "buyer create --workspace ws --name X --webhook-url http://x --plan free",
         "buyer create --workspace ws --name X --webhook-url http://x --cancellation-window soon",
-        "buyer subscribe b --product solar --price 1.234",
+        "buyer subscribe b --product solar --price 1.2.3",
         "nonsense",
     ] {
         let failure = lr(&db, line).fails(2);

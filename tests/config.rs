@@ -373,7 +373,12 @@ fn the_running_server_sees_a_change_on_its_next_request() {
     receiver.answer("/old", Answer::ok());
     receiver.answer("/new", Answer::ok());
     basic_setup(&server);
-    source(&server, "web", "src", "--no-secret --dedupe-fields none");
+    source(
+        &server,
+        "web",
+        "src",
+        "--no-secret --dedupe-fields none --result-detail full",
+    );
     crate::util::buyer(&server, "b", &receiver.url("/old"), Some("20"), []);
     let auto = |n: usize| {
         let mut lead = simple_lead(n);

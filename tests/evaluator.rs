@@ -392,7 +392,8 @@ fn the_trace_explains_categories_and_duplicates_and_delivered_requests_keep_thei
         stored[0],
         (
             "web".to_string(),
-            r#"[1,[1.0,1.0,1.0,0.4,0.0,1.0,0.0,0.0],["source:src","answer:homeowner=no","hourOfDay:night","postalPrefix:DE-80"]]"#.to_string()
+            r#"[1,[1,1,1,0.4,0,1,0,0],["source:src","answer:homeowner=no","hourOfDay:night"]]"#
+                .to_string()
         )
     );
     assert_eq!(stored[1].0, "other");

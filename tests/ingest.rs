@@ -22,8 +22,18 @@ pub fn server() -> TestServer {
          'size:required=small|large' --field notes",
     )
     .json();
-    source(&server, "web", "landing", "--no-secret");
-    table_source(&server, "list", "import", "--no-secret");
+    source(
+        &server,
+        "web",
+        "landing",
+        "--no-secret --result-detail full",
+    );
+    table_source(
+        &server,
+        "list",
+        "import",
+        "--no-secret --result-detail full",
+    );
     server
 }
 

@@ -58,7 +58,7 @@ fn a_repeated_external_id_is_an_idempotent_replay() {
     // The same externalId on another source is another lead.
     lr(
         &server,
-        "source create --channel web --name B --id b --no-secret --dedupe-fields none",
+        "source create --channel web --name B --id b --no-secret --result-detail full --dedupe-fields none",
     )
     .json();
     let other = server.post_json("/api/webhooks/channels/web/sources/b/leads", &jane());
@@ -155,7 +155,7 @@ fn the_default_rule_marks_duplicates_for_review() {
     .json();
     lr(
         &server,
-        "source create --channel web2 --name S --id s2 --no-secret",
+        "source create --channel web2 --name S --id s2 --no-secret --result-detail full",
     )
     .json();
     let reply = server.post_json(
@@ -202,7 +202,7 @@ fn a_reject_rule_stores_nothing() {
     let server = server();
     lr(
         &server,
-        "source create --channel web --name Strict --id strict --no-secret --dedupe-action reject \
+        "source create --channel web --name Strict --id strict --no-secret --result-detail full --dedupe-action reject \
          --dedupe-scope workspace --dedupe-fields email",
     )
     .json();
@@ -250,12 +250,12 @@ fn the_window_limits_how_far_back_duplicates_are_found() {
     let server = server();
     lr(
         &server,
-        "source create --channel web --name Week --id week --no-secret --dedupe-window-days 7",
+        "source create --channel web --name Week --id week --no-secret --result-detail full --dedupe-window-days 7",
     )
     .json();
     lr(
         &server,
-        "source create --channel web --name Ever --id ever --no-secret --dedupe-window-days 0",
+        "source create --channel web --name Ever --id ever --no-secret --result-detail full --dedupe-window-days 0",
     )
     .json();
     // An original in the channel, made `days` old; then a lead with its email to `source`.
@@ -293,7 +293,7 @@ fn a_source_without_rule_finds_no_duplicates() {
     let server = server();
     lr(
         &server,
-        "source create --channel web --name Open --id open --no-secret --dedupe-fields none",
+        "source create --channel web --name Open --id open --no-secret --result-detail full --dedupe-fields none",
     )
     .json();
     let path = "/api/webhooks/channels/web/sources/open/leads";
@@ -343,7 +343,7 @@ fn quality_status_and_reasons() {
     let server = server();
     lr(
         &server,
-        "source create --channel web --name Q --id q --no-secret --dedupe-fields none",
+        "source create --channel web --name Q --id q --no-secret --result-detail full --dedupe-fields none",
     )
     .json();
     let path = "/api/webhooks/channels/web/sources/q/leads";

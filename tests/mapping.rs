@@ -67,7 +67,7 @@ fn set_draft(db: &Path, source: &str, document: &Value) -> Value {
 fn setup_with_source() -> TempDb {
     let db = TempDb::new();
     basic_setup(&db);
-    source(&db, "web", "landing", "--no-secret");
+    source(&db, "web", "landing", "--no-secret --result-detail full");
     db
 }
 
@@ -367,10 +367,15 @@ fn mapped_server() -> TestServer {
     let server = TestServer::start();
     let db = &server.db.path;
     basic_setup(db);
-    source(db, "web", "partner", format!("--secret {SECRET}"));
+    source(
+        db,
+        "web",
+        "partner",
+        format!("--secret {SECRET} --result-detail full"),
+    );
     lr(
         db,
-        "source create --table list --name Partner --id partner-list --secret",
+        "source create --table list --name Partner --id partner-list --result-detail full --secret",
     )
     .arg(SECRET)
     .json();

@@ -274,7 +274,7 @@ fn ingest_answers_have_the_documented_fields() {
     basic_setup(&server);
     lr(
         &server,
-        "source create --channel web --name Web --id s --no-secret",
+        "source create --channel web --name Web --id s --no-secret --result-detail full",
     )
     .json();
     let path = "/api/webhooks/channels/web/sources/s/leads";

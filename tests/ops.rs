@@ -45,6 +45,8 @@ fn write_pair(db: &Db, n: u64) -> Result<(), ConfigError> {
                 max_buyers: 3,
                 score_threshold: 50,
                 ping_ttl_ms: None,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
         Ok(())

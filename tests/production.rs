@@ -97,7 +97,12 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
     // The buyer's system is down: every attempt is retried, and the outbox says so.
     receiver.answer("/b", Answer::status(500));
     basic_setup(&db.path);
-    source(&db.path, "web", "src", "--secret source-secret-0123456789");
+    source(
+        &db.path,
+        "web",
+        "src",
+        "--secret source-secret-0123456789 --result-detail full",
+    );
     buyer(
         &db.path,
         "b",

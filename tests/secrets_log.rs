@@ -50,7 +50,7 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
     let supplier = lr(path, "supplier create --workspace ws --name Sup --id sup").json();
     let source = lr(
         path,
-        "source create --channel web --name Src --id src --supplier sup",
+        "source create --channel web --name Src --id src --supplier sup --result-detail full",
     )
     .json();
     let buyer = crate::util::buyer(path, "b", &receiver.url("/hook"), Some("20"), []);

@@ -3,6 +3,7 @@
 
 mod util;
 
+mod amounts;
 mod autodelivery;
 mod cli;
 mod cli_help;
@@ -13,6 +14,7 @@ mod crash;
 mod delivery;
 mod delivery_conditions;
 mod demo;
+mod disclosure;
 mod durations;
 mod evaluator;
 mod foundation;
@@ -22,6 +24,7 @@ mod ingest_access;
 mod ingest_cli;
 mod ingest_dedupe;
 mod ingest_validation;
+mod integration_delivery;
 mod lifecycle;
 mod mapping;
 mod metrics;

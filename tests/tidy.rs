@@ -170,6 +170,9 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("pings", &["src/ping/store.rs"]),
     ("ping_reservations", &["src/ping/store.rs"]),
     ("bids", &["src/ping/store.rs"]),
+    // A buyer's integration document and secrets are `integration::store`'s.
+    ("buyers SET integration", &["src/integration/store.rs"]),
+    ("buyer_integration_secrets", &["src/integration/store.rs"]),
     ("outbox_events", &["src/outbox/store.rs"]),
     ("outbox_attempts", &["src/outbox/store.rs"]),
     // `ingest::erase` makes a lead (and its requests) a tombstone for `privacy`.

@@ -222,7 +222,8 @@ pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<
     store_with(conn, decision, |_| {})
 }
 
-/// [`store`], with `annotate` adding to the operator's view first (a post names its ping).
+/// [`store`], with `annotate` adding to the operator's view first: a post names its ping,
+/// the waterfall keeps its steps so far (`lead show` traces every step).
 pub fn store_with(
     conn: &Connection,
     decision: &RequestDecision,

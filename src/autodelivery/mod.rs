@@ -8,7 +8,8 @@
 //! `features`), eligible buyers (`eligibility` with `filters`, `schedule`, `caps`), and the
 //! selection (`select`), which calls `delivery::deliver_lead` for each buyer taken, handing
 //! on the lead as the ingest job stored it. The decision (`decision`) is returned for the
-//! ingest result and stored on the lead request.
+//! ingest result and stored on the lead request. When a buyer's API refuses a lead it got
+//! this way, `waterfall` runs the same decision again for the next buyer.
 //!
 //! Owns choosing buyers and explaining the choice. It does not own the delivery itself
 //! (`delivery`: transaction, charge, event), storing the lead (`ingest`) or sending the
@@ -24,6 +25,7 @@ pub mod select;
 pub mod stored_features;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod waterfall;
 pub mod weights;
 
 use jiff::tz::TimeZone;
@@ -140,6 +142,9 @@ pub(crate) struct Settings {
     pub(crate) weights: Weights,
     pub(crate) now_ms: i64,
     pub(crate) windows: Windows,
+    /// The container's waterfall (DESIGN.md section 18): on, and at most this many steps.
+    pub(crate) waterfall: bool,
+    pub(crate) waterfall_max: i64,
 }
 
 impl Settings {
@@ -163,7 +168,8 @@ impl Settings {
             .prepare_cached(
                 "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
                         w.id, w.timezone, w.evaluator_weights,
-                        s.supplier_cost_cents, s.revenue_share_bp, c.ping_ttl_ms
+                        s.supplier_cost_cents, s.revenue_share_bp, c.ping_ttl_ms,
+                        c.waterfall, c.waterfall_max
                  FROM containers c JOIN workspaces w ON w.id = c.workspace_id
                  LEFT JOIN sources s ON s.id = ?2
                  WHERE c.id = ?1",
@@ -184,6 +190,7 @@ impl Settings {
                         row.get::<_, Option<i64>>(8)?,
                         row.get::<_, i64>(9)?,
                     ),
+                    (row.get::<_, bool>(10)?, row.get::<_, i64>(11)?),
                 ))
             })
             .optional()?;
@@ -193,6 +200,7 @@ impl Settings {
             zone,
             weights,
             (source_cost_cents, revenue_share_bp, ping_ttl_ms),
+            (waterfall, waterfall_max),
         )) = row
         else {
             return Ok(None);
@@ -216,6 +224,8 @@ impl Settings {
             windows: Windows::at(now_ms, &tz),
             tz,
             now_ms,
+            waterfall,
+            waterfall_max,
         }))
     }
 

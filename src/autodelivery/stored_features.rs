@@ -13,7 +13,8 @@
 //! Version 1's order is [`V1_NUMERIC`], frozen; should the features change, a new version
 //! gets its own list and [`decode`] keeps reading the old one by feature name (a feature
 //! a row does not have reads as 0, as it weighed nothing for the scorer that wrote it).
-//! About 60–100 bytes a row.
+//! Whole values are written without a fraction (`1`, not `1.0`): most are 0/1 flags, so
+//! a row of a lead in three categories is some 100 bytes of text.
 
 use std::borrow::Cow;
 
@@ -56,7 +57,8 @@ pub(crate) fn record(
 }
 
 /// The category groups an erasure removes from a lead's stored features: the interests'
-/// answers and the postal region, which came from the person's own data. The numeric
+/// answers and the postal region (stored by builds before the postal-prefix group was
+/// dropped), which came from the person's own data. The numeric
 /// features (flags and counts) and the source and hour stay, so training keeps the row.
 const ERASED_GROUPS: [&str; 2] = ["answer:", "postalPrefix:"];
 
@@ -100,9 +102,18 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
 
 /// The stored text of `features`.
 pub(crate) fn encode(features: &Features) -> String {
-    let numeric: Vec<f64> = V1_NUMERIC
+    let numeric: Vec<serde_json::Value> = V1_NUMERIC
         .iter()
         .map(|name| Feature::from_name(name).map_or(0.0, |f| features.get(f)))
+        .map(|value| {
+            // Features are small (flags, shares, counts up to a few), so a whole value
+            // converts to an integer exactly; `decode` reads either form as the same f64.
+            if value.fract() == 0.0 && value.abs() < 1e15 {
+                serde_json::Value::from(value as i64)
+            } else {
+                serde_json::Value::from(value)
+            }
+        })
         .collect();
     serde_json::json!([VERSION, numeric, features.categories]).to_string()
 }
@@ -194,7 +205,7 @@ mod tests {
         let text = encode(&sample());
         assert_eq!(
             text,
-            r#"[1,[1.0,0.0,0.5,0.6,1.0,0.3333,1.0,2.0],["source:web","answer:roof=flat;\"x\""]]"#
+            r#"[1,[1,0,0.5,0.6,1,0.3333,1,2],["source:web","answer:roof=flat;\"x\""]]"#
         );
         assert_eq!(decode(&text).unwrap().into_features(), sample());
     }
@@ -237,6 +248,7 @@ mod tests {
     fn an_erasure_keeps_the_numbers_and_drops_the_persons_categories() {
         let conn = super::super::testing::database();
         let mut features = sample();
+        // As rows written before the postal-prefix group was dropped have it.
         features.categories.push("postalPrefix:DE-80".into());
         features.categories.push("hourOfDay:night".into());
         record(&conn, "lreq_test", "web", &features).unwrap();
@@ -247,7 +259,7 @@ mod tests {
             stored,
             serde_json::json!([
                 1,
-                [1.0, 0.0, 0.5, 0.6, 1.0, 0.3333, 1.0, 2.0],
+                [1, 0, 0.5, 0.6, 1, 0.3333, 1, 2],
                 ["source:web", "hourOfDay:night"]
             ])
         );

@@ -11,8 +11,16 @@ use crate::autodelivery::schedule::Window;
 use crate::config::buyer::Filter;
 use crate::config::product::FieldDef;
 
+/// A non-negative amount (`--price 12.50`), rounded half away from zero to cents. An
+/// amount flag's value out of range never gets here: [`super::parse_from`] refuses it first
+/// (exit 1, DESIGN.md section 11).
 pub(crate) fn money(text: &str) -> Result<i64, String> {
-    crate::money::parse_cents(text)
+    crate::money::parse_cents(text).map_err(|e| e.to_string())
+}
+
+/// An amount that may be negative (`--amount=-5` of an adjustment).
+pub(crate) fn signed_money(text: &str) -> Result<i64, String> {
+    crate::money::parse_signed_cents(text).map_err(|e| e.to_string())
 }
 
 /// A value that may be `none` to clear it (`--daily-cap none`, `--supplier none`).
@@ -140,6 +148,12 @@ pub enum DeliveryModeArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ResultDetailArg {
+    Summary,
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum DedupeScopeArg {
     Channel,
     Table,
@@ -177,12 +191,15 @@ fn bid_timeout(text: &str) -> Result<i64, String> {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  leadrelay serve --listen 0.0.0.0:8080 --delivery-workers 8")]
+#[command(
+    after_help = "Example:\n  leadrelay serve --listen 0.0.0.0:8080 --delivery-concurrency 512 --delivery-per-buyer 32"
+)]
 pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "LEADRELAY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Webhook sends in flight at most, over all buyers (each on its own thread).
+    /// Webhook sends in flight at most, over all buyers (tasks on the outbox's runtime,
+    /// not threads; `--delivery-workers` is an old name of it).
     #[arg(
         long,
         alias = "delivery-workers",
@@ -345,6 +362,12 @@ pub struct DeliveryOptions {
     /// (default 120s).
     #[arg(long, value_parser = ping_ttl)]
     pub ping_ttl: Option<i64>,
+    /// A lead refused by a buyer's API goes to the next buyer: on (default) or off.
+    #[arg(long, value_parser = on_off)]
+    pub waterfall: Option<bool>,
+    /// How many times at most a lead request falls to the next buyer (default 5).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=100))]
+    pub waterfall_max: Option<i64>,
 }
 
 /// The delivery settings an `update` may change; only those given change.
@@ -365,6 +388,12 @@ pub struct DeliveryChanges {
     /// How long an accepted ping holds its buyers and prices for the post, e.g. 90s.
     #[arg(long, value_parser = ping_ttl)]
     pub ping_ttl: Option<i64>,
+    /// A lead refused by a buyer's API goes to the next buyer: on or off.
+    #[arg(long, value_parser = on_off)]
+    pub waterfall: Option<bool>,
+    /// How many times at most a lead request falls to the next buyer.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=100))]
+    pub waterfall_max: Option<i64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -442,6 +471,11 @@ pub struct SourceSettings {
     /// Where duplicates are looked for: the source's channel or table, or the workspace.
     #[arg(long, value_enum)]
     pub dedupe_scope: Option<DedupeScopeArg>,
+    /// What the partner's ingest answer shows: summary (outcome and reason per request; the
+    /// default) or full (buyers, prices, transactions, score and candidates, for the
+    /// operator's own forms). `lead show` always shows everything.
+    #[arg(long, value_enum)]
+    pub result_detail: Option<ResultDetailArg>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -833,6 +867,21 @@ pub enum BuyerCommand {
         #[arg(long, value_parser = money)]
         amount: i64,
     },
+    /// Correct a prepaid buyer's balance by hand: an `adjustment` row in the ledger with
+    /// the reason and the actor `operator`. A debit is written `--amount=-5`.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer adjust sunco --amount=-12.50 --reason 'double charge on 3 May'"
+    )]
+    Adjust {
+        /// The buyer's id.
+        id: String,
+        /// The correction: positive credits the buyer, negative (`--amount=-5`) debits.
+        #[arg(long, value_parser = signed_money)]
+        amount: i64,
+        /// Why, kept with the ledger row.
+        #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        reason: String,
+    },
     /// Stop deliveries to a buyer (alias: disable).
     #[command(
         visible_alias = "disable",
@@ -890,6 +939,10 @@ pub enum BuyerCommand {
         /// The buyer's id; every buyer without it.
         id: Option<String>,
     },
+    /// The buyer's delivery method: the generic signed webhook, or a mapped integration
+    /// posting into the buyer's own API (set, show, preview, reset, secret).
+    #[command(subcommand)]
+    Integration(super::integration::IntegrationCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -27,7 +27,7 @@ pub struct DeliverArgs {
     #[arg(long)]
     pub buyer: String,
     /// The buyer price; without it the buyer's subscription price applies.
-    #[arg(long, value_parser = crate::money::parse_cents)]
+    #[arg(long, value_parser = super::args::money)]
     pub price: Option<i64>,
 }
 

@@ -59,6 +59,8 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
                 max_buyers: 3,
                 score_threshold: 40,
                 ping_ttl_ms: None,
+                waterfall: None,
+                waterfall_max: None,
             },
         )?;
     }
@@ -111,6 +113,8 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
+            // The operator's own landing page: its answers may show the whole trace.
+            result_detail: Some(source::ResultDetail::Full),
         },
     )?;
     let mut secrets = Vec::new();

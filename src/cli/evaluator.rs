@@ -74,7 +74,7 @@ pub struct TrainArgs {
     product: Option<String>,
     /// The feature groups to learn weights for, comma-separated (the others get 0): base
     /// (the seven contact and consent features), duplicatesSeen, source, answer,
-    /// hourOfDay, postalPrefix. Default: all.
+    /// hourOfDay. Default: all.
     #[arg(long, value_delimiter = ',', value_parser = group)]
     features: Vec<Group>,
     /// Refuse with fewer labelled transactions than this.

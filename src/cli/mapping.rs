@@ -197,21 +197,27 @@ fn problems_or_error(out: &Output, e: MappingError) -> anyhow::Result<ExitCode> 
     if out.is_json() {
         out.print(&e.to_json());
     } else {
-        let mut text = format!("error: {e}\n");
-        for problem in e.problems() {
-            let path = if problem.path.is_empty() {
-                "(whole document)"
-            } else {
-                &problem.path
-            };
-            text.push_str(&format!(
-                "  {path}: {} ({})\n",
-                problem.message, problem.code
-            ));
-        }
-        eprint!("{text}");
+        eprint!("error: {e}\n{}", problem_lines(e.problems()));
     }
     Ok(ExitCode::FAILURE)
+}
+
+/// One line per problem, `  PATH: MESSAGE (CODE)`, as mapping and integration documents
+/// report them.
+pub(super) fn problem_lines(problems: &[crate::mapping::MappingProblem]) -> String {
+    let mut text = String::new();
+    for problem in problems {
+        let path = if problem.path.is_empty() {
+            "(whole document)"
+        } else {
+            &problem.path
+        };
+        text.push_str(&format!(
+            "  {path}: {} ({})\n",
+            problem.message, problem.code
+        ));
+    }
+    text
 }
 
 /// Prints a mapping state: all of it with `--json`; as text a note on the change, or

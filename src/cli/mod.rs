@@ -10,6 +10,7 @@ mod args;
 mod delivery;
 mod demo;
 mod evaluator;
+mod integration;
 mod lead;
 mod ledger;
 mod mapping;
@@ -193,6 +194,12 @@ pub fn parse() -> Cli {
                 Usage::Clap(e) if !json => e.exit(),
                 Usage::Clap(e) => output::print_error(true, "usage", &clap_message(&e)),
                 Usage::NegativeAmount(message) => output::print_error(json, "usage", &message),
+                Usage::OutOfRange(message) => {
+                    // Refused rather than misused: the syntax is right, the value is not
+                    // one leadrelay takes (DESIGN.md section 11: exit 1).
+                    output::print_error(json, "out_of_range", &message);
+                    std::process::exit(1)
+                }
             }
             std::process::exit(2)
         }
@@ -205,6 +212,8 @@ pub enum Usage {
     Clap(clap::Error),
     /// `--price -5`: the message says how to write it.
     NegativeAmount(String),
+    /// An amount past ±1,000,000,000.00: a refused operation (exit 1), not a usage error.
+    OutOfRange(String),
 }
 
 /// Parses `args` (the program name first).
@@ -220,10 +229,38 @@ pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, Usage> {
             )));
         }
     }
+    for amount in amount_values(args) {
+        if let Err(e @ crate::money::AmountError::OutOfRange(_)) =
+            crate::money::parse_signed_cents(&amount)
+        {
+            return Err(Usage::OutOfRange(e.to_string()));
+        }
+    }
     let matches = Cli::command()
         .try_get_matches_from(args)
         .map_err(Usage::Clap)?;
     Cli::from_arg_matches(&matches).map_err(Usage::Clap)
+}
+
+/// The values given to amount flags, as `--price 5` or `--price=5`, before a `--`.
+fn amount_values(args: &[std::ffi::OsString]) -> Vec<String> {
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut values = Vec::new();
+    for (at, word) in words.iter().enumerate() {
+        if AMOUNT_FLAGS.contains(&word.as_str()) {
+            values.extend(words.get(at + 1).cloned());
+        } else if let Some((flag, value)) = word.split_once('=')
+            && AMOUNT_FLAGS.contains(&flag)
+        {
+            values.push(value.to_string());
+        }
+    }
+    values
 }
 
 /// Whether `--json` is among the words before a `--`.

@@ -195,6 +195,8 @@ pub fn container(
                         max_buyers: delivery.max_buyers,
                         score_threshold: delivery.score_threshold,
                         ping_ttl_ms: delivery.ping_ttl,
+                        waterfall: delivery.waterfall,
+                        waterfall_max: delivery.waterfall_max,
                     },
                 )
             })?;
@@ -219,6 +221,8 @@ pub fn container(
                 max_buyers: delivery.max_buyers,
                 score_threshold: delivery.score_threshold,
                 ping_ttl_ms: delivery.ping_ttl,
+                waterfall: delivery.waterfall,
+                waterfall_max: delivery.waterfall_max,
             };
             let updated = write(&db, move |conn| {
                 container::update(conn, &id, kind, &changes)
@@ -244,6 +248,13 @@ fn dedupe_action(arg: DedupeActionArg) -> DedupeAction {
     match arg {
         DedupeActionArg::Review => DedupeAction::Review,
         DedupeActionArg::Reject => DedupeAction::Reject,
+    }
+}
+
+fn result_detail(arg: ResultDetailArg) -> source::ResultDetail {
+    match arg {
+        ResultDetailArg::Summary => source::ResultDetail::Summary,
+        ResultDetailArg::Full => source::ResultDetail::Full,
     }
 }
 
@@ -286,6 +297,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                         dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
                         dedupe_action: dedupe_action(action),
                         dedupe_window_days,
+                        result_detail: settings.result_detail.map(result_detail),
                     },
                 )
             })?;
@@ -321,6 +333,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                 dedupe_scope: settings.dedupe_scope.map(|s| dedupe_scope(s).to_string()),
                 dedupe_action: action.map(dedupe_action),
                 dedupe_window_days,
+                result_detail: settings.result_detail.map(result_detail),
             };
             let updated = write(&db, move |conn| source::update(conn, &id, &changes))?;
             out.print(&updated.to_json());
@@ -609,6 +622,10 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             let funded = write(&db, move |conn| buyer::fund(conn, &id, amount))?;
             out.print(&funded.to_json());
         }
+        BuyerCommand::Adjust { id, amount, reason } => {
+            let adjusted = write(&db, move |conn| buyer::adjust(conn, &id, amount, &reason))?;
+            out.print(&adjusted.to_json());
+        }
         BuyerCommand::Pause { id } => {
             let paused = write(&db, move |conn| buyer::set_paused(conn, &id, true))?;
             out.print(&paused.to_json());
@@ -653,6 +670,10 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
         BuyerCommand::Health { id } => {
             db.close();
             return super::delivery::buyer_health(path, out, id);
+        }
+        BuyerCommand::Integration(command) => {
+            db.close();
+            return super::integration::run(path, out, command);
         }
     }
     Ok(ExitCode::SUCCESS)

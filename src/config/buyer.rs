@@ -378,20 +378,67 @@ pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, Con
     if amount_cents <= 0 {
         return Err(ConfigError::Invalid("amount must be greater than 0".into()));
     }
-    crate::ledger::post(
+    operator_move(conn, &buyer, crate::ledger::Kind::Fund, amount_cents, None)
+}
+
+/// Corrects a prepaid buyer's balance by `amount_cents` (negative: a debit): an
+/// `adjustment` row in the ledger with the operator's reason.
+pub fn adjust(
+    conn: &Connection,
+    id: &str,
+    amount_cents: i64,
+    reason: &str,
+) -> Result<Buyer, ConfigError> {
+    let buyer = get_live(conn, id)?;
+    if buyer.plan != Plan::Prepaid {
+        return Err(ConfigError::Invalid(format!(
+            "buyer '{id}' is postpaid; only prepaid buyers have a balance to adjust"
+        )));
+    }
+    if amount_cents == 0 {
+        return Err(ConfigError::Invalid(
+            "an adjustment of 0 changes nothing: give a positive or negative amount".into(),
+        ));
+    }
+    if reason.trim().is_empty() {
+        return Err(ConfigError::Invalid("an adjustment needs a reason".into()));
+    }
+    operator_move(
+        conn,
+        &buyer,
+        crate::ledger::Kind::Adjustment,
+        amount_cents,
+        Some(reason),
+    )
+}
+
+/// Posts the operator's `kind` of `amount_cents` to `buyer`'s balance in the ledger, which
+/// refuses a move past the balance bound; returns the buyer after it.
+fn operator_move(
+    conn: &Connection,
+    buyer: &Buyer,
+    kind: crate::ledger::Kind,
+    amount_cents: i64,
+    reason: Option<&str>,
+) -> Result<Buyer, ConfigError> {
+    let posted = crate::ledger::post_to_balance(
         conn,
         &crate::ledger::Posting {
             workspace_id: &buyer.workspace_id,
-            party: crate::ledger::Party::Buyer(id),
+            party: crate::ledger::Party::Buyer(&buyer.id),
             transaction_id: None,
-            kind: crate::ledger::Kind::Fund,
+            kind,
             amount_cents,
-            reason: None,
+            reason,
             actor: "operator",
             at: crate::clock::now_ms(),
         },
-    )?;
-    get(conn, id)
+    );
+    match posted {
+        Ok(_) => get(conn, &buyer.id),
+        Err(crate::ledger::BalanceError::Db(e)) => Err(e.into()),
+        Err(refused) => Err(ConfigError::Invalid(refused.to_string())),
+    }
 }
 
 /// Records that the buyer was just served (`last_served_at`, selection's last tie-breaker).

@@ -53,6 +53,10 @@ pub struct Container {
     /// How long an accepted ping holds its reservations (`--ping-ttl`).
     #[serde(rename = "pingTtl", serialize_with = "serialize_duration_ms")]
     pub ping_ttl_ms: i64,
+    /// Whether a lead refused by a buyer's API goes on to the next buyer (DESIGN.md 18).
+    pub waterfall: bool,
+    /// How many times at most a request falls to the next buyer.
+    pub waterfall_max: i64,
     #[serde(serialize_with = "crate::config::serialize_time")]
     pub created_at: i64,
     #[serde(serialize_with = "crate::config::serialize_opt_time")]
@@ -70,6 +74,9 @@ pub struct NewContainer<'a> {
     pub score_threshold: i64,
     /// `None`: the default, [`DEFAULT_PING_TTL_MS`].
     pub ping_ttl_ms: Option<i64>,
+    /// `None` takes the defaults: on, at most [`DEFAULT_WATERFALL_MAX`] steps.
+    pub waterfall: Option<bool>,
+    pub waterfall_max: Option<i64>,
 }
 
 /// How long an accepted ping holds its reservations unless the container says otherwise.
@@ -81,6 +88,9 @@ fn serialize_duration_ms<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, 
     )))
 }
 
+/// How many steps a waterfall takes at most unless the container says otherwise.
+pub const DEFAULT_WATERFALL_MAX: i64 = 5;
+
 /// An `update`: only the fields given change.
 #[derive(Debug, Default)]
 pub struct ContainerChanges {
@@ -90,10 +100,13 @@ pub struct ContainerChanges {
     pub max_buyers: Option<i64>,
     pub score_threshold: Option<i64>,
     pub ping_ttl_ms: Option<i64>,
+    pub waterfall: Option<bool>,
+    pub waterfall_max: Option<i64>,
 }
 
 const COLUMNS: &str = "id, workspace_id, kind, name, auto_delivery, delivery_mode, max_buyers, \
-                       score_threshold, created_at, archived_at, ping_ttl_ms";
+                       score_threshold, created_at, archived_at, ping_ttl_ms, waterfall, \
+                       waterfall_max";
 
 fn from_row(row: &Row) -> rusqlite::Result<Container> {
     Ok(Container {
@@ -108,11 +121,22 @@ fn from_row(row: &Row) -> rusqlite::Result<Container> {
         created_at: row.get(8)?,
         archived_at: row.get(9)?,
         ping_ttl_ms: row.get(10)?,
+        waterfall: row.get(11)?,
+        waterfall_max: row.get(12)?,
     })
 }
 
 /// The rules on delivery settings, for create and update.
-fn check_settings(max_buyers: i64, score_threshold: i64) -> Result<(), ConfigError> {
+fn check_settings(
+    max_buyers: i64,
+    score_threshold: i64,
+    waterfall_max: i64,
+) -> Result<(), ConfigError> {
+    if !(1..=100).contains(&waterfall_max) {
+        return Err(ConfigError::Invalid(
+            "waterfall max must be 1 to 100".into(),
+        ));
+    }
     if !(1..=100).contains(&max_buyers) {
         return Err(ConfigError::Invalid("max buyers must be 1 to 100".into()));
     }
@@ -131,7 +155,8 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
     };
     let id = choose_id(new.id, prefix)?;
     check_name(new.name)?;
-    check_settings(new.max_buyers, new.score_threshold)?;
+    let waterfall_max = new.waterfall_max.unwrap_or(DEFAULT_WATERFALL_MAX);
+    check_settings(new.max_buyers, new.score_threshold, waterfall_max)?;
     workspace::get_live(conn, new.workspace_id)?;
     let container = Container {
         id,
@@ -145,13 +170,15 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
         max_buyers: new.max_buyers,
         score_threshold: new.score_threshold,
         ping_ttl_ms: new.ping_ttl_ms.unwrap_or(DEFAULT_PING_TTL_MS),
+        waterfall: new.waterfall.unwrap_or(true),
+        waterfall_max,
         created_at: crate::clock::now_ms(),
         archived_at: None,
     };
     conn.execute(
         "INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, delivery_mode,
-            max_buyers, score_threshold, created_at, ping_ttl_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            max_buyers, score_threshold, created_at, ping_ttl_ms, waterfall, waterfall_max)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             container.id,
             container.workspace_id,
@@ -162,7 +189,9 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
             container.max_buyers,
             container.score_threshold,
             container.created_at,
-            container.ping_ttl_ms
+            container.ping_ttl_ms,
+            container.waterfall,
+            container.waterfall_max
         ],
     )
     .map_err(|e| insert_error(e, container.kind.as_str(), &container.id))?;
@@ -235,10 +264,21 @@ pub fn update(
     if let Some(ttl) = changes.ping_ttl_ms {
         container.ping_ttl_ms = ttl;
     }
-    check_settings(container.max_buyers, container.score_threshold)?;
+    if let Some(on) = changes.waterfall {
+        container.waterfall = on;
+    }
+    if let Some(max) = changes.waterfall_max {
+        container.waterfall_max = max;
+    }
+    check_settings(
+        container.max_buyers,
+        container.score_threshold,
+        container.waterfall_max,
+    )?;
     conn.execute(
         "UPDATE containers SET name = ?2, auto_delivery = ?3, delivery_mode = ?4,
-            max_buyers = ?5, score_threshold = ?6, ping_ttl_ms = ?7
+            max_buyers = ?5, score_threshold = ?6, ping_ttl_ms = ?7, waterfall = ?8,
+            waterfall_max = ?9
          WHERE id = ?1",
         params![
             container.id,
@@ -247,7 +287,9 @@ pub fn update(
             container.delivery_mode.as_str(),
             container.max_buyers,
             container.score_threshold,
-            container.ping_ttl_ms
+            container.ping_ttl_ms,
+            container.waterfall,
+            container.waterfall_max
         ],
     )?;
     Ok(container)

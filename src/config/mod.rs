@@ -184,7 +184,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), ConfigError> {
 
 /// Serialises stored cents as a JSON number with two decimals.
 pub(crate) fn serialize_money<S: serde::Serializer>(cents: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(*cents as f64 / 100.0)
+    serde::Serialize::serialize(&crate::money::to_json(*cents), s)
 }
 
 /// Serialises optional stored cents (null when absent).
@@ -193,7 +193,7 @@ pub(crate) fn serialize_opt_money<S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     match cents {
-        Some(c) => s.serialize_f64(*c as f64 / 100.0),
+        Some(c) => serde::Serialize::serialize(&crate::money::to_json(*c), s),
         None => s.serialize_none(),
     }
 }

@@ -31,6 +31,16 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// How much the ingest answer tells the partner who sent the lead (DESIGN.md section 5,
+    /// amended): `summary` hides buyers, prices, transactions, the score and other leads'
+    /// ids; `full` is the whole trace, for the operator's own forms.
+    pub enum ResultDetail as "result detail" {
+        Summary = "summary",
+        Full = "full",
+    }
+}
+
+stored_enum! {
     /// `sources.dedupe_scope` as stored: the container's kind by name, or the workspace.
     pub(crate) enum StoredScope as "duplicate scope" {
         Channel = "channel",
@@ -67,6 +77,8 @@ pub struct Source {
     pub mapping_published: Option<String>,
     pub mapping_published_at: Option<i64>,
     pub mapping_version: i64,
+    /// What its ingest answers show (`lead show` always shows everything).
+    pub result_detail: ResultDetail,
     pub enabled: bool,
     pub created_at: i64,
     pub archived_at: Option<i64>,
@@ -112,6 +124,7 @@ impl Source {
                 "hasDraft": self.mapping_draft.is_some(),
                 "published": self.mapping_published.is_some(),
             },
+            "resultDetail": self.result_detail.as_str(),
             "enabled": self.enabled,
             "webhookPath": self.webhook_path(),
             "createdAt": crate::clock::iso(self.created_at),
@@ -148,6 +161,8 @@ pub struct NewSource<'a> {
     pub dedupe_scope: Option<&'a str>,
     pub dedupe_action: DedupeAction,
     pub dedupe_window_days: i64,
+    /// `None`: the default, `summary`.
+    pub result_detail: Option<ResultDetail>,
 }
 
 /// An `update`: only the fields given change. `Some(None)` clears an optional field.
@@ -163,6 +178,7 @@ pub struct SourceChanges {
     pub dedupe_scope: Option<String>,
     pub dedupe_action: Option<DedupeAction>,
     pub dedupe_window_days: Option<i64>,
+    pub result_detail: Option<ResultDetail>,
 }
 
 /// A created source and its secret in clear, which is shown once and never stored.
@@ -175,7 +191,7 @@ const COLUMNS: &str = "s.id, s.container_id, c.kind, c.workspace_id, s.name, s.s
     s.supplier_id, s.supplier_cost_cents, s.dedupe_fields, s.dedupe_scope, s.dedupe_action, \
     s.dedupe_window_days, s.mapping_draft, s.mapping_draft_at, s.mapping_published, \
     s.mapping_published_at, s.mapping_version, s.enabled, s.created_at, s.archived_at, \
-    s.previous_secret_hash, s.previous_secret_valid_until, s.revenue_share_bp";
+    s.previous_secret_hash, s.previous_secret_valid_until, s.result_detail, s.revenue_share_bp";
 
 fn from_row(row: &Row) -> rusqlite::Result<Source> {
     let fields: String = row.get(8)?;
@@ -189,7 +205,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Source> {
         secret: StoredSecret::from_columns(row.get(5)?, row.get(20)?, row.get(21)?),
         supplier_id: row.get(6)?,
         supplier_cost_cents: row.get(7)?,
-        revenue_share_bp: row.get(22)?,
+        revenue_share_bp: row.get(23)?,
         dedupe: DedupeRule {
             fields: fields
                 .split(',')
@@ -208,6 +224,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Source> {
         mapping_published: row.get(14)?,
         mapping_published_at: row.get(15)?,
         mapping_version: row.get(16)?,
+        result_detail: row.get(22)?,
         enabled: row.get(17)?,
         created_at: row.get(18)?,
         archived_at: row.get(19)?,
@@ -310,8 +327,8 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
     conn.execute(
         "INSERT INTO sources (id, container_id, name, secret_hash, supplier_id,
             supplier_cost_cents, dedupe_fields, dedupe_scope, dedupe_action, dedupe_window_days,
-            created_at, revenue_share_bp)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            created_at, result_detail, revenue_share_bp)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             id,
             container.id,
@@ -324,6 +341,7 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
             new.dedupe_action.as_str(),
             new.dedupe_window_days,
             crate::clock::now_ms(),
+            new.result_detail.unwrap_or(ResultDetail::Summary),
             new.revenue_share_bp,
         ],
     )
@@ -409,10 +427,13 @@ pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<So
         check_window(days)?;
         source.dedupe.window_days = days;
     }
+    if let Some(detail) = changes.result_detail {
+        source.result_detail = detail;
+    }
     conn.execute(
         "UPDATE sources SET name = ?2, supplier_id = ?3, supplier_cost_cents = ?4,
             dedupe_fields = ?5, dedupe_scope = ?6, dedupe_action = ?7, dedupe_window_days = ?8,
-            revenue_share_bp = ?9
+            result_detail = ?9, revenue_share_bp = ?10
          WHERE id = ?1",
         params![
             source.id,
@@ -423,6 +444,7 @@ pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<So
             scope_text(source.dedupe.scope, source.container_kind),
             source.dedupe.action.as_str(),
             source.dedupe.window_days,
+            source.result_detail,
             source.revenue_share_bp,
         ],
     )?;

@@ -43,8 +43,13 @@ const MIGRATIONS: &[Migration] = &[
     },
     // The console's counts by group: indexes that lead with the source, buyer or status.
     sql(include_str!("../../migrations/0009_console_counts.sql")),
+    // Buyer-native delivery: integration documents and secrets, the waterfall settings,
+    // the request each mapped attempt sent.
+    sql(include_str!("../../migrations/0010_integration.sql")),
+    // What a source's ingest answer discloses: summary (default) or full.
+    sql(include_str!("../../migrations/0011_disclosure.sql")),
     // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
-    sql(include_str!("../../migrations/0010_ping.sql")),
+    sql(include_str!("../../migrations/0012_ping.sql")),
 ];
 
 /// The schema version this binary writes.

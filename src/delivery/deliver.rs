@@ -92,7 +92,7 @@ pub(crate) struct LeadDelivery<'a> {
 
 /// The terms of delivering `product_id` of a lead from `source_id` in `container_id`;
 /// `None` when one of them is missing.
-fn load_terms(
+pub(super) fn load_terms(
     conn: &Connection,
     container_id: &str,
     source_id: &str,

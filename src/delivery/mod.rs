@@ -9,6 +9,7 @@
 
 mod deliver;
 pub mod event;
+pub mod preview;
 pub mod transaction;
 
 pub use deliver::{Delivered, DeliveryOrder, deliver};

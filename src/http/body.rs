@@ -158,12 +158,6 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, HttpError> {
     serde_json::from_slice(bytes).map_err(|json| HttpError::InvalidJson { json })
 }
 
-/// [`read_bytes`] then [`parse_json`].
-pub(crate) async fn read_json(request: Request, limit: usize) -> Result<Value, HttpError> {
-    let bytes = read_bytes(request, limit).await?;
-    parse_json(&bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;

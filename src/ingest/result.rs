@@ -7,6 +7,11 @@
 //! idempotent replay is rebuilt from what the stored lead's columns and requests hold
 //! ([`StoredFacts`]): nothing of the first answer is stored twice. It decides nothing about
 //! leads; it reports what `store` did.
+//!
+//! Disclosure (DESIGN.md section 5, amended): what a partner is answered is cut to its
+//! source's current [`ResultDetail`], for a fresh answer and for a replay alike, so
+//! changing the setting changes every later answer and a replay never shows more than the
+//! setting; `lead show` reads the whole stored decisions.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
@@ -15,7 +20,7 @@ use super::dedupe::{DuplicateMatch, DuplicateStatus};
 use super::problem::Problem;
 use super::quality::Quality;
 use super::store::StoreOutcome;
-use crate::config::source::Source;
+use crate::config::source::{ResultDetail, Source};
 
 /// The per-lead outcome of SPEC.md 2.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +110,7 @@ struct ItemJson<'a> {
     source: &'a Source,
     facts: &'a ItemFacts,
     index: Option<usize>,
+    detail: ResultDetail,
 }
 
 impl Serialize for ItemJson<'_> {
@@ -127,9 +133,20 @@ impl Serialize for ItemJson<'_> {
             &(facts.status == Status::IdempotentReplay),
         )?;
         map.serialize_entry("requestIds", &facts.request_ids)?;
-        map.serialize_entry("ingest", &facts.ingest.as_ref().map(IngestJson))?;
+        map.serialize_entry(
+            "ingest",
+            &facts
+                .ingest
+                .as_ref()
+                .map(|facts| IngestJson(facts, self.detail)),
+        )?;
         if let Some(auto_delivery) = &facts.auto_delivery {
-            map.serialize_entry("autoDelivery", auto_delivery)?;
+            match self.detail {
+                ResultDetail::Full => map.serialize_entry("autoDelivery", auto_delivery)?,
+                ResultDetail::Summary => {
+                    map.serialize_entry("autoDelivery", &auto_delivery_summary(auto_delivery))?
+                }
+            }
         }
         if !facts.errors.is_empty() {
             map.serialize_entry("errors", &ProblemsJson(&facts.errors))?;
@@ -138,7 +155,7 @@ impl Serialize for ItemJson<'_> {
     }
 }
 
-struct IngestJson<'a>(&'a IngestFacts);
+struct IngestJson<'a>(&'a IngestFacts, ResultDetail);
 
 impl Serialize for IngestJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -148,9 +165,56 @@ impl Serialize for IngestJson<'_> {
         map.serialize_entry("qualityReasons", &facts.quality.reasons)?;
         map.serialize_entry("duplicateStatus", facts.duplicate_status.as_str())?;
         if let Some(found) = &facts.duplicate_match {
-            map.serialize_entry("duplicateMatch", &found.to_json())?;
+            match self.1 {
+                ResultDetail::Full => map.serialize_entry("duplicateMatch", &found.to_json())?,
+                ResultDetail::Summary => map.serialize_entry(
+                    "duplicateMatch",
+                    &serde_json::json!({"field": found.matched_on}),
+                )?,
+            }
         }
         map.end()
+    }
+}
+
+/// The `summary` form of an `autoDelivery` object (DESIGN.md section 5): its version, the
+/// count delivered and, per request, only `requestId`, `outcome` and `reason`.
+fn auto_delivery_summary(full: &Value) -> Value {
+    let requests: Vec<Value> = full["requests"]
+        .as_array()
+        .map(|requests| {
+            requests
+                .iter()
+                .map(|request| {
+                    serde_json::json!({
+                        "requestId": request["requestId"],
+                        "outcome": request["outcome"],
+                        "reason": request["reason"],
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "version": full["version"],
+        "delivered": full["delivered"],
+        "requests": requests,
+    })
+}
+
+/// A replayed item cut to `detail`: the replay of a `summary` source shows what a fresh
+/// answer would.
+fn disclose(item: &mut Value, detail: ResultDetail) {
+    if detail == ResultDetail::Full {
+        return;
+    }
+    if let Some(auto_delivery) = item.get("autoDelivery").filter(|v| v.is_object()) {
+        item["autoDelivery"] = auto_delivery_summary(auto_delivery);
+    }
+    if let Some(found) = item.pointer_mut("/ingest/duplicateMatch")
+        && found.is_object()
+    {
+        *found = serde_json::json!({"field": found["matchedOn"]});
     }
 }
 
@@ -252,7 +316,9 @@ fn replay_item(source: &Source, stored: &StoredFacts) -> Value {
             crate::autodelivery::decision::replayed(&decisions),
         );
     }
-    Value::Object(item)
+    let mut item = Value::Object(item);
+    disclose(&mut item, source.result_detail);
+    item
 }
 
 struct AnswerJson<'a> {
@@ -268,6 +334,7 @@ impl Serialize for AnswerJson<'_> {
                 source: self.source,
                 facts,
                 index: self.index,
+                detail: self.source.result_detail,
             }
             .serialize(serializer),
             Answer::Replay(Value::Object(fields)) => {

@@ -82,6 +82,8 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             max_buyers: 2,
             score_threshold: 10,
             ping_ttl_ms: None,
+            waterfall: None,
+            waterfall_max: None,
         },
     )
     .unwrap();
@@ -100,6 +102,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
+            result_detail: None,
         },
     )
     .unwrap();

@@ -141,6 +141,59 @@ pub(crate) fn post(conn: &Connection, posting: &Posting) -> rusqlite::Result<i64
     Ok(id)
 }
 
+/// Why an operator's move on a buyer's balance is refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BalanceError {
+    /// The move would take the balance past ±[`crate::money::MAX_BALANCE_CENTS`].
+    #[error(
+        "{} of {} would take buyer '{buyer_id}' from a balance of {} to {}, past the bound of \
+         ±{}",
+        kind.as_str(),
+        crate::money::display(*amount_cents),
+        crate::money::display(*balance_cents),
+        display_wide(i128::from(*balance_cents) + i128::from(*amount_cents)),
+        crate::money::BOUND_TEXT
+    )]
+    OutOfRange {
+        buyer_id: String,
+        kind: Kind,
+        balance_cents: i64,
+        amount_cents: i64,
+    },
+    #[error(transparent)]
+    Db(#[from] rusqlite::Error),
+}
+
+/// Cents beyond `i64` with two decimals, for a message about a sum that does not fit.
+fn display_wide(cents: i128) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let abs = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+/// [`post`] for a move the operator makes on a buyer's balance (`fund`, `adjustment`):
+/// refused, with nothing written, when it would take the balance past
+/// ±[`crate::money::MAX_BALANCE_CENTS`]. Charges, refunds and price changes need no such
+/// check: a charge is covered by balance plus a bounded credit limit, and a refund or a
+/// lower price only returns what a charge took.
+pub(crate) fn post_to_balance(conn: &Connection, posting: &Posting) -> Result<i64, BalanceError> {
+    let Party::Buyer(buyer_id) = posting.party else {
+        return Ok(post(conn, posting)?);
+    };
+    let balance_cents: i64 = conn
+        .prepare_cached("SELECT balance_cents FROM buyers WHERE id = ?1")?
+        .query_row([buyer_id], |row| row.get(0))?;
+    if crate::money::moved_balance(balance_cents, posting.amount_cents).is_none() {
+        return Err(BalanceError::OutOfRange {
+            buyer_id: buyer_id.to_string(),
+            kind: posting.kind,
+            balance_cents,
+            amount_cents: posting.amount_cents,
+        });
+    }
+    Ok(post(conn, posting)?)
+}
+
 /// A prepaid account that cannot take a charge: what it has available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Shortfall {

@@ -27,9 +27,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn parse(self, body: &Value) -> Result<BuyerCall, LifecycleError> {
+    fn parse(self, body: &Value, price_text: Option<String>) -> Result<BuyerCall, LifecycleError> {
         match self {
-            Kind::Confirmation => input::confirmation(body),
+            Kind::Confirmation => input::confirmation(body, price_text.as_deref()),
             Kind::PayoutPending => input::transaction_move(body, Move::MarkPayoutPending),
             Kind::Payout => input::transaction_move(body, Move::CompletePayout),
             Kind::Cancellation => input::transaction_move(body, Move::Cancel),
@@ -58,17 +58,20 @@ impl Kind {
 }
 
 /// A buyer call of `kind` with `body`, by whoever holds one of the `presented` secrets;
-/// the answer's body.
+/// the answer's body. `price_text` is `buyerPrice` as it was sent
+/// ([`input::buyer_price_text`]), read instead of the parsed number so that no float
+/// rounds it.
 pub(crate) async fn call(
     db: &Db,
     kind: Kind,
     presented: Vec<String>,
     body: &Value,
+    price_text: Option<String>,
 ) -> Result<Value, LifecycleError> {
     if presented.is_empty() {
         return Err(LifecycleError::MissingCredential);
     }
-    let call = kind.parse(body)?;
+    let call = kind.parse(body, price_text)?;
     let (address, capability, secrets) = (
         call.address.clone(),
         call.requested.capability(),

@@ -118,31 +118,57 @@ fn confirmation_status(fields: &Map<String, Value>, problems: &mut Vec<Problem>)
     }
 }
 
-fn buyer_price(fields: &Map<String, Value>, problems: &mut Vec<Problem>) -> Option<i64> {
+/// `buyerPrice` as it was sent (the JSON text of its value), when the body is an object
+/// that has it: the number is then read from its digits rather than from the float the
+/// JSON parser made of it. `None` otherwise (the parsed value's text is used instead).
+pub fn buyer_price_text(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Price<'a> {
+        #[serde(rename = "buyerPrice", borrow, default)]
+        buyer_price: Option<&'a serde_json::value::RawValue>,
+    }
+    let price: Price = serde_json::from_slice(body).ok()?;
+    price.buyer_price.map(|raw| raw.get().to_string())
+}
+
+/// `buyerPrice`, read from the number's text (never through a float), rounded half away
+/// from zero to cents and bounded (DESIGN.md section 11).
+fn buyer_price(
+    fields: &Map<String, Value>,
+    text: Option<&str>,
+    problems: &mut Vec<Problem>,
+) -> Option<i64> {
+    use crate::money::AmountError;
     match fields.get("buyerPrice") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => {
-            let cents = n.as_f64().and_then(crate::money::cents_from_f64);
-            match cents {
-                Some(cents) if cents >= 0 => Some(cents),
-                Some(_) => {
-                    problems.push(Problem::new(
-                        "/buyerPrice",
-                        "minimum",
-                        "buyerPrice must not be negative",
-                    ));
-                    None
-                }
-                None => {
-                    problems.push(Problem::new(
-                        "/buyerPrice",
-                        "maximum",
-                        "buyerPrice is too large",
-                    ));
-                    None
-                }
+        Some(Value::Number(n)) => match crate::money::cents_from_json_text(
+            text.map_or_else(|| n.to_string(), str::to_string).trim(),
+        ) {
+            Ok(cents) if cents >= 0 => Some(cents),
+            Ok(_) => {
+                problems.push(Problem::new(
+                    "/buyerPrice",
+                    "minimum",
+                    "buyerPrice must not be negative",
+                ));
+                None
             }
-        }
+            Err(AmountError::OutOfRange(_)) => {
+                problems.push(Problem::new(
+                    "/buyerPrice",
+                    "maximum",
+                    format!(
+                        "buyerPrice {n} is out of range: amounts are bounded to ±{}",
+                        crate::money::BOUND_TEXT
+                    ),
+                ));
+                None
+            }
+            Err(other) => {
+                problems.push(Problem::new("/buyerPrice", "type", other.to_string()));
+                None
+            }
+        },
         Some(_) => {
             problems.push(Problem::new(
                 "/buyerPrice",
@@ -162,7 +188,7 @@ fn finish<T>(problems: Vec<Problem>, value: Option<T>) -> Result<T, LifecycleErr
 }
 
 /// The body of partner-confirmation (SPEC.md section 4.4).
-pub fn confirmation(body: &Value) -> Result<BuyerCall, LifecycleError> {
+pub fn confirmation(body: &Value, price_text: Option<&str>) -> Result<BuyerCall, LifecycleError> {
     let fields = object(body)?;
     let mut problems = Vec::new();
     let transaction_id = string(fields, "transactionId", &mut problems);
@@ -171,7 +197,7 @@ pub fn confirmation(body: &Value) -> Result<BuyerCall, LifecycleError> {
     let buyer_account_id = string(fields, "buyerAccountId", &mut problems);
     let acknowledged = confirmation_status(fields, &mut problems);
     let reason = reason(fields, &mut problems);
-    let buyer_price_cents = buyer_price(fields, &mut problems);
+    let buyer_price_cents = buyer_price(fields, price_text, &mut problems);
 
     let external_id = match (external_id, partner_external_id) {
         (Some(a), Some(b)) if a != b => {
@@ -272,16 +298,32 @@ mod tests {
         }
     }
 
+    /// A confirmation without the body's text (its numbers read from the parsed value).
+    fn parsed(body: &Value) -> Result<BuyerCall, LifecycleError> {
+        confirmation(body, None)
+    }
+
+    #[test]
+    fn the_price_is_read_from_the_text_sent() {
+        let body = br#"{"transactionId": "t", "status": "acknowledged", "buyerPrice": 2.675}"#;
+        let text = buyer_price_text(body);
+        assert_eq!(text.as_deref(), Some("2.675"));
+        let value: Value = serde_json::from_slice(body).unwrap();
+        let call = confirmation(&value, text.as_deref()).unwrap();
+        assert_eq!(call.buyer_price_cents, Some(268));
+        assert_eq!(buyer_price_text(br#"{"status": "x"}"#), None);
+    }
+
     fn pair(path: &str, code: &str) -> (String, String) {
         (path.to_string(), code.to_string())
     }
 
     #[test]
     fn confirmation_takes_any_id_field_and_the_aliases_must_agree() {
-        let call = confirmation(&json!({"externalId": "x1", "status": "rejected"})).unwrap();
+        let call = parsed(&json!({"externalId": "x1", "status": "rejected"})).unwrap();
         assert_eq!(call.address.external_id.as_deref(), Some("x1"));
         assert_eq!(call.requested, Move::Reject);
-        let call = confirmation(&json!({
+        let call = parsed(&json!({
             "partnerExternalId": "x1", "externalId": "x1", "buyerAccountId": "b",
             "status": "acknowledged", "buyerPrice": 12.5, "reason": "ok"
         }))
@@ -290,7 +332,7 @@ mod tests {
         assert_eq!(call.buyer_price_cents, Some(1250));
         assert_eq!(call.requested, Move::Acknowledge);
         assert_eq!(
-            problems(confirmation(&json!({
+            problems(parsed(&json!({
                 "externalId": "a", "partnerExternalId": "b", "status": "acknowledged"
             }))),
             vec![pair("/partnerExternalId", "conflict")]
@@ -300,7 +342,7 @@ mod tests {
     #[test]
     fn confirmation_names_every_problem() {
         assert_eq!(
-            problems(confirmation(&json!({"status": "maybe", "buyerPrice": -1}))),
+            problems(parsed(&json!({"status": "maybe", "buyerPrice": -1}))),
             vec![
                 pair("/status", "enum"),
                 pair("/buyerPrice", "minimum"),
@@ -308,16 +350,14 @@ mod tests {
             ]
         );
         assert_eq!(
-            problems(confirmation(
-                &json!({"transactionId": 5, "buyerPrice": "9"})
-            )),
+            problems(parsed(&json!({"transactionId": 5, "buyerPrice": "9"}))),
             vec![
                 pair("/transactionId", "type"),
                 pair("/status", "required"),
                 pair("/buyerPrice", "type"),
             ]
         );
-        assert_eq!(problems(confirmation(&json!([1]))), vec![pair("", "type")]);
+        assert_eq!(problems(parsed(&json!([1]))), vec![pair("", "type")]);
     }
 
     #[test]

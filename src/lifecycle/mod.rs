@@ -16,6 +16,7 @@ pub mod clawback;
 pub mod error;
 pub mod input;
 pub mod lookup;
+pub mod refusal;
 pub mod state;
 pub mod supplier;
 pub mod void;

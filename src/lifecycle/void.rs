@@ -69,6 +69,51 @@ impl Voided {
     }
 }
 
+/// Takes a live sale back: moves `current` to `to` (rejected or cancelled) as `actor` with
+/// `reason` in its history, refunds a prepaid charge, gives up a webhook event not yet
+/// delivered (with `event_note` as its last error), and opens the request again when no
+/// live transaction holds it. No supplier
+/// clawback: the lead is about to be sold again. Returns (refunded, event cancelled,
+/// request open). Shared by the operator's void and a buyer API's refusal
+/// (`super::refusal`).
+pub(super) fn take_back(
+    conn: &Connection,
+    current: &crate::delivery::transaction::Transaction,
+    to: Status,
+    actor: &str,
+    reason: &str,
+    event_note: &str,
+    now: i64,
+) -> Result<(bool, bool, bool), LifecycleError> {
+    let money = Money {
+        conn,
+        current,
+        actor,
+        now,
+    };
+    let refunded = money.refund(to, Some(reason))?;
+    transaction::move_to(
+        conn,
+        &current.id,
+        current.status,
+        to,
+        actor,
+        Some(reason),
+        now,
+    )?;
+    let event_cancelled = crate::outbox::store::cancel_pending(conn, &current.id, event_note)? > 0;
+    if event_cancelled {
+        transaction::set_delivery_status(conn, &current.id, DeliveryStatus::Failed, None)?;
+    }
+    let request_open = !transaction::of_request(conn, &current.lead_request_id)?
+        .iter()
+        .any(|t| t.status.is_live());
+    if request_open {
+        crate::ingest::status::reopen_request(conn, &current.lead_request_id)?;
+    }
+    Ok((refunded, event_cancelled, request_open))
+}
+
 /// Voids transaction `id` for `reason` at `now`.
 pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voided, VoidError> {
     let reason = reason.trim();
@@ -86,33 +131,15 @@ pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voide
         }
         Status::Delivered | Status::Acknowledged | Status::PayoutPending => {}
     }
-    let money = Money {
+    let (refunded, event_cancelled, request_open) = take_back(
         conn,
-        current: &current,
-        actor: ACTOR,
-        now,
-    };
-    let refunded = money.refund(Status::Cancelled, Some(reason))?;
-    transaction::move_to(
-        conn,
-        &current.id,
-        current.status,
+        &current,
         Status::Cancelled,
         ACTOR,
-        Some(reason),
+        reason,
+        &format!("voided: {reason}"),
         now,
     )?;
-    let event_cancelled =
-        crate::outbox::store::cancel_pending(conn, &current.id, &format!("voided: {reason}"))? > 0;
-    if event_cancelled {
-        transaction::set_delivery_status(conn, &current.id, DeliveryStatus::Failed, None)?;
-    }
-    let request_open = !transaction::of_request(conn, &current.lead_request_id)?
-        .iter()
-        .any(|t| t.status.is_live());
-    if request_open {
-        crate::ingest::status::reopen_request(conn, &current.lead_request_id)?;
-    }
     let updated = transaction::find(conn, &current.id)?
         .expect("the transaction was read in this job and nothing deletes transactions");
     Ok(Voided {

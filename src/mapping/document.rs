@@ -109,12 +109,17 @@ pub enum Placement {
     CaptureMetadata(String),
     /// `fieldValues.NAME`.
     FieldValue(String),
+    /// A key of the buyer's own body (`buyer integration`): any name, at the top level.
+    Key(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueKind {
     Text,
     Boolean,
+    /// A buyer's body field: a value read with `from` and no step keeps its JSON type (a
+    /// price stays a number); a value a step changed is text; a const is kept as written.
+    Any,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -316,6 +321,45 @@ fn parse_rule(name: &str, rule: &Value, path: &str, problems: &mut Problems) -> 
             None
         }
     };
+    parse_rule_for(target, rule, path, problems)
+}
+
+/// Checks the rules of a buyer's body (`buyer integration`'s `body`): the same language
+/// as a mapping's `fields`, where each target is a key of the buyer's own body, with a path
+/// under `path` (`/body`) for each problem.
+pub fn parse_body_rules(
+    fields: &Map<String, Value>,
+    path: &str,
+    problems: &mut Problems,
+) -> Vec<FieldRule> {
+    fields
+        .iter()
+        .filter_map(|(name, rule)| {
+            let at = format!("{path}/{}", escape(name));
+            let target = if name.is_empty() {
+                problems.push(MappingProblem::new(
+                    &at,
+                    "unknown_target",
+                    "a body key must not be empty",
+                ));
+                None
+            } else {
+                Some(Target {
+                    placement: Placement::Key(name.clone()),
+                    kind: ValueKind::Any,
+                })
+            };
+            parse_rule_for(target, rule, &at, problems)
+        })
+        .collect()
+}
+
+fn parse_rule_for(
+    target: Option<Target>,
+    rule: &Value,
+    path: &str,
+    problems: &mut Problems,
+) -> Option<FieldRule> {
     let Some(rule) = rule.as_object() else {
         problems.push(MappingProblem::new(
             path,
@@ -478,6 +522,17 @@ fn fixed_value(
         return Some(None);
     }
     let normalised = match kind {
+        ValueKind::Any => match value {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => value.clone(),
+            _ => {
+                problems.push(MappingProblem::new(
+                    path(),
+                    "invalid_value",
+                    format!("{what} must be a string, number or boolean"),
+                ));
+                return None;
+            }
+        },
         ValueKind::Text => match value {
             Value::String(s) if s.is_empty() => {
                 problems.push(MappingProblem::new(

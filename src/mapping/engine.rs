@@ -74,6 +74,18 @@ pub fn transform(document: &MappingDocument, body: &Value) -> Result<Value, Prob
     }
 }
 
+/// Applies body rules (`document::parse_body_rules`) to `input`, one object: what a buyer's
+/// integration sends, read against the `lead.delivered` event. Problems point into `input`.
+pub fn map_object(rules: &[FieldRule], input: &Value) -> Result<Map<String, Value>, Problems> {
+    let mut problems = Problems::default();
+    let object = map_lead(rules, input, &Base::whole(), &mut problems);
+    if problems.is_empty() {
+        Ok(object)
+    } else {
+        Err(problems)
+    }
+}
+
 /// Where the value being mapped sits in the body, to build problem paths only when a
 /// problem occurs.
 struct Base<'a> {
@@ -133,6 +145,9 @@ fn map_lead(
             Placement::FieldValue(name) => {
                 object_entry(&mut lead, "fieldValues").insert(name.clone(), value);
             }
+            Placement::Key(name) => {
+                lead.insert(name.clone(), value);
+            }
         }
     }
     lead
@@ -153,6 +168,30 @@ fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems
     let source_path = |pointer: &str| base.path(pointer);
     let (text, at) = match &rule.source {
         ValueSource::Const(value) => return RuleValue::Value(value.clone()),
+        // A value taken as it is keeps its JSON type where the target allows any.
+        ValueSource::From(pointer)
+            if rule.target.kind == ValueKind::Any
+                && rule.split.is_none()
+                && rule.transforms.is_empty()
+                && rule.map.is_none() =>
+        {
+            return match pointer.lookup(item) {
+                None | Some(Value::Null) => RuleValue::Absent,
+                Some(Value::String(s)) if s.is_empty() => RuleValue::Absent,
+                Some(value) if scalar_text(value).is_some() => RuleValue::Value(value.clone()),
+                Some(value) => {
+                    problems.push(MappingProblem::new(
+                        base.path(&pointer.text),
+                        "not_a_scalar",
+                        format!(
+                            "expected a string, number or boolean, found {}",
+                            type_name(value)
+                        ),
+                    ));
+                    RuleValue::Failed
+                }
+            };
+        }
         ValueSource::From(pointer) => match read_scalar(pointer, item, base, problems) {
             Ok(Some(text)) => (text, pointer.text.as_str()),
             Ok(None) => return RuleValue::Absent,
@@ -186,7 +225,7 @@ fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems
         return RuleValue::Absent;
     }
     match rule.target.kind {
-        ValueKind::Text => RuleValue::Value(Value::String(text)),
+        ValueKind::Text | ValueKind::Any => RuleValue::Value(Value::String(text)),
         ValueKind::Boolean => match parse_boolean_text(&text) {
             Some(b) => RuleValue::Value(Value::Bool(b)),
             None => {

@@ -10,7 +10,7 @@
 
 pub mod document;
 pub mod engine;
-mod pointer;
+pub(crate) mod pointer;
 pub mod store;
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub use worker::{Workers, start};
 /// `--retry-schedule`, `--delivery-timeout`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
-    /// Sends in flight at most, over all buyers (each on its own thread).
+    /// Sends in flight at most, over all buyers.
     pub concurrency: usize,
     /// Sends in flight at most to one buyer: what a hanging endpoint can hold.
     pub per_buyer: usize,
@@ -92,6 +92,7 @@ struct Shared {
     delivered: AtomicU64,
     retried: AtomicU64,
     failed: AtomicU64,
+    refused: AtomicU64,
     buyers: stats::Stats,
 }
 
@@ -112,6 +113,8 @@ pub struct DeliveryCounts {
     /// Attempts after which the event was due again later.
     pub retried: u64,
     pub failed: u64,
+    /// Attempts after which a buyer's API had refused the lead (a mapped integration).
+    pub refused: u64,
 }
 
 impl Notifier {
@@ -131,6 +134,7 @@ impl Notifier {
             delivered: self.inner.delivered.load(Ordering::Relaxed),
             retried: self.inner.retried.load(Ordering::Relaxed),
             failed: self.inner.failed.load(Ordering::Relaxed),
+            refused: self.inner.refused.load(Ordering::Relaxed),
         }
     }
 
@@ -188,6 +192,7 @@ impl Notifier {
             store::Outcome::Delivered => &self.inner.delivered,
             store::Outcome::Retry => &self.inner.retried,
             store::Outcome::Failed => &self.inner.failed,
+            store::Outcome::Refused => &self.inner.refused,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }

@@ -168,6 +168,7 @@ async fn send_catching_panics(sender: Sender, event: Claimed) -> Attempt {
                 verdict: Verdict::Retry { retry_after: None },
                 // Our fault, not the endpoint's.
                 observation: Observation::Answered,
+                request: None,
             }
         }
     }

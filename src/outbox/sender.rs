@@ -22,6 +22,9 @@ use super::health::Observation;
 use super::schedule::parse_retry_after;
 use super::signing::SigningKey;
 use super::store::{Attempt, Claimed, EXCERPT_LIMIT, Verdict};
+use crate::integration::IntegrationDocument;
+use crate::integration::answer::{self, Judged};
+use crate::integration::request::Built;
 
 /// How much of a response body is read: enough for any reasonable acknowledgement with a
 /// partner id, and a bound on what a misbehaving receiver can make us hold.
@@ -90,6 +93,21 @@ impl Sender {
             verdict: Verdict::Failed,
             // A request that cannot be made (a bad secret) says nothing of the endpoint.
             observation: Observation::Answered,
+            request: None,
+        };
+        // The buyer's request builder and answer rules: its integration, else the generic
+        // signed webhook.
+        let mapped = match event
+            .integration
+            .as_ref()
+            .map(|integration| IntegrationDocument::from_stored(&integration.document))
+        {
+            None => None,
+            Some(Ok(document)) => Some(document),
+            Some(Err(why)) => {
+                attempt.error = Some(format!("the buyer's integration is not valid: {why}"));
+                return attempt;
+            }
         };
         // The URL was checked when it was set; a URL stored before the rule existed, or by
         // hand, is refused here too (a permanent failure: the operator fixes the URL and
@@ -105,7 +123,33 @@ impl Sender {
                 return attempt;
             }
         };
-        let request = match self.request(event, &key, started_at / 1000) {
+        let request = match &mapped {
+            None => self.request(event, &key, started_at / 1000),
+            Some(document) => {
+                let built = match build_mapped(document, event) {
+                    Ok(built) => built,
+                    Err(why) => {
+                        // Nothing was sent: the operator's setting, not the endpoint.
+                        attempt.error = Some(why);
+                        return attempt;
+                    }
+                };
+                attempt.url = built.url.clone();
+                attempt.request = Some(built.masked_json().to_string());
+                // The integration's own URL passes the same rule before each send.
+                if let Err(e) = crate::outbound_url::check(&built.url) {
+                    attempt.error = Some(format!("not sent: {e}"));
+                    return attempt;
+                }
+                self.mapped_request(
+                    event,
+                    document.sign.then_some(&key),
+                    &built,
+                    started_at / 1000,
+                )
+            }
+        };
+        let request = match request {
             Ok(request) => request,
             Err(e) => {
                 // The URL cannot be used at all: permanent until the operator changes it,
@@ -120,8 +164,12 @@ impl Sender {
                 attempt.http_status = Some(answer.status);
                 attempt.response_excerpt = excerpt(&answer.body);
                 attempt.error = answer.body_error;
-                (attempt.verdict, attempt.observation) =
-                    judge(answer.status, answer.retry_after, &answer.body);
+                (attempt.verdict, attempt.observation) = match &mapped {
+                    None => judge(answer.status, answer.retry_after, &answer.body),
+                    Some(document) => {
+                        judge_mapped(document, answer.status, answer.retry_after, &answer.body)
+                    }
+                };
             }
             Ok(Err(e)) => {
                 attempt.error = Some(describe(&e));
@@ -165,6 +213,35 @@ impl Sender {
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
             .body(Full::new(Bytes::from(event.payload.clone())))
+    }
+
+    /// A mapped integration's request, with the Standard Webhooks headers over the body it
+    /// sends when `key` is given (the document's `sign`).
+    fn mapped_request(
+        &self,
+        event: &Claimed,
+        key: Option<&SigningKey>,
+        built: &Built,
+        timestamp: i64,
+    ) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let mut request = http::Request::builder()
+            .method(built.method)
+            .uri(built.url.as_str())
+            .header(http::header::CONTENT_TYPE, built.content_type)
+            .header(http::header::USER_AGENT, &*self.user_agent);
+        for header in &built.headers {
+            request = request.header(header.name.as_str(), header.value.as_str());
+        }
+        if let Some(key) = key {
+            request = request
+                .header("webhook-id", &event.id)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header(
+                    "webhook-signature",
+                    key.sign(&event.id, timestamp, &built.body),
+                );
+        }
+        request.body(Full::new(Bytes::from(built.body.clone())))
     }
 
     /// Sends the request and reads the answer (the body up to [`BODY_READ_LIMIT`]).
@@ -231,6 +308,51 @@ fn judge(status: u16, retry_after: Option<Duration>, body: &[u8]) -> (Verdict, O
         408 | 429 | 500..=599 => (Verdict::Retry { retry_after }, Observation::Failure),
         300..=399 => (Verdict::Failed, Observation::Failure),
         _ => (Verdict::Failed, Observation::Answered),
+    }
+}
+
+/// Builds a mapped integration's request for `event`; the error says why none can be
+/// made (a secret not set, an event the body rules cannot read).
+fn build_mapped(document: &IntegrationDocument, event: &Claimed) -> Result<Built, String> {
+    let payload: Value = serde_json::from_str(&event.payload)
+        .map_err(|e| format!("the stored event is not JSON: {e}"))?;
+    crate::integration::request::build(document, &payload, &event.url, |name| {
+        event
+            .integration
+            .as_ref()?
+            .secrets
+            .iter()
+            .find(|(secret, _)| secret == name)
+            .map(|(_, value)| value.clone())
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// The verdict on a mapped integration's answer (`integration::answer`). A refusal shows
+/// a working endpoint; a 4xx refusal counts as a generic webhook's 4xx does.
+fn judge_mapped(
+    document: &IntegrationDocument,
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &[u8],
+) -> (Verdict, Observation) {
+    match answer::judge(document, status, body) {
+        Judged::Accepted { external_id } => (
+            Verdict::Delivered {
+                partner_external_id: external_id,
+            },
+            Observation::Success,
+        ),
+        Judged::Refused { reason } => (
+            Verdict::Refused { reason },
+            if (200..=299).contains(&status) {
+                Observation::Success
+            } else {
+                Observation::Answered
+            },
+        ),
+        Judged::Retry => (Verdict::Retry { retry_after }, Observation::Failure),
+        Judged::Redirect => (Verdict::Failed, Observation::Failure),
     }
 }
 
@@ -349,7 +471,7 @@ mod tests {
             let verdict = match judge(*status, None, b"").0 {
                 Verdict::Delivered { .. } => "delivered",
                 Verdict::Retry { .. } => "retry",
-                Verdict::Failed => "failed",
+                Verdict::Failed | Verdict::Refused { .. } => "failed",
             };
             assert_eq!(verdict, *expected, "HTTP {status}");
         }

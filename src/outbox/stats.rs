@@ -84,7 +84,7 @@ impl Stats {
             let slot = match outcome {
                 Outcome::Delivered => 0,
                 Outcome::Retry => 1,
-                Outcome::Failed => 2,
+                Outcome::Failed | Outcome::Refused => 2,
             };
             entry.attempts[slot] += 1;
             let ms = u32::try_from(duration_ms.max(0)).unwrap_or(u32::MAX);

@@ -85,6 +85,18 @@ pub struct Claimed {
     /// The X-Request-Id of the ingest request that stored the event's lead request, so the
     /// outbox's log lines about the event name it.
     pub request_id: Option<String>,
+    /// The buyer's integration (`None`: the generic signed webhook). Boxed: most buyers
+    /// have none, and claims travel through the senders' queue.
+    pub integration: Option<Box<BuyerIntegration>>,
+}
+
+/// A mapped buyer's integration as a claim carries it.
+#[derive(Debug, Clone)]
+pub struct BuyerIntegration {
+    /// The stored document (checked when it was set).
+    pub document: String,
+    /// The buyer's integration secrets by name.
+    pub secrets: Vec<(String, String)>,
 }
 
 /// A buyer with pending events: when the earliest falls due (an event in flight is not due
@@ -145,7 +157,7 @@ pub fn claim_for_buyer(
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
                      THEN b.previous_signing_secret END,
-                r.request_id
+                r.request_id, b.integration
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
          LEFT JOIN transactions t ON t.id = e.transaction_id
          LEFT JOIN lead_requests r ON r.id = t.lead_request_id
@@ -157,7 +169,7 @@ pub fn claim_for_buyer(
         "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
                 CASE WHEN b.previous_signing_valid_until > ?2
                      THEN b.previous_signing_secret END,
-                r.request_id
+                r.request_id, b.integration
          FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
          LEFT JOIN transactions t ON t.id = e.transaction_id
          LEFT JOIN lead_requests r ON r.id = t.lead_request_id
@@ -178,9 +190,22 @@ pub fn claim_for_buyer(
                 claim: 0,
                 probe,
                 request_id: row.get(6)?,
+                integration: row.get::<_, Option<String>>(7)?.map(|document| {
+                    Box::new(BuyerIntegration {
+                        document,
+                        secrets: Vec::new(),
+                    })
+                }),
             })
         })?
         .collect::<Result<_, _>>()?;
+    // One buyer per claim: its secrets are read once, when its integration sends any.
+    if candidates.iter().any(|c| c.integration.is_some()) {
+        let secrets = crate::integration::store::secrets(conn, buyer_id)?;
+        for integration in candidates.iter_mut().filter_map(|c| c.integration.as_mut()) {
+            integration.secrets = secrets.clone();
+        }
+    }
     let mut take = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = claims + 1
          WHERE id = ?1 RETURNING claims",
@@ -238,6 +263,9 @@ pub enum Verdict {
     /// Permanent for this event: any other 4xx, a redirect, a TLS certificate error, a
     /// URL that cannot be used. Trying again would not help.
     Failed,
+    /// A mapped integration's buyer refused the lead (DESIGN.md section 18): its answer
+    /// did not meet the integration's `accept`, or was a 4xx; `reason` is the buyer's.
+    Refused { reason: String },
 }
 
 /// One attempt, ready to record.
@@ -257,6 +285,9 @@ pub struct Attempt {
     pub verdict: Verdict,
     /// What the attempt says about the buyer's endpoint (its circuit breaker).
     pub observation: Observation,
+    /// The request a mapped integration sent, secrets masked (JSON); `None` for the
+    /// generic webhook, whose body is the event's payload.
+    pub request: Option<String>,
 }
 
 stored_enum! {
@@ -266,7 +297,20 @@ stored_enum! {
         /// Due again later.
         Retry = "retry",
         Failed = "failed",
+        /// The buyer's API refused the lead: the event is given up, the transaction rejected.
+        Refused = "refused",
     }
+}
+
+/// A refusal recorded on a pending event: what the transaction's owner and the waterfall
+/// do next, in the same job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub transaction_id: String,
+    pub buyer_id: String,
+    pub reason: String,
+    /// Refused at the event's first attempt (the waterfall applies only then).
+    pub first_attempt: bool,
 }
 
 /// Records an attempt and moves its event: delivered after a 2xx (whatever claim made it:
@@ -279,6 +323,17 @@ pub fn record(
     schedule: &RetrySchedule,
     now: i64,
 ) -> rusqlite::Result<Option<Outcome>> {
+    Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
+}
+
+/// [`record`], also returning the refusal a refused attempt of the event's latest claim
+/// made, for the caller to apply to the transaction in the same job.
+pub fn record_attempt(
+    conn: &Connection,
+    attempt: &Attempt,
+    schedule: &RetrySchedule,
+    now: i64,
+) -> rusqlite::Result<Option<(Outcome, Option<Refusal>)>> {
     let row = conn
         .prepare_cached(
             "SELECT status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL
@@ -300,17 +355,22 @@ pub fn record(
     };
     // An attempt that was sent before its event's person was erased may come back with an
     // answer that echoes the person: keep none for an erased event.
-    let excerpt = if erased {
-        None
+    let (excerpt, request) = if erased {
+        (None, None)
     } else {
-        attempt.response_excerpt.as_deref()
+        (
+            attempt.response_excerpt.as_deref(),
+            attempt.request.as_deref(),
+        )
     };
     let number = attempts + 1;
     let current = claims == attempt.claim && status == EventStatus::Pending;
-    let error = attempt.error.clone().or_else(|| match attempt.verdict {
+    let error = attempt.error.clone().or_else(|| match &attempt.verdict {
         Verdict::Delivered { .. } => None,
+        Verdict::Refused { reason } => Some(format!("refused by the buyer: {reason}")),
         _ => attempt.http_status.map(|s| format!("HTTP {s}")),
     });
+    let mut refusal = None;
     let outcome = match &attempt.verdict {
         Verdict::Delivered {
             partner_external_id,
@@ -376,13 +436,26 @@ pub fn record(
             }
             Outcome::Failed
         }
+        // Given up like a permanent failure; the transaction's fate is the caller's.
+        Verdict::Refused { reason } => {
+            if current {
+                mark_failed(conn, &attempt.event_id, transaction_id.as_deref(), &error)?;
+                refusal = transaction_id.clone().map(|transaction_id| Refusal {
+                    transaction_id,
+                    buyer_id: attempt.buyer_id.clone(),
+                    reason: reason.clone(),
+                    first_attempt: number == 1,
+                });
+            }
+            Outcome::Refused
+        }
     };
     conn.prepare_cached("UPDATE outbox_events SET attempts = attempts + 1 WHERE id = ?1")?
         .execute([&attempt.event_id])?;
     conn.prepare_cached(
         "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
-            http_status, error, response_excerpt, outcome)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            http_status, error, response_excerpt, outcome, request)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         attempt.event_id,
@@ -393,9 +466,10 @@ pub fn record(
         attempt.http_status,
         attempt.error,
         excerpt,
-        outcome
+        outcome,
+        request
     ])?;
-    Ok(Some(outcome))
+    Ok(Some((outcome, refusal)))
 }
 
 fn mark_failed(
@@ -554,6 +628,22 @@ pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Resu
     rows.collect()
 }
 
+/// The body of the latest event buyer `buyer_id` got for lead `lead_id` (a preview shows
+/// exactly what was sent).
+pub fn latest_payload(
+    conn: &Connection,
+    lead_id: &str,
+    buyer_id: &str,
+) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached(
+        "SELECT e.payload FROM outbox_events e JOIN transactions t ON t.id = e.transaction_id
+         WHERE t.lead_id = ?1 AND t.buyer_id = ?2
+         ORDER BY e.created_at DESC, e.id DESC LIMIT 1",
+    )?
+    .query_row([lead_id, buyer_id], |row| row.get(0))
+    .optional()
+}
+
 /// One recorded attempt.
 #[derive(Debug, Clone)]
 pub struct AttemptRecord {
@@ -565,6 +655,8 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     pub response_excerpt: Option<String>,
     pub outcome: Outcome,
+    /// A mapped integration's request, secrets masked.
+    pub request: Option<Value>,
 }
 
 impl AttemptRecord {
@@ -578,6 +670,7 @@ impl AttemptRecord {
             "error": self.error,
             "responseExcerpt": self.response_excerpt,
             "outcome": self.outcome.as_str(),
+            "request": self.request,
         })
     }
 }
@@ -586,7 +679,7 @@ impl AttemptRecord {
 pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
-            outcome
+            outcome, request
          FROM outbox_attempts WHERE event_id = ?1 ORDER BY id",
     )?;
     let rows = stmt.query_map([event_id], |row| {
@@ -599,6 +692,9 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
             error: row.get(5)?,
             response_excerpt: row.get(6)?,
             outcome: row.get(7)?,
+            request: row
+                .get::<_, Option<String>>(8)?
+                .and_then(|text| serde_json::from_str(&text).ok()),
         })
     })?;
     rows.collect()
@@ -707,7 +803,7 @@ pub(crate) struct ErasedEvent {
 
 /// Replaces event `id`'s payload with `payload` (the person erased from it, built by
 /// `delivery::event`) and removes its attempts' response excerpts (a buyer's answer may
-/// echo the person). A pending event is sent with the new payload from its next attempt
+/// echo the person) and the requests a mapped integration sent (they carry the person). A pending event is sent with the new payload from its next attempt
 /// on, under the same `webhook-id`; the event remembers the erasure, so an attempt that
 /// was in flight meanwhile records no excerpt ([`record`]).
 pub(crate) fn erase_event(
@@ -723,8 +819,8 @@ pub(crate) fn erase_event(
     .execute(params![id, payload, now])?;
     let attempts = conn
         .prepare_cached(
-            "UPDATE outbox_attempts SET response_excerpt = NULL
-             WHERE event_id = ?1 AND response_excerpt IS NOT NULL",
+            "UPDATE outbox_attempts SET response_excerpt = NULL, request = NULL
+             WHERE event_id = ?1 AND (response_excerpt IS NOT NULL OR request IS NOT NULL)",
         )?
         .execute([id])?;
     Ok(ErasedEvent {

@@ -255,6 +255,7 @@ fn attempt(claimed: &Claimed, verdict: Verdict) -> Attempt {
         response_excerpt: None,
         verdict,
         observation: Observation::Failure,
+        request: None,
     }
 }
 

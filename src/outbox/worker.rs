@@ -143,6 +143,8 @@ struct Round {
 /// What a round did.
 struct Done {
     outcomes: Vec<Option<Outcome>>,
+    /// New deliveries the waterfall made after refusals: their events are due now.
+    rerouted: usize,
     transitions: Vec<(String, Transition, health::Breaker)>,
     claimed: Vec<Claimed>,
     /// Due events left unclaimed because every free place was taken.
@@ -233,6 +235,9 @@ impl Coordinator {
                     }
                     if round.claim > 0 {
                         want_claim = done.more_due;
+                    }
+                    if done.rerouted > 0 {
+                        want_claim = true;
                     }
                     if let Some(due) = done.next_due {
                         next_check = next_check.min(instant_at(due));
@@ -348,14 +353,12 @@ impl Coordinator {
         }
         self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
-            let mut outcomes = Vec::with_capacity(finished.len());
-            for attempt in &finished {
-                outcomes.push(store::record(conn, attempt, &schedule, now)?);
-            }
+            let (outcomes, rerouted) = record_all(conn, &finished, &schedule, now)?;
             let transitions = observe_all(conn, &finished, &breaker, now)?;
             store::renew(conn, &renew, now + lease)?;
             let mut done = Done {
                 outcomes,
+                rerouted,
                 transitions,
                 claimed: Vec::new(),
                 more_due: false,
@@ -493,10 +496,7 @@ impl Coordinator {
         let breaker = self.config.breaker;
         let recorded = self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
-            let mut outcomes = Vec::with_capacity(finished.len());
-            for attempt in &finished {
-                outcomes.push(store::record(conn, attempt, &schedule, now)?);
-            }
+            let (outcomes, _) = record_all(conn, &finished, &schedule, now)?;
             observe_all(conn, &finished, &breaker, now)?;
             store::release(conn, &release, now)?;
             health::stopped(conn)?;
@@ -512,6 +512,80 @@ impl Coordinator {
             Err(e) => log::warn!("outbox: recording the last attempts at shutdown failed: {e}"),
         }
         log::debug!("outbox workers stopped");
+    }
+}
+
+/// Records each attempt and moves its event. A buyer API's refusal (a mapped integration)
+/// also takes the sale back (`lifecycle::refusal`) and lets the waterfall offer the lead
+/// to the next buyer (`autodelivery::waterfall`), in this same job: the refusal and what
+/// follows from it commit together or not at all. Returns the outcomes and how many new
+/// deliveries the waterfall made.
+fn record_all(
+    conn: &rusqlite::Connection,
+    finished: &[Attempt],
+    schedule: &super::RetrySchedule,
+    now: i64,
+) -> Result<(Vec<Option<Outcome>>, usize), DbError> {
+    let mut outcomes = Vec::with_capacity(finished.len());
+    let mut rerouted = 0;
+    for attempt in finished {
+        let recorded = store::record_attempt(conn, attempt, schedule, now)?;
+        if let Some((_, Some(refusal))) = &recorded {
+            rerouted += after_refusal(conn, refusal, now)?;
+        }
+        outcomes.push(recorded.map(|(outcome, _)| outcome));
+    }
+    Ok((outcomes, rerouted))
+}
+
+/// What a refusal does beyond the outbox. Database errors fail the job (and the attempt is
+/// recorded again next round); anything else is logged, the refusal itself stands.
+fn after_refusal(
+    conn: &rusqlite::Connection,
+    refusal: &store::Refusal,
+    now: i64,
+) -> Result<usize, DbError> {
+    use crate::autodelivery::AutoDeliveryError;
+    use crate::lifecycle::LifecycleError;
+    let refused = match crate::lifecycle::refusal::refuse(
+        conn,
+        &refusal.transaction_id,
+        &refusal.reason,
+        now,
+    ) {
+        Ok(Some(refused)) => refused,
+        Ok(None) => return Ok(0),
+        Err(LifecycleError::Db(e)) => return Err(e),
+        Err(e) => {
+            log::warn!(
+                "outbox: the refusal of transaction {} could not be applied: {e}",
+                refusal.transaction_id
+            );
+            return Ok(0);
+        }
+    };
+    log::info!(
+        "outbox: buyer {} refused transaction {} (refunded: {})",
+        refusal.buyer_id,
+        refusal.transaction_id,
+        refused.refunded
+    );
+    match crate::autodelivery::waterfall::after_refusal(
+        conn,
+        &refused.transaction,
+        &refusal.reason,
+        refusal.first_attempt,
+        now,
+    ) {
+        Ok(delivered) => Ok(delivered),
+        Err(AutoDeliveryError::Db(e)) => Err(e),
+        Err(e) => {
+            log::warn!(
+                "outbox: the waterfall after transaction {} stopped: {e}",
+                refusal.transaction_id
+            );
+            Ok(0)
+        }
     }
 }
 

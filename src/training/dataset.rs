@@ -65,132 +65,185 @@ impl Dataset {
 }
 
 /// The workspace's transactions with their request's stored features (a primary-key
-/// lookup each), in table order: the order they were written in.
-const IN_TABLE_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
-     FROM transactions t
-     LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
-     WHERE t.workspace_id = ?1 AND t.created_at >= ?2 AND (?3 IS NULL OR t.product_id = ?3)";
-
-/// The same in creation order, sorted by SQLite.
+/// lookup each) by creation time. Rows of the same millisecond (several buyers'
+/// transactions of one lead share it) are ordered by id in `load`, a few at a time, so an
+/// index starting with `created_at` would give this order without any sort. No index of
+/// `transactions` starts so since migration 0009 dropped `transactions_created`, so SQLite
+/// sorts the rows itself.
 const IN_TIME_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
      FROM transactions t
      LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id
      WHERE t.workspace_id = ?1 AND t.created_at >= ?2 AND (?3 IS NULL OR t.product_id = ?3)
-     ORDER BY t.created_at, t.id";
+     ORDER BY t.created_at";
+
+/// A labelled row with stored features, held until every row of its millisecond is read.
+#[derive(Debug, Default)]
+struct Pending {
+    id: String,
+    container: String,
+    features: String,
+    good: bool,
+}
 
 /// Reads the labelled rows of `selection` in creation order (then by id), with columns
-/// for the features of `groups`; `current` scores each row's full stored features.
-///
-/// Transactions are written in the order they are created, so one pass in table order
-/// normally is that order and needs no sort of a million rows; should the clock have gone
-/// back (or a restore have reordered the table), the pass notices and reads again, sorted.
+/// for the features of `groups`; `current` scores each row's full stored features. One
+/// pass over the rows.
 pub(crate) fn load(
     conn: &Connection,
     selection: &Selection,
     groups: &[Group],
     current: &Weights,
 ) -> rusqlite::Result<Dataset> {
-    match read(conn, IN_TABLE_ORDER, selection, groups, current)? {
-        Some(data) => Ok(data),
-        None => Ok(read(conn, IN_TIME_ORDER, selection, groups, current)?
-            .expect("rows sorted by SQLite come in order")),
-    }
-}
-
-/// One pass of `sql`; `None` as soon as a row comes before the one read before it.
-fn read(
-    conn: &Connection,
-    sql: &str,
-    selection: &Selection,
-    groups: &[Group],
-    current: &Weights,
-) -> rusqlite::Result<Option<Dataset>> {
-    let numeric: Vec<usize> = FEATURES
-        .iter()
-        .filter(|f| groups.contains(&f.group()))
-        .map(|f| f.index())
-        .collect();
-    let mut names: Vec<String> = numeric
-        .iter()
-        .map(|&i| FEATURES[i].name().to_string())
-        .collect();
     let thresholds: HashMap<String, i64> = conn
         .prepare("SELECT id, score_threshold FROM containers WHERE workspace_id = ?1")?
         .query_map([&selection.workspace_id], |row| {
             Ok((row.get(0)?, row.get(1)?))
         })?
         .collect::<Result<_, _>>()?;
-    let mut category_columns: HashMap<String, u32> = HashMap::new();
-    let mut data = Dataset {
-        rows: Rows::new(numeric.len()),
-        names: Vec::new(),
-        current_z: Vec::new(),
-        thresholds: Vec::new(),
-        without_features: 0,
-        unreadable: 0,
-    };
-    // (created_at, transaction id) of the row read before.
-    let mut last: (i64, String) = (i64::MIN, String::new());
-    let mut entries: Vec<(u32, f64)> = Vec::new();
-    let mut statement = conn.prepare(sql)?;
+    let mut builder = Builder::new(groups, current, thresholds);
+    // The rows of the millisecond being read: `pending[..used]`, their strings reused.
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut used = 0;
+    let mut at_of_pending = i64::MIN;
+    let mut statement = conn.prepare(IN_TIME_ORDER)?;
     let mut found = statement.query(rusqlite::params![
         selection.workspace_id,
         selection.since_ms,
         selection.product_id
     ])?;
     while let Some(row) = found.next()? {
-        let (at, id): (i64, &str) = (row.get(1)?, row.get_ref(2)?.as_str()?);
-        if (at, id) < (last.0, last.1.as_str()) {
-            return Ok(None);
-        }
-        last.0 = at;
-        last.1.clear();
-        last.1.push_str(id);
         let Some(good) = label(row.get(0)?) else {
             continue;
         };
-        let Some(text) = row.get_ref(4)?.as_str_or_null()? else {
-            data.without_features += 1;
+        let Some(features) = row.get_ref(4)?.as_str_or_null()? else {
+            builder.data.without_features += 1;
             continue;
         };
-        let Ok(stored) = stored_features::decode(text) else {
-            data.unreadable += 1;
-            continue;
+        let at: i64 = row.get(1)?;
+        if at != at_of_pending {
+            builder.push_all(&mut pending[..used]);
+            used = 0;
+            at_of_pending = at;
+        }
+        if used == pending.len() {
+            pending.push(Pending::default());
+        }
+        let slot = &mut pending[used];
+        used += 1;
+        slot.good = good;
+        for (text, column) in [(&mut slot.id, 2), (&mut slot.container, 3)] {
+            text.clear();
+            text.push_str(row.get_ref(column)?.as_str()?);
+        }
+        slot.features.clear();
+        slot.features.push_str(features);
+    }
+    builder.push_all(&mut pending[..used]);
+    Ok(builder.finish())
+}
+
+/// Turns stored rows, given in time order, into the dataset's columns.
+struct Builder<'a> {
+    groups: &'a [Group],
+    current: &'a Weights,
+    thresholds: HashMap<String, i64>,
+    /// The columns of the numeric features selected: their feature indexes.
+    numeric: Vec<usize>,
+    names: Vec<String>,
+    category_columns: HashMap<String, u32>,
+    entries: Vec<(u32, f64)>,
+    data: Dataset,
+}
+
+impl<'a> Builder<'a> {
+    fn new(
+        groups: &'a [Group],
+        current: &'a Weights,
+        thresholds: HashMap<String, i64>,
+    ) -> Builder<'a> {
+        let numeric: Vec<usize> = FEATURES
+            .iter()
+            .filter(|f| groups.contains(&f.group()))
+            .map(|f| f.index())
+            .collect();
+        let names = numeric
+            .iter()
+            .map(|&i| FEATURES[i].name().to_string())
+            .collect();
+        Builder {
+            groups,
+            current,
+            thresholds,
+            data: Dataset {
+                rows: Rows::new(numeric.len()),
+                names: Vec::new(),
+                current_z: Vec::new(),
+                thresholds: Vec::new(),
+                without_features: 0,
+                unreadable: 0,
+            },
+            numeric,
+            names,
+            category_columns: HashMap::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Adds the rows of one millisecond, by id.
+    fn push_all(&mut self, rows: &mut [Pending]) {
+        rows.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        for row in rows {
+            self.push(row);
+        }
+    }
+
+    fn push(&mut self, row: &Pending) {
+        let Ok(stored) = stored_features::decode(&row.features) else {
+            self.data.unreadable += 1;
+            return;
         };
-        entries.clear();
-        for (column, &index) in numeric.iter().enumerate() {
+        self.entries.clear();
+        for (column, &index) in self.numeric.iter().enumerate() {
             let value = stored.values[index];
             if value != 0.0 {
-                entries.push((column as u32 + 1, value));
+                self.entries.push((column as u32 + 1, value));
             }
         }
         for category in &stored.categories {
-            if !Group::of_name(category).is_some_and(|g| groups.contains(&g)) {
+            if !Group::of_name(category).is_some_and(|g| self.groups.contains(&g)) {
                 continue;
             }
-            let column = match category_columns.get(category.as_ref()) {
+            let column = match self.category_columns.get(category.as_ref()) {
                 Some(&column) => column,
                 None => {
-                    names.push(category.to_string());
-                    let column = names.len() as u32;
-                    category_columns.insert(category.to_string(), column);
+                    self.names.push(category.to_string());
+                    let column = self.names.len() as u32;
+                    self.category_columns.insert(category.to_string(), column);
                     column
                 }
             };
-            entries.push((column, 1.0));
+            self.entries.push((column, 1.0));
         }
-        entries.sort_unstable_by_key(|(c, _)| *c);
-        entries.dedup_by_key(|(c, _)| *c);
-        data.current_z
-            .push(current.linear_of(&stored.values, stored.categories.iter().map(|c| c.as_ref())));
+        self.entries.sort_unstable_by_key(|(c, _)| *c);
+        self.entries.dedup_by_key(|(c, _)| *c);
+        self.data.current_z.push(
+            self.current
+                .linear_of(&stored.values, stored.categories.iter().map(|c| c.as_ref())),
+        );
         // A container deleted since counts as never passing.
-        let container = row.get_ref(3)?.as_str()?;
-        data.thresholds
-            .push(thresholds.get(container).copied().unwrap_or(i64::MAX));
-        data.rows.push(entries.iter().copied(), good);
+        self.data.thresholds.push(
+            self.thresholds
+                .get(row.container.as_str())
+                .copied()
+                .unwrap_or(i64::MAX),
+        );
+        self.data.rows.push(self.entries.iter().copied(), row.good);
     }
-    data.names = names;
-    Ok(Some(data))
+
+    fn finish(mut self) -> Dataset {
+        self.data.names = self.names;
+        self.data
+    }
 }
 
 impl Dataset {
@@ -348,6 +401,33 @@ mod tests {
                 .len(),
             0
         );
+    }
+
+    #[test]
+    fn rows_of_one_millisecond_come_by_id_and_dropped_categories_are_ignored() {
+        let phone = r#"[1,[1,1,1,1,1,1,0,0],["source:a","hourOfDay:night"]]"#;
+        // Written by a build that still had the postal-prefix group.
+        let old = r#"[1,[1,0,1,0,0,1,0,0],["source:b","postalPrefix:DE-80"]]"#;
+        let conn = transactions(&[
+            // Written first (and first by status too), so only the order by id puts it
+            // second.
+            (9, 20, "acknowledged", Some(old)),
+            (3, 20, "rejected", Some(phone)),
+            (1, 10, "acknowledged", Some(old)),
+        ]);
+        let data = load(&conn, &selection(0), &GROUPS, &DEFAULT_WEIGHTS).unwrap();
+        let labels: Vec<bool> = (0..data.rows.len()).map(|i| data.rows.label(i)).collect();
+        assert_eq!(
+            labels,
+            [true, false, true],
+            "txn_1, then txn_3 before txn_9"
+        );
+        assert_eq!(data.thresholds, [50, 99, 50]);
+        assert_eq!(
+            &data.names[8..],
+            ["source:b", "source:a", "hourOfDay:night"]
+        );
+        assert_eq!(data.unreadable, 0);
     }
 
     #[test]

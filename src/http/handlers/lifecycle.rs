@@ -7,6 +7,7 @@
 //! 400 `invalid_json`) before the domain checks anything; the router answers their errors
 //! in the partner form.
 
+use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
@@ -32,24 +33,25 @@ pub(crate) async fn cancellation(state: &AppState, request: Request) -> Result<R
 }
 
 pub(crate) async fn supplier_answer(state: &AppState, request: Request) -> Result<Response, Error> {
-    let (_place, presented, body) = receive(state, request).await?;
+    let (_place, presented, body, _) = receive(state, request).await?;
     let answered = crate::lifecycle::supplier::call(&state.db, presented, &body).await?;
     Ok(response::json(StatusCode::OK, &answered.to_json()))
 }
 
 async fn buyer_call(state: &AppState, request: Request, kind: Kind) -> Result<Response, Error> {
-    let (_place, presented, body) = receive(state, request).await?;
-    let answer = buyer::call(&state.db, kind, presented, &body).await?;
+    let (_place, presented, body, bytes) = receive(state, request).await?;
+    let price_text = crate::lifecycle::input::buyer_price_text(&bytes);
+    let answer = buyer::call(&state.db, kind, presented, &body, price_text).await?;
     Ok(response::json(StatusCode::OK, &answer))
 }
 
 /// The call's place among the write requests in progress (held until it is answered;
 /// under overload the call is refused before its body is read), the credentials presented
-/// in either header, and the body as JSON.
+/// in either header, and the body as JSON and as sent.
 async fn receive(
     state: &AppState,
     request: Request,
-) -> Result<(OwnedSemaphorePermit, Vec<String>, Value), Error> {
+) -> Result<(OwnedSemaphorePermit, Vec<String>, Value, Bytes), Error> {
     let place = match state.admit_write() {
         Ok(place) => place,
         Err(e) => {
@@ -61,6 +63,7 @@ async fn receive(
         .into_iter()
         .map(str::to_string)
         .collect();
-    let body = body::read_json(request, state.config.body_limit).await?;
-    Ok((place, presented, body))
+    let bytes = body::read_bytes(request, state.config.body_limit).await?;
+    let body = body::parse_json(&bytes)?;
+    Ok((place, presented, body, bytes))
 }

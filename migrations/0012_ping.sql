@@ -1,4 +1,4 @@
--- leadrelay schema, migration 9: ping/post and bids (DESIGN.md section 14).
+-- leadrelay schema, migration 12: ping/post and bids (DESIGN.md section 14).
 
 -- How long an accepted ping holds its reservation (ms); `--ping-ttl` on channels and tables.
 ALTER TABLE containers ADD COLUMN ping_ttl_ms INTEGER NOT NULL DEFAULT 120000;
