@@ -264,11 +264,11 @@ fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
     let text = "//! Not hyper::Request, only text: crate::http::Response.\n\
                 use crate::{db::Db,\n    http::{AppState, Request}};\n\
                 fn a() { let s = \"hyper::Body\"; } // hyper::StatusCode\n\
-                fn b() -> ::hyper::StatusCode { todo!() }\n\
+                fn b() -> ::hyper::StatusCode { status }\n\
                 /* rusqlite::Connection::open */ fn c() {}\n\
                 fn d() { let x = rusqlite::Connection::open_in_memory(); }\n\
                 fn e() { let u: http::Uri = ureq::get(\"/\"); }\n\
-                fn f() -> crate::outbox::http::Thing { todo!() }\n";
+                fn f() -> crate::outbox::http::Thing { thing }\n";
     let found = check(domain, text);
     let lines: Vec<&str> = found
         .iter()
