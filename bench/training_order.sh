@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The evaluator's training read (src/training/dataset.rs, IN_TIME_ORDER) with and without
-# migration 12's index `transactions_workspace_created`: its query plan and the time
+# migration 13's index `transactions_workspace_created`: its query plan and the time
 # sqlite3 takes to read every row in order, alternating, on one file of synthetic rows.
 #
 #   bench/training_order.sh                  # 500,000 transactions, 3 runs each

@@ -67,7 +67,7 @@ impl Dataset {
 /// The workspace's transactions with their request's stored features (a primary-key
 /// lookup each) by creation time. Rows of the same millisecond (several buyers'
 /// transactions of one lead share it) are ordered by id in `load`, a few at a time, so
-/// migration 12's index `transactions_workspace_created` gives this order without any
+/// migration 13's index `transactions_workspace_created` gives this order without any
 /// sort.
 const IN_TIME_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
      FROM transactions t

@@ -1,4 +1,4 @@
--- leadrelay schema, migration 12: the evaluator's training read in time order again.
+-- leadrelay schema, migration 13: the evaluator's training read in time order again.
 --
 -- `evaluator train` reads a workspace's transactions by creation time (the latest 20% are
 -- the holdout). Migration 3's `transactions_created` served that order; migration 9
