@@ -65,6 +65,7 @@ run_load() {
   local name="$1" script="$2" connections="$3"
   local db="$WORK/$name.db"
   export LEADRELAY_DB="$db"
+  "$BIN" init >/dev/null
   "$BIN" workspace create --name Bench --id ws >/dev/null
   "$BIN" channel create --workspace ws --name Web --id web >/dev/null
   "$BIN" product create --workspace ws --slug solar --name Solar --id solar \

@@ -12,7 +12,9 @@
 #   SERVE_FLAGS="--max-connections 256" bench/overload.sh
 #
 # Settings (environment): FACTORS (1,4), BATCH (1), CALIBRATE_SECS (10), OVERLOAD_SECS (10),
-# CONNECTIONS (2048, the client's most), SERVE_FLAGS (none), RUST_LOG (warn).
+# CONNECTIONS (2048, the client's most), SERVE_FLAGS (none), RUST_LOG (warn), LEADRELAY_BIN
+# (a leadrelay binary to measure instead of this checkout's, e.g. a baseline built from
+# another commit; the load generator is always this checkout's).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,7 +28,7 @@ SERVER_LOG="${RUST_LOG:-warn}"
 export RUST_LOG=warn
 
 (cd "$ROOT" && cargo build --release --quiet && cargo build --release --quiet --example overload_bench)
-BIN="$ROOT/target/release/leadrelay"
+BIN="${LEADRELAY_BIN:-$ROOT/target/release/leadrelay}"
 
 WORK="$(mktemp -d)"
 SERVER_PID=""
@@ -38,6 +40,7 @@ trap cleanup EXIT
 ulimit -n 65536 2>/dev/null || true
 
 export LEADRELAY_DB="$WORK/overload.db"
+"$BIN" init >/dev/null
 "$BIN" workspace create --name Bench --id ws >/dev/null
 "$BIN" channel create --workspace ws --name Web --id web >/dev/null
 "$BIN" product create --workspace ws --slug solar --name Solar --id solar \
@@ -47,7 +50,7 @@ SECRET="bench-secret-0123456789abcdef"
   --dedupe-fields none >/dev/null
 
 # shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
-RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --rate-limit 0 $SERVE_FLAGS \
+RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 $SERVE_FLAGS \
   >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVER_PID=$!
 URL=""
