@@ -160,6 +160,7 @@ fn configure(db: &Db, webhook_url: String) {
                 id: Some("ws"),
                 name: "Bench",
                 timezone: "UTC",
+                retention: None,
             },
         )?;
         container::create(

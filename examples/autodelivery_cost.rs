@@ -240,6 +240,7 @@ fn setup(
             id: Some("ws"),
             name: "Bench",
             timezone: "Europe/Berlin",
+            retention: None,
         },
     )?;
     for (id, mode) in [

@@ -79,6 +79,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             id: Some("ws"),
             name: "Bench",
             timezone: "UTC",
+            retention: None,
         },
     )?;
     container::create(

@@ -27,6 +27,7 @@ pub mod operators;
 pub mod ops;
 pub mod outbound_url;
 pub mod outbox;
+pub mod privacy;
 pub mod ratelimit;
 pub mod request_id;
 pub mod secrets;

@@ -17,6 +17,9 @@ pub struct ServiceOptions {
     pub server: ServerConfig,
     /// The outbox workers: sender threads, retry schedule, request timeout.
     pub delivery: WorkerConfig,
+    /// How often leads past their workspace's retention are purged (also once at start);
+    /// `None` turns the retention worker off (tests that want a file left as they wrote it).
+    pub retention_interval: Option<std::time::Duration>,
     /// Wakes the outbox workers. The service hands it to the HTTP handlers; a caller that
     /// writes events in the same process (a benchmark, a test) may keep a clone to poke.
     pub outbox: Notifier,
@@ -45,6 +48,10 @@ pub async fn run_with_console(
     state.outbox = options.outbox.clone();
     let state = Arc::new(state);
     let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
+    let retention = options
+        .retention_interval
+        .map(|interval| crate::privacy::purge::RetentionWorker::start(db.clone(), interval))
+        .transpose()?;
     // One shutdown future, two listeners: the flag tells both.
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
@@ -68,6 +75,9 @@ pub async fn run_with_console(
     // Stopping the workers waits for their current attempts, and closing joins the writer
     // thread, which may still be committing: keep both off the async threads.
     let _ = tokio::task::spawn_blocking(move || {
+        if let Some(retention) = retention {
+            retention.stop();
+        }
         workers.stop();
         closing.close();
     })

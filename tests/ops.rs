@@ -30,6 +30,7 @@ fn write_pair(db: &Db, n: u64) -> Result<(), ConfigError> {
                 id: Some(&ws),
                 name: "Load",
                 timezone: "UTC",
+                retention: None,
             },
         )?;
         container::create(
@@ -60,6 +61,7 @@ fn grow(db: &Db) {
                     id: Some(&format!("pad-{n}")),
                     name: &format!("{padding}{n}"),
                     timezone: "UTC",
+                    retention: None,
                 },
             )?;
         }

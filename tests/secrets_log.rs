@@ -613,6 +613,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "unknown",
         "conditions on constant column names with one `?` per bound known value",
     ),
+    (
+        "src/ingest/view.rs",
+        "body::COLUMN_NAMES",
+        "the constant list of the lead columns a stored body is compressed against",
+    ),
+    (
+        "src/ingest/store.rs",
+        "body::COLUMN_NAMES",
+        "the constant list of the lead columns a stored body is compressed against",
+    ),
 ];
 
 #[test]

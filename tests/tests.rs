@@ -29,6 +29,7 @@ mod openapi;
 mod ops;
 mod outbox;
 mod packaging;
+mod privacy;
 mod private_files;
 mod production;
 mod properties;

@@ -150,12 +150,24 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("buyers SET balance_cents", &["src/ledger/"]),
     ("outbox_events", &["src/outbox/store.rs"]),
     ("outbox_attempts", &["src/outbox/store.rs"]),
-    ("leads", &["src/ingest/store.rs", "src/ingest/status.rs"]),
-    ("lead_bodies", &["src/ingest/store.rs"]),
+    // `ingest::erase` makes a lead (and its requests) a tombstone for `privacy`.
+    (
+        "leads",
+        &[
+            "src/ingest/store.rs",
+            "src/ingest/status.rs",
+            "src/ingest/erase.rs",
+        ],
+    ),
     (
         "lead_requests",
-        &["src/ingest/store.rs", "src/ingest/status.rs"],
+        &[
+            "src/ingest/store.rs",
+            "src/ingest/status.rs",
+            "src/ingest/erase.rs",
+        ],
     ),
+    ("erasures", &["src/privacy/"]),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
     ("health_probe", &["src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them

@@ -164,6 +164,43 @@ impl AutoDelivery {
     }
 }
 
+/// The `autoDelivery` object of an idempotent replay, from the decisions stored on the
+/// lead's requests (the operator's views): each one as the partner first got it.
+pub fn replayed(stored: &[Value]) -> Value {
+    let requests: Vec<Value> = stored.iter().map(partner_view_of_stored).collect();
+    let delivered: usize = requests
+        .iter()
+        .map(|r| r["deliveries"].as_array().map_or(0, Vec::len))
+        .sum();
+    json!({"version": VERSION, "delivered": delivered, "requests": requests})
+}
+
+/// What [`RequestDecision::to_json`] gave the partner, from the operator's view that
+/// [`store`] kept: the request's `version` and each candidate's operator-only keys
+/// dropped, and of a `filter_mismatch` detail only the field.
+fn partner_view_of_stored(stored: &Value) -> Value {
+    let mut shown = stored.clone();
+    let Some(request) = shown.as_object_mut() else {
+        return shown;
+    };
+    request.remove("version");
+    if let Some(candidates) = request.get_mut("candidates").and_then(Value::as_array_mut) {
+        for candidate in candidates.iter_mut().filter_map(Value::as_object_mut) {
+            let detail = candidate.remove("detail");
+            for key in ["buyerPrice", "priority", "lastServedAt"] {
+                candidate.remove(key);
+            }
+            if candidate.get("reason").and_then(Value::as_str)
+                == Some(Reason::FilterMismatch.code())
+                && let Some(field) = detail.as_ref().and_then(|d| d.get("field"))
+            {
+                candidate.insert("detail".into(), json!({"field": field}));
+            }
+        }
+    }
+    shown
+}
+
 /// Stores the operator's view of `decision` on its lead request and sets the request's
 /// status to `delivered` or `not_delivered`.
 pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
@@ -285,5 +322,35 @@ mod tests {
         assert_eq!(shown["reason"], "not_routing_ready");
         assert_eq!(shown["evaluation"], Value::Null);
         assert_eq!(shown["candidates"], json!([]));
+    }
+
+    #[test]
+    fn a_replay_gives_the_partner_what_the_first_answer_did() {
+        let stopped = RequestDecision {
+            request_id: "lreq_2".into(),
+            reason: RequestReason::NotRoutingReady,
+            evaluation: None,
+            deliveries: Vec::new(),
+            candidates: Vec::new(),
+            decided_at: 7,
+        };
+        let auto = AutoDelivery {
+            requests: vec![decision(), stopped],
+        };
+        let stored: Vec<Value> = auto
+            .requests
+            .iter()
+            .map(|d| {
+                let mut stored = d.to_json(View::Operator);
+                stored["version"] = json!(VERSION);
+                // Through its text, as the column holds it.
+                serde_json::from_str(&stored.to_string()).unwrap()
+            })
+            .collect();
+        assert_eq!(
+            replayed(&stored).to_string(),
+            auto.to_json().to_string(),
+            "same keys, same order, same values"
+        );
     }
 }

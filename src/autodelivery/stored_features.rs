@@ -53,6 +53,49 @@ pub(crate) fn record(
     Ok(())
 }
 
+/// The category groups an erasure removes from a lead's stored features: the interests'
+/// answers and the postal region, which came from the person's own data. The numeric
+/// features (flags and counts) and the source and hour stay, so training keeps the row.
+const ERASED_GROUPS: [&str; 2] = ["answer:", "postalPrefix:"];
+
+/// Removes the person's categories ([`ERASED_GROUPS`]) from the stored features of lead
+/// `lead_id`'s requests (for `privacy`); returns how many rows changed. A row that does not
+/// decode as expected loses all its categories rather than keep one by mistake.
+pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Result<u64> {
+    let rows: Vec<(String, String)> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT f.lead_request_id, f.features FROM evaluation_features f
+             JOIN lead_requests r ON r.id = f.lead_request_id WHERE r.lead_id = ?1",
+        )?;
+        stmt.query_map([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    let mut changed = 0;
+    for (request_id, text) in rows {
+        let mut encoded: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+        let kept = match encoded.get_mut(2).and_then(serde_json::Value::as_array_mut) {
+            Some(categories) => {
+                let before = categories.len();
+                categories.retain(|c| {
+                    c.as_str()
+                        .is_some_and(|c| !ERASED_GROUPS.iter().any(|g| c.starts_with(g)))
+                });
+                (categories.len() != before).then(|| encoded.to_string())
+            }
+            None => Some(serde_json::json!([VERSION, [], []]).to_string()),
+        };
+        if let Some(kept) = kept {
+            changed += conn
+                .prepare_cached(
+                    "UPDATE evaluation_features SET features = ?2 WHERE lead_request_id = ?1",
+                )?
+                .execute(params![request_id, kept])? as u64;
+        }
+    }
+    Ok(changed)
+}
+
 /// The stored text of `features`.
 pub(crate) fn encode(features: &Features) -> String {
     let numeric: Vec<f64> = V1_NUMERIC
@@ -186,5 +229,30 @@ mod tests {
         let stored = find(&conn, "lreq_test").unwrap().unwrap();
         assert_eq!(stored[2][0], "source:web");
         assert_eq!(find(&conn, "lreq_old").unwrap(), None);
+    }
+
+    #[test]
+    fn an_erasure_keeps_the_numbers_and_drops_the_persons_categories() {
+        let conn = super::super::testing::database();
+        let mut features = sample();
+        features.categories.push("postalPrefix:DE-80".into());
+        features.categories.push("hourOfDay:night".into());
+        record(&conn, "lreq_test", "web", &features).unwrap();
+        record(&conn, "lreq_old", "web", &Features::default()).unwrap();
+        assert_eq!(erase_personal(&conn, "lead_test").unwrap(), 1);
+        let stored = find(&conn, "lreq_test").unwrap().unwrap();
+        assert_eq!(
+            stored,
+            serde_json::json!([
+                1,
+                [1.0, 0.0, 0.5, 0.6, 1.0, 0.3333, 1.0, 2.0],
+                ["source:web", "hourOfDay:night"]
+            ])
+        );
+        assert_eq!(
+            erase_personal(&conn, "lead_test").unwrap(),
+            0,
+            "twice: nothing"
+        );
     }
 }

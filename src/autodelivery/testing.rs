@@ -33,6 +33,7 @@ pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
         duplicate_match: None,
         status: LeadStatus::Active,
         created_at: 0,
+        erased_at: None,
         requests: vec![request(&[])],
     }
 }

@@ -65,6 +65,28 @@ pub(super) fn positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// A workspace's retention: a duration (`180d`) or `none` (kept for ever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(pub Option<std::time::Duration>);
+
+fn retention(text: &str) -> Result<Retention, String> {
+    if matches!(text.trim(), "none" | "off") {
+        return Ok(Retention(None));
+    }
+    match crate::duration::parse(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("the retention must be longer than 0 (or none)".into()),
+        d => Ok(Retention(Some(d))),
+    }
+}
+
+/// An age (`--older-than 180d`): a whole number with a unit, more than 0.
+pub(crate) fn age(text: &str) -> Result<std::time::Duration, String> {
+    match crate::duration::parse(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("the age must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
 /// A rotation's overlap: any duration, 0 included (cut the old secret off at once).
 fn overlap(text: &str) -> Result<Duration, String> {
     crate::duration::parse(text).map_err(|e| e.to_string())
@@ -221,6 +243,10 @@ pub enum WorkspaceCommand {
         /// IANA time zone for daily caps and schedules.
         #[arg(long, default_value = "UTC", value_parser = timezone)]
         timezone: String,
+        /// How long leads are kept (e.g. 180d); older ones are purged by `serve` once an
+        /// hour, leaving a tombstone (ids, statuses and money stay). Default: kept for ever.
+        #[arg(long, value_parser = retention)]
+        retention: Option<Retention>,
     },
     /// List workspaces (archived ones with --all).
     #[command(after_help = "Example:\n  leadrelay workspace list --all")]
@@ -246,6 +272,10 @@ pub enum WorkspaceCommand {
         /// A new IANA time zone; caps and schedules count in it from the next lead on.
         #[arg(long, value_parser = timezone)]
         timezone: Option<String>,
+        /// How long leads are kept (e.g. 180d, or `none` for ever); `serve` purges older
+        /// ones within the hour, leaving a tombstone.
+        #[arg(long, value_parser = retention)]
+        retention: Option<Retention>,
     },
     /// Delete a workspace that holds nothing; archive one with history. Refused while it
     /// has live channels, tables, products, buyers or suppliers.

@@ -40,6 +40,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
             id: Some("demo"),
             name: "Demo Leads",
             timezone: "UTC",
+            retention: None,
         },
     )?;
     for (id, kind, name) in [

@@ -36,6 +36,21 @@ pub enum LeadCommand {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
     },
+    /// Erase a person (GDPR Art. 17, CCPA): their leads become tombstones, and every event
+    /// body, attempt excerpt and free-text reason made from them loses the person. Ids,
+    /// times, products, statuses and money stay. Logged (never the erased values);
+    /// erasing again changes nothing.
+    #[command(
+        after_help = "Example:\n  leadrelay lead erase --email ann@example.org --yes --reason 'ticket 4711'"
+    )]
+    Erase(super::privacy::EraseArgs),
+    /// The erasure log: every erasure and purge run, newest first.
+    #[command(after_help = "Example:\n  leadrelay lead erasures --limit 20")]
+    Erasures {
+        /// At most this many entries.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
+    },
     /// Open a supplier cancellation (clawback) for a lead by hand: the lead becomes
     /// `cancellation_pending` until its source's supplier confirms or disputes it.
     #[command(
@@ -51,11 +66,19 @@ pub enum LeadCommand {
 }
 
 pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
+    let command = match command {
+        LeadCommand::Erase(args) => return super::privacy::erase(path, out, args),
+        LeadCommand::Erasures { limit } => return super::privacy::erasures(path, out, limit),
+        other => other,
+    };
     let db = super::setup::open(path)?;
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
         LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
         LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
+        LeadCommand::Erase(_) | LeadCommand::Erasures { .. } => {
+            unreachable!("handled before the database is opened")
+        }
     };
     db.close();
     result
@@ -63,13 +86,13 @@ pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<Ex
 
 fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::Result<ExitCode> {
     let (lead, raw) = db.read_blocking(|conn| {
-        let lead = view::find(conn, id)?;
+        let lead = view::find(conn, id).map_err(DbError::from)?;
         let raw = if with_body {
             view::raw_body(conn, id)?
         } else {
             None
         };
-        Ok::<_, DbError>((lead, raw))
+        Ok::<_, view::ViewError>((lead, raw))
     })?;
     let Some(lead) = lead else {
         anyhow::bail!("unknown lead '{id}'");

@@ -16,6 +16,7 @@ mod mapping;
 mod operator;
 mod ops;
 mod output;
+mod privacy;
 mod serve;
 mod setup;
 
@@ -30,6 +31,7 @@ pub use lead::LeadCommand;
 pub use operator::OperatorCommand;
 pub use ops::{BackupArgs, RestoreArgs};
 pub use output::Output;
+pub use privacy::{EraseArgs, PurgeArgs};
 pub use setup::NoDatabase;
 
 #[derive(Debug, Parser)]
@@ -97,6 +99,17 @@ pub enum Command {
         after_help = "Example:\n  leadrelay restore --from /var/backups/leadrelay-2026-01-31.db"
     )]
     Restore(RestoreArgs),
+    /// Purge leads older than an age by hand (as `serve` does with a workspace's
+    /// retention): each becomes a tombstone, like an erasure; ids, statuses and money stay.
+    #[command(
+        after_help = "Example:\n  leadrelay purge --older-than 180d --workspace acme --dry-run"
+    )]
+    Purge(PurgeArgs),
+    /// Give the database's free space back to the file system and pack it (also compresses
+    /// raw bodies stored by older versions). Refused while a server or another command uses
+    /// the database.
+    #[command(after_help = "Example:\n  leadrelay --db /var/lib/leadrelay/leadrelay.db vacuum")]
+    Vacuum,
     /// Workspaces (tenants).
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
@@ -261,6 +274,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Backup(args) => ops::backup(&cli.db, &out, args),
         Command::Check => ops::check(&cli.db, &out),
         Command::Restore(args) => ops::restore(&cli.db, &out, args),
+        Command::Purge(args) => privacy::purge(&cli.db, &out, args),
+        Command::Vacuum => privacy::vacuum(&cli.db, &out),
         Command::Workspace(command) => setup::workspace(&cli.db, &out, command),
         Command::Channel(command) => setup::container(
             &cli.db,

@@ -21,6 +21,7 @@ pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             request_timeout: args.delivery_timeout,
             ..WorkerConfig::default()
         },
+        retention_interval: Some(crate::privacy::purge::RETENTION_INTERVAL),
         ..ServiceOptions::default()
     };
     options.server.rate_limit = RateLimit {

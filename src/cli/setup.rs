@@ -114,7 +114,12 @@ pub fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
 pub fn workspace(path: &Path, out: &Output, command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
-        WorkspaceCommand::Create { name, id, timezone } => {
+        WorkspaceCommand::Create {
+            name,
+            id,
+            timezone,
+            retention,
+        } => {
             let created = write(&db, move |conn| {
                 workspace::create(
                     conn,
@@ -122,6 +127,7 @@ pub fn workspace(path: &Path, out: &Output, command: WorkspaceCommand) -> anyhow
                         id: id.as_deref(),
                         name: &name,
                         timezone: &timezone,
+                        retention: retention.and_then(|r| r.0),
                     },
                 )
             })?;
@@ -134,8 +140,17 @@ pub fn workspace(path: &Path, out: &Output, command: WorkspaceCommand) -> anyhow
         WorkspaceCommand::Show { id } => {
             out.print(&to_value(&read(&db, |conn| workspace::get(conn, &id))?));
         }
-        WorkspaceCommand::Update { id, name, timezone } => {
-            let changes = workspace::WorkspaceChanges { name, timezone };
+        WorkspaceCommand::Update {
+            id,
+            name,
+            timezone,
+            retention,
+        } => {
+            let changes = workspace::WorkspaceChanges {
+                name,
+                timezone,
+                retention: retention.map(|r| r.0),
+            };
             let updated = write(&db, move |conn| workspace::update(conn, &id, &changes))?;
             out.print(&to_value(&updated));
         }

@@ -1,4 +1,5 @@
-//! Workspaces: the tenant, with the time zone that caps and schedules count in.
+//! Workspaces: the tenant, with the time zone that caps and schedules count in and how
+//! long its leads are kept (retention; `privacy::purge` acts on it).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
@@ -15,6 +16,19 @@ pub struct Workspace {
     pub created_at: i64,
     #[serde(serialize_with = "crate::config::serialize_opt_time")]
     pub archived_at: Option<i64>,
+    /// How long its leads are kept before `serve` purges them (`None`: for ever); shown in
+    /// the one duration syntax (`180d`).
+    #[serde(rename = "retention", serialize_with = "serialize_retention")]
+    pub retention_ms: Option<i64>,
+}
+
+fn serialize_retention<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&crate::duration::format(std::time::Duration::from_millis(
+            (*ms).max(0) as u64,
+        ))),
+        None => s.serialize_none(),
+    }
 }
 
 impl Workspace {
@@ -29,6 +43,7 @@ pub struct NewWorkspace<'a> {
     pub id: Option<&'a str>,
     pub name: &'a str,
     pub timezone: &'a str,
+    pub retention: Option<std::time::Duration>,
 }
 
 /// An `update`: only the fields given change.
@@ -36,9 +51,11 @@ pub struct NewWorkspace<'a> {
 pub struct WorkspaceChanges {
     pub name: Option<String>,
     pub timezone: Option<String>,
+    /// `Some(None)`: keep leads for ever from now on.
+    pub retention: Option<Option<std::time::Duration>>,
 }
 
-const COLUMNS: &str = "id, name, timezone, created_at, archived_at";
+const COLUMNS: &str = "id, name, timezone, created_at, archived_at, retention_ms";
 
 fn from_row(row: &Row) -> rusqlite::Result<Workspace> {
     Ok(Workspace {
@@ -47,7 +64,22 @@ fn from_row(row: &Row) -> rusqlite::Result<Workspace> {
         timezone: row.get(2)?,
         created_at: row.get(3)?,
         archived_at: row.get(4)?,
+        retention_ms: row.get(5)?,
     })
+}
+
+/// A retention as stored: whole milliseconds, more than 0.
+fn retention_ms(retention: Option<std::time::Duration>) -> Result<Option<i64>, ConfigError> {
+    let Some(retention) = retention else {
+        return Ok(None);
+    };
+    match i64::try_from(retention.as_millis()) {
+        Ok(0) => Err(ConfigError::Invalid(
+            "the retention must be longer than 0".into(),
+        )),
+        Ok(ms) => Ok(Some(ms)),
+        Err(_) => Err(ConfigError::Invalid("the retention is too long".into())),
+    }
 }
 
 /// Checks an IANA time zone name against the bundled time zone database.
@@ -67,14 +99,17 @@ pub fn create(conn: &Connection, new: &NewWorkspace) -> Result<Workspace, Config
         timezone: new.timezone.to_string(),
         created_at: crate::clock::now_ms(),
         archived_at: None,
+        retention_ms: retention_ms(new.retention)?,
     };
     conn.execute(
-        "INSERT INTO workspaces (id, name, timezone, created_at) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO workspaces (id, name, timezone, created_at, retention_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
         params![
             workspace.id,
             workspace.name,
             workspace.timezone,
-            workspace.created_at
+            workspace.created_at,
+            workspace.retention_ms
         ],
     )
     .map_err(|e| insert_error(e, "workspace", &workspace.id))?;
@@ -129,9 +164,17 @@ pub fn update(
         check_timezone(timezone).map_err(ConfigError::Invalid)?;
         workspace.timezone = timezone.clone();
     }
+    if let Some(retention) = changes.retention {
+        workspace.retention_ms = retention_ms(retention)?;
+    }
     conn.execute(
-        "UPDATE workspaces SET name = ?2, timezone = ?3 WHERE id = ?1",
-        params![workspace.id, workspace.name, workspace.timezone],
+        "UPDATE workspaces SET name = ?2, timezone = ?3, retention_ms = ?4 WHERE id = ?1",
+        params![
+            workspace.id,
+            workspace.name,
+            workspace.timezone,
+            workspace.retention_ms
+        ],
     )?;
     Ok(workspace)
 }

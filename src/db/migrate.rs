@@ -20,6 +20,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0005_evaluator.sql"),
     // Running in production: lead_requests.request_id and the health probe's table.
     include_str!("../../migrations/0006_production.sql"),
+    // Privacy and storage: the body in the lead's row, no stored answer, erasure marks,
+    // retention, the erasure log.
+    include_str!("../../migrations/0007_privacy.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -29,12 +32,30 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
+/// The SQL functions migrations call to compute what only Rust can (migration 7's
+/// backfill of the duplicate keys' hashes).
+fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "leadrelay_key_hash",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(ctx
+                .get::<Option<String>>(0)?
+                .map(|key| crate::ingest::normalize::key_hash(&key)))
+        },
+    )
+}
+
 /// Brings the file to [`SCHEMA_VERSION`]. Runs under `BEGIN IMMEDIATE`, so a CLI command
 /// and a starting server that open a new file at the same moment do not both migrate it.
 pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
     if schema_version(conn)? == SCHEMA_VERSION {
         return Ok(());
     }
+
+    register_functions(conn)?;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let found = schema_version(&tx)?;
     if found > SCHEMA_VERSION {

@@ -206,6 +206,10 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Deleted and overwritten content is zeroed, in pages that stay and in pages that go to
+    // the free list (`FAST` would leave it on free-list pages, which a backup copies), so an
+    // erased person is not left in the file's bytes (DESIGN.md section 12).
+    conn.pragma_update(None, "secure_delete", "ON")?;
     // Each writer job runs in a SAVEPOINT, whose journal SQLite would otherwise move to a
     // temporary file once it outgrows 64 KiB: a file created and deleted per large job.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
@@ -253,6 +257,14 @@ impl Db {
         files::prepare(&path).map_err(DbError::Io)?;
 
         let mut write_conn = Connection::open(&path)?;
+        // A new file gives freed pages back to the file system on request (`PRAGMA
+        // incremental_vacuum`, run after a purge). The mode is written into the file's
+        // first page, so it must be chosen before anything else writes it (even the switch
+        // to WAL); an older file keeps its mode until `leadrelay vacuum` switches it.
+        let page_count: i64 = write_conn.pragma_query_value(None, "page_count", |r| r.get(0))?;
+        if page_count == 0 {
+            write_conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        }
         configure(&mut write_conn)?;
         migrate::apply(&mut write_conn)?;
 
@@ -339,6 +351,16 @@ impl Db {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),
         }
+    }
+
+    /// Copies the WAL into the database file and truncates it to nothing, so old copies of
+    /// changed pages (the content before an erasure) are gone from the WAL too. Waits for
+    /// readers and writers up to the busy timeout; `false` when it could not finish (the
+    /// WAL is then emptied by a later checkpoint).
+    pub fn checkpoint_truncate(&self) -> Result<bool, DbError> {
+        let conn = self.inner.pool.get()?;
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+        Ok(busy == 0)
     }
 
     /// Figures of the writer: groups committed, jobs run, the last group's size, the

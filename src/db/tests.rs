@@ -205,3 +205,38 @@ fn new_database_file_is_private() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[test]
+fn a_new_file_vacuums_incrementally_and_zeroes_what_it_deletes() {
+    let (_dir, db) = temp_db();
+    let (auto_vacuum, secure_delete) = db
+        .read_blocking(|conn| {
+            let auto: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+            let secure: i64 = conn.pragma_query_value(None, "secure_delete", |r| r.get(0))?;
+            Ok::<_, DbError>((auto, secure))
+        })
+        .unwrap();
+    assert_eq!(auto_vacuum, 2, "incremental");
+    assert_eq!(secure_delete, 1, "on, not fast (2)");
+    // Pages freed by a job go back to the file system from inside a writer job.
+    let freed = db
+        .write_blocking(|conn| {
+            for n in 0..2_000 {
+                conn.execute(
+                    "INSERT INTO t VALUES (?1, ?2)",
+                    rusqlite::params![format!("{n:0>200}"), n],
+                )?;
+            }
+            conn.execute("DELETE FROM t", [])?;
+            let before: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
+            // The pragma frees one page per step: run it to the end.
+            let mut stmt = conn.prepare("PRAGMA incremental_vacuum(10)")?;
+            let mut rows = stmt.query([])?;
+            while rows.next()?.is_some() {}
+            let after: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
+            Ok::<_, DbError>((before, after))
+        })
+        .unwrap();
+    assert!(freed.0 > 10, "{freed:?}");
+    assert_eq!(freed.1, freed.0 - 10, "{freed:?}");
+}

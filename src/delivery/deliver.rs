@@ -185,6 +185,9 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
             workspace_id: lead.workspace_id.clone(),
         });
     }
+    if lead.erased_at.is_some() {
+        return Err(DeliveryError::LeadErased(lead.id.clone()));
+    }
     if lead.status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
             lead_id: lead.id.clone(),

@@ -82,9 +82,55 @@ impl LeadDelivered<'_> {
     }
 }
 
+/// The body of an event whose lead's person was erased: the same body with the lead as
+/// its tombstone (`ingest::erase::erased_lead_json`: `"erased": true`, the person's fields
+/// `null`) and no interest answers. A body that is not a JSON object (never written by
+/// this module) is replaced by an empty one rather than kept.
+pub(crate) fn erased_body(payload: &str) -> String {
+    let mut body = match serde_json::from_str::<Value>(payload) {
+        Ok(Value::Object(body)) => body,
+        _ => Map::new(),
+    };
+    let lead = match body.get("lead") {
+        Some(Value::Object(lead)) => crate::ingest::erase::erased_lead_json(lead),
+        _ => crate::ingest::erase::erased_lead_json(&Map::new()),
+    };
+    body.insert("lead".into(), Value::Object(lead));
+    if body.contains_key("fieldValues") {
+        body.insert("fieldValues".into(), Value::Object(Map::new()));
+    }
+    Value::Object(body).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_erased_body_keeps_the_deal_and_drops_the_person() {
+        let body = json!({
+            "event": "lead.delivered", "transactionId": "txn_1", "leadId": "lead_1",
+            "pricing": {"buyerPrice": 25.0},
+            "lead": {"externalId": "x1", "firstName": "Ada", "email": "ada@example.org",
+                     "utmSource": "ads"},
+            "fieldValues": {"roof": "tile"},
+        });
+        let erased: Value = serde_json::from_str(&erased_body(&body.to_string())).unwrap();
+        assert_eq!(erased["transactionId"], "txn_1");
+        assert_eq!(erased["pricing"]["buyerPrice"], 25.0);
+        assert_eq!(erased["lead"]["erased"], true);
+        assert_eq!(erased["lead"]["externalId"], "x1");
+        assert_eq!(erased["lead"]["firstName"], Value::Null);
+        assert_eq!(erased["lead"].get("utmSource"), None);
+        assert_eq!(erased["fieldValues"], json!({}));
+        let text = erased.to_string();
+        assert!(!text.contains("Ada") && !text.contains("ada@"), "{text}");
+        // The keys stay in their place.
+        assert_eq!(
+            erased.as_object().unwrap().keys().collect::<Vec<_>>(),
+            body.as_object().unwrap().keys().collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn field_values_are_strings_or_null() {

@@ -33,6 +33,9 @@ pub enum DeliveryError {
     /// The lead is cancelled or has a supplier cancellation pending.
     #[error("lead '{lead_id}' is {status} and cannot be delivered")]
     LeadNotActive { lead_id: String, status: String },
+    /// The lead's person was erased (or the lead purged): there is nobody to deliver.
+    #[error("lead '{0}' was erased and cannot be delivered")]
+    LeadErased(String),
     #[error("buyer '{0}' is paused")]
     BuyerPaused(String),
     /// No subscription to the product and no price given.
@@ -92,6 +95,7 @@ impl DeliveryError {
             DeliveryError::BuyerNotFound(_) => "buyer_not_found",
             DeliveryError::OtherWorkspace { .. } => "buyer_in_other_workspace",
             DeliveryError::LeadNotActive { .. } => "lead_not_active",
+            DeliveryError::LeadErased(_) => "lead_erased",
             DeliveryError::BuyerPaused(_) => "buyer_paused",
             DeliveryError::NotSubscribed { .. } => "not_subscribed",
             DeliveryError::AlreadyDelivered { .. } => "already_delivered",

@@ -291,6 +291,27 @@ pub(crate) fn set_price(
     Ok(())
 }
 
+/// Removes the free-text reasons from transaction `id`'s history for an erasure (a
+/// buyer's or an operator's words about a lead may name its person); every move, its
+/// actor and time stay. Returns how many entries had one.
+pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE transaction_history SET reason = NULL
+             WHERE transaction_id = ?1 AND reason IS NOT NULL",
+        )?
+        .execute([id])?;
+    Ok(changed as u64)
+}
+
+/// The ids of the transactions of lead `lead_id` (an erasure's walk).
+pub(crate) fn ids_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
+    let rows = stmt.query_map([lead_id], |row| row.get(0))?;
+    rows.collect()
+}
+
 /// Records that the prepaid charge was returned (a refund).
 pub(crate) fn clear_charge(conn: &Connection, id: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE transactions SET charged_cents = 0 WHERE id = ?1")?

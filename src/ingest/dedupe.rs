@@ -6,7 +6,7 @@
 //! after another, and the second sees the first's row. What a match leads to (review or
 //! reject) is decided by `store` from the rule's action.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use crate::config::source::{DedupeAction, DedupeRule, DedupeScope};
@@ -66,35 +66,39 @@ pub struct Scope<'a> {
     pub name: &'static str,
 }
 
-/// The statement for each (field, scope). The leading equality on the normalised key and
-/// the range on `created_at` use the `leads_email` / `leads_phone` index; the oldest match
-/// in the window is the one reported, as it is the original the others repeat.
+/// The statement for each (field, scope). The leading equality on the key's hash and the
+/// range on `created_at` use the `leads_email` / `leads_phone` index; rows come oldest
+/// first, and the first whose stored email (phone) has the key is the match reported, as
+/// it is the original the others repeat (a hash collision is skipped, never a match).
 fn statement(field: &str, scope: DedupeScope) -> Option<&'static str> {
     Some(match (field, scope) {
         ("email", DedupeScope::Container) => {
-            "SELECT id, created_at FROM leads WHERE email_norm = ?1 AND created_at >= ?2 \
-             AND container_id = ?3 ORDER BY created_at LIMIT 1"
+            "SELECT id, created_at, email FROM leads WHERE email_key = ?1 AND created_at >= ?2 \
+             AND container_id = ?3 ORDER BY created_at"
         }
         ("email", DedupeScope::Workspace) => {
-            "SELECT id, created_at FROM leads WHERE email_norm = ?1 AND created_at >= ?2 \
-             AND workspace_id = ?3 ORDER BY created_at LIMIT 1"
+            "SELECT id, created_at, email FROM leads WHERE email_key = ?1 AND created_at >= ?2 \
+             AND workspace_id = ?3 ORDER BY created_at"
         }
         ("phone", DedupeScope::Container) => {
-            "SELECT id, created_at FROM leads WHERE phone_norm = ?1 AND created_at >= ?2 \
-             AND container_id = ?3 ORDER BY created_at LIMIT 1"
+            "SELECT id, created_at, phone FROM leads WHERE phone_key = ?1 AND created_at >= ?2 \
+             AND container_id = ?3 ORDER BY created_at"
         }
         ("phone", DedupeScope::Workspace) => {
-            "SELECT id, created_at FROM leads WHERE phone_norm = ?1 AND created_at >= ?2 \
-             AND workspace_id = ?3 ORDER BY created_at LIMIT 1"
+            "SELECT id, created_at, phone FROM leads WHERE phone_key = ?1 AND created_at >= ?2 \
+             AND workspace_id = ?3 ORDER BY created_at"
         }
         _ => return None,
     })
 }
 
+/// Whether a stored email (phone) has the duplicate key: `normalize::email_matches`.
+type KeyMatch = fn(Option<&str>, &str) -> bool;
+
 /// How many earlier leads of the workspace, at any time and from any source, have this
 /// email or phone key, counted up to `cap` (the evaluator's `duplicatesSeen`: a lead
 /// offered before, elsewhere, is one buyers may already have). Uses the `leads_email` /
-/// `leads_phone` indexes.
+/// `leads_phone` indexes (on the keys' hashes), each hit confirmed against the stored value.
 pub fn seen_before(
     conn: &Connection,
     workspace_id: &str,
@@ -102,20 +106,37 @@ pub fn seen_before(
     phone_key: Option<&str>,
     cap: u32,
 ) -> rusqlite::Result<u32> {
-    if email_key.is_none() && phone_key.is_none() {
-        return Ok(0);
+    let cap = cap as usize;
+    let mut seen = std::collections::BTreeSet::new();
+    let lookups: [(Option<&str>, &str, KeyMatch); 2] = [
+        (
+            email_key,
+            "SELECT id, email FROM leads WHERE email_key = ?1 AND workspace_id = ?2",
+            super::normalize::email_matches,
+        ),
+        (
+            phone_key,
+            "SELECT id, phone FROM leads WHERE phone_key = ?1 AND workspace_id = ?2",
+            super::normalize::phone_matches,
+        ),
+    ];
+    for (key, sql, matches) in lookups {
+        let Some(key) = key else { continue };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(rusqlite::params![
+            super::normalize::key_hash(key),
+            workspace_id
+        ])?;
+        while seen.len() < cap
+            && let Some(row) = rows.next()?
+        {
+            // A hash collision is another person: confirmed against the stored value.
+            if matches(row.get_ref(1)?.as_str_or_null()?, key) {
+                seen.insert(row.get::<_, String>(0)?);
+            }
+        }
     }
-    conn.prepare_cached(
-        "SELECT count(*) FROM (
-             SELECT id FROM leads WHERE email_norm = ?1 AND workspace_id = ?3
-             UNION
-             SELECT id FROM leads WHERE phone_norm = ?2 AND workspace_id = ?3
-             LIMIT ?4)",
-    )?
-    .query_row(
-        rusqlite::params![email_key, phone_key, workspace_id, cap],
-        |row| row.get(0),
-    )
+    Ok(seen.len().min(cap) as u32)
 }
 
 /// The first match of `rule` for a lead with these keys, checking the rule's fields in
@@ -146,12 +167,23 @@ pub fn find_match(
         let (Some(key), Some(sql)) = (key, statement(field, rule.scope)) else {
             continue;
         };
-        let found = conn
-            .prepare_cached(sql)?
-            .query_row(rusqlite::params![key, since, scope_id], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-            })
-            .optional()?;
+        let matches = |stored: Option<&str>| match matched_on {
+            "email" => super::normalize::email_matches(stored, key),
+            _ => super::normalize::phone_matches(stored, key),
+        };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(rusqlite::params![
+            super::normalize::key_hash(key),
+            since,
+            scope_id
+        ])?;
+        let mut found = None;
+        while let Some(row) = rows.next()? {
+            if matches(row.get_ref(2)?.as_str_or_null()?) {
+                found = Some((row.get::<_, String>(0)?, row.get::<_, i64>(1)?));
+                break;
+            }
+        }
         if let Some((lead_id, created_at)) = found {
             return Ok(Some(DuplicateMatch {
                 lead_id,

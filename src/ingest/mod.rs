@@ -14,8 +14,10 @@
 //! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
 //! lifecycle).
 
+pub(crate) mod body;
 pub mod catalog;
 pub mod dedupe;
+pub(crate) mod erase;
 pub mod handler;
 pub mod model;
 pub mod normalize;

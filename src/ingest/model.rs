@@ -137,6 +137,8 @@ pub(crate) struct StoredLead {
     pub(crate) duplicate_match: Option<Value>,
     pub(crate) status: LeadStatus,
     pub(crate) created_at: i64,
+    /// When the person was erased (or the lead purged): a tombstone.
+    pub(crate) erased_at: Option<i64>,
     /// In the order the partner gave them.
     pub(crate) requests: Vec<StoredRequest>,
 }

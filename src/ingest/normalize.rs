@@ -3,6 +3,12 @@
 //! Owns what "a valid email" and "a valid phone" mean (used by quality) and the keys the
 //! duplicate rule compares: the email trimmed and lower-cased, the phone as its digits.
 //! Stored person fields keep what the partner sent; only these keys are normalised.
+//!
+//! The keys are stored and indexed as [`key_hash`]es (`leads.email_key`, `phone_key`): a
+//! 48-bit number takes 6 bytes where the key's text repeated the email (39 bytes for the
+//! benchmark's lead, in the row and again in the index). Whoever finds leads by a hash
+//! compares each one's stored email or phone, normalised, with the key: a collision is
+//! never a match.
 
 /// The duplicate key of an email: trimmed and lower-cased, when it is a plausible address.
 pub fn email_key(email: &str) -> Option<String> {
@@ -13,6 +19,27 @@ pub fn email_key(email: &str) -> Option<String> {
 /// The duplicate key of a phone number: its digits, when it is a plausible number.
 pub fn phone_key(phone: &str) -> Option<String> {
     phone_digits(phone)
+}
+
+/// The stored form of a duplicate key: the first 48 bits of its SHA-256, as a signed
+/// number (SQLite stores it in 6 bytes). Never changes: stored hashes must keep matching.
+pub fn key_hash(key: &str) -> i64 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    // The arithmetic shift keeps the sign: the value lies in [-2^47, 2^47).
+    i64::from_be_bytes(first) >> 16
+}
+
+/// Whether the stored `email` has duplicate key `key` (a hash match confirmed).
+pub fn email_matches(email: Option<&str>, key: &str) -> bool {
+    email.and_then(email_key).is_some_and(|k| k == key)
+}
+
+/// Whether the stored `phone` has duplicate key `key`.
+pub fn phone_matches(phone: Option<&str>, key: &str) -> bool {
+    phone.and_then(phone_key).is_some_and(|k| k == key)
 }
 
 /// Whether `email` (already trimmed) looks like `local@domain.tld`: one `@`, a local part
@@ -82,6 +109,28 @@ mod tests {
             Some("jane@example.com")
         );
         assert_eq!(email_key("nope"), None);
+    }
+
+    #[test]
+    fn key_hashes_are_48_bit_and_never_change() {
+        // Stored in files: if this fails, every stored key stops matching.
+        assert_eq!(key_hash("jane@example.com"), key_hash("jane@example.com"));
+        assert_eq!(key_hash("jane@example.com"), -126_960_499_306_955);
+        assert_eq!(key_hash("49301234567"), 52_363_105_995_538);
+        for key in ["", "a", "jane@example.com", "49301234567"] {
+            let hash = key_hash(key);
+            assert!(
+                (-(1i64 << 47)..(1i64 << 47)).contains(&hash),
+                "{key}: {hash}"
+            );
+        }
+        assert!(email_matches(Some(" Jane@Example.COM"), "jane@example.com"));
+        assert!(!email_matches(
+            Some("other@example.com"),
+            "jane@example.com"
+        ));
+        assert!(!email_matches(None, "jane@example.com"));
+        assert!(phone_matches(Some("+49 (30) 123-4567"), "49301234567"));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! HTTP layer answers 201 rather than 200).
 //!
 //! Owns the JSON of results. Items are serialised straight from [`ItemFacts`] (no
-//! intermediate `serde_json::Value`), because the writer stores each new lead's item in
-//! `leads.result` and every microsecond on the writer thread is one all requests wait for.
-//! It decides nothing about leads; it reports what `store` did.
+//! intermediate `serde_json::Value`), after the writer job, on the request's task. An
+//! idempotent replay is rebuilt from what the stored lead's columns and requests hold
+//! ([`StoredFacts`]): nothing of the first answer is stored twice. It decides nothing about
+//! leads; it reports what `store` did.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
@@ -73,16 +74,30 @@ impl ItemFacts {
             auto_delivery: None,
         }
     }
+}
 
-    /// The item as JSON text, as stored in `leads.result`.
-    pub fn to_text(&self, source: &Source) -> String {
-        let item = ItemJson {
-            source,
-            facts: self,
-            index: None,
-        };
-        serde_json::to_string(&item).expect("a result item always serialises")
-    }
+/// A stored lead as an idempotent replay answers it: the columns its first answer was made
+/// of, as stored (status values as text, JSON columns as their text).
+#[derive(Debug)]
+pub struct StoredFacts {
+    pub lead_id: String,
+    pub external_id: String,
+    pub quality_status: String,
+    /// JSON array of reason codes.
+    pub quality_reasons: String,
+    pub duplicate_status: String,
+    /// JSON object, the `duplicateMatch`.
+    pub duplicate_match: Option<String>,
+    /// In the order the partner gave them.
+    pub requests: Vec<StoredRequestFacts>,
+}
+
+#[derive(Debug)]
+pub struct StoredRequestFacts {
+    pub id: String,
+    pub trigger_auto_delivery: bool,
+    /// Auto-delivery's stored decision (the operator's view), when one was made.
+    pub decision: Option<String>,
 }
 
 /// An item ready to be serialised: facts, source and (in a batch) the position.
@@ -170,9 +185,7 @@ impl StoreOutcome {
             StoreOutcome::Created { item, .. } | StoreOutcome::DuplicateRejected { item } => {
                 Answer::Fresh(Box::new(item))
             }
-            StoreOutcome::Replay { lead_id, result } => {
-                Answer::Replay(replay_item(source, &lead_id, result.as_deref()))
-            }
+            StoreOutcome::Replay(stored) => Answer::Replay(replay_item(source, &stored)),
         }
     }
 
@@ -182,22 +195,57 @@ impl StoreOutcome {
     }
 }
 
-/// The item of an idempotent replay: the stored lead's first answer, marked as a replay.
-fn replay_item(source: &Source, lead_id: &str, stored: Option<&str>) -> Value {
-    let mut item = stored
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-        .filter(Value::is_object)
-        .unwrap_or_else(|| {
-            // A lead stored without its answer (not written by ingest) still names itself.
-            let facts = ItemFacts {
-                lead_id: Some(lead_id.to_string()),
-                ..ItemFacts::invalid(None, Vec::new())
-            };
-            serde_json::from_str(&facts.to_text(source)).expect("an item is valid JSON")
-        });
-    item["status"] = Status::IdempotentReplay.as_str().into();
-    item["idempotentReplay"] = true.into();
-    item
+/// The item of an idempotent replay: the stored lead's answer rebuilt from its columns and
+/// requests, in the order and shape of a first answer ([`ItemJson`]), marked as a replay.
+/// Auto-delivery's part is the partner's view of each stored decision.
+fn replay_item(source: &Source, stored: &StoredFacts) -> Value {
+    let json_column = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+    let mut ingest = serde_json::Map::new();
+    ingest.insert("qualityStatus".into(), stored.quality_status.clone().into());
+    ingest.insert(
+        "qualityReasons".into(),
+        json_column(&stored.quality_reasons),
+    );
+    ingest.insert(
+        "duplicateStatus".into(),
+        stored.duplicate_status.clone().into(),
+    );
+    if let Some(found) = &stored.duplicate_match {
+        ingest.insert("duplicateMatch".into(), json_column(found));
+    }
+    let mut item = serde_json::Map::new();
+    item.insert("status".into(), Status::IdempotentReplay.as_str().into());
+    item.insert("leadId".into(), stored.lead_id.clone().into());
+    item.insert(
+        source.container_kind.id_key().into(),
+        source.container_id.clone().into(),
+    );
+    item.insert("sourceId".into(), source.id.clone().into());
+    item.insert("externalId".into(), stored.external_id.clone().into());
+    item.insert("idempotentReplay".into(), true.into());
+    item.insert(
+        "requestIds".into(),
+        stored
+            .requests
+            .iter()
+            .map(|r| Value::from(r.id.as_str()))
+            .collect(),
+    );
+    item.insert("ingest".into(), Value::Object(ingest));
+    let decisions: Vec<Value> = stored
+        .requests
+        .iter()
+        .filter(|r| r.trigger_auto_delivery)
+        .filter_map(|r| r.decision.as_deref())
+        .map(json_column)
+        .collect();
+    if stored.requests.iter().any(|r| r.trigger_auto_delivery) {
+        item.insert(
+            "autoDelivery".into(),
+            crate::autodelivery::decision::replayed(&decisions),
+        );
+    }
+    Value::Object(item)
 }
 
 struct AnswerJson<'a> {

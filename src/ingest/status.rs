@@ -1,6 +1,6 @@
 //! The states of stored leads and lead requests, and every write to them after ingest.
 //!
-//! Ingest owns the `leads`, `lead_bodies` and `lead_requests` tables: `store` inserts them,
+//! Ingest owns the `leads` and `lead_requests` tables: `store` inserts them,
 //! and this module makes every later change. A lead's lifecycle status (`active`,
 //! `cancellation_pending`, `cancelled`) is moved by the supplier clawback
 //! (`lifecycle::clawback`, `lifecycle::supplier`); a request's status (`open`, `delivered`,

@@ -11,11 +11,12 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::IngestError;
+use super::body;
 use super::dedupe::{self, DuplicateStatus};
 use super::model::{Lead, StoredLead, StoredRequest};
 use super::normalize;
 use super::quality::Quality;
-use super::result::{IngestFacts, ItemFacts, Status};
+use super::result::{IngestFacts, ItemFacts, Status, StoredFacts, StoredRequestFacts};
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::source::{DedupeScope, Source};
 
@@ -30,12 +31,13 @@ fn scope_name(source: &Source) -> &'static str {
 
 /// A valid lead with everything computed that needs no database: the writer job's input.
 /// It exists apart from [`Lead`] so that the job only binds ready values (contact keys,
-/// quality, the text of the JSON columns) and spends no writer time serialising.
+/// quality, the text of the JSON columns, the compressed body) and spends no writer time
+/// serialising.
 #[derive(Debug)]
 pub struct PreparedLead {
     pub lead: Lead,
-    /// The lead's JSON as received.
-    pub raw: String,
+    /// The lead's JSON as received, as stored (`body::encode`).
+    body: Vec<u8>,
     pub email_key: Option<String>,
     pub phone_key: Option<String>,
     pub quality: Quality,
@@ -46,6 +48,7 @@ pub struct PreparedLead {
 }
 
 impl PreparedLead {
+    /// `raw` is the lead's JSON as received.
     pub fn new(lead: Lead, raw: String, quality: Quality) -> PreparedLead {
         let fields = &lead.fields;
         let email_key = fields
@@ -58,17 +61,23 @@ impl PreparedLead {
             .phone
             .as_deref()
             .and_then(normalize::phone_key);
+        let additional_json = json_text(&fields.additional);
+        let metadata_json = fields.capture.metadata.as_ref().map(json_text);
+        let body = body::encode(
+            &raw,
+            &body::Columns::of(fields, &additional_json, metadata_json.as_deref()),
+        );
         PreparedLead {
-            additional_json: json_text(&fields.additional),
-            metadata_json: fields.capture.metadata.as_ref().map(json_text),
+            additional_json,
+            metadata_json,
             reasons_json: json_text(&quality.reasons),
             field_values_json: lead
                 .interests
                 .iter()
                 .map(|interest| json_text(&interest.field_values))
                 .collect(),
+            body,
             lead,
-            raw,
             email_key,
             phone_key,
             quality,
@@ -84,35 +93,33 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
 /// What happened to one prepared lead in the writer job.
 #[derive(Debug)]
 pub enum StoreOutcome {
-    /// Stored: accepted, or a duplicate kept for review. `item` is the answer, also saved
-    /// in `leads.result`.
+    /// Stored: accepted, or a duplicate kept for review. `item` is the answer.
     Created {
         item: ItemFacts,
         /// Transactions auto-delivery created for it; the outbox is woken when any were.
         auto_delivered: usize,
     },
-    /// The source has a lead with this externalId already: its first answer (`result`).
-    Replay {
-        lead_id: String,
-        result: Option<String>,
-    },
+    /// The source has a lead with this externalId already: what its answer is rebuilt
+    /// from.
+    Replay(StoredFacts),
     /// A duplicate under a rule with action `reject`: nothing was stored.
     DuplicateRejected { item: ItemFacts },
 }
 
-const FIND_EXTERNAL: &str =
-    "SELECT id, result FROM leads WHERE source_id = ?1 AND external_id = ?2";
+const FIND_EXTERNAL: &str = "SELECT id, quality_status, quality_reasons, duplicate_status, \
+    duplicate_match FROM leads WHERE source_id = ?1 AND external_id = ?2";
+
+const FIND_REQUESTS: &str = "SELECT id, trigger_auto_delivery, decision FROM lead_requests \
+    WHERE lead_id = ?1 ORDER BY position";
 
 const INSERT_LEAD: &str = "INSERT INTO leads (id, source_id, container_id, workspace_id, \
     external_id, first_name, last_name, email, phone, street, house_number, postal_code, city, \
     country, consent_status, legal_basis, consent_captured_at, consent_text_version, \
     captured_by_external_id, captured_by_name, captured_by_team, captured_at, capture_method, \
-    capture_metadata, additional, email_norm, phone_norm, quality_status, quality_reasons, \
-    duplicate_status, duplicate_match, result, created_at) \
+    capture_metadata, additional, email_key, phone_key, quality_status, quality_reasons, \
+    duplicate_status, duplicate_match, body, created_at) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
     ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)";
-
-const INSERT_BODY: &str = "INSERT INTO lead_bodies (lead_id, body) VALUES (?1, ?2)";
 
 const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, product_id, \
     routing_ready, trigger_auto_delivery, field_values, created_at, request_id) \
@@ -140,16 +147,10 @@ fn store_one(
     now: i64,
 ) -> Result<StoreOutcome, IngestError> {
     let external_id = lead.lead.fields.external_id.as_deref();
-    if let Some(external_id) = external_id {
-        let found = conn
-            .prepare_cached(FIND_EXTERNAL)?
-            .query_row(params![source.id, external_id], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
-            })
-            .optional()?;
-        if let Some((lead_id, result)) = found {
-            return Ok(StoreOutcome::Replay { lead_id, result });
-        }
+    if let Some(external_id) = external_id
+        && let Some(found) = find_external(conn, &source.id, external_id)?
+    {
+        return Ok(StoreOutcome::Replay(found));
     }
 
     let duplicate_match = if source.dedupe.fields.is_empty() {
@@ -224,8 +225,6 @@ fn store_one(
         auto_delivery: None,
     };
     insert_lead(conn, source, lead, &lead_id, &item, now)?;
-    conn.prepare_cached(INSERT_BODY)?
-        .execute(params![lead_id, lead.raw])?;
     // The writer runs a request's job with the request's X-Request-Id current
     // (`request_id::current`); it is kept on each lead request. None for leads that came
     // without an HTTP request.
@@ -253,7 +252,7 @@ fn store_one(
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
     // caps and balances cannot race; it gets the lead as just written rather than reading
-    // it back, and its decision joins the answer saved for replays.
+    // it back. Its decisions are stored on the requests, where a replay finds them.
     let mut auto_delivered = 0;
     if let Some(duplicates_seen) = duplicates_seen {
         let stored = stored_lead(source, lead, lead_id, &item, now);
@@ -261,7 +260,6 @@ fn store_one(
         {
             auto_delivered = auto.delivered();
             item.auto_delivery = Some(auto.to_json());
-            save_result(conn, source, &stored.id, &item)?;
         }
     }
     Ok(StoreOutcome::Created {
@@ -294,6 +292,7 @@ fn stored_lead(
             .map(|m| m.to_json()),
         status: LeadStatus::Active,
         created_at: now,
+        erased_at: None,
         requests: lead
             .lead
             .interests
@@ -355,27 +354,73 @@ fn insert_lead(
         capture.capture_method,
         lead.metadata_json,
         lead.additional_json,
-        lead.email_key,
-        lead.phone_key,
+        lead.email_key.as_deref().map(normalize::key_hash),
+        lead.phone_key.as_deref().map(normalize::key_hash),
         lead.quality.status.as_str(),
         lead.reasons_json,
         duplicate_status.as_str(),
         duplicate_match,
-        item.to_text(source),
+        lead.body,
         now,
     ])?;
     Ok(())
 }
 
-/// Saves `item` as the lead's answer, so that a replay answers the same (for a step that
-/// adds to the answer after the lead was inserted).
-fn save_result(
+/// The lead of `source` with `external_id`, as a replay answers it: its ingest facts and
+/// its requests with auto-delivery's decisions.
+fn find_external(
     conn: &Connection,
-    source: &Source,
-    lead_id: &str,
-    item: &ItemFacts,
-) -> Result<(), IngestError> {
-    conn.prepare_cached("UPDATE leads SET result = ?2 WHERE id = ?1")?
-        .execute(params![lead_id, item.to_text(source)])?;
-    Ok(())
+    source_id: &str,
+    external_id: &str,
+) -> rusqlite::Result<Option<StoredFacts>> {
+    let found = conn
+        .prepare_cached(FIND_EXTERNAL)?
+        .query_row(params![source_id, external_id], |row| {
+            Ok(StoredFacts {
+                lead_id: row.get(0)?,
+                external_id: external_id.to_string(),
+                quality_status: row.get(1)?,
+                quality_reasons: row.get(2)?,
+                duplicate_status: row.get(3)?,
+                duplicate_match: row.get(4)?,
+                requests: Vec::new(),
+            })
+        })
+        .optional()?;
+    let Some(mut facts) = found else {
+        return Ok(None);
+    };
+    facts.requests = conn
+        .prepare_cached(FIND_REQUESTS)?
+        .query_map([&facts.lead_id], |row| {
+            Ok(StoredRequestFacts {
+                id: row.get(0)?,
+                trigger_auto_delivery: row.get(1)?,
+                decision: row.get(2)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(Some(facts))
+}
+
+/// Compresses up to `limit` raw bodies stored before the compressed format (TEXT values,
+/// moved into `leads` by migration 7) into it; returns how many. `leadrelay vacuum` runs
+/// it before it rebuilds the file.
+pub(crate) fn compress_legacy_bodies(conn: &Connection, limit: usize) -> rusqlite::Result<usize> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut select = conn.prepare(&format!(
+        "SELECT rowid, body, {} FROM leads WHERE typeof(body) = 'text' LIMIT ?1",
+        body::COLUMN_NAMES
+    ))?;
+    let mut encoded: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut rows = select.query([limit])?;
+    while let Some(row) = rows.next()? {
+        let raw = row.get_ref(1)?.as_str()?;
+        encoded.push((row.get(0)?, body::encode(raw, &body::Columns::at(row, 2)?)));
+    }
+    let mut update = conn.prepare("UPDATE leads SET body = ?2 WHERE rowid = ?1")?;
+    for (rowid, stored) in &encoded {
+        update.execute(params![rowid, stored])?;
+    }
+    Ok(encoded.len())
 }

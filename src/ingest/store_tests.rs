@@ -66,6 +66,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             id: Some("ws"),
             name: "W",
             timezone: "Europe/Berlin",
+            retention: None,
         },
     )
     .unwrap();

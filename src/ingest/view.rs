@@ -9,13 +9,15 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
+use super::{body, normalize};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
     l.external_id, l.first_name, l.last_name, l.email, l.phone, l.street, l.house_number, \
     l.postal_code, l.city, l.country, l.consent_status, l.legal_basis, l.consent_captured_at, \
     l.consent_text_version, l.captured_by_external_id, l.captured_by_name, l.captured_by_team, \
     l.captured_at, l.capture_method, l.capture_metadata, l.additional, l.quality_status, \
-    l.quality_reasons, l.duplicate_status, l.duplicate_match, l.status, l.created_at";
+    l.quality_reasons, l.duplicate_status, l.duplicate_match, l.status, l.created_at, \
+    l.erased_at";
 
 fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T> {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -63,8 +65,52 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
         duplicate_match: json_column(row.get(29)?),
         status: row.get(30)?,
         created_at: row.get(31)?,
+        erased_at: row.get(32)?,
         requests: Vec::new(),
     })
+}
+
+/// Up to `limit` leads, not yet erased, whose email has duplicate key `key`
+/// (`normalize::email_key`), oldest first: found by the key's hash on the `leads_email`
+/// index, each confirmed against its stored email (an erased lead has no hash).
+pub(crate) fn with_email(
+    conn: &Connection,
+    key: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<String>> {
+    let sql = "SELECT id, email FROM leads WHERE email_key = ?1 ORDER BY created_at";
+    confirmed(conn, sql, key, limit, normalize::email_matches)
+}
+
+/// [`with_email`] by the phone's digits (`normalize::phone_key`).
+pub(crate) fn with_phone(
+    conn: &Connection,
+    key: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<String>> {
+    let sql = "SELECT id, phone FROM leads WHERE phone_key = ?1 ORDER BY created_at";
+    confirmed(conn, sql, key, limit, normalize::phone_matches)
+}
+
+/// The ids `sql` finds by `key`'s hash whose stored value (the second column) has `key`.
+fn confirmed(
+    conn: &Connection,
+    sql: &str,
+    key: &str,
+    limit: usize,
+    matches: fn(Option<&str>, &str) -> bool,
+) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query([normalize::key_hash(key)])?;
+    let mut ids = Vec::new();
+    while ids.len() < limit
+        && let Some(row) = rows.next()?
+    {
+        if matches(row.get_ref(1)?.as_str_or_null()?, key) {
+            ids.push(row.get(0)?);
+        }
+    }
+    Ok(ids)
 }
 
 /// The lead `id` with its requests, or `None`.
@@ -133,14 +179,40 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
     .collect()
 }
 
-/// The raw body the lead came in (the batch item for a batch), as received.
-pub(crate) fn raw_body(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row(
-        "SELECT body FROM lead_bodies WHERE lead_id = ?1",
-        [id],
-        |r| r.get(0),
-    )
-    .optional()
+/// The raw body the lead came in (the batch item for a batch), as received; `None` for an
+/// unknown lead or one without a body (erased).
+pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT body, {} FROM leads WHERE id = ?1",
+        body::COLUMN_NAMES
+    ))?;
+    let mut rows = stmt.query([id])?;
+    let Some(row) = rows.next()? else {
+        return Ok(None);
+    };
+    let columns = body::Columns::at(row, 1)?;
+    body::decode(row.get_ref(0)?, &columns).map_err(|e| ViewError::Body {
+        lead_id: id.to_string(),
+        error: e,
+    })
+}
+
+/// Why a stored lead could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ViewError {
+    #[error("the raw body of lead '{lead_id}' cannot be read: {error}")]
+    Body {
+        lead_id: String,
+        error: body::BodyError,
+    },
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+}
+
+impl From<rusqlite::Error> for ViewError {
+    fn from(e: rusqlite::Error) -> Self {
+        ViewError::Db(crate::db::DbError::Sqlite(e))
+    }
 }
 
 /// Newest leads first, of one source or of all, at most `limit`.
@@ -216,6 +288,8 @@ impl StoredLead {
             "duplicateMatch": self.duplicate_match,
             "requests": requests,
             "createdAt": crate::clock::iso(self.created_at),
+            "erased": self.erased_at.is_some(),
+            "erasedAt": self.erased_at.map(crate::clock::iso),
         })
     }
 
@@ -241,6 +315,7 @@ impl StoredLead {
                 .collect::<Vec<_>>(),
             "requestIds": self.requests.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
             "createdAt": crate::clock::iso(self.created_at),
+            "erased": self.erased_at.is_some(),
         })
     }
 }

@@ -80,6 +80,19 @@ pub(crate) struct Posting<'a> {
     pub at: i64,
 }
 
+/// Removes the reason text of transaction `transaction_id`'s refund rows for an erasure: a
+/// refund's reason carries the buyer's words about the lead, which may name its person.
+/// The one change to a written row: amounts, kinds, parties and times never change.
+pub(crate) fn erase_reasons(conn: &Connection, transaction_id: &str) -> rusqlite::Result<u64> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE ledger_entries SET reason = NULL
+             WHERE transaction_id = ?1 AND kind = 'refund' AND reason IS NOT NULL",
+        )?
+        .execute([transaction_id])?;
+    Ok(changed as u64)
+}
+
 /// Appends the row and, for a buyer, moves the cached balance by the same amount. Runs
 /// inside the caller's writer job, so the row and the cache commit together or not at all.
 /// Returns the row's id.

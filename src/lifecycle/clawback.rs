@@ -199,6 +199,18 @@ pub(crate) fn resolve(
     status::set_lead_status(conn, &cancellation.lead_id, lead_status)
 }
 
+/// Removes the free-text reasons (the operator's and the supplier's) of lead `lead_id`'s
+/// cancellation for an erasure; its status and times stay.
+pub(crate) fn erase_reasons(conn: &Connection, lead_id: &str) -> rusqlite::Result<u64> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE supplier_cancellations SET reason = NULL, response_reason = NULL
+             WHERE lead_id = ?1 AND (reason IS NOT NULL OR response_reason IS NOT NULL)",
+        )?
+        .execute([lead_id])?;
+    Ok(changed as u64)
+}
+
 /// `leadrelay lead cancel ID --reason R`: opens a supplier cancellation by hand.
 pub fn open_by_operator(
     conn: &Connection,

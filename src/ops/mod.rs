@@ -13,6 +13,7 @@ pub mod backup;
 pub mod check;
 pub mod restore;
 pub mod states;
+pub mod vacuum;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

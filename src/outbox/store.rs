@@ -282,7 +282,7 @@ pub fn record(
 ) -> rusqlite::Result<Option<Outcome>> {
     let row = conn
         .prepare_cached(
-            "SELECT status, attempts, retry_base, claims, transaction_id
+            "SELECT status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL
              FROM outbox_events WHERE id = ?1",
         )?
         .query_row([&attempt.event_id], |row| {
@@ -292,11 +292,19 @@ pub fn record(
                 row.get::<_, i64>(2)?,
                 row.get::<_, i64>(3)?,
                 row.get::<_, Option<String>>(4)?,
+                row.get::<_, bool>(5)?,
             ))
         })
         .optional()?;
-    let Some((status, attempts, retry_base, claims, transaction_id)) = row else {
+    let Some((status, attempts, retry_base, claims, transaction_id, erased)) = row else {
         return Ok(None);
+    };
+    // An attempt that was sent before its event's person was erased may come back with an
+    // answer that echoes the person: keep none for an erased event.
+    let excerpt = if erased {
+        None
+    } else {
+        attempt.response_excerpt.as_deref()
     };
     let number = attempts + 1;
     let current = claims == attempt.claim && status == EventStatus::Pending;
@@ -371,7 +379,7 @@ pub fn record(
         attempt.duration_ms,
         attempt.http_status,
         attempt.error,
-        attempt.response_excerpt,
+        excerpt,
         outcome
     ])?;
     Ok(Some(outcome))
@@ -611,6 +619,52 @@ pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError
         transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
     }
     find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
+}
+
+/// The events of a transaction as an erasure rewrites them: id and payload.
+pub(crate) fn payloads_of_transaction(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, payload FROM outbox_events WHERE transaction_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([transaction_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
+/// What erasing the person from an event changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErasedEvent {
+    /// Response excerpts removed from its attempts.
+    pub(crate) attempts: u64,
+}
+
+/// Replaces event `id`'s payload with `payload` (the person erased from it, built by
+/// `delivery::event`) and removes its attempts' response excerpts (a buyer's answer may
+/// echo the person). A pending event is sent with the new payload from its next attempt
+/// on, under the same `webhook-id`; the event remembers the erasure, so an attempt that
+/// was in flight meanwhile records no excerpt ([`record`]).
+pub(crate) fn erase_event(
+    conn: &Connection,
+    id: &str,
+    payload: &str,
+    now: i64,
+) -> rusqlite::Result<ErasedEvent> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET payload = ?2, erased_at = coalesce(erased_at, ?3)
+         WHERE id = ?1",
+    )?
+    .execute(params![id, payload, now])?;
+    let attempts = conn
+        .prepare_cached(
+            "UPDATE outbox_attempts SET response_excerpt = NULL
+             WHERE event_id = ?1 AND response_excerpt IS NOT NULL",
+        )?
+        .execute([id])?;
+    Ok(ErasedEvent {
+        attempts: attempts as u64,
+    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ fn database() -> (tempfile::TempDir, Connection) {
             id: Some("ws"),
             name: "W",
             timezone: "UTC",
+            retention: None,
         },
     )
     .unwrap();

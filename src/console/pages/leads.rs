@@ -3,8 +3,9 @@
 //!
 //! Email and phone are normalised as the duplicate rule normalises them
 //! (`ingest::normalize`), so `  Ana@Example.COM ` and `+49 (30) 123-4567` find what was
-//! stored. Every branch is an index lookup: the primary keys, `leads_email`,
-//! `leads_phone`, and `leads_source_external` once per source for an external id.
+//! stored. Every branch is an index lookup: the primary keys, `leads_email` and
+//! `leads_phone` (by the key's hash, through `ingest::view`), and `leads_source_external`
+//! once per source for an external id.
 
 use hyper::StatusCode;
 use maud::{Markup, html};
@@ -91,8 +92,16 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
         ))?;
         return statement.query_map([LIMIT], from_row)?.collect();
     }
-    let email = crate::ingest::normalize::email_key(q);
-    let phone = crate::ingest::normalize::phone_key(q);
+    // By email or phone: the leads whose stored contact has the key (found by the key's
+    // hash on `leads_email` / `leads_phone`, each confirmed), as a JSON array of ids.
+    let mut contacts = Vec::new();
+    if let Some(key) = crate::ingest::normalize::email_key(q) {
+        contacts.extend(crate::ingest::view::with_email(conn, &key, LIMIT as usize)?);
+    }
+    if let Some(key) = crate::ingest::normalize::phone_key(q) {
+        contacts.extend(crate::ingest::view::with_phone(conn, &key, LIMIT as usize)?);
+    }
+    let contacts = serde_json::Value::from(contacts).to_string();
     // `source_id IN (SELECT id FROM sources)` lets SQLite use the (source, external id)
     // index once per source instead of scanning every lead.
     let mut statement = conn.prepare_cached(&format!(
@@ -100,14 +109,13 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
              SELECT ?1
              UNION SELECT lead_id FROM lead_requests WHERE id = ?1
              UNION SELECT lead_id FROM transactions WHERE id = ?1
-             UNION SELECT id FROM leads WHERE email_norm = ?2
-             UNION SELECT id FROM leads WHERE phone_norm = ?3
+             UNION SELECT value FROM json_each(?2)
              UNION SELECT id FROM leads
                    WHERE source_id IN (SELECT id FROM sources) AND external_id = ?1)
-         ORDER BY created_at DESC LIMIT ?4"
+         ORDER BY created_at DESC LIMIT ?3"
     ))?;
     statement
-        .query_map(params![q, email, phone, LIMIT], from_row)?
+        .query_map(params![q, contacts, LIMIT], from_row)?
         .collect()
 }
 

@@ -1,0 +1,276 @@
+//! Erasing a person from the leads they are in: the lead becomes a tombstone.
+//!
+//! A tombstone keeps what reports, the ledger and the lifecycle need and nothing that
+//! names, locates or reaches the person: its ids (lead, source, container, workspace,
+//! `externalId`, request ids), times, products, statuses, quality and duplicate facts,
+//! the country, and the consent and capture facts (status, legal basis, text version,
+//! times, method, and who captured it: the partner's agent, not the person). Gone: the
+//! names (empty), email, phone, street, house number, postal code, city, the capture
+//! metadata (free-form, may hold an IP address or a device), the additional properties,
+//! the normalised contact keys, the raw body and the interests' answers.
+//!
+//! Owns these writes to `leads` and `lead_requests` (ingest's tables), the lookup of the
+//! leads an erasure or a purge takes, and the tombstone of the lead as buyers get it
+//! ([`erased_lead_json`]), so an event sent after an erasure carries the same fields the
+//! tombstone holds. `privacy` decides when; this module does it.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Map, Value};
+
+use super::{normalize, view};
+
+/// The leads, not erased, an erasure by email or phone takes (found by the key's hash and
+/// confirmed against the stored value).
+pub(crate) use super::view::{with_email, with_phone};
+
+/// The fields of the lead as buyers get it that an erasure empties: sent as `null` in an
+/// event after the erasure, so a buyer's system overwrites what it stored.
+const ERASED_FIELDS: [&str; 8] = [
+    "firstName",
+    "lastName",
+    "email",
+    "phone",
+    "street",
+    "houseNumber",
+    "postalCode",
+    "city",
+];
+
+/// The fields of the lead as buyers get it that a tombstone keeps (the columns the
+/// erasure leaves).
+const KEPT_FIELDS: [&str; 11] = [
+    "externalId",
+    "country",
+    "consentStatus",
+    "legalBasis",
+    "consentCapturedAt",
+    "consentTextVersion",
+    "capturedByExternalId",
+    "capturedByName",
+    "capturedByTeam",
+    "capturedAt",
+    "captureMethod",
+];
+
+/// The lead object of a `lead.delivered` event (SPEC.md section 6) after its person was
+/// erased: `"erased": true`, the kept fields it had, and every erased field as `null`. The
+/// capture metadata and the additional properties are left out.
+pub(crate) fn erased_lead_json(lead: &Map<String, Value>) -> Map<String, Value> {
+    let mut erased = Map::new();
+    if let Some(external_id) = lead.get("externalId") {
+        erased.insert("externalId".into(), external_id.clone());
+    }
+    erased.insert("erased".into(), Value::Bool(true));
+    for key in ERASED_FIELDS {
+        erased.insert(key.into(), Value::Null);
+    }
+    for key in &KEPT_FIELDS[1..] {
+        if let Some(value) = lead.get(*key) {
+            erased.insert((*key).into(), value.clone());
+        }
+    }
+    erased
+}
+
+const TOMBSTONE_LEAD: &str = "UPDATE leads SET first_name = '', last_name = '', email = NULL, \
+    phone = NULL, street = NULL, house_number = NULL, postal_code = NULL, city = NULL, \
+    capture_metadata = NULL, additional = '{}', email_key = NULL, phone_key = NULL, \
+    body = NULL, erased_at = ?2 \
+    WHERE id = ?1 AND erased_at IS NULL";
+
+const TOMBSTONE_REQUESTS: &str =
+    "UPDATE lead_requests SET field_values = '{}' WHERE lead_id = ?1 AND field_values <> '{}'";
+
+/// What making a lead a tombstone changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tombstoned {
+    /// 1 when the lead was not a tombstone yet, else 0.
+    pub(crate) leads: u64,
+    /// Requests whose answers were removed.
+    pub(crate) requests: u64,
+}
+
+/// Makes lead `id` a tombstone erased at `now`; an erased lead is left as it is.
+pub(crate) fn tombstone(conn: &Connection, id: &str, now: i64) -> rusqlite::Result<Tombstoned> {
+    let leads = conn
+        .prepare_cached(TOMBSTONE_LEAD)?
+        .execute(params![id, now])?;
+    if leads == 0 {
+        return Ok(Tombstoned::default());
+    }
+    let requests = conn.prepare_cached(TOMBSTONE_REQUESTS)?.execute([id])?;
+    Ok(Tombstoned {
+        leads: leads as u64,
+        requests: requests as u64,
+    })
+}
+
+/// How many leads, not erased, have email key `key`.
+pub(crate) fn count_with_email(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
+    view::with_email(conn, key, usize::MAX).map(|ids| ids.len() as u64)
+}
+
+/// How many leads, not erased, have phone key `key`.
+pub(crate) fn count_with_phone(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
+    view::with_phone(conn, key, usize::MAX).map(|ids| ids.len() as u64)
+}
+
+/// Whether lead `id` exists, and when it was erased (`Some(None)`: not erased).
+pub(crate) fn erased_at(conn: &Connection, id: &str) -> rusqlite::Result<Option<Option<i64>>> {
+    conn.prepare_cached("SELECT erased_at FROM leads WHERE id = ?1")?
+        .query_row([id], |row| row.get(0))
+        .optional()
+}
+
+/// How many other leads, not erased, share lead `id`'s email or phone (to tell the
+/// operator who erased one lead of a person that more are there).
+pub(crate) fn others_with_same_contact(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+    let contact: Option<(Option<String>, Option<String>)> = conn
+        .prepare_cached("SELECT email, phone FROM leads WHERE id = ?1")?
+        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((email, phone)) = contact else {
+        return Ok(0);
+    };
+    let mut others = std::collections::BTreeSet::new();
+    if let Some(key) = email.as_deref().and_then(normalize::email_key) {
+        others.extend(view::with_email(conn, &key, usize::MAX)?);
+    }
+    if let Some(key) = phone.as_deref().and_then(normalize::phone_key) {
+        others.extend(view::with_phone(conn, &key, usize::MAX)?);
+    }
+    others.remove(id);
+    Ok(others.len() as u64)
+}
+
+/// The next leads of a purge: up to `limit` leads of `source_id` created before `cutoff`,
+/// after the position `after` (created_at, rowid) in that order, on the
+/// `leads_source_created` index. Erased ones are included (the caller skips them) so the
+/// position moves past them: a purge walks each lead once.
+pub(crate) fn older_than(
+    conn: &Connection,
+    source_id: &str,
+    after: (i64, i64),
+    cutoff: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<PurgeCandidate>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, created_at, rowid, erased_at IS NOT NULL FROM leads
+         WHERE source_id = ?1 AND (created_at, rowid) > (?2, ?3) AND created_at < ?4
+         ORDER BY created_at, rowid LIMIT ?5",
+    )?;
+    let rows = stmt.query_map(params![source_id, after.0, after.1, cutoff, limit], |row| {
+        Ok(PurgeCandidate {
+            id: row.get(0)?,
+            position: (row.get(1)?, row.get(2)?),
+            erased: row.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// A lead a purge passes: its id, its position on the index, whether it is a tombstone.
+#[derive(Debug, Clone)]
+pub(crate) struct PurgeCandidate {
+    pub(crate) id: String,
+    pub(crate) position: (i64, i64),
+    pub(crate) erased: bool,
+}
+
+/// How many leads of `source_id` created before `cutoff` (and at or after `from`) are not
+/// erased: what a purge would take (`purge --dry-run`).
+pub(crate) fn count_older_than(
+    conn: &Connection,
+    source_id: &str,
+    from: i64,
+    cutoff: i64,
+) -> rusqlite::Result<u64> {
+    conn.prepare_cached(
+        "SELECT count(*) FROM leads
+         WHERE source_id = ?1 AND created_at >= ?2 AND created_at < ?3 AND erased_at IS NULL",
+    )?
+    .query_row(params![source_id, from, cutoff], |row| row.get::<_, i64>(0))
+    .map(|n| n.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ingest::model::LeadFields;
+
+    /// Every field of the lead as buyers get it is either erased or kept, never both.
+    #[test]
+    fn every_interface_field_is_erased_or_kept() {
+        let mut fields = LeadFields {
+            external_id: Some("x".into()),
+            ..LeadFields::default()
+        };
+        let p = &mut fields.person;
+        for slot in [
+            &mut p.email,
+            &mut p.phone,
+            &mut p.street,
+            &mut p.house_number,
+            &mut p.postal_code,
+            &mut p.city,
+            &mut p.country,
+        ] {
+            *slot = Some("v".into());
+        }
+        p.first_name = "v".into();
+        p.last_name = "v".into();
+        let c = &mut fields.consent;
+        for slot in [
+            &mut c.status,
+            &mut c.legal_basis,
+            &mut c.captured_at,
+            &mut c.text_version,
+        ] {
+            *slot = Some("v".into());
+        }
+        let k = &mut fields.capture;
+        for slot in [
+            &mut k.captured_by_external_id,
+            &mut k.captured_by_name,
+            &mut k.captured_by_team,
+            &mut k.captured_at,
+            &mut k.capture_method,
+        ] {
+            *slot = Some("v".into());
+        }
+        let shown = serde_json::to_value(&fields).unwrap();
+        let mut names: Vec<&str> = shown
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        names.sort_unstable();
+        let mut listed: Vec<&str> = ERASED_FIELDS.iter().chain(&KEPT_FIELDS).copied().collect();
+        listed.sort_unstable();
+        assert_eq!(names, listed);
+    }
+
+    #[test]
+    fn the_erased_lead_has_nulls_for_the_person_and_keeps_the_rest() {
+        let lead = json!({
+            "externalId": "x1", "firstName": "Ada", "lastName": "Lovelace",
+            "email": "ada@example.org", "phone": "+44 20 7946 0958", "city": "London",
+            "country": "GB", "consentStatus": "granted", "capturedAt": "2026-01-01T10:00:00Z",
+            "capture": {"metadata": {"ip": "203.0.113.9"}}, "utmSource": "ads",
+        });
+        let erased = erased_lead_json(lead.as_object().unwrap());
+        assert_eq!(
+            Value::Object(erased),
+            json!({
+                "externalId": "x1", "erased": true, "firstName": null, "lastName": null,
+                "email": null, "phone": null, "street": null, "houseNumber": null,
+                "postalCode": null, "city": null, "country": "GB", "consentStatus": "granted",
+                "capturedAt": "2026-01-01T10:00:00Z",
+            })
+        );
+    }
+}
