@@ -187,14 +187,12 @@ fn preview(
 ) -> Result<Value, IntegrationError> {
     let buyer = crate::config::buyer::find(conn, buyer_id)?
         .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
-    if crate::ingest::view::find(conn, lead_id)?.is_none() {
-        return Err(IntegrationError::LeadNotFound(lead_id.into()));
-    }
-    let event =
-        crate::delivery::preview::event_for(conn, lead_id, &buyer.id).map_err(|e| match e {
-            crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
-            other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),
-        })?;
+    let lead = crate::ingest::view::find(conn, lead_id)?
+        .ok_or_else(|| IntegrationError::LeadNotFound(lead_id.into()))?;
+    let event = crate::delivery::preview::event_for(conn, &lead, &buyer).map_err(|e| match e {
+        crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
+        other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),
+    })?;
     let signing = ["webhook-id", "webhook-timestamp", "webhook-signature"];
     let Some(document) = store::document(conn, &buyer.id)? else {
         let mut headers = serde_json::Map::new();
