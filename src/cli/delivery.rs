@@ -157,7 +157,7 @@ pub enum RetryStatusArg {
     Failed,
 }
 
-pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let result = db.write_blocking(move |conn| {
         crate::delivery::deliver(
@@ -191,7 +191,7 @@ impl From<rusqlite::Error> for ShowError {
     }
 }
 
-pub fn transaction(
+pub(super) fn transaction(
     path: &Path,
     out: &Output,
     command: TransactionCommand,
@@ -257,7 +257,11 @@ pub fn transaction(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn outbox(path: &Path, out: &Output, command: OutboxCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn outbox(
+    path: &Path,
+    out: &Output,
+    command: OutboxCommand,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         OutboxCommand::List { status, limit } => {
@@ -355,7 +359,11 @@ fn retry_buyer(
 }
 
 /// `buyer health [ID]`: one buyer's endpoint health, or every buyer's as a list.
-pub fn buyer_health(path: &Path, out: &Output, id: Option<String>) -> anyhow::Result<ExitCode> {
+pub(super) fn buyer_health(
+    path: &Path,
+    out: &Output,
+    id: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let wanted = id.clone();
     let read = db.read_blocking(move |conn| {

@@ -73,7 +73,7 @@ pub enum LeadCommand {
     },
 }
 
-pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),

@@ -48,7 +48,7 @@ impl From<rusqlite::Error> for ListError {
     }
 }
 
-pub fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let LedgerCommand::List {
         buyer,

@@ -19,7 +19,7 @@ use crate::db::stored::stored_enum;
 
 stored_enum! {
     /// The commercial state of a transaction (DESIGN.md section 4).
-    pub enum Status as "transaction status" {
+    pub(crate) enum Status as "transaction status" {
         Delivered = "delivered",
         Acknowledged = "acknowledged",
         Rejected = "rejected",
@@ -32,14 +32,14 @@ stored_enum! {
 impl Status {
     /// Live transactions count against exclusivity and the multi-mode buyer limit; a
     /// rejected or cancelled one no longer holds its lead request.
-    pub fn is_live(self) -> bool {
+    pub(crate) fn is_live(self) -> bool {
         !matches!(self, Status::Rejected | Status::Cancelled)
     }
 }
 
 stored_enum! {
     /// Where the transaction's `lead.delivered` event stands.
-    pub enum DeliveryStatus as "transaction delivery status" {
+    pub(crate) enum DeliveryStatus as "transaction delivery status" {
         Pending = "pending",
         Sent = "sent",
         Failed = "failed",
@@ -47,7 +47,7 @@ stored_enum! {
 }
 
 #[derive(Debug, Clone)]
-pub struct Transaction {
+pub(crate) struct Transaction {
     pub id: String,
     pub lead_request_id: String,
     pub lead_id: String,
@@ -72,20 +72,20 @@ pub struct Transaction {
 
 /// A winning bid as a transaction and its event name it (DESIGN.md section 14).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BidRef {
+pub(crate) struct BidRef {
     pub bid_request_id: String,
     pub bid_id: Option<String>,
 }
 
 impl BidRef {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"bidRequestId": self.bid_request_id, "bidId": self.bid_id})
     }
 }
 
 impl Transaction {
     /// The transaction as partners and the operator see it (camelCase, money as numbers).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "transactionId": self.id,
             "leadRequestId": self.lead_request_id,
@@ -141,14 +141,17 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     })
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM transactions WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
 }
 
 /// Every transaction of a lead request, oldest first.
-pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<Vec<Transaction>> {
+pub(crate) fn of_request(
+    conn: &Connection,
+    lead_request_id: &str,
+) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_request_id = ?1 ORDER BY created_at, id"
     ))?;
@@ -158,7 +161,7 @@ pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<
 
 /// What `transaction list` may narrow by; `None` means any.
 #[derive(Debug, Default, Clone)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     pub buyer_id: Option<String>,
     pub lead_id: Option<String>,
     pub status: Option<Status>,
@@ -166,7 +169,7 @@ pub struct ListFilter {
 }
 
 /// Transactions matching `filter`, newest first.
-pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
+pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM transactions
          WHERE (?1 IS NULL OR buyer_id = ?1)
@@ -189,7 +192,7 @@ pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Tran
 
 /// One move in a transaction's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryEntry {
+pub(crate) struct HistoryEntry {
     /// `None` for the entry that created the transaction.
     pub from: Option<Status>,
     pub to: Status,
@@ -199,7 +202,7 @@ pub struct HistoryEntry {
 }
 
 impl HistoryEntry {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "from": self.from.map(Status::as_str),
             "to": self.to.as_str(),
@@ -425,7 +428,10 @@ pub(crate) fn buyers_of_request(
 }
 
 /// The history of a transaction, in the order the moves happened.
-pub fn history(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<HistoryEntry>> {
+pub(crate) fn history(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<HistoryEntry>> {
     let mut stmt = conn.prepare_cached(
         "SELECT from_status, to_status, actor, reason, at FROM transaction_history
          WHERE transaction_id = ?1 ORDER BY id",

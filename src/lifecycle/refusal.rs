@@ -15,11 +15,11 @@ use super::LifecycleError;
 use crate::delivery::transaction::{self, Status, Transaction};
 
 /// Who refuses, in the history and the ledger.
-pub const ACTOR: &str = "buyer-api";
+pub(crate) const ACTOR: &str = "buyer-api";
 
 /// A refusal that took a sale back.
 #[derive(Debug, Clone)]
-pub struct Refused {
+pub(crate) struct Refused {
     pub transaction: Transaction,
     pub refunded: bool,
     /// Whether the request is open again (no other live transaction holds it).
@@ -29,7 +29,7 @@ pub struct Refused {
 /// Applies the refusal of transaction `transaction_id` with the buyer's `reason` at `now`.
 /// `None` when there is nothing to take back: the transaction ended already (voided
 /// meanwhile) or was paid.
-pub fn refuse(
+pub(crate) fn refuse(
     conn: &Connection,
     transaction_id: &str,
     reason: &str,

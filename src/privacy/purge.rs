@@ -36,11 +36,11 @@ const PURGE_LEADS_PER_JOB: usize = 20;
 const PAUSE_FACTOR: u32 = 4;
 
 /// Pages one incremental-vacuum job gives back (1 MiB at the default page size).
-pub const VACUUM_PAGES_PER_JOB: i64 = 256;
+pub(crate) const VACUUM_PAGES_PER_JOB: i64 = 256;
 
 /// Who purges: the hourly run of `serve` or an operator's `purge` command.
 #[derive(Debug, Clone)]
-pub enum Trigger {
+pub(crate) enum Trigger {
     Retention,
     Operator { actor: String },
 }
@@ -63,7 +63,7 @@ impl Trigger {
 
 /// What a purge did (or, with `dry_run`, would do).
 #[derive(Debug, Default, Clone)]
-pub struct PurgeReport {
+pub(crate) struct PurgeReport {
     pub counts: Counts,
     pub dry_run: bool,
     /// The log rows written, one per workspace that had leads to purge.
@@ -74,7 +74,7 @@ pub struct PurgeReport {
 
 /// The workspaces with a retention, and each one's cutoff at `now` (leads created before
 /// it are due).
-pub fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(String, i64)>> {
+pub(crate) fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, retention_ms FROM workspaces WHERE retention_ms IS NOT NULL ORDER BY id",
     )?;
@@ -86,21 +86,21 @@ pub fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(Stri
 }
 
 /// How often `serve` purges by retention (and once at start).
-pub const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
+pub(crate) const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
 
 /// Tells a running purge to stop between two jobs; the pauses between jobs wait on it, so a
 /// stopping server does not wait out a pause.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<(Mutex<bool>, Condvar)>);
+pub(crate) struct Cancel(Arc<(Mutex<bool>, Condvar)>);
 
 impl Cancel {
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         let (flag, changed) = &*self.0;
         *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
         changed.notify_all();
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         *self.0.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -116,13 +116,13 @@ impl Cancel {
 }
 
 /// The thread of `serve` that purges by retention at start and then every `interval`.
-pub struct RetentionWorker {
+pub(crate) struct RetentionWorker {
     cancel: Cancel,
     thread: Option<JoinHandle<()>>,
 }
 
 impl RetentionWorker {
-    pub fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
+    pub(crate) fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
         let cancel = Cancel::default();
         let thread = std::thread::Builder::new()
             .name("retention".into())
@@ -152,7 +152,7 @@ impl RetentionWorker {
     }
 
     /// Stops after the job in progress and waits for the thread.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.stop_and_join();
     }
 
@@ -173,7 +173,7 @@ impl Drop for RetentionWorker {
 }
 
 /// Purges every workspace that has a retention (what `serve` runs hourly).
-pub fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyError> {
+pub(crate) fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyError> {
     let due = db.read_blocking(|conn| {
         due_workspaces(conn, crate::clock::now_ms()).map_err(PrivacyError::from)
     })?;
@@ -196,7 +196,7 @@ pub fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyErr
 
 /// `leadrelay purge --older-than AGE [--workspace W] [--dry-run]`: makes tombstones of the
 /// leads created before `cutoff`, in workspace `workspace` or in all.
-pub fn purge(
+pub(crate) fn purge(
     db: &Db,
     workspace: Option<&str>,
     cutoff: i64,
@@ -396,7 +396,7 @@ fn pause_after(job: Duration, cancel: &Cancel) -> bool {
 /// [`VACUUM_PAGES_PER_JOB`] pages; returns how many. Without it (a file from before it was
 /// the default and not vacuumed since), free pages are reused by later writes and
 /// `leadrelay vacuum` gives them back.
-pub fn give_back_free_pages(db: &Db, cancel: &Cancel) -> Result<i64, PrivacyError> {
+pub(crate) fn give_back_free_pages(db: &Db, cancel: &Cancel) -> Result<i64, PrivacyError> {
     let incremental = db.read_blocking(|conn| {
         conn.pragma_query_value(None, "auto_vacuum", |row| row.get::<_, i64>(0))
             .map_err(PrivacyError::from)
