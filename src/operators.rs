@@ -139,16 +139,13 @@ pub(crate) fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, 
 /// A signed-in operator, as a console page sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
-    pub operator_id: String,
     pub operator_name: String,
-    pub expires_at: i64,
 }
 
 /// A session just opened: its id exists in clear only here (for the cookie).
 #[derive(Debug)]
 pub(crate) struct Opened {
     pub session_id: String,
-    pub session: Session,
 }
 
 /// Opens a session for the operator whose token is `token`, or `None` when no operator
@@ -162,18 +159,16 @@ pub(crate) fn login(
     conn.prepare_cached("DELETE FROM operator_sessions WHERE expires_at <= ?1")?
         .execute([now])?;
     let token_hash = crate::secrets::hash(token);
-    let found: Option<(String, String, String)> = conn
+    let found: Option<(String, String)> = conn
         .prepare_cached(
-            "SELECT id, name, token_hash FROM operators \
+            "SELECT id, token_hash FROM operators \
              WHERE token_hash = ?1 AND revoked_at IS NULL",
         )?
-        .query_row([&token_hash], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
+        .query_row([&token_hash], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     // The index found the row by its hash; the comparison that decides is the constant-time
     // one, as everywhere a secret is checked.
-    let Some((operator_id, operator_name, stored)) = found else {
+    let Some((operator_id, stored)) = found else {
         return Ok(None);
     };
     if !crate::secrets::verify(token, &stored) {
@@ -193,14 +188,7 @@ pub(crate) fn login(
     ])?;
     conn.prepare_cached("UPDATE operators SET last_login_at = ?2 WHERE id = ?1")?
         .execute(params![operator_id, now])?;
-    Ok(Some(Opened {
-        session_id,
-        session: Session {
-            operator_id,
-            operator_name,
-            expires_at,
-        },
-    }))
+    Ok(Some(Opened { session_id }))
 }
 
 /// The live session whose id is `session_id`: not expired, its operator not revoked.
@@ -210,15 +198,13 @@ pub(crate) fn session(
     now: i64,
 ) -> rusqlite::Result<Option<Session>> {
     conn.prepare_cached(
-        "SELECT s.operator_id, o.name, s.expires_at FROM operator_sessions s \
+        "SELECT o.name FROM operator_sessions s \
          JOIN operators o ON o.id = s.operator_id \
          WHERE s.id_hash = ?1 AND s.expires_at > ?2 AND o.revoked_at IS NULL",
     )?
     .query_row(params![crate::secrets::hash(session_id), now], |row| {
         Ok(Session {
-            operator_id: row.get(0)?,
-            operator_name: row.get(1)?,
-            expires_at: row.get(2)?,
+            operator_name: row.get(0)?,
         })
     })
     .optional()
@@ -263,8 +249,11 @@ mod tests {
         assert!(created.token.starts_with("lro_"));
         assert!(login(&conn, "lro_wrong", 2_000).unwrap().is_none());
         let opened = login(&conn, &created.token, 2_000).unwrap().unwrap();
-        assert_eq!(opened.session.operator_name, "ana");
         let id = &opened.session_id;
+        assert_eq!(
+            session(&conn, id, 3_000).unwrap().unwrap().operator_name,
+            "ana"
+        );
         assert!(session(&conn, id, 3_000).unwrap().is_some());
         assert!(
             session(&conn, id, 2_000 + SESSION_TTL_MS)

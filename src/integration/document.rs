@@ -52,13 +52,6 @@ pub(crate) enum Format {
 }
 
 impl Format {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Format::Json => "json",
-            Format::Form => "form",
-        }
-    }
-
     pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Json => "application/json",

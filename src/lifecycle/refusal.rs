@@ -22,8 +22,6 @@ pub(crate) const ACTOR: &str = "buyer-api";
 pub(crate) struct Refused {
     pub transaction: Transaction,
     pub refunded: bool,
-    /// Whether the request is open again (no other live transaction holds it).
-    pub request_open: bool,
 }
 
 /// Applies the refusal of transaction `transaction_id` with the buyer's `reason` at `now`.
@@ -41,7 +39,7 @@ pub(crate) fn refuse(
     if !current.status.is_live() || current.status == Status::Paid {
         return Ok(None);
     }
-    let (refunded, _, request_open) = super::void::take_back(
+    let (refunded, _, _) = super::void::take_back(
         conn,
         &current,
         Status::Rejected,
@@ -55,6 +53,5 @@ pub(crate) fn refuse(
     Ok(Some(Refused {
         transaction,
         refunded,
-        request_open,
     }))
 }

@@ -16,6 +16,7 @@ pub(crate) fn cancellation_window_open(delivered_at: i64, window_secs: i64, now:
 }
 
 /// Whether no move leaves `status`.
+#[cfg(test)]
 pub(crate) fn is_final(status: Status) -> bool {
     matches!(status, Status::Rejected | Status::Paid | Status::Cancelled)
 }
@@ -41,6 +42,7 @@ pub(crate) enum Move {
 }
 
 impl Move {
+    #[cfg(test)]
     pub(crate) const ALL: [Move; 5] = [
         Move::Acknowledge,
         Move::Reject,

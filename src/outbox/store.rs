@@ -320,7 +320,9 @@ pub(crate) struct Refusal {
 /// Records an attempt and moves its event: delivered after a 2xx (whatever claim made it:
 /// the buyer has it); due again on the schedule or failed otherwise, but only when the
 /// attempt's claim is still the event's latest (a stale sender's error must not reschedule
-/// an event another claim owns now).
+/// an event another claim owns now). The worker calls [`record_attempt`]; the unit tests
+/// need only the outcome.
+#[cfg(test)]
 pub(crate) fn record(
     conn: &Connection,
     attempt: &Attempt,
@@ -330,8 +332,9 @@ pub(crate) fn record(
     Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
 }
 
-/// [`record`], also returning the refusal a refused attempt of the event's latest claim
-/// made, for the caller to apply to the transaction in the same job.
+/// Records an attempt and moves its event as `record` says, also returning the refusal a
+/// refused attempt of the event's latest claim made, for the caller to apply to the
+/// transaction in the same job.
 pub(crate) fn record_attempt(
     conn: &Connection,
     attempt: &Attempt,

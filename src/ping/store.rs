@@ -242,7 +242,6 @@ pub(crate) struct Ping {
     pub id: String,
     pub source_id: String,
     pub container_id: String,
-    pub workspace_id: String,
     pub product_id: String,
     pub external_id: Option<String>,
     pub email_sha256: Option<String>,
@@ -287,7 +286,7 @@ impl Ping {
     }
 }
 
-const COLUMNS: &str = "id, source_id, container_id, workspace_id, product_id, external_id, \
+const COLUMNS: &str = "id, source_id, container_id, product_id, external_id, \
     email_sha256, phone_sha256, body, status, reason, payout_cents, decision, lead_id, \
     created_at, expires_at, ended_at";
 
@@ -296,20 +295,19 @@ fn from_row(row: &Row) -> rusqlite::Result<Ping> {
         id: row.get(0)?,
         source_id: row.get(1)?,
         container_id: row.get(2)?,
-        workspace_id: row.get(3)?,
-        product_id: row.get(4)?,
-        external_id: row.get(5)?,
-        email_sha256: row.get(6)?,
-        phone_sha256: row.get(7)?,
-        body: row.get(8)?,
-        status: row.get(9)?,
-        reason: row.get(10)?,
-        payout_cents: row.get(11)?,
-        decision: row.get(12)?,
-        lead_id: row.get(13)?,
-        created_at: row.get(14)?,
-        expires_at: row.get(15)?,
-        ended_at: row.get(16)?,
+        product_id: row.get(3)?,
+        external_id: row.get(4)?,
+        email_sha256: row.get(5)?,
+        phone_sha256: row.get(6)?,
+        body: row.get(7)?,
+        status: row.get(8)?,
+        reason: row.get(9)?,
+        payout_cents: row.get(10)?,
+        decision: row.get(11)?,
+        lead_id: row.get(12)?,
+        created_at: row.get(13)?,
+        expires_at: row.get(14)?,
+        ended_at: row.get(15)?,
     })
 }
 
@@ -355,14 +353,6 @@ pub(crate) fn list(
         from_row,
     )?
     .collect()
-}
-
-/// How many pings of each stored status there are, and how many reservations were taken:
-/// the accounting `reserved = posted + expired + released + accepted` (benchmarks, tests).
-pub(crate) fn counts(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
-    conn.prepare("SELECT status, count(*) FROM pings GROUP BY status ORDER BY status")?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect()
 }
 
 /// Records one bid request of a ping and what came of it (`won` when its buyer was

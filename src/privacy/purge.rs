@@ -100,10 +100,6 @@ impl Cancel {
         changed.notify_all();
     }
 
-    pub(crate) fn is_cancelled(&self) -> bool {
-        *self.0.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Waits `timeout` or until cancelled; `true` when cancelled.
     fn wait(&self, timeout: Duration) -> bool {
         let (flag, changed) = &*self.0;
