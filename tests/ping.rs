@@ -472,3 +472,54 @@ fn bid_pricing_refuses_a_price_and_needs_a_url() {
     assert_eq!(fixed["pricing"], "fixed");
     assert_eq!(fixed["price"], json!(12.0));
 }
+
+#[test]
+fn lead_erase_takes_the_person_out_of_their_pings() {
+    let receiver = Receiver::start();
+    let server = TestServer::start();
+    market(&server, &receiver, "30", "", "");
+    let db = &server.db;
+    let id = |answer: &Value| answer["pingId"].as_str().unwrap().to_string();
+    let post = |ping_id: &str, external_id: &str, email: &str| {
+        let posted = server.post_json(POST, &post_body(ping_id, external_id, email));
+        assert_eq!(posted.status, 201, "{}", posted.text);
+        posted.json["item"]["leadId"].as_str().unwrap().to_string()
+    };
+    let shown = |ping_id: &str| lr(db, format!("ping show {ping_id}")).json();
+    // Ann: a posted ping and one never posted; Bob: the same, his post a duplicate of
+    // Ann's lead (the same phone) held for review, so his ping is released, not posted,
+    // yet tied to his lead.
+    let ann_posted = id(&ping(&server, &ping_body("ann@example.org")));
+    post(&ann_posted, "ann-1", "ann@example.org");
+    let ann_pending = id(&ping(&server, &ping_body("ann@example.org")));
+    let bob_posted = id(&ping(&server, &ping_body("bob@example.org")));
+    let bob_lead = post(&bob_posted, "bob-1", "bob@example.org");
+    assert_eq!(shown(&bob_posted)["status"], "released");
+    assert_eq!(shown(&bob_posted)["leadId"], bob_lead.as_str());
+    let bob_pending = id(&ping(&server, &ping_body("bob@example.org")));
+    assert_eq!(shown(&ann_pending)["emailSha256"], sha("ann@example.org"));
+
+    // By email (normalised as for duplicates): every ping that promised Ann's hash.
+    lr(db, "lead erase --email ANN@Example.org --yes").json();
+    for ping_id in [&ann_posted, &ann_pending] {
+        let erased = shown(ping_id);
+        assert!(erased["emailSha256"].is_null(), "{erased}");
+        assert!(erased["phoneSha256"].is_null(), "{erased}");
+        assert_eq!(
+            erased["body"],
+            json!({"productSlug": "solar", "country": "DE"}),
+            "no postal code or properties: {erased}"
+        );
+    }
+    assert_eq!(shown(&ann_posted)["status"], "posted", "the record stays");
+    assert_eq!(shown(&bob_posted)["emailSha256"], sha("bob@example.org"));
+
+    // By lead: the ping whose post made the lead, no other.
+    lr(db, format!("lead erase --lead {bob_lead} --yes")).json();
+    let erased = shown(&bob_posted);
+    assert!(
+        erased["emailSha256"].is_null() && erased["phoneSha256"].is_null(),
+        "{erased}"
+    );
+    assert_eq!(shown(&bob_pending)["emailSha256"], sha("bob@example.org"));
+}
