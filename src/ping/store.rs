@@ -12,8 +12,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
+use crate::autodelivery::eligibility::KnownBids;
 use crate::caps::{self, Windows};
 use crate::db::stored::stored_enum;
+use crate::delivery::transaction::BidRef;
 use crate::ledger;
 
 stored_enum! {
@@ -380,6 +382,40 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
+}
+
+/// The ping whose post made lead `lead_id` (`posted`), if any.
+pub(crate) fn posted_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Ping>> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM pings WHERE lead_id = ?1 AND status = 'posted'"
+    ))?
+    .query_row([lead_id], from_row)
+    .optional()
+}
+
+/// The bids recorded for ping `ping_id` as a decision prices with them: every buyer asked,
+/// and the usable bids with their ids.
+pub(crate) fn known_bids(conn: &Connection, ping_id: &str) -> rusqlite::Result<KnownBids> {
+    let mut known = KnownBids::default();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, buyer_id, outcome, price_cents, bid_id FROM bids WHERE ping_id = ?1",
+    )?;
+    let mut rows = stmt.query([ping_id])?;
+    while let Some(row) = rows.next()? {
+        let buyer_id: String = row.get(1)?;
+        known.asked.insert(buyer_id.clone());
+        if let ("bid", Some(price)) = (row.get_ref(2)?.as_str()?, row.get::<_, Option<i64>>(3)?) {
+            known.prices.insert(buyer_id.clone(), price);
+            known.refs.insert(
+                buyer_id,
+                BidRef {
+                    bid_request_id: row.get(0)?,
+                    bid_id: row.get(4)?,
+                },
+            );
+        }
+    }
+    Ok(known)
 }
 
 /// What `ping list` selects.
