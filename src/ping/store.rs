@@ -272,7 +272,7 @@ fn erased_body(body: &str) -> String {
 /// reservations and bids stay (they hold no person). Returns how many pings changed; one
 /// erased before is not counted again.
 pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64> {
-    // One of three fixed columns, each with its own index (migration 13).
+    // One of three fixed columns, each with its own index (migration 14).
     let (column, value) = match tie {
         Tie::Lead(id) => ("lead_id", id),
         Tie::EmailHash(hash) => ("email_sha256", hash),

@@ -1,4 +1,4 @@
--- leadrelay schema, migration 13: finding the pings tied to a person `lead erase` takes
+-- leadrelay schema, migration 14: finding the pings tied to a person `lead erase` takes
 -- (DESIGN.md sections 12 and 14): a posted ping by its lead (an erasure or a purge of the
 -- lead), any ping by the email or phone hash it promised (an erasure by email or phone).
 -- Partial: a ping without a lead or a hash costs no entry.
