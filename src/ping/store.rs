@@ -272,14 +272,14 @@ fn erased_body(body: &str) -> String {
 /// reservations and bids stay (they hold no person). Returns how many pings changed; one
 /// erased before is not counted again.
 pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64> {
-    // One of three fixed columns, each with its own index (migration 14).
-    let (column, value) = match tie {
-        Tie::Lead(id) => ("lead_id", id),
-        Tie::EmailHash(hash) => ("email_sha256", hash),
-        Tie::PhoneHash(hash) => ("phone_sha256", hash),
+    // Each column has its own index (migration 14).
+    let (sql, value) = match tie {
+        Tie::Lead(id) => ("SELECT id, body FROM pings WHERE lead_id = ?1", id),
+        Tie::EmailHash(hash) => ("SELECT id, body FROM pings WHERE email_sha256 = ?1", hash),
+        Tie::PhoneHash(hash) => ("SELECT id, body FROM pings WHERE phone_sha256 = ?1", hash),
     };
     let found: Vec<(String, String)> = conn
-        .prepare_cached(&format!("SELECT id, body FROM pings WHERE {column} = ?1"))?
+        .prepare_cached(sql)?
         .query_map([value], |row| Ok((row.get(0)?, row.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let mut changed = 0;
