@@ -175,7 +175,7 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
             // From 200 days ago up to yesterday: today's caps start as on a fresh file.
             let at = now - span + (span - 86_400_000) * job as i64 / jobs as i64;
             db.write_blocking(move |conn| {
-                store::store_all(conn, &target, &leads, at).map_err(|e| DbError::GroupFailed {
+                store::store_all(conn, &target, &leads, 0, at).map_err(|e| DbError::GroupFailed {
                     why: e.to_string(),
                     fault: None,
                 })
@@ -201,7 +201,7 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
         let elapsed = db
             .write_blocking(move |conn| {
                 let started = Instant::now();
-                let outcomes = store::store_all(conn, &target, &leads, leadrelay::clock::now_ms())
+                let outcomes = store::store_all(conn, &target, &leads, 0, leadrelay::clock::now_ms())
                     .map_err(|e| DbError::GroupFailed {
                         why: e.to_string(),
                         fault: None,

@@ -31,6 +31,7 @@ pub mod outbound_url;
 pub mod outbox;
 pub mod privacy;
 pub mod ratelimit;
+pub mod report;
 pub mod request_id;
 pub mod secrets;
 pub mod service;

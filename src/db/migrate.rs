@@ -48,6 +48,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0010_integration.sql")),
     // What a source's ingest answer discloses: summary (default) or full.
     sql(include_str!("../../migrations/0011_disclosure.sql")),
+    // The report aggregate, filled from the stored leads and transactions.
+    sql(include_str!("../../migrations/0012_report.sql")),
 ];
 
 /// The schema version this binary writes.

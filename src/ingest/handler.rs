@@ -181,18 +181,21 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
-/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery
-/// wrote in that job are committed now, so the outbox workers are woken to send them at
-/// once rather than at their next poll.
+/// Stores `leads` in one writer job, where the reports also count the request's `invalid`
+/// leads; answers after the commit. Events that auto-delivery wrote in that job are
+/// committed now, so the outbox workers are woken to send them at once rather than at
+/// their next poll.
 async fn write(
     services: &Services<'_>,
     target: Arc<Source>,
     leads: Vec<PreparedLead>,
+    invalid: usize,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
     let (outcomes, leads) = services
         .db
         .write(move |conn| {
-            let outcomes = store::store_all(conn, &target, &leads, crate::clock::now_ms())?;
+            let outcomes =
+                store::store_all(conn, &target, &leads, invalid, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
             // thread, which every request waits for.
             Ok::<_, IngestError>((outcomes, leads))
@@ -216,9 +219,17 @@ async fn ingest_single(
     let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
-        Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
+        Prepared::Invalid { problems, .. } => {
+            // The reports count it as received and rejected; the partner's answer is the
+            // 400 either way, so a count that cannot be written (an overloaded writer)
+            // only costs the count.
+            if let Err(e) = write(services, target, Vec::new(), 1).await {
+                log::warn!("a lead that failed validation was not counted in the reports: {e}");
+            }
+            return Err(IngestError::lead_invalid(problems));
+        }
     };
-    let outcome = write(services, target.clone(), vec![lead])
+    let outcome = write(services, target.clone(), vec![lead], 0)
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
@@ -253,8 +264,9 @@ async fn ingest_batch(
             ))))),
         }
     }
-    if !valid.is_empty() {
-        let outcomes = write(services, target.clone(), valid).await?;
+    let invalid = answers.iter().filter(|a| a.is_some()).count();
+    if !valid.is_empty() || invalid > 0 {
+        let outcomes = write(services, target.clone(), valid, invalid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
             answers[position] = Some(outcome.into_answer(&target));
         }

@@ -6,7 +6,9 @@
 //! JSON columns) happens before, on the request's task, so the job holds the writer for
 //! as short a time as possible. Because the writer runs jobs one after another, the
 //! idempotency and duplicate checks see every earlier lead, also one from the same batch
-//! or from a request that arrived in the same millisecond.
+//! or from a request that arrived in the same millisecond. Every lead received (stored, a
+//! duplicate dropped, or one that failed validation) is counted in the reports in the same
+//! job ([`count_received`], the one place ingest calls `report`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -19,6 +21,7 @@ use super::quality::Quality;
 use super::result::{IngestFacts, ItemFacts, Status, StoredFacts, StoredRequestFacts};
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::source::{DedupeScope, Source};
+use crate::report::Received;
 
 /// The duplicate rule's scope as shown in `duplicateMatch`: the source's container kind or
 /// `workspace`.
@@ -126,13 +129,19 @@ const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, 
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// Stores `leads` in order; one outcome per lead. Runs as (part of) one writer job: an
-/// error rolls back the whole job, so a request's leads are stored all or none.
+/// error rolls back the whole job, so a request's leads are stored all or none. `invalid`
+/// is how many leads of the request failed validation: they are not stored, but the
+/// reports count them as received and rejected.
 pub fn store_all(
     conn: &Connection,
     source: &Source,
     leads: &[PreparedLead],
+    invalid: usize,
     now: i64,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
+    if invalid > 0 {
+        count_received(conn, source, None, Received::Invalid, invalid, now)?;
+    }
     let mut outcomes = Vec::with_capacity(leads.len());
     for lead in leads {
         outcomes.push(store_one(conn, source, lead, now)?);
@@ -179,6 +188,18 @@ fn store_one(
         duplicate_status,
         duplicate_match,
     };
+    count_received(
+        conn,
+        source,
+        lead.lead.interests.first().map(|i| i.product_id.as_str()),
+        match duplicate_status {
+            DuplicateStatus::Unique => Received::Accepted,
+            DuplicateStatus::Review => Received::DuplicateKept,
+            DuplicateStatus::Rejected => Received::DuplicateDropped,
+        },
+        1,
+        now,
+    )?;
     if duplicate_status == DuplicateStatus::Rejected {
         return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
@@ -266,6 +287,27 @@ fn store_one(
         item,
         auto_delivered,
     })
+}
+
+/// Counts `count` leads received from `source` as `how` in the reports, under the product
+/// of their first interest (`None` for leads that failed validation).
+fn count_received(
+    conn: &Connection,
+    source: &Source,
+    product_id: Option<&str>,
+    how: Received,
+    count: usize,
+    now: i64,
+) -> rusqlite::Result<()> {
+    crate::report::leads_received(
+        conn,
+        &source.workspace_id,
+        &source.id,
+        product_id,
+        how,
+        i64::try_from(count).unwrap_or(i64::MAX),
+        now,
+    )
 }
 
 /// The lead `store_one` has just written, as stored: the same values the inserts bound.

@@ -195,7 +195,7 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
     let (_dir, conn, source) = database();
     let prepared = prepare(&conn, lead("x1", true));
     let (outcomes, statements) = traced(&conn, || {
-        store::store_all(&conn, &source, std::slice::from_ref(&prepared), 0).unwrap()
+        store::store_all(&conn, &source, std::slice::from_ref(&prepared), 0, 0).unwrap()
     });
     let [StoreOutcome::Created { auto_delivered, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
@@ -240,7 +240,7 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
 fn the_deliver_command_reads_the_lead_once() {
     let (_dir, conn, source) = database();
     let prepared = prepare(&conn, lead("x2", false));
-    let outcomes = store::store_all(&conn, &source, &[prepared], 0).unwrap();
+    let outcomes = store::store_all(&conn, &source, &[prepared], 0, 0).unwrap();
     let [StoreOutcome::Created { item, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
     };
