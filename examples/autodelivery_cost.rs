@@ -201,11 +201,12 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
         let elapsed = db
             .write_blocking(move |conn| {
                 let started = Instant::now();
-                let outcomes = store::store_all(conn, &target, &leads, 0, leadrelay::clock::now_ms())
-                    .map_err(|e| DbError::GroupFailed {
-                        why: e.to_string(),
-                        fault: None,
-                    })?;
+                let outcomes =
+                    store::store_all(conn, &target, &leads, 0, leadrelay::clock::now_ms())
+                        .map_err(|e| DbError::GroupFailed {
+                            why: e.to_string(),
+                            fault: None,
+                        })?;
                 let elapsed = started.elapsed();
                 for outcome in &outcomes {
                     let StoreOutcome::Created { auto_delivered, .. } = outcome else {

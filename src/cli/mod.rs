@@ -18,6 +18,7 @@ mod operator;
 mod ops;
 mod output;
 mod privacy;
+mod report;
 mod serve;
 mod setup;
 
@@ -163,6 +164,13 @@ pub enum Command {
     /// Operators of the web console and their login tokens.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// What came in, what sold and what it earned, per day, week or month of the
+    /// workspace's time zone and per source, supplier, buyer or product (default: the last
+    /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
+    #[command(
+        after_help = "Example:\n  leadrelay report --from 2026-11-01 --to 2026-11-30 --by day --by buyer --csv"
+    )]
+    Report(report::ReportArgs),
 }
 
 /// The flags that take an amount: a negative one must be written `--price=-5`, since clap
@@ -339,5 +347,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
         Command::Operator(command) => operator::run(&cli.db, &out, command),
+        Command::Report(args) => report::run(&cli.db, &out, args),
     }
 }

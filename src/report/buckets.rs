@@ -249,8 +249,13 @@ pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
          ORDER BY 1, 2, 3, 4, 5",
     )?;
     let rows = stmt.query_map([], |row| {
-        let (workspace, bucket, source, buyer, product): (String, i64, String, String, String) =
-            (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?);
+        let (workspace, bucket, source, buyer, product): (String, i64, String, String, String) = (
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+        );
         Ok(format!(
             "report_buckets of workspace '{workspace}', quarter hour {}, source '{source}', \
              buyer '{buyer}', product '{product}' differ from a recount of the leads and \

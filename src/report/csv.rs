@@ -44,7 +44,9 @@ pub fn fields(f: &Figures) -> Vec<String> {
         crate::money::display(f.revenue_cents),
         crate::money::display(f.supplier_cost_cents),
         crate::money::display(f.margin_cents()),
-        f.return_rate().map(|r| format!("{r:.4}")).unwrap_or_default(),
+        f.return_rate()
+            .map(|r| format!("{r:.4}"))
+            .unwrap_or_default(),
     ]
 }
 

@@ -438,7 +438,7 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
     let mut rows = stmt.query(params![query.workspace_id, start, end])?;
     while let Some(row) = rows.next()? {
         let mut at = 0;
-        let mut text = |at: &mut usize| -> rusqlite::Result<Option<String>> {
+        let text = |at: &mut usize| -> rusqlite::Result<Option<String>> {
             let value: String = row.get(*at)?;
             *at += 1;
             Ok(Some(value))
@@ -474,7 +474,7 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
         } else {
             None
         };
-        let mut sum = |at: &mut usize| -> rusqlite::Result<i64> {
+        let sum = |at: &mut usize| -> rusqlite::Result<i64> {
             let value: Option<i64> = row.get(*at)?;
             *at += 1;
             Ok(value.unwrap_or(0))
@@ -547,9 +547,7 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
 
     let name = |by: By, id: u32| -> Option<String> {
         match by {
-            By::Day | By::Week | By::Month => {
-                Some(period_name(by, period_at(by, query.from, id)))
-            }
+            By::Day | By::Week | By::Month => Some(period_name(by, period_at(by, query.from, id))),
             _ => names
                 .get(&by)
                 .and_then(|n| n.names.get(id as usize).cloned().flatten()),
@@ -576,3 +574,6 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
         totals,
     })
 }
+
+#[cfg(test)]
+mod tests;
