@@ -288,3 +288,49 @@ fn check_reports_an_aggregate_that_differs_from_a_recount() {
         failed.stdout
     );
 }
+
+/// The statements of the report migration that fill the aggregate from the stored rows
+/// (found by name: the migration's number is the next free one when it lands).
+fn backfill() -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("_report.sql"))
+        .expect("the report migration exists");
+    let sql = std::fs::read_to_string(file).unwrap();
+    let at = sql
+        .find("INSERT INTO report_buckets")
+        .expect("it fills the table");
+    sql[at..].to_string()
+}
+
+#[test]
+fn the_migration_fills_the_aggregate_of_an_existing_file_from_its_rows() {
+    let f = Fixture::new();
+    let a = f.buyer("a", &["--capabilities", "confirm"]);
+    let t1 = f.delivered("a");
+    ok(f.call(
+        CONFIRMATION,
+        &a,
+        &json!({"transactionId": t1, "status": "acknowledged", "buyerPrice": 31.5}),
+    ));
+    let t2 = f.delivered("a");
+    ok(f.call(
+        CONFIRMATION,
+        &a,
+        &json!({"transactionId": t2, "status": "rejected"}),
+    ));
+    f.lead_on("plain", &["solar"]);
+    let before = report(&f, "--by source --by buyer");
+
+    // A file from before the aggregate: its rows, and no counts.
+    let db = f.server.db.path.clone();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("DELETE FROM report_buckets", []).unwrap();
+    assert_eq!(report(&f, "")["totals"]["received"], 0);
+    conn.execute_batch(&backfill()).unwrap();
+    drop(conn);
+    assert_eq!(report(&f, "--by source --by buyer"), before);
+    assert_eq!(lr(&db, "check").json()["ok"], true);
+}

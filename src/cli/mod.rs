@@ -91,7 +91,7 @@ pub enum Command {
     )]
     Backup(BackupArgs),
     /// Check the database file: integrity, foreign keys, schema version, known states,
-    /// balances equal to their ledger. Exit code 1 when something is wrong. Read-only;
+    /// balances equal to their ledger, the report aggregate equal to a recount. Exit code 1 when something is wrong. Read-only;
     /// leaves no file behind.
     #[command(after_help = "Example:\n  leadrelay check --json")]
     Check,

@@ -341,20 +341,21 @@ fn period_at(by: By, from: Date, offset: u32) -> Date {
 
 /// Names the values of one dimension by small numbers while the rows are read, so that
 /// grouping costs no allocation per row. 0 is "none".
-#[derive(Default)]
 struct Names {
     ids: HashMap<String, u32>,
     names: Vec<Option<String>>,
 }
 
-impl Names {
-    fn new() -> Names {
+impl Default for Names {
+    fn default() -> Names {
         Names {
             ids: HashMap::new(),
             names: vec![None],
         }
     }
+}
 
+impl Names {
     fn id(&mut self, name: Option<&str>) -> u32 {
         let Some(name) = name.filter(|n| !n.is_empty()) else {
             return 0;
@@ -501,25 +502,19 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
                 By::Day | By::Week | By::Month => period_offset(*by, query.from, date),
                 By::Source => names
                     .entry(By::Source)
-                    .or_insert_with(Names::new)
+                    .or_default()
                     .id(source_id.as_deref()),
                 By::Supplier => {
                     let supplier = source_id
                         .as_ref()
                         .and_then(|s| suppliers.get(s))
                         .and_then(|s| s.as_deref());
-                    names
-                        .entry(By::Supplier)
-                        .or_insert_with(Names::new)
-                        .id(supplier)
+                    names.entry(By::Supplier).or_default().id(supplier)
                 }
-                By::Buyer => names
-                    .entry(By::Buyer)
-                    .or_insert_with(Names::new)
-                    .id(buyer_id.as_deref()),
+                By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id.as_deref()),
                 By::Product => names
                     .entry(By::Product)
-                    .or_insert_with(Names::new)
+                    .or_default()
                     .id(product_id.as_deref()),
             };
         }
