@@ -175,7 +175,7 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
             // From 200 days ago up to yesterday: today's caps start as on a fresh file.
             let at = now - span + (span - 86_400_000) * job as i64 / jobs as i64;
             db.write_blocking(move |conn| {
-                store::store_all(conn, &target, &leads, 0, at).map_err(|e| DbError::GroupFailed {
+                store::store_all(conn, &target, &leads, at).map_err(|e| DbError::GroupFailed {
                     why: e.to_string(),
                     fault: None,
                 })
@@ -201,12 +201,11 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
         let elapsed = db
             .write_blocking(move |conn| {
                 let started = Instant::now();
-                let outcomes =
-                    store::store_all(conn, &target, &leads, 0, leadrelay::clock::now_ms())
-                        .map_err(|e| DbError::GroupFailed {
-                            why: e.to_string(),
-                            fault: None,
-                        })?;
+                let outcomes = store::store_all(conn, &target, &leads, leadrelay::clock::now_ms())
+                    .map_err(|e| DbError::GroupFailed {
+                        why: e.to_string(),
+                        fault: None,
+                    })?;
                 let elapsed = started.elapsed();
                 for outcome in &outcomes {
                     let StoreOutcome::Created { auto_delivered, .. } = outcome else {
@@ -306,6 +305,7 @@ fn setup(
                 delivery_mode: mode,
                 max_buyers: 3,
                 score_threshold: 50,
+                ping_ttl_ms: None,
                 waterfall: None,
                 waterfall_max: None,
             },
@@ -321,6 +321,7 @@ fn setup(
                 secret: None,
                 supplier_id: None,
                 supplier_cost_cents: None,
+                revenue_share_bp: None,
                 dedupe_fields: None,
                 dedupe_scope: None,
                 dedupe_action: DedupeAction::Review,
@@ -373,6 +374,7 @@ fn setup(
         buyer::subscribe(
             conn,
             &NewSubscription {
+                pricing: Default::default(),
                 buyer_id: &id,
                 product: "solar",
                 price_cents: 2000 + (n as i64 % 3) * 100,

@@ -435,7 +435,7 @@ fn subscriptions_are_created_once_changed_in_part_and_ended() {
     assert_eq!(
         created,
         json!({"buyerId": "b", "productId": "solar", "productSlug": "solar", "pricing": "fixed",
-               "price": 20.0, "dailyCap": 5, "monthlyCap": 50, "priority": 2,
+               "price": 20.0, "bid": null, "dailyCap": 5, "monthlyCap": 50, "priority": 2,
                "filters": ["country=DE", "fieldValues.roof=tile|flat"],
                "schedules": ["mon-fri 08:00-18:00"], "usedToday": 0, "usedThisMonth": 0})
     );

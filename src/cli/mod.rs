@@ -17,6 +17,7 @@ mod mapping;
 mod operator;
 mod ops;
 mod output;
+mod ping;
 mod privacy;
 mod report;
 mod serve;
@@ -164,6 +165,9 @@ pub enum Command {
     /// Operators of the web console and their login tokens.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Pings (ping/post): what partners asked, what was reserved, what was posted.
+    #[command(subcommand)]
+    Ping(ping::PingCommand),
     /// What came in, what sold and what it earned, per day, week or month of the
     /// workspace's time zone and per source, supplier, buyer or product (default: the last
     /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
@@ -347,6 +351,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
         Command::Operator(command) => operator::run(&cli.db, &out, command),
+        Command::Ping(command) => ping::run(&cli.db, &out, command),
         Command::Report(args) => report::run(&cli.db, &out, args),
     }
 }

@@ -48,8 +48,10 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0010_integration.sql")),
     // What a source's ingest answer discloses: summary (default) or full.
     sql(include_str!("../../migrations/0011_disclosure.sql")),
+    // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
+    sql(include_str!("../../migrations/0012_ping.sql")),
     // The report aggregate, filled from the stored leads and transactions.
-    sql(include_str!("../../migrations/0012_report.sql")),
+    sql(include_str!("../../migrations/0013_report.sql")),
 ];
 
 /// The schema version this binary writes.

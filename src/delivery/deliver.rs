@@ -86,6 +86,8 @@ pub(crate) struct LeadDelivery<'a> {
     pub(crate) price_cents: Option<i64>,
     /// Who delivers, for the transaction history (`operator`, `auto-delivery`).
     pub(crate) actor: &'a str,
+    /// The winning bid that set `price_cents`, if a bid did.
+    pub(crate) bid: Option<&'a super::transaction::BidRef>,
 }
 
 /// The terms of delivering `product_id` of a lead from `source_id` in `container_id`;
@@ -130,6 +132,7 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     deliver_lead(
         conn,
         &LeadDelivery {
+            bid: None,
             lead: &lead,
             request,
             terms,
@@ -159,7 +162,13 @@ pub(crate) fn deliver_lead(
     order: &LeadDelivery,
 ) -> Result<Delivered, DeliveryError> {
     let decided = decide(conn, order)?;
-    Ok(write(conn, decided, order.actor, order.terms.cap_windows)?)
+    Ok(write(
+        conn,
+        decided,
+        order.actor,
+        order.terms.cap_windows,
+        order.bid,
+    )?)
 }
 
 /// A delivery that passed every rule, with what writing it needs.
@@ -247,9 +256,15 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
     let charged_cents = match buyer.plan {
         Plan::Postpaid => 0,
         Plan::Prepaid => {
-            if let Err(short) =
-                ledger::covers(buyer.balance_cents, buyer.credit_limit_cents, price_cents)
-            {
+            // What ping reservations hold of the balance is not available (a ping being
+            // posted gives its hold back before it delivers).
+            let held_cents = ledger::held(conn, &buyer.id)?;
+            if let Err(short) = ledger::covers_unheld(
+                buyer.balance_cents,
+                held_cents,
+                buyer.credit_limit_cents,
+                price_cents,
+            ) {
                 return Err(DeliveryError::InsufficientBalance {
                     buyer_id: buyer.id,
                     available_cents: short.available_cents,
@@ -301,6 +316,7 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
         margin_cents,
         lead: &lead.fields,
         answers: &product.field_values,
+        bid: order.bid,
     }
     .to_json();
 
@@ -331,6 +347,7 @@ fn write(
     decided: Decided,
     actor: &str,
     cap_windows: Option<crate::caps::Windows>,
+    bid: Option<&transaction::BidRef>,
 ) -> rusqlite::Result<Delivered> {
     let Decided {
         mut delivered,
@@ -357,6 +374,7 @@ fn write(
             margin_cents: delivered.margin_cents,
             charged_cents: delivered.charged_cents,
             cap_windows,
+            bid,
         },
         actor,
         now,

@@ -52,12 +52,14 @@ pub struct LeadDelivered<'a> {
     pub margin_cents: i64,
     pub lead: &'a LeadFields,
     pub answers: &'a Map<String, Value>,
+    /// The winning bid that priced the lead (ping/post), named so the buyer can match it.
+    pub bid: Option<&'a super::transaction::BidRef>,
 }
 
 impl LeadDelivered<'_> {
     /// The body, with exactly the fields of SPEC.md section 6 in its order.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut body = json!({
             "event": "lead.delivered",
             "transactionId": self.transaction_id,
             "deliveryChannel": "webhook",
@@ -78,7 +80,12 @@ impl LeadDelivered<'_> {
             },
             "lead": self.lead,
             "fieldValues": field_values(self.answers),
-        })
+        });
+        // Only a lead sold by a bid has `bid`: every other event keeps SPEC.md's fields.
+        if let Some(bid) = self.bid {
+            body["bid"] = bid.to_json();
+        }
+        body
     }
 }
 
@@ -148,6 +155,7 @@ mod tests {
             ..LeadFields::default()
         };
         let body = LeadDelivered {
+            bid: None,
             transaction_id: "txn_1",
             lead_request_id: "lreq_1",
             lead_id: "lead_1",

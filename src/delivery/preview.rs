@@ -70,6 +70,8 @@ pub fn event_for(conn: &Connection, lead_id: &str, buyer_id: &str) -> Result<Val
         margin_cents: price_cents - terms.supplier_cost_cents,
         lead: &lead.fields,
         answers: &product.field_values,
+        // A preview names no bid: a bid is asked only for a ping or a delivery.
+        bid: None,
     }
     .to_json())
 }

@@ -153,6 +153,8 @@ enum Prepared {
     Invalid {
         external_id: Option<String>,
         problems: Vec<Problem>,
+        /// The ping the lead was the post of: its reservations are given back.
+        ping_id: Option<String>,
     },
 }
 
@@ -168,6 +170,7 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
         return Prepared::Invalid {
             external_id: None,
             problems,
+            ping_id: None,
         };
     };
     let lead = validate::complete(draft, catalog, &mut problems);
@@ -175,27 +178,25 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
         return Prepared::Invalid {
             external_id: lead.fields.external_id,
             problems,
+            ping_id: lead.ping_id,
         };
     }
     let quality = quality::assess(&lead.fields);
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
-/// Stores `leads` in one writer job, where the reports also count the request's `invalid`
-/// leads; answers after the commit. Events that auto-delivery wrote in that job are
+/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery wrote in that job are
 /// committed now, so the outbox workers are woken to send them at once rather than at
 /// their next poll.
 async fn write(
     services: &Services<'_>,
     target: Arc<Source>,
     leads: Vec<PreparedLead>,
-    invalid: usize,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
     let (outcomes, leads) = services
         .db
         .write(move |conn| {
-            let outcomes =
-                store::store_all(conn, &target, &leads, invalid, crate::clock::now_ms())?;
+            let outcomes = store::store_all(conn, &target, &leads, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
             // thread, which every request waits for.
             Ok::<_, IngestError>((outcomes, leads))
@@ -211,6 +212,32 @@ async fn write(
     Ok(outcomes)
 }
 
+/// What the `invalid` leads of a request that failed validation leave behind, in one
+/// writer job (only when there are any): their count in the reports (received, rejected)
+/// and the reservations of their pings given back (DESIGN.md section 14).
+async fn refuse_invalid(
+    services: &Services<'_>,
+    target: &Arc<Source>,
+    invalid: usize,
+    ping_ids: Vec<String>,
+) -> Result<(), IngestError> {
+    if invalid == 0 {
+        return Ok(());
+    }
+    let target = target.clone();
+    services
+        .db
+        .write(move |conn| {
+            let now = crate::clock::now_ms();
+            store::count_invalid(conn, &target, invalid, now)?;
+            for ping_id in &ping_ids {
+                crate::ping::post::release_invalid(conn, &target.id, ping_id, now)?;
+            }
+            Ok::<_, IngestError>(())
+        })
+        .await
+}
+
 async fn ingest_single(
     services: &Services<'_>,
     target: Arc<Source>,
@@ -219,20 +246,26 @@ async fn ingest_single(
     let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
-        Prepared::Invalid { problems, .. } => {
-            // The reports count it as received and rejected; the partner's answer is the
-            // 400 either way, so a count that cannot be written (an overloaded writer)
-            // only costs the count.
-            if let Err(e) = write(services, target, Vec::new(), 1).await {
-                log::warn!("a lead that failed validation was not counted in the reports: {e}");
-            }
+        Prepared::Invalid {
+            problems, ping_id, ..
+        } => {
+            refuse_invalid(services, &target, 1, ping_id.into_iter().collect()).await?;
             return Err(IngestError::lead_invalid(problems));
         }
     };
-    let outcome = write(services, target.clone(), vec![lead], 0)
+    let outcome = write(services, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
+    if let StoreOutcome::PingRefused { refusal, .. } = outcome {
+        services
+            .metrics
+            .ingest_result(result::Status::Rejected.as_str());
+        return Err(IngestError::Ping {
+            code: refusal.code,
+            message: refusal.message,
+        });
+    }
     let created = outcome.created();
     let answer = outcome.into_answer(&target);
     count_results(services.metrics, std::slice::from_ref(&answer));
@@ -248,6 +281,7 @@ async fn ingest_batch(
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
+    let mut invalid_pings = Vec::new();
     for (position, item) in items.into_iter().enumerate() {
         match prepare(item, &catalog) {
             Prepared::Valid(lead) => {
@@ -258,17 +292,36 @@ async fn ingest_batch(
             Prepared::Invalid {
                 external_id,
                 problems,
-            } => answers.push(Some(Answer::Fresh(Box::new(ItemFacts::invalid(
-                external_id,
-                problems,
-            ))))),
+                ping_id,
+            } => {
+                invalid_pings.extend(ping_id);
+                answers.push(Some(Answer::Fresh(Box::new(ItemFacts::invalid(
+                    external_id,
+                    problems,
+                )))))
+            }
         }
     }
     let invalid = answers.iter().filter(|a| a.is_some()).count();
-    if !valid.is_empty() || invalid > 0 {
-        let outcomes = write(services, target.clone(), valid, invalid).await?;
+    refuse_invalid(services, &target, invalid, invalid_pings).await?;
+    if !valid.is_empty() {
+        let outcomes = write(services, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
-            answers[position] = Some(outcome.into_answer(&target));
+            answers[position] = Some(match outcome {
+                // The refusal names the item's own pingId.
+                StoreOutcome::PingRefused {
+                    external_id,
+                    refusal,
+                } => Answer::Fresh(Box::new(ItemFacts::invalid(
+                    external_id,
+                    vec![Problem::new(
+                        format!("/leads/{position}/pingId"),
+                        refusal.code,
+                        refusal.message,
+                    )],
+                ))),
+                other => other.into_answer(&target),
+            });
         }
     }
     let answers: Vec<Answer> = answers

@@ -250,6 +250,13 @@ impl StoreOutcome {
                 Answer::Fresh(Box::new(item))
             }
             StoreOutcome::Replay(stored) => Answer::Replay(replay_item(source, &stored)),
+            StoreOutcome::PingRefused {
+                external_id,
+                refusal,
+            } => Answer::Fresh(Box::new(ItemFacts::invalid(
+                external_id,
+                vec![Problem::new("/pingId", refusal.code, refusal.message)],
+            ))),
         }
     }
 

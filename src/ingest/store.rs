@@ -8,7 +8,8 @@
 //! idempotency and duplicate checks see every earlier lead, also one from the same batch
 //! or from a request that arrived in the same millisecond. Every lead received (stored, a
 //! duplicate dropped, or one that failed validation) is counted in the reports in the same
-//! job ([`count_received`], the one place ingest calls `report`).
+//! job ([`count_received`], the one place ingest calls `report`; the handler counts the
+//! leads that failed validation through [`count_invalid`]).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -107,6 +108,11 @@ pub enum StoreOutcome {
     Replay(StoredFacts),
     /// A duplicate under a rule with action `reject`: nothing was stored.
     DuplicateRejected { item: ItemFacts },
+    /// A post whose ping was refused (DESIGN.md section 14): nothing was stored.
+    PingRefused {
+        external_id: Option<String>,
+        refusal: crate::ping::post::PingRefusal,
+    },
 }
 
 const FIND_EXTERNAL: &str = "SELECT id, quality_status, quality_reasons, duplicate_status, \
@@ -129,24 +135,33 @@ const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, 
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// Stores `leads` in order; one outcome per lead. Runs as (part of) one writer job: an
-/// error rolls back the whole job, so a request's leads are stored all or none. `invalid`
-/// is how many leads of the request failed validation: they are not stored, but the
-/// reports count them as received and rejected.
+/// error rolls back the whole job, so a request's leads are stored all or none.
 pub fn store_all(
     conn: &Connection,
     source: &Source,
     leads: &[PreparedLead],
-    invalid: usize,
     now: i64,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
-    if invalid > 0 {
-        count_received(conn, source, None, Received::Invalid, invalid, now)?;
-    }
     let mut outcomes = Vec::with_capacity(leads.len());
     for lead in leads {
         outcomes.push(store_one(conn, source, lead, now)?);
     }
     Ok(outcomes)
+}
+
+/// Counts `count` leads of a request to `source` that failed validation (never stored) in
+/// the reports, as received and rejected; the handler calls it in the writer job that
+/// answers for them.
+pub(crate) fn count_invalid(
+    conn: &Connection,
+    source: &Source,
+    count: usize,
+    now: i64,
+) -> rusqlite::Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    count_received(conn, source, None, Received::Invalid, count, now)
 }
 
 fn store_one(
@@ -161,6 +176,30 @@ fn store_one(
     {
         return Ok(StoreOutcome::Replay(found));
     }
+
+    // A post (DESIGN.md section 14): its ping is claimed here, after idempotency (a
+    // replayed post answers as the first did) and before anything is stored.
+    let claim = match &lead.lead.ping_id {
+        None => None,
+        Some(ping_id) => match crate::ping::post::claim(conn, source, ping_id, lead, now)? {
+            Ok(claim) => Some(claim),
+            Err(refusal) => {
+                // Answered as a lead that failed validation, and counted so.
+                count_received(
+                    conn,
+                    source,
+                    lead.lead.interests.first().map(|i| i.product_id.as_str()),
+                    Received::Invalid,
+                    1,
+                    now,
+                )?;
+                return Ok(StoreOutcome::PingRefused {
+                    external_id: external_id.map(str::to_string),
+                    refusal,
+                });
+            }
+        },
+    };
 
     let duplicate_match = if source.dedupe.fields.is_empty() {
         None
@@ -201,6 +240,9 @@ fn store_one(
         now,
     )?;
     if duplicate_status == DuplicateStatus::Rejected {
+        if let Some(claim) = &claim {
+            crate::ping::post::release(conn, claim, "duplicate_rejected", now)?;
+        }
         return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
                 status: Status::Rejected,
@@ -273,15 +315,38 @@ fn store_one(
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
     // caps and balances cannot race; it gets the lead as just written rather than reading
-    // it back. Its decisions are stored on the requests, where a replay finds them.
+    // it back. Its decisions are stored on the requests, where a replay finds them. A
+    // post's request in
+    // its ping's product goes to the reserved buyers instead, whatever it asked for.
     let mut auto_delivered = 0;
-    if let Some(duplicates_seen) = duplicates_seen {
-        let stored = stored_lead(source, lead, lead_id, &item, now);
-        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
-        {
-            auto_delivered = auto.delivered();
-            item.auto_delivery = Some(auto.to_json());
+    let ping_position = claim.as_ref().and_then(|c| c.request_position(lead));
+    let wants_auto = lead
+        .lead
+        .interests
+        .iter()
+        .enumerate()
+        .any(|(position, i)| i.trigger_auto_delivery && Some(position) != ping_position);
+    if claim.is_some() || wants_auto {
+        let mut stored = stored_lead(source, lead, lead_id, &item, now);
+        let mut requests = Vec::new();
+        if let (Some(claim), Some(position)) = (&claim, ping_position) {
+            let request = stored.requests.remove(position);
+            requests.push(crate::ping::post::complete(
+                conn, claim, &stored, &request, now,
+            )?);
         }
+        if let Some(duplicates_seen) = duplicates_seen.filter(|_| wants_auto) {
+            // Lapsed reservations hold nothing auto-delivery reads.
+            crate::ping::store::expire_due(conn, now)?;
+            if let Some(auto) =
+                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
+            {
+                requests.extend(auto.requests);
+            }
+        }
+        let auto = crate::autodelivery::decision::AutoDelivery { requests };
+        auto_delivered = auto.delivered();
+        item.auto_delivery = Some(auto.to_json());
     }
     Ok(StoreOutcome::Created {
         item,

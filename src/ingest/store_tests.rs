@@ -81,6 +81,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             delivery_mode: DeliveryMode::Multi,
             max_buyers: 2,
             score_threshold: 10,
+            ping_ttl_ms: None,
             waterfall: None,
             waterfall_max: None,
         },
@@ -96,6 +97,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             secret: None,
             supplier_id: None,
             supplier_cost_cents: Some(300),
+            revenue_share_bp: None,
             dedupe_fields: None,
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
@@ -141,6 +143,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
         buyer::subscribe(
             &conn,
             &NewSubscription {
+                pricing: Default::default(),
                 buyer_id: id,
                 product: "solar",
                 price_cents: price,
@@ -195,7 +198,7 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
     let (_dir, conn, source) = database();
     let prepared = prepare(&conn, lead("x1", true));
     let (outcomes, statements) = traced(&conn, || {
-        store::store_all(&conn, &source, std::slice::from_ref(&prepared), 0, 0).unwrap()
+        store::store_all(&conn, &source, std::slice::from_ref(&prepared), 0).unwrap()
     });
     let [StoreOutcome::Created { auto_delivered, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
@@ -240,7 +243,7 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
 fn the_deliver_command_reads_the_lead_once() {
     let (_dir, conn, source) = database();
     let prepared = prepare(&conn, lead("x2", false));
-    let outcomes = store::store_all(&conn, &source, &[prepared], 0, 0).unwrap();
+    let outcomes = store::store_all(&conn, &source, &[prepared], 0).unwrap();
     let [StoreOutcome::Created { item, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
     };

@@ -40,6 +40,7 @@ fn database(timezone: &str) -> (tempfile::TempDir, Connection) {
             score_threshold: 0,
             waterfall: None,
             waterfall_max: None,
+            ping_ttl_ms: None,
         },
     )
     .expect("the channel is new");
@@ -58,6 +59,7 @@ fn database(timezone: &str) -> (tempfile::TempDir, Connection) {
             dedupe_action: DedupeAction::Review,
             dedupe_window_days: 30,
             result_detail: None,
+            revenue_share_bp: None,
         },
     )
     .expect("the source is new");
