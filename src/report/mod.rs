@@ -370,6 +370,11 @@ impl Names {
     }
 }
 
+/// The sums a report reads of the bucket rows, in the order of [`Figures`]' fields.
+const SUMS: &str = "sum(received), sum(accepted), sum(duplicates), sum(rejected), sum(dropped), \
+    sum(sold), sum(acknowledged), sum(returned), sum(paid), sum(revenue_cents), \
+    sum(supplier_cost_cents)";
+
 /// Makes the report: reads the period's bucket rows (one range of the primary key), sums
 /// them in SQLite by the columns the dimensions need, then cuts the quarter hours into
 /// the workspace's local days, weeks and months. When every dimension is a period, every
@@ -405,18 +410,15 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
     .into_iter()
     .filter_map(|(wanted, column)| wanted.then_some(column))
     .collect();
-    let sums = "sum(received), sum(accepted), sum(duplicates), sum(rejected), sum(dropped), \
-        sum(sold), sum(acknowledged), sum(returned), sum(paid), sum(revenue_cents), \
-        sum(supplier_cost_cents)";
     let sql = if columns.is_empty() {
         format!(
-            "SELECT {sums} FROM report_buckets
+            "SELECT {SUMS} FROM report_buckets
              WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3"
         )
     } else {
         let list = columns.join(", ");
         format!(
-            "SELECT {list}, {sums} FROM report_buckets
+            "SELECT {list}, {SUMS} FROM report_buckets
              WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3
              GROUP BY {list} ORDER BY {list}"
         )
