@@ -50,8 +50,10 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0011_disclosure.sql")),
     // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
     sql(include_str!("../../migrations/0012_ping.sql")),
+    // The evaluator's training read in time order without a sort.
+    sql(include_str!("../../migrations/0013_training_order.sql")),
     // The report aggregate, filled from the stored leads and transactions.
-    sql(include_str!("../../migrations/0013_report.sql")),
+    sql(include_str!("../../migrations/0014_report.sql")),
 ];
 
 /// The schema version this binary writes.
