@@ -1,4 +1,4 @@
--- leadrelay schema, migration 14: the report aggregate (DESIGN.md section 11), owned by
+-- leadrelay schema, migration 15: the report aggregate (DESIGN.md section 11), owned by
 -- src/report/.
 --
 -- One row per workspace × quarter hour (`bucket`: its start, ms UTC) × source × buyer ×
