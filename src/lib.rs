@@ -37,6 +37,7 @@ pub mod outbox;
 pub(crate) mod ping;
 pub mod privacy;
 pub mod ratelimit;
+pub(crate) mod report;
 pub(crate) mod request_id;
 pub mod secrets;
 pub mod service;
