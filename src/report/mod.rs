@@ -104,7 +104,7 @@ impl Figures {
     }
 
     /// The report's columns as JSON (`--json`), money as JSON numbers like every amount.
-    pub(crate) fn to_json(&self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         json!({
             "received": self.received,
             "accepted": self.accepted,
