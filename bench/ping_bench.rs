@@ -431,7 +431,7 @@ fn check_pairs(db: &str, samples: &[Sample]) {
     let conn = open(db);
     let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
     let (mut reservations, mut honoured, mut foreign, mut lost, mut unacknowledged) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
+        (0i64, 0i64, 0i64, 0u64, 0u64);
     let mut leads = Vec::new();
     let mut read = conn
         .prepare(
@@ -452,9 +452,9 @@ fn check_pairs(db: &str, samples: &[Sample]) {
         let (status, lead_id, reserved, kept, other, stored): (
             String,
             Option<String>,
-            u64,
-            u64,
-            u64,
+            i64,
+            i64,
+            i64,
             bool,
         ) = read
             .query_row([id], |r| {
@@ -493,7 +493,7 @@ fn check_pairs(db: &str, samples: &[Sample]) {
     );
     // The outbox sends what was committed; wait (up to a minute) until it has.
     let started = Instant::now();
-    let count = |state: &str| -> u64 {
+    let count = |state: &str| -> i64 {
         let mut total = 0;
         let mut statement = conn
             .prepare_cached(
@@ -502,7 +502,7 @@ fn check_pairs(db: &str, samples: &[Sample]) {
             .expect("the query prepares");
         for lead in &leads {
             total += statement
-                .query_row(rusqlite::params![lead, state], |r| r.get::<_, u64>(0))
+                .query_row(rusqlite::params![lead, state], |r| r.get::<_, i64>(0))
                 .expect("the transactions are counted");
         }
         total
