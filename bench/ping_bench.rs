@@ -98,6 +98,9 @@ const REGIONS: [(&str, &str); 10] = [
     ("90403", "Nürnberg"),
 ];
 const ROOFS: [&str; 3] = ["tile", "flat", "metal"];
+/// The phases' tags (baseline and scenario of each), so that no lead of one phase is a
+/// duplicate of another's.
+const TAGS: [&str; 6] = ["fb", "fp", "bb", "bp", "pb", "pp"];
 
 /// Lead `n` of a phase (`tag` keeps emails unique across phases, so nothing is a
 /// duplicate): what the ping says of it, and the full lead.
@@ -111,8 +114,13 @@ impl Lead {
     fn email(&self) -> String {
         format!("jane.{}.{}@example.com", self.tag, self.n)
     }
+    /// The phone's subscriber number: the phase's digit, then `n`.
+    fn subscriber(&self) -> String {
+        let phase = TAGS.iter().position(|t| *t == self.tag).unwrap_or(9);
+        format!("{phase}{:07}", self.n % 10_000_000)
+    }
     fn phone_digits(&self) -> String {
-        format!("4930{:07}", self.n % 10_000_000)
+        format!("4930{}", self.subscriber())
     }
     fn region(&self) -> (&'static str, &'static str) {
         REGIONS[(self.n % REGIONS.len() as u64) as usize]
@@ -145,7 +153,7 @@ impl Lead {
             "firstName": "Jane",
             "lastName": "Doe",
             "email": self.email(),
-            "phone": format!("+49 30 {:07}", self.n % 10_000_000),
+            "phone": format!("+49 30 {}", self.subscriber()),
             "street": "Hauptstr.",
             "houseNumber": "1",
             "postalCode": postal_code,
