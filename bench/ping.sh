@@ -135,7 +135,7 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round of $ROUNDS: uptime: $(uptime)"
   "$EXAMPLES/ping_bench" --url "$URL" --secret "$SECRET" --db "$LEADRELAY_DB" \
     --phases "$PHASES" --rate "$RATE" --bid-rate "$BID_RATE" --bid-timeout "$BID_TIMEOUT" \
-    --seconds "$SECONDS_PER_PHASE"
+    --seconds "$SECONDS_PER_PHASE" --pid "${PIDS[2]}"
   echo "  after round $round: uptime: $(uptime)"
   stop_all
 done

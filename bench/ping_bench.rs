@@ -43,6 +43,9 @@ struct Settings {
     connections: usize,
     /// The bid buyers' timeout (ms), for the bid phase's target.
     bid_timeout_ms: f64,
+    /// The server's process id: its CPU time per request is read from /proc (less noisy
+    /// on a shared machine than latency).
+    pid: Option<u32>,
 }
 
 fn settings() -> Settings {
@@ -56,9 +59,10 @@ fn settings() -> Settings {
         seconds: 10.0,
         connections: 2048,
         bid_timeout_ms: 100.0,
+        pid: None,
     };
     let usage = "usage: ping_bench --url URL --secret S --db FILE [--phases fixed,bid,pairs] \
-                 [--rate N] [--bid-rate N] [--seconds N] [--connections N] [--bid-timeout MS]";
+                 [--rate N] [--bid-rate N] [--seconds N] [--connections N] [--bid-timeout MS] [--pid PID]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let value = pair.get(1).cloned().unwrap_or_else(|| panic!("{usage}"));
@@ -73,6 +77,7 @@ fn settings() -> Settings {
             "--seconds" => s.seconds = number(),
             "--connections" => s.connections = number() as usize,
             "--bid-timeout" => s.bid_timeout_ms = number(),
+            "--pid" => s.pid = Some(number() as u32),
             _ => panic!("{usage}"),
         }
     }
@@ -266,8 +271,37 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[index] as f64 / 1000.0
 }
 
+/// The CPU time (user + system) the process has used, in µs; `None` without a pid.
+fn cpu_micros(pid: Option<u32>) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    // The fields after the command's closing parenthesis: utime and stime are the 12th
+    // and 13th of them, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf only reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks * 1_000_000.0 / per_second)
+}
+
+/// Runs `step`, and prints the server's CPU time per item of what it returns.
+async fn with_cpu<Fut: Future<Output = Vec<Sample>>>(
+    pid: Option<u32>,
+    step: Fut,
+) -> (Vec<Sample>, Option<f64>) {
+    let before = cpu_micros(pid);
+    let samples = step.await;
+    let after = cpu_micros(pid);
+    let per_item = match (before, after) {
+        (Some(b), Some(a)) if !samples.is_empty() => Some((a - b) / samples.len() as f64),
+        _ => None,
+    };
+    (samples, per_item)
+}
+
 /// One line: the outcomes, the latency of successes and of every answer.
-fn summary(name: &str, samples: &[Sample], seconds: f64) -> (f64, f64) {
+fn summary(name: &str, measured: &(Vec<Sample>, Option<f64>), seconds: f64) -> (f64, f64) {
+    let (samples, cpu) = measured;
     let mut outcomes: BTreeMap<&str, u64> = BTreeMap::new();
     let mut all: Vec<u64> = Vec::new();
     let mut ok: Vec<u64> = Vec::new();
@@ -289,8 +323,9 @@ fn summary(name: &str, samples: &[Sample], seconds: f64) -> (f64, f64) {
     all.sort_unstable();
     ok.sort_unstable();
     server.sort_unstable();
+    let cpu = cpu.map_or("?".to_string(), |c| format!("{c:.0}"));
     println!(
-        "  {name}: sent={} answered_per_s={:.0} ok={} ok_p50_ms={:.2} ok_p99_ms={:.2} ok_max_ms={:.1} server_p50_ms={:.2} server_p99_ms={:.2} all_p99_ms={:.2} no_answer={no_answer} outcomes={outcomes:?}",
+        "  {name}: sent={} server_cpu_us_each={cpu} answered_per_s={:.0} ok={} ok_p50_ms={:.2} ok_p99_ms={:.2} ok_max_ms={:.1} server_p50_ms={:.2} server_p99_ms={:.2} all_p99_ms={:.2} no_answer={no_answer} outcomes={outcomes:?}",
         samples.len(),
         all.len() as f64 / seconds,
         ok.len(),
@@ -317,7 +352,9 @@ impl Bench {
             let (settings, pool) = (settings.clone(), pool.clone());
             async move {
                 let lead = Lead { n, tag, product };
-                let answer = pool.send(request(&settings, INGEST, &lead.full(None))).await;
+                let answer = pool
+                    .send(request(&settings, INGEST, &lead.full(None)))
+                    .await;
                 let Some(answer) = answer else {
                     return Sample {
                         outcome: "no answer".into(),
@@ -416,7 +453,9 @@ fn bid_outcomes(db: &str, since_ms: i64) {
         )
         .expect("the query prepares");
     let rows: Vec<(String, i64, i64, i64)> = statement
-        .query_map([since_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_map([since_ms], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
         .expect("the bids are read")
         .collect::<Result<_, _>>()
         .expect("the bids are read");
@@ -430,7 +469,10 @@ fn bid_outcomes(db: &str, since_ms: i64) {
 /// The pairs' accounting from the file: every reservation of a posted ping honoured, every
 /// acknowledged post a lead, and the deliveries sent.
 fn check_pairs(db: &str, samples: &[Sample]) {
-    let accepted: Vec<&str> = samples.iter().filter_map(|s| s.ping_id.as_deref()).collect();
+    let accepted: Vec<&str> = samples
+        .iter()
+        .filter_map(|s| s.ping_id.as_deref())
+        .collect();
     let acknowledged: HashSet<&str> = samples
         .iter()
         .filter(|s| s.posted)
@@ -549,9 +591,9 @@ fn main() {
                         "fixed: pings of solar answered from fixed-price subscriptions, {} /s open loop, {secs} s (target: p99 < 5 ms)",
                         settings.rate
                     );
-                    let base = bench.ingest(settings.rate, "fb", "solar").await;
+                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "fb", "solar")).await;
                     summary("baseline plain ingest", &base, secs);
-                    let pings = bench.pings(settings.rate, "fp", "solar", false).await;
+                    let pings = with_cpu(settings.pid, bench.pings(settings.rate, "fp", "solar", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
                     println!(
                         "  target p99 < 5 ms: {}",
@@ -565,10 +607,10 @@ fn main() {
                         settings.bid_rate,
                         settings.bid_timeout_ms + 10.0
                     );
-                    let base = bench.ingest(settings.bid_rate, "bb", "heat").await;
+                    let base = with_cpu(settings.pid, bench.ingest(settings.bid_rate, "bb", "heat")).await;
                     summary("baseline plain ingest", &base, secs);
                     let since = now_ms();
-                    let pings = bench.pings(settings.bid_rate, "bp", "heat", false).await;
+                    let pings = with_cpu(settings.pid, bench.pings(settings.bid_rate, "bp", "heat", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
                     bid_outcomes(&settings.db, since);
                     println!(
@@ -586,12 +628,12 @@ fn main() {
                         "pairs: ping then post of solar, {} pairs/s open loop, {secs} s",
                         settings.rate
                     );
-                    let base = bench.ingest(settings.rate, "pb", "solar").await;
+                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "pb", "solar")).await;
                     summary("baseline plain ingest", &base, secs);
-                    let pairs = bench.pings(settings.rate, "pp", "solar", true).await;
+                    let pairs = with_cpu(settings.pid, bench.pings(settings.rate, "pp", "solar", true)).await;
                     summary("pairs (ping → post)", &pairs, secs);
                     let db = settings.db.clone();
-                    tokio::task::spawn_blocking(move || check_pairs(&db, &pairs))
+                    tokio::task::spawn_blocking(move || check_pairs(&db, &pairs.0))
                         .await
                         .expect("the check ends");
                 }
