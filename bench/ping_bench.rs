@@ -105,7 +105,7 @@ const REGIONS: [(&str, &str); 10] = [
 const ROOFS: [&str; 3] = ["tile", "flat", "metal"];
 /// The phases' tags (baseline and scenario of each), so that no lead of one phase is a
 /// duplicate of another's.
-const TAGS: [&str; 6] = ["fb", "fp", "bb", "bp", "pb", "pp"];
+const TAGS: [&str; 8] = ["fb", "fa", "fp", "bb", "bp", "pb", "pa", "pp"];
 
 /// Lead `n` of a phase (`tag` keeps emails unique across phases, so nothing is a
 /// duplicate): what the ping says of it, and the full lead.
@@ -150,8 +150,8 @@ impl Lead {
         })
     }
 
-    /// The full lead (with `ping_id`: its post).
-    fn full(&self, ping_id: Option<&str>) -> Value {
+    /// The full lead (with `ping_id`: its post; with `auto`, sold by auto-delivery).
+    fn full(&self, ping_id: Option<&str>, auto: bool) -> Value {
         let (postal_code, city) = self.region();
         let mut lead = json!({
             "externalId": format!("{}-{}", self.tag, self.n),
@@ -171,6 +171,9 @@ impl Lead {
         });
         if let Some(id) = ping_id {
             lead["pingId"] = json!(id);
+        }
+        if auto {
+            lead["triggerAutoDelivery"] = json!(true);
         }
         lead
     }
@@ -345,15 +348,23 @@ struct Bench {
 }
 
 impl Bench {
-    /// Plain ingest of lead `n` of `tag`.
-    async fn ingest(&self, rate: f64, tag: &'static str, product: &'static str) -> Vec<Sample> {
+    /// Ingest of lead `n` of `tag`: plain (stored, not routed), or with `auto` routed and
+    /// delivered by auto-delivery in the same writer job (what a ping and its post do in
+    /// two).
+    async fn ingest(
+        &self,
+        rate: f64,
+        tag: &'static str,
+        product: &'static str,
+        auto: bool,
+    ) -> Vec<Sample> {
         let (settings, pool) = (self.settings.clone(), self.pool.clone());
         open_loop(rate, settings.seconds, move |n, scheduled| {
             let (settings, pool) = (settings.clone(), pool.clone());
             async move {
                 let lead = Lead { n, tag, product };
                 let answer = pool
-                    .send(request(&settings, INGEST, &lead.full(None)))
+                    .send(request(&settings, INGEST, &lead.full(None, auto)))
                     .await;
                 let Some(answer) = answer else {
                     return Sample {
@@ -410,7 +421,7 @@ impl Bench {
                     return sample;
                 };
                 let Some(answer) = pool
-                    .send(request(&settings, INGEST, &lead.full(Some(&id))))
+                    .send(request(&settings, INGEST, &lead.full(Some(&id), false)))
                     .await
                 else {
                     sample.outcome = "post no answer".into();
@@ -591,8 +602,10 @@ fn main() {
                         "fixed: pings of solar answered from fixed-price subscriptions, {} /s open loop, {secs} s (target: p99 < 5 ms)",
                         settings.rate
                     );
-                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "fb", "solar")).await;
+                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "fb", "solar", false)).await;
                     summary("baseline plain ingest", &base, secs);
+                    let auto = with_cpu(settings.pid, bench.ingest(settings.rate, "fa", "solar", true)).await;
+                    summary("baseline ingest + auto-delivery", &auto, secs);
                     let pings = with_cpu(settings.pid, bench.pings(settings.rate, "fp", "solar", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
                     println!(
@@ -607,7 +620,7 @@ fn main() {
                         settings.bid_rate,
                         settings.bid_timeout_ms + 10.0
                     );
-                    let base = with_cpu(settings.pid, bench.ingest(settings.bid_rate, "bb", "heat")).await;
+                    let base = with_cpu(settings.pid, bench.ingest(settings.bid_rate, "bb", "heat", false)).await;
                     summary("baseline plain ingest", &base, secs);
                     let since = now_ms();
                     let pings = with_cpu(settings.pid, bench.pings(settings.bid_rate, "bp", "heat", false)).await;
@@ -628,8 +641,10 @@ fn main() {
                         "pairs: ping then post of solar, {} pairs/s open loop, {secs} s",
                         settings.rate
                     );
-                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "pb", "solar")).await;
+                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "pb", "solar", false)).await;
                     summary("baseline plain ingest", &base, secs);
+                    let auto = with_cpu(settings.pid, bench.ingest(settings.rate, "pa", "solar", true)).await;
+                    summary("baseline ingest + auto-delivery", &auto, secs);
                     let pairs = with_cpu(settings.pid, bench.pings(settings.rate, "pp", "solar", true)).await;
                     summary("pairs (ping → post)", &pairs, secs);
                     let db = settings.db.clone();
