@@ -274,11 +274,7 @@ fn rows_in(db: &str) -> i64 {
 
 fn main() {
     let settings = Arc::new(settings());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = pool::runtime();
     runtime.block_on(async {
         let leads = Arc::new(Leads {
             next: AtomicU64::new(0),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Ping/post benchmark (DESIGN.md section 14, issue 17): a release `leadrelay serve` on a
 # fresh database, configured with the CLI as an operator would, measured by
-# bench/ping_bench.rs in open loops, each scenario after its baseline (plain ingest of the
-# same lead at the same rate) in the same run:
+# bench/ping_bench.rs in open loops, each scenario after its baselines in the same round
+# (plain ingest of the same lead at the same rate, and for fixed and pairs ingest with
+# auto-delivery):
 #
 #   fixed  pings answered from 20 fixed-price subscriptions (prices, daily and monthly
 #          caps, country/postal-code/roof filters) at RATE pings/s (target p99 < 5 ms);
@@ -21,11 +22,13 @@
 #   ROUNDS=1 PHASES=fixed RATE=500 SECONDS_PER_PHASE=5 bench/ping.sh
 #
 # Settings (environment): ROUNDS (2), PHASES (fixed,bid,pairs), RATE (1000), BID_RATE
-# (200), BID_TIMEOUT (100, ms), BID_DELAY (50, ms), SECONDS_PER_PHASE (10), SERVE_FLAGS
-# (none), RUST_LOG (warn), LEADRELAY_BIN (another leadrelay binary to measure).
+# (200), BID_TIMEOUT (100, ms), BID_DELAY (50, ms), SECONDS_PER_PHASE (10), SERVER_LOG
+# (warn), LEADRELAY_BIN (another leadrelay binary to measure; the load generator and the
+# receivers are always this checkout's), KEEP=1 (keep the work directory).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh" ping
 ROUNDS="${ROUNDS:-2}"
 PHASES="${PHASES:-fixed,bid,pairs}"
 RATE="${RATE:-1000}"
@@ -33,29 +36,19 @@ BID_RATE="${BID_RATE:-200}"
 BID_TIMEOUT="${BID_TIMEOUT:-100}"
 BID_DELAY="${BID_DELAY:-50}"
 SECONDS_PER_PHASE="${SECONDS_PER_PHASE:-10}"
-SERVE_FLAGS="${SERVE_FLAGS:-}"
-SERVER_LOG="${RUST_LOG:-warn}"
-export RUST_LOG=warn
 
-(cd "$ROOT" && cargo build --release --quiet &&
-  cargo build --release --quiet --example ping_bench --example slow_receiver)
-BIN="${LEADRELAY_BIN:-$ROOT/target/release/leadrelay}"
+(cd "$ROOT" && cargo build --release --quiet --example ping_bench --example slow_receiver)
 EXAMPLES="$ROOT/target/release/examples"
 
-WORK="$(mktemp -d)"
-PIDS=()
-stop_all() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  PIDS=()
+RECEIVERS=()
+stop_receivers() {
+  for pid in "${RECEIVERS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  RECEIVERS=()
 }
-cleanup() {
-  stop_all
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'stop_receivers; cleanup' EXIT
 ulimit -n 65536 2>/dev/null || true
 
-# Waits until FILE has LINES lines matching PATTERN (a started process printing its
+# Waits until FILE has LINES lines matching PATTERN (a started receiver printing its
 # addresses).
 wait_for() {
   local file="$1" pattern="$2" lines="$3"
@@ -68,25 +61,20 @@ wait_for() {
   exit 1
 }
 
-SECRET="bench-secret-0123456789abcdef"
 REGIONS=(0 1 2 3 4 5 6 7 8 9)
 
-# The market, as an operator sets it up: channel `web` (automated delivery, exclusive),
-# source `bench` (supplier cost 4, duplicates by the default rule), products `solar` and
-# `heat`; 20 fixed-price buyers of solar, two per postal region (filter on the first digit
-# of the postal code and the country; half also on the roof), the dearer one with a small
-# daily cap so that the cheaper one takes over; 5 bid-priced buyers of heat.
+# The market, as an operator sets it up: bench_setup's channel `web` (automated delivery,
+# exclusive), source `bench` (the default duplicate rule; here with a supplier cost of 4)
+# and product `solar`, and a product `heat`; 20 fixed-price buyers of solar, two per postal
+# region (filter on the first digit of the postal code and the country; half also on the
+# roof), the dearer one with a small daily cap so that the cheaper one takes over; 5
+# bid-priced buyers of heat.
 configure() {
   local hooks="$1" bidders="$2" lr=("$BIN")
-  "${lr[@]}" init >/dev/null
-  "${lr[@]}" workspace create --name Bench --id ws >/dev/null
-  "${lr[@]}" channel create --workspace ws --name Web --id web --auto-delivery on >/dev/null
-  "${lr[@]}" product create --workspace ws --slug solar --name Solar --id solar \
-    --field 'roof:required=tile|flat|metal' >/dev/null
+  bench_setup
+  "${lr[@]}" source update bench --supplier-cost 4 >/dev/null
   "${lr[@]}" product create --workspace ws --slug heat --name Heat --id heat \
     --field 'roof:required=tile|flat|metal' >/dev/null
-  "${lr[@]}" source create --channel web --name Bench --id bench --secret "$SECRET" \
-    --supplier-cost 4 >/dev/null
   local n url region
   for n in $(seq 0 19); do
     url="$(sed -n "s/^buyer $n //p" "$hooks")"
@@ -111,31 +99,25 @@ configure() {
   done
 }
 
-echo "leadrelay ping/post benchmark: $(nproc) cores, $(uname -sr), rate=$RATE/s, bid rate=$BID_RATE/s, bid timeout=${BID_TIMEOUT}ms, bid answer after ${BID_DELAY}ms, ${SECONDS_PER_PHASE}s per step, serve flags: ${SERVE_FLAGS:-none}"
+echo "leadrelay ping/post benchmark: $(nproc) cores, $(uname -sr), rate=$RATE/s, bid rate=$BID_RATE/s, bid timeout=${BID_TIMEOUT}ms, bid answer after ${BID_DELAY}ms, ${SECONDS_PER_PHASE}s per step"
 for round in $(seq 1 "$ROUNDS"); do
-  rm -rf "${WORK:?}"/*
-  export LEADRELAY_DB="$WORK/ping.db"
+  rm -f "$LEADRELAY_DB" "$LEADRELAY_DB-wal" "$LEADRELAY_DB-shm"
   # The buyers' webhook endpoints (answer at once) and the bid endpoints (bid after
   # BID_DELAY ms: buyer N bids 30 + N).
   "$EXAMPLES/slow_receiver" --buyers 25 --delay 0 >"$WORK/hooks" 2>"$WORK/hooks.err" &
-  PIDS+=($!)
+  RECEIVERS+=($!)
   "$EXAMPLES/slow_receiver" --buyers 5 --delay "$BID_DELAY" --bid 30 >"$WORK/bidders" 2>"$WORK/bidders.err" &
-  PIDS+=($!)
+  RECEIVERS+=($!)
   wait_for "$WORK/hooks" '^buyer ' 25
   wait_for "$WORK/bidders" '^buyer ' 5
   configure "$WORK/hooks" "$WORK/bidders"
-
-  # shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
-  RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 $SERVE_FLAGS \
-    >"$WORK/serve.out" 2>"$WORK/serve.out.err" &
-  PIDS+=($!)
-  wait_for "$WORK/serve.out" 'http://[0-9.:]*' 1
-  URL="$(grep -o 'http://[0-9.:]*' "$WORK/serve.out" | head -1)"
+  start_server serve
 
   echo "round $round of $ROUNDS: uptime: $(uptime)"
-  "$EXAMPLES/ping_bench" --url "$URL" --secret "$SECRET" --db "$LEADRELAY_DB" \
+  "$EXAMPLES/ping_bench" --url "$URL" --secret "$BENCH_SECRET" --db "$LEADRELAY_DB" \
     --phases "$PHASES" --rate "$RATE" --bid-rate "$BID_RATE" --bid-timeout "$BID_TIMEOUT" \
-    --seconds "$SECONDS_PER_PHASE" --pid "${PIDS[2]}"
+    --seconds "$SECONDS_PER_PHASE" --pid "$SERVER_PID"
   echo "  after round $round: uptime: $(uptime)"
-  stop_all
+  stop_server
+  stop_receivers
 done

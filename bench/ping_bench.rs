@@ -204,6 +204,16 @@ struct Sample {
     posted: bool,
 }
 
+impl Sample {
+    /// A request that got no answer (connection refused or closed).
+    fn unanswered(outcome: &str) -> Sample {
+        Sample {
+            outcome: outcome.into(),
+            ..Sample::default()
+        }
+    }
+}
+
 fn error_code(answer: &Answer) -> String {
     let json: Value = serde_json::from_slice(&answer.body).unwrap_or_default();
     format!(
@@ -371,10 +381,7 @@ impl Bench {
                     .send(request(&settings, INGEST, &lead.full(None, auto)))
                     .await;
                 let Some(answer) = answer else {
-                    return Sample {
-                        outcome: "no answer".into(),
-                        ..Sample::default()
-                    };
+                    return Sample::unanswered("no answer");
                 };
                 let (outcome, success) = ingest_outcome(&answer);
                 Sample {
@@ -403,10 +410,7 @@ impl Bench {
             async move {
                 let lead = Lead { n, tag, product };
                 let Some(answer) = pool.send(request(&settings, PING, &lead.ping())).await else {
-                    return Sample {
-                        outcome: "no answer".into(),
-                        ..Sample::default()
-                    };
+                    return Sample::unanswered("no answer");
                 };
                 let (outcome, ping_id) = ping_outcome(&answer);
                 let mut sample = Sample {
@@ -587,11 +591,7 @@ fn check_pairs(db: &str, samples: &[Sample]) {
 
 fn main() {
     let settings = Arc::new(settings());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = pool::runtime();
     let pool = Arc::new(Pool::new(&settings.url, settings.connections));
     let bench = Bench {
         settings: settings.clone(),

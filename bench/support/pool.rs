@@ -15,6 +15,16 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::sync::Semaphore;
 
+/// The load generator's runtime: two worker threads, as many as the machine's cores (the
+/// server shares them).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// Keep-alive connections to the server, opened as needed up to a bound.
 pub struct Pool {
     pub addr: String,
