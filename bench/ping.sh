@@ -116,7 +116,7 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round of $ROUNDS: uptime: $(uptime)"
   "$EXAMPLES/ping_bench" --url "$URL" --secret "$BENCH_SECRET" --db "$LEADRELAY_DB" \
     --phases "$PHASES" --rate "$RATE" --bid-rate "$BID_RATE" --bid-timeout "$BID_TIMEOUT" \
-    --seconds "$SECONDS_PER_PHASE" --pid "$SERVER_PID"
+    --seconds "$SECONDS_PER_PHASE"
   echo "  after round $round: uptime: $(uptime)"
   stop_server
   stop_receivers

@@ -43,9 +43,6 @@ struct Settings {
     connections: usize,
     /// The bid buyers' timeout (ms), for the bid phase's target.
     bid_timeout_ms: f64,
-    /// The server's process id: its CPU time per request is read from /proc (less noisy
-    /// on a shared machine than latency).
-    pid: Option<u32>,
 }
 
 fn settings() -> Settings {
@@ -59,10 +56,9 @@ fn settings() -> Settings {
         seconds: 10.0,
         connections: 2048,
         bid_timeout_ms: 100.0,
-        pid: None,
     };
     let usage = "usage: ping_bench --url URL --secret S --db FILE [--phases fixed,bid,pairs] \
-                 [--rate N] [--bid-rate N] [--seconds N] [--connections N] [--bid-timeout MS] [--pid PID]";
+                 [--rate N] [--bid-rate N] [--seconds N] [--connections N] [--bid-timeout MS]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let value = pair.get(1).cloned().unwrap_or_else(|| panic!("{usage}"));
@@ -77,7 +73,6 @@ fn settings() -> Settings {
             "--seconds" => s.seconds = number(),
             "--connections" => s.connections = number() as usize,
             "--bid-timeout" => s.bid_timeout_ms = number(),
-            "--pid" => s.pid = Some(number() as u32),
             _ => panic!("{usage}"),
         }
     }
@@ -284,27 +279,31 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[index] as f64 / 1000.0
 }
 
-/// The CPU time (user + system) the process has used, in µs; `None` without a pid.
-fn cpu_micros(pid: Option<u32>) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
-    // The fields after the command's closing parenthesis: utime and stime are the 12th
-    // and 13th of them, in clock ticks.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf only reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(ticks * 1_000_000.0 / per_second)
+/// The CPU time (user + system) the server has used, in µs, from its `/metrics`
+/// (`process_cpu_seconds_total`); `None` when that is off. Less noisy on a shared machine
+/// than latency.
+async fn cpu_micros(pool: &Pool) -> Option<f64> {
+    let request = hyper::Request::get("/metrics")
+        .header("host", "bench")
+        .body(Full::new(Bytes::new()))
+        .expect("a valid request");
+    let answer = pool.send(request).await?;
+    let text = String::from_utf8_lossy(&answer.body);
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("process_cpu_seconds_total "))?;
+    let seconds: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(seconds * 1_000_000.0)
 }
 
 /// Runs `step`, with the server's CPU time (µs) over it.
 async fn with_cpu<Fut: Future<Output = Vec<Sample>>>(
-    pid: Option<u32>,
+    pool: &Pool,
     step: Fut,
 ) -> (Vec<Sample>, Option<f64>) {
-    let before = cpu_micros(pid);
+    let before = cpu_micros(pool).await;
     let samples = step.await;
-    let spent = match (before, cpu_micros(pid)) {
+    let spent = match (before, cpu_micros(pool).await) {
         (Some(b), Some(a)) => Some(a - b),
         _ => None,
     };
@@ -606,11 +605,11 @@ fn main() {
                         "fixed: pings of solar answered from fixed-price subscriptions, {} /s open loop, {secs} s (target: p99 < 5 ms)",
                         settings.rate
                     );
-                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "fb", "solar", false)).await;
+                    let base = with_cpu(&pool, bench.ingest(settings.rate, "fb", "solar", false)).await;
                     summary("baseline plain ingest", &base, secs);
-                    let auto = with_cpu(settings.pid, bench.ingest(settings.rate, "fa", "solar", true)).await;
+                    let auto = with_cpu(&pool, bench.ingest(settings.rate, "fa", "solar", true)).await;
                     summary("baseline ingest + auto-delivery", &auto, secs);
-                    let pings = with_cpu(settings.pid, bench.pings(settings.rate, "fp", "solar", false)).await;
+                    let pings = with_cpu(&pool, bench.pings(settings.rate, "fp", "solar", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
                     println!(
                         "  target p99 < 5 ms: {}",
@@ -624,10 +623,10 @@ fn main() {
                         settings.bid_rate,
                         settings.bid_timeout_ms + 10.0
                     );
-                    let base = with_cpu(settings.pid, bench.ingest(settings.bid_rate, "bb", "heat", false)).await;
+                    let base = with_cpu(&pool, bench.ingest(settings.bid_rate, "bb", "heat", false)).await;
                     summary("baseline plain ingest", &base, secs);
                     let since = now_ms();
-                    let pings = with_cpu(settings.pid, bench.pings(settings.bid_rate, "bp", "heat", false)).await;
+                    let pings = with_cpu(&pool, bench.pings(settings.bid_rate, "bp", "heat", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
                     bid_outcomes(&settings.db, since);
                     println!(
@@ -645,11 +644,11 @@ fn main() {
                         "pairs: ping then post of solar, {} pairs/s open loop, {secs} s",
                         settings.rate
                     );
-                    let base = with_cpu(settings.pid, bench.ingest(settings.rate, "pb", "solar", false)).await;
+                    let base = with_cpu(&pool, bench.ingest(settings.rate, "pb", "solar", false)).await;
                     summary("baseline plain ingest", &base, secs);
-                    let auto = with_cpu(settings.pid, bench.ingest(settings.rate, "pa", "solar", true)).await;
+                    let auto = with_cpu(&pool, bench.ingest(settings.rate, "pa", "solar", true)).await;
                     summary("baseline ingest + auto-delivery", &auto, secs);
-                    let pairs = with_cpu(settings.pid, bench.pings(settings.rate, "pp", "solar", true)).await;
+                    let pairs = with_cpu(&pool, bench.pings(settings.rate, "pp", "solar", true)).await;
                     summary("pairs (ping → post)", &pairs, secs);
                     let db = settings.db.clone();
                     tokio::task::spawn_blocking(move || check_pairs(&db, &pairs.0))
