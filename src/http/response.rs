@@ -1,4 +1,5 @@
-//! Building responses: JSON for the API, HTML and other text for the operator console.
+//! Building responses: JSON for the API, HTML for the operator console, any other text
+//! (the metrics).
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -15,12 +16,7 @@ pub fn json(status: StatusCode, body: &serde_json::Value) -> Response {
 
 /// A response with the given status and an already serialised JSON body.
 pub fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
-    let mut response = hyper::Response::new(Full::new(Bytes::from(bytes)));
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    text(status, "application/json", bytes)
 }
 
 /// An HTML page with the given status.
