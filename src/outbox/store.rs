@@ -523,6 +523,17 @@ pub enum OutboxError {
     NotFound(String),
     #[error("event '{0}' was delivered already; there is nothing to retry")]
     AlreadyDelivered(String),
+    /// The sale was taken back (the buyer's API refused it, the buyer rejected it, the
+    /// operator voided it): sending the lead again would hand it over for nothing.
+    #[error(
+        "event '{id}' is of transaction '{transaction_id}', which is {status}; a sale taken \
+         back is not sent again"
+    )]
+    TransactionEnded {
+        id: String,
+        transaction_id: String,
+        status: transaction::Status,
+    },
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -701,30 +712,32 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
 }
 
 /// Makes a failed or pending event due now. A failed event starts the retry schedule
-/// again; its transaction's delivery status goes back to pending.
+/// again; its transaction's delivery status goes back to pending. Refused for an event of
+/// a sale taken back ([`requeue`]).
 pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
     if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.to_string()));
     }
-    conn.prepare_cached(
-        "UPDATE outbox_events
-         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
-             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
-         WHERE id = ?1",
-    )?
-    .execute(params![id, now])?;
-    if let Some(txn) = &event.transaction_id {
-        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    if let Requeued::TakenBack {
+        transaction_id,
+        status,
+    } = requeue(conn, id, event.status, event.transaction_id.as_deref(), now)?
+    {
+        return Err(OutboxError::TransactionEnded {
+            id: event.id,
+            transaction_id,
+            status,
+        });
     }
     find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
 }
 
 /// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
 /// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
-/// narrows (`None`: both). A failed event starts the retry schedule again and its
-/// transaction's delivery status goes back to pending. Returns how many events it retried
-/// and the last id it looked at (`None` when there were none: the caller is done).
+/// narrows (`None`: both), as [`retry`] does each of them: the events of a sale taken back
+/// stay as they are. Returns how many events it retried and the last id it looked at
+/// (`None` when there were none: the caller is done).
 pub fn retry_buyer(
     conn: &Connection,
     buyer_id: &str,
@@ -746,26 +759,64 @@ pub fn retry_buyer(
         .collect::<Result<_, _>>()?;
     let last = found.last().map(|(id, ..)| id.clone());
     let mut retried = 0;
-    let mut update = conn.prepare_cached(
-        "UPDATE outbox_events
-         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
-             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
-         WHERE id = ?1",
-    )?;
     for (id, event_status, lease_until, transaction_id) in &found {
         // An event in flight is being tried already; making it due would send it twice.
         if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
             continue;
         }
-        update.execute(params![id, now])?;
-        if *event_status == EventStatus::Failed
-            && let Some(txn) = transaction_id
-        {
-            transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+        let requeued = requeue(conn, id, *event_status, transaction_id.as_deref(), now)?;
+        if matches!(requeued, Requeued::Due) {
+            retried += 1;
         }
-        retried += 1;
     }
     Ok((retried, last))
+}
+
+/// What [`requeue`] did.
+#[derive(Debug)]
+enum Requeued {
+    Due,
+    /// Left as it was: its transaction was rejected or cancelled (`status`).
+    TakenBack {
+        transaction_id: String,
+        status: transaction::Status,
+    },
+}
+
+/// Makes event `id` (now `status`, of `transaction_id`) due now, the one way an operator's
+/// retry (by id or in bulk) brings an event back, unless its sale was taken back: the
+/// buyer's API refused it, the buyer rejected it or the operator voided it, and sending the
+/// lead again would hand it over for nothing (the event stays failed, its transaction
+/// untouched). A failed event starts the retry schedule again and its transaction's
+/// delivery status goes back to pending.
+fn requeue(
+    conn: &Connection,
+    id: &str,
+    status: EventStatus,
+    transaction_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<Requeued> {
+    if let Some(txn) = transaction_id
+        && let Some(ended) = transaction::find(conn, txn)?.filter(|t| !t.status.is_live())
+    {
+        return Ok(Requeued::TakenBack {
+            transaction_id: ended.id,
+            status: ended.status,
+        });
+    }
+    conn.prepare_cached(
+        "UPDATE outbox_events
+         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
+             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, now])?;
+    if status == EventStatus::Failed
+        && let Some(txn) = transaction_id
+    {
+        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    }
+    Ok(Requeued::Due)
 }
 
 /// Gives up a pending event for good (its transaction was voided): it is marked failed
