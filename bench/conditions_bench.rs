@@ -116,6 +116,7 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
                 delivery_mode: container::DeliveryMode::Exclusive,
                 max_buyers: 1,
                 score_threshold: 0,
+                ping_ttl_ms: None,
                 waterfall: None,
                 waterfall_max: None,
             },
@@ -130,6 +131,7 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
                 secret: Some(None),
                 supplier_id: None,
                 supplier_cost_cents: Some(400),
+                revenue_share_bp: None,
                 dedupe_fields: None,
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,
@@ -169,6 +171,7 @@ fn configure(db: &Db, urls: Vec<String>) -> String {
             buyer::subscribe(
                 conn,
                 &buyer::NewSubscription {
+                    pricing: Default::default(),
                     buyer_id: &id,
                     product: "solar",
                     price_cents: 2500,

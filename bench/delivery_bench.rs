@@ -174,6 +174,7 @@ fn configure(db: &Db, webhook_url: String) {
                 delivery_mode: container::DeliveryMode::Exclusive,
                 max_buyers: 3,
                 score_threshold: 50,
+                ping_ttl_ms: None,
                 waterfall: None,
                 waterfall_max: None,
             },
@@ -188,6 +189,7 @@ fn configure(db: &Db, webhook_url: String) {
                 secret: None,
                 supplier_id: None,
                 supplier_cost_cents: Some(400),
+                revenue_share_bp: None,
                 dedupe_fields: None,
                 dedupe_scope: None,
                 dedupe_action: source::DedupeAction::Review,
@@ -225,6 +227,7 @@ fn configure(db: &Db, webhook_url: String) {
         buyer::subscribe(
             conn,
             &buyer::NewSubscription {
+                pricing: Default::default(),
                 buyer_id: "b",
                 product: "solar",
                 price_cents: 2500,

@@ -21,67 +21,17 @@
 # checkout), KEEP=1 (keep the work directory). Needs wrk and sqlite3 (Debian packages).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-export BENCH_DIR="$ROOT/bench"
 LEADS="${LEADS:-1000000}"
 WINDOW="${WINDOW:-20s}"
 WINDOWS="${WINDOWS:-3}"
 MAX_DURATION="${MAX_DURATION:-10s}"
 CONNECTIONS="${CONNECTIONS:-16}"
-export RUST_LOG=warn
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh" purge wrk sqlite3
+# The retention run's log line ends the purge phase.
+SERVER_LOG="warn,leadrelay::privacy=info"
 
-for tool in wrk sqlite3; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "installing $tool (Debian package)" >&2
-    if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
-    $SUDO apt-get install -y "$tool" >/dev/null || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y "$tool" >/dev/null; }
-  fi
-done
-
-if [ -n "${LEADRELAY_BIN:-}" ]; then
-  BIN="$LEADRELAY_BIN"
-else
-  (cd "$ROOT" && cargo build --release --quiet)
-  BIN="$ROOT/target/release/leadrelay"
-fi
-
-WORK="$(mktemp -d)"
-SERVER_PID=""
-WRK_PID=""
-cleanup() {
-  if [ -n "$WRK_PID" ]; then kill "$WRK_PID" 2>/dev/null || true; fi
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-
-export LEADRELAY_DB="$WORK/purge.db"
-export BENCH_SECRET="bench-secret-0123456789abcdef"
-"$BIN" init >/dev/null
-"$BIN" workspace create --name Bench --id ws >/dev/null
-"$BIN" channel create --workspace ws --name Web --id web >/dev/null
-"$BIN" product create --workspace ws --slug solar --name Solar --id solar \
-  --field 'roof:required=tile|flat|metal' >/dev/null
-"$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
-PATH_="/api/webhooks/channels/web/sources/bench/leads"
-
-URL=""
-start_server() {
-  local name="$1"
-  RUST_LOG="warn,leadrelay::privacy=info" "$BIN" serve --listen 127.0.0.1:0 --console-listen off \
-    --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
-  SERVER_PID=$!
-  URL=""
-  for _ in $(seq 1 200); do
-    URL="$(grep -o 'http://[0-9.:]*' "$WORK/$name.out" | head -1 || true)"
-    [ -n "$URL" ] && break
-    sleep 0.05
-  done
-  [ -n "$URL" ] || { echo "server did not start" >&2; cat "$WORK/$name.log" >&2; exit 1; }
-}
-stop_server() {
-  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
-}
+bench_setup
 file_bytes() { echo $(( $(stat -c %s "$LEADRELAY_DB") + $(stat -c %s "$LEADRELAY_DB-wal" 2>/dev/null || echo 0) )); }
 # One window of the paced load; prints its RESULT fields.
 paced_window() {

@@ -305,6 +305,7 @@ fn setup(
                 delivery_mode: mode,
                 max_buyers: 3,
                 score_threshold: 50,
+                ping_ttl_ms: None,
                 waterfall: None,
                 waterfall_max: None,
             },
@@ -320,6 +321,7 @@ fn setup(
                 secret: None,
                 supplier_id: None,
                 supplier_cost_cents: None,
+                revenue_share_bp: None,
                 dedupe_fields: None,
                 dedupe_scope: None,
                 dedupe_action: DedupeAction::Review,
@@ -372,6 +374,7 @@ fn setup(
         buyer::subscribe(
             conn,
             &NewSubscription {
+                pricing: Default::default(),
                 buyer_id: &id,
                 product: "solar",
                 price_cents: 2000 + (n as i64 % 3) * 100,

@@ -29,6 +29,7 @@ pub mod operators;
 pub mod ops;
 pub mod outbound_url;
 pub mod outbox;
+pub mod ping;
 pub mod privacy;
 pub mod ratelimit;
 pub mod request_id;

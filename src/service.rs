@@ -58,6 +58,7 @@ pub async fn run_with_console(
         let _ = stopped.wait_for(|stop| *stop).await;
     };
     let api = crate::http::server::run(listener, state, until_stopped(stopped.clone()));
+    let sweep = crate::ping::run_sweep(db.clone(), until_stopped(stopped.clone()));
     let console = async {
         match console {
             Some((listener, config)) => {
@@ -70,7 +71,7 @@ pub async fn run_with_console(
         shutdown.await;
         let _ = stop.send(true);
     };
-    let ((), result, console_result) = tokio::join!(signal, api, console);
+    let ((), result, console_result, ()) = tokio::join!(signal, api, console, sweep);
     let closing = db.clone();
     // Stopping the workers waits for their current attempts, and closing joins the writer
     // thread, which may still be committing: keep both off the async threads.

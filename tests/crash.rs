@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -246,9 +246,18 @@ fn check_passes(db: &Path, when: &str) {
 }
 
 /// Delivers open lead requests with `leadrelay deliver` from its own process (the operator's
-/// path), beside automated delivery; refusals (already delivered) are expected.
-fn deliverer(db: std::path::PathBuf, stop: Arc<AtomicBool>, delivered: Arc<AtomicUsize>) {
+/// path), beside automated delivery; refusals (already delivered) are expected. Each round
+/// holds `turn`, which the test takes to check the file between crashes while no process
+/// has it open (a check of a file that keeps being opened and closed says so and fails;
+/// the harder that is to avoid the slower the machine).
+fn deliverer(
+    db: std::path::PathBuf,
+    stop: Arc<AtomicBool>,
+    delivered: Arc<AtomicUsize>,
+    turn: Arc<Mutex<()>>,
+) {
     while !stop.load(Ordering::Relaxed) {
+        let round = turn.lock().expect("no thread panics holding the turn");
         let open: Vec<String> = {
             let Ok(conn) = rusqlite::Connection::open(&db) else {
                 continue;
@@ -270,6 +279,7 @@ fn deliverer(db: std::path::PathBuf, stop: Arc<AtomicBool>, delivered: Arc<Atomi
                 delivered.fetch_add(1, Ordering::Relaxed);
             }
         }
+        drop(round);
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -346,6 +356,7 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
     let address: Arc<RwLock<Option<String>>> = Arc::new(RwLock::new(None));
     let stop = Arc::new(AtomicBool::new(false));
     let by_cli = Arc::new(AtomicUsize::new(0));
+    let deliverer_turn = Arc::new(Mutex::new(()));
     let client_threads: Vec<_> = (0..clients)
         .map(|n| {
             let (address, stop) = (address.clone(), stop.clone());
@@ -353,8 +364,13 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
         })
         .collect();
     let deliverer_thread = {
-        let (db, stop, by_cli) = (path.clone(), stop.clone(), by_cli.clone());
-        std::thread::spawn(move || deliverer(db, stop, by_cli))
+        let (db, stop, by_cli, turn) = (
+            path.clone(),
+            stop.clone(),
+            by_cli.clone(),
+            deliverer_turn.clone(),
+        );
+        std::thread::spawn(move || deliverer(db, stop, by_cli, turn))
     };
 
     let mut random = Random(seed);
@@ -376,6 +392,9 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
             .write()
             .expect("no thread panics holding the address") = None;
         server.kill();
+        let _alone = deliverer_turn
+            .lock()
+            .expect("no thread panics holding the turn");
         check_passes(path, &format!("after crash {}", cycle + 1));
     }
 

@@ -44,6 +44,7 @@ fn write_pair(db: &Db, n: u64) -> Result<(), ConfigError> {
                 delivery_mode: DeliveryMode::Exclusive,
                 max_buyers: 3,
                 score_threshold: 50,
+                ping_ttl_ms: None,
                 waterfall: None,
                 waterfall_max: None,
             },

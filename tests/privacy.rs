@@ -467,6 +467,46 @@ fn purge_makes_tombstones_gives_pages_back_and_vacuum_packs_the_file() {
     assert_eq!(lr(&stopped.path, "check").json()["ok"], true);
 }
 
+/// `auto_vacuum` of the file at `path`: 0 none, 2 incremental.
+fn auto_vacuum(path: &Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .pragma_query_value(None, "auto_vacuum", |row| row.get(0))
+        .unwrap()
+}
+
+#[test]
+fn vacuum_gives_an_older_files_free_pages_back_and_makes_it_incremental() {
+    let server = TestServer::start();
+    setup(&server.db.path);
+    fat_leads(&server, 100);
+    let stopped = server.stop();
+    let db = stopped.path.clone();
+    // A file from before incremental auto-vacuum was the default.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;")
+        .unwrap();
+    assert_eq!(auto_vacuum(&db), 0);
+
+    // The purge frees the notes' pages but cannot give them back.
+    let purged = lr(&db, "purge --older-than 1ms").json();
+    assert_eq!(purged["leads"], 100);
+    assert_eq!(purged["pagesFreed"], 0, "{purged}");
+    let vacuumed = lr(&db, "vacuum").json();
+    let (before, after) = (
+        vacuumed["bytesBefore"].as_u64().unwrap(),
+        vacuumed["bytesAfter"].as_u64().unwrap(),
+    );
+    // Each lead's notes (8 KB) filled two overflow pages.
+    assert!(
+        after + 100 * 2 * 4096 <= before,
+        "the free pages went back: {vacuumed}"
+    );
+    assert_eq!(auto_vacuum(&db), 2, "incremental from now on");
+    assert_eq!(lr(&db, "check").json()["ok"], true);
+}
+
 #[test]
 fn serve_purges_leads_past_their_workspace_retention_at_start() {
     let server = TestServer::start();

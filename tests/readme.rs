@@ -1,7 +1,8 @@
 //! README.md's five-minute tour runs as pasted in bash: the test takes the tour's shell
 //! block from the README and runs it with the built binary on PATH. Only what a test must
-//! change is changed: the database path (a temp file) and the port (a free one instead of
-//! 8080), and `cargo build` is left out (the test runs the binary cargo built for it).
+//! change is changed: the database path (a temp file), the ports (the server and its
+//! console listen on port 0, and the tour goes on with the address the server printed once
+//! it has), and `cargo build` is left out (the test runs the binary cargo built for it).
 
 use std::path::Path;
 use std::process::Command;
@@ -31,17 +32,33 @@ fn the_readme_tour_runs_as_pasted() {
     let tour = tour();
     assert!(tour.contains("leadrelay serve &"), "{tour}");
     let db = TempDb::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    // The tour's `serve &` with its output kept, then a wait for the address it prints: it
+    // ends the tour when the server stops instead (a console port taken by another
+    // program, say), so the tour's curl never waits for a server that is not coming.
+    // The two-minute bound is only for a server that neither listens nor stops.
+    let serve = "leadrelay serve > serve.out &\n\
+        for wait in $(seq 2400); do\n\
+        \x20 grep -q 'listening on' serve.out && break\n\
+        \x20 kill -0 $! 2>/dev/null || { echo 'the server stopped:' >&2; cat serve.out >&2; exit 1; }\n\
+        \x20 sleep 0.05\n\
+        done\n\
+        grep -q 'listening on' serve.out || { echo 'no address in 2 minutes' >&2; exit 1; }\n\
+        ADDRESS=$(grep -o 'listening on http://[0-9.:]*' serve.out | cut -d/ -f3)";
     let script: String = tour
         .lines()
         .filter(|line| !line.starts_with("cargo build"))
+        .map(|line| match line.split_once('#') {
+            Some((command, _)) if command.trim() == "leadrelay serve &" => serve,
+            _ => line,
+        })
         .collect::<Vec<_>>()
         .join("\n")
         .replace("/tmp/tour.db", &db.path.display().to_string())
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"));
+        .replace("127.0.0.1:8080", "$ADDRESS");
+    assert!(
+        script.contains("serve.out"),
+        "the tour starts the server: {tour}"
+    );
     let bin = Path::new(env!("CARGO_BIN_EXE_leadrelay"));
     let path = format!(
         "{}:{}",
@@ -58,7 +75,8 @@ fn the_readme_tour_runs_as_pasted() {
         // Not the repository: `$PWD/target/release` must not hold an older binary.
         .current_dir(db.dir.path())
         .env("PATH", path)
-        .env("LEADRELAY_LISTEN", format!("127.0.0.1:{port}"))
+        .env("LEADRELAY_LISTEN", "127.0.0.1:0")
+        .env("LEADRELAY_CONSOLE_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .env_remove("LEADRELAY_DB")
         .output()

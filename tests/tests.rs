@@ -33,6 +33,7 @@ mod openapi;
 mod ops;
 mod outbox;
 mod packaging;
+mod ping;
 mod privacy;
 mod private_files;
 mod production;

@@ -67,20 +67,21 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-/// The HTTP layer (with the console's) and the outbox's client of outbound webhooks, the
-/// places that speak HTTP.
+/// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks and of
+/// bid requests (ping/post), the places that speak HTTP.
 const HTTP_EDGES: &[&str] = &[
     "src/http/",
     "src/console/",
     "src/service.rs",
     "src/cli/serve.rs",
     "src/outbox/sender.rs",
+    "src/outbox/bid.rs",
 ];
 
 const RULES: &[Rule] = &[
     Rule {
         says: "only the HTTP layer (http/, the console's console/), the server entry \
-               (service.rs, cli/serve.rs) and the outbox's client (outbox/sender.rs) use \
+               (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs) use \
                hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
@@ -113,6 +114,7 @@ const RULES: &[Rule] = &[
             "src/http/",
             "src/console/",
             "src/outbox/sender.rs",
+            "src/outbox/bid.rs",
             "src/outbound_url.rs",
         ],
     },
@@ -156,12 +158,18 @@ fn the_source_tree_keeps_the_architecture_invariants() {
 /// The tables that hold state or money and the one module that writes each (ARCHITECTURE.md,
 /// "Table owners"): a write is an `INSERT INTO`, `UPDATE` or `DELETE FROM` of the table in
 /// the SQL text of a production line. `buyers.balance_cents` is the ledger's, though the
-/// rest of `buyers` is `config::buyer`'s; `workspaces.evaluator_weights` is the evaluator's.
+/// rest of `buyers` is `config::buyer`'s (`held_cents`, what ping reservations hold, is the
+/// ledger's too); `workspaces.evaluator_weights` is the evaluator's.
 const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("transactions", &["src/delivery/transaction.rs"]),
     ("transaction_history", &["src/delivery/transaction.rs"]),
     ("ledger_entries", &["src/ledger/"]),
     ("buyers SET balance_cents", &["src/ledger/"]),
+    // What ping reservations hold of a prepaid balance is the ledger's too.
+    ("buyers SET held_cents", &["src/ledger/"]),
+    ("pings", &["src/ping/store.rs"]),
+    ("ping_reservations", &["src/ping/store.rs"]),
+    ("bids", &["src/ping/store.rs"]),
     // A buyer's integration document and secrets are `integration::store`'s.
     ("buyers SET integration", &["src/integration/store.rs"]),
     ("buyer_integration_secrets", &["src/integration/store.rs"]),

@@ -219,21 +219,19 @@ fn partner_view_of_stored(stored: &Value) -> Value {
 /// Stores the operator's view of `decision` on its lead request and sets the request's
 /// status to `delivered` or `not_delivered`.
 pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
-    store_with_waterfall(conn, decision, None)
+    store_with(conn, decision, |_| {})
 }
 
-/// [`store`], with the request's waterfall so far (`waterfall::Step`s as JSON) kept in the
-/// stored decision, so `lead show` traces every step.
-pub fn store_with_waterfall(
+/// [`store`], with `annotate` adding to the operator's view first: a post names its ping,
+/// the waterfall keeps its steps so far (`lead show` traces every step).
+pub fn store_with(
     conn: &Connection,
     decision: &RequestDecision,
-    waterfall: Option<Value>,
+    annotate: impl FnOnce(&mut Value),
 ) -> rusqlite::Result<()> {
     let mut stored = decision.to_json(View::Operator);
     stored["version"] = json!(VERSION);
-    if let Some(steps) = waterfall {
-        stored["waterfall"] = steps;
-    }
+    annotate(&mut stored);
     let status = if decision.deliveries.is_empty() {
         RequestStatus::NotDelivered
     } else {

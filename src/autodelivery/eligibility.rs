@@ -41,6 +41,9 @@ pub enum Reason {
     MonthlyCapReached,
     InsufficientBalance,
     AlreadyDelivered,
+    /// A bid-priced buyer that made no usable bid (passed, timed out, failed, or bid
+    /// outside its min/max price).
+    NoBid,
     /// Passed every check; selection decides between `Selected` and `NotSelected`.
     Eligible,
     Selected,
@@ -60,6 +63,7 @@ impl Reason {
             Reason::MonthlyCapReached => "monthly_cap_reached",
             Reason::InsufficientBalance => "insufficient_balance",
             Reason::AlreadyDelivered => "already_delivered",
+            Reason::NoBid => "no_bid",
             Reason::Eligible => "eligible",
             Reason::Selected => "selected",
             Reason::NotSelected => "not_selected",
@@ -96,6 +100,9 @@ pub(crate) struct Context<'a> {
     pub(crate) tz: &'a TimeZone,
     pub(crate) now_ms: i64,
     pub(crate) windows: &'a Windows,
+    /// Whether bid-priced buyers were (or will be) asked: a ping's routing prices them
+    /// with their bids ([`apply_bids`]); without bids they are `no_bid`.
+    pub(crate) with_bids: bool,
 }
 
 /// A subscribed buyer as read, before the checks.
@@ -104,11 +111,15 @@ struct Subscribed {
     paused: bool,
     unhealthy: bool,
     plan: Plan,
+    /// The balance less what ping reservations hold of it (`ledger::hold`).
     balance_cents: i64,
     credit_limit_cents: i64,
     last_served_at: Option<i64>,
     created_at: i64,
     price_cents: i64,
+    /// Bid-priced: the price is the buyer's bid, so the balance is checked when it is known
+    /// ([`apply_bids`]).
+    bids: bool,
     daily_cap: Option<i64>,
     monthly_cap: Option<i64>,
     priority: i64,
@@ -150,10 +161,10 @@ fn subscribed_buyers(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Subscribed>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT b.id, b.status, b.plan, b.balance_cents, b.credit_limit_cents,
+        "SELECT b.id, b.status, b.plan, b.balance_cents - b.held_cents, b.credit_limit_cents,
                 b.last_served_at, b.created_at,
                 s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
-                h.state = 'unhealthy', {}
+                h.state = 'unhealthy', s.pricing = 'bid', {}
          FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
          LEFT JOIN buyer_health h ON h.buyer_id = b.id
          LEFT JOIN cap_usage u ON u.buyer_id = s.buyer_id AND u.product_id = s.product_id
@@ -176,7 +187,8 @@ fn subscribed_buyers(
             filters: row.get(11)?,
             schedule: row.get(12)?,
             unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
-            caps: caps::counters_from_row(row, 14)?,
+            bids: row.get(14)?,
+            caps: caps::counters_from_row(row, 15)?,
         })
     })?;
     rows.collect()
@@ -192,6 +204,10 @@ fn check(
     }
     if buyer.unhealthy {
         return (Reason::BuyerUnhealthy, None);
+    }
+    if buyer.bids && !context.with_bids {
+        // Bid requests go out for pings; a lead routed without one has no bid to price it.
+        return (Reason::NoBid, None);
     }
     // Filters are written by `buyer subscribe` from checked input; a hand-edited row that
     // no longer reads matches nothing rather than everything.
@@ -250,6 +266,7 @@ fn check(
         }
     }
     if buyer.plan == Plan::Prepaid
+        && !buyer.bids
         && let Err(short) = ledger::covers(
             buyer.balance_cents,
             buyer.credit_limit_cents,
@@ -268,6 +285,47 @@ fn check(
         return (Reason::AlreadyDelivered, None);
     }
     (Reason::Eligible, None)
+}
+
+/// Prices the eligible bid-priced candidates (`bidders`) with their bids (`bids`: buyer →
+/// cents, only usable bids) and checks a prepaid balance at that price, the same rule as
+/// for a fixed price (`ledger::covers_unheld`); a bidder without a usable bid is `no_bid`.
+pub(crate) fn apply_bids(
+    conn: &Connection,
+    candidates: &mut [Candidate],
+    bidders: &std::collections::HashSet<String>,
+    bids: &std::collections::HashMap<String, i64>,
+) -> rusqlite::Result<()> {
+    use rusqlite::OptionalExtension;
+    for candidate in candidates
+        .iter_mut()
+        .filter(|c| c.reason == Reason::Eligible && bidders.contains(&c.buyer_id))
+    {
+        let Some(&price) = bids.get(&candidate.buyer_id) else {
+            candidate.reason = Reason::NoBid;
+            continue;
+        };
+        candidate.price_cents = price;
+        let account: Option<(Plan, i64, i64, i64)> = conn
+            .prepare_cached(
+                "SELECT plan, balance_cents, held_cents, credit_limit_cents FROM buyers
+                 WHERE id = ?1",
+            )?
+            .query_row([&candidate.buyer_id], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .optional()?;
+        if let Some((Plan::Prepaid, balance, held, credit)) = account
+            && let Err(short) = ledger::covers_unheld(balance, held, credit, price)
+        {
+            candidate.reason = Reason::InsufficientBalance;
+            candidate.detail = Some(json!({
+                "buyerPrice": crate::money::to_json(price),
+                "available": crate::money::to_json(short.available_cents),
+            }));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -291,6 +349,7 @@ mod tests {
             tz: &TimeZone::UTC,
             now_ms: NOW,
             windows: &windows,
+            with_bids: false,
         };
         let mut found: Vec<_> = candidates(conn, &context)
             .unwrap()

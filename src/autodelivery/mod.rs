@@ -30,7 +30,7 @@ pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::caps::Windows;
 use crate::config::container::DeliveryMode;
@@ -124,22 +124,27 @@ pub(crate) fn run_for_lead(
 }
 
 /// What a decision depends on besides the lead: the container's delivery settings, the
-/// workspace's time zone and evaluator weights, the source's supplier cost (read once per
-/// lead, in one query), the moment with its cap windows, and the duplicates seen before.
-struct Settings {
-    duplicates_seen: u32,
-    auto_delivery: bool,
-    mode: DeliveryMode,
-    max_buyers: i64,
-    threshold: i64,
-    source_cost_cents: Option<i64>,
-    tz: TimeZone,
-    weights: Weights,
-    now_ms: i64,
-    windows: Windows,
+/// workspace's time zone and evaluator weights, the source's supplier cost and revenue share
+/// (read once per lead, in one query), and the moment with its cap windows. A ping is
+/// decided on the same settings (`ping`); and the duplicates seen before.
+pub(crate) struct Settings {
+    pub(crate) duplicates_seen: u32,
+    pub(crate) auto_delivery: bool,
+    pub(crate) mode: DeliveryMode,
+    pub(crate) max_buyers: i64,
+    pub(crate) threshold: i64,
+    pub(crate) source_cost_cents: Option<i64>,
+    /// The source's `--revenue-share` in hundredths of a percent (pings' payout).
+    pub(crate) revenue_share_bp: Option<i64>,
+    /// How long an accepted ping holds its reservations (`--ping-ttl`).
+    pub(crate) ping_ttl_ms: i64,
+    pub(crate) tz: TimeZone,
+    pub(crate) weights: Weights,
+    pub(crate) now_ms: i64,
+    pub(crate) windows: Windows,
     /// The container's waterfall (DESIGN.md section 18): on, and at most this many steps.
-    waterfall: bool,
-    waterfall_max: i64,
+    pub(crate) waterfall: bool,
+    pub(crate) waterfall_max: i64,
 }
 
 impl Settings {
@@ -148,16 +153,28 @@ impl Settings {
         lead: &StoredLead,
         now_ms: i64,
     ) -> rusqlite::Result<Option<Settings>> {
+        Settings::load_for(conn, &lead.container_id, &lead.source_id, now_ms)
+    }
+
+    /// The settings of a lead (or ping) from `source_id` in `container_id` at `now_ms`;
+    /// `None` when the container is missing.
+    pub(crate) fn load_for(
+        conn: &Connection,
+        container_id: &str,
+        source_id: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<Option<Settings>> {
         let row = conn
             .prepare_cached(
                 "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
                         w.id, w.timezone, w.evaluator_weights,
-                        (SELECT supplier_cost_cents FROM sources WHERE id = ?2),
+                        s.supplier_cost_cents, s.revenue_share_bp, c.ping_ttl_ms,
                         c.waterfall, c.waterfall_max
                  FROM containers c JOIN workspaces w ON w.id = c.workspace_id
+                 LEFT JOIN sources s ON s.id = ?2
                  WHERE c.id = ?1",
             )?
-            .query_row([&lead.container_id, &lead.source_id], |row| {
+            .query_row([container_id, source_id], |row| {
                 Ok((
                     (
                         row.get::<_, bool>(0)?,
@@ -168,8 +185,12 @@ impl Settings {
                     row.get::<_, String>(4)?,
                     row.get::<_, String>(5)?,
                     row.get::<_, Option<String>>(6)?,
-                    row.get::<_, Option<i64>>(7)?,
-                    (row.get::<_, bool>(8)?, row.get::<_, i64>(9)?),
+                    (
+                        row.get::<_, Option<i64>>(7)?,
+                        row.get::<_, Option<i64>>(8)?,
+                        row.get::<_, i64>(9)?,
+                    ),
+                    (row.get::<_, bool>(10)?, row.get::<_, i64>(11)?),
                 ))
             })
             .optional()?;
@@ -178,7 +199,7 @@ impl Settings {
             workspace_id,
             zone,
             weights,
-            source_cost_cents,
+            (source_cost_cents, revenue_share_bp, ping_ttl_ms),
             (waterfall, waterfall_max),
         )) = row
         else {
@@ -197,6 +218,8 @@ impl Settings {
             max_buyers,
             threshold,
             source_cost_cents,
+            revenue_share_bp,
+            ping_ttl_ms,
             weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
             windows: Windows::at(now_ms, &tz),
             tz,
@@ -205,18 +228,30 @@ impl Settings {
             waterfall_max,
         }))
     }
+
+    /// How many buyers a request goes to: one in exclusive mode, up to the container's
+    /// maximum in multi mode.
+    pub(crate) fn wanted(&self) -> usize {
+        match self.mode {
+            DeliveryMode::Exclusive => 1,
+            DeliveryMode::Multi => self.max_buyers.max(1) as usize,
+        }
+    }
 }
 
 /// What auto-delivery needs of a product: its required fields and the fields with a list
 /// of allowed values (for the evaluator), and its default supplier cost (for the delivery).
-struct ProductTerms {
-    required_fields: Vec<String>,
-    choice_fields: Vec<String>,
-    default_cost_cents: Option<i64>,
+pub(crate) struct ProductTerms {
+    pub(crate) required_fields: Vec<String>,
+    pub(crate) choice_fields: Vec<String>,
+    pub(crate) default_cost_cents: Option<i64>,
 }
 
 /// The terms of `product_id`; `None` when there is no such product.
-fn product_terms(conn: &Connection, product_id: &str) -> rusqlite::Result<Option<ProductTerms>> {
+pub(crate) fn product_terms(
+    conn: &Connection,
+    product_id: &str,
+) -> rusqlite::Result<Option<ProductTerms>> {
     let found: Option<(String, Option<i64>)> = conn
         .prepare_cached("SELECT fields, default_supplier_cost_cents FROM products WHERE id = ?1")?
         .query_row([product_id], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -248,6 +283,30 @@ fn local_hour(captured_at: Option<&str>, now_ms: i64, tz: &TimeZone) -> u8 {
         .or_else(|| jiff::Timestamp::from_millisecond(now_ms).ok())
         .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     at.to_zoned(tz.clone()).hour() as u8
+}
+
+/// The evaluator's features of `lead` for `request` under `settings` (a ping's too, which
+/// then replaces what it cannot have).
+pub(crate) fn features_for(
+    lead: &StoredLead,
+    request: &StoredRequest,
+    settings: &Settings,
+    product: &ProductTerms,
+) -> features::Features {
+    let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
+    let choices: Vec<&str> = product.choice_fields.iter().map(String::as_str).collect();
+    let context = features::Context {
+        source_id: &lead.source_id,
+        required_fields: &required,
+        choice_fields: &choices,
+        duplicates_seen: settings.duplicates_seen,
+        local_hour: local_hour(
+            lead.fields.capture.captured_at.as_deref(),
+            settings.now_ms,
+            &settings.tz,
+        ),
+    };
+    features::extract(lead, &request.interest, &context)
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
@@ -283,20 +342,7 @@ fn decide(
         kind: "product",
         id: product_id.clone(),
     })?;
-    let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
-    let choices: Vec<&str> = product.choice_fields.iter().map(String::as_str).collect();
-    let context = features::Context {
-        source_id: &lead.source_id,
-        required_fields: &required,
-        choice_fields: &choices,
-        duplicates_seen: settings.duplicates_seen,
-        local_hour: local_hour(
-            lead.fields.capture.captured_at.as_deref(),
-            settings.now_ms,
-            &settings.tz,
-        ),
-    };
-    let features = features::extract(lead, &request.interest, &context);
+    let features = features_for(lead, request, settings, &product);
     let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
     if !evaluation.passed {
         return Ok(stop(
@@ -314,6 +360,7 @@ fn decide(
             tz: &settings.tz,
             now_ms: settings.now_ms,
             windows: &settings.windows,
+            with_bids: false,
         },
     )?;
     select::rank(&mut candidates);
@@ -326,7 +373,14 @@ fn decide(
             .unwrap_or(0),
         cap_windows: Some(settings.windows),
     };
-    let deliveries = take(conn, lead, request, terms, &mut candidates)?;
+    let deliveries = take(
+        conn,
+        lead,
+        request,
+        terms,
+        settings.wanted(),
+        &mut candidates,
+    )?;
     if !deliveries.is_empty() {
         stored_features::record(conn, &request.id, &lead.container_id, &features)?;
     }
@@ -344,6 +398,53 @@ fn decide(
     })
 }
 
+/// What trying to take one candidate came to.
+pub(crate) enum Attempt<T> {
+    Taken(T),
+    /// Refused for this buyer (the detail says why, for the operator); `request_full` when
+    /// no later buyer can take the request either.
+    Refused {
+        request_full: bool,
+        detail: Value,
+    },
+}
+
+/// The one selection: goes through the eligible candidates in rank order and tries to take
+/// each (`attempt`) until `wanted` are taken, marking each `Selected`, `NotSelected` or
+/// `DeliveryRefused`. Auto-delivery takes by delivering, a ping by reserving.
+pub(crate) fn take_ranked<T>(
+    candidates: &mut [Candidate],
+    wanted: usize,
+    mut attempt: impl FnMut(&Candidate) -> Result<Attempt<T>, AutoDeliveryError>,
+) -> Result<Vec<T>, AutoDeliveryError> {
+    let mut taken = Vec::new();
+    let mut request_full = false;
+    for candidate in candidates
+        .iter_mut()
+        .filter(|c| c.reason == Reason::Eligible)
+    {
+        if request_full || taken.len() >= wanted {
+            candidate.reason = Reason::NotSelected;
+            continue;
+        }
+        match attempt(candidate)? {
+            Attempt::Taken(one) => {
+                candidate.reason = Reason::Selected;
+                taken.push(one);
+            }
+            Attempt::Refused {
+                request_full: full,
+                detail,
+            } => {
+                request_full = full;
+                candidate.reason = Reason::DeliveryRefused;
+                candidate.detail = Some(detail);
+            }
+        }
+    }
+    Ok(taken)
+}
+
 /// Delivers to the eligible candidates in rank order: one in exclusive mode, up to the
 /// container's maximum in multi mode. A delivery refused for this buyer moves on to the
 /// next; one refused for the request (it is full) ends the round.
@@ -352,23 +453,12 @@ fn take(
     lead: &StoredLead,
     request: &StoredRequest,
     terms: DeliveryTerms,
+    wanted: usize,
     candidates: &mut [Candidate],
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
-    let wanted = match terms.mode {
-        DeliveryMode::Exclusive => 1,
-        DeliveryMode::Multi => terms.max_buyers.max(1) as usize,
-    };
-    let mut deliveries = Vec::new();
-    let mut request_full = false;
-    for candidate in candidates
-        .iter_mut()
-        .filter(|c| c.reason == Reason::Eligible)
-    {
-        if request_full || deliveries.len() >= wanted {
-            candidate.reason = Reason::NotSelected;
-            continue;
-        }
+    take_ranked(candidates, wanted, |candidate| {
         let order = LeadDelivery {
+            bid: None,
             lead,
             request,
             terms,
@@ -376,36 +466,42 @@ fn take(
             price_cents: Some(candidate.price_cents),
             actor: ACTOR,
         };
-        match delivery::deliver_lead(conn, &order) {
-            Ok(delivered) => {
-                candidate.reason = Reason::Selected;
-                deliveries.push(Delivery {
-                    transaction_id: delivered.transaction_id,
-                    buyer_id: delivered.buyer_id,
-                    price_cents: delivered.buyer_price_cents,
-                    mode: delivered.delivery_mode,
-                });
-            }
-            Err(DeliveryError::Db(e)) => return Err(AutoDeliveryError::Db(e)),
-            Err(refused) => {
-                log::warn!(
-                    "auto-delivery of {} to {}: delivery refused: {refused}",
-                    request.id,
-                    candidate.buyer_id
-                );
-                request_full = matches!(
+        refusal_of(
+            delivery::deliver_lead(conn, &order).map(|delivered| Delivery {
+                transaction_id: delivered.transaction_id,
+                buyer_id: delivered.buyer_id,
+                price_cents: delivered.buyer_price_cents,
+                mode: delivered.delivery_mode,
+            }),
+            &request.id,
+            &candidate.buyer_id,
+        )
+    })
+}
+
+/// A delivery's result as an [`Attempt`]: a refusal is logged and named in the candidate's
+/// detail; a database error stops the job.
+pub(crate) fn refusal_of<T>(
+    result: Result<T, DeliveryError>,
+    request_id: &str,
+    buyer_id: &str,
+) -> Result<Attempt<T>, AutoDeliveryError> {
+    match result {
+        Ok(taken) => Ok(Attempt::Taken(taken)),
+        Err(DeliveryError::Db(e)) => Err(AutoDeliveryError::Db(e)),
+        Err(refused) => {
+            log::warn!("delivery of {request_id} to {buyer_id} refused: {refused}");
+            Ok(Attempt::Refused {
+                request_full: matches!(
                     refused,
                     DeliveryError::AlreadyDelivered { .. }
                         | DeliveryError::MaxBuyersReached { .. }
                         | DeliveryError::LeadNotActive { .. }
-                );
-                candidate.reason = Reason::DeliveryRefused;
-                candidate.detail =
-                    Some(json!({"code": refused.code(), "message": refused.to_string()}));
-            }
+                ),
+                detail: json!({"code": refused.code(), "message": refused.to_string()}),
+            })
         }
     }
-    Ok(deliveries)
 }
 
 /// Why `lead reroute` was refused.

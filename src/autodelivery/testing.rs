@@ -176,6 +176,7 @@ pub fn add_transaction(
 ) {
     let id = crate::ids::new("txn");
     let new = NewTransaction {
+        bid: None,
         id: &id,
         lead_request_id: request,
         lead_id: "lead_test",

@@ -140,7 +140,9 @@ pub fn after_refusal(
                 .map(|d| json!(d.buyer_id))
                 .collect();
             steps.push(step);
-            decision::store_with_waterfall(conn, &decided, Some(Value::Array(steps)))?;
+            decision::store_with(conn, &decided, |stored| {
+                stored["waterfall"] = Value::Array(steps)
+            })?;
             if decided.reason != RequestReason::Delivered {
                 log::info!(
                     "waterfall: request {} refused by {} found no next buyer ({})",

@@ -46,6 +46,26 @@ fn count_or_none(text: &str) -> Result<OrNone<i64>, String> {
     }
 }
 
+/// A percentage with up to two decimals, in hundredths of a percent (`37.5` → 3750).
+fn share_or_none(text: &str) -> Result<OrNone<i64>, String> {
+    match text {
+        "none" => Ok(OrNone(None)),
+        _ => match crate::money::parse_cents(text) {
+            Ok(bp) if (0..=10_000).contains(&bp) => Ok(OrNone(Some(bp))),
+            _ => Err(format!("expected a percentage from 0 to 100, not '{text}'")),
+        },
+    }
+}
+
+/// A ping's time to live: a duration of 1 ms to 1 day, in ms.
+fn ping_ttl(text: &str) -> Result<i64, String> {
+    let ttl = crate::duration::parse(text).map_err(|e| e.to_string())?;
+    match i64::try_from(ttl.as_millis()) {
+        Ok(ms) if (1..=86_400_000).contains(&ms) => Ok(ms),
+        _ => Err(format!("a ping's time to live is 1ms to 1d, not '{text}'")),
+    }
+}
+
 fn id_or_none(text: &str) -> Result<OrNone<String>, String> {
     match text {
         "none" => Ok(OrNone(None)),
@@ -155,7 +175,19 @@ pub enum PlanArg {
 /// How a subscription prices a lead. Only `fixed` today; bids come with ping/post.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum PricingArg {
+    /// The subscription's --price.
     Fixed,
+    /// Asked per lead: a signed bid request to --bid-url.
+    Bid,
+}
+
+/// A bid timeout: 1 ms to 60 s, in ms.
+fn bid_timeout(text: &str) -> Result<i64, String> {
+    let timeout = crate::duration::parse(text).map_err(|e| e.to_string())?;
+    match i64::try_from(timeout.as_millis()) {
+        Ok(ms) if (1..=60_000).contains(&ms) => Ok(ms),
+        _ => Err(format!("a bid timeout is 1ms to 60s, not '{text}'")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -326,6 +358,10 @@ pub struct DeliveryOptions {
     /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
     #[arg(long, default_value = "50", value_parser = percent)]
     pub score_threshold: i64,
+    /// How long an accepted ping holds its buyers and prices for the post, e.g. 90s
+    /// (default 120s).
+    #[arg(long, value_parser = ping_ttl)]
+    pub ping_ttl: Option<i64>,
     /// A lead refused by a buyer's API goes to the next buyer: on (default) or off.
     #[arg(long, value_parser = on_off)]
     pub waterfall: Option<bool>,
@@ -349,6 +385,9 @@ pub struct DeliveryChanges {
     /// Lowest evaluation score (0 to 100) that auto-delivery accepts.
     #[arg(long, value_parser = percent)]
     pub score_threshold: Option<i64>,
+    /// How long an accepted ping holds its buyers and prices for the post, e.g. 90s.
+    #[arg(long, value_parser = ping_ttl)]
+    pub ping_ttl: Option<i64>,
     /// A lead refused by a buyer's API goes to the next buyer: on or off.
     #[arg(long, value_parser = on_off)]
     pub waterfall: Option<bool>,
@@ -422,6 +461,10 @@ pub struct SourceSettings {
     /// What a lead from this source costs, e.g. 4.50 (`none` on update: the product's).
     #[arg(long, value_parser = money_or_none)]
     pub supplier_cost: Option<OrNone<i64>>,
+    /// A ping's payout as this percentage of the winning price, e.g. 40 or 37.5, instead
+    /// of the supplier cost (`none` on update: the supplier cost again).
+    #[arg(long, value_parser = share_or_none)]
+    pub revenue_share: Option<OrNone<i64>>,
     /// Fields the duplicate rule compares: email, phone, email,phone or none.
     #[arg(long, value_parser = dedupe_field_list)]
     pub dedupe_fields: Option<List>,
@@ -645,9 +688,24 @@ pub enum TermsCommand {
         /// The product (id or slug).
         #[arg(long)]
         product: String,
-        /// A new price per lead.
+        /// Change how the price of a lead is set: fixed or bid.
+        #[arg(long, value_enum)]
+        pricing: Option<PricingArg>,
+        /// A new price per lead (fixed pricing).
         #[arg(long, value_parser = money)]
         price: Option<i64>,
+        /// Where bid requests go with --pricing bid (http or https).
+        #[arg(long)]
+        bid_url: Option<String>,
+        /// How long the buyer has to answer a bid request, e.g. 300ms (the default).
+        #[arg(long, value_parser = bid_timeout)]
+        bid_timeout: Option<i64>,
+        /// Bids below this are ignored.
+        #[arg(long, value_parser = money)]
+        min_price: Option<i64>,
+        /// Bids above this are ignored.
+        #[arg(long, value_parser = money)]
+        max_price: Option<i64>,
         /// Most leads per local day, or none.
         #[arg(long, value_parser = count_or_none)]
         daily_cap: Option<OrNone<i64>>,
@@ -746,12 +804,26 @@ pub enum BuyerCommand {
         /// Product id or slug.
         #[arg(long)]
         product: String,
-        /// How the price of a lead is set: fixed (the --price).
+        /// How the price of a lead is set: fixed (the --price) or bid (asked per lead at
+        /// --bid-url).
         #[arg(long, value_enum, default_value = "fixed")]
         pricing: PricingArg,
-        /// The price per lead.
+        /// The price per lead (fixed pricing only).
+        #[arg(long, value_parser = money, required_if_eq("pricing", "fixed"))]
+        price: Option<i64>,
+        /// Where bid requests go with --pricing bid (http or https).
+        #[arg(long)]
+        bid_url: Option<String>,
+        /// How long the buyer has to answer a bid request, e.g. 300ms (the default).
+        #[arg(long, value_parser = bid_timeout)]
+        bid_timeout: Option<i64>,
+        /// Bids below this are ignored.
         #[arg(long, value_parser = money)]
-        price: i64,
+        min_price: Option<i64>,
+        /// Bids above this are ignored.
+        #[arg(long, value_parser = money)]
+        max_price: Option<i64>,
+
         /// Most leads per local day.
         #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
         daily_cap: Option<i64>,

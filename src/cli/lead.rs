@@ -74,20 +74,14 @@ pub enum LeadCommand {
 }
 
 pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
-    let command = match command {
-        LeadCommand::Erase(args) => return super::privacy::erase(path, out, args),
-        LeadCommand::Erasures { limit } => return super::privacy::erasures(path, out, limit),
-        other => other,
-    };
     let db = super::setup::open(path)?;
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
         LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
         LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
         LeadCommand::Reroute { id } => reroute(&db, out, id),
-        LeadCommand::Erase(_) | LeadCommand::Erasures { .. } => {
-            unreachable!("handled before the database is opened")
-        }
+        LeadCommand::Erase(args) => super::privacy::erase(&db, out, args),
+        LeadCommand::Erasures { limit } => super::privacy::erasures(&db, out, limit),
     };
     db.close();
     result

@@ -17,6 +17,7 @@ mod mapping;
 mod operator;
 mod ops;
 mod output;
+mod ping;
 mod privacy;
 mod serve;
 mod setup;
@@ -163,6 +164,9 @@ pub enum Command {
     /// Operators of the web console and their login tokens.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Pings (ping/post): what partners asked, what was reserved, what was posted.
+    #[command(subcommand)]
+    Ping(ping::PingCommand),
 }
 
 /// The flags that take an amount: a negative one must be written `--price=-5`, since clap
@@ -339,5 +343,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
         Command::Operator(command) => operator::run(&cli.db, &out, command),
+        Command::Ping(command) => ping::run(&cli.db, &out, command),
     }
 }

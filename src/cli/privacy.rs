@@ -60,27 +60,15 @@ fn operator() -> String {
     }
 }
 
-pub fn erase(path: &Path, out: &Output, args: EraseArgs) -> anyhow::Result<ExitCode> {
+pub fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<ExitCode> {
     let selector = match (args.lead, args.email, args.phone) {
         (Some(id), _, _) => Selector::Lead(id),
         (_, Some(email), _) => Selector::email(&email)?,
         (_, _, Some(phone)) => Selector::phone(&phone)?,
         (None, None, None) => unreachable!("clap requires one of --lead, --email, --phone"),
     };
-    let db = super::setup::open(path)?;
-    let result = confirm_and_erase(&db, out, selector, args.yes, args.reason.as_deref());
-    db.close();
-    result
-}
-
-fn confirm_and_erase(
-    db: &Db,
-    out: &Output,
-    selector: Selector,
-    yes: bool,
-    reason: Option<&str>,
-) -> anyhow::Result<ExitCode> {
-    if !yes {
+    let reason = args.reason.as_deref();
+    if !args.yes {
         let matching = db.read_blocking(|conn| privacy::matching(conn, &selector))?;
         if !std::io::stdin().is_terminal() {
             anyhow::bail!(
@@ -130,14 +118,12 @@ fn confirm_and_erase(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn erasures(path: &Path, out: &Output, limit: u64) -> anyhow::Result<ExitCode> {
-    let db = super::setup::open(path)?;
+pub fn erasures(db: &Db, out: &Output, limit: u64) -> anyhow::Result<ExitCode> {
     let rows = db.read_blocking(|conn| {
         privacy::log(conn, usize::try_from(limit).unwrap_or(usize::MAX))
             .map_err(crate::db::DbError::from)
-    });
-    db.close();
-    let shown: Vec<Value> = rows?.iter().map(privacy::Erasure::to_json).collect();
+    })?;
+    let shown: Vec<Value> = rows.iter().map(privacy::Erasure::to_json).collect();
     out.print_list(&shown);
     Ok(ExitCode::SUCCESS)
 }

@@ -194,6 +194,7 @@ pub fn container(
                         delivery_mode: delivery_mode(delivery.delivery_mode),
                         max_buyers: delivery.max_buyers,
                         score_threshold: delivery.score_threshold,
+                        ping_ttl_ms: delivery.ping_ttl,
                         waterfall: delivery.waterfall,
                         waterfall_max: delivery.waterfall_max,
                     },
@@ -219,6 +220,7 @@ pub fn container(
                 delivery_mode: delivery.delivery_mode.map(delivery_mode),
                 max_buyers: delivery.max_buyers,
                 score_threshold: delivery.score_threshold,
+                ping_ttl_ms: delivery.ping_ttl,
                 waterfall: delivery.waterfall,
                 waterfall_max: delivery.waterfall_max,
             };
@@ -290,6 +292,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                         },
                         supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
                         supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
+                        revenue_share_bp: settings.revenue_share.and_then(|s| s.0),
                         dedupe_fields: settings.dedupe_fields.map(|l| l.0),
                         dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
                         dedupe_action: dedupe_action(action),
@@ -325,6 +328,7 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
                 name,
                 supplier_id: settings.supplier.map(|s| s.0),
                 supplier_cost_cents: settings.supplier_cost.map(|c| c.0),
+                revenue_share_bp: settings.revenue_share.map(|s| s.0),
                 dedupe_fields: settings.dedupe_fields.map(|l| l.0),
                 dedupe_scope: settings.dedupe_scope.map(|s| dedupe_scope(s).to_string()),
                 dedupe_action: action.map(dedupe_action),
@@ -504,8 +508,12 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
         BuyerCommand::Subscribe {
             id,
             product,
-            pricing: PricingArg::Fixed,
+            pricing,
             price,
+            bid_url,
+            bid_timeout,
+            min_price,
+            max_price,
             daily_cap,
             monthly_cap,
             priority,
@@ -513,13 +521,24 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             schedules,
         } => {
             let schedule = schedule(schedules);
+            let (pricing, price) = pricing_of(
+                pricing,
+                price,
+                BidFlags {
+                    url: bid_url,
+                    timeout: bid_timeout,
+                    min_price,
+                    max_price,
+                },
+            )?;
             let terms = write(&db, move |conn| {
                 let subscription = subscription::subscribe(
                     conn,
                     &subscription::NewSubscription {
+                        pricing,
                         buyer_id: &id,
                         product: &product,
-                        price_cents: price,
+                        price_cents: price.unwrap_or(0),
                         daily_cap,
                         monthly_cap,
                         priority,
@@ -542,7 +561,12 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
             Some(TermsCommand::Set {
                 id,
                 product,
+                pricing,
                 price,
+                bid_url,
+                bid_timeout,
+                min_price,
+                max_price,
                 daily_cap,
                 monthly_cap,
                 priority,
@@ -551,7 +575,22 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
                 schedules,
                 clear_schedule,
             }) => {
+                let bid = BidFlags {
+                    url: bid_url,
+                    timeout: bid_timeout,
+                    min_price,
+                    max_price,
+                };
+                let pricing = match pricing {
+                    Some(pricing) => Some(pricing_of(pricing, price, bid)?.0),
+                    None if bid.given() => anyhow::bail!(
+                        "--bid-url, --bid-timeout, --min-price and --max-price come with \
+                         --pricing bid"
+                    ),
+                    None => None,
+                };
                 let changes = TermsChanges {
+                    pricing,
                     price_cents: price,
                     daily_cap: daily_cap.map(|c| c.0),
                     monthly_cap: monthly_cap.map(|c| c.0),
@@ -691,4 +730,59 @@ pub fn supplier(path: &Path, out: &Output, command: SupplierCommand) -> anyhow::
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bid flags of `buyer subscribe` and `buyer terms set`.
+struct BidFlags {
+    url: Option<String>,
+    timeout: Option<i64>,
+    min_price: Option<i64>,
+    max_price: Option<i64>,
+}
+
+impl BidFlags {
+    fn given(&self) -> bool {
+        self.url.is_some()
+            || self.timeout.is_some()
+            || self.min_price.is_some()
+            || self.max_price.is_some()
+    }
+}
+
+/// The pricing the flags describe: a fixed price takes no bid flags, a bid one needs its URL
+/// and takes no price (DESIGN.md section 14).
+fn pricing_of(
+    pricing: PricingArg,
+    price: Option<i64>,
+    bid: BidFlags,
+) -> anyhow::Result<(subscription::Pricing, Option<i64>)> {
+    match pricing {
+        PricingArg::Fixed => {
+            if bid.given() {
+                anyhow::bail!(
+                    "--bid-url, --bid-timeout, --min-price and --max-price come with --pricing bid"
+                );
+            }
+            Ok((subscription::Pricing::Fixed, price))
+        }
+        PricingArg::Bid => {
+            if price.is_some() {
+                anyhow::bail!(
+                    "--price is refused with --pricing bid: the buyer's bids are the price"
+                );
+            }
+            let Some(url) = bid.url else {
+                anyhow::bail!("--pricing bid needs --bid-url URL");
+            };
+            Ok((
+                subscription::Pricing::Bid(subscription::BidTerms {
+                    url,
+                    timeout_ms: bid.timeout.unwrap_or(subscription::DEFAULT_BID_TIMEOUT_MS),
+                    min_price_cents: bid.min_price,
+                    max_price_cents: bid.max_price,
+                }),
+                None,
+            ))
+        }
+    }
 }

@@ -50,6 +50,9 @@ pub struct Container {
     pub delivery_mode: DeliveryMode,
     pub max_buyers: i64,
     pub score_threshold: i64,
+    /// How long an accepted ping holds its reservations (`--ping-ttl`).
+    #[serde(rename = "pingTtl", serialize_with = "serialize_duration_ms")]
+    pub ping_ttl_ms: i64,
     /// Whether a lead refused by a buyer's API goes on to the next buyer (DESIGN.md 18).
     pub waterfall: bool,
     /// How many times at most a request falls to the next buyer.
@@ -69,9 +72,20 @@ pub struct NewContainer<'a> {
     pub delivery_mode: DeliveryMode,
     pub max_buyers: i64,
     pub score_threshold: i64,
+    /// `None`: the default, [`DEFAULT_PING_TTL_MS`].
+    pub ping_ttl_ms: Option<i64>,
     /// `None` takes the defaults: on, at most [`DEFAULT_WATERFALL_MAX`] steps.
     pub waterfall: Option<bool>,
     pub waterfall_max: Option<i64>,
+}
+
+/// How long an accepted ping holds its reservations unless the container says otherwise.
+pub const DEFAULT_PING_TTL_MS: i64 = 120_000;
+
+fn serialize_duration_ms<S: serde::Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::duration::format(std::time::Duration::from_millis(
+        u64::try_from(*ms).unwrap_or(0),
+    )))
 }
 
 /// How many steps a waterfall takes at most unless the container says otherwise.
@@ -85,12 +99,14 @@ pub struct ContainerChanges {
     pub delivery_mode: Option<DeliveryMode>,
     pub max_buyers: Option<i64>,
     pub score_threshold: Option<i64>,
+    pub ping_ttl_ms: Option<i64>,
     pub waterfall: Option<bool>,
     pub waterfall_max: Option<i64>,
 }
 
 const COLUMNS: &str = "id, workspace_id, kind, name, auto_delivery, delivery_mode, max_buyers, \
-                       score_threshold, created_at, archived_at, waterfall, waterfall_max";
+                       score_threshold, created_at, archived_at, ping_ttl_ms, waterfall, \
+                       waterfall_max";
 
 fn from_row(row: &Row) -> rusqlite::Result<Container> {
     Ok(Container {
@@ -104,8 +120,9 @@ fn from_row(row: &Row) -> rusqlite::Result<Container> {
         score_threshold: row.get(7)?,
         created_at: row.get(8)?,
         archived_at: row.get(9)?,
-        waterfall: row.get(10)?,
-        waterfall_max: row.get(11)?,
+        ping_ttl_ms: row.get(10)?,
+        waterfall: row.get(11)?,
+        waterfall_max: row.get(12)?,
     })
 }
 
@@ -152,6 +169,7 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
         delivery_mode: new.delivery_mode,
         max_buyers: new.max_buyers,
         score_threshold: new.score_threshold,
+        ping_ttl_ms: new.ping_ttl_ms.unwrap_or(DEFAULT_PING_TTL_MS),
         waterfall: new.waterfall.unwrap_or(true),
         waterfall_max,
         created_at: crate::clock::now_ms(),
@@ -159,8 +177,8 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
     };
     conn.execute(
         "INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, delivery_mode,
-            max_buyers, score_threshold, created_at, waterfall, waterfall_max)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            max_buyers, score_threshold, created_at, ping_ttl_ms, waterfall, waterfall_max)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             container.id,
             container.workspace_id,
@@ -171,6 +189,7 @@ pub fn create(conn: &Connection, new: &NewContainer) -> Result<Container, Config
             container.max_buyers,
             container.score_threshold,
             container.created_at,
+            container.ping_ttl_ms,
             container.waterfall,
             container.waterfall_max
         ],
@@ -242,6 +261,9 @@ pub fn update(
     if let Some(threshold) = changes.score_threshold {
         container.score_threshold = threshold;
     }
+    if let Some(ttl) = changes.ping_ttl_ms {
+        container.ping_ttl_ms = ttl;
+    }
     if let Some(on) = changes.waterfall {
         container.waterfall = on;
     }
@@ -255,7 +277,8 @@ pub fn update(
     )?;
     conn.execute(
         "UPDATE containers SET name = ?2, auto_delivery = ?3, delivery_mode = ?4,
-            max_buyers = ?5, score_threshold = ?6, waterfall = ?7, waterfall_max = ?8
+            max_buyers = ?5, score_threshold = ?6, ping_ttl_ms = ?7, waterfall = ?8,
+            waterfall_max = ?9
          WHERE id = ?1",
         params![
             container.id,
@@ -264,6 +287,7 @@ pub fn update(
             container.delivery_mode.as_str(),
             container.max_buyers,
             container.score_threshold,
+            container.ping_ttl_ms,
             container.waterfall,
             container.waterfall_max
         ],

@@ -68,6 +68,9 @@ pub struct Source {
     pub secret: StoredSecret,
     pub supplier_id: Option<String>,
     pub supplier_cost_cents: Option<i64>,
+    /// A ping's payout as a share of the winning price, in hundredths of a percent
+    /// (`--revenue-share`, DESIGN.md section 14); `None`: the supplier cost.
+    pub revenue_share_bp: Option<i64>,
     pub dedupe: DedupeRule,
     pub mapping_draft: Option<String>,
     pub mapping_draft_at: Option<i64>,
@@ -109,6 +112,7 @@ impl Source {
             "previousSecretValidUntil": self.secret.previous_valid_until(now).map(crate::clock::iso),
             "supplierId": self.supplier_id,
             "supplierCost": self.supplier_cost_cents.map(crate::money::to_json),
+            "revenueShare": self.revenue_share_bp.map(crate::money::to_json),
             "dedupe": {
                 "fields": self.dedupe.fields,
                 "scope": scope,
@@ -149,6 +153,8 @@ pub struct NewSource<'a> {
     pub secret: Option<Option<&'a str>>,
     pub supplier_id: Option<&'a str>,
     pub supplier_cost_cents: Option<i64>,
+    /// Hundredths of a percent, 0 to 10000.
+    pub revenue_share_bp: Option<i64>,
     /// `None` means the default (email, phone); an empty list turns the rule off.
     pub dedupe_fields: Option<Vec<String>>,
     /// "channel", "table" or "workspace"; `None` means the source's container.
@@ -165,6 +171,7 @@ pub struct SourceChanges {
     pub name: Option<String>,
     pub supplier_id: Option<Option<String>>,
     pub supplier_cost_cents: Option<Option<i64>>,
+    pub revenue_share_bp: Option<Option<i64>>,
     /// An empty list turns the rule off.
     pub dedupe_fields: Option<Vec<String>>,
     /// "channel", "table" or "workspace".
@@ -184,7 +191,7 @@ const COLUMNS: &str = "s.id, s.container_id, c.kind, c.workspace_id, s.name, s.s
     s.supplier_id, s.supplier_cost_cents, s.dedupe_fields, s.dedupe_scope, s.dedupe_action, \
     s.dedupe_window_days, s.mapping_draft, s.mapping_draft_at, s.mapping_published, \
     s.mapping_published_at, s.mapping_version, s.enabled, s.created_at, s.archived_at, \
-    s.previous_secret_hash, s.previous_secret_valid_until, s.result_detail";
+    s.previous_secret_hash, s.previous_secret_valid_until, s.result_detail, s.revenue_share_bp";
 
 fn from_row(row: &Row) -> rusqlite::Result<Source> {
     let fields: String = row.get(8)?;
@@ -198,6 +205,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Source> {
         secret: StoredSecret::from_columns(row.get(5)?, row.get(20)?, row.get(21)?),
         supplier_id: row.get(6)?,
         supplier_cost_cents: row.get(7)?,
+        revenue_share_bp: row.get(23)?,
         dedupe: DedupeRule {
             fields: fields
                 .split(',')
@@ -306,6 +314,7 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
     if let Some(cost) = new.supplier_cost_cents {
         super::check_not_negative("supplier cost", cost)?;
     }
+    check_revenue_share(new.revenue_share_bp)?;
     let secret = match new.secret {
         None => None,
         Some(given) => Some(super::new_secret(given, "lrs_")?),
@@ -318,8 +327,8 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
     conn.execute(
         "INSERT INTO sources (id, container_id, name, secret_hash, supplier_id,
             supplier_cost_cents, dedupe_fields, dedupe_scope, dedupe_action, dedupe_window_days,
-            created_at, result_detail)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            created_at, result_detail, revenue_share_bp)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             id,
             container.id,
@@ -333,6 +342,7 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
             new.dedupe_window_days,
             crate::clock::now_ms(),
             new.result_detail.unwrap_or(ResultDetail::Summary),
+            new.revenue_share_bp,
         ],
     )
     .map_err(|e| insert_error(e, "source", &id))?;
@@ -400,6 +410,10 @@ pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<So
         }
         source.supplier_cost_cents = cost;
     }
+    if let Some(share) = changes.revenue_share_bp {
+        check_revenue_share(share)?;
+        source.revenue_share_bp = share;
+    }
     if let Some(fields) = &changes.dedupe_fields {
         source.dedupe.fields = fields.clone();
     }
@@ -419,7 +433,7 @@ pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<So
     conn.execute(
         "UPDATE sources SET name = ?2, supplier_id = ?3, supplier_cost_cents = ?4,
             dedupe_fields = ?5, dedupe_scope = ?6, dedupe_action = ?7, dedupe_window_days = ?8,
-            result_detail = ?9
+            result_detail = ?9, revenue_share_bp = ?10
          WHERE id = ?1",
         params![
             source.id,
@@ -431,9 +445,21 @@ pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<So
             source.dedupe.action.as_str(),
             source.dedupe.window_days,
             source.result_detail,
+            source.revenue_share_bp,
         ],
     )?;
     get(conn, id)
+}
+
+/// A revenue share is 0% to 100%.
+fn check_revenue_share(share_bp: Option<i64>) -> Result<(), ConfigError> {
+    match share_bp {
+        Some(bp) if !(0..=10_000).contains(&bp) => Err(ConfigError::Invalid(format!(
+            "revenue share must be 0 to 100 (percent), not {}",
+            crate::money::display(bp)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A rotated secret: the record after the rotation, the new secret in clear (shown once)

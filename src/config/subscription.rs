@@ -98,9 +98,44 @@ pub fn check_filters(filters: &[Filter], product: &Product) -> Result<(), Config
     }
 }
 
+/// How a subscription prices a lead (DESIGN.md section 14).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Pricing {
+    /// The subscription's price.
+    #[default]
+    Fixed,
+    /// Asked per lead: a signed bid request to the buyer's URL.
+    Bid(BidTerms),
+}
+
+/// Where and how a bid-priced subscription is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BidTerms {
+    pub url: String,
+    /// How long a bid may take (default [`DEFAULT_BID_TIMEOUT_MS`]).
+    pub timeout_ms: i64,
+    /// Bids below or above are ignored.
+    pub min_price_cents: Option<i64>,
+    pub max_price_cents: Option<i64>,
+}
+
+/// How long a buyer has to answer a bid request unless its subscription says otherwise.
+pub const DEFAULT_BID_TIMEOUT_MS: i64 = 300;
+
+impl Pricing {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Pricing::Fixed => "fixed",
+            Pricing::Bid(_) => "bid",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Subscription {
+    #[serde(skip)]
+    pub pricing: Pricing,
     pub buyer_id: String,
     pub product_id: String,
     #[serde(rename = "price", serialize_with = "crate::config::serialize_money")]
@@ -114,6 +149,7 @@ pub struct Subscription {
 }
 
 pub struct NewSubscription<'a> {
+    pub pricing: Pricing,
     pub buyer_id: &'a str,
     /// Product id or slug in the buyer's workspace.
     pub product: &'a str,
@@ -129,6 +165,8 @@ pub struct NewSubscription<'a> {
 /// schedule; `filters: Some(vec![])` removes every filter.
 #[derive(Debug, Default)]
 pub struct TermsChanges {
+    /// A new way of pricing; `price_cents` must come with a change to fixed pricing.
+    pub pricing: Option<Pricing>,
     pub price_cents: Option<i64>,
     pub daily_cap: Option<Option<i64>>,
     pub monthly_cap: Option<Option<i64>>,
@@ -160,9 +198,22 @@ impl Terms {
             "buyerId": s.buyer_id,
             "productId": s.product_id,
             "productSlug": self.product_slug,
-            // Every subscription has a fixed price today; bids (DESIGN.md 14) add "bid".
-            "pricing": "fixed",
-            "price": crate::money::to_json(s.price_cents),
+            "pricing": s.pricing.name(),
+            "price": match s.pricing {
+                Pricing::Fixed => crate::money::to_json(s.price_cents),
+                Pricing::Bid(_) => Value::Null,
+            },
+            "bid": match &s.pricing {
+                Pricing::Fixed => Value::Null,
+                Pricing::Bid(bid) => json!({
+                    "url": bid.url,
+                    "timeout": crate::duration::format(std::time::Duration::from_millis(
+                        u64::try_from(bid.timeout_ms).unwrap_or(0),
+                    )),
+                    "minPrice": bid.min_price_cents.map(crate::money::to_json),
+                    "maxPrice": bid.max_price_cents.map(crate::money::to_json),
+                }),
+            },
             "dailyCap": s.daily_cap,
             "monthlyCap": s.monthly_cap,
             "priority": s.priority,
@@ -176,6 +227,27 @@ impl Terms {
 
 fn check_terms(subscription: &Subscription) -> Result<(), ConfigError> {
     super::check_not_negative("price", subscription.price_cents)?;
+    if let Pricing::Bid(bid) = &subscription.pricing {
+        check_bid_url(&bid.url)?;
+        if !(1..=60_000).contains(&bid.timeout_ms) {
+            return Err(ConfigError::Invalid("a bid timeout is 1ms to 60s".into()));
+        }
+        for (name, price) in [
+            ("min price", bid.min_price_cents),
+            ("max price", bid.max_price_cents),
+        ] {
+            if let Some(cents) = price {
+                super::check_not_negative(name, cents)?;
+            }
+        }
+        if let (Some(min), Some(max)) = (bid.min_price_cents, bid.max_price_cents)
+            && min > max
+        {
+            return Err(ConfigError::Invalid(
+                "the min price must not be above the max price".into(),
+            ));
+        }
+    }
     if subscription.daily_cap.is_some_and(|c| c < 0)
         || subscription.monthly_cap.is_some_and(|c| c < 0)
     {
@@ -201,6 +273,7 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
     let buyer = buyer::get_live(conn, new.buyer_id)?;
     let product = live_product(conn, &buyer, new.product)?;
     let subscription = Subscription {
+        pricing: new.pricing.clone(),
         buyer_id: buyer.id,
         product_id: product.id.clone(),
         price_cents: new.price_cents,
@@ -220,8 +293,9 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
     }
     conn.execute(
         "INSERT INTO subscriptions (buyer_id, product_id, price_cents, daily_cap, monthly_cap,
-            priority, filters, schedule, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            priority, filters, schedule, created_at, pricing, bid_url, bid_timeout_ms,
+            min_price_cents, max_price_cents)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             subscription.buyer_id,
             subscription.product_id,
@@ -232,6 +306,11 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
             serde_json::to_string(&subscription.filters).expect("filters serialise"),
             subscription.schedule.as_ref().map(Value::to_string),
             crate::clock::now_ms(),
+            subscription.pricing.name(),
+            bid_column(&subscription.pricing, |b| b.url.clone()),
+            bid_column(&subscription.pricing, |b| b.timeout_ms),
+            bid_column(&subscription.pricing, |b| b.min_price_cents).flatten(),
+            bid_column(&subscription.pricing, |b| b.max_price_cents).flatten(),
         ],
     )?;
     Ok(subscription)
@@ -249,7 +328,20 @@ pub fn set_terms(
     let product = live_product(conn, &buyer, product)?;
     let mut subscription = find_subscription(conn, &buyer.id, &product.id)?
         .ok_or_else(|| not_subscribed(&buyer.id, &product))?;
+    if let Some(pricing) = &changes.pricing {
+        subscription.pricing = pricing.clone();
+        if matches!(pricing, Pricing::Bid(_)) {
+            subscription.price_cents = 0;
+        }
+    }
     if let Some(price) = changes.price_cents {
+        if let Pricing::Bid(_) = subscription.pricing {
+            return Err(ConfigError::Invalid(
+                "a bid-priced subscription has no --price (its bids are the price): pass \
+                 --pricing fixed with it"
+                    .into(),
+            ));
+        }
         subscription.price_cents = price;
     }
     if let Some(cap) = changes.daily_cap {
@@ -271,7 +363,8 @@ pub fn set_terms(
     check_terms(&subscription)?;
     conn.execute(
         "UPDATE subscriptions SET price_cents = ?3, daily_cap = ?4, monthly_cap = ?5,
-            priority = ?6, filters = ?7, schedule = ?8
+            priority = ?6, filters = ?7, schedule = ?8, pricing = ?9, bid_url = ?10,
+            bid_timeout_ms = ?11, min_price_cents = ?12, max_price_cents = ?13
          WHERE buyer_id = ?1 AND product_id = ?2",
         params![
             subscription.buyer_id,
@@ -282,9 +375,28 @@ pub fn set_terms(
             subscription.priority,
             serde_json::to_string(&subscription.filters).expect("filters serialise"),
             subscription.schedule.as_ref().map(Value::to_string),
+            subscription.pricing.name(),
+            bid_column(&subscription.pricing, |b| b.url.clone()),
+            bid_column(&subscription.pricing, |b| b.timeout_ms),
+            bid_column(&subscription.pricing, |b| b.min_price_cents).flatten(),
+            bid_column(&subscription.pricing, |b| b.max_price_cents).flatten(),
         ],
     )?;
     Ok(subscription)
+}
+
+/// A column of a bid-priced subscription's terms; NULL for a fixed price.
+fn bid_column<T>(pricing: &Pricing, column: impl Fn(&BidTerms) -> T) -> Option<T> {
+    match pricing {
+        Pricing::Fixed => None,
+        Pricing::Bid(bid) => Some(column(bid)),
+    }
+}
+
+/// A bid URL follows the rule of every outbound URL (DESIGN.md section 16).
+fn check_bid_url(url: &str) -> Result<(), ConfigError> {
+    crate::outbound_url::check(url)
+        .map_err(|e| ConfigError::Invalid(format!("invalid bid URL: {e}")))
 }
 
 fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {
@@ -321,7 +433,7 @@ pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms
          WHERE s.buyer_id = ?1 ORDER BY p.slug"
     ))?;
     let rows = stmt.query_map([&buyer.id], |row| {
-        Ok((subscription_from_row(row)?, row.get::<_, String>(8)?))
+        Ok((subscription_from_row(row)?, row.get::<_, String>(13)?))
     })?;
     let mut all = Vec::new();
     for row in rows {
@@ -384,7 +496,19 @@ pub(crate) fn check_fields_kept(
 fn subscription_from_row(row: &Row) -> rusqlite::Result<Subscription> {
     let filters: String = row.get(6)?;
     let schedule: Option<String> = row.get(7)?;
+    let pricing: String = row.get(8)?;
     Ok(Subscription {
+        pricing: match pricing.as_str() {
+            "bid" => Pricing::Bid(BidTerms {
+                url: row.get::<_, Option<String>>(9)?.unwrap_or_default(),
+                timeout_ms: row
+                    .get::<_, Option<i64>>(10)?
+                    .unwrap_or(DEFAULT_BID_TIMEOUT_MS),
+                min_price_cents: row.get(11)?,
+                max_price_cents: row.get(12)?,
+            }),
+            _ => Pricing::Fixed,
+        },
         buyer_id: row.get(0)?,
         product_id: row.get(1)?,
         price_cents: row.get(2)?,
@@ -396,11 +520,12 @@ fn subscription_from_row(row: &Row) -> rusqlite::Result<Subscription> {
     })
 }
 
-const SUBSCRIPTION_COLUMNS: &str =
-    "buyer_id, product_id, price_cents, daily_cap, monthly_cap, priority, filters, schedule";
+const SUBSCRIPTION_COLUMNS: &str = "buyer_id, product_id, price_cents, daily_cap, monthly_cap, priority, filters, schedule, \
+     pricing, bid_url, bid_timeout_ms, min_price_cents, max_price_cents";
 
 const SUBSCRIPTION_COLUMNS_OF_S: &str = "s.buyer_id, s.product_id, s.price_cents, s.daily_cap, \
-    s.monthly_cap, s.priority, s.filters, s.schedule";
+    s.monthly_cap, s.priority, s.filters, s.schedule, s.pricing, s.bid_url, s.bid_timeout_ms, \
+    s.min_price_cents, s.max_price_cents";
 
 pub fn find_subscription(
     conn: &Connection,

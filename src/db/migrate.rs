@@ -48,6 +48,10 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0010_integration.sql")),
     // What a source's ingest answer discloses: summary (default) or full.
     sql(include_str!("../../migrations/0011_disclosure.sql")),
+    // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
+    sql(include_str!("../../migrations/0012_ping.sql")),
+    // The evaluator's training read in time order without a sort.
+    sql(include_str!("../../migrations/0013_training_order.sql")),
 ];
 
 /// The schema version this binary writes.

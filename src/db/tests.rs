@@ -107,48 +107,48 @@ async fn concurrent_jobs_from_many_tasks_all_commit() {
 #[test]
 fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
     let (_dir, db) = temp_db();
-    // Hold the writer inside a job until 100 more jobs are queued behind it; the writer
-    // must then take all of them as one group (one commit), not one by one.
+    let writer = &db.inner.writer;
+    // Hold the writer inside a job while 100 more jobs are queued behind it; the writer
+    // must then take all of them as one group (one commit), not one by one. The jobs are
+    // queued from this thread (`submit` returns once a job is in the queue), so nothing
+    // here depends on how soon other threads get a core.
     let (started, writer_busy) = std::sync::mpsc::channel::<()>();
     let (release, hold) = std::sync::mpsc::channel::<()>();
-    let blocker = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            db.write_blocking(move |_conn| {
+    let blocker = writer
+        .submit(
+            move |_conn| {
                 started.send(()).expect("the test waits for the writer");
                 hold.recv().expect("the test releases the writer");
                 Ok::<(), DbError>(())
-            })
-        })
-    };
+            },
+            writer::Admission::Always,
+        )
+        .unwrap();
     writer_busy.recv().unwrap();
-    // A fresh database: the blocker is the writer's only job so far (counted once its
-    // `send` returned, which may be after the writer already started running it).
+    // A fresh database: the blocker is the writer's only job so far, still running.
     let before = db.writer_stats();
     assert_eq!(before.groups, 0);
-    let writers: Vec<_> = (0..100)
-        .map(|n| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                db.write_blocking(move |c| {
-                    c.execute(
-                        "INSERT INTO t VALUES (?1, ?2)",
-                        rusqlite::params![n.to_string(), n],
-                    )
-                    .map_err(DbError::from)
-                })
-            })
+    let queued: Vec<_> = (0..100)
+        .map(|n: i64| {
+            writer
+                .submit(
+                    move |c| {
+                        c.execute(
+                            "INSERT INTO t VALUES (?1, ?2)",
+                            rusqlite::params![n.to_string(), n],
+                        )
+                        .map_err(DbError::from)
+                    },
+                    writer::Admission::Always,
+                )
+                .unwrap()
         })
         .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while db.writer_stats().submitted < 101 {
-        assert!(std::time::Instant::now() < deadline, "jobs were not queued");
-        std::thread::yield_now();
-    }
+    assert_eq!(db.writer_stats().submitted, 101);
     release.send(()).unwrap();
-    blocker.join().unwrap().unwrap();
-    for writer in writers {
-        writer.join().unwrap().unwrap();
+    blocker.blocking_recv().unwrap().unwrap();
+    for reply in queued {
+        assert_eq!(reply.blocking_recv().unwrap().unwrap(), 1);
     }
     assert_eq!(count(&db), 100);
     let after = db.writer_stats();

@@ -4,7 +4,6 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use super::DeliveryError;
-use super::event::{LeadDelivered, Party, ProductRef};
 use super::transaction::{self, NewTransaction};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
@@ -86,6 +85,8 @@ pub(crate) struct LeadDelivery<'a> {
     pub(crate) price_cents: Option<i64>,
     /// Who delivers, for the transaction history (`operator`, `auto-delivery`).
     pub(crate) actor: &'a str,
+    /// The winning bid that set `price_cents`, if a bid did.
+    pub(crate) bid: Option<&'a super::transaction::BidRef>,
 }
 
 /// The terms of delivering `product_id` of a lead from `source_id` in `container_id`;
@@ -130,6 +131,7 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
     deliver_lead(
         conn,
         &LeadDelivery {
+            bid: None,
             lead: &lead,
             request,
             terms,
@@ -159,7 +161,13 @@ pub(crate) fn deliver_lead(
     order: &LeadDelivery,
 ) -> Result<Delivered, DeliveryError> {
     let decided = decide(conn, order)?;
-    Ok(write(conn, decided, order.actor, order.terms.cap_windows)?)
+    Ok(write(
+        conn,
+        decided,
+        order.actor,
+        order.terms.cap_windows,
+        order.bid,
+    )?)
 }
 
 /// A delivery that passed every rule, with what writing it needs.
@@ -245,9 +253,15 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
     let charged_cents = match buyer.plan {
         Plan::Postpaid => 0,
         Plan::Prepaid => {
-            if let Err(short) =
-                ledger::covers(buyer.balance_cents, buyer.credit_limit_cents, price_cents)
-            {
+            // What ping reservations hold of the balance is not available (a ping being
+            // posted gives its hold back before it delivers).
+            let held_cents = ledger::held(conn, &buyer.id)?;
+            if let Err(short) = ledger::covers_unheld(
+                buyer.balance_cents,
+                held_cents,
+                buyer.credit_limit_cents,
+                price_cents,
+            ) {
                 return Err(DeliveryError::InsufficientBalance {
                     buyer_id: buyer.id,
                     available_cents: short.available_cents,
@@ -279,28 +293,18 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
         margin_cents,
         charged_cents,
     };
-    let body = LeadDelivered {
-        transaction_id: &delivered.transaction_id,
-        lead_request_id: &request.id,
-        lead_id: &lead.id,
-        delivery_mode: terms.mode,
-        sent_at_ms: crate::clock::now_ms(),
-        buyer: Party {
-            id: &buyer.id,
-            name: &buyer.name,
+    let body = super::event::lead_delivered(
+        &delivered.transaction_id,
+        lead,
+        request,
+        &buyer,
+        super::event::Sale {
+            delivery_mode: terms.mode,
+            buyer_price_cents: price_cents,
+            supplier_cost_cents,
+            bid: order.bid,
         },
-        product: ProductRef {
-            id: &product.product_id,
-            name: &product.product_name,
-            slug: &product.product_slug,
-        },
-        buyer_price_cents: price_cents,
-        supplier_cost_cents,
-        margin_cents,
-        lead: &lead.fields,
-        answers: &product.field_values,
-    }
-    .to_json();
+    );
 
     // The supplier is paid once per request: a transaction that takes the cost over from
     // a rejected or cancelled one buys nothing new.
@@ -328,6 +332,7 @@ fn write(
     decided: Decided,
     actor: &str,
     cap_windows: Option<crate::caps::Windows>,
+    bid: Option<&transaction::BidRef>,
 ) -> rusqlite::Result<Delivered> {
     let Decided {
         mut delivered,
@@ -352,6 +357,7 @@ fn write(
             margin_cents: delivered.margin_cents,
             charged_cents: delivered.charged_cents,
             cap_windows,
+            bid,
         },
         actor,
         now,

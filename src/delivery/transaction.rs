@@ -66,6 +66,21 @@ pub struct Transaction {
     pub delivery_status: DeliveryStatus,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The winning bid that priced it (ping/post): its bid request and the buyer's bid id.
+    pub bid: Option<BidRef>,
+}
+
+/// A winning bid as a transaction and its event name it (DESIGN.md section 14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BidRef {
+    pub bid_request_id: String,
+    pub bid_id: Option<String>,
+}
+
+impl BidRef {
+    pub fn to_json(&self) -> Value {
+        json!({"bidRequestId": self.bid_request_id, "bidId": self.bid_id})
+    }
 }
 
 impl Transaction {
@@ -86,13 +101,15 @@ impl Transaction {
             "deliveryStatus": self.delivery_status.as_str(),
             "createdAt": crate::clock::iso(self.created_at),
             "updatedAt": crate::clock::iso(self.updated_at),
+            "bid": self.bid.as_ref().map(BidRef::to_json),
         })
     }
 }
 
 pub(crate) const COLUMNS: &str = "id, lead_request_id, lead_id, buyer_id, product_id, \
     workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents, margin_cents, \
-    charged_cents, status, partner_external_id, delivery_status, created_at, updated_at";
+    charged_cents, status, partner_external_id, delivery_status, created_at, updated_at, \
+    bid_request_id, bid_id";
 
 pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     Ok(Transaction {
@@ -112,6 +129,15 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
         delivery_status: row.get(13)?,
         created_at: row.get(14)?,
         updated_at: row.get(15)?,
+        bid: row
+            .get::<_, Option<String>>(16)?
+            .map(|bid_request_id| -> rusqlite::Result<BidRef> {
+                Ok(BidRef {
+                    bid_request_id,
+                    bid_id: row.get(17)?,
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -227,6 +253,8 @@ pub(crate) struct NewTransaction<'a> {
     /// The cap windows of the workspace when the caller has them at hand (auto-delivery);
     /// otherwise they are worked out from the workspace's time zone.
     pub cap_windows: Option<crate::caps::Windows>,
+    /// The winning bid that priced it, if a bid did.
+    pub bid: Option<&'a BidRef>,
 }
 
 /// Writes a new transaction, `delivered` with its event pending, and the history entry that
@@ -240,8 +268,9 @@ pub(crate) fn create(
     conn.prepare_cached(
         "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
             workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents, margin_cents,
-            charged_cents, status, delivery_status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)",
+            charged_cents, status, delivery_status, created_at, updated_at, bid_request_id,
+            bid_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14, ?15, ?16)",
     )?
     .execute(params![
         new.id,
@@ -257,7 +286,9 @@ pub(crate) fn create(
         new.charged_cents,
         Status::Delivered,
         DeliveryStatus::Pending,
-        now
+        now,
+        new.bid.map(|b| b.bid_request_id.as_str()),
+        new.bid.and_then(|b| b.bid_id.as_deref()),
     ])?;
     let windows = match new.cap_windows {
         Some(windows) if windows.contains(now) => windows,

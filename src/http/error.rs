@@ -76,6 +76,8 @@ pub(crate) enum Error {
     Unhealthy(#[from] Unhealthy),
     #[error(transparent)]
     Operator(#[from] OperatorError),
+    #[error(transparent)]
+    Ping(#[from] crate::ping::PingError),
 }
 
 /// The body form of an endpoint's errors.
@@ -103,7 +105,20 @@ pub(crate) struct ErrorCode(pub String);
 /// headers. Errors that mean a fault on our side are logged here, once (or, for storage
 /// faults that every request meets, once per interval).
 pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
+    use crate::ping::PingError;
     let reply = match error {
+        Error::Ping(PingError::Ingest(e)) => return error_to_http_response(Error::Ingest(e), form),
+        Error::Ping(PingError::Db(db)) => db_reply(db),
+        Error::Ping(PingError::PersonalData(problems)) => Reply::new(
+            StatusCode::BAD_REQUEST,
+            "personal_data_in_ping",
+            crate::ping::personal_data_message(&problems),
+        )
+        .details(crate::ingest::problem::details(&problems)),
+        Error::Ping(PingError::Internal(why)) => {
+            log::error!("ping: {why}");
+            Reply::internal()
+        }
         Error::Http(e) => {
             let status = match &e {
                 HttpError::NoSuchPath { .. } => StatusCode::NOT_FOUND,
@@ -159,6 +174,15 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             IngestError::Invalid { message, problems } => {
                 Reply::new(StatusCode::BAD_REQUEST, "validation_failed", message)
                     .details(crate::ingest::problem::details(&problems))
+            }
+            IngestError::Ping { code, message } => {
+                let details =
+                    crate::ingest::problem::details(&[crate::ingest::problem::Problem::new(
+                        "/pingId",
+                        code,
+                        message.clone(),
+                    )]);
+                Reply::new(StatusCode::BAD_REQUEST, code, message).details(details)
             }
             IngestError::Mapping(e @ MappingError::Transform { .. }) => {
                 Reply::with_body(StatusCode::BAD_REQUEST, e.to_json())

@@ -16,6 +16,7 @@ pub enum Endpoint {
     Health,
     ChannelIngest,
     TableIngest,
+    Ping,
     PartnerConfirmation,
     PartnerPayoutPending,
     PartnerPayout,
@@ -32,6 +33,7 @@ impl Endpoint {
             Endpoint::Health => "health",
             Endpoint::ChannelIngest => "channel_ingest",
             Endpoint::TableIngest => "table_ingest",
+            Endpoint::Ping => "ping",
             Endpoint::PartnerConfirmation => "partner_confirmation",
             Endpoint::PartnerPayoutPending => "partner_payout_pending",
             Endpoint::PartnerPayout => "partner_payout",
@@ -54,6 +56,7 @@ impl Endpoint {
             Endpoint::Health
             | Endpoint::ChannelIngest
             | Endpoint::TableIngest
+            | Endpoint::Ping
             | Endpoint::Metrics
             | Endpoint::OpenApi => Form::Plain,
         }
@@ -83,6 +86,11 @@ pub const ROUTES: &[Route] = &[
         method: Method::POST,
         pattern: "/api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads",
         endpoint: Endpoint::TableIngest,
+    },
+    Route {
+        method: Method::POST,
+        pattern: "/api/ping/channels/{channelId}/sources/{sourceId}",
+        endpoint: Endpoint::Ping,
     },
     Route {
         method: Method::POST,
@@ -193,6 +201,7 @@ pub(crate) async fn dispatch(
         Endpoint::Health => handlers::health::get(state).await,
         Endpoint::ChannelIngest => handlers::ingest::channel(state, request, params).await,
         Endpoint::TableIngest => handlers::ingest::table(state, request, params).await,
+        Endpoint::Ping => handlers::ping::post(state, request, params).await,
         Endpoint::Metrics => handlers::metrics::get(state, request.uri().path()).await,
         Endpoint::OpenApi => Ok(handlers::openapi::get()),
         Endpoint::PartnerConfirmation => handlers::lifecycle::confirmation(state, request).await,

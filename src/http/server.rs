@@ -99,6 +99,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// `None` when rate limiting is off.
     pub rate_limiter: Option<RateLimiter>,
+    /// The bid client of this service (ping/post's bid requests, `outbox::bid`).
+    pub bids: crate::outbox::bid::BidClient,
     /// The health check's write probe and its cached result.
     pub(crate) health: crate::health::Prober,
     /// One permit per connection that may be open.
@@ -120,6 +122,7 @@ impl AppState {
             outbox: crate::outbox::Notifier::new(),
             started: Instant::now(),
             metrics: Arc::new(Metrics::new(&endpoints)),
+            bids: Default::default(),
             health: crate::health::Prober::default(),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             write_requests: Arc::new(Semaphore::new(config.max_write_requests.max(1))),

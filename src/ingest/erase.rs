@@ -17,6 +17,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
+use super::model::FIELD_NAMES;
 use super::{normalize, view};
 
 /// The leads, not erased, an erasure by email or phone takes (found by the key's hash and
@@ -36,25 +37,10 @@ const ERASED_FIELDS: [&str; 8] = [
     "city",
 ];
 
-/// The fields of the lead as buyers get it that a tombstone keeps (the columns the
-/// erasure leaves).
-const KEPT_FIELDS: [&str; 11] = [
-    "externalId",
-    "country",
-    "consentStatus",
-    "legalBasis",
-    "consentCapturedAt",
-    "consentTextVersion",
-    "capturedByExternalId",
-    "capturedByName",
-    "capturedByTeam",
-    "capturedAt",
-    "captureMethod",
-];
-
 /// The lead object of a `lead.delivered` event (SPEC.md section 6) after its person was
-/// erased: `"erased": true`, the kept fields it had, and every erased field as `null`. The
-/// capture metadata and the additional properties are left out.
+/// erased: `"erased": true`, the kept fields it had (every interface field not in
+/// [`ERASED_FIELDS`]: the columns the erasure leaves), and every erased field as `null`.
+/// The capture metadata and the additional properties are left out.
 pub(crate) fn erased_lead_json(lead: &Map<String, Value>) -> Map<String, Value> {
     let mut erased = Map::new();
     if let Some(external_id) = lead.get("externalId") {
@@ -64,7 +50,10 @@ pub(crate) fn erased_lead_json(lead: &Map<String, Value>) -> Map<String, Value> 
     for key in ERASED_FIELDS {
         erased.insert(key.into(), Value::Null);
     }
-    for key in &KEPT_FIELDS[1..] {
+    let kept = FIELD_NAMES
+        .iter()
+        .filter(|key| **key != "externalId" && !ERASED_FIELDS.contains(key));
+    for key in kept {
         if let Some(value) = lead.get(*key) {
             erased.insert((*key).into(), value.clone());
         }
@@ -201,7 +190,8 @@ mod tests {
     use super::*;
     use crate::ingest::model::LeadFields;
 
-    /// Every field of the lead as buyers get it is either erased or kept, never both.
+    /// Every field of the lead as buyers get it is an interface field (`FIELD_NAMES`), so
+    /// it is either erased or kept; every erased field is one of them.
     #[test]
     fn every_interface_field_is_erased_or_kept() {
         let mut fields = LeadFields {
@@ -249,9 +239,10 @@ mod tests {
             .map(|k| k.as_str())
             .collect();
         names.sort_unstable();
-        let mut listed: Vec<&str> = ERASED_FIELDS.iter().chain(&KEPT_FIELDS).copied().collect();
+        let mut listed = FIELD_NAMES.to_vec();
         listed.sort_unstable();
         assert_eq!(names, listed);
+        assert!(ERASED_FIELDS.iter().all(|f| FIELD_NAMES.contains(f)));
     }
 
     #[test]

@@ -153,6 +153,8 @@ enum Prepared {
     Invalid {
         external_id: Option<String>,
         problems: Vec<Problem>,
+        /// The ping the lead was the post of: its reservations are given back.
+        ping_id: Option<String>,
     },
 }
 
@@ -168,6 +170,7 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
         return Prepared::Invalid {
             external_id: None,
             problems,
+            ping_id: None,
         };
     };
     let lead = validate::complete(draft, catalog, &mut problems);
@@ -175,6 +178,7 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
         return Prepared::Invalid {
             external_id: lead.fields.external_id,
             problems,
+            ping_id: lead.ping_id,
         };
     }
     let quality = quality::assess(&lead.fields);
@@ -208,6 +212,29 @@ async fn write(
     Ok(outcomes)
 }
 
+/// Gives back the reservations of the pings whose posts failed validation (DESIGN.md
+/// section 14): one writer job, only when there are any.
+async fn release_pings(
+    services: &Services<'_>,
+    target: &Arc<Source>,
+    ping_ids: Vec<String>,
+) -> Result<(), IngestError> {
+    if ping_ids.is_empty() {
+        return Ok(());
+    }
+    let source_id = target.id.clone();
+    services
+        .db
+        .write(move |conn| {
+            let now = crate::clock::now_ms();
+            for ping_id in &ping_ids {
+                crate::ping::post::release_invalid(conn, &source_id, ping_id, now)?;
+            }
+            Ok::<_, IngestError>(())
+        })
+        .await
+}
+
 async fn ingest_single(
     services: &Services<'_>,
     target: Arc<Source>,
@@ -216,12 +243,26 @@ async fn ingest_single(
     let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
     let lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
-        Prepared::Invalid { problems, .. } => return Err(IngestError::lead_invalid(problems)),
+        Prepared::Invalid {
+            problems, ping_id, ..
+        } => {
+            release_pings(services, &target, ping_id.into_iter().collect()).await?;
+            return Err(IngestError::lead_invalid(problems));
+        }
     };
     let outcome = write(services, target.clone(), vec![lead])
         .await?
         .pop()
         .ok_or_else(|| IngestError::Internal("the writer returned no outcome".into()))?;
+    if let StoreOutcome::PingRefused { refusal, .. } = outcome {
+        services
+            .metrics
+            .ingest_result(result::Status::Rejected.as_str());
+        return Err(IngestError::Ping {
+            code: refusal.code,
+            message: refusal.message,
+        });
+    }
     let created = outcome.created();
     let answer = outcome.into_answer(&target);
     count_results(services.metrics, std::slice::from_ref(&answer));
@@ -237,6 +278,7 @@ async fn ingest_batch(
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
+    let mut invalid_pings = Vec::new();
     for (position, item) in items.into_iter().enumerate() {
         match prepare(item, &catalog) {
             Prepared::Valid(lead) => {
@@ -247,16 +289,35 @@ async fn ingest_batch(
             Prepared::Invalid {
                 external_id,
                 problems,
-            } => answers.push(Some(Answer::Fresh(Box::new(ItemFacts::invalid(
-                external_id,
-                problems,
-            ))))),
+                ping_id,
+            } => {
+                invalid_pings.extend(ping_id);
+                answers.push(Some(Answer::Fresh(Box::new(ItemFacts::invalid(
+                    external_id,
+                    problems,
+                )))))
+            }
         }
     }
+    release_pings(services, &target, invalid_pings).await?;
     if !valid.is_empty() {
         let outcomes = write(services, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
-            answers[position] = Some(outcome.into_answer(&target));
+            answers[position] = Some(match outcome {
+                // The refusal names the item's own pingId.
+                StoreOutcome::PingRefused {
+                    external_id,
+                    refusal,
+                } => Answer::Fresh(Box::new(ItemFacts::invalid(
+                    external_id,
+                    vec![Problem::new(
+                        format!("/leads/{position}/pingId"),
+                        refusal.code,
+                        refusal.message,
+                    )],
+                ))),
+                other => other.into_answer(&target),
+            });
         }
     }
     let answers: Vec<Answer> = answers

@@ -53,6 +53,10 @@ pub enum IngestError {
         message: String,
         problems: Vec<Problem>,
     },
+    /// A post's ping was refused (DESIGN.md section 14): `ping_unknown`, `ping_used`,
+    /// `ping_expired` or `ping_mismatch`. Nothing was stored.
+    #[error("{message}")]
+    Ping { code: &'static str, message: String },
     /// The source's published mapping refused the body, or could not be read.
     #[error(transparent)]
     Mapping(#[from] MappingError),

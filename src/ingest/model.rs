@@ -24,6 +24,8 @@ use crate::config::container::ContainerKind;
 pub struct Lead {
     pub fields: LeadFields,
     pub interests: Vec<Interest>,
+    /// The ping this lead is the post of (DESIGN.md section 14); not passed on to buyers.
+    pub ping_id: Option<String>,
 }
 
 /// The Lead's text fields by their interface names (SPEC.md 2.1), in the order buyers get

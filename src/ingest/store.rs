@@ -104,6 +104,11 @@ pub enum StoreOutcome {
     Replay(StoredFacts),
     /// A duplicate under a rule with action `reject`: nothing was stored.
     DuplicateRejected { item: ItemFacts },
+    /// A post whose ping was refused (DESIGN.md section 14): nothing was stored.
+    PingRefused {
+        external_id: Option<String>,
+        refusal: crate::ping::post::PingRefusal,
+    },
 }
 
 const FIND_EXTERNAL: &str = "SELECT id, quality_status, quality_reasons, duplicate_status, \
@@ -153,6 +158,21 @@ fn store_one(
         return Ok(StoreOutcome::Replay(found));
     }
 
+    // A post (DESIGN.md section 14): its ping is claimed here, after idempotency (a
+    // replayed post answers as the first did) and before anything is stored.
+    let claim = match &lead.lead.ping_id {
+        None => None,
+        Some(ping_id) => match crate::ping::post::claim(conn, source, ping_id, lead, now)? {
+            Ok(claim) => Some(claim),
+            Err(refusal) => {
+                return Ok(StoreOutcome::PingRefused {
+                    external_id: external_id.map(str::to_string),
+                    refusal,
+                });
+            }
+        },
+    };
+
     let duplicate_match = if source.dedupe.fields.is_empty() {
         None
     } else {
@@ -180,6 +200,9 @@ fn store_one(
         duplicate_match,
     };
     if duplicate_status == DuplicateStatus::Rejected {
+        if let Some(claim) = &claim {
+            crate::ping::post::release(conn, claim, "duplicate_rejected", now)?;
+        }
         return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
                 status: Status::Rejected,
@@ -252,15 +275,38 @@ fn store_one(
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
     // caps and balances cannot race; it gets the lead as just written rather than reading
-    // it back. Its decisions are stored on the requests, where a replay finds them.
+    // it back. Its decisions are stored on the requests, where a replay finds them. A
+    // post's request in
+    // its ping's product goes to the reserved buyers instead, whatever it asked for.
     let mut auto_delivered = 0;
-    if let Some(duplicates_seen) = duplicates_seen {
-        let stored = stored_lead(source, lead, lead_id, &item, now);
-        if let Some(auto) = crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
-        {
-            auto_delivered = auto.delivered();
-            item.auto_delivery = Some(auto.to_json());
+    let ping_position = claim.as_ref().and_then(|c| c.request_position(lead));
+    let wants_auto = lead
+        .lead
+        .interests
+        .iter()
+        .enumerate()
+        .any(|(position, i)| i.trigger_auto_delivery && Some(position) != ping_position);
+    if claim.is_some() || wants_auto {
+        let mut stored = stored_lead(source, lead, lead_id, &item, now);
+        let mut requests = Vec::new();
+        if let (Some(claim), Some(position)) = (&claim, ping_position) {
+            let request = stored.requests.remove(position);
+            requests.push(crate::ping::post::complete(
+                conn, claim, &stored, &request, now,
+            )?);
         }
+        if let Some(duplicates_seen) = duplicates_seen.filter(|_| wants_auto) {
+            // Lapsed reservations hold nothing auto-delivery reads.
+            crate::ping::store::expire_due(conn, now)?;
+            if let Some(auto) =
+                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
+            {
+                requests.extend(auto.requests);
+            }
+        }
+        let auto = crate::autodelivery::decision::AutoDelivery { requests };
+        auto_delivered = auto.delivered();
+        item.auto_delivery = Some(auto.to_json());
     }
     Ok(StoreOutcome::Created {
         item,

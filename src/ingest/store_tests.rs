@@ -81,6 +81,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             delivery_mode: DeliveryMode::Multi,
             max_buyers: 2,
             score_threshold: 10,
+            ping_ttl_ms: None,
             waterfall: None,
             waterfall_max: None,
         },
@@ -96,6 +97,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             secret: None,
             supplier_id: None,
             supplier_cost_cents: Some(300),
+            revenue_share_bp: None,
             dedupe_fields: None,
             dedupe_scope: None,
             dedupe_action: DedupeAction::Review,
@@ -141,6 +143,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
         buyer::subscribe(
             &conn,
             &NewSubscription {
+                pricing: Default::default(),
                 buyer_id: id,
                 product: "solar",
                 price_cents: price,

@@ -26,6 +26,8 @@ pub const EXTERNAL_ID_MAX_CHARS: usize = 128;
 pub struct LeadDraft {
     pub fields: LeadFields,
     pub interests: Vec<InterestDraft>,
+    /// The accepted ping this lead is the post of (`pingId`, DESIGN.md section 14).
+    pub ping_id: Option<String>,
 }
 
 /// An interest whose product is not resolved yet.
@@ -73,11 +75,13 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
     let mut shortcut = Shortcut::default();
     let mut request = None;
     let mut requests = Vec::new();
+    let mut ping_id = None;
 
     for (key, value) in map {
         let p = &mut *problems;
         match key.as_str() {
             "externalId" => lead.external_id = string(value, base, &key, p),
+            "pingId" => ping_id = string(value, base, &key, p),
             "firstName" => first_name = string(value, base, &key, p),
             "lastName" => last_name = string(value, base, &key, p),
             "email" => lead.person.email = string(value, base, &key, p),
@@ -162,6 +166,7 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
     LeadDraft {
         fields: lead,
         interests,
+        ping_id,
     }
 }
 
@@ -279,9 +284,14 @@ pub fn interest_list(
 /// problem was added; interests that name the same product twice with the same answers
 /// count once.
 pub fn complete(draft: LeadDraft, catalog: &Catalog, problems: &mut Vec<Problem>) -> Lead {
-    let LeadDraft { fields, interests } = draft;
+    let LeadDraft {
+        fields,
+        interests,
+        ping_id,
+    } = draft;
     let mut lead = Lead {
         fields,
+        ping_id,
         interests: Vec::with_capacity(interests.len()),
     };
     let mut seen: HashMap<String, usize> = HashMap::new();
@@ -490,7 +500,7 @@ fn merge_capture(
 }
 
 /// Checks `fieldValues` at `path`: every value a string (or null, "no answer").
-fn field_values(
+pub(crate) fn field_values(
     map: Map<String, Value>,
     path: &str,
     problems: &mut Vec<Problem>,

@@ -9,6 +9,9 @@
 //! Also owns the money rule "balance plus credit limit covers the amount" ([`covers`]),
 //! which delivery, auto-delivery's eligibility and a repricing all apply.
 //!
+//! Also owns `buyers.held_cents`, what ping reservations hold of a prepaid balance ([`hold`],
+//! [`unhold`]; not money moves, so no rows), and [`covers_unheld`].
+//!
 //! It does not own when money moves (delivery, lifecycle, `buyer fund` decide that) nor the
 //! transaction's own amounts (`delivery::transaction`).
 //!
@@ -148,7 +151,7 @@ pub(crate) enum BalanceError {
         kind.as_str(),
         crate::money::display(*amount_cents),
         crate::money::display(*balance_cents),
-        display_wide(i128::from(*balance_cents) + i128::from(*amount_cents)),
+        crate::money::display(i128::from(*balance_cents) + i128::from(*amount_cents)),
         crate::money::BOUND_TEXT
     )]
     OutOfRange {
@@ -159,13 +162,6 @@ pub(crate) enum BalanceError {
     },
     #[error(transparent)]
     Db(#[from] rusqlite::Error),
-}
-
-/// Cents beyond `i64` with two decimals, for a message about a sum that does not fit.
-fn display_wide(cents: i128) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let abs = cents.unsigned_abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
 }
 
 /// [`post`] for a move the operator makes on a buyer's balance (`fund`, `adjustment`):
@@ -215,6 +211,56 @@ pub(crate) fn covers(
             available_cents: balance_cents.saturating_add(credit_limit_cents),
         })
     }
+}
+
+/// What live ping reservations hold of a prepaid buyer's balance (`buyers.held_cents`).
+/// A hold is not a money move and writes no ledger row: it only keeps that much of the
+/// balance from other deliveries and pings until the reservation is posted (then the
+/// delivery's `charge` takes its place) or lapses. Holding in the ledger as rows would
+/// double every ping's cost in rows and make `ledger list` and reports show moves that never
+/// happened.
+pub(crate) fn held(conn: &Connection, buyer_id: &str) -> rusqlite::Result<i64> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached("SELECT held_cents FROM buyers WHERE id = ?1")?
+        .query_row([buyer_id], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// Holds `cents` of the buyer's balance (a reservation was taken).
+pub(crate) fn hold(conn: &Connection, buyer_id: &str, cents: i64) -> rusqlite::Result<()> {
+    if cents > 0 {
+        conn.prepare_cached("UPDATE buyers SET held_cents = held_cents + ?2 WHERE id = ?1")?
+            .execute(params![buyer_id, cents])?;
+    }
+    Ok(())
+}
+
+/// Gives back a hold taken by [`hold`] (the reservation was posted or ended). Never below 0.
+pub(crate) fn unhold(conn: &Connection, buyer_id: &str, cents: i64) -> rusqlite::Result<()> {
+    if cents > 0 {
+        conn.prepare_cached(
+            "UPDATE buyers SET held_cents = max(held_cents - ?2, 0) WHERE id = ?1",
+        )?
+        .execute(params![buyer_id, cents])?;
+    }
+    Ok(())
+}
+
+/// [`covers`] for a balance of which `held_cents` is held by reservations: what is held is
+/// not available.
+pub(crate) fn covers_unheld(
+    balance_cents: i64,
+    held_cents: i64,
+    credit_limit_cents: i64,
+    amount_cents: i64,
+) -> Result<(), Shortfall> {
+    covers(
+        balance_cents.saturating_sub(held_cents),
+        credit_limit_cents,
+        amount_cents,
+    )
 }
 
 #[cfg(test)]

@@ -235,6 +235,7 @@ mod tests {
 
     fn delivered_at(created_at: i64) -> Transaction {
         Transaction {
+            bid: None,
             id: "txn_1".into(),
             lead_request_id: "lreq_1".into(),
             lead_id: "lead_1".into(),

@@ -30,6 +30,10 @@ pub const UNMATCHED: &str = "unmatched";
 /// The per-lead ingest results of SPEC.md section 2.5, always exported (zero included).
 pub const INGEST_STATUSES: &[&str] = &["accepted", "duplicate", "idempotent_replay", "rejected"];
 
+/// The outcomes of a ping (DESIGN.md section 14): answered accepted or rejected, refused
+/// as invalid (validation, personal data), or failed on our side.
+pub const PING_OUTCOMES: &[&str] = &["accepted", "rejected", "invalid", "error"];
+
 /// The outcomes of one delivery attempt, as `outbox_attempts.outcome` records them.
 pub const DELIVERY_OUTCOMES: &[&str] = &["delivered", "retry", "failed"];
 
@@ -53,9 +57,25 @@ pub struct Metrics {
     latency: Vec<Histogram>,
     in_flight: AtomicI64,
     ingest: LabelledCounter,
+    pings: LabelledCounter,
+    ping_latency: Histogram,
+    /// Bid requests per buyer: by outcome, and their latency.
+    bids: std::sync::Mutex<std::collections::BTreeMap<String, BuyerBids>>,
     /// Connections answered 503 because `serve --max-connections` were open.
     connections_refused: AtomicU64,
 }
+
+/// One buyer's bid requests.
+struct BuyerBids {
+    outcomes: LabelledCounter,
+    latency_ms: Histogram,
+}
+
+/// How a bid request ended, as `bids.outcome` records it.
+pub const BID_OUTCOMES: &[&str] = &["bid", "pass", "timeout", "error", "below_min", "above_max"];
+
+/// Bid latency bucket bounds in milliseconds.
+const BID_LATENCY_BOUNDS_MS: &[u64] = &[5, 10, 25, 50, 100, 200, 300, 500, 1_000, 2_500, 5_000];
 
 /// Figures read at scrape time from outside this module.
 #[derive(Debug, Clone, Default)]
@@ -161,6 +181,9 @@ impl Metrics {
             endpoints,
             in_flight: AtomicI64::new(0),
             ingest: LabelledCounter::new(INGEST_STATUSES),
+            pings: LabelledCounter::new(PING_OUTCOMES),
+            ping_latency: Histogram::new(LATENCY_BOUNDS_MICROS),
+            bids: Default::default(),
             connections_refused: AtomicU64::new(0),
         }
     }
@@ -183,6 +206,32 @@ impl Metrics {
     /// `rejected`): call once per lead, also for each item of a batch.
     pub fn ingest_result(&self, status: &str) {
         self.ingest.add(status, 1);
+    }
+
+    /// Counts one ping by outcome ([`PING_OUTCOMES`]) and records how long answering it
+    /// took (from its checked body to its committed answer).
+    pub fn ping(&self, outcome: &str, took: std::time::Duration) {
+        self.pings.add(outcome, 1);
+        self.ping_latency
+            .observe(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Counts one bid request to `buyer_id` by outcome ([`BID_OUTCOMES`]) with its latency.
+    pub fn bid(&self, buyer_id: &str, outcome: &str, latency_ms: i64) {
+        let mut bids = self
+            .bids
+            .lock()
+            .expect("the bid figures' lock is never held across a panic");
+        let buyer = bids
+            .entry(buyer_id.to_string())
+            .or_insert_with(|| BuyerBids {
+                outcomes: LabelledCounter::new(BID_OUTCOMES),
+                latency_ms: Histogram::new(BID_LATENCY_BOUNDS_MS),
+            });
+        buyer.outcomes.add(outcome, 1);
+        buyer
+            .latency_ms
+            .observe(u64::try_from(latency_ms).unwrap_or(0));
     }
 
     /// How many requests were answered with `status` on `endpoint` so far.
@@ -228,6 +277,7 @@ impl Metrics {
         self.render_requests(&mut w);
         self.render_connections(&mut w, &gauges.connections);
         self.render_ingest(&mut w);
+        self.render_pings(&mut w);
         render_gauges(&mut w, gauges);
         if let Some(process) = &gauges.process {
             render_process(&mut w, process);
@@ -338,6 +388,61 @@ impl Metrics {
                 "leadrelay_ingest_leads_total",
                 &[("status", &status)],
                 count,
+            );
+        }
+    }
+}
+
+impl Metrics {
+    fn render_pings(&self, w: &mut TextWriter) {
+        w.family(
+            "leadrelay_pings_total",
+            "counter",
+            "Pings answered, by outcome (accepted, rejected, invalid, error).",
+        );
+        for (outcome, count) in self.pings.values() {
+            w.sample("leadrelay_pings_total", &[("outcome", &outcome)], count);
+        }
+        w.family(
+            "leadrelay_ping_duration_seconds",
+            "histogram",
+            "Time to decide and commit a ping, from its checked body to its answer.",
+        );
+        w.histogram(
+            "leadrelay_ping_duration_seconds",
+            &[],
+            &self.ping_latency.read(),
+            1e6,
+        );
+        let bids = self
+            .bids
+            .lock()
+            .expect("the bid figures' lock is never held across a panic");
+        w.family(
+            "leadrelay_bid_requests_total",
+            "counter",
+            "Bid requests to bid-priced buyers, by buyer and outcome (bid, pass, timeout, error, below_min, above_max).",
+        );
+        for (buyer, figures) in bids.iter() {
+            for (outcome, count) in figures.outcomes.values() {
+                w.sample(
+                    "leadrelay_bid_requests_total",
+                    &[("buyer", buyer), ("outcome", &outcome)],
+                    count,
+                );
+            }
+        }
+        w.family(
+            "leadrelay_bid_duration_seconds",
+            "histogram",
+            "Time from a bid request to its answer (or its timeout), by buyer.",
+        );
+        for (buyer, figures) in bids.iter() {
+            w.histogram(
+                "leadrelay_bid_duration_seconds",
+                &[("buyer", buyer)],
+                &figures.latency_ms.read(),
+                1e3,
             );
         }
     }

@@ -92,6 +92,10 @@ const STATUS_COLUMNS: &[Table] = &[
         &[("state", crate::outbox::health::State::NAMES)],
     ),
     ("evaluator_versions", &[("origin", WeightsOrigin::NAMES)]),
+    (
+        "pings",
+        &[("status", crate::ping::store::PingStatus::NAMES)],
+    ),
 ];
 
 /// Rows of one column holding one value its enum does not know.

@@ -14,6 +14,7 @@
 //! (`delivery::event`) or when one is created (`delivery::deliver`). It is the only module
 //! that makes outbound HTTP calls.
 
+pub mod bid;
 pub mod health;
 mod pool;
 pub mod schedule;

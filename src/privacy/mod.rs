@@ -389,10 +389,9 @@ fn erase_step(
     now: i64,
 ) -> Result<(Counts, bool), PrivacyError> {
     let ids = match selector {
-        Selector::Lead(id) => match crate::ingest::erase::erased_at(conn, id)? {
-            Some(None) => vec![id.clone()],
-            _ => Vec::new(),
-        },
+        // A tombstone already is left alone by `erase_lead` (the one guard: erasing twice
+        // changes nothing, and the first erasure's time stays).
+        Selector::Lead(id) => vec![id.clone()],
         Selector::Email(key) => crate::ingest::erase::with_email(conn, key, LEADS_PER_JOB)?,
         Selector::Phone(key) => crate::ingest::erase::with_phone(conn, key, LEADS_PER_JOB)?,
     };

@@ -272,7 +272,11 @@ fn purge_workspace(
     }
     if dry_run {
         report.counts.leads = db.read_blocking(|conn| {
-            count_due(conn, workspace_id, cutoff).map_err(PrivacyError::from)
+            let mut due = 0;
+            for source in &sources {
+                due += crate::ingest::erase::count_older_than(conn, source, from, cutoff)?;
+            }
+            Ok::<_, PrivacyError>(due)
         })?;
         return Ok(report);
     }
@@ -421,14 +425,4 @@ pub fn give_back_free_pages(db: &Db, cancel: &Cancel) -> Result<i64, PrivacyErro
             return Ok(total);
         }
     }
-}
-
-/// How many leads of the workspace a purge up to `cutoff` would take (the dry run).
-fn count_due(conn: &Connection, workspace_id: &str, cutoff: i64) -> rusqlite::Result<u64> {
-    let from = purged_before(conn, workspace_id)?.unwrap_or(i64::MIN);
-    let mut total = 0;
-    for source in sources_of(conn, workspace_id)? {
-        total += crate::ingest::erase::count_older_than(conn, &source, from, cutoff)?;
-    }
-    Ok(total)
 }

@@ -66,10 +66,9 @@ impl Dataset {
 
 /// The workspace's transactions with their request's stored features (a primary-key
 /// lookup each) by creation time. Rows of the same millisecond (several buyers'
-/// transactions of one lead share it) are ordered by id in `load`, a few at a time, so an
-/// index starting with `created_at` would give this order without any sort. No index of
-/// `transactions` starts so since migration 0009 dropped `transactions_created`, so SQLite
-/// sorts the rows itself.
+/// transactions of one lead share it) are ordered by id in `load`, a few at a time, so
+/// migration 13's index `transactions_workspace_created` gives this order without any
+/// sort.
 const IN_TIME_ORDER: &str = "SELECT t.status, t.created_at, t.id, f.container_id, f.features
      FROM transactions t
      LEFT JOIN evaluation_features f ON f.lead_request_id = t.lead_request_id

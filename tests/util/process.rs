@@ -62,8 +62,10 @@ impl ServeProcess {
         };
         let stdout = server.logs.path().join("stdout");
         let (mut base, mut console) = (None, None);
+        // The wait ends as soon as the server prints or stops; the bound is only for one
+        // that does neither (a loaded machine has taken 45 s for one CLI call).
         wait_until(
-            Duration::from_secs(20),
+            Duration::from_secs(120),
             "the server to print its address",
             || {
                 let printed = std::fs::read_to_string(&stdout).unwrap_or_default();

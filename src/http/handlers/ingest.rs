@@ -33,10 +33,45 @@ async fn post(
     kind: ContainerKind,
     params: Params,
 ) -> Result<Response, Error> {
+    // The write place is held until the answer (dropped with `admitted`).
+    let admitted = admit_and_read(state, request, kind, params).await?;
+    let (source, json, raw) = (admitted.source, admitted.json, admitted.raw);
+    let services = Services {
+        db: &state.db,
+        outbox: &state.outbox,
+        metrics: &state.metrics,
+    };
+    let reply = handler::ingest(&services, source, json, raw).await?;
+    let status = if reply.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(response::json_bytes(status, reply.body))
+}
+
+/// A request a source sent, admitted and read: the place it holds among the write
+/// requests (held until the answer), the source, the JSON and its text.
+pub(super) struct Admitted {
+    pub(super) _place: tokio::sync::OwnedSemaphorePermit,
+    pub(super) source: crate::config::source::Source,
+    pub(super) json: serde_json::Value,
+    pub(super) raw: Option<String>,
+}
+
+/// The admission path of every endpoint a source posts to (ingest and ping): a write place
+/// (503 under overload), the source (404) and its secret (401) before the body is read,
+/// then the body (limit, JSON).
+pub(super) async fn admit_and_read(
+    state: &AppState,
+    request: Request,
+    kind: ContainerKind,
+    params: Params,
+) -> Result<Admitted, Error> {
     let limit = state.config.body_limit;
     // Under overload a request is refused first, before anything is looked up or read, so
     // the time goes to the requests in progress; the place is held until the answer.
-    let _place = match state.admit_write() {
+    let place = match state.admit_write() {
         Ok(place) => place,
         Err(e) => {
             body::discard(request.into_body(), limit).await;
@@ -63,16 +98,10 @@ async fn post(
     let json = body::parse_json(&bytes)?;
     // A body that parsed as JSON is UTF-8 text.
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
-    let services = Services {
-        db: &state.db,
-        outbox: &state.outbox,
-        metrics: &state.metrics,
-    };
-    let reply = handler::ingest(&services, source, json, raw).await?;
-    let status = if reply.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(response::json_bytes(status, reply.body))
+    Ok(Admitted {
+        _place: place,
+        source,
+        json,
+        raw,
+    })
 }

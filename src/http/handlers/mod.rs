@@ -10,3 +10,4 @@ pub(super) mod ingest;
 pub(super) mod lifecycle;
 pub(super) mod metrics;
 pub(super) mod openapi;
+pub(super) mod ping;

@@ -1,0 +1,75 @@
+# Shared by the shell benchmarks that fill a file with the ingest benchmark's leads
+# (bench/storage.sh, bench/purge.sh): sourced, not run. Sets ROOT, BENCH_DIR, BIN, WORK and
+# LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the server and wrk and removes
+# WORK (kept with KEEP=1), and defines bench_setup, start_server and stop_server.
+#
+#   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
+#
+# Settings (environment): LEADRELAY_BIN (a leadrelay binary to measure instead of building
+# this checkout, e.g. a baseline built from another commit), KEEP=1 (keep the work
+# directory and print its path).
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export BENCH_DIR="$ROOT/bench"
+export RUST_LOG=warn
+
+for tool in "${@:2}"; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "installing $tool (Debian package)" >&2
+    if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get install -y "$tool" >/dev/null || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y "$tool" >/dev/null; }
+  fi
+done
+
+if [ -n "${LEADRELAY_BIN:-}" ]; then
+  BIN="$LEADRELAY_BIN"
+else
+  (cd "$ROOT" && cargo build --release --quiet)
+  BIN="$ROOT/target/release/leadrelay"
+fi
+
+WORK="$(mktemp -d)"
+SERVER_PID=""
+WRK_PID=""
+cleanup() {
+  if [ -n "$WRK_PID" ]; then kill "$WRK_PID" 2>/dev/null || true; fi
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+export LEADRELAY_DB="$WORK/$1.db"
+export BENCH_SECRET="bench-secret-0123456789abcdef"
+# The ingest path of the source bench_setup creates.
+PATH_="/api/webhooks/channels/web/sources/bench/leads"
+
+# A new file with the ingest benchmark's workspace, channel, product and source.
+bench_setup() {
+  "$BIN" init >/dev/null
+  "$BIN" workspace create --name Bench --id ws >/dev/null
+  "$BIN" channel create --workspace ws --name Web --id web >/dev/null
+  "$BIN" product create --workspace ws --slug solar --name Solar --id solar \
+    --field 'roof:required=tile|flat|metal' >/dev/null
+  "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
+}
+
+# Starts `serve` on a free port (stdout and log in $WORK/NAME.out, .log); sets SERVER_PID
+# and URL. The server's log level is SERVER_LOG (warn).
+start_server() {
+  local name="$1"
+  RUST_LOG="${SERVER_LOG:-warn}" "$BIN" serve --listen 127.0.0.1:0 --console-listen off \
+    --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  SERVER_PID=$!
+  URL=""
+  for _ in $(seq 1 200); do
+    URL="$(grep -o 'http://[0-9.:]*' "$WORK/$name.out" | head -1 || true)"
+    [ -n "$URL" ] && break
+    sleep 0.05
+  done
+  [ -n "$URL" ] || { echo "server did not start" >&2; cat "$WORK/$name.log" >&2; exit 1; }
+}
+
+# Stops the server (it checkpoints the WAL on the way out).
+stop_server() {
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
+}

@@ -1,0 +1,266 @@
+//! Bid requests (DESIGN.md section 14): the signed POST that asks a bid-priced buyer what it
+//! pays for a lead, sent to every bidder at once, each within its own deadline.
+//!
+//! Owns the outbound half of bidding: the request (Standard Webhooks headers with the
+//! buyer's signing secret, `signing`), the client (hyper-util over rustls, as the outbox's
+//! sender; one per service, so its pooled connections live on the runtime that made them)
+//! and the reading of an answer: `200 {"bid": 27.50, "bidId": "…"}` is a bid, `{"bid":
+//! null}` or 204 a pass, anything else (a timeout, an error status, a body that does not
+//! read) no bid, each with its latency. It decides nothing about the lead: which buyers are
+//! asked, which bids count and who wins is `ping`'s and auto-delivery's, and it never runs
+//! inside a writer job (the caller collects bids on the runtime before its job).
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::Value;
+
+use super::signing::SigningKey;
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// The pooled client, or why it could not be built.
+type Built = Result<Client<Connector, Full<Bytes>>, String>;
+
+/// How much of a bid answer is read.
+const ANSWER_LIMIT: usize = 16 * 1024;
+
+/// The longest bid id taken from an answer.
+const BID_ID_MAX: usize = 128;
+
+/// One bid request to send.
+#[derive(Debug, Clone)]
+pub struct BidCall {
+    pub buyer_id: String,
+    pub bid_request_id: String,
+    pub url: String,
+    pub signing_secret: String,
+    pub timeout: Duration,
+    /// The `lead.bid_request` body.
+    pub body: Value,
+}
+
+/// What a bid request came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BidOutcome {
+    /// A price in cents, with the buyer's id of the bid when it gave one.
+    Bid {
+        price_cents: i64,
+        bid_id: Option<String>,
+    },
+    /// The buyer passed (`{"bid": null}` or 204).
+    Pass,
+    /// No answer within the bid's timeout.
+    Timeout,
+    /// No usable answer: a connection error, an error status, a body that does not read.
+    Error(String),
+}
+
+impl BidOutcome {
+    /// The outcome's name as recorded (`bids.outcome`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            BidOutcome::Bid { .. } => "bid",
+            BidOutcome::Pass => "pass",
+            BidOutcome::Timeout => "timeout",
+            BidOutcome::Error(_) => "error",
+        }
+    }
+}
+
+/// One answered (or unanswered) bid request.
+#[derive(Debug, Clone)]
+pub struct BidResult {
+    pub buyer_id: String,
+    pub bid_request_id: String,
+    pub outcome: BidOutcome,
+    pub latency_ms: i64,
+}
+
+/// The bid client of one service. Built on first use.
+#[derive(Clone, Default)]
+pub struct BidClient {
+    client: Arc<OnceLock<Built>>,
+}
+
+impl std::fmt::Debug for BidClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BidClient")
+    }
+}
+
+impl BidClient {
+    fn client(&self) -> Built {
+        self.client
+            .get_or_init(|| {
+                let mut http = HttpConnector::new();
+                http.enforce_http(false);
+                http.set_nodelay(true);
+                let https = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+                    .map_err(|e| format!("cannot set up TLS for bid requests: {e}"))?
+                    .https_or_http()
+                    .enable_http1()
+                    .wrap_connector(http);
+                Ok(Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(60))
+                    .build(https))
+            })
+            .clone()
+    }
+
+    /// Sends every call at once and waits for each until its own timeout; the results in
+    /// the calls' order. Must run on a tokio runtime.
+    pub async fn collect(&self, calls: Vec<BidCall>) -> Vec<BidResult> {
+        let client = self.client();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (position, call) in calls.into_iter().enumerate() {
+            let client = client.clone();
+            tasks.spawn(async move { (position, ask(client, call).await) });
+        }
+        let mut results: Vec<(usize, BidResult)> = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok(result) = joined {
+                results.push(result);
+            }
+        }
+        results.sort_by_key(|(position, _)| *position);
+        results.into_iter().map(|(_, result)| result).collect()
+    }
+}
+
+async fn ask(client: Built, call: BidCall) -> BidResult {
+    let started = Instant::now();
+    let outcome = match client {
+        Err(e) => BidOutcome::Error(e),
+        Ok(client) => match tokio::time::timeout(call.timeout, exchange(&client, &call)).await {
+            Ok(outcome) => outcome,
+            Err(_) => BidOutcome::Timeout,
+        },
+    };
+    BidResult {
+        buyer_id: call.buyer_id,
+        bid_request_id: call.bid_request_id,
+        outcome,
+        latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> BidOutcome {
+    // A URL stored before the rule existed is checked again here, as the sender does.
+    if let Err(e) = crate::outbound_url::check(&call.url) {
+        return BidOutcome::Error(format!("invalid bid URL: {e}"));
+    }
+    let key = match SigningKey::from_secret(&call.signing_secret) {
+        Ok(key) => key,
+        Err(e) => return BidOutcome::Error(e.to_string()),
+    };
+    let body = call.body.to_string();
+    let timestamp = crate::clock::now_ms() / 1000;
+    let request = http::Request::post(call.url.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(
+            http::header::USER_AGENT,
+            concat!("leadrelay/", env!("CARGO_PKG_VERSION")),
+        )
+        .header("webhook-id", &call.bid_request_id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header(
+            "webhook-signature",
+            key.sign(&call.bid_request_id, timestamp, body.as_bytes()),
+        )
+        .body(Full::new(Bytes::from(body)));
+    let request = match request {
+        Ok(request) => request,
+        Err(e) => return BidOutcome::Error(format!("invalid bid URL: {e}")),
+    };
+    let response = match client.request(request).await {
+        Ok(response) => response,
+        Err(e) => return BidOutcome::Error(format!("request failed: {e}")),
+    };
+    let status = response.status().as_u16();
+    if status == 204 {
+        return BidOutcome::Pass;
+    }
+    let read = Limited::new(response.into_body(), ANSWER_LIMIT)
+        .collect()
+        .await;
+    let bytes = match read {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return BidOutcome::Error(format!("reading the answer failed: {e}")),
+    };
+    if status != 200 {
+        return BidOutcome::Error(format!("HTTP {status}"));
+    }
+    read_answer(&bytes)
+}
+
+/// Reads a 200 answer's body: `{"bid": <amount> | null, "bidId"?: string}`. The amount is
+/// turned into cents from its decimal text by `money::cents_from_json_text` (rounded half
+/// away from zero); serde_json gives back the shortest text of the number it read, which is
+/// the text sent for any amount of up to 15 significant digits.
+fn read_answer(bytes: &[u8]) -> BidOutcome {
+    let malformed = |why: &str| BidOutcome::Error(format!("malformed answer: {why}"));
+    let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(bytes) else {
+        return malformed("not a JSON object");
+    };
+    let price_cents = match answer.get("bid") {
+        Some(Value::Null) => return BidOutcome::Pass,
+        Some(Value::Number(number)) => {
+            match crate::money::cents_from_json_text(&number.to_string()) {
+                Ok(cents) if cents >= 0 => cents,
+                _ => return malformed("bid is not an amount of 0 or more"),
+            }
+        }
+        _ => return malformed("no bid"),
+    };
+    let bid_id = match answer.get("bidId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() && id.chars().count() <= BID_ID_MAX => {
+            Some(id.clone())
+        }
+        Some(_) => return malformed("bidId is not a string of 1 to 128 characters"),
+    };
+    BidOutcome::Bid {
+        price_cents,
+        bid_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_read_exactly() {
+        assert_eq!(
+            read_answer(br#"{"bid": 27.50, "bidId": "b-1"}"#),
+            BidOutcome::Bid {
+                price_cents: 2750,
+                bid_id: Some("b-1".into())
+            }
+        );
+        assert_eq!(
+            read_answer(br#"{"bid": 1.005}"#),
+            BidOutcome::Bid {
+                price_cents: 101,
+                bid_id: None
+            },
+            "half away from zero on the decimal text"
+        );
+        assert_eq!(read_answer(br#"{"bid": null}"#), BidOutcome::Pass);
+        for bad in [
+            &br#"{"bid": "12"}"#[..],
+            br#"{"bid": -1}"#,
+            b"[]",
+            b"nope",
+            br#"{"bid": 5, "bidId": 7}"#,
+        ] {
+            assert!(matches!(read_answer(bad), BidOutcome::Error(_)), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The `pings`, `ping_reservations` and `bids` tables: every write and every read of them.
+//!
+//! Owns the ping's record and its states (`accepted` → `posted` | `expired` | `released`;
+//! `rejected` from the start), and giving a reservation's places back: the cap places
+//! through `caps::release` and the balance held through `ledger::unhold`, each in the
+//! job that ends the ping. [`expire_due`] ends every accepted ping whose time has passed:
+//! the sweep of `serve` calls it, and so does every job that decides on caps or balances
+//! (a ping, an ingest with auto-delivery, a post) before it reads them, so a lapsed
+//! reservation never holds anything whatever the sweep's timing.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::{Value, json};
+
+use crate::caps::{self, Windows};
+use crate::db::stored::stored_enum;
+use crate::ledger;
+
+stored_enum! {
+    /// Where a ping stands.
+    pub enum PingStatus as "ping status" {
+        /// Sold: its reservations hold until `expiresAt`.
+        Accepted = "accepted",
+        /// No buyer (or routing off, or the score too low): nothing held.
+        Rejected = "rejected",
+        /// Its lead came and was delivered to the reserved buyers.
+        Posted = "posted",
+        /// No lead came in time; the reservations were given back.
+        Expired = "expired",
+        /// The post failed (validation, duplicate, quality); the reservations were given back.
+        Released = "released",
+    }
+}
+
+/// A new ping as the writer inserts it.
+pub(crate) struct NewPing<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) source_id: &'a str,
+    pub(crate) container_id: &'a str,
+    pub(crate) workspace_id: &'a str,
+    pub(crate) product_id: &'a str,
+    pub(crate) external_id: Option<&'a str>,
+    pub(crate) email_sha256: Option<&'a str>,
+    pub(crate) phone_sha256: Option<&'a str>,
+    pub(crate) body: &'a str,
+    pub(crate) status: PingStatus,
+    pub(crate) reason: Option<&'a str>,
+    pub(crate) payout_cents: Option<i64>,
+    pub(crate) decision: &'a str,
+    pub(crate) created_at: i64,
+    pub(crate) expires_at: Option<i64>,
+}
+
+pub(crate) fn insert(conn: &Connection, ping: &NewPing) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO pings (id, source_id, container_id, workspace_id, product_id, external_id,
+            email_sha256, phone_sha256, body, status, reason, payout_cents, decision,
+            created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    )?
+    .execute(params![
+        ping.id,
+        ping.source_id,
+        ping.container_id,
+        ping.workspace_id,
+        ping.product_id,
+        ping.external_id,
+        ping.email_sha256,
+        ping.phone_sha256,
+        ping.body,
+        ping.status,
+        ping.reason,
+        ping.payout_cents,
+        ping.decision,
+        ping.created_at,
+        ping.expires_at,
+    ])?;
+    Ok(())
+}
+
+/// One buyer's reservation of an accepted ping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub position: i64,
+    pub buyer_id: String,
+    pub product_id: String,
+    pub price_cents: i64,
+    /// What it holds of a prepaid balance (0 for postpaid buyers).
+    pub held_cents: i64,
+    /// The cap windows its place is held in (their starts).
+    pub cap_day_start: i64,
+    pub cap_month_start: i64,
+    pub bid_request_id: Option<String>,
+    pub bid_id: Option<String>,
+}
+
+impl Reservation {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "buyerAccountId": self.buyer_id,
+            "buyerPrice": crate::money::to_json(self.price_cents),
+            "held": crate::money::to_json(self.held_cents),
+            "bid": self.bid_request_id.as_ref().map(|id| json!({
+                "bidRequestId": id, "bidId": self.bid_id,
+            })),
+        })
+    }
+
+    fn windows(&self) -> Windows {
+        // `caps::release` names a window by its start; the ends are not read.
+        Windows {
+            day: (self.cap_day_start, self.cap_day_start),
+            month: (self.cap_month_start, self.cap_month_start),
+        }
+    }
+}
+
+/// Takes a reservation: holds the buyer's cap place in `windows` and `held_cents` of its
+/// balance, and records both under the ping, in the caller's job.
+pub(crate) fn reserve(
+    conn: &Connection,
+    ping_id: &str,
+    reservation: &Reservation,
+    windows: &Windows,
+) -> rusqlite::Result<()> {
+    caps::hold(
+        conn,
+        &reservation.buyer_id,
+        &reservation.product_id,
+        windows,
+    )?;
+    ledger::hold(conn, &reservation.buyer_id, reservation.held_cents)?;
+    conn.prepare_cached(
+        "INSERT INTO ping_reservations (ping_id, position, buyer_id, product_id, price_cents,
+            held_cents, cap_day_start, cap_month_start, bid_request_id, bid_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        ping_id,
+        reservation.position,
+        reservation.buyer_id,
+        reservation.product_id,
+        reservation.price_cents,
+        reservation.held_cents,
+        windows.day.0,
+        windows.month.0,
+        reservation.bid_request_id,
+        reservation.bid_id,
+    ])?;
+    Ok(())
+}
+
+/// The reservations of a ping, in rank order.
+pub fn reservations(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
+    conn.prepare_cached(
+        "SELECT position, buyer_id, product_id, price_cents, held_cents, cap_day_start,
+                cap_month_start, bid_request_id, bid_id
+         FROM ping_reservations WHERE ping_id = ?1 ORDER BY position",
+    )?
+    .query_map([ping_id], |row| {
+        Ok(Reservation {
+            position: row.get(0)?,
+            buyer_id: row.get(1)?,
+            product_id: row.get(2)?,
+            price_cents: row.get(3)?,
+            held_cents: row.get(4)?,
+            cap_day_start: row.get(5)?,
+            cap_month_start: row.get(6)?,
+            bid_request_id: row.get(7)?,
+            bid_id: row.get(8)?,
+        })
+    })?
+    .collect()
+}
+
+/// Gives back what the ping's reservations hold (cap places, balance), and returns them.
+/// The rows stay: they are the record of what was sold.
+fn give_back(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
+    let held = reservations(conn, ping_id)?;
+    for reservation in &held {
+        caps::release(
+            conn,
+            &reservation.buyer_id,
+            &reservation.product_id,
+            &reservation.windows(),
+        )?;
+        ledger::unhold(conn, &reservation.buyer_id, reservation.held_cents)?;
+    }
+    Ok(held)
+}
+
+/// Ends an accepted ping: gives its reservations back and moves it to `status`
+/// (`expired`, `released`, or `posted` with its lead). Returns the reservations it held;
+/// nothing when the ping was no longer accepted.
+pub(crate) fn end(
+    conn: &Connection,
+    ping_id: &str,
+    status: PingStatus,
+    reason: Option<&str>,
+    lead_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<Vec<Reservation>> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE pings SET status = ?2, reason = coalesce(?3, reason), lead_id = ?4,
+                ended_at = ?5
+             WHERE id = ?1 AND status = 'accepted'",
+        )?
+        .execute(params![ping_id, status, reason, lead_id, now])?;
+    if changed == 0 {
+        return Ok(Vec::new());
+    }
+    give_back(conn, ping_id)
+}
+
+/// Ends every accepted ping whose reservation has lapsed at `now` (`expired`); returns how
+/// many. One index probe when none has.
+pub fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
+    let due: Vec<String> = conn
+        .prepare_cached(
+            "SELECT id FROM pings WHERE status = 'accepted' AND expires_at <= ?1
+             ORDER BY expires_at",
+        )?
+        .query_map([now], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &due {
+        end(conn, id, PingStatus::Expired, None, None, now)?;
+    }
+    Ok(due.len())
+}
+
+/// Whether any accepted ping has lapsed at `now` (the sweep's read before it writes).
+pub fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM pings WHERE status = 'accepted' AND expires_at <= ?1)",
+    )?
+    .query_row([now], |row| row.get(0))
+}
+
+/// A ping as stored.
+#[derive(Debug, Clone)]
+pub struct Ping {
+    pub id: String,
+    pub source_id: String,
+    pub container_id: String,
+    pub workspace_id: String,
+    pub product_id: String,
+    pub external_id: Option<String>,
+    pub email_sha256: Option<String>,
+    pub phone_sha256: Option<String>,
+    pub body: String,
+    pub status: PingStatus,
+    pub reason: Option<String>,
+    pub payout_cents: Option<i64>,
+    pub decision: Option<String>,
+    pub lead_id: Option<String>,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub ended_at: Option<i64>,
+}
+
+impl Ping {
+    /// The status as of `now`: an accepted ping whose time has passed is expired, also
+    /// before the sweep has ended it (lazy on read).
+    pub fn status_at(&self, now: i64) -> PingStatus {
+        match (self.status, self.expires_at) {
+            (PingStatus::Accepted, Some(expires)) if expires <= now => PingStatus::Expired,
+            (status, _) => status,
+        }
+    }
+
+    /// The operator's view (`ping list`, `ping show`).
+    pub fn to_json(&self, now: i64) -> Value {
+        json!({
+            "id": self.id,
+            "sourceId": self.source_id,
+            "channelId": self.container_id,
+            "productId": self.product_id,
+            "externalId": self.external_id,
+            "status": self.status_at(now).as_str(),
+            "reason": self.reason,
+            "payout": self.payout_cents.map(crate::money::to_json),
+            "leadId": self.lead_id,
+            "createdAt": crate::clock::iso(self.created_at),
+            "expiresAt": self.expires_at.map(crate::clock::iso),
+            "endedAt": self.ended_at.map(crate::clock::iso),
+        })
+    }
+}
+
+const COLUMNS: &str = "id, source_id, container_id, workspace_id, product_id, external_id, \
+    email_sha256, phone_sha256, body, status, reason, payout_cents, decision, lead_id, \
+    created_at, expires_at, ended_at";
+
+fn from_row(row: &Row) -> rusqlite::Result<Ping> {
+    Ok(Ping {
+        id: row.get(0)?,
+        source_id: row.get(1)?,
+        container_id: row.get(2)?,
+        workspace_id: row.get(3)?,
+        product_id: row.get(4)?,
+        external_id: row.get(5)?,
+        email_sha256: row.get(6)?,
+        phone_sha256: row.get(7)?,
+        body: row.get(8)?,
+        status: row.get(9)?,
+        reason: row.get(10)?,
+        payout_cents: row.get(11)?,
+        decision: row.get(12)?,
+        lead_id: row.get(13)?,
+        created_at: row.get(14)?,
+        expires_at: row.get(15)?,
+        ended_at: row.get(16)?,
+    })
+}
+
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"))?
+        .query_row([id], from_row)
+        .optional()
+}
+
+/// What `ping list` selects.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub source_id: Option<String>,
+    pub status: Option<PingStatus>,
+    pub limit: i64,
+}
+
+/// The newest pings first, by source and status as of `now` (an accepted ping past its
+/// time lists as expired).
+pub fn list(conn: &Connection, filter: &ListFilter, now: i64) -> rusqlite::Result<Vec<Ping>> {
+    // Accepted and expired are told apart by the clock, not only the column.
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM pings
+         WHERE (?1 IS NULL OR source_id = ?1)
+           AND (?2 IS NULL
+                OR (?2 = 'accepted' AND status = 'accepted' AND expires_at > ?3)
+                OR (?2 = 'expired' AND (status = 'expired'
+                                        OR (status = 'accepted' AND expires_at <= ?3)))
+                OR (?2 NOT IN ('accepted', 'expired') AND status = ?2))
+         ORDER BY created_at DESC, id DESC LIMIT ?4"
+    ))?
+    .query_map(
+        params![
+            filter.source_id,
+            filter.status.map(PingStatus::as_str),
+            now,
+            filter.limit
+        ],
+        from_row,
+    )?
+    .collect()
+}
+
+/// How many pings of each stored status there are, and how many reservations were taken:
+/// the accounting `reserved = posted + expired + released + accepted` (benchmarks, tests).
+pub fn counts(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
+    conn.prepare("SELECT status, count(*) FROM pings GROUP BY status ORDER BY status")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect()
+}
+
+/// Records one bid request of a ping and what came of it (`won` when its buyer was
+/// reserved at the bid).
+pub(crate) fn insert_bid(
+    conn: &Connection,
+    ping_id: &str,
+    bid: &super::bids::RecordedBid,
+    won: bool,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO bids (id, ping_id, buyer_id, outcome, price_cents, bid_id, latency_ms,
+            error, won, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        bid.id,
+        ping_id,
+        bid.buyer_id,
+        bid.outcome,
+        bid.price_cents,
+        bid.bid_id,
+        bid.latency_ms,
+        bid.error,
+        won,
+        now
+    ])?;
+    Ok(())
+}
+
+/// The bids of a ping as the operator sees them (`ping show`).
+pub fn bids_of(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Value>> {
+    conn.prepare_cached(
+        "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won
+         FROM bids WHERE ping_id = ?1 ORDER BY created_at, id",
+    )?
+    .query_map([ping_id], |row| {
+        Ok(json!({
+            "bidRequestId": row.get::<_, String>(0)?,
+            "buyerAccountId": row.get::<_, String>(1)?,
+            "outcome": row.get::<_, String>(2)?,
+            "bid": row.get::<_, Option<i64>>(3)?.map(crate::money::to_json),
+            "bidId": row.get::<_, Option<String>>(4)?,
+            "latencyMs": row.get::<_, i64>(5)?,
+            "error": row.get::<_, Option<String>>(6)?,
+            "won": row.get::<_, bool>(7)?,
+        }))
+    })?
+    .collect()
+}
