@@ -623,6 +623,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "body::COLUMN_NAMES",
         "the constant list of the lead columns a stored body is compressed against",
     ),
+    (
+        "src/caps.rs",
+        "moved",
+        "a counter's column suffix, `count` or `held`, from the two constant calls in `change`",
+    ),
+    (
+        "src/caps.rs",
+        "other",
+        "a counter's column suffix, `held` or `count`, from the two constant calls in `change`",
+    ),
 ];
 
 #[test]
