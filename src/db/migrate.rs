@@ -52,6 +52,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0012_ping.sql")),
     // The evaluator's training read in time order without a sort.
     sql(include_str!("../../migrations/0013_training_order.sql")),
+    // The pings tied to an erased person, found by lead and by the hashes they promised.
+    sql(include_str!("../../migrations/0014_ping_contacts.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -201,7 +201,7 @@ fn store_one(
     };
     if duplicate_status == DuplicateStatus::Rejected {
         if let Some(claim) = &claim {
-            crate::ping::post::release(conn, claim, "duplicate_rejected", now)?;
+            crate::ping::post::release(conn, claim, "duplicate_rejected", None, now)?;
         }
         return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
