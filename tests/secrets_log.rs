@@ -633,6 +633,11 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "other",
         "a counter's column suffix, `held` or `count`, from the two constant calls in `change`",
     ),
+    (
+        "src/report/mod.rs",
+        "list",
+        "the group-by columns a report needs, chosen from a constant list by its dimensions",
+    ),
 ];
 
 #[test]

@@ -54,6 +54,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0013_training_order.sql")),
     // The pings tied to an erased person, found by lead and by the hashes they promised.
     sql(include_str!("../../migrations/0014_ping_contacts.sql")),
+    // The report aggregate, filled from the stored leads and transactions.
+    sql(include_str!("../../migrations/0015_report.sql")),
 ];
 
 /// The schema version this binary writes.
