@@ -624,6 +624,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "the constant list of the lead columns a stored body is compressed against",
     ),
     (
+        "src/caps.rs",
+        "moved",
+        "a counter's column suffix, `count` or `held`, from the two constant calls in `change`",
+    ),
+    (
+        "src/caps.rs",
+        "other",
+        "a counter's column suffix, `held` or `count`, from the two constant calls in `change`",
+    ),
+    (
         "src/report/mod.rs",
         "list",
         "the group-by columns a report needs, chosen from a constant list by its dimensions",
