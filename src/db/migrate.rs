@@ -52,6 +52,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0012_ping.sql")),
     // The evaluator's training read in time order without a sort.
     sql(include_str!("../../migrations/0013_training_order.sql")),
+    // Storage per lead: `leads_source_created` goes, its readers walk `leads_source_mix`.
+    sql(include_str!("../../migrations/0014_storage.sql")),
 ];
 
 /// The schema version this binary writes.
