@@ -17,6 +17,7 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 DB="$WORK/bench.db"
 cli() { "$ROOT/target/release/leadrelay" --db "$DB" --json "$@" >/dev/null; }
+cli init
 cli workspace create --name Bench --id ws
 cli channel create --workspace ws --name Web --id web --auto-delivery off
 cli product create --workspace ws --slug solar --name Solar --id solar

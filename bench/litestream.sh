@@ -82,6 +82,7 @@ run_case() {
   mkdir -p "$dir"
   local db="$dir/leadrelay.db"
   export LEADRELAY_DB="$db"
+  "$BIN" init >/dev/null
   "$BIN" workspace create --name Bench --id ws >/dev/null
   "$BIN" channel create --workspace ws --name Web --id web >/dev/null
   "$BIN" product create --workspace ws --slug solar --name Solar --id solar \

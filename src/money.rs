@@ -167,8 +167,10 @@ pub fn to_json(cents: i64) -> Value {
     Value::from(cents as f64 / 100.0)
 }
 
-/// Cents as text with two decimals: 1250 → "12.50", -5 → "-0.05".
-pub fn display(cents: i64) -> String {
+/// Cents as text with two decimals: 1250 → "12.50", -5 → "-0.05". Takes any integer up
+/// to `i128`, so a message can show a sum that leaves `i64`.
+pub fn display(cents: impl Into<i128>) -> String {
+    let cents: i128 = cents.into();
     let sign = if cents < 0 { "-" } else { "" };
     let abs = cents.unsigned_abs();
     format!("{sign}{}.{:02}", abs / 100, abs % 100)

@@ -153,7 +153,8 @@ fn shutdown_drains_and_the_data_stays() {
 #[test]
 fn early_answers_reach_clients_that_are_still_sending_a_body() {
     // An answer given before the body is read (unknown path, unknown source, wrong
-    // secret) must not be lost: closing a socket with unread data resets the connection.
+    // secret, a content type or encoding not taken) must not be lost: closing a socket
+    // with unread data resets the connection.
     let server = TestServer::start();
     basic_setup(&server);
     lr(
@@ -162,33 +163,42 @@ fn early_answers_reach_clients_that_are_still_sending_a_body() {
     )
     .json();
     let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(900 * 1024));
-    for (path, secret, status) in [
-        ("/api/nothing", None, 404),
-        ("/api/webhooks/channels/web/sources/nope/leads", None, 404),
-        ("/api/webhooks/channels/web/sources/src/leads", None, 401),
+    let json = ("Content-Type", "application/json");
+    let right = ("X-Service-Webhook-Secret", "right-secret-0123456789");
+    let ingest = "/api/webhooks/channels/web/sources/src/leads";
+    for (path, headers, status) in [
+        ("/api/nothing", vec![json], 404),
         (
-            "/api/webhooks/channels/web/sources/src/leads",
-            Some("wrong-secret-0123456789"),
+            "/api/webhooks/channels/web/sources/nope/leads",
+            vec![json],
+            404,
+        ),
+        (ingest, vec![json], 401),
+        (
+            ingest,
+            vec![
+                json,
+                ("X-Service-Webhook-Secret", "wrong-secret-0123456789"),
+            ],
             401,
         ),
-        ("/api/health", None, 405),
-        ("/api/webhooks/partner-confirmation", None, 401),
+        ("/api/health", vec![json], 405),
+        ("/api/webhooks/partner-confirmation", vec![json], 401),
         (
             "/api/webhooks/supplier-cancellation-confirmation",
-            Some("no-such-key-0123456789"),
+            vec![json, ("X-Service-Webhook-Secret", "no-such-key-0123456789")],
             401,
         ),
+        (ingest, vec![("Content-Type", "text/plain"), right], 415),
+        (ingest, vec![json, ("Content-Encoding", "br"), right], 415),
     ] {
         for _ in 0..3 {
-            let mut request = server
-                .post(path)
-                .header("Content-Type", "application/json")
-                .body(big.clone());
-            if let Some(secret) = secret {
-                request = request.secret(secret);
+            let mut request = server.post(path).body(big.clone());
+            for (name, value) in &headers {
+                request = request.header(name, value);
             }
             let reply = request.send();
-            assert_eq!(reply.status, status, "{path}: {}", reply.text);
+            assert_eq!(reply.status, status, "{path} {headers:?}: {}", reply.text);
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::metrics::scrape;
-use crate::util::logged::LoggedServer;
+use crate::util::process::ServeProcess;
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::{
     TempDb, TestServer, WAIT, basic_setup, buyer, lr, setup, simple_lead, source, wait_until,
@@ -110,11 +110,12 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
         Some("20"),
         "--secret buyer-secret-0123456789",
     );
-    let server = LoggedServer::start(
-        &db.path,
-        db.dir.path(),
-        "info,leadrelay::db=debug",
-        &["--retry-schedule", "200ms"],
+    let server = ServeProcess::start_with(
+        lr(
+            &db.path,
+            "serve --listen 127.0.0.1:0 --retry-schedule 200ms",
+        )
+        .env("RUST_LOG", "info,leadrelay::db=debug"),
     );
     let lead = json!({"firstName": "Ann", "lastName": "Lee", "email": "ann@example.com",
                       "phone": "+49 30 1234567", "street": "Hauptstr.", "houseNumber": "1",
@@ -122,7 +123,8 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
                       "consentStatus": "granted", "productSlug": "solar",
                       "triggerAutoDelivery": true});
     let reply = server
-        .post(INGEST, &lead)
+        .post(INGEST)
+        .json(&lead)
         .secret("source-secret-0123456789")
         .header("X-Request-Id", "trace-ingest-1")
         .send();
@@ -138,23 +140,23 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
             .unwrap_or_else(|| panic!("a transaction in {}", reply.text))
             .to_string();
     let refused = server
-        .post(INGEST, &lead)
+        .post(INGEST)
+        .json(&lead)
         .secret("wrong-secret-0123456789")
         .header("X-Request-Id", "trace-refused-2")
         .send();
     assert_eq!(refused.status, 401);
     let invalid = server
-        .post(INGEST, &json!({"firstName": ""}))
+        .post(INGEST)
+        .json(&json!({"firstName": ""}))
         .secret("source-secret-0123456789")
         .header("X-Request-Id", "trace-invalid-3")
         .send();
     assert_eq!(invalid.status, 400);
     // A disallowed move is refused inside its writer job, which the writer logs.
     let payout = server
-        .post(
-            "/api/webhooks/partner-payout",
-            &json!({"transactionId": transaction}),
-        )
+        .post("/api/webhooks/partner-payout")
+        .json(&json!({"transactionId": transaction}))
         .secret("buyer-secret-0123456789")
         .header("X-Request-Id", "trace-writer-4")
         .send();
@@ -648,7 +650,6 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
         }
     };
     let contract = crate::util::contract::Contract::new();
-    let logs = tempfile::tempdir().unwrap();
     let db = disk.path().join("leadrelay.db");
     let receiver = Receiver::start();
     // The buyer's system is down, so the outbox keeps recording attempts: writes that
@@ -656,14 +657,14 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
     receiver.answer("/b", Answer::status(500));
     setup(&db);
     buyer(&db, "b", &receiver.url("/b"), Some("20"), "");
-    let server = LoggedServer::start(
-        &db,
-        logs.path(),
-        "info",
-        &[
-            "--retry-schedule",
-            "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
-        ],
+    // The server's output goes to files beside it in the temp dir, not on the full disk.
+    let server = ServeProcess::start_with(
+        lr(&db, "serve --listen 127.0.0.1:0")
+            .args([
+                "--retry-schedule",
+                "200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms,200ms",
+            ])
+            .env("RUST_LOG", "info"),
     );
     let auto = |n: usize| {
         let mut lead = simple_lead(n);
@@ -678,7 +679,7 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
     };
     let mut acknowledged = 0;
     for n in 0..5 {
-        let reply = server.post(INGEST, &auto(n)).send();
+        let reply = server.post(INGEST).json(&auto(n)).send();
         assert_eq!(reply.status, 201, "{}", reply.text);
         acknowledged += 1;
     }
@@ -768,7 +769,7 @@ fn a_full_disk_is_503_everywhere_health_says_so_and_the_service_recovers() {
     wait_until(WAIT, "health to recover", || {
         server.request("GET", "/api/health").send().status == 200
     });
-    let reply = server.post(INGEST, &simple_lead(99)).send();
+    let reply = server.post(INGEST).json(&simple_lead(99)).send();
     assert_eq!(reply.status, 201, "{}", reply.text);
     acknowledged += 1;
     let log = server.stop();

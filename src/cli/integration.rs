@@ -16,7 +16,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 use super::output::Output;
-use crate::integration::request::{Built, build, masked};
+use crate::integration::request::{build, masked};
 use crate::integration::{IntegrationError, store};
 
 #[derive(Debug, Subcommand)]
@@ -79,111 +79,101 @@ pub fn run(path: &Path, out: &Output, command: IntegrationCommand) -> anyhow::Re
     match command {
         IntegrationCommand::Set { buyer, file } => {
             let text = read_text(&file)?;
-            let db = super::setup::open(path)?;
-            let stored = db.write_blocking(move |conn| store::set(conn, &buyer, &text));
-            db.close();
-            match stored {
-                Ok(shown) => {
-                    if out.is_json() {
-                        out.print(&shown);
-                    } else {
-                        println!(
-                            "buyer '{}' now takes leads through its own API ({})",
-                            shown["buyerId"].as_str().unwrap_or_default(),
-                            shown["url"].as_str().unwrap_or_default()
-                        );
-                        missing_note(&shown);
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => failed(out, e),
-            }
+            let stored = write(path, move |conn| store::set(conn, &buyer, &text))?;
+            finish(out, stored, |shown| {
+                println!(
+                    "buyer '{}' now takes leads through its own API ({})",
+                    shown["buyerId"].as_str().unwrap_or_default(),
+                    shown["url"].as_str().unwrap_or_default()
+                );
+                missing_note(shown);
+            })
         }
         IntegrationCommand::Show { buyer } => {
-            let db = super::setup::open(path)?;
-            let shown = db.read_blocking(move |conn| store::show(conn, &buyer));
-            db.close();
-            match shown {
-                Ok(shown) => {
-                    print_show(out, &shown);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => failed(out, e),
-            }
+            let shown = read(path, move |conn| store::show(conn, &buyer))?;
+            finish(out, shown, print_show)
         }
         IntegrationCommand::Preview { buyer, lead } => {
-            let db = super::setup::open(path)?;
-            let previewed = db.read_blocking(move |conn| preview(conn, &buyer, &lead));
-            db.close();
-            match previewed {
-                Ok(request) => {
-                    print_request(out, &request);
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => failed(out, e),
-            }
+            let previewed = read(path, move |conn| preview(conn, &buyer, &lead))?;
+            finish(out, previewed, print_request)
         }
         IntegrationCommand::Reset { buyer } => {
-            let db = super::setup::open(path)?;
-            let reset = db.write_blocking(move |conn| store::reset(conn, &buyer));
-            db.close();
-            match reset {
-                Ok(shown) => {
-                    if out.is_json() {
-                        out.print(&shown);
-                    } else {
-                        println!(
-                            "buyer '{}' takes the generic signed webhook again",
-                            shown["buyerId"].as_str().unwrap_or_default()
-                        );
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => failed(out, e),
-            }
+            let reset = write(path, move |conn| store::reset(conn, &buyer))?;
+            finish(out, reset, |shown| {
+                println!(
+                    "buyer '{}' takes the generic signed webhook again",
+                    shown["buyerId"].as_str().unwrap_or_default()
+                );
+            })
         }
         IntegrationCommand::Secret { buyer, name, value } => {
             let value = if value == "-" {
-                let mut text = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut text)
-                    .context("cannot read standard input")?;
+                let text = read_stdin()?;
                 let trimmed = text.strip_suffix('\n').unwrap_or(&text);
                 trimmed.strip_suffix('\r').unwrap_or(trimmed).to_string()
             } else {
                 value
             };
-            let db = super::setup::open(path)?;
-            let stored = db.write_blocking(move |conn| {
+            let stored = write(path, move |conn| {
                 store::set_secret(conn, &buyer, &name, &value, crate::clock::now_ms())
-            });
-            db.close();
-            match stored {
-                Ok(shown) => {
-                    if out.is_json() {
-                        out.print(&shown);
-                    } else {
-                        println!(
-                            "secret '{}' of buyer '{}' stored (it is not shown again)",
-                            shown["secret"].as_str().unwrap_or_default(),
-                            shown["buyerId"].as_str().unwrap_or_default()
-                        );
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => failed(out, e),
-            }
+            })?;
+            finish(out, stored, |shown| {
+                println!(
+                    "secret '{}' of buyer '{}' stored (it is not shown again)",
+                    shown["secret"].as_str().unwrap_or_default(),
+                    shown["buyerId"].as_str().unwrap_or_default()
+                );
+            })
         }
     }
 }
 
+type Outcome = Result<Value, IntegrationError>;
+
+/// Opens the database, runs `change` as one write job and closes it again.
+fn write(
+    path: &Path,
+    change: impl FnOnce(&rusqlite::Connection) -> Outcome + Send + 'static,
+) -> anyhow::Result<Outcome> {
+    let db = super::setup::open(path)?;
+    let done = db.write_blocking(change);
+    db.close();
+    Ok(done)
+}
+
+/// Opens the database, runs `query` and closes it again.
+fn read(
+    path: &Path,
+    query: impl FnOnce(&rusqlite::Connection) -> Outcome,
+) -> anyhow::Result<Outcome> {
+    let db = super::setup::open(path)?;
+    let done = db.read_blocking(query);
+    db.close();
+    Ok(done)
+}
+
+/// Prints what a command did (as JSON under `--json`, else as `say` puts it), or why it
+/// was refused.
+fn finish(out: &Output, done: Outcome, say: impl FnOnce(&Value)) -> anyhow::Result<ExitCode> {
+    match done {
+        Ok(shown) if out.is_json() => out.print(&shown),
+        Ok(shown) => say(&shown),
+        Err(e) => return failed(out, e),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_stdin() -> anyhow::Result<String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read standard input")?;
+    Ok(text)
+}
+
 fn read_text(file: &Path) -> anyhow::Result<String> {
     if file == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read standard input")?;
-        Ok(text)
+        read_stdin()
     } else {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
     }
@@ -197,14 +187,12 @@ fn preview(
 ) -> Result<Value, IntegrationError> {
     let buyer = crate::config::buyer::find(conn, buyer_id)?
         .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
-    if crate::ingest::view::find(conn, lead_id)?.is_none() {
-        return Err(IntegrationError::LeadNotFound(lead_id.into()));
-    }
-    let event =
-        crate::delivery::preview::event_for(conn, lead_id, &buyer.id).map_err(|e| match e {
-            crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
-            other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),
-        })?;
+    let lead = crate::ingest::view::find(conn, lead_id)?
+        .ok_or_else(|| IntegrationError::LeadNotFound(lead_id.into()))?;
+    let event = crate::delivery::preview::event_for(conn, &lead, &buyer).map_err(|e| match e {
+        crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
+        other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),
+    })?;
     let signing = ["webhook-id", "webhook-timestamp", "webhook-signature"];
     let Some(document) = store::document(conn, &buyer.id)? else {
         let mut headers = serde_json::Map::new();
@@ -222,38 +210,31 @@ fn preview(
             "missingSecrets": [],
         }));
     };
-    let names: Vec<String> = store::secret_names(conn, &buyer.id)?
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect();
+    let names = store::secret_names(conn, &buyer.id)?;
     // Values are masked in what is printed: the stored ones are not even read.
-    let built: Built = build(&document, &event, &buyer.webhook_url, |name| {
+    let built = build(&document, &event, &buyer.webhook_url, |name| {
         Some(masked(name))
     })?;
-    let mut shown = built.masked_json();
-    if document.sign {
-        for name in signing {
-            shown["headers"][name] = json!("(added when sent)");
-        }
-    }
-    let missing: Vec<&str> = document
-        .secret_names()
-        .into_iter()
-        .filter(|wanted| !names.iter().any(|name| name == wanted))
-        .collect();
     let mut preview = json!({"buyerId": buyer.id, "kind": "mapped"});
-    for (key, value) in shown.as_object().expect("masked_json is an object") {
+    for (key, value) in built
+        .masked_json()
+        .as_object()
+        .expect("masked_json is an object")
+    {
         preview[key] = value.clone();
     }
-    preview["missingSecrets"] = json!(missing);
+    if document.sign {
+        for name in signing {
+            preview["headers"][name] = json!("(added when sent)");
+        }
+    }
+    preview["missingSecrets"] =
+        json!(document.missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted)));
     Ok(preview)
 }
 
-fn print_request(out: &Output, request: &Value) {
-    if out.is_json() {
-        out.print(request);
-        return;
-    }
+/// A previewed request as text: the request line, the headers, the body.
+fn print_request(request: &Value) {
     println!(
         "{} {}",
         request["method"].as_str().unwrap_or_default(),
@@ -275,11 +256,7 @@ fn print_request(out: &Output, request: &Value) {
     missing_note(request);
 }
 
-fn print_show(out: &Output, shown: &Value) {
-    if out.is_json() {
-        out.print(shown);
-        return;
-    }
+fn print_show(shown: &Value) {
     println!("buyer: {}", shown["buyerId"].as_str().unwrap_or_default());
     println!(
         "integration: {}",

@@ -4,7 +4,6 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use super::DeliveryError;
-use super::event::{LeadDelivered, Party, ProductRef};
 use super::transaction::{self, NewTransaction};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
@@ -294,29 +293,18 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
         margin_cents,
         charged_cents,
     };
-    let body = LeadDelivered {
-        transaction_id: &delivered.transaction_id,
-        lead_request_id: &request.id,
-        lead_id: &lead.id,
-        delivery_mode: terms.mode,
-        sent_at_ms: crate::clock::now_ms(),
-        buyer: Party {
-            id: &buyer.id,
-            name: &buyer.name,
+    let body = super::event::lead_delivered(
+        &delivered.transaction_id,
+        lead,
+        request,
+        &buyer,
+        super::event::Sale {
+            delivery_mode: terms.mode,
+            buyer_price_cents: price_cents,
+            supplier_cost_cents,
+            bid: order.bid,
         },
-        product: ProductRef {
-            id: &product.product_id,
-            name: &product.product_name,
-            slug: &product.product_slug,
-        },
-        buyer_price_cents: price_cents,
-        supplier_cost_cents,
-        margin_cents,
-        lead: &lead.fields,
-        answers: &product.field_values,
-        bid: order.bid,
-    }
-    .to_json();
+    );
 
     // The supplier is paid once per request: a transaction that takes the cost over from
     // a rejected or cancelled one buys nothing new.

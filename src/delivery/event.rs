@@ -10,8 +10,9 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::config::buyer::Buyer;
 use crate::config::container::DeliveryMode;
-use crate::ingest::model::LeadFields;
+use crate::ingest::model::{LeadFields, StoredLead, StoredRequest};
 
 /// The interest's answers as buyers get them: strings or null. Anything else (stored by an
 /// older version) is passed on as its JSON text rather than dropped.
@@ -87,6 +88,51 @@ impl LeadDelivered<'_> {
         }
         body
     }
+}
+
+/// What a sale was made at, as its event tells the buyer.
+pub(crate) struct Sale<'a> {
+    pub(crate) delivery_mode: DeliveryMode,
+    pub(crate) buyer_price_cents: i64,
+    pub(crate) supplier_cost_cents: i64,
+    /// The winning bid that set the price, if a bid did.
+    pub(crate) bid: Option<&'a super::transaction::BidRef>,
+}
+
+/// The body of the event for `request` of `lead` sold to `buyer` as `sale` says (the
+/// margin is price minus cost), sent now: the one builder of a `lead.delivered` body, for
+/// a delivery and for `buyer integration preview`.
+pub(crate) fn lead_delivered(
+    transaction_id: &str,
+    lead: &StoredLead,
+    request: &StoredRequest,
+    buyer: &Buyer,
+    sale: Sale<'_>,
+) -> Value {
+    let product = &request.interest;
+    LeadDelivered {
+        transaction_id,
+        lead_request_id: &request.id,
+        lead_id: &lead.id,
+        delivery_mode: sale.delivery_mode,
+        sent_at_ms: crate::clock::now_ms(),
+        buyer: Party {
+            id: &buyer.id,
+            name: &buyer.name,
+        },
+        product: ProductRef {
+            id: &product.product_id,
+            name: &product.product_name,
+            slug: &product.product_slug,
+        },
+        buyer_price_cents: sale.buyer_price_cents,
+        supplier_cost_cents: sale.supplier_cost_cents,
+        margin_cents: sale.buyer_price_cents - sale.supplier_cost_cents,
+        lead: &lead.fields,
+        answers: &product.field_values,
+        bid: sale.bid,
+    }
+    .to_json()
 }
 
 /// The body of an event whose lead's person was erased: the same body with the lead as

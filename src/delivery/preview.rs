@@ -10,20 +10,20 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use super::DeliveryError;
-use super::event::{LeadDelivered, Party, ProductRef};
-use crate::config::buyer;
+use crate::config::buyer::{self, Buyer};
+use crate::ingest::model::StoredLead;
 
-/// The event `buyer_id` would get for lead `lead_id`.
-pub fn event_for(conn: &Connection, lead_id: &str, buyer_id: &str) -> Result<Value, DeliveryError> {
-    let buyer = buyer::find(conn, buyer_id)?
-        .ok_or_else(|| DeliveryError::BuyerNotFound(buyer_id.to_string()))?;
-    if let Some(payload) = crate::outbox::store::latest_payload(conn, lead_id, &buyer.id)?
+/// The event `buyer` would get for `lead`.
+pub(crate) fn event_for(
+    conn: &Connection,
+    lead: &StoredLead,
+    buyer: &Buyer,
+) -> Result<Value, DeliveryError> {
+    if let Some(payload) = crate::outbox::store::latest_payload(conn, &lead.id, &buyer.id)?
         && let Ok(event) = serde_json::from_str(&payload)
     {
         return Ok(event);
     }
-    let lead = crate::ingest::view::find(conn, lead_id)?
-        .ok_or_else(|| DeliveryError::RequestNotFound(format!("of lead {lead_id}")))?;
     let mut chosen = None;
     for request in &lead.requests {
         if let Some(subscription) =
@@ -38,7 +38,7 @@ pub fn event_for(conn: &Connection, lead_id: &str, buyer_id: &str) -> Result<Val
         None => (
             lead.requests
                 .first()
-                .ok_or_else(|| DeliveryError::RequestNotFound(format!("of lead {lead_id}")))?,
+                .ok_or_else(|| DeliveryError::RequestNotFound(format!("of lead {}", lead.id)))?,
             0,
         ),
     };
@@ -49,29 +49,17 @@ pub fn event_for(conn: &Connection, lead_id: &str, buyer_id: &str) -> Result<Val
         &request.interest.product_id,
     )?
     .ok_or_else(|| DeliveryError::RequestNotFound(request.id.clone()))?;
-    let product = &request.interest;
-    Ok(LeadDelivered {
-        transaction_id: "txn_preview",
-        lead_request_id: &request.id,
-        lead_id: &lead.id,
-        delivery_mode: terms.mode,
-        sent_at_ms: crate::clock::now_ms(),
-        buyer: Party {
-            id: &buyer.id,
-            name: &buyer.name,
+    Ok(super::event::lead_delivered(
+        "txn_preview",
+        lead,
+        request,
+        buyer,
+        super::event::Sale {
+            delivery_mode: terms.mode,
+            buyer_price_cents: price_cents,
+            supplier_cost_cents: terms.supplier_cost_cents,
+            // A preview names no bid: a bid is asked only for a ping or a delivery.
+            bid: None,
         },
-        product: ProductRef {
-            id: &product.product_id,
-            name: &product.product_name,
-            slug: &product.product_slug,
-        },
-        buyer_price_cents: price_cents,
-        supplier_cost_cents: terms.supplier_cost_cents,
-        margin_cents: price_cents - terms.supplier_cost_cents,
-        lead: &lead.fields,
-        answers: &product.field_values,
-        // A preview names no bid: a bid is asked only for a ping or a delivery.
-        bid: None,
-    }
-    .to_json())
+    ))
 }

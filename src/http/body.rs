@@ -72,6 +72,7 @@ pub(crate) async fn read_bytes(request: Request, limit: usize) -> Result<Bytes, 
         && media_type != "application/json"
         && !media_type.ends_with("+json")
     {
+        discard(request.into_body(), limit).await;
         return Err(HttpError::UnsupportedMediaType { media_type });
     }
     read_limited(request, limit).await
@@ -107,7 +108,15 @@ fn media_type(request: &Request) -> Option<String> {
 /// The body, decoded when gzip-compressed, of at most `limit` bytes (compressed and
 /// decoded).
 async fn read_limited(request: Request, limit: usize) -> Result<Bytes, HttpError> {
-    let encoding = encoding(request.headers())?;
+    let encoding = match encoding(request.headers()) {
+        Ok(encoding) => encoding,
+        Err(refused) => {
+            // Refused for its headers, but the unread body would make the closing socket
+            // reset the connection under the 415 (`discard`).
+            discard(request.into_body(), limit).await;
+            return Err(refused);
+        }
+    };
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)

@@ -169,7 +169,7 @@ impl Serialize for IngestJson<'_> {
                 ResultDetail::Full => map.serialize_entry("duplicateMatch", &found.to_json())?,
                 ResultDetail::Summary => map.serialize_entry(
                     "duplicateMatch",
-                    &serde_json::json!({"field": found.matched_on}),
+                    &duplicate_match_summary(&Value::from(found.matched_on)),
                 )?,
             }
         }
@@ -202,20 +202,10 @@ fn auto_delivery_summary(full: &Value) -> Value {
     })
 }
 
-/// A replayed item cut to `detail`: the replay of a `summary` source shows what a fresh
-/// answer would.
-fn disclose(item: &mut Value, detail: ResultDetail) {
-    if detail == ResultDetail::Full {
-        return;
-    }
-    if let Some(auto_delivery) = item.get("autoDelivery").filter(|v| v.is_object()) {
-        item["autoDelivery"] = auto_delivery_summary(auto_delivery);
-    }
-    if let Some(found) = item.pointer_mut("/ingest/duplicateMatch")
-        && found.is_object()
-    {
-        *found = serde_json::json!({"field": found["matchedOn"]});
-    }
+/// The `summary` form of a `duplicateMatch` (DESIGN.md section 5): only the field it
+/// matched on, never the other lead's id.
+fn duplicate_match_summary(matched_on: &Value) -> Value {
+    serde_json::json!({"field": matched_on})
 }
 
 struct ProblemsJson<'a>(&'a [Problem]);
@@ -268,7 +258,8 @@ impl StoreOutcome {
 
 /// The item of an idempotent replay: the stored lead's answer rebuilt from its columns and
 /// requests, in the order and shape of a first answer ([`ItemJson`]), marked as a replay.
-/// Auto-delivery's part is the partner's view of each stored decision.
+/// Auto-delivery's part is the partner's view of each stored decision; both it and the
+/// duplicate match are cut to the source's current detail, as a fresh answer is.
 fn replay_item(source: &Source, stored: &StoredFacts) -> Value {
     let json_column = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
     let mut ingest = serde_json::Map::new();
@@ -281,8 +272,16 @@ fn replay_item(source: &Source, stored: &StoredFacts) -> Value {
         "duplicateStatus".into(),
         stored.duplicate_status.clone().into(),
     );
+    let detail = source.result_detail;
     if let Some(found) = &stored.duplicate_match {
-        ingest.insert("duplicateMatch".into(), json_column(found));
+        let found = json_column(found);
+        let shown = match detail {
+            ResultDetail::Summary if found.is_object() => {
+                duplicate_match_summary(&found["matchedOn"])
+            }
+            _ => found,
+        };
+        ingest.insert("duplicateMatch".into(), shown);
     }
     let mut item = serde_json::Map::new();
     item.insert("status".into(), Status::IdempotentReplay.as_str().into());
@@ -311,14 +310,14 @@ fn replay_item(source: &Source, stored: &StoredFacts) -> Value {
         .map(json_column)
         .collect();
     if stored.requests.iter().any(|r| r.trigger_auto_delivery) {
-        item.insert(
-            "autoDelivery".into(),
-            crate::autodelivery::decision::replayed(&decisions),
-        );
+        let full = crate::autodelivery::decision::replayed(&decisions);
+        let shown = match detail {
+            ResultDetail::Full => full,
+            ResultDetail::Summary => auto_delivery_summary(&full),
+        };
+        item.insert("autoDelivery".into(), shown);
     }
-    let mut item = Value::Object(item);
-    disclose(&mut item, source.result_detail);
-    item
+    Value::Object(item)
 }
 
 struct AnswerJson<'a> {

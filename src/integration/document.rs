@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::mapping::document::{FieldRule, parse_body_rules};
+use crate::mapping::document::{FieldRule, parse_body_rules, unknown_keys};
 use crate::mapping::pointer::{Pointer, escape};
 use crate::mapping::{MappingProblem, Problems};
 
@@ -132,6 +132,13 @@ impl IntegrationDocument {
             })
             .collect()
     }
+
+    /// The secrets its headers send that `is_set` says are not stored yet.
+    pub(crate) fn missing_secrets(&self, is_set: impl Fn(&str) -> bool) -> Vec<&str> {
+        let mut missing = self.secret_names();
+        missing.retain(|name| !is_set(name));
+        missing
+    }
 }
 
 fn problem(problems: &mut Problems, path: impl Into<String>, code: &'static str, text: String) {
@@ -150,16 +157,7 @@ fn parse(document: &Value, problems: &mut Problems) -> Option<IntegrationDocumen
         );
         return None;
     };
-    for key in object.keys() {
-        if !KEYS.contains(&key.as_str()) {
-            problem(
-                problems,
-                format!("/{}", escape(key)),
-                "unknown_key",
-                format!("unknown key '{key}'; use {}", KEYS.join(", ")),
-            );
-        }
-    }
+    unknown_keys(object, KEYS, "", problems);
     let method = match object.get("method") {
         None => Some("POST"),
         Some(Value::String(m)) => {
@@ -447,16 +445,7 @@ fn parse_accept(value: Option<&Value>, problems: &mut Problems) -> Option<Accept
         );
         return None;
     };
-    for key in object.keys() {
-        if !ACCEPT_KEYS.contains(&key.as_str()) {
-            problem(
-                problems,
-                format!("/accept/{}", escape(key)),
-                "unknown_key",
-                format!("unknown key '{key}'; use {}", ACCEPT_KEYS.join(", ")),
-            );
-        }
-    }
+    unknown_keys(object, ACCEPT_KEYS, "/accept", problems);
     match object.get("status") {
         None => {}
         Some(Value::Array(statuses)) if !statuses.is_empty() => {

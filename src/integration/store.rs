@@ -150,11 +150,7 @@ pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError
             buyer_id: buyer.id.clone(),
             why,
         })?;
-    let missing: Vec<&str> = parsed
-        .secret_names()
-        .into_iter()
-        .filter(|wanted| !names.iter().any(|(name, _)| name == wanted))
-        .collect();
+    let missing = parsed.missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted));
     let document: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     Ok(json!({
         "buyerId": buyer.id,

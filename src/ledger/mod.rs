@@ -151,7 +151,7 @@ pub(crate) enum BalanceError {
         kind.as_str(),
         crate::money::display(*amount_cents),
         crate::money::display(*balance_cents),
-        display_wide(i128::from(*balance_cents) + i128::from(*amount_cents)),
+        crate::money::display(i128::from(*balance_cents) + i128::from(*amount_cents)),
         crate::money::BOUND_TEXT
     )]
     OutOfRange {
@@ -162,13 +162,6 @@ pub(crate) enum BalanceError {
     },
     #[error(transparent)]
     Db(#[from] rusqlite::Error),
-}
-
-/// Cents beyond `i64` with two decimals, for a message about a sum that does not fit.
-fn display_wide(cents: i128) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let abs = cents.unsigned_abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
 }
 
 /// [`post`] for a move the operator makes on a buyer's balance (`fund`, `adjustment`):

@@ -231,7 +231,13 @@ fn parse_document(document: &Value, problems: &mut Problems) -> Option<MappingDo
     Some(MappingDocument { items, rules })
 }
 
-fn unknown_keys(object: &Map<String, Value>, known: &[&str], path: &str, problems: &mut Problems) {
+/// A problem for each key of `object` (at `path`) that is not one of `known`.
+pub(crate) fn unknown_keys(
+    object: &Map<String, Value>,
+    known: &[&str],
+    path: &str,
+    problems: &mut Problems,
+) {
     for key in object.keys() {
         if !known.contains(&key.as_str()) {
             problems.push(MappingProblem::new(

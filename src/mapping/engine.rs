@@ -175,21 +175,11 @@ fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems
                 && rule.transforms.is_empty()
                 && rule.map.is_none() =>
         {
-            return match pointer.lookup(item) {
-                None | Some(Value::Null) => RuleValue::Absent,
-                Some(Value::String(s)) if s.is_empty() => RuleValue::Absent,
-                Some(value) if scalar_text(value).is_some() => RuleValue::Value(value.clone()),
-                Some(value) => {
-                    problems.push(MappingProblem::new(
-                        base.path(&pointer.text),
-                        "not_a_scalar",
-                        format!(
-                            "expected a string, number or boolean, found {}",
-                            type_name(value)
-                        ),
-                    ));
-                    RuleValue::Failed
-                }
+            return match scalar_at(pointer, item, base, problems) {
+                Ok(None) => RuleValue::Absent,
+                Ok(Some(Value::String(s))) if s.is_empty() => RuleValue::Absent,
+                Ok(Some(value)) => RuleValue::Value(value.clone()),
+                Err(()) => RuleValue::Failed,
             };
         }
         ValueSource::From(pointer) => match read_scalar(pointer, item, base, problems) {
@@ -242,6 +232,30 @@ fn evaluate(rule: &FieldRule, item: &Value, base: &Base, problems: &mut Problems
     }
 }
 
+/// The scalar (string, number or boolean) at `pointer`; `None` when it is missing or null.
+fn scalar_at<'v>(
+    pointer: &Pointer,
+    item: &'v Value,
+    base: &Base,
+    problems: &mut Problems,
+) -> Result<Option<&'v Value>, ()> {
+    match pointer.lookup(item) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => Ok(Some(value)),
+        Some(value) => {
+            problems.push(MappingProblem::new(
+                base.path(&pointer.text),
+                "not_a_scalar",
+                format!(
+                    "expected a string, number or boolean, found {}",
+                    type_name(value)
+                ),
+            ));
+            Err(())
+        }
+    }
+}
+
 /// The text of the scalar at `pointer`; `None` when it is missing or null.
 fn read_scalar(
     pointer: &Pointer,
@@ -249,23 +263,7 @@ fn read_scalar(
     base: &Base,
     problems: &mut Problems,
 ) -> Result<Option<String>, ()> {
-    match pointer.lookup(item) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => match scalar_text(value) {
-            Some(text) => Ok(Some(text)),
-            None => {
-                problems.push(MappingProblem::new(
-                    base.path(&pointer.text),
-                    "not_a_scalar",
-                    format!(
-                        "expected a string, number or boolean, found {}",
-                        type_name(value)
-                    ),
-                ));
-                Err(())
-            }
-        },
-    }
+    Ok(scalar_at(pointer, item, base, problems)?.and_then(scalar_text))
 }
 
 /// Fills in a template; missing or null placeholders are empty. `None` when all of them

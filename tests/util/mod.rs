@@ -8,7 +8,6 @@ pub mod files;
 pub mod fixtures;
 pub mod http;
 pub mod json;
-pub mod logged;
 pub mod process;
 pub mod receiver;
 pub mod source;

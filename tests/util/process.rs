@@ -1,5 +1,5 @@
 //! `leadrelay serve` as a real child process, for tests that kill or signal the server or
-//! read what it logs.
+//! read what it logs (`.env("RUST_LOG", …)` on the command sets the level).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -107,11 +107,17 @@ impl ServeProcess {
 
     /// What the server printed so far, stdout then stderr.
     pub fn output(&self) -> String {
-        let read = |name: &str| -> String {
-            let path: PathBuf = self.logs.path().join(name);
-            std::fs::read_to_string(path).expect("the log file reads")
-        };
-        format!("{}{}", read("stdout"), read("stderr"))
+        format!("{}{}", self.read("stdout"), self.read("stderr"))
+    }
+
+    /// What the server logged so far (its stderr, in the binary's own log format).
+    pub fn log(&self) -> String {
+        self.read("stderr")
+    }
+
+    fn read(&self, name: &str) -> String {
+        let path: PathBuf = self.logs.path().join(name);
+        std::fs::read_to_string(path).expect("the log file reads")
     }
 
     /// SIGKILL: no shutdown, no cleanup, like a power cut; waits until it is gone.
