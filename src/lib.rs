@@ -32,6 +32,7 @@ pub mod outbox;
 pub mod ping;
 pub mod privacy;
 pub mod ratelimit;
+pub mod report;
 pub mod request_id;
 pub mod secrets;
 pub mod service;

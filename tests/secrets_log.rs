@@ -623,6 +623,11 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "body::COLUMN_NAMES",
         "the constant list of the lead columns a stored body is compressed against",
     ),
+    (
+        "src/report/mod.rs",
+        "list",
+        "the group-by columns a report needs, chosen from a constant list by its dimensions",
+    ),
 ];
 
 #[test]

@@ -40,6 +40,7 @@ mod production;
 mod properties;
 mod ratelimit;
 mod readme;
+mod report;
 mod restore;
 mod secrets_log;
 mod state_machine;

@@ -17,6 +17,8 @@
 //! inside the ingest writer job, so a count or balance it reads cannot change before the
 //! delivery it allows is written. Choosing among eligible buyers is `select`.
 
+use std::collections::{HashMap, HashSet};
+
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use rusqlite::Connection;
@@ -26,7 +28,7 @@ use super::filters;
 use super::schedule::Schedule;
 use crate::caps::{self, Counters, Windows};
 use crate::config::buyer::{BuyerStatus, Filter, Plan};
-use crate::delivery::transaction;
+use crate::delivery::transaction::{self, BidRef};
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ledger;
 
@@ -100,9 +102,41 @@ pub(crate) struct Context<'a> {
     pub(crate) tz: &'a TimeZone,
     pub(crate) now_ms: i64,
     pub(crate) windows: &'a Windows,
-    /// Whether bid-priced buyers were (or will be) asked: a ping's routing prices them
-    /// with their bids ([`apply_bids`]); without bids they are `no_bid`.
-    pub(crate) with_bids: bool,
+    /// Which bid-priced buyers may stand: none without bids, all while finding whom to ask,
+    /// the ones asked once their bids are in.
+    pub(crate) bidding: Bidding<'a>,
+}
+
+/// How a decision treats bid-priced buyers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bidding<'a> {
+    /// No bid was asked for (a lead routed without a ping): a bid-priced buyer is `no_bid`.
+    Without,
+    /// Finding whom to ask, before a ping's bid requests: a bid-priced buyer passes, its
+    /// balance checked once its bid is known.
+    Asking,
+    /// The bids are in ([`apply_bids`] prices the buyers asked); a bid-priced buyer not
+    /// asked (subscribed since) has no bid to price it and is `no_bid`.
+    Asked(&'a KnownBids),
+}
+
+/// The bids made for a request: who was asked, the usable bids (buyer → cents) and their
+/// ids (for the transaction and `lead.delivered`). A ping's collected bids, or, when the
+/// waterfall decides again for a ping's post, the ping's recorded ones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownBids {
+    pub(crate) asked: HashSet<String>,
+    pub(crate) prices: HashMap<String, i64>,
+    pub(crate) refs: HashMap<String, BidRef>,
+}
+
+impl KnownBids {
+    /// The bid that prices `buyer_id`, if it made a usable one.
+    pub(crate) fn bid_of(&self, buyer_id: &str) -> Option<&BidRef> {
+        self.refs
+            .get(buyer_id)
+            .filter(|_| self.prices.contains_key(buyer_id))
+    }
 }
 
 /// A subscribed buyer as read, before the checks.
@@ -205,8 +239,13 @@ fn check(
     if buyer.unhealthy {
         return (Reason::BuyerUnhealthy, None);
     }
-    if buyer.bids && !context.with_bids {
-        // Bid requests go out for pings; a lead routed without one has no bid to price it.
+    let may_bid = match context.bidding {
+        Bidding::Without => false,
+        Bidding::Asking => true,
+        Bidding::Asked(known) => known.asked.contains(&buyer.buyer_id),
+    };
+    if buyer.bids && !may_bid {
+        // Bid requests go out for pings; a buyer not asked has no bid to price it.
         return (Reason::NoBid, None);
     }
     // Filters are written by `buyer subscribe` from checked input; a hand-edited row that
@@ -287,21 +326,20 @@ fn check(
     (Reason::Eligible, None)
 }
 
-/// Prices the eligible bid-priced candidates (`bidders`) with their bids (`bids`: buyer →
-/// cents, only usable bids) and checks a prepaid balance at that price, the same rule as
-/// for a fixed price (`ledger::covers_unheld`); a bidder without a usable bid is `no_bid`.
+/// Prices the eligible bid-priced candidates that were asked with their bids (`known`) and
+/// checks a prepaid balance at that price, the same rule as for a fixed price
+/// (`ledger::covers_unheld`); a bidder without a usable bid is `no_bid`.
 pub(crate) fn apply_bids(
     conn: &Connection,
     candidates: &mut [Candidate],
-    bidders: &std::collections::HashSet<String>,
-    bids: &std::collections::HashMap<String, i64>,
+    known: &KnownBids,
 ) -> rusqlite::Result<()> {
     use rusqlite::OptionalExtension;
     for candidate in candidates
         .iter_mut()
-        .filter(|c| c.reason == Reason::Eligible && bidders.contains(&c.buyer_id))
+        .filter(|c| c.reason == Reason::Eligible && known.asked.contains(&c.buyer_id))
     {
-        let Some(&price) = bids.get(&candidate.buyer_id) else {
+        let Some(&price) = known.prices.get(&candidate.buyer_id) else {
             candidate.reason = Reason::NoBid;
             continue;
         };
@@ -349,7 +387,7 @@ mod tests {
             tz: &TimeZone::UTC,
             now_ms: NOW,
             windows: &windows,
-            with_bids: false,
+            bidding: Bidding::Without,
         };
         let mut found: Vec<_> = candidates(conn, &context)
             .unwrap()

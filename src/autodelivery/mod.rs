@@ -41,7 +41,7 @@ use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
 use decision::{AutoDelivery, Delivery, RequestDecision, RequestReason};
-use eligibility::{Candidate, Reason};
+use eligibility::{Bidding, Candidate, KnownBids, Reason};
 use evaluator::Weights;
 
 /// Who auto-delivery's transactions name as their creator in the history.
@@ -116,7 +116,7 @@ pub(crate) fn run_for_lead(
     settings.duplicates_seen = duplicates_seen;
     let mut requests = Vec::new();
     for request in asked {
-        let decision = decide(conn, lead, request, &settings)?;
+        let decision = decide(conn, lead, request, &settings, None)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }
@@ -310,11 +310,15 @@ pub(crate) fn features_for(
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
+/// `bids`: the bids already made for the request (the ping's, when the waterfall decides
+/// again for its post), which price the bid-priced buyers asked; without them a
+/// bid-priced buyer is `no_bid`.
 fn decide(
     conn: &Connection,
     lead: &StoredLead,
     request: &StoredRequest,
     settings: &Settings,
+    bids: Option<&KnownBids>,
 ) -> Result<RequestDecision, AutoDeliveryError> {
     let stop = |reason, evaluation, candidates| RequestDecision {
         request_id: request.id.clone(),
@@ -360,9 +364,12 @@ fn decide(
             tz: &settings.tz,
             now_ms: settings.now_ms,
             windows: &settings.windows,
-            with_bids: false,
+            bidding: bids.map_or(Bidding::Without, Bidding::Asked),
         },
     )?;
+    if let Some(known) = bids {
+        eligibility::apply_bids(conn, &mut candidates, known)?;
+    }
     select::rank(&mut candidates);
     let terms = DeliveryTerms {
         mode: settings.mode,
@@ -375,10 +382,10 @@ fn decide(
     };
     let deliveries = take(
         conn,
-        lead,
-        request,
+        (lead, request),
         terms,
         settings.wanted(),
+        bids,
         &mut candidates,
     )?;
     if !deliveries.is_empty() {
@@ -448,17 +455,18 @@ pub(crate) fn take_ranked<T>(
 /// Delivers to the eligible candidates in rank order: one in exclusive mode, up to the
 /// container's maximum in multi mode. A delivery refused for this buyer moves on to the
 /// next; one refused for the request (it is full) ends the round.
+/// A buyer priced by its bid (`bids`) is sold at it, the transaction naming the bid.
 fn take(
     conn: &Connection,
-    lead: &StoredLead,
-    request: &StoredRequest,
+    (lead, request): (&StoredLead, &StoredRequest),
     terms: DeliveryTerms,
     wanted: usize,
+    bids: Option<&KnownBids>,
     candidates: &mut [Candidate],
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
     take_ranked(candidates, wanted, |candidate| {
         let order = LeadDelivery {
-            bid: None,
+            bid: bids.and_then(|known| known.bid_of(&candidate.buyer_id)),
             lead,
             request,
             terms,
@@ -561,7 +569,7 @@ pub fn reroute(
         if held {
             continue;
         }
-        let decision = decide(conn, &lead, request, &settings)?;
+        let decision = decide(conn, &lead, request, &settings, None)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }

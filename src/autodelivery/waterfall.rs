@@ -1,6 +1,8 @@
 //! The waterfall (DESIGN.md section 18): when a buyer's API refuses a lead that
-//! auto-delivery sold it, at the event's first attempt, auto-delivery decides again for
-//! that request, and the lead goes to the next buyer.
+//! auto-delivery (or a ping's post) sold it, at the event's first attempt, auto-delivery
+//! decides again for that request, and the lead goes to the next buyer. A ping's post
+//! falls to the next bidder: the ping's recorded bids price the bid-priced buyers it
+//! asked (`ping::store::known_bids`), and the supplier earns the ping's payout.
 //!
 //! Runs in the outbox's writer job that records the refusal, right after
 //! `lifecycle::refusal` took the sale back (no network here: the new buyer's event is sent
@@ -44,11 +46,11 @@ impl Stop {
 }
 
 /// Who may fall through to the next buyer: sales auto-delivery made (the waterfall's own
-/// included).
+/// included) and the sales of a ping's post.
 fn sold_by_auto_delivery(conn: &Connection, refused: &Transaction) -> rusqlite::Result<bool> {
     Ok(transaction::history(conn, &refused.id)?
         .first()
-        .is_some_and(|created| created.actor == ACTOR))
+        .is_some_and(|created| [ACTOR, crate::ping::post::ACTOR].contains(&created.actor.as_str())))
 }
 
 /// After the refusal of `refused` (already rejected and refunded) with the buyer's
@@ -68,7 +70,7 @@ pub fn after_refusal(
     let Some(request) = lead.request(&refused.lead_request_id) else {
         return Ok(0);
     };
-    let settings =
+    let mut settings =
         Settings::load(conn, &lead, now_ms)?.ok_or_else(|| AutoDeliveryError::Missing {
             kind: "container",
             id: lead.container_id.clone(),
@@ -131,7 +133,17 @@ pub fn after_refusal(
             Ok(0)
         }
         None => {
-            let decided = super::decide(conn, &lead, request, &settings)?;
+            // A ping's post falls to the next bidder: the ping's recorded bids price the
+            // bid-priced buyers it asked, and the supplier earns what the ping promised.
+            let ping = crate::ping::store::posted_of_lead(conn, &lead.id)?;
+            let bids = match &ping {
+                Some(ping) => {
+                    settings.source_cost_cents = ping.payout_cents.or(settings.source_cost_cents);
+                    Some(crate::ping::store::known_bids(conn, &ping.id)?)
+                }
+                None => None,
+            };
+            let decided = super::decide(conn, &lead, request, &settings, bids.as_ref())?;
             step["rerouted"] = json!(true);
             step["outcome"] = json!(decided.reason.code());
             step["deliveredTo"] = decided
@@ -141,7 +153,10 @@ pub fn after_refusal(
                 .collect();
             steps.push(step);
             decision::store_with(conn, &decided, |stored| {
-                stored["waterfall"] = Value::Array(steps)
+                stored["waterfall"] = Value::Array(steps);
+                if let Some(ping) = &ping {
+                    stored["pingId"] = json!(ping.id);
+                }
             })?;
             if decided.reason != RequestReason::Delivered {
                 log::info!(

@@ -19,6 +19,7 @@ mod ops;
 mod output;
 mod ping;
 mod privacy;
+mod report;
 mod serve;
 mod setup;
 
@@ -91,7 +92,7 @@ pub enum Command {
     )]
     Backup(BackupArgs),
     /// Check the database file: integrity, foreign keys, schema version, known states,
-    /// balances equal to their ledger. Exit code 1 when something is wrong. Read-only;
+    /// balances equal to their ledger, the report aggregate equal to a recount. Exit code 1 when something is wrong. Read-only;
     /// leaves no file behind.
     #[command(after_help = "Example:\n  leadrelay check --json")]
     Check,
@@ -167,6 +168,13 @@ pub enum Command {
     /// Pings (ping/post): what partners asked, what was reserved, what was posted.
     #[command(subcommand)]
     Ping(ping::PingCommand),
+    /// What came in, what sold and what it earned, per day, week or month of the
+    /// workspace's time zone and per source, supplier, buyer or product (default: the last
+    /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
+    #[command(
+        after_help = "Example:\n  leadrelay report --from 2026-11-01 --to 2026-11-30 --by day --by buyer --csv"
+    )]
+    Report(report::ReportArgs),
 }
 
 /// The flags that take an amount: a negative one must be written `--price=-5`, since clap
@@ -344,5 +352,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Lead(command) => lead::run(&cli.db, &out, command),
         Command::Operator(command) => operator::run(&cli.db, &out, command),
         Command::Ping(command) => ping::run(&cli.db, &out, command),
+        Command::Report(args) => report::run(&cli.db, &out, args),
     }
 }

@@ -52,8 +52,12 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0012_ping.sql")),
     // The evaluator's training read in time order without a sort.
     sql(include_str!("../../migrations/0013_training_order.sql")),
+    // The pings tied to an erased person, found by lead and by the hashes they promised.
+    sql(include_str!("../../migrations/0014_ping_contacts.sql")),
+    // The report aggregate, filled from the stored leads and transactions.
+    sql(include_str!("../../migrations/0015_report.sql")),
     // Storage per lead: `leads_source_created` goes, its readers walk `leads_source_mix`.
-    sql(include_str!("../../migrations/0014_storage.sql")),
+    sql(include_str!("../../migrations/0016_storage.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -312,13 +312,8 @@ fn run(
             }
         }
         let size = group.len() as u64;
-        let failed = run_group(&conn, group);
-        *last_commit
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(LastCommit {
-            at_ms: crate::clock::now_ms(),
-            failed,
-        });
+        // Counted before the group runs: its jobs are answered inside `run_group`, and a
+        // caller that has its answer must find its group in the statistics.
         counters.groups.fetch_add(1, Ordering::Relaxed);
         counters.jobs.fetch_add(size, Ordering::Relaxed);
         counters.last_group_size.store(size, Ordering::Relaxed);
@@ -328,6 +323,13 @@ fn run(
             .position(|&bound| size <= bound)
             .unwrap_or(GROUP_SIZE_BOUNDS.len());
         counters.group_sizes[slot].fetch_add(1, Ordering::Relaxed);
+        let failed = run_group(&conn, group);
+        *last_commit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(LastCommit {
+            at_ms: crate::clock::now_ms(),
+            failed,
+        });
         if stop {
             break 'serve;
         }

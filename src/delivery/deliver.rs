@@ -174,6 +174,8 @@ pub(crate) fn deliver_lead(
 struct Decided {
     delivered: Delivered,
     workspace_id: String,
+    /// The lead's source.
+    source_id: String,
     webhook_url: String,
     body: serde_json::Value,
     /// The supplier this delivery buys the lead from: set when the transaction carries a
@@ -318,6 +320,7 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
     Ok(Decided {
         delivered,
         workspace_id: lead.workspace_id.clone(),
+        source_id: lead.source_id.clone(),
         webhook_url: buyer.webhook_url,
         body,
         supplier_id,
@@ -337,6 +340,7 @@ fn write(
     let Decided {
         mut delivered,
         workspace_id,
+        source_id,
         webhook_url,
         body,
         supplier_id,
@@ -351,6 +355,7 @@ fn write(
             buyer_id: &delivered.buyer_id,
             product_id: &delivered.product_id,
             workspace_id: &workspace_id,
+            source_id: &source_id,
             delivery_mode: delivered.delivery_mode,
             buyer_price_cents: delivered.buyer_price_cents,
             supplier_cost_cents: delivered.supplier_cost_cents,

@@ -7,7 +7,9 @@
 //! commercial state or the amounts appends to the history in the same call. It does not own
 //! the rules of the moves: `delivery::deliver` decides a transaction, the lifecycle module
 //! decides its moves, the outbox the delivery state of its event; the money those moves
-//! move is the ledger's.
+//! move is the ledger's. Every write that changes what a transaction counts for in the
+//! reports (its state, price or supplier cost) tells `report` in the same call
+//! ([`count`]), so the report aggregate moves in the job of the change.
 
 use std::collections::HashSet;
 
@@ -16,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
+use crate::report::Counted;
 
 stored_enum! {
     /// The commercial state of a transaction (DESIGN.md section 4).
@@ -245,6 +248,8 @@ pub(crate) struct NewTransaction<'a> {
     pub buyer_id: &'a str,
     pub product_id: &'a str,
     pub workspace_id: &'a str,
+    /// The lead's source (the reports count a transaction under it).
+    pub source_id: &'a str,
     pub delivery_mode: DeliveryMode,
     pub buyer_price_cents: i64,
     pub supplier_cost_cents: i64,
@@ -258,7 +263,7 @@ pub(crate) struct NewTransaction<'a> {
 }
 
 /// Writes a new transaction, `delivered` with its event pending, and the history entry that
-/// starts it, and counts it against the buyer's caps for the product.
+/// starts it, and counts it against the buyer's caps for the product and in the reports.
 pub(crate) fn create(
     conn: &Connection,
     new: &NewTransaction,
@@ -295,11 +300,62 @@ pub(crate) fn create(
         _ => crate::caps::Windows::at(now, &crate::caps::timezone_of(conn, new.workspace_id)?),
     };
     crate::caps::count(conn, new.buyer_id, new.product_id, &windows)?;
-    append_history(conn, new.id, None, Status::Delivered, actor, None, now)
+    append_history(conn, new.id, None, Status::Delivered, actor, None, now)?;
+    count(
+        conn,
+        None,
+        &Counted {
+            workspace_id: new.workspace_id,
+            source_id: new.source_id,
+            buyer_id: new.buyer_id,
+            product_id: new.product_id,
+            delivered_at: now,
+            status: Status::Delivered,
+            buyer_price_cents: new.buyer_price_cents,
+            supplier_cost_cents: new.supplier_cost_cents,
+        },
+    )
+}
+
+/// Tells the reports what a write did to a transaction (`before`: `None` when it is new):
+/// the one place this module calls `report`.
+fn count(conn: &Connection, before: Option<&Counted>, after: &Counted) -> rusqlite::Result<()> {
+    crate::report::transaction_changed(conn, before, after)
+}
+
+/// The source of lead `lead_id`: where the reports count its transactions.
+fn source_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<String> {
+    conn.prepare_cached("SELECT source_id FROM leads WHERE id = ?1")?
+        .query_row([lead_id], |row| row.get(0))
+}
+
+/// Transaction `id` as stored with its lead's source, for a write that tells the reports
+/// what it was before.
+fn stored(conn: &Connection, id: &str) -> rusqlite::Result<(Transaction, String)> {
+    let transaction = find(conn, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    let source_id = source_of_lead(conn, &transaction.lead_id)?;
+    Ok((transaction, source_id))
+}
+
+impl Transaction {
+    /// The transaction as the reports count it, under its lead's `source_id`.
+    fn counted<'a>(&'a self, source_id: &'a str) -> Counted<'a> {
+        Counted {
+            workspace_id: &self.workspace_id,
+            source_id,
+            buyer_id: &self.buyer_id,
+            product_id: &self.product_id,
+            delivered_at: self.created_at,
+            status: self.status,
+            buyer_price_cents: self.buyer_price_cents,
+            supplier_cost_cents: self.supplier_cost_cents,
+        }
+    }
 }
 
 /// Moves the transaction from `from` to `to` and appends the move to its history. A live
-/// transaction that ends (rejected, cancelled) gives its place of the buyer's caps back.
+/// transaction that ends (rejected, cancelled) gives its place of the buyer's caps back;
+/// the reports count it in its new state.
 pub(crate) fn move_to(
     conn: &Connection,
     id: &str,
@@ -309,18 +365,29 @@ pub(crate) fn move_to(
     reason: Option<&str>,
     now: i64,
 ) -> rusqlite::Result<()> {
-    let (workspace_id, buyer_id, product_id, created_at): (String, String, String, i64) = conn
-        .prepare_cached(
+    let moved = conn
+        .prepare_cached(&format!(
             "UPDATE transactions SET status = ?2, updated_at = ?3 WHERE id = ?1
-             RETURNING workspace_id, buyer_id, product_id, created_at",
-        )?
-        .query_row(params![id, to, now], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?;
+             RETURNING {COLUMNS}"
+        ))?
+        .query_row(params![id, to, now], from_row)?;
     if from.is_live() && !to.is_live() {
-        crate::caps::uncount(conn, &workspace_id, &buyer_id, &product_id, created_at)?;
+        crate::caps::uncount(
+            conn,
+            &moved.workspace_id,
+            &moved.buyer_id,
+            &moved.product_id,
+            moved.created_at,
+        )?;
     }
-    append_history(conn, id, Some(from), to, actor, reason, now)
+    append_history(conn, id, Some(from), to, actor, reason, now)?;
+    let source_id = source_of_lead(conn, &moved.lead_id)?;
+    let after = moved.counted(&source_id);
+    let before = Counted {
+        status: from,
+        ..after
+    };
+    count(conn, Some(&before), &after)
 }
 
 /// Sets the buyer price (the margin follows: price less supplier cost) and what a prepaid
@@ -331,13 +398,19 @@ pub(crate) fn set_price(
     buyer_price_cents: i64,
     charged_cents: i64,
 ) -> rusqlite::Result<()> {
+    let (was, source_id) = stored(conn, id)?;
     conn.prepare_cached(
         "UPDATE transactions
          SET buyer_price_cents = ?2, margin_cents = ?2 - supplier_cost_cents, charged_cents = ?3
          WHERE id = ?1",
     )?
     .execute(params![id, buyer_price_cents, charged_cents])?;
-    Ok(())
+    let before = was.counted(&source_id);
+    let after = Counted {
+        buyer_price_cents,
+        ..before
+    };
+    count(conn, Some(&before), &after)
 }
 
 /// Removes the free-text reasons from transaction `id`'s history for an erasure (a
@@ -377,6 +450,8 @@ pub(crate) fn reverse_supplier_cost(
     reason: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
+    // As stored: the caller's copy may be older than a move made earlier in the same job.
+    let (was, source_id) = stored(conn, &transaction.id)?;
     conn.prepare_cached(
         "UPDATE transactions SET supplier_cost_cents = 0, margin_cents = buyer_price_cents,
             updated_at = ?2
@@ -391,7 +466,13 @@ pub(crate) fn reverse_supplier_cost(
         actor,
         Some(reason),
         now,
-    )
+    )?;
+    let before = was.counted(&source_id);
+    let after = Counted {
+        supplier_cost_cents: 0,
+        ..before
+    };
+    count(conn, Some(&before), &after)
 }
 
 /// Every transaction of a lead, oldest first.

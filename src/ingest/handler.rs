@@ -185,9 +185,9 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
     Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
 }
 
-/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery
-/// wrote in that job are committed now, so the outbox workers are woken to send them at
-/// once rather than at their next poll.
+/// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery wrote in that job are
+/// committed now, so the outbox workers are woken to send them at once rather than at
+/// their next poll.
 async fn write(
     services: &Services<'_>,
     target: Arc<Source>,
@@ -212,23 +212,26 @@ async fn write(
     Ok(outcomes)
 }
 
-/// Gives back the reservations of the pings whose posts failed validation (DESIGN.md
-/// section 14): one writer job, only when there are any.
-async fn release_pings(
+/// What the `invalid` leads of a request that failed validation leave behind, in one
+/// writer job (only when there are any): their count in the reports (received, rejected)
+/// and the reservations of their pings given back (DESIGN.md section 14).
+async fn refuse_invalid(
     services: &Services<'_>,
     target: &Arc<Source>,
+    invalid: usize,
     ping_ids: Vec<String>,
 ) -> Result<(), IngestError> {
-    if ping_ids.is_empty() {
+    if invalid == 0 {
         return Ok(());
     }
-    let source_id = target.id.clone();
+    let target = target.clone();
     services
         .db
         .write(move |conn| {
             let now = crate::clock::now_ms();
+            store::count_invalid(conn, &target, invalid, now)?;
             for ping_id in &ping_ids {
-                crate::ping::post::release_invalid(conn, &source_id, ping_id, now)?;
+                crate::ping::post::release_invalid(conn, &target.id, ping_id, now)?;
             }
             Ok::<_, IngestError>(())
         })
@@ -246,7 +249,7 @@ async fn ingest_single(
         Prepared::Invalid {
             problems, ping_id, ..
         } => {
-            release_pings(services, &target, ping_id.into_iter().collect()).await?;
+            refuse_invalid(services, &target, 1, ping_id.into_iter().collect()).await?;
             return Err(IngestError::lead_invalid(problems));
         }
     };
@@ -299,7 +302,8 @@ async fn ingest_batch(
             }
         }
     }
-    release_pings(services, &target, invalid_pings).await?;
+    let invalid = answers.iter().filter(|a| a.is_some()).count();
+    refuse_invalid(services, &target, invalid, invalid_pings).await?;
     if !valid.is_empty() {
         let outcomes = write(services, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {

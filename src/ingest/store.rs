@@ -6,7 +6,10 @@
 //! JSON columns) happens before, on the request's task, so the job holds the writer for
 //! as short a time as possible. Because the writer runs jobs one after another, the
 //! idempotency and duplicate checks see every earlier lead, also one from the same batch
-//! or from a request that arrived in the same millisecond.
+//! or from a request that arrived in the same millisecond. Every lead received (stored, a
+//! duplicate dropped, or one that failed validation) is counted in the reports in the same
+//! job ([`count_received`], the one place ingest calls `report`; the handler counts the
+//! leads that failed validation through [`count_invalid`]).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -19,6 +22,7 @@ use super::quality::Quality;
 use super::result::{IngestFacts, ItemFacts, Status, StoredFacts, StoredRequestFacts};
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::source::{DedupeScope, Source};
+use crate::report::Received;
 
 /// The duplicate rule's scope as shown in `duplicateMatch`: the source's container kind or
 /// `workspace`.
@@ -145,6 +149,21 @@ pub fn store_all(
     Ok(outcomes)
 }
 
+/// Counts `count` leads of a request to `source` that failed validation (never stored) in
+/// the reports, as received and rejected; the handler calls it in the writer job that
+/// answers for them.
+pub(crate) fn count_invalid(
+    conn: &Connection,
+    source: &Source,
+    count: usize,
+    now: i64,
+) -> rusqlite::Result<()> {
+    if count == 0 {
+        return Ok(());
+    }
+    count_received(conn, source, None, Received::Invalid, count, now)
+}
+
 fn store_one(
     conn: &Connection,
     source: &Source,
@@ -165,6 +184,15 @@ fn store_one(
         Some(ping_id) => match crate::ping::post::claim(conn, source, ping_id, lead, now)? {
             Ok(claim) => Some(claim),
             Err(refusal) => {
+                // Answered as a lead that failed validation, and counted so.
+                count_received(
+                    conn,
+                    source,
+                    lead.lead.interests.first().map(|i| i.product_id.as_str()),
+                    Received::Invalid,
+                    1,
+                    now,
+                )?;
                 return Ok(StoreOutcome::PingRefused {
                     external_id: external_id.map(str::to_string),
                     refusal,
@@ -199,9 +227,21 @@ fn store_one(
         duplicate_status,
         duplicate_match,
     };
+    count_received(
+        conn,
+        source,
+        lead.lead.interests.first().map(|i| i.product_id.as_str()),
+        match duplicate_status {
+            DuplicateStatus::Unique => Received::Accepted,
+            DuplicateStatus::Review => Received::DuplicateKept,
+            DuplicateStatus::Rejected => Received::DuplicateDropped,
+        },
+        1,
+        now,
+    )?;
     if duplicate_status == DuplicateStatus::Rejected {
         if let Some(claim) = &claim {
-            crate::ping::post::release(conn, claim, "duplicate_rejected", now)?;
+            crate::ping::post::release(conn, claim, "duplicate_rejected", None, now)?;
         }
         return Ok(StoreOutcome::DuplicateRejected {
             item: ItemFacts {
@@ -312,6 +352,27 @@ fn store_one(
         item,
         auto_delivered,
     })
+}
+
+/// Counts `count` leads received from `source` as `how` in the reports, under the product
+/// of their first interest (`None` for leads that failed validation).
+fn count_received(
+    conn: &Connection,
+    source: &Source,
+    product_id: Option<&str>,
+    how: Received,
+    count: usize,
+    now: i64,
+) -> rusqlite::Result<()> {
+    crate::report::leads_received(
+        conn,
+        &source.workspace_id,
+        &source.id,
+        product_id,
+        how,
+        i64::try_from(count).unwrap_or(i64::MAX),
+        now,
+    )
 }
 
 /// The lead `store_one` has just written, as stored: the same values the inserts bound.

@@ -1,8 +1,9 @@
 //! `leadrelay check`: whether a database file is sound. Runs SQLite's integrity check and
 //! foreign key check, compares the schema version with this binary's, looks for schema
 //! objects that should be there, and on a complete schema checks the rows: status columns
-//! hold only known states (`states`), and each buyer's cached balance is the sum of its
-//! ledger (`ledger::query`); the verdict is `ok` or the list of problems.
+//! hold only known states (`states`), each buyer's cached balance is the sum of its
+//! ledger (`ledger::query`), and the report aggregate equals a recount of the leads and
+//! transactions (`report::mismatches`); the verdict is `ok` or the list of problems.
 //!
 //! The file is opened read-only and never created, migrated or repaired, so `check` is safe
 //! on the live file while `serve` runs (it reads one consistent snapshot, committed data in
@@ -59,6 +60,9 @@ pub struct CheckReport {
     pub unknown_states: Vec<UnknownState>,
     /// Buyers whose cached balance is not the sum of their ledger.
     pub(crate) balance_mismatches: Vec<BalanceMismatch>,
+    /// Rows of the report aggregate that differ from a recount (the first 100 are listed
+    /// in `problems`).
+    pub report_mismatches: usize,
     pub problems: Vec<String>,
 }
 
@@ -85,6 +89,7 @@ pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
             missing_objects: Vec::new(),
             unknown_states: Vec::new(),
             balance_mismatches: Vec::new(),
+            report_mismatches: 0,
             problems: Vec::new(),
         };
         if let Err(e) = inspect(&db.conn, &mut report) {
@@ -165,7 +170,8 @@ fn inspect(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> 
 }
 
 /// What the rows say, on a file whose schema is complete: states this binary knows, and
-/// every buyer's cached balance equal to the sum of its ledger.
+/// every buyer's cached balance equal to the sum of its ledger, the report aggregate equal
+/// to a recount.
 fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()> {
     report.unknown_states = super::states::scan(conn)?;
     report
@@ -178,6 +184,11 @@ fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()>
             .iter()
             .map(BalanceMismatch::problem),
     );
+    let differing = crate::report::mismatches(conn)?;
+    report.report_mismatches = differing.len();
+    report
+        .problems
+        .extend(differing.into_iter().take(MAX_LISTED));
     Ok(())
 }
 

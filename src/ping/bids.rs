@@ -7,7 +7,7 @@
 //! re-checks eligibility with the bids as prices (`eligibility::apply_bids`) and records
 //! every bid (`store::insert_bid`). No network call runs inside a writer job.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -15,7 +15,8 @@ use serde_json::json;
 
 use super::route::PreparedPing;
 use crate::autodelivery::Settings;
-use crate::autodelivery::eligibility::{self, Reason};
+use crate::autodelivery::eligibility::{self, Bidding, KnownBids, Reason};
+use crate::delivery::transaction::BidRef;
 use crate::outbox::bid::{BidCall, BidClient, BidOutcome};
 
 /// A bid-priced subscription of the ping's product.
@@ -42,24 +43,12 @@ pub(crate) struct RecordedBid {
     pub(crate) error: Option<String>,
 }
 
-/// What the bidding came to, for the writer job.
+/// What the bidding came to, for the writer job: who was asked and the usable bids (for
+/// the decision), and every bid as it is recorded.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Bids {
-    /// Every buyer asked.
-    pub(crate) bidders: HashSet<String>,
-    /// The usable bids: buyer → cents.
-    pub(crate) prices: HashMap<String, i64>,
+    pub(crate) known: KnownBids,
     pub(crate) recorded: Vec<RecordedBid>,
-}
-
-impl Bids {
-    /// The bid request and the buyer's bid id of `buyer_id`'s usable bid.
-    pub(crate) fn ids_of(&self, buyer_id: &str) -> Option<(String, Option<String>)> {
-        self.recorded
-            .iter()
-            .find(|b| b.buyer_id == buyer_id && b.outcome == "bid")
-            .map(|b| (b.id.clone(), b.bid_id.clone()))
-    }
 }
 
 fn bidders(
@@ -114,7 +103,7 @@ pub(crate) fn eligible_bidders(
             tz: &settings.tz,
             now_ms: now,
             windows: &settings.windows,
-            with_bids: true,
+            bidding: Bidding::Asking,
         },
     )?;
     let eligible: HashSet<&str> = candidates
@@ -168,7 +157,7 @@ pub(crate) async fn collect(
     let results = client.collect(calls).await;
     let mut bids = Bids::default();
     for (bidder, result) in bidders.iter().zip(results) {
-        bids.bidders.insert(bidder.buyer_id.clone());
+        bids.known.asked.insert(bidder.buyer_id.clone());
         let (outcome, price_cents, bid_id, error) = match result.outcome {
             BidOutcome::Bid {
                 price_cents,
@@ -179,7 +168,16 @@ pub(crate) async fn collect(
                 } else if bidder.max_price_cents.is_some_and(|max| price_cents > max) {
                     "above_max"
                 } else {
-                    bids.prices.insert(bidder.buyer_id.clone(), price_cents);
+                    bids.known
+                        .prices
+                        .insert(bidder.buyer_id.clone(), price_cents);
+                    bids.known.refs.insert(
+                        bidder.buyer_id.clone(),
+                        BidRef {
+                            bid_request_id: result.bid_request_id.clone(),
+                            bid_id: bid_id.clone(),
+                        },
+                    );
                     "bid"
                 };
                 (outcome, Some(price_cents), bid_id, None)

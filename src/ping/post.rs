@@ -136,11 +136,14 @@ pub(crate) fn claim(
     Ok(Ok(claim))
 }
 
-/// Gives a claimed ping's reservations back: the post was refused (`reason`).
+/// Gives a claimed ping's reservations back: the post was refused (`reason`). `lead_id`
+/// names the lead when it was stored all the same (held for duplicate review, invalid), so
+/// the ping stays tied to it (`ping show`, an erasure of the lead).
 pub(crate) fn release(
     conn: &Connection,
     claim: &Claim,
     reason: &str,
+    lead_id: Option<&str>,
     now: i64,
 ) -> rusqlite::Result<()> {
     store::end(
@@ -148,7 +151,7 @@ pub(crate) fn release(
         &claim.ping.id,
         PingStatus::Released,
         Some(reason),
-        None,
+        lead_id,
         now,
     )?;
     Ok(())
@@ -206,7 +209,7 @@ pub(crate) fn complete(
         None
     };
     if let Some(reason) = refused {
-        release(conn, claim, reason.code(), now)?;
+        release(conn, claim, reason.code(), Some(&lead.id), now)?;
         let decision = stop(reason);
         store_decision(conn, &decision, &claim.ping.id)?;
         return Ok(decision);

@@ -152,12 +152,10 @@ pub(crate) fn decide(
                     tz: &settings.tz,
                     now_ms: now,
                     windows: &settings.windows,
-                    with_bids: true,
+                    bidding: eligibility::Bidding::Asked(&bids.known),
                 },
             )?;
-            if !bids.bidders.is_empty() {
-                eligibility::apply_bids(conn, &mut candidates, &bids.bidders, &bids.prices)?;
-            }
+            eligibility::apply_bids(conn, &mut candidates, &bids.known)?;
             select::rank(&mut candidates);
             let mut position = 0;
             reserved = autodelivery::take_ranked(&mut candidates, settings.wanted(), |c| {
@@ -166,11 +164,9 @@ pub(crate) fn decide(
                     Some(Plan::Prepaid) => c.price_cents,
                     _ => 0,
                 };
-                let (bid_request_id, bid_id) = match bids.ids_of(&c.buyer_id) {
-                    Some((request, bid)) if bids.bidders.contains(&c.buyer_id) => {
-                        (Some(request), bid)
-                    }
-                    _ => (None, None),
+                let (bid_request_id, bid_id) = match bids.known.bid_of(&c.buyer_id) {
+                    Some(bid) => (Some(bid.bid_request_id.clone()), bid.bid_id.clone()),
+                    None => (None, None),
                 };
                 Ok(Attempt::Taken(Reservation {
                     position,

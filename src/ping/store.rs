@@ -6,13 +6,16 @@
 //! job that ends the ping. [`expire_due`] ends every accepted ping whose time has passed:
 //! the sweep of `serve` calls it, and so does every job that decides on caps or balances
 //! (a ping, an ingest with auto-delivery, a post) before it reads them, so a lapsed
-//! reservation never holds anything whatever the sweep's timing.
+//! reservation never holds anything whatever the sweep's timing. [`erase_person`] takes the
+//! person out of the pings tied to them, for `privacy`'s erasure.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
+use crate::autodelivery::eligibility::KnownBids;
 use crate::caps::{self, Windows};
 use crate::db::stored::stored_enum;
+use crate::delivery::transaction::BidRef;
 use crate::ledger;
 
 stored_enum! {
@@ -236,6 +239,63 @@ pub fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
     .query_row([now], |row| row.get(0))
 }
 
+/// What ties pings to a person an erasure takes (`privacy`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Tie<'a> {
+    /// The ping whose post made this lead.
+    Lead(&'a str),
+    /// Every ping that promised this email hash (`secrets::hash` of the duplicate key).
+    EmailHash(&'a str),
+    /// Every ping that promised this phone hash.
+    PhoneHash(&'a str),
+}
+
+/// What an erased ping's body keeps, as a lead's tombstone keeps them: the product, the
+/// partner's own id and the country. Postal code, city, answers and properties go.
+const KEPT_IN_BODY: [&str; 4] = ["productSlug", "productId", "externalId", "country"];
+
+/// A ping's body as received, without the person ([`KEPT_IN_BODY`] only); a body that
+/// does not read as an object becomes `{}`.
+fn erased_body(body: &str) -> String {
+    let kept: serde_json::Map<String, Value> = match serde_json::from_str::<Value>(body) {
+        Ok(Value::Object(fields)) => fields
+            .into_iter()
+            .filter(|(name, _)| KEPT_IN_BODY.contains(&name.as_str()))
+            .collect(),
+        _ => serde_json::Map::new(),
+    };
+    Value::Object(kept).to_string()
+}
+
+/// Removes the person from the pings `tie` names: the email and phone hashes they
+/// promised, and of the body all but [`KEPT_IN_BODY`]. Ids, statuses, payouts,
+/// reservations and bids stay (they hold no person). Returns how many pings changed; one
+/// erased before is not counted again.
+pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64> {
+    // Each column has its own index (migration 14).
+    let (sql, value) = match tie {
+        Tie::Lead(id) => ("SELECT id, body FROM pings WHERE lead_id = ?1", id),
+        Tie::EmailHash(hash) => ("SELECT id, body FROM pings WHERE email_sha256 = ?1", hash),
+        Tie::PhoneHash(hash) => ("SELECT id, body FROM pings WHERE phone_sha256 = ?1", hash),
+    };
+    let found: Vec<(String, String)> = conn
+        .prepare_cached(sql)?
+        .query_map([value], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut changed = 0;
+    for (id, body) in found {
+        let erased = erased_body(&body);
+        changed += conn
+            .prepare_cached(
+                "UPDATE pings SET email_sha256 = NULL, phone_sha256 = NULL, body = ?2
+                 WHERE id = ?1
+                   AND (email_sha256 IS NOT NULL OR phone_sha256 IS NOT NULL OR body <> ?2)",
+            )?
+            .execute(params![id, erased])? as u64;
+    }
+    Ok(changed)
+}
+
 /// A ping as stored.
 #[derive(Debug, Clone)]
 pub struct Ping {
@@ -276,6 +336,11 @@ impl Ping {
             "channelId": self.container_id,
             "productId": self.product_id,
             "externalId": self.external_id,
+            // What the partner promised the post will match (gone once the person is
+            // erased, with the body's postal code, city and answers).
+            "emailSha256": self.email_sha256,
+            "phoneSha256": self.phone_sha256,
+            "body": serde_json::from_str::<Value>(&self.body).unwrap_or(Value::Null),
             "status": self.status_at(now).as_str(),
             "reason": self.reason,
             "payout": self.payout_cents.map(crate::money::to_json),
@@ -317,6 +382,40 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
+}
+
+/// The ping whose post made lead `lead_id` (`posted`), if any.
+pub(crate) fn posted_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Ping>> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM pings WHERE lead_id = ?1 AND status = 'posted'"
+    ))?
+    .query_row([lead_id], from_row)
+    .optional()
+}
+
+/// The bids recorded for ping `ping_id` as a decision prices with them: every buyer asked,
+/// and the usable bids with their ids.
+pub(crate) fn known_bids(conn: &Connection, ping_id: &str) -> rusqlite::Result<KnownBids> {
+    let mut known = KnownBids::default();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, buyer_id, outcome, price_cents, bid_id FROM bids WHERE ping_id = ?1",
+    )?;
+    let mut rows = stmt.query([ping_id])?;
+    while let Some(row) = rows.next()? {
+        let buyer_id: String = row.get(1)?;
+        known.asked.insert(buyer_id.clone());
+        if let ("bid", Some(price)) = (row.get_ref(2)?.as_str()?, row.get::<_, Option<i64>>(3)?) {
+            known.prices.insert(buyer_id.clone(), price);
+            known.refs.insert(
+                buyer_id,
+                BidRef {
+                    bid_request_id: row.get(0)?,
+                    bid_id: row.get(4)?,
+                },
+            );
+        }
+    }
+    Ok(known)
 }
 
 /// What `ping list` selects.

@@ -9,7 +9,9 @@
 //! `delivery::transaction` and `ledger` to drop the free-text reasons of the lead's
 //! transactions and refunds, `lifecycle::clawback` those of its cancellation, and
 //! `autodelivery::stored_features` the categories the evaluator took from the person
-//! (answers, postal region) out of the features kept for training. Ids,
+//! (answers, postal region) out of the features kept for training, and `ping::store` the
+//! hashes, postal code, city and answers of the pings tied to the person (the lead's own
+//! ping; by email or phone, every ping that promised its hash). Ids,
 //! times, products, statuses and money stay, so reports and the ledger still add up.
 //!
 //! An erasure runs as small writer jobs of at most [`LEADS_PER_JOB`] leads, so it never
@@ -173,6 +175,7 @@ pub(crate) fn erase_lead(conn: &Connection, lead_id: &str, now: i64) -> rusqlite
     }
     crate::lifecycle::clawback::erase_reasons(conn, lead_id)?;
     crate::autodelivery::stored_features::erase_personal(conn, lead_id)?;
+    crate::ping::store::erase_person(conn, crate::ping::store::Tie::Lead(lead_id))?;
     Ok(counts)
 }
 
@@ -399,6 +402,18 @@ fn erase_step(
     let mut counts = Counts::default();
     for id in &ids {
         counts.add(erase_lead(conn, id, now)?);
+    }
+    // Pings that promised the person's hash, posted or not (a posted one went with its
+    // lead above); a repeat finds none left.
+    let hash = |key: &str| crate::secrets::hash(key);
+    match selector {
+        Selector::Lead(_) => {}
+        Selector::Email(key) => {
+            crate::ping::store::erase_person(conn, crate::ping::store::Tie::EmailHash(&hash(key)))?;
+        }
+        Selector::Phone(key) => {
+            crate::ping::store::erase_person(conn, crate::ping::store::Tie::PhoneHash(&hash(key)))?;
+        }
     }
     log_progress(conn, erasure_id, counts, done.then_some(now))?;
     Ok((counts, done))

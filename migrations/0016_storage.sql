@@ -1,4 +1,4 @@
--- leadrelay schema, migration 14: one index fewer per lead (issue 15, storage per lead).
+-- leadrelay schema, migration 16: one index fewer per lead (issue 15, storage per lead).
 --
 -- `leads_source_created (source_id, created_at)` served two readers: `lead list --source`
 -- (newest first) and the purge's walk of a source's leads in creation order. Migration 9's

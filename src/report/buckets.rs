@@ -1,0 +1,316 @@
+//! The `report_buckets` table: every write to it, and the recount `check` compares it with.
+//!
+//! The owners of leads and transactions call one hook each, in the writer job of their
+//! change: `ingest::store` for every lead it receives ([`leads_received`]: stored, a
+//! duplicate it drops, or leads of the request that failed validation), and
+//! `delivery::transaction` for every write that changes a transaction's state, price or
+//! supplier cost ([`transaction_changed`]: the row moves by the difference between what
+//! the transaction counted for before and after). Nothing else writes the table.
+
+use rusqlite::{Connection, params};
+
+use super::Figures;
+use crate::delivery::transaction::Status;
+
+/// A bucket's length: a quarter hour, in ms. Every time zone's offset is a multiple of it.
+pub(crate) const BUCKET_MS: i64 = 15 * 60 * 1000;
+
+/// The start of the quarter hour holding `at_ms`.
+pub(crate) fn bucket_of(at_ms: i64) -> i64 {
+    at_ms.div_euclid(BUCKET_MS) * BUCKET_MS
+}
+
+/// A bucket row's key: the bucket is the quarter hour of `at_ms`.
+struct Key<'a> {
+    workspace_id: &'a str,
+    at_ms: i64,
+    source_id: &'a str,
+    buyer_id: &'a str,
+    product_id: &'a str,
+}
+
+/// Adds `delta` to the row of `key`, creating it.
+fn add(conn: &Connection, key: &Key, delta: &Figures) -> rusqlite::Result<()> {
+    if delta.is_zero() {
+        return Ok(());
+    }
+    conn.prepare_cached(
+        "INSERT INTO report_buckets (workspace_id, bucket, source_id, buyer_id, product_id,
+            received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
+            paid, revenue_cents, supplier_cost_cents)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+         ON CONFLICT (workspace_id, bucket, source_id, buyer_id, product_id) DO UPDATE SET
+            received = received + excluded.received,
+            accepted = accepted + excluded.accepted,
+            duplicates = duplicates + excluded.duplicates,
+            rejected = rejected + excluded.rejected,
+            dropped = dropped + excluded.dropped,
+            sold = sold + excluded.sold,
+            acknowledged = acknowledged + excluded.acknowledged,
+            returned = returned + excluded.returned,
+            paid = paid + excluded.paid,
+            revenue_cents = revenue_cents + excluded.revenue_cents,
+            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents",
+    )?
+    .execute(params![
+        key.workspace_id,
+        bucket_of(key.at_ms),
+        key.source_id,
+        key.buyer_id,
+        key.product_id,
+        delta.received,
+        delta.accepted,
+        delta.duplicates,
+        delta.rejected,
+        delta.dropped,
+        delta.sold,
+        delta.acknowledged,
+        delta.returned,
+        delta.paid,
+        delta.revenue_cents,
+        delta.supplier_cost_cents,
+    ])?;
+    Ok(())
+}
+
+/// What ingest did with leads it received (a replay of a known `externalId` is not
+/// received again and is not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Received {
+    /// Stored as unique.
+    Accepted,
+    /// Matched an earlier lead and stored for review.
+    DuplicateKept,
+    /// Matched an earlier lead under a `reject` rule: not stored.
+    DuplicateDropped,
+    /// Failed validation: not stored.
+    Invalid,
+}
+
+/// Counts `count` leads of source `source_id` that ingest took as `how` at `at_ms`, under
+/// the product of their first interest (`None`: none, or not known because they failed
+/// validation).
+pub(crate) fn leads_received(
+    conn: &Connection,
+    workspace_id: &str,
+    source_id: &str,
+    product_id: Option<&str>,
+    how: Received,
+    count: i64,
+    at_ms: i64,
+) -> rusqlite::Result<()> {
+    let of = |yes: bool| if yes { count } else { 0 };
+    add(
+        conn,
+        &Key {
+            workspace_id,
+            at_ms,
+            source_id,
+            buyer_id: "",
+            product_id: product_id.unwrap_or(""),
+        },
+        &Figures {
+            received: count,
+            accepted: of(how == Received::Accepted),
+            duplicates: of(matches!(
+                how,
+                Received::DuplicateKept | Received::DuplicateDropped
+            )),
+            rejected: of(how == Received::Invalid),
+            dropped: of(matches!(
+                how,
+                Received::DuplicateDropped | Received::Invalid
+            )),
+            ..Figures::default()
+        },
+    )
+}
+
+/// A transaction as the aggregate counts it: where (its workspace, the quarter hour it was
+/// delivered, its lead's source, buyer and product) and its state and amounts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counted<'a> {
+    pub(crate) workspace_id: &'a str,
+    pub(crate) source_id: &'a str,
+    pub(crate) buyer_id: &'a str,
+    pub(crate) product_id: &'a str,
+    /// When it was delivered (`created_at`).
+    pub(crate) delivered_at: i64,
+    pub(crate) status: Status,
+    pub(crate) buyer_price_cents: i64,
+    pub(crate) supplier_cost_cents: i64,
+}
+
+impl Counted<'_> {
+    /// What one transaction counts for: sold once; acknowledged while it is acknowledged
+    /// or further along (payout pending, paid); returned when the buyer rejected or
+    /// cancelled it; paid when paid. A returned transaction carries neither revenue nor
+    /// supplier cost: the lead's cost moves to the next buyer's transaction of the request
+    /// (`delivery::deliver`), or the supplier's confirmed cancellation takes it back. So
+    /// revenue less supplier cost is the margin of the live transactions, as each
+    /// transaction shows it.
+    fn figures(&self) -> Figures {
+        let returned = !self.status.is_live();
+        Figures {
+            sold: 1,
+            acknowledged: i64::from(matches!(
+                self.status,
+                Status::Acknowledged | Status::PayoutPending | Status::Paid
+            )),
+            returned: i64::from(returned),
+            paid: i64::from(self.status == Status::Paid),
+            revenue_cents: if returned { 0 } else { self.buyer_price_cents },
+            supplier_cost_cents: if returned {
+                0
+            } else {
+                self.supplier_cost_cents
+            },
+            ..Figures::default()
+        }
+    }
+}
+
+/// Moves the aggregate by what a change did to one transaction: `before` is the
+/// transaction as it was (`None` when it is new), `after` as it is now; both count at
+/// `after`'s place (a transaction's place never changes).
+pub(crate) fn transaction_changed(
+    conn: &Connection,
+    before: Option<&Counted>,
+    after: &Counted,
+) -> rusqlite::Result<()> {
+    let was = before.map_or_else(Figures::default, Counted::figures);
+    add(
+        conn,
+        &Key {
+            workspace_id: after.workspace_id,
+            at_ms: after.delivered_at,
+            source_id: after.source_id,
+            buyer_id: after.buyer_id,
+            product_id: after.product_id,
+        },
+        &after.figures().minus(&was),
+    )
+}
+
+/// The bucket rows that differ from a recount of the stored leads and transactions, one
+/// line each (`check`). Leads that were not stored (`dropped`: failed validation, rejected
+/// duplicates) cannot be recounted: the comparison takes them out of `received` and
+/// `duplicates` and leaves `rejected` unchecked.
+pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "WITH kept AS (
+            SELECT workspace_id, bucket, source_id, buyer_id, product_id,
+                   received - dropped AS received, accepted,
+                   duplicates - (dropped - rejected) AS duplicates, sold, acknowledged,
+                   returned, paid, revenue_cents AS revenue, supplier_cost_cents AS cost
+            FROM report_buckets),
+         counted AS (
+            SELECT l.workspace_id, (l.created_at / 900000) * 900000 AS bucket, l.source_id,
+                   '' AS buyer_id,
+                   coalesce((SELECT r.product_id FROM lead_requests r WHERE r.lead_id = l.id
+                             ORDER BY r.position LIMIT 1), '') AS product_id,
+                   count(*) AS received, sum(l.duplicate_status = 'unique') AS accepted,
+                   sum(l.duplicate_status <> 'unique') AS duplicates, 0 AS sold,
+                   0 AS acknowledged, 0 AS returned, 0 AS paid, 0 AS revenue, 0 AS cost
+            FROM leads l GROUP BY 1, 2, 3, 4, 5
+            UNION ALL
+            SELECT t.workspace_id, (t.created_at / 900000) * 900000, l.source_id, t.buyer_id,
+                   t.product_id, 0, 0, 0, count(*),
+                   sum(t.status IN ('acknowledged', 'payout_pending', 'paid')),
+                   sum(t.status IN ('rejected', 'cancelled')), sum(t.status = 'paid'),
+                   sum(CASE WHEN t.status IN ('rejected', 'cancelled') THEN 0
+                       ELSE t.buyer_price_cents END),
+                   sum(CASE WHEN t.status IN ('rejected', 'cancelled') THEN 0
+                       ELSE t.supplier_cost_cents END)
+            FROM transactions t JOIN leads l ON l.id = t.lead_id GROUP BY 1, 2, 3, 4, 5),
+         recount AS (
+            SELECT workspace_id, bucket, source_id, buyer_id, product_id,
+                   sum(received) AS received, sum(accepted) AS accepted,
+                   sum(duplicates) AS duplicates, sum(sold) AS sold,
+                   sum(acknowledged) AS acknowledged, sum(returned) AS returned,
+                   sum(paid) AS paid, sum(revenue) AS revenue, sum(cost) AS cost
+            FROM counted GROUP BY 1, 2, 3, 4, 5)
+         SELECT coalesce(k.workspace_id, c.workspace_id), coalesce(k.bucket, c.bucket),
+                coalesce(k.source_id, c.source_id), coalesce(k.buyer_id, c.buyer_id),
+                coalesce(k.product_id, c.product_id)
+         FROM kept k FULL OUTER JOIN recount c
+           ON c.workspace_id = k.workspace_id AND c.bucket = k.bucket
+              AND c.source_id = k.source_id AND c.buyer_id = k.buyer_id
+              AND c.product_id = k.product_id
+         WHERE coalesce(k.received, 0) <> coalesce(c.received, 0)
+            OR coalesce(k.accepted, 0) <> coalesce(c.accepted, 0)
+            OR coalesce(k.duplicates, 0) <> coalesce(c.duplicates, 0)
+            OR coalesce(k.sold, 0) <> coalesce(c.sold, 0)
+            OR coalesce(k.acknowledged, 0) <> coalesce(c.acknowledged, 0)
+            OR coalesce(k.returned, 0) <> coalesce(c.returned, 0)
+            OR coalesce(k.paid, 0) <> coalesce(c.paid, 0)
+            OR coalesce(k.revenue, 0) <> coalesce(c.revenue, 0)
+            OR coalesce(k.cost, 0) <> coalesce(c.cost, 0)
+         ORDER BY 1, 2, 3, 4, 5",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        let (workspace, bucket, source, buyer, product): (String, i64, String, String, String) = (
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+        );
+        Ok(format!(
+            "report_buckets of workspace '{workspace}', quarter hour {}, source '{source}', \
+             buyer '{buyer}', product '{product}' differ from a recount of the leads and \
+             transactions",
+            crate::clock::iso(bucket)
+        ))
+    })?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_quarter_hours_also_before_1970() {
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(BUCKET_MS - 1), 0);
+        assert_eq!(bucket_of(BUCKET_MS), BUCKET_MS);
+        assert_eq!(bucket_of(-1), -BUCKET_MS);
+    }
+
+    fn counted(status: Status) -> Counted<'static> {
+        Counted {
+            workspace_id: "ws",
+            source_id: "src",
+            buyer_id: "b",
+            product_id: "p",
+            delivered_at: 0,
+            status,
+            buyer_price_cents: 2500,
+            supplier_cost_cents: 400,
+        }
+    }
+
+    #[test]
+    fn what_a_transaction_counts_for_in_each_state() {
+        // (status, acknowledged, returned, paid, revenue, cost)
+        let table = [
+            (Status::Delivered, 0, 0, 0, 2500, 400),
+            (Status::Acknowledged, 1, 0, 0, 2500, 400),
+            (Status::PayoutPending, 1, 0, 0, 2500, 400),
+            (Status::Paid, 1, 0, 1, 2500, 400),
+            (Status::Rejected, 0, 1, 0, 0, 0),
+            (Status::Cancelled, 0, 1, 0, 0, 0),
+        ];
+        assert_eq!(table.len(), Status::ALL.len());
+        for (status, acknowledged, returned, paid, revenue, cost) in table {
+            let f = counted(status).figures();
+            assert_eq!(
+                (f.sold, f.acknowledged, f.returned, f.paid),
+                (1, acknowledged, returned, paid),
+                "{status:?}"
+            );
+            assert_eq!((f.revenue_cents, f.supplier_cost_cents), (revenue, cost));
+        }
+    }
+}
