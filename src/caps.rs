@@ -194,6 +194,32 @@ enum Column {
     Held,
 }
 
+/// The statement that adds `?5` to counter `moved` (`count` or `held`) of buyer `?1` and
+/// product `?2` in the day starting at `?3` and the month starting at `?4`. Per window: the
+/// same as the row's → `moved` adds the change; a newer window → both counters start over
+/// (`moved` at the change, `other` at 0); an older one (a clock that went back) → the row
+/// stays. Never below 0.
+fn upsert(moved: &str, other: &str) -> String {
+    format!(
+        "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_{moved}, month_start,
+            month_{moved})
+         VALUES (?1, ?2, ?3, max(?5, 0), ?4, max(?5, 0))
+         ON CONFLICT (buyer_id, product_id) DO UPDATE SET
+            day_{moved} = CASE WHEN day_start = excluded.day_start THEN max(day_{moved} + ?5, 0)
+                               WHEN day_start < excluded.day_start THEN max(?5, 0)
+                               ELSE day_{moved} END,
+            day_{other} = CASE WHEN day_start < excluded.day_start THEN 0 ELSE day_{other} END,
+            month_{moved} = CASE WHEN month_start = excluded.month_start
+                                     THEN max(month_{moved} + ?5, 0)
+                                 WHEN month_start < excluded.month_start THEN max(?5, 0)
+                                 ELSE month_{moved} END,
+            month_{other} = CASE WHEN month_start < excluded.month_start THEN 0
+                                 ELSE month_{other} END,
+            day_start = max(day_start, excluded.day_start),
+            month_start = max(month_start, excluded.month_start)"
+    )
+}
+
 /// Adds `delta` to the buyer's count or held places for the product in `windows`. A row
 /// whose windows have passed starts the new ones from 0; a change for windows older than
 /// the row's (a clock that went back) leaves the row's alone. Never below 0.
@@ -205,46 +231,11 @@ fn change(
     column: Column,
     delta: i64,
 ) -> rusqlite::Result<()> {
-    // Per window: the same as the row's → the moved counter adds `delta`; a newer window
-    // → both counters start over (the moved one at `delta`, the other at 0); an older one
-    // (a clock that went back) → the row stays.
+    static STATEMENTS: std::sync::LazyLock<[String; 2]> =
+        std::sync::LazyLock::new(|| [upsert("count", "held"), upsert("held", "count")]);
     let sql = match column {
-        Column::Count => {
-            "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start,
-                month_count)
-             VALUES (?1, ?2, ?3, max(?5, 0), ?4, max(?5, 0))
-             ON CONFLICT (buyer_id, product_id) DO UPDATE SET
-                day_count = CASE WHEN day_start = excluded.day_start THEN max(day_count + ?5, 0)
-                                 WHEN day_start < excluded.day_start THEN max(?5, 0)
-                                 ELSE day_count END,
-                day_held = CASE WHEN day_start < excluded.day_start THEN 0 ELSE day_held END,
-                month_count = CASE WHEN month_start = excluded.month_start
-                                       THEN max(month_count + ?5, 0)
-                                   WHEN month_start < excluded.month_start THEN max(?5, 0)
-                                   ELSE month_count END,
-                month_held = CASE WHEN month_start < excluded.month_start THEN 0
-                                  ELSE month_held END,
-                day_start = max(day_start, excluded.day_start),
-                month_start = max(month_start, excluded.month_start)"
-        }
-        Column::Held => {
-            "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_held, month_start,
-                month_held)
-             VALUES (?1, ?2, ?3, max(?5, 0), ?4, max(?5, 0))
-             ON CONFLICT (buyer_id, product_id) DO UPDATE SET
-                day_held = CASE WHEN day_start = excluded.day_start THEN max(day_held + ?5, 0)
-                                WHEN day_start < excluded.day_start THEN max(?5, 0)
-                                ELSE day_held END,
-                day_count = CASE WHEN day_start < excluded.day_start THEN 0 ELSE day_count END,
-                month_held = CASE WHEN month_start = excluded.month_start
-                                      THEN max(month_held + ?5, 0)
-                                  WHEN month_start < excluded.month_start THEN max(?5, 0)
-                                  ELSE month_held END,
-                month_count = CASE WHEN month_start < excluded.month_start THEN 0
-                                   ELSE month_count END,
-                day_start = max(day_start, excluded.day_start),
-                month_start = max(month_start, excluded.month_start)"
-        }
+        Column::Count => &STATEMENTS[0],
+        Column::Held => &STATEMENTS[1],
     };
     conn.prepare_cached(sql)?.execute(rusqlite::params![
         buyer_id,

@@ -624,6 +624,26 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "the constant list of the lead columns a stored body is compressed against",
     ),
     (
+        "src/caps.rs",
+        "moved",
+        "a counter's column suffix, `count` or `held`, from the two constant calls in `change`",
+    ),
+    (
+        "src/caps.rs",
+        "other",
+        "a counter's column suffix, `held` or `count`, from the two constant calls in `change`",
+    ),
+    (
+        "src/ingest/view.rs",
+        "quality.as_str()",
+        "a quality status name from the enum's constant spelling (`QualityStatus::ALL`), as a literal so each status pair's range of `leads_source_mix` is one index search",
+    ),
+    (
+        "src/ingest/view.rs",
+        "duplicate.as_str()",
+        "a duplicate status name from the enum's constant spelling (unique or review), as a literal like the quality status beside it",
+    ),
+    (
         "src/report/mod.rs",
         "list",
         "the group-by columns a report needs, chosen from a constant list by its dimensions",

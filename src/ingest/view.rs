@@ -8,7 +8,9 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Map, Value, json};
 
+use super::dedupe::DuplicateStatus;
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
+use super::quality::QualityStatus;
 use super::{body, normalize};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
@@ -215,6 +217,18 @@ impl From<rusqlite::Error> for ViewError {
     }
 }
 
+/// The statuses a stored lead can have, (quality, duplicate) pairs (a duplicate the rule
+/// rejects is not stored; both are written once, at ingest). The `leads_source_mix` index
+/// `(source_id, quality_status, duplicate_status, created_at)` holds one range of a
+/// source's leads in creation order per pair: how a source's leads are walked by time
+/// (`lead list --source`, a purge) without an index of their own.
+pub(crate) fn stored_statuses() -> impl Iterator<Item = (QualityStatus, DuplicateStatus)> {
+    QualityStatus::ALL.iter().flat_map(|&quality| {
+        [DuplicateStatus::Unique, DuplicateStatus::Review]
+            .map(move |duplicate| (quality, duplicate))
+    })
+}
+
 /// Newest leads first, of one source or of all, at most `limit`.
 pub(crate) fn list(
     conn: &Connection,
@@ -223,11 +237,29 @@ pub(crate) fn list(
 ) -> rusqlite::Result<Vec<StoredLead>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     // Rows are inserted by the one writer in creation order, so the rowid breaks ties of
-    // the same millisecond; by source, the (source_id, created_at) index (which ends in the
-    // rowid) gives the order, without one the table itself does.
+    // the same millisecond. Without a source the table itself gives the order; by source,
+    // each range of `leads_source_mix` (one per stored statuses, ending in the time and the
+    // rowid) gives its newest `limit`, and only those are sorted.
     let (filter, order) = match source_id {
-        Some(_) => ("WHERE l.source_id = ?1", "l.created_at DESC, l.rowid DESC"),
-        None => ("WHERE ?1 IS NULL", "l.rowid DESC"),
+        Some(_) => {
+            let newest = stored_statuses()
+                .map(|(quality, duplicate)| {
+                    format!(
+                        "SELECT * FROM (SELECT rowid FROM leads WHERE source_id = ?1 \
+                         AND quality_status = '{}' AND duplicate_status = '{}' \
+                         ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
+                        quality.as_str(),
+                        duplicate.as_str()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" UNION ALL ");
+            (
+                format!("WHERE l.rowid IN ({newest})"),
+                "l.created_at DESC, l.rowid DESC",
+            )
+        }
+        None => ("WHERE ?1 IS NULL".to_string(), "l.rowid DESC"),
     };
     let mut stmt = conn.prepare(&format!(
         "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id

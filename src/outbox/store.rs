@@ -18,7 +18,7 @@ use crate::delivery::transaction::{self, DeliveryStatus};
 
 stored_enum! {
     /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
-    pub(crate) enum EventStatus as "outbox event status" {
+    pub enum EventStatus as "outbox event status" {
         Pending = "pending",
         Delivered = "delivered",
         Failed = "failed",
@@ -27,15 +27,15 @@ stored_enum! {
 
 stored_enum! {
     /// What an event tells its buyer.
-    pub(crate) enum EventKind as "outbox event kind" {
+    pub enum EventKind as "outbox event kind" {
         LeadDelivered = "lead.delivered",
     }
 }
 
 /// The longest response excerpt kept per attempt.
-pub(crate) const EXCERPT_LIMIT: usize = 1024;
+pub const EXCERPT_LIMIT: usize = 1024;
 
-pub(crate) struct NewEvent<'a> {
+pub struct NewEvent<'a> {
     pub transaction_id: &'a str,
     pub buyer_id: &'a str,
     /// The buyer's webhook URL when the event was made (each attempt records the URL it
@@ -46,7 +46,7 @@ pub(crate) struct NewEvent<'a> {
 }
 
 /// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
-pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+pub fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
     let id = crate::ids::new("evt");
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
@@ -68,7 +68,7 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
 
 /// A due event taken by a claim, with what sending it needs.
 #[derive(Debug, Clone)]
-pub(crate) struct Claimed {
+pub struct Claimed {
     pub id: String,
     pub buyer_id: String,
     pub url: String,
@@ -92,7 +92,7 @@ pub(crate) struct Claimed {
 
 /// A mapped buyer's integration as a claim carries it.
 #[derive(Debug, Clone)]
-pub(crate) struct BuyerIntegration {
+pub struct BuyerIntegration {
     /// The stored document (checked when it was set).
     pub document: String,
     /// The buyer's integration secrets by name.
@@ -102,31 +102,36 @@ pub(crate) struct BuyerIntegration {
 /// A buyer with pending events: when the earliest falls due (an event in flight is not due
 /// before its lease ends), and its endpoint's breaker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DueBuyer {
+pub struct DueBuyer {
     pub buyer_id: String,
     pub next_due: i64,
     pub unhealthy: bool,
     pub next_probe_at: Option<i64>,
 }
 
-/// Every buyer with pending events, by id. One index seek per such buyer (a skip scan of
-/// `outbox_buyer_due`), however many events wait.
-pub(crate) fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
-    let mut stmt = conn.prepare_cached(
-        "WITH RECURSIVE buyer(id) AS (
-             SELECT (SELECT min(buyer_id) FROM outbox_events WHERE status = 'pending')
-             UNION ALL
-             SELECT (SELECT min(buyer_id) FROM outbox_events
-                     WHERE status = 'pending' AND buyer_id > buyer.id)
-             FROM buyer WHERE buyer.id IS NOT NULL
-         )
-         SELECT buyer.id,
-                (SELECT min(next_attempt_at) FROM outbox_events
-                 WHERE status = 'pending' AND buyer_id = buyer.id),
-                h.state = 'unhealthy', h.next_probe_at
-         FROM buyer LEFT JOIN buyer_health h ON h.buyer_id = buyer.id
-         WHERE buyer.id IS NOT NULL",
-    )?;
+/// Every buyer with pending events, by id, with the earliest due time and the breaker: a
+/// skip scan of `outbox_buyer_due`, two index seeks per such buyer however many events
+/// wait. The index is named: without statistics SQLite would take `outbox_status_created`
+/// for `status = 'pending'` and read every pending event at each step (with a backlog of
+/// 10,000 events that was most of the outbox's database time; `bench/conditions.sh`).
+const DUE_BUYERS: &str = "WITH RECURSIVE buyer(id) AS (
+        SELECT (SELECT min(buyer_id) FROM outbox_events INDEXED BY outbox_buyer_due
+                WHERE status = 'pending')
+        UNION ALL
+        SELECT (SELECT min(buyer_id) FROM outbox_events INDEXED BY outbox_buyer_due
+                WHERE status = 'pending' AND buyer_id > buyer.id)
+        FROM buyer WHERE buyer.id IS NOT NULL
+    )
+    SELECT buyer.id,
+           (SELECT min(next_attempt_at) FROM outbox_events INDEXED BY outbox_buyer_due
+            WHERE status = 'pending' AND buyer_id = buyer.id),
+           h.state = 'unhealthy', h.next_probe_at
+    FROM buyer LEFT JOIN buyer_health h ON h.buyer_id = buyer.id
+    WHERE buyer.id IS NOT NULL";
+
+/// Every buyer with pending events, by id ([`DUE_BUYERS`]).
+pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
+    let mut stmt = conn.prepare_cached(DUE_BUYERS)?;
     let rows = stmt.query_map([], |row| {
         Ok(DueBuyer {
             buyer_id: row.get(0)?,
@@ -138,6 +143,31 @@ pub(crate) fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
     rows.collect()
 }
 
+/// The columns a claim reads, from an event `e`, its buyer `b` and the request `r` that
+/// caused it.
+macro_rules! claim_select {
+    ($where:literal) => {
+        concat!(
+            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                    CASE WHEN b.previous_signing_valid_until > ?2
+                         THEN b.previous_signing_secret END,
+                    r.request_id, b.integration
+             FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+             LEFT JOIN transactions t ON t.id = e.transaction_id
+             LEFT JOIN lead_requests r ON r.id = t.lead_request_id
+             WHERE e.status = 'pending' AND e.buyer_id = ?1 AND ",
+            $where,
+            " ORDER BY e.next_attempt_at"
+        )
+    };
+}
+
+/// A buyer's events due at `?2`, oldest due first.
+const CLAIM_DUE: &str = claim_select!("e.next_attempt_at <= ?2");
+
+/// A buyer's events not in flight at `?2`, due or not, oldest due first (a probe).
+const CLAIM_PROBE: &str = claim_select!("(e.lease_until IS NULL OR e.lease_until <= ?2)");
+
 /// Claims up to `limit` of `buyer_id`'s events that are due at `now`, oldest due first,
 /// leasing them until `lease_until`. The claim moves each event's due time to the end of
 /// its lease: while it is in flight it is not due, and if its sender dies it is due again
@@ -145,7 +175,12 @@ pub(crate) fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
 ///
 /// A `probe` (of an unhealthy endpoint, whose events' own schedules wait for it) takes the
 /// earliest due of the buyer's events that is not in flight, due or not.
-pub(crate) fn claim_for_buyer(
+///
+/// The statements have no `LIMIT ?`: SQLite plans a bound LIMIT by its value, so each new
+/// value would compile the statement again (every claim, as the number of free places
+/// changes). The rows come in `outbox_buyer_due` order, so reading only `limit` of them
+/// costs the same as the LIMIT did.
+pub fn claim_for_buyer(
     conn: &Connection,
     buyer_id: &str,
     now: i64,
@@ -153,33 +188,10 @@ pub(crate) fn claim_for_buyer(
     limit: usize,
     probe: bool,
 ) -> rusqlite::Result<Vec<Claimed>> {
-    let sql = if probe {
-        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
-                CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END,
-                r.request_id, b.integration
-         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
-         LEFT JOIN transactions t ON t.id = e.transaction_id
-         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
-         WHERE e.status = 'pending' AND e.buyer_id = ?1
-           AND (e.lease_until IS NULL OR e.lease_until <= ?2)
-         ORDER BY e.next_attempt_at
-         LIMIT ?3"
-    } else {
-        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
-                CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END,
-                r.request_id, b.integration
-         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
-         LEFT JOIN transactions t ON t.id = e.transaction_id
-         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
-         WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
-         ORDER BY e.next_attempt_at
-         LIMIT ?3"
-    };
+    let sql = if probe { CLAIM_PROBE } else { CLAIM_DUE };
     let mut candidates: Vec<Claimed> = conn
         .prepare_cached(sql)?
-        .query_map(params![buyer_id, now, limit as i64], |row| {
+        .query_map(params![buyer_id, now], |row| {
             Ok(Claimed {
                 id: row.get(0)?,
                 buyer_id: row.get(1)?,
@@ -198,6 +210,7 @@ pub(crate) fn claim_for_buyer(
                 }),
             })
         })?
+        .take(limit)
         .collect::<Result<_, _>>()?;
     // One buyer per claim: its secrets are read once, when its integration sends any.
     if candidates.iter().any(|c| c.integration.is_some()) {
@@ -218,11 +231,7 @@ pub(crate) fn claim_for_buyer(
 
 /// Extends the leases of events still in flight here, so no claim elsewhere takes them
 /// while this process still owns them.
-pub(crate) fn renew(
-    conn: &Connection,
-    held: &[(String, i64)],
-    lease_until: i64,
-) -> rusqlite::Result<()> {
+pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -236,7 +245,7 @@ pub(crate) fn renew(
 /// Makes the buyer's waiting events due now (its endpoint answers again after being
 /// unhealthy: what failed while it was down goes out at once, not hours later on its own
 /// schedule). Events in flight are left alone; each keeps its place in its schedule.
-pub(crate) fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
     conn.prepare_cached(
         "UPDATE outbox_events SET next_attempt_at = ?2
          WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
@@ -246,7 +255,7 @@ pub(crate) fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::
 }
 
 /// Gives up claims that were never sent (shutdown), so the events are due again at once.
-pub(crate) fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
+pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -259,7 +268,7 @@ pub(crate) fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> ru
 
 /// How the buyer's system answered one attempt, as the sender judged it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// A 2xx; the partner's own id for the transaction when the body named one.
     Delivered { partner_external_id: Option<String> },
     /// 408, 429, 5xx, a timeout or a connection error; the buyer's `Retry-After` if given.
@@ -274,7 +283,7 @@ pub(crate) enum Verdict {
 
 /// One attempt, ready to record.
 #[derive(Debug, Clone)]
-pub(crate) struct Attempt {
+pub struct Attempt {
     pub event_id: String,
     pub buyer_id: String,
     pub claim: i64,
@@ -296,7 +305,7 @@ pub(crate) struct Attempt {
 
 stored_enum! {
     /// What recording an attempt did to its event (`outbox_attempts.outcome`).
-    pub(crate) enum Outcome as "attempt outcome" {
+    pub enum Outcome as "attempt outcome" {
         Delivered = "delivered",
         /// Due again later.
         Retry = "retry",
@@ -309,7 +318,7 @@ stored_enum! {
 /// A refusal recorded on a pending event: what the transaction's owner and the waterfall
 /// do next, in the same job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     pub transaction_id: String,
     pub buyer_id: String,
     pub reason: String,
@@ -320,10 +329,8 @@ pub(crate) struct Refusal {
 /// Records an attempt and moves its event: delivered after a 2xx (whatever claim made it:
 /// the buyer has it); due again on the schedule or failed otherwise, but only when the
 /// attempt's claim is still the event's latest (a stale sender's error must not reschedule
-/// an event another claim owns now). The worker calls [`record_attempt`]; the unit tests
-/// need only the outcome.
-#[cfg(test)]
-pub(crate) fn record(
+/// an event another claim owns now).
+pub fn record(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
@@ -332,10 +339,9 @@ pub(crate) fn record(
     Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
 }
 
-/// Records an attempt and moves its event as `record` says, also returning the refusal a
-/// refused attempt of the event's latest claim made, for the caller to apply to the
-/// transaction in the same job.
-pub(crate) fn record_attempt(
+/// [`record`], also returning the refusal a refused attempt of the event's latest claim
+/// made, for the caller to apply to the transaction in the same job.
+pub fn record_attempt(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
@@ -498,7 +504,7 @@ fn mark_failed(
 
 /// How the outbox stands, for `GET /api/health` and `GET /metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Figures {
+pub struct Figures {
     pub pending: i64,
     pub failed: i64,
     /// When the oldest pending event was made; `None` when nothing is pending.
@@ -507,7 +513,7 @@ pub(crate) struct Figures {
 
 /// Counts pending and failed events and finds the oldest pending one (three lookups on
 /// `outbox_status_created`).
-pub(crate) fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
+pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
     conn.prepare_cached(
         "SELECT
             (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
@@ -525,11 +531,22 @@ pub(crate) fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
 
 /// Why an operator command on an event was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OutboxError {
+pub enum OutboxError {
     #[error("unknown event '{0}'")]
     NotFound(String),
     #[error("event '{0}' was delivered already; there is nothing to retry")]
     AlreadyDelivered(String),
+    /// The sale was taken back (the buyer's API refused it, the buyer rejected it, the
+    /// operator voided it): sending the lead again would hand it over for nothing.
+    #[error(
+        "event '{id}' is of transaction '{transaction_id}', which is {status}; a sale taken \
+         back is not sent again"
+    )]
+    TransactionEnded {
+        id: String,
+        transaction_id: String,
+        status: transaction::Status,
+    },
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -542,7 +559,7 @@ impl From<rusqlite::Error> for OutboxError {
 
 /// An event as the operator sees it.
 #[derive(Debug, Clone)]
-pub(crate) struct Event {
+pub struct Event {
     pub id: String,
     pub kind: EventKind,
     pub transaction_id: Option<String>,
@@ -581,7 +598,7 @@ fn event_from_row(row: &Row) -> rusqlite::Result<Event> {
 
 impl Event {
     /// The summary shown by `outbox list` (without the body).
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let pending = self.status == EventStatus::Pending;
         json!({
             "id": self.id,
@@ -602,7 +619,7 @@ impl Event {
     }
 }
 
-pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
     conn.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE id = ?1"
     ))?
@@ -611,7 +628,7 @@ pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event
 }
 
 /// Events, newest first, optionally of one status.
-pub(crate) fn list(
+pub fn list(
     conn: &Connection,
     status: Option<EventStatus>,
     limit: i64,
@@ -626,10 +643,7 @@ pub(crate) fn list(
 }
 
 /// The events of one transaction, oldest first.
-pub(crate) fn of_transaction(
-    conn: &Connection,
-    transaction_id: &str,
-) -> rusqlite::Result<Vec<Event>> {
+pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<Event>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE transaction_id = ?1
          ORDER BY created_at, id"
@@ -640,7 +654,7 @@ pub(crate) fn of_transaction(
 
 /// The body of the latest event buyer `buyer_id` got for lead `lead_id` (a preview shows
 /// exactly what was sent).
-pub(crate) fn latest_payload(
+pub fn latest_payload(
     conn: &Connection,
     lead_id: &str,
     buyer_id: &str,
@@ -656,7 +670,7 @@ pub(crate) fn latest_payload(
 
 /// One recorded attempt.
 #[derive(Debug, Clone)]
-pub(crate) struct AttemptRecord {
+pub struct AttemptRecord {
     pub attempt: i64,
     pub url: String,
     pub started_at: i64,
@@ -670,7 +684,7 @@ pub(crate) struct AttemptRecord {
 }
 
 impl AttemptRecord {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "attempt": self.attempt,
             "at": crate::clock::iso(self.started_at),
@@ -686,7 +700,7 @@ impl AttemptRecord {
 }
 
 /// Every attempt of an event, in order.
-pub(crate) fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
+pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
             outcome, request
@@ -711,31 +725,33 @@ pub(crate) fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Ve
 }
 
 /// Makes a failed or pending event due now. A failed event starts the retry schedule
-/// again; its transaction's delivery status goes back to pending.
-pub(crate) fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
+/// again; its transaction's delivery status goes back to pending. Refused for an event of
+/// a sale taken back ([`requeue`]).
+pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
     if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.to_string()));
     }
-    conn.prepare_cached(
-        "UPDATE outbox_events
-         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
-             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
-         WHERE id = ?1",
-    )?
-    .execute(params![id, now])?;
-    if let Some(txn) = &event.transaction_id {
-        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    if let Requeued::TakenBack {
+        transaction_id,
+        status,
+    } = requeue(conn, id, event.status, event.transaction_id.as_deref(), now)?
+    {
+        return Err(OutboxError::TransactionEnded {
+            id: event.id,
+            transaction_id,
+            status,
+        });
     }
     find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
 }
 
 /// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
 /// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
-/// narrows (`None`: both). A failed event starts the retry schedule again and its
-/// transaction's delivery status goes back to pending. Returns how many events it retried
-/// and the last id it looked at (`None` when there were none: the caller is done).
-pub(crate) fn retry_buyer(
+/// narrows (`None`: both), as [`retry`] does each of them: the events of a sale taken back
+/// stay as they are. Returns how many events it retried and the last id it looked at
+/// (`None` when there were none: the caller is done).
+pub fn retry_buyer(
     conn: &Connection,
     buyer_id: &str,
     status: Option<EventStatus>,
@@ -756,31 +772,69 @@ pub(crate) fn retry_buyer(
         .collect::<Result<_, _>>()?;
     let last = found.last().map(|(id, ..)| id.clone());
     let mut retried = 0;
-    let mut update = conn.prepare_cached(
-        "UPDATE outbox_events
-         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
-             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
-         WHERE id = ?1",
-    )?;
     for (id, event_status, lease_until, transaction_id) in &found {
         // An event in flight is being tried already; making it due would send it twice.
         if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
             continue;
         }
-        update.execute(params![id, now])?;
-        if *event_status == EventStatus::Failed
-            && let Some(txn) = transaction_id
-        {
-            transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+        let requeued = requeue(conn, id, *event_status, transaction_id.as_deref(), now)?;
+        if matches!(requeued, Requeued::Due) {
+            retried += 1;
         }
-        retried += 1;
     }
     Ok((retried, last))
 }
 
+/// What [`requeue`] did.
+#[derive(Debug)]
+enum Requeued {
+    Due,
+    /// Left as it was: its transaction was rejected or cancelled (`status`).
+    TakenBack {
+        transaction_id: String,
+        status: transaction::Status,
+    },
+}
+
+/// Makes event `id` (now `status`, of `transaction_id`) due now, the one way an operator's
+/// retry (by id or in bulk) brings an event back, unless its sale was taken back: the
+/// buyer's API refused it, the buyer rejected it or the operator voided it, and sending the
+/// lead again would hand it over for nothing (the event stays failed, its transaction
+/// untouched). A failed event starts the retry schedule again and its transaction's
+/// delivery status goes back to pending.
+fn requeue(
+    conn: &Connection,
+    id: &str,
+    status: EventStatus,
+    transaction_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<Requeued> {
+    if let Some(txn) = transaction_id
+        && let Some(ended) = transaction::find(conn, txn)?.filter(|t| !t.status.is_live())
+    {
+        return Ok(Requeued::TakenBack {
+            transaction_id: ended.id,
+            status: ended.status,
+        });
+    }
+    conn.prepare_cached(
+        "UPDATE outbox_events
+         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
+             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, now])?;
+    if status == EventStatus::Failed
+        && let Some(txn) = transaction_id
+    {
+        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    }
+    Ok(Requeued::Due)
+}
+
 /// Gives up a pending event for good (its transaction was voided): it is marked failed
 /// with `reason`, and an attempt under way that still gets its 2xx marks it delivered.
-pub(crate) fn cancel_pending(
+pub fn cancel_pending(
     conn: &Connection,
     transaction_id: &str,
     reason: &str,

@@ -2,8 +2,8 @@
 //! 180d`) become tombstones, the same as an erasure. `serve` runs [`run_retention`] at start
 //! and then once an hour; `leadrelay purge --older-than` runs [`purge`] by hand.
 //!
-//! A purge walks each source's leads in creation order on the `leads_source_created`
-//! index, from where the workspace's last finished purge stopped (its log row's `cutoff`:
+//! A purge walks each source's leads in creation order, one range of the
+//! `leads_source_mix` index per stored statuses (`ingest::erase::stored_statuses`), from where the workspace's last finished purge stopped (its log row's `cutoff`:
 //! everything created before it is a tombstone) up to the cutoff, in writer jobs of at most
 //! [`PURGE_LEADS_PER_JOB`] leads, pausing between jobs [`PAUSE_FACTOR`] times as long as
 //! the job took, so the purge has the writer at most a fifth of the time and an ingest job
@@ -23,6 +23,8 @@ use rusqlite::Connection;
 
 use super::{Counts, NewLogRow, PrivacyError, erase_lead, log_progress, log_start};
 use crate::db::Db;
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 
 /// How many index entries (tombstones included) one purge job may walk.
 const WALK_PER_JOB: usize = 1_000;
@@ -277,7 +279,10 @@ fn purge_workspace(
         return Ok(report);
     }
     let mut log_id: Option<String> = None;
-    for source in sources {
+    let ranges = sources.iter().flat_map(|source| {
+        crate::ingest::erase::stored_statuses().map(move |statuses| (source, statuses))
+    });
+    for (source, statuses) in ranges {
         // Just before `from`: the walk starts at the first lead created at `from`.
         let mut after = (from.saturating_sub(1), i64::MAX);
         loop {
@@ -289,7 +294,7 @@ fn purge_workspace(
                 let trigger = trigger.clone();
                 move |conn| {
                     let now = crate::clock::now_ms();
-                    let walked = purge_step(conn, &source, after, cutoff, now)?;
+                    let walked = purge_step(conn, &source, statuses, after, cutoff, now)?;
                     let mut log_id = log_id;
                     if walked.counts.leads > 0 && log_id.is_none() {
                         log_id = Some(log_start(
@@ -347,21 +352,23 @@ struct LeadsWalked {
     counts: Counts,
     /// The position of the last lead walked: the next job starts after it.
     last: Option<(i64, i64)>,
-    /// Whether the source has nothing more before the cutoff.
+    /// Whether the range has nothing more before the cutoff.
     exhausted: bool,
 }
 
-/// One purge job on one source: the next leads after `after` created before `cutoff`
-/// (at most [`WALK_PER_JOB`] walked, [`PURGE_LEADS_PER_JOB`] erased).
+/// One purge job on one range of a source (its leads with `statuses`): the next leads
+/// after `after` created before `cutoff` (at most [`WALK_PER_JOB`] walked,
+/// [`PURGE_LEADS_PER_JOB`] erased).
 fn purge_step(
     conn: &Connection,
     source_id: &str,
+    statuses: (QualityStatus, DuplicateStatus),
     after: (i64, i64),
     cutoff: i64,
     now: i64,
 ) -> rusqlite::Result<LeadsWalked> {
     let candidates =
-        crate::ingest::erase::older_than(conn, source_id, after, cutoff, WALK_PER_JOB)?;
+        crate::ingest::erase::older_than(conn, source_id, statuses, after, cutoff, WALK_PER_JOB)?;
     let mut walked = LeadsWalked {
         exhausted: candidates.len() < WALK_PER_JOB,
         ..LeadsWalked::default()
