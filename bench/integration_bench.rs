@@ -85,8 +85,12 @@ fn buyer_id(n: usize) -> String {
 
 /// The workspace, channel, source, product and one subscribed buyer per URL, each with
 /// the integration of `kind`.
-fn configure(db: &Db, urls: Vec<String>, kind: &str) {
-    let kind = kind.to_string();
+fn configure(db: &Db, path: &std::path::Path, urls: Vec<String>, kind: &str) {
+    let documents: Vec<(String, serde_json::Value)> = urls
+        .iter()
+        .enumerate()
+        .filter_map(|(n, url)| Some((buyer_id(n), document(kind, url)?)))
+        .collect();
     db.write_blocking(move |conn| {
         workspace::create(
             conn,
@@ -174,25 +178,42 @@ fn configure(db: &Db, urls: Vec<String>, kind: &str) {
                     schedule: None,
                 },
             )?;
-            if let Some(document) = document(&kind, url) {
-                let set = |e: leadrelay::integration::IntegrationError| {
-                    anyhow::anyhow!("integration of {id}: {e}")
-                };
-                leadrelay::integration::store::set(conn, &id, &document.to_string())
-                    .map_err(set)?;
-                leadrelay::integration::store::set_secret(
-                    conn,
-                    &id,
-                    "crm-key",
-                    "crm-key-0123456789abcdef",
-                    leadrelay::clock::now_ms(),
-                )
-                .map_err(set)?;
-            }
         }
         Ok::<_, anyhow::Error>(())
     })
-    .expect("the bench configuration is written")
+    .expect("the bench configuration is written");
+    for (id, document) in documents {
+        set_integration(path, &id, &document);
+    }
+}
+
+/// Sets a buyer's integration and its secret the way an operator does: with the CLI.
+fn set_integration(path: &std::path::Path, id: &str, document: &serde_json::Value) {
+    let file = path.with_file_name(format!("{id}-integration.json"));
+    std::fs::write(&file, document.to_string()).expect("the integration file is written");
+    let db = path.to_str().expect("a UTF-8 temp path");
+    let file = file.to_str().expect("a UTF-8 temp path");
+    for args in [
+        vec!["buyer", "integration", "set", id, "--file", file],
+        vec![
+            "buyer",
+            "integration",
+            "secret",
+            id,
+            "crm-key",
+            "--value",
+            "crm-key-0123456789abcdef",
+        ],
+    ] {
+        let args: Vec<std::ffi::OsString> = ["leadrelay", "--db", db]
+            .into_iter()
+            .chain(args)
+            .map(Into::into)
+            .collect();
+        let cli = leadrelay::cli::parse_from(&args).expect("the bench's CLI arguments parse");
+        let code = leadrelay::cli::run(cli).expect("the integration is set");
+        assert_eq!(code, std::process::ExitCode::SUCCESS, "{args:?}");
+    }
 }
 
 /// Writes `count` leads with one request each; the request ids.
@@ -339,6 +360,7 @@ fn run(settings: &Settings, kind: &str, delay: Duration) {
     let receivers = Receivers::start(vec![Behaviour::Delay(delay); settings.buyers], 2);
     configure(
         &db,
+        &dir.path().join("bench.db"),
         (0..settings.buyers).map(|n| receivers.url(n)).collect(),
         kind,
     );
