@@ -625,7 +625,11 @@ fn purge_deletes_old_pings_never_posted_with_their_bids_and_keeps_the_others() {
     assert_eq!(young["pings"], 0, "{young}");
     let dry = lr(db, "purge --older-than 1ms --dry-run").json();
     assert_eq!(dry["pings"], 2, "the released and the rejected: {dry}");
-    assert_eq!(shown(&released)["status"], "released", "a dry run keeps them");
+    assert_eq!(
+        shown(&released)["status"],
+        "released",
+        "a dry run keeps them"
+    );
 
     let purged = lr(db, "purge --older-than 1ms").json();
     assert_eq!(purged["pings"], 2, "{purged}");
@@ -635,11 +639,9 @@ fn purge_deletes_old_pings_never_posted_with_their_bids_and_keeps_the_others() {
             .fails(1)
             .stderr_contains(gone.as_str());
     }
-    let conn = rusqlite::Connection::open_with_flags(
-        &db.path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap();
+    let conn =
+        rusqlite::Connection::open_with_flags(&db.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
     let left = |sql: &str| -> i64 {
         conn.query_row(sql, [&released, &rejected], |row| row.get(0))
             .unwrap()
@@ -656,7 +658,10 @@ fn purge_deletes_old_pings_never_posted_with_their_bids_and_keeps_the_others() {
     // The posted one stays with its lead's tombstone; the pending one with its place.
     let kept = shown(&posted);
     assert_eq!(kept["status"], "posted", "{kept}");
-    assert!(kept["emailSha256"].is_null(), "tombstoned with its lead: {kept}");
+    assert!(
+        kept["emailSha256"].is_null(),
+        "tombstoned with its lead: {kept}"
+    );
     assert_eq!(shown(&pending)["status"], "accepted");
     assert_eq!(lr(db, "purge --older-than 1ms").json()["pings"], 0);
     lr(db, "check").json();
