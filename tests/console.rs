@@ -550,6 +550,11 @@ fn row_cells<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
         .split(marker)
         .nth(1)
         .unwrap_or_else(|| panic!("{marker}"));
+    cells_of(row)
+}
+
+/// The cells of the table row `row` starts with.
+fn cells_of(row: &str) -> Vec<&str> {
     row.split("</tr>")
         .next()
         .unwrap()
@@ -562,22 +567,47 @@ fn row_cells<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The lifecycle secret of buyer `b` of [`start_with_b`].
+const B_SECRET: &str = "buyer-secret-of-b-0123456789";
+
+/// A console server with [`setup`]'s source and a buyer `b` of solar at 30 posting to the
+/// receiver returned (kept while the test runs), whose lifecycle secret is [`B_SECRET`].
+fn start_with_b() -> (TestServer, Receiver) {
+    let server = start();
+    let receiver = Receiver::start();
+    setup(&server.db.path);
+    buyer(
+        &server.db.path,
+        "b",
+        &receiver.url("/b"),
+        Some("30"),
+        ["--secret", B_SECRET],
+    );
+    (server, receiver)
+}
+
+/// Delivers each request to buyer `b` (whose lifecycle secret is `secret`) at its price,
+/// and has `b` answer with its status.
+fn sell_to_b(server: &TestServer, secret: &str, sales: &[(&String, &str, &str)]) {
+    for (request, price, status) in sales {
+        let sold = deliver(&server.db.path, request, "b", Some(price));
+        let txn = sold["transactionId"].as_str().unwrap();
+        let reply = server
+            .post("/api/webhooks/partner-confirmation")
+            .secret(secret)
+            .json(&json!({"transactionId": txn, "status": status}))
+            .send();
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+}
+
 /// Each figure counts every status, duplicate verdict and quality apart: three sales (two
 /// acknowledged, one rejected by the buyer), a duplicate, a suspect and an invalid lead.
 #[test]
 fn the_figures_count_each_status_duplicate_and_quality() {
-    let server = start();
+    let (server, _receiver) = start_with_b();
     let db = &server.db.path;
-    let receiver = Receiver::start();
-    setup(db);
-    let secret = "buyer-secret-of-b-0123456789";
-    buyer(
-        db,
-        "b",
-        &receiver.url("/b"),
-        Some("30"),
-        ["--secret", secret],
-    );
+    let secret = B_SECRET;
     let (_, first) = lead_request(&server, &simple_lead(1));
     let (_, second) = lead_request(&server, &simple_lead(2));
     let (duplicate, third) = lead_request(&server, &simple_lead(1));
@@ -597,16 +627,7 @@ fn the_figures_count_each_status_duplicate_and_quality() {
         (&second, "20", "rejected"),
         (&third, "30", "acknowledged"),
     ];
-    for (request, price, status) in sales {
-        let sold = deliver(db, request, "b", Some(price));
-        let txn = sold["transactionId"].as_str().unwrap();
-        let reply = server
-            .post("/api/webhooks/partner-confirmation")
-            .secret(secret)
-            .json(&json!({"transactionId": txn, "status": status}))
-            .send();
-        assert_eq!(reply.status, 200, "{}", reply.text);
-    }
+    sell_to_b(&server, secret, &sales);
     let cookie = login(&server);
 
     let overview = get(&server, "/", &cookie).text;
@@ -770,18 +791,8 @@ fn report_table(page: &str) -> (Vec<Vec<String>>, Vec<String>) {
         .nth(1)
         .unwrap_or_else(|| panic!("a report table: {page}"));
     let table = table.split("</table>").next().unwrap();
-    let cells = |row: &str| -> Vec<String> {
-        row.split("</tr>")
-            .next()
-            .unwrap()
-            .split("<td")
-            .skip(1)
-            .map(|cell| {
-                let cell = cell.split_once('>').unwrap().1;
-                cell.split("</td>").next().unwrap().to_string()
-            })
-            .collect()
-    };
+    let cells =
+        |row: &str| -> Vec<String> { cells_of(row).into_iter().map(String::from).collect() };
     let rows = table
         .split("<tr class=\"row\">")
         .skip(1)
@@ -801,19 +812,10 @@ fn report_table(page: &str) -> (Vec<Vec<String>>, Vec<String>) {
 /// query, with the names as text, and `/reports.csv` is `report --csv` byte for byte.
 #[test]
 fn the_reports_page_and_csv_are_the_cli_report() {
-    let server = start();
+    let (server, _receiver) = start_with_b();
     let db = &server.db.path;
-    let receiver = Receiver::start();
-    setup(db);
+    let secret = B_SECRET;
     lr(db, "source update src --name").arg(SCRIPT).json();
-    let secret = "buyer-secret-of-b-0123456789";
-    buyer(
-        db,
-        "b",
-        &receiver.url("/b"),
-        Some("30"),
-        ["--secret", secret],
-    );
     lr(db, "buyer update b --name").arg(SCRIPT).json();
     let (_, first) = lead_request(&server, &simple_lead(1));
     let (_, second) = lead_request(&server, &simple_lead(2));
@@ -823,18 +825,11 @@ fn the_reports_page_and_csv_are_the_cli_report() {
         &json!({"firstName": "Ann"}),
     );
     assert_eq!(refused.status, 400, "{}", refused.text);
-    for (request, price, status) in [(&first, "30", "acknowledged"), (&second, "20", "rejected")] {
-        let txn = deliver(db, request, "b", Some(price))["transactionId"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let reply = server
-            .post("/api/webhooks/partner-confirmation")
-            .secret(secret)
-            .json(&json!({"transactionId": txn, "status": status}))
-            .send();
-        assert_eq!(reply.status, 200, "{}", reply.text);
-    }
+    sell_to_b(
+        &server,
+        secret,
+        &[(&first, "30", "acknowledged"), (&second, "20", "rejected")],
+    );
     let cookie = login(&server);
 
     // The default: the last 7 days by day, as the CLI's default.

@@ -61,7 +61,7 @@ impl Asked {
     }
 
     /// The dates and dimensions, or what is wrong with them (each naming its field).
-    fn check(&self) -> Result<(Option<Date>, Option<Date>, Vec<By>), Vec<String>> {
+    fn check(&self) -> Result<Checked, Vec<String>> {
         let mut problems = Vec::new();
         let mut date = |field: &str, text: &Option<String>| -> Option<Date> {
             let text = text.as_deref()?;
@@ -92,6 +92,9 @@ impl Asked {
         }
     }
 }
+
+/// The form's dates (`None`: the default) and dimensions, read.
+type Checked = (Option<Date>, Option<Date>, Vec<By>);
 
 /// A workspace the form offers.
 struct Workspace {
