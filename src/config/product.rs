@@ -104,8 +104,7 @@ pub struct ProductChanges {
     pub default_supplier_cost_cents: Option<Option<i64>>,
 }
 
-const COLUMNS: &str =
-    "id, workspace_id, slug, name, fields, default_supplier_cost_cents, created_at, archived_at, \
+const COLUMNS: &str = "id, workspace_id, slug, name, fields, default_supplier_cost_cents, created_at, archived_at, \
      EXISTS (SELECT 1 FROM subscriptions s WHERE s.product_id = products.id \
              AND s.pricing = 'bid')";
 

@@ -256,9 +256,7 @@ async fn ask_for_bids(
                 .iter()
                 .enumerate()
                 .filter(|(_, i)| {
-                    i.trigger_auto_delivery
-                        && i.routing_ready != Some(false)
-                        && bid_on(catalog, i)
+                    i.trigger_auto_delivery && i.routing_ready != Some(false) && bid_on(catalog, i)
                 })
                 .map(move |(position, _)| (index, position))
         })
@@ -299,8 +297,13 @@ async fn ask_for_bids(
             }
             // The bid holds until the lead is decided: when the slowest may answer.
             let decided_by = now + bidders.iter().map(|b| b.timeout_ms()).max().unwrap_or(0);
-            let calls =
-                crate::bids::calls(&stored, request, &bidders, settings.mode.as_str(), decided_by);
+            let calls = crate::bids::calls(
+                &stored,
+                request,
+                &bidders,
+                settings.mode.as_str(),
+                decided_by,
+            );
             asking.push(Asking {
                 lead: index,
                 position,
@@ -330,7 +333,9 @@ async fn ask_for_bids(
     for (one, results) in asking.into_iter().zip(results) {
         let bids = crate::bids::tally(&one.bidders, results);
         for bid in &bids.recorded {
-            services.metrics.bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
+            services
+                .metrics
+                .bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
         }
         let lead = &mut leads[one.lead];
         if lead.bids.len() <= one.position {

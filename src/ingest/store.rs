@@ -342,13 +342,9 @@ fn store_one(
         if let Some(duplicates_seen) = duplicates_seen.filter(|_| wants_auto) {
             // Lapsed reservations hold nothing auto-delivery reads.
             crate::ping::store::expire_due(conn, now)?;
-            if let Some(auto) = crate::autodelivery::run_for_lead(
-                conn,
-                &stored,
-                duplicates_seen,
-                &lead.bids,
-                now,
-            )? {
+            if let Some(auto) =
+                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, &lead.bids, now)?
+            {
                 record_bids(conn, &stored, &lead.bids, &auto.requests, now)?;
                 requests.extend(auto.requests);
             }
@@ -420,7 +416,13 @@ fn record_bids(
             .collect();
         for bid in &asked.recorded {
             let won = asked.won(bid, &taken);
-            crate::bids::record(conn, crate::bids::Owner::Request(&request.id), bid, won, now)?;
+            crate::bids::record(
+                conn,
+                crate::bids::Owner::Request(&request.id),
+                bid,
+                won,
+                now,
+            )?;
         }
     }
     Ok(())
@@ -434,7 +436,14 @@ fn stored_lead(
     item: &ItemFacts,
     now: i64,
 ) -> StoredLead {
-    as_stored(source, lead, id, &item.request_ids, item.ingest.as_ref(), now)
+    as_stored(
+        source,
+        lead,
+        id,
+        &item.request_ids,
+        item.ingest.as_ref(),
+        now,
+    )
 }
 
 /// A valid lead as it will be stored, before the writer job (no ids yet, no duplicate

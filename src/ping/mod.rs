@@ -197,7 +197,11 @@ async fn ask_bidders(
         };
         let bidders =
             crate::bids::eligible_bidders(conn, &prepared.lead, prepared.request(), &settings)?;
-        Ok::<_, PingError>(Some((bidders, settings.mode.as_str(), settings.ping_ttl_ms)))
+        Ok::<_, PingError>(Some((
+            bidders,
+            settings.mode.as_str(),
+            settings.ping_ttl_ms,
+        )))
     })?;
     let Some((bidders, mode, ttl)) = found else {
         return Ok(crate::bids::Bids::default());

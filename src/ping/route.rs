@@ -11,12 +11,12 @@
 use serde_json::{Value, json};
 
 use super::PingError;
-use crate::bids::{self as bidding, Bids};
 use super::store::{self, NewPing, PingStatus, Reservation};
 use crate::autodelivery::decision::{RequestDecision, RequestReason, View};
 use crate::autodelivery::eligibility::{self, Candidate};
 use crate::autodelivery::features::{Feature, Features};
 use crate::autodelivery::{self, Attempt, ProductTerms, Settings, evaluator, select};
+use crate::bids::{self as bidding, Bids};
 use crate::config::buyer::Plan;
 use crate::ingest::model::{StoredLead, StoredRequest};
 
