@@ -318,9 +318,9 @@ pub(crate) fn features_for(
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
-/// `bids`: the bids already made for the request (the ping's, when the waterfall decides
-/// again for its post), which price the bid-priced buyers asked; without them a
-/// bid-priced buyer is `no_bid`.
+/// `bids`: the bids made for the request (collected before the ingest job, or recorded,
+/// when the waterfall decides again), which price the bid-priced buyers asked; without
+/// them a bid-priced buyer is `no_bid`.
 fn decide(
     conn: &Connection,
     lead: &StoredLead,
