@@ -7,37 +7,16 @@ use serde_json::{Value, json};
 
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::{
-    SIGNING_SECRET, TestServer, WAIT, buyer, channel, complete_lead, lr, source, wait_until,
+    SIGNING_SECRET, TestServer, WAIT, bidder, buyer, complete_lead, lr, setup, wait_until,
 };
 
 const LEADS: &str = "/api/webhooks/channels/web/sources/src/leads";
 
-/// Workspace `ws`, product `solar`, channel `web` with source `src`, and buyer `sunco`
-/// at a fixed price of 20.
+/// `setup` (workspace `ws`, product `solar`, channel `web` with source `src`) and buyer
+/// `sunco` at a fixed price of 20.
 fn market(server: &TestServer, receiver: &Receiver) {
-    let db = &server.db;
-    lr(db, "workspace create --name Acme --id ws").json();
-    lr(
-        db,
-        "product create --workspace ws --slug solar --name Solar --id solar",
-    )
-    .json();
-    channel(db, "web", "");
-    source(db, "web", "src", "--no-secret --supplier-cost 4");
-    buyer(db, "sunco", &receiver.url("/sunco"), Some("20"), "");
-}
-
-/// A bid-priced buyer `id` of `solar` whose bid URL is `/bid/{id}`, with `terms`.
-fn bidder(server: &TestServer, receiver: &Receiver, id: &str, terms: &str) {
-    buyer(&server.db, id, &receiver.url(&format!("/{id}")), None, "");
-    lr(
-        &server.db,
-        format!(
-            "buyer subscribe {id} --product solar --pricing bid --bid-url {} {terms}",
-            receiver.url(&format!("/bid/{id}"))
-        ),
-    )
-    .json();
+    setup(&server.db);
+    buyer(&server.db, "sunco", &receiver.url("/sunco"), Some("20"), "");
 }
 
 fn bid(price: Value, bid_id: &str) -> Answer {
@@ -97,7 +76,12 @@ fn a_bid_above_the_fixed_price_wins_and_the_delivered_event_names_it() {
     let receiver = Receiver::start();
     let server = TestServer::start();
     market(&server, &receiver);
-    bidder(&server, &receiver, "keen", "--min-price 10 --max-price 40");
+    bidder(
+        &server.db,
+        &receiver,
+        "keen",
+        "--min-price 10 --max-price 40",
+    );
     receiver.answer("/bid/keen", bid(json!(27.50), "keen-7"));
 
     let item = post(
@@ -168,11 +152,11 @@ fn bids_out_of_range_late_or_malformed_are_no_bid_and_the_fixed_price_wins() {
     let receiver = Receiver::start();
     let server = TestServer::start();
     market(&server, &receiver);
-    bidder(&server, &receiver, "cheap", "--min-price 30");
-    bidder(&server, &receiver, "greedy", "--max-price 40");
-    bidder(&server, &receiver, "late", "--bid-timeout 100ms");
-    bidder(&server, &receiver, "odd", "");
-    bidder(&server, &receiver, "shy", "");
+    bidder(&server.db, &receiver, "cheap", "--min-price 30");
+    bidder(&server.db, &receiver, "greedy", "--max-price 40");
+    bidder(&server.db, &receiver, "late", "--bid-timeout 100ms");
+    bidder(&server.db, &receiver, "odd", "");
+    bidder(&server.db, &receiver, "shy", "");
     receiver.answer("/bid/cheap", bid(json!(25), "cheap-1"));
     receiver.answer("/bid/greedy", bid(json!(45), "greedy-1"));
     receiver.answer(
@@ -210,7 +194,7 @@ fn a_batch_is_bid_on_at_once_and_a_bidder_capped_by_an_earlier_lead_is_skipped()
     market(&server, &receiver);
     // Two leads a day: the batch's three are all asked before the job, and the job finds
     // the cap reached for the third.
-    bidder(&server, &receiver, "keen", "--daily-cap 2");
+    bidder(&server.db, &receiver, "keen", "--daily-cap 2");
     receiver.answer("/bid/keen", bid(json!(27.50), "keen"));
 
     let leads: Vec<Value> = (1..=3)
@@ -252,7 +236,7 @@ fn a_bidder_paused_while_its_bid_is_out_is_skipped_for_the_next_candidate() {
     let receiver = Receiver::start();
     let server = TestServer::start();
     market(&server, &receiver);
-    bidder(&server, &receiver, "keen", "--bid-timeout 5s");
+    bidder(&server.db, &receiver, "keen", "--bid-timeout 5s");
     // The bid comes only after the operator paused keen.
     receiver.answer(
         "/bid/keen",
@@ -284,7 +268,7 @@ fn a_lead_without_auto_delivery_asks_no_bid() {
     let receiver = Receiver::start();
     let server = TestServer::start();
     market(&server, &receiver);
-    bidder(&server, &receiver, "keen", "");
+    bidder(&server.db, &receiver, "keen", "");
     receiver.answer("/bid/keen", bid(json!(27.50), "keen-1"));
     let mut lead = complete_lead("lead-1", "ann@example.org", "+49 30 123456");
     lead["triggerAutoDelivery"] = json!(false);
