@@ -283,24 +283,26 @@ pub(crate) fn record(
     Ok(())
 }
 
-/// The SQL that selects `columns` of the bids of an owner (each has its partial index).
-fn of_owner(columns: &str, owner: Owner) -> (String, String) {
-    let (column, id) = match owner {
-        Owner::Ping(id) => ("ping_id", id),
-        Owner::Request(id) => ("lead_request_id", id),
-    };
-    (
-        format!("SELECT {columns} FROM bids WHERE {column} = ?1 ORDER BY created_at, id"),
-        id.to_string(),
-    )
+/// The bids of an owner, oldest first, by ping or by lead request (each column has its
+/// partial index).
+const OF_PING: &str = "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won, \
+    lead_request_id FROM bids WHERE ping_id = ?1 ORDER BY created_at, id";
+const OF_REQUEST: &str = "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, \
+    won, lead_request_id FROM bids WHERE lead_request_id = ?1 ORDER BY created_at, id";
+
+fn of_owner(owner: Owner<'_>) -> (&'static str, &str) {
+    match owner {
+        Owner::Ping(id) => (OF_PING, id),
+        Owner::Request(id) => (OF_REQUEST, id),
+    }
 }
 
 /// The bids recorded for `owner` as a decision prices with them: every buyer asked, and
 /// the usable bids with their ids (a ping's post, or a waterfall deciding again).
 pub(crate) fn known(conn: &Connection, owner: Owner) -> rusqlite::Result<KnownBids> {
     let mut known = KnownBids::default();
-    let (sql, id) = of_owner("id, buyer_id, outcome, price_cents, bid_id", owner);
-    let mut stmt = conn.prepare_cached(&sql)?;
+    let (sql, id) = of_owner(owner);
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query([id])?;
     while let Some(row) = rows.next()? {
         let buyer_id: String = row.get(1)?;
@@ -321,11 +323,8 @@ pub(crate) fn known(conn: &Connection, owner: Owner) -> rusqlite::Result<KnownBi
 
 /// The bids of `owner` as the operator sees them (`ping show`, `lead show`).
 pub(crate) fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Value>> {
-    let (sql, id) = of_owner(
-        "id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won, lead_request_id",
-        owner,
-    );
-    conn.prepare_cached(&sql)?
+    let (sql, id) = of_owner(owner);
+    conn.prepare_cached(sql)?
         .query_map([id], |row| {
             let mut shown = json!({
                 "bidRequestId": row.get::<_, String>(0)?,
