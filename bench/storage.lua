@@ -5,6 +5,8 @@ dofile(os.getenv("BENCH_DIR") .. "/common.lua")
 local size = tonumber(os.getenv("BENCH_BATCH") or "100")
 local share = tonumber(os.getenv("BENCH_SHARE") or "1000")
 local answered = 0
+-- DELIVERED=1: each lead asks for automated delivery (bench/storage.sh adds the buyers).
+local delivered = os.getenv("DELIVERED") == "1"
 
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -14,6 +16,9 @@ function request()
   local leads = {}
   for i = 1, size do
     leads[i] = next_lead()
+    if delivered then
+      leads[i] = leads[i]:gsub('"routingReady":true', '"routingReady":true,"triggerAutoDelivery":true', 1)
+    end
   end
   return wrk.format(nil, nil, nil, '{"leads":[' .. table.concat(leads, ",") .. ']}')
 end

@@ -6,10 +6,14 @@
 #
 #   bench/storage.sh                    # 100000 leads
 #   LEADS=20000 bench/storage.sh
+#   DELIVERED=1 bench/storage.sh        # each lead auto-delivered: three buyers bid by price
 #
 # Settings (environment): LEADS (100000), LEADRELAY_BIN (a leadrelay binary to measure
 # instead of building this checkout, e.g. a baseline built from another commit), KEEP=1
-# (keep the database and print its path). Needs wrk and the sqlite3 shell (Debian packages).
+# (keep the database and print its path), DELIVERED=1 (three buyers subscribe to the product and
+# every lead asks for automated delivery, so its request stores the decision trace; their
+# webhook URL refuses connections, so each event stays pending after its first attempt).
+# Needs wrk and the sqlite3 shell (Debian packages).
 set -euo pipefail
 
 LEADS="${LEADS:-100000}"
@@ -17,6 +21,16 @@ LEADS="${LEADS:-100000}"
 source "$(dirname "$0")/lib.sh" storage wrk sqlite3
 
 bench_setup
+if [ "${DELIVERED:-0}" = 1 ]; then
+  export DELIVERED
+  for buyer in alpha beta gamma; do
+    "$BIN" buyer create --workspace ws --name "$buyer" --id "$buyer" \
+      --webhook-url "http://127.0.0.1:9/$buyer" >/dev/null
+  done
+  "$BIN" buyer subscribe alpha --product solar --price 21 >/dev/null
+  "$BIN" buyer subscribe beta --product solar --price 23 >/dev/null
+  "$BIN" buyer subscribe gamma --product solar --price 22 >/dev/null
+fi
 start_server serve
 
 # One thread, one connection: the thread stops right after the answer that completes

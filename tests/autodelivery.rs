@@ -877,3 +877,50 @@ fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
     assert_eq!(item["autoDelivery"]["requests"][0]["reason"], "delivered");
     receiver.wait_for_on("/anyone", 1, WAIT);
 }
+
+/// The decision trace is stored compressed (`ingest::trace`) and shown as the JSON it was;
+/// a trace stored as text by an older build reads the same, and `vacuum` compresses it.
+#[test]
+fn the_stored_decision_is_compressed_and_reads_back_as_it_was_written() {
+    let (server, receiver) = start();
+    for (id, price) in [("alpha", "21"), ("beta", "23"), ("gamma", "22")] {
+        add_buyer(&server, &receiver, id, price, "", "");
+    }
+    let (_, item) = post(&server, &lead_path("web", "landing"), &lead(1));
+    let lead_id = item["leadId"].as_str().unwrap().to_string();
+    let shown = |db: &Path| lr(db, format!("lead show {lead_id}")).json()["requests"][0].clone();
+    let decision = shown(&server.db.path)["decision"].clone();
+    assert_eq!(decision["outcome"], "delivered", "{decision}");
+    assert_eq!(decision["candidates"].as_array().unwrap().len(), 3);
+    let text = decision.to_string();
+    let stored = |db: &Path| -> (String, i64) {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.query_row(
+            "SELECT typeof(decision), length(CAST(decision AS BLOB)) FROM lead_requests",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap()
+    };
+    let (kind, bytes) = stored(&server.db.path);
+    assert_eq!(kind, "blob");
+    assert!(
+        bytes * 4 < text.len() as i64,
+        "{bytes} bytes stored for a trace of {}",
+        text.len()
+    );
+
+    // As an older build stored it: the JSON text.
+    let db = server.stop();
+    rusqlite::Connection::open(&db.path)
+        .unwrap()
+        .execute("UPDATE lead_requests SET decision = ?1", [&text])
+        .unwrap();
+    assert_eq!(stored(&db.path).0, "text");
+    assert_eq!(shown(&db.path)["decision"], decision);
+    let vacuumed = lr(&db.path, "vacuum").json();
+    assert_eq!(vacuumed["decisionsCompressed"], 1, "{vacuumed}");
+    assert_eq!(stored(&db.path), (kind, bytes));
+    assert_eq!(shown(&db.path)["decision"], decision);
+    assert_eq!(lr(&db.path, "check").json()["ok"], true);
+}

@@ -171,6 +171,7 @@ pub(super) fn vacuum(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
         "bytesBefore": report.bytes_before,
         "bytesAfter": report.bytes_after,
         "bodiesCompressed": report.bodies_compressed,
+        "decisionsCompressed": report.traces_compressed,
         "autoVacuum": "incremental",
         "durationMs": u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
     }));

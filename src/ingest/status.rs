@@ -58,7 +58,7 @@ pub(crate) fn reopen_request(conn: &Connection, request_id: &str) -> rusqlite::R
 }
 
 /// Stores auto-delivery's decision (JSON, the operator's view) on the request with the
-/// status it led to.
+/// status it led to, compressed (`trace`).
 pub(crate) fn record_decision(
     conn: &Connection,
     request_id: &str,
@@ -66,6 +66,10 @@ pub(crate) fn record_decision(
     status: RequestStatus,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
-        .execute(params![request_id, decision, status])?;
+        .execute(params![
+            request_id,
+            super::trace::encode(decision, request_id),
+            status
+        ])?;
     Ok(())
 }

@@ -580,11 +580,42 @@ fn find_external(
             Ok(StoredRequestFacts {
                 id: row.get(0)?,
                 trigger_auto_delivery: row.get(1)?,
-                decision: row.get(2)?,
+                decision: super::trace::decode(row.get_ref(2)?, row.get_ref(0)?.as_str()?)?,
             })
         })?
         .collect::<Result<_, _>>()?;
     Ok(Some(facts))
+}
+
+/// Compresses the decision traces of up to `limit` lead requests after rowid `after` that
+/// were stored before the compressed format (`trace`: TEXT values); returns how many
+/// requests it walked and the last one's rowid (`None`: nothing is left). `leadrelay
+/// vacuum` runs it before it rebuilds the file.
+pub(crate) fn compress_legacy_traces(
+    conn: &Connection,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<(usize, Option<i64>)> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut select = conn.prepare(
+        "SELECT rowid, id, decision FROM lead_requests WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+    )?;
+    let mut encoded: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut last = None;
+    let mut rows = select.query([after, limit])?;
+    while let Some(row) = rows.next()? {
+        let rowid: i64 = row.get(0)?;
+        last = Some(rowid);
+        if let rusqlite::types::ValueRef::Text(_) = row.get_ref(2)? {
+            let json = row.get_ref(2)?.as_str()?;
+            encoded.push((rowid, super::trace::encode(json, row.get_ref(1)?.as_str()?)));
+        }
+    }
+    let mut update = conn.prepare("UPDATE lead_requests SET decision = ?2 WHERE rowid = ?1")?;
+    for (rowid, stored) in &encoded {
+        update.execute(params![rowid, stored])?;
+    }
+    Ok((encoded.len(), last))
 }
 
 /// Compresses up to `limit` raw bodies stored before the compressed format (TEXT values,

@@ -174,7 +174,10 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
                 field_values: json_column(row.get(7)?).unwrap_or_default(),
             },
             status: row.get(8)?,
-            decision: json_column(row.get(9)?),
+            decision: json_column(super::trace::decode(
+                row.get_ref(9)?,
+                row.get_ref(0)?.as_str()?,
+            )?),
             created_at: row.get(10)?,
         })
     })?

@@ -9,7 +9,8 @@
 //!    exclusively (`db::files::UseLock`): VACUUM holds the write lock for its whole run, so
 //!    it is refused while `serve` or another command uses the file (exit 1), as `restore` is;
 //! 2. raw bodies stored before the compressed format (files from before migration 7) are
-//!    compressed, in transactions of [`BODIES_PER_TRANSACTION`], by their owner (`ingest`);
+//!    compressed, in transactions of [`BODIES_PER_TRANSACTION`], by their owner (`ingest`),
+//!    and so are the auto-delivery decision traces stored before their compressed format;
 //! 3. `auto_vacuum` is set to INCREMENTAL and `VACUUM` rebuilds the file (it needs free disk
 //!    space of about twice the file: SQLite's temporary copy and the WAL), then the WAL is
 //!    checkpointed and truncated.
@@ -46,6 +47,8 @@ pub(crate) struct VacuumReport {
     pub bytes_before: u64,
     pub bytes_after: u64,
     pub bodies_compressed: usize,
+    /// Decision traces stored as text before their compressed format, now compressed.
+    pub traces_compressed: usize,
     pub duration: Duration,
 }
 
@@ -82,6 +85,26 @@ pub(crate) fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
             break;
         }
     }
+    let mut traces_compressed = 0;
+    let mut after = i64::MIN;
+    loop {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let step =
+            match crate::ingest::store::compress_legacy_traces(&conn, after, BODIES_PER_TRANSACTION)
+            {
+                Ok(step) => step,
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    return Err(e.into());
+                }
+            };
+        conn.execute_batch("COMMIT")?;
+        traces_compressed += step.0;
+        match step.1 {
+            Some(last) => after = last,
+            None => break,
+        }
+    }
     conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     conn.execute_batch("VACUUM")?;
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
@@ -91,6 +114,7 @@ pub(crate) fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
         bytes_before,
         bytes_after: size_on_disk(path),
         bodies_compressed,
+        traces_compressed,
         duration: started.elapsed(),
     };
     log::info!(

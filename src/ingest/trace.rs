@@ -1,0 +1,225 @@
+//! The stored form of auto-delivery's decision trace (`lead_requests.decision`): the JSON
+//! text as a zstd frame against a fixed dictionary.
+//!
+//! A delivered lead's trace (outcome, the evaluation's factors, the deliveries, every
+//! candidate) was about 1,100 to 1,400 bytes of JSON text per request, more than the rest
+//! of the lead; most of it is the same key names and factor names on every lead. Stored as
+//! a zstd frame whose "raw content" dictionary is the trace's shape ([`STATIC_V1`]) and the
+//! request's own id, it takes a fifth of that. [`decode`] gives back the text byte for
+//! byte, so every reader sees the JSON it saw before; the frame carries a checksum.
+//!
+//! The dictionary must be rebuilt identically for as long as a row exists, so its recipe
+//! is frozen as format 1 (pinned by a test): a change is a new format byte, never an edit.
+//! A trace that changes shape (new keys) still round-trips; it only compresses less. A
+//! trace stored before this format (a TEXT value) is read as is.
+//!
+//! Owns the stored form of the trace; `status` writes it, `view` and `store` read it.
+
+use std::cell::RefCell;
+
+use rusqlite::types::ValueRef;
+
+/// The first byte of a stored trace: format 1 is a zstd frame against [`dictionary`] v1.
+const FORMAT_V1: u8 = 1;
+
+/// zstd's level, as for bodies: traces are a kilobyte, the writer thread compresses them.
+const LEVEL: i32 = 3;
+
+/// The longest trace a frame may claim to hold.
+const MAX_TRACE: usize = 4 * 1024 * 1024;
+
+/// A trace's shape: the keys, the built-in model's factors and the usual values, in the
+/// order `autodelivery::decision` writes them. Part of format 1: never edit.
+const STATIC_V1: &str = concat!(
+    r#"{"waterfall":[{"step":1,"refusedBy":"","transactionId":"txn_01","reason":"","at":"2026-"}],"#,
+    r#""pingId":"png_01","reason":"buyer_paused","reason":"buyer_unhealthy","#,
+    r#""reason":"filter_mismatch","reason":"schedule_closed","reason":"daily_cap_reached","#,
+    r#""reason":"monthly_cap_reached","reason":"insufficient_balance","#,
+    r#""reason":"already_delivered","reason":"no_bid","reason":"eligible","#,
+    r#""reason":"delivery_refused","reason":"no_eligible_buyer","#,
+    r#""reason":"score_below_threshold","eligible":false,"detail":{"field":""},"#,
+    r#""outcome":"not_delivered","reason":"delivered","evaluation":{"model":"leadrelay-logistic-v1","score":0,"threshold":50,"passed":true,"factors":["#,
+    r#"{"name":"intercept","value":1.0,"weight":-3.0,"contribution":-3.0},"#,
+    r#"{"name":"validEmail","value":1.0,"weight":1.5,"contribution":1.5},"#,
+    r#"{"name":"validPhone","value":1.0,"weight":1.5,"contribution":1.5},"#,
+    r#"{"name":"names","value":1.0,"weight":1.0,"contribution":1.0},"#,
+    r#"{"name":"addressCompleteness","value":1.0,"weight":1.0,"contribution":1.0},"#,
+    r#"{"name":"consentGranted","value":0.5,"weight":1.5,"contribution":0.75},"#,
+    r#"{"name":"requiredFields","value":1.0,"weight":1.0,"contribution":1.0},"#,
+    r#"{"name":"softQualityFlags","value":0.0,"weight":-1.0,"contribution":0.0},"#,
+    r#"{"name":"duplicatesSeen","value":0.0,"weight":0.0,"contribution":0.0}]},"#,
+    r#""deliveries":[{"transactionId":"txn_01","buyerAccountId":"","buyerPrice":0.0,"deliveryMode":"exclusive"}],"#,
+    r#""candidates":[{"buyerAccountId":"","eligible":true,"reason":"selected","buyerPrice":0.0,"priority":0,"lastServedAt":null},"#,
+    r#"{"buyerAccountId":"","eligible":true,"reason":"not_selected","buyerPrice":0.0,"priority":0,"lastServedAt":"2026-"}],"#,
+    r#""decidedAt":"2026-","version":"1.0"}"#,
+);
+
+/// The dictionary of format 1: [`STATIC_V1`], then `{"requestId":"<id>","outcome":"delivered"`
+/// (how a trace starts). Frozen: see the module header.
+fn dictionary(request_id: &str) -> Vec<u8> {
+    let mut dict = Vec::with_capacity(STATIC_V1.len() + 64);
+    dict.extend_from_slice(STATIC_V1.as_bytes());
+    dict.extend_from_slice(b"{\"requestId\":\"");
+    dict.extend_from_slice(request_id.as_bytes());
+    dict.extend_from_slice(b"\",\"outcome\":\"delivered\"");
+    dict
+}
+
+thread_local! {
+    // One context per thread, reused: creating one costs more than compressing a trace.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// The stored form of the trace `json` of request `request_id`.
+pub(crate) fn encode(json: &str, request_id: &str) -> Vec<u8> {
+    let dict = dictionary(request_id);
+    let frame = COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(compressor) => compressor,
+            None => slot.insert(
+                zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made"),
+            ),
+        };
+        compressor
+            .set_dictionary(LEVEL, &dict)
+            .and_then(|()| compressor.include_checksum(true))
+            .and_then(|()| compressor.compress(json.as_bytes()))
+            // zstd fails only to allocate, which aborts the process anyway.
+            .expect("zstd compresses any input into a buffer of its bound")
+    });
+    let mut stored = Vec::with_capacity(frame.len() + 1);
+    stored.push(FORMAT_V1);
+    stored.extend_from_slice(&frame);
+    stored
+}
+
+/// Why a stored trace could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TraceError {
+    #[error("stored decision of request '{request_id}' has unknown format {format}")]
+    UnknownFormat { request_id: String, format: u8 },
+    #[error("stored decision of request '{request_id}' does not decode: {reason}")]
+    Corrupt { request_id: String, reason: String },
+}
+
+impl From<TraceError> for rusqlite::Error {
+    fn from(e: TraceError) -> Self {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Blob,
+            Box::new(e),
+        )
+    }
+}
+
+/// The trace's JSON text from its stored value and its request's id; `None` when the
+/// request has none.
+pub(crate) fn decode(stored: ValueRef<'_>, request_id: &str) -> Result<Option<String>, TraceError> {
+    let corrupt = |reason: &str| TraceError::Corrupt {
+        request_id: request_id.to_string(),
+        reason: reason.to_string(),
+    };
+    let bytes = match stored {
+        ValueRef::Null => return Ok(None),
+        // A trace stored before format 1: the text itself.
+        ValueRef::Text(text) => return Ok(Some(String::from_utf8_lossy(text).into_owned())),
+        ValueRef::Blob(bytes) => bytes,
+        ValueRef::Integer(_) | ValueRef::Real(_) => return Err(corrupt("a number")),
+    };
+    let Some((&format, frame)) = bytes.split_first() else {
+        return Err(corrupt("empty"));
+    };
+    if format != FORMAT_V1 {
+        return Err(TraceError::UnknownFormat {
+            request_id: request_id.to_string(),
+            format,
+        });
+    }
+    let dict = dictionary(request_id);
+    let decoded = DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let decompressor = match slot.as_mut() {
+            Some(decompressor) => decompressor,
+            None => {
+                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
+            }
+        };
+        decompressor
+            .set_dictionary(&dict)
+            .and_then(|()| decompressor.decompress(frame, MAX_TRACE))
+    });
+    let decoded = decoded.map_err(|e| corrupt(&e.to_string()))?;
+    String::from_utf8(decoded)
+        .map(Some)
+        .map_err(|_| corrupt("not UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A delivered lead's trace as `autodelivery::decision` stores it (three buyers).
+    const TRACE: &str = r#"{"requestId":"lreq_01M843YKSZZH2WEGRD4S8224V2","outcome":"delivered","reason":"delivered","evaluation":{"model":"leadrelay-logistic-v1","score":98,"threshold":50,"passed":true,"factors":[{"name":"intercept","value":1.0,"weight":-3.0,"contribution":-3.0},{"name":"validEmail","value":1.0,"weight":1.5,"contribution":1.5},{"name":"validPhone","value":1.0,"weight":1.5,"contribution":1.5},{"name":"names","value":1.0,"weight":1.0,"contribution":1.0},{"name":"addressCompleteness","value":1.0,"weight":1.0,"contribution":1.0},{"name":"consentGranted","value":0.5,"weight":1.5,"contribution":0.75},{"name":"requiredFields","value":1.0,"weight":1.0,"contribution":1.0},{"name":"softQualityFlags","value":0.0,"weight":-1.0,"contribution":0.0},{"name":"duplicatesSeen","value":0.0,"weight":0.0,"contribution":0.0}]},"deliveries":[{"transactionId":"txn_01M843YKT3RZG5EZSC17WZ260E","buyerAccountId":"beta","buyerPrice":230365.0,"deliveryMode":"exclusive"}],"candidates":[{"buyerAccountId":"beta","eligible":true,"reason":"selected","buyerPrice":230365.0,"priority":0,"lastServedAt":null},{"buyerAccountId":"gamma","eligible":true,"reason":"not_selected","buyerPrice":225944.0,"priority":0,"lastServedAt":null},{"buyerAccountId":"alpha","eligible":true,"reason":"not_selected","buyerPrice":217693.0,"priority":0,"lastServedAt":null}],"decidedAt":"2026-11-23T11:51:36.511Z","version":"1.0"}"#;
+    const ID: &str = "lreq_01M843YKSZZH2WEGRD4S8224V2";
+
+    #[test]
+    fn a_trace_comes_back_byte_for_byte_in_a_fraction_of_its_size() {
+        let stored = encode(TRACE, ID);
+        assert_eq!(stored[0], FORMAT_V1);
+        assert!(
+            stored.len() * 4 < TRACE.len(),
+            "{} bytes for a trace of {}",
+            stored.len(),
+            TRACE.len()
+        );
+        let back = decode(ValueRef::Blob(&stored), ID).unwrap();
+        assert_eq!(back.as_deref(), Some(TRACE));
+    }
+
+    #[test]
+    fn any_text_round_trips_and_older_forms_read_as_they_are() {
+        for json in ["", "{}", r#"{"new":"shape","é":[1,2,3]}"#, &"x".repeat(70_000)] {
+            let stored = encode(json, ID);
+            assert_eq!(
+                decode(ValueRef::Blob(&stored), ID).unwrap().as_deref(),
+                Some(json)
+            );
+        }
+        assert_eq!(
+            decode(ValueRef::Text(TRACE.as_bytes()), ID)
+                .unwrap()
+                .as_deref(),
+            Some(TRACE)
+        );
+        assert_eq!(decode(ValueRef::Null, ID).unwrap(), None);
+    }
+
+    #[test]
+    fn a_trace_read_under_another_request_or_format_is_refused() {
+        let stored = encode(TRACE, ID);
+        assert!(matches!(
+            decode(ValueRef::Blob(&stored), "lreq_other"),
+            Err(TraceError::Corrupt { .. })
+        ));
+        let mut later = stored.clone();
+        later[0] = 2;
+        assert!(matches!(
+            decode(ValueRef::Blob(&later), ID),
+            Err(TraceError::UnknownFormat { format: 2, .. })
+        ));
+    }
+
+    /// The recipe is frozen: rows written by format 1 must decode for ever.
+    #[test]
+    fn the_dictionary_of_format_1_is_pinned() {
+        let dict = dictionary(ID);
+        assert_eq!(dict.len(), STATIC_V1.len() + 68, "{}", dict.len());
+        let digest = crate::secrets::hash(&String::from_utf8(dict).unwrap());
+        assert_eq!(
+            digest, "3863536dd7f0c10d912ef9b5a35685cf9e847dd53a69effc26009beb3d3b3176", "format 1's dictionary changed: make a format 2");
+    }
+}
