@@ -18,18 +18,12 @@
 //!
 //! Owns the stored form of the body; `store` writes it, `view` reads it, `erase` clears it.
 
-use std::cell::RefCell;
-
 use rusqlite::types::ValueRef;
 
 use super::model::LeadFields;
 
 /// The first byte of a stored body: format 1 is a zstd frame against [`dictionary`] v1.
 const FORMAT_V1: u8 = 1;
-
-/// zstd's level: bodies are a few hundred bytes, where higher levels find little more and
-/// cost more time on the request's task.
-const LEVEL: i32 = 3;
 
 /// The longest body a frame may claim to hold (the ingest limit is 1 MiB).
 const MAX_BODY: usize = 2 * 1024 * 1024;
@@ -196,38 +190,13 @@ fn dictionary(columns: &Columns) -> Vec<u8> {
     dict
 }
 
-thread_local! {
-    // One context per thread, reused: creating one costs more than compressing a body.
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { RefCell::new(None) };
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { RefCell::new(None) };
-}
-
 /// The stored form of `raw` for a lead with `columns`.
 pub(crate) fn encode(raw: &str, columns: &Columns) -> Vec<u8> {
-    let dict = dictionary(columns);
-    let frame = COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(compressor) => compressor,
-            None => slot.insert(new_compressor()),
-        };
-        compressor
-            .set_dictionary(LEVEL, &dict)
-            .and_then(|()| compressor.include_checksum(true))
-            .and_then(|()| compressor.compress(raw.as_bytes()))
-            // zstd fails only to allocate, which aborts the process anyway.
-            .expect("zstd compresses any input into a buffer of its bound")
-    });
+    let frame = super::zframe::compress(&dictionary(columns), raw.as_bytes());
     let mut stored = Vec::with_capacity(frame.len() + 1);
     stored.push(FORMAT_V1);
     stored.extend_from_slice(&frame);
     stored
-}
-
-fn new_compressor() -> zstd::bulk::Compressor<'static> {
-    zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made")
 }
 
 /// Why a stored body could not be read back.
@@ -258,18 +227,7 @@ pub(crate) fn decode(stored: ValueRef<'_>, columns: &Columns) -> Result<Option<S
         return Err(BodyError::UnknownFormat(format));
     }
     let dict = dictionary(columns);
-    let decoded = DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let decompressor = match slot.as_mut() {
-            Some(decompressor) => decompressor,
-            None => {
-                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
-            }
-        };
-        decompressor
-            .set_dictionary(&dict)
-            .and_then(|()| decompressor.decompress(frame, MAX_BODY))
-    });
+    let decoded = super::zframe::decompress(&dict, frame, MAX_BODY);
     let decoded = decoded.map_err(|e| BodyError::Corrupt(e.to_string()))?;
     String::from_utf8(decoded)
         .map(Some)

@@ -32,6 +32,7 @@ mod store_tests;
 mod trace;
 pub mod validate;
 pub(crate) mod view;
+mod zframe;
 
 use crate::db::DbError;
 use crate::mapping::MappingError;

@@ -15,15 +15,10 @@
 //!
 //! Owns the stored form of the trace; `status` writes it, `view` and `store` read it.
 
-use std::cell::RefCell;
-
 use rusqlite::types::ValueRef;
 
 /// The first byte of a stored trace: format 1 is a zstd frame against [`dictionary`] v1.
 const FORMAT_V1: u8 = 1;
-
-/// zstd's level, as for bodies: traces are a kilobyte, the writer thread compresses them.
-const LEVEL: i32 = 3;
 
 /// The longest trace a frame may claim to hold.
 const MAX_TRACE: usize = 4 * 1024 * 1024;
@@ -65,32 +60,9 @@ fn dictionary(request_id: &str) -> Vec<u8> {
     dict
 }
 
-thread_local! {
-    // One context per thread, reused: creating one costs more than compressing a trace.
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { RefCell::new(None) };
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { RefCell::new(None) };
-}
-
 /// The stored form of the trace `json` of request `request_id`.
 pub(crate) fn encode(json: &str, request_id: &str) -> Vec<u8> {
-    let dict = dictionary(request_id);
-    let frame = COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(compressor) => compressor,
-            None => slot.insert(
-                zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made"),
-            ),
-        };
-        compressor
-            .set_dictionary(LEVEL, &dict)
-            .and_then(|()| compressor.include_checksum(true))
-            .and_then(|()| compressor.compress(json.as_bytes()))
-            // zstd fails only to allocate, which aborts the process anyway.
-            .expect("zstd compresses any input into a buffer of its bound")
-    });
+    let frame = super::zframe::compress(&dictionary(request_id), json.as_bytes());
     let mut stored = Vec::with_capacity(frame.len() + 1);
     stored.push(FORMAT_V1);
     stored.extend_from_slice(&frame);
@@ -108,11 +80,7 @@ pub(crate) enum TraceError {
 
 impl From<TraceError> for rusqlite::Error {
     fn from(e: TraceError) -> Self {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Blob,
-            Box::new(e),
-        )
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Blob, Box::new(e))
     }
 }
 
@@ -140,18 +108,7 @@ pub(crate) fn decode(stored: ValueRef<'_>, request_id: &str) -> Result<Option<St
         });
     }
     let dict = dictionary(request_id);
-    let decoded = DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let decompressor = match slot.as_mut() {
-            Some(decompressor) => decompressor,
-            None => {
-                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
-            }
-        };
-        decompressor
-            .set_dictionary(&dict)
-            .and_then(|()| decompressor.decompress(frame, MAX_TRACE))
-    });
+    let decoded = super::zframe::decompress(&dict, frame, MAX_TRACE);
     let decoded = decoded.map_err(|e| corrupt(&e.to_string()))?;
     String::from_utf8(decoded)
         .map(Some)
@@ -182,7 +139,12 @@ mod tests {
 
     #[test]
     fn any_text_round_trips_and_older_forms_read_as_they_are() {
-        for json in ["", "{}", r#"{"new":"shape","é":[1,2,3]}"#, &"x".repeat(70_000)] {
+        for json in [
+            "",
+            "{}",
+            r#"{"new":"shape","é":[1,2,3]}"#,
+            &"x".repeat(70_000),
+        ] {
             let stored = encode(json, ID);
             assert_eq!(
                 decode(ValueRef::Blob(&stored), ID).unwrap().as_deref(),
@@ -220,6 +182,8 @@ mod tests {
         assert_eq!(dict.len(), STATIC_V1.len() + 68, "{}", dict.len());
         let digest = crate::secrets::hash(&String::from_utf8(dict).unwrap());
         assert_eq!(
-            digest, "3863536dd7f0c10d912ef9b5a35685cf9e847dd53a69effc26009beb3d3b3176", "format 1's dictionary changed: make a format 2");
+            digest, "3863536dd7f0c10d912ef9b5a35685cf9e847dd53a69effc26009beb3d3b3176",
+            "format 1's dictionary changed: make a format 2"
+        );
     }
 }

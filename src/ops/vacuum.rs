@@ -89,15 +89,17 @@ pub(crate) fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
     let mut after = i64::MIN;
     loop {
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let step =
-            match crate::ingest::store::compress_legacy_traces(&conn, after, BODIES_PER_TRANSACTION)
-            {
-                Ok(step) => step,
-                Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK");
-                    return Err(e.into());
-                }
-            };
+        let step = match crate::ingest::store::compress_legacy_traces(
+            &conn,
+            after,
+            BODIES_PER_TRANSACTION,
+        ) {
+            Ok(step) => step,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e.into());
+            }
+        };
         conn.execute_batch("COMMIT")?;
         traces_compressed += step.0;
         match step.1 {

@@ -1,0 +1,58 @@
+//! zstd frames against a "raw content" dictionary (the mechanism of `zstd --patch-from`),
+//! for the stored forms compressed against what their reader can rebuild: the raw body
+//! (`body`, against the lead's columns) and the decision trace (`trace`, against its
+//! shape). One compression and one decompression context per thread, reused: creating one
+//! costs more than compressing a body. Every frame carries a checksum, so a frame decoded
+//! against another dictionary is refused rather than returned wrong.
+//!
+//! The level and the checksum are part of both stored formats' frames as written; the
+//! formats themselves (their dictionaries, their format bytes) are their owners'.
+
+use std::cell::RefCell;
+
+/// zstd's level: the inputs are a few hundred bytes to a few kilobytes, where higher levels
+/// find little more and cost more time on the request's task or the writer.
+const LEVEL: i32 = 3;
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// `data` as a zstd frame (with its checksum) against the raw dictionary `dict`.
+pub(super) fn compress(dict: &[u8], data: &[u8]) -> Vec<u8> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(compressor) => compressor,
+            None => {
+                slot.insert(zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made"))
+            }
+        };
+        compressor
+            .set_dictionary(LEVEL, dict)
+            .and_then(|()| compressor.include_checksum(true))
+            .and_then(|()| compressor.compress(data))
+            // zstd fails only to allocate, which aborts the process anyway.
+            .expect("zstd compresses any input into a buffer of its bound")
+    })
+}
+
+/// What `frame` holds, decoded against the raw dictionary `dict`; refused when it would be
+/// longer than `max` bytes, is not a frame, or its checksum does not match.
+pub(super) fn decompress(dict: &[u8], frame: &[u8], max: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let decompressor = match slot.as_mut() {
+            Some(decompressor) => decompressor,
+            None => {
+                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
+            }
+        };
+        decompressor
+            .set_dictionary(dict)
+            .and_then(|()| decompressor.decompress(frame, max))
+    })
+}
