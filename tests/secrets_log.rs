@@ -624,6 +624,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "the constant list of the lead columns a stored body is compressed against",
     ),
     (
+        "src/ingest/view.rs",
+        "conditions",
+        "conditions chosen from constants by the filter's fields, every value bound",
+    ),
+    (
+        "src/delivery/transaction.rs",
+        "conditions",
+        "conditions chosen from constants by the filter's fields, every value bound",
+    ),
+    (
         "src/report/mod.rs",
         "list",
         "the group-by columns a report needs, chosen from a constant list by its dimensions",

@@ -13,7 +13,8 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::{Value, json};
 
 use crate::config::container::DeliveryMode;
@@ -159,35 +160,100 @@ pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<
     rows.collect()
 }
 
-/// What `transaction list` may narrow by; `None` means any.
+/// What `transaction list` and `transaction export` may narrow by; `None` means any.
+/// Times are `[from, to)` in ms, of the delivery (`created_at`).
 #[derive(Debug, Default, Clone)]
 pub struct ListFilter {
     pub buyer_id: Option<String>,
     pub lead_id: Option<String>,
     pub status: Option<Status>,
+    /// Only the transactions of this source's leads.
+    pub source_id: Option<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    /// Only the transactions after this one in the list's order (newest first: older
+    /// ones), for paging with the last id of the previous page.
+    pub after_id: Option<String>,
+    /// At most this many (`list` only).
     pub limit: i64,
 }
 
-/// Transactions matching `filter`, newest first.
+impl ListFilter {
+    /// The WHERE conditions (each a constant of this function, so the SQL holds no input)
+    /// and their values in order; each narrowing its own condition, so SQLite can take the
+    /// index of the one that narrows most (by buyer and time, by lead).
+    fn conditions(&self) -> (String, Vec<SqlValue>) {
+        let mut sql = vec!["1"];
+        let mut values: Vec<SqlValue> = Vec::new();
+        if let Some(buyer_id) = &self.buyer_id {
+            sql.push("t.buyer_id = ?");
+            values.push(buyer_id.clone().into());
+        }
+        if let Some(lead_id) = &self.lead_id {
+            sql.push("t.lead_id = ?");
+            values.push(lead_id.clone().into());
+        }
+        if let Some(status) = self.status {
+            sql.push("t.status = ?");
+            values.push(status.as_str().to_string().into());
+        }
+        if let Some(source_id) = &self.source_id {
+            sql.push("EXISTS (SELECT 1 FROM leads l WHERE l.id = t.lead_id AND l.source_id = ?)");
+            values.push(source_id.clone().into());
+        }
+        if let Some(from) = self.from_ms {
+            sql.push("t.created_at >= ?");
+            values.push(from.into());
+        }
+        if let Some(to) = self.to_ms {
+            sql.push("t.created_at < ?");
+            values.push(to.into());
+        }
+        if let Some(after) = &self.after_id {
+            // A row value: the list's order is (created_at, id) descending.
+            sql.push(
+                "(t.created_at, t.id) < (SELECT created_at, id FROM transactions WHERE id = ?)",
+            );
+            values.push(after.clone().into());
+        }
+        (sql.join(" AND "), values)
+    }
+}
+
+/// Transactions matching `filter`, newest first, at most `filter.limit`.
 pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
+    let (conditions, mut values) = filter.conditions();
+    values.push(filter.limit.into());
     let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM transactions
-         WHERE (?1 IS NULL OR buyer_id = ?1)
-           AND (?2 IS NULL OR lead_id = ?2)
-           AND (?3 IS NULL OR status = ?3)
-         ORDER BY created_at DESC, id DESC
-         LIMIT ?4"
+        "SELECT {COLUMNS} FROM transactions t WHERE {conditions}
+         ORDER BY t.created_at DESC, t.id DESC LIMIT ?"
     ))?;
-    let rows = stmt.query_map(
-        params![
-            filter.buyer_id,
-            filter.lead_id,
-            filter.status.map(Status::as_str),
-            filter.limit
-        ],
-        from_row,
-    )?;
+    let rows = stmt.query_map(params_from_iter(values), from_row)?;
     rows.collect()
+}
+
+/// Every transaction matching `filter` (its `limit` aside), oldest first, handed to `each`
+/// with its lead's source as it is read: one statement, so memory stays what one
+/// transaction takes however many match (`transaction export`). `each` may stop the walk
+/// with its error.
+pub(crate) fn for_each<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    filter: &ListFilter,
+    mut each: impl FnMut(&Transaction, &str) -> Result<(), E>,
+) -> Result<(), E> {
+    let (conditions, values) = filter.conditions();
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS}, (SELECT l.source_id FROM leads l WHERE l.id = t.lead_id)
+         FROM transactions t WHERE {conditions} ORDER BY t.created_at, t.id"
+    ))?;
+    let source_at = COLUMNS.split(',').count();
+    let mut rows = stmt.query(params_from_iter(values))?;
+    while let Some(row) = rows.next()? {
+        let transaction = from_row(row)?;
+        let source_id: String = row.get(source_at)?;
+        each(&transaction, &source_id)?;
+    }
+    Ok(())
 }
 
 /// One move in a transaction's history.

@@ -1,14 +1,16 @@
 //! Reading stored leads back into [`StoredLead`]: one lead with its requests (also by one of
 //! its requests, for the `deliver` command), or a list, and the operator's JSON of them
-//! (`leadrelay lead show`, `lead list`).
+//! (`leadrelay lead show`, `lead list`, `lead export`).
 //!
 //! Owns the read SQL of leads and lead requests. Writing them is `store`'s; a lead that the
 //! ingest writer job has just stored is handed on by that job, never read back here.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 use serde_json::{Map, Value, json};
 
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
+use super::status::LeadStatus;
 use super::{body, normalize};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
@@ -215,31 +217,104 @@ impl From<rusqlite::Error> for ViewError {
     }
 }
 
-/// Newest leads first, of one source or of all, at most `limit`.
+/// What `lead list` and `lead export` narrow by; `None` means any. Times are `[from, to)`
+/// in ms.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LeadFilter {
+    pub(crate) source_id: Option<String>,
+    /// Only leads that have a transaction of this buyer.
+    pub(crate) buyer_id: Option<String>,
+    pub(crate) status: Option<LeadStatus>,
+    pub(crate) from_ms: Option<i64>,
+    pub(crate) to_ms: Option<i64>,
+    /// Only the leads after this one in the list's order (newest first: older ones), for
+    /// paging with the last id of the previous page.
+    pub(crate) after_id: Option<String>,
+}
+
+impl LeadFilter {
+    /// The WHERE conditions (each a constant of this function, so the SQL holds no input)
+    /// and their values in order. Each narrowing is its own condition, so SQLite can take
+    /// the index of the one that narrows most: by source and time, or by time.
+    fn conditions(&self) -> (String, Vec<SqlValue>) {
+        let mut sql = vec!["1"];
+        let mut values: Vec<SqlValue> = Vec::new();
+        if let Some(source_id) = &self.source_id {
+            sql.push("l.source_id = ?");
+            values.push(source_id.clone().into());
+        }
+        if let Some(buyer_id) = &self.buyer_id {
+            sql.push(
+                "EXISTS (SELECT 1 FROM transactions t WHERE t.lead_id = l.id AND t.buyer_id = ?)",
+            );
+            values.push(buyer_id.clone().into());
+        }
+        if let Some(status) = self.status {
+            sql.push("l.status = ?");
+            values.push(status.as_str().to_string().into());
+        }
+        if let Some(from) = self.from_ms {
+            sql.push("l.created_at >= ?");
+            values.push(from.into());
+        }
+        if let Some(to) = self.to_ms {
+            sql.push("l.created_at < ?");
+            values.push(to.into());
+        }
+        if let Some(after) = &self.after_id {
+            // A row value: the list's order is (created_at, rowid) descending.
+            sql.push(
+                "(l.created_at, l.rowid) < (SELECT created_at, rowid FROM leads WHERE id = ?)",
+            );
+            values.push(after.clone().into());
+        }
+        (sql.join(" AND "), values)
+    }
+}
+
+/// Newest leads first that match `filter`, at most `limit`. Rows are inserted by the one
+/// writer in creation order, so the rowid breaks ties of the same millisecond (both
+/// indexes on the time, `leads_created` and `leads_source_created`, end in it).
 pub(crate) fn list(
     conn: &Connection,
-    source_id: Option<&str>,
+    filter: &LeadFilter,
     limit: usize,
 ) -> rusqlite::Result<Vec<StoredLead>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    // Rows are inserted by the one writer in creation order, so the rowid breaks ties of
-    // the same millisecond; by source, the (source_id, created_at) index (which ends in the
-    // rowid) gives the order, without one the table itself does.
-    let (filter, order) = match source_id {
-        Some(_) => ("WHERE l.source_id = ?1", "l.created_at DESC, l.rowid DESC"),
-        None => ("WHERE ?1 IS NULL", "l.rowid DESC"),
-    };
+    let (conditions, mut values) = filter.conditions();
+    values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
     let mut stmt = conn.prepare(&format!(
         "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
-         {filter} ORDER BY {order} LIMIT ?2"
+         WHERE {conditions} ORDER BY l.created_at DESC, l.rowid DESC LIMIT ?"
     ))?;
     let mut leads: Vec<StoredLead> = stmt
-        .query_map(params![source_id, limit], lead_from_row)?
+        .query_map(params_from_iter(values), lead_from_row)?
         .collect::<Result<_, _>>()?;
     for lead in &mut leads {
         lead.requests = requests_of(conn, &lead.id)?;
     }
     Ok(leads)
+}
+
+/// Every lead matching `filter`, oldest first, each with its requests handed to `each` as
+/// it is read: one statement over the file, so memory stays what one lead takes, however
+/// many match (`lead export`). `each` may stop the walk with its error.
+pub(crate) fn for_each<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    filter: &LeadFilter,
+    mut each: impl FnMut(&StoredLead) -> Result<(), E>,
+) -> Result<(), E> {
+    let (conditions, values) = filter.conditions();
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
+         WHERE {conditions} ORDER BY l.created_at, l.rowid"
+    ))?;
+    let mut rows = stmt.query(params_from_iter(values))?;
+    while let Some(row) = rows.next()? {
+        let mut lead = lead_from_row(row)?;
+        lead.requests = requests_of(conn, &lead.id)?;
+        each(&lead)?;
+    }
+    Ok(())
 }
 
 impl StoredLead {
