@@ -148,7 +148,7 @@ fn field(record: &Value, column: &str) -> String {
 /// Where the records go: NDJSON lines or CSV records on `out`.
 enum Sink<W: Write> {
     Ndjson(W),
-    Csv(csv::Writer<W>, &'static [&'static str]),
+    Csv(Box<csv::Writer<W>>, &'static [&'static str]),
 }
 
 impl<W: Write> Sink<W> {
@@ -158,7 +158,7 @@ impl<W: Write> Sink<W> {
             Format::Csv => {
                 let mut csv = crate::report::csv::writer(out);
                 csv.write_record(columns)?;
-                Sink::Csv(csv, columns)
+                Sink::Csv(Box::new(csv), columns)
             }
         })
     }
