@@ -14,16 +14,17 @@
 //! in the database file: nothing acknowledged may be missing, and nothing refused may be
 //! there.
 
+#[path = "support/pool.rs"]
+mod pool;
+
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use tokio::sync::Semaphore;
+use http_body_util::Full;
+use pool::{Answer, Pool};
 
 struct Settings {
     url: String,
@@ -178,57 +179,6 @@ fn summary(tally: &mut Tally, seconds: f64) -> String {
     )
 }
 
-/// Keep-alive connections to the server, opened as needed up to a bound.
-struct Pool {
-    addr: String,
-    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
-    places: Arc<Semaphore>,
-    opened: AtomicUsize,
-}
-
-/// A server's answer to one request.
-struct Answer {
-    status: u16,
-    body: Bytes,
-    /// From writing the request to its connection to the end of the answer.
-    service_micros: u64,
-}
-
-impl Pool {
-    async fn send(&self, request: hyper::Request<Full<Bytes>>) -> Option<Answer> {
-        let _place = self.places.acquire().await.expect("never closed");
-        let idle = self.idle.lock().expect("not poisoned").pop();
-        let mut sender = match idle {
-            Some(sender) if !sender.is_closed() => sender,
-            _ => {
-                let stream = tokio::net::TcpStream::connect(&self.addr).await.ok()?;
-                let _ = stream.set_nodelay(true);
-                let (sender, connection) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .ok()?;
-                tokio::spawn(connection);
-                self.opened.fetch_add(1, Ordering::Relaxed);
-                sender
-            }
-        };
-        sender.ready().await.ok()?;
-        let sent = Instant::now();
-        let response = sender.send_request(request).await.ok()?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.ok()?.to_bytes();
-        let service_micros = sent.elapsed().as_micros() as u64;
-        if !sender.is_closed() {
-            self.idle.lock().expect("not poisoned").push(sender);
-        }
-        Some(Answer {
-            status,
-            body,
-            service_micros,
-        })
-    }
-}
-
 fn request(settings: &Settings, body: Bytes) -> hyper::Request<Full<Bytes>> {
     hyper::Request::post(&settings.path)
         .header("host", "bench")
@@ -324,22 +274,13 @@ fn rows_in(db: &str) -> i64 {
 
 fn main() {
     let settings = Arc::new(settings());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = pool::runtime();
     runtime.block_on(async {
         let leads = Arc::new(Leads {
             next: AtomicU64::new(0),
             batch: settings.batch,
         });
-        let pool = Arc::new(Pool {
-            addr: settings.url.trim_start_matches("http://").to_string(),
-            idle: Mutex::new(Vec::new()),
-            places: Arc::new(Semaphore::new(settings.connections)),
-            opened: AtomicUsize::new(0),
-        });
+        let pool = Arc::new(Pool::new(&settings.url, settings.connections));
         let (rate, mut calibration) = calibrate(&settings, &leads, &pool).await;
         println!(
             "calibration (closed loop, 64 connections, {} s): sustainable={rate:.0} req/s {}",

@@ -102,7 +102,14 @@ fn configure(args: &Args) {
     cli(
         args,
         &[
-            "channel", "create", "--workspace", "ws", "--name", "Web", "--id", "web",
+            "channel",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Web",
+            "--id",
+            "web",
         ],
     );
     for p in 0..PRODUCTS {
@@ -365,9 +372,7 @@ fn report(args: &Args) {
         size as f64 / 1e9
     );
     for by in ["day", "buyer"] {
-        let line = [
-            "report", "--from", &from, "--to", &to, "--by", by, "--json",
-        ];
+        let line = ["report", "--from", &from, "--to", &to, "--by", by, "--json"];
         // A first run reads the file into the page cache, as a served file is.
         let shown: serde_json::Value = serde_json::from_slice(&cli(args, &line)).unwrap();
         let took = median(args.runs, || {
@@ -448,7 +453,10 @@ fn peak_rss(args: &Args, line: &[&str]) -> (f64, Duration) {
     // SAFETY: `pid` is our own child, not yet waited for; both out pointers are valid.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(waited, pid, "the export ends");
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{line:?} failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{line:?} failed"
+    );
     std::mem::forget(child);
     // ru_maxrss is in kilobytes on Linux.
     (usage.ru_maxrss as f64 / 1024.0, started.elapsed())

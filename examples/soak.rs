@@ -581,6 +581,8 @@ fn main() {
     });
     let hook = start_receiver(shared.clone());
     let bin = &options.bin;
+    // Commands other than `init` refuse a database that does not exist.
+    cli(bin, &db, &["init"]);
     cli(
         bin,
         &db,

@@ -25,7 +25,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 /// Half-open `[start, end)` intervals in milliseconds UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Windows {
+pub(crate) struct Windows {
     pub day: (i64, i64),
     pub month: (i64, i64),
 }
@@ -34,7 +34,7 @@ impl Windows {
     /// The local day and month that `now_ms` falls in, in `tz`. Days are 23 or 25 hours
     /// long on daylight-saving changes, and a day that starts in a gap starts when the
     /// clocks allow: the time zone database decides, never a fixed 24 hours.
-    pub fn at(now_ms: i64, tz: &TimeZone) -> Windows {
+    pub(crate) fn at(now_ms: i64, tz: &TimeZone) -> Windows {
         let now = Timestamp::from_millisecond(now_ms).unwrap_or(Timestamp::UNIX_EPOCH);
         let date = now.to_zoned(tz.clone()).date();
         let start_of = |date: jiff::civil::Date| -> i64 {
@@ -58,14 +58,14 @@ impl Windows {
 /// What a buyer uses of its caps for a product in today's and this month's window:
 /// live transactions plus held places.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub today: i64,
     pub this_month: i64,
 }
 
 impl Windows {
     /// Whether `at` falls in these windows' day.
-    pub fn contains(&self, at: i64) -> bool {
+    pub(crate) fn contains(&self, at: i64) -> bool {
         (self.day.0..self.day.1).contains(&at)
     }
 }
@@ -108,7 +108,7 @@ impl Limits {
 
 /// One `cap_usage` row as stored: the counts of the window each names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub day_start: i64,
     pub day_count: i64,
     pub day_held: i64,
@@ -119,7 +119,7 @@ pub struct Counters {
 
 impl Counters {
     /// The use in `windows`: a counter of a window that has passed counts as 0.
-    pub fn usage(&self, windows: &Windows) -> Usage {
+    pub(crate) fn usage(&self, windows: &Windows) -> Usage {
         Usage {
             today: if self.day_start == windows.day.0 {
                 self.day_count + self.day_held
@@ -158,7 +158,7 @@ pub(crate) fn counters_from_row(row: &rusqlite::Row, first: usize) -> rusqlite::
 
 /// The workspace's time zone (UTC when the workspace is missing or names a zone the
 /// bundled database no longer knows).
-pub fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<TimeZone> {
+pub(crate) fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<TimeZone> {
     let zone: Option<String> = conn
         .prepare_cached("SELECT timezone FROM workspaces WHERE id = ?1")?
         .query_row([workspace_id], |row| row.get(0))
@@ -171,7 +171,7 @@ pub fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Ti
 /// Cap use of a buyer for a product now: the one read for `buyer terms`, auto-delivery
 /// and ping reservations. `windows` are the current ones in the workspace's time zone
 /// ([`Windows::at`] with [`timezone_of`]).
-pub fn usage_now(
+pub(crate) fn usage_now(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,
@@ -194,6 +194,32 @@ enum Column {
     Held,
 }
 
+/// The statement that adds `?5` to counter `moved` (`count` or `held`) of buyer `?1` and
+/// product `?2` in the day starting at `?3` and the month starting at `?4`. Per window: the
+/// same as the row's → `moved` adds the change; a newer window → both counters start over
+/// (`moved` at the change, `other` at 0); an older one (a clock that went back) → the row
+/// stays. Never below 0.
+fn upsert(moved: &str, other: &str) -> String {
+    format!(
+        "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_{moved}, month_start,
+            month_{moved})
+         VALUES (?1, ?2, ?3, max(?5, 0), ?4, max(?5, 0))
+         ON CONFLICT (buyer_id, product_id) DO UPDATE SET
+            day_{moved} = CASE WHEN day_start = excluded.day_start THEN max(day_{moved} + ?5, 0)
+                               WHEN day_start < excluded.day_start THEN max(?5, 0)
+                               ELSE day_{moved} END,
+            day_{other} = CASE WHEN day_start < excluded.day_start THEN 0 ELSE day_{other} END,
+            month_{moved} = CASE WHEN month_start = excluded.month_start
+                                     THEN max(month_{moved} + ?5, 0)
+                                 WHEN month_start < excluded.month_start THEN max(?5, 0)
+                                 ELSE month_{moved} END,
+            month_{other} = CASE WHEN month_start < excluded.month_start THEN 0
+                                 ELSE month_{other} END,
+            day_start = max(day_start, excluded.day_start),
+            month_start = max(month_start, excluded.month_start)"
+    )
+}
+
 /// Adds `delta` to the buyer's count or held places for the product in `windows`. A row
 /// whose windows have passed starts the new ones from 0; a change for windows older than
 /// the row's (a clock that went back) leaves the row's alone. Never below 0.
@@ -205,46 +231,11 @@ fn change(
     column: Column,
     delta: i64,
 ) -> rusqlite::Result<()> {
-    // Per window: the same as the row's → the moved counter adds `delta`; a newer window
-    // → both counters start over (the moved one at `delta`, the other at 0); an older one
-    // (a clock that went back) → the row stays.
+    static STATEMENTS: std::sync::LazyLock<[String; 2]> =
+        std::sync::LazyLock::new(|| [upsert("count", "held"), upsert("held", "count")]);
     let sql = match column {
-        Column::Count => {
-            "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start,
-                month_count)
-             VALUES (?1, ?2, ?3, max(?5, 0), ?4, max(?5, 0))
-             ON CONFLICT (buyer_id, product_id) DO UPDATE SET
-                day_count = CASE WHEN day_start = excluded.day_start THEN max(day_count + ?5, 0)
-                                 WHEN day_start < excluded.day_start THEN max(?5, 0)
-                                 ELSE day_count END,
-                day_held = CASE WHEN day_start < excluded.day_start THEN 0 ELSE day_held END,
-                month_count = CASE WHEN month_start = excluded.month_start
-                                       THEN max(month_count + ?5, 0)
-                                   WHEN month_start < excluded.month_start THEN max(?5, 0)
-                                   ELSE month_count END,
-                month_held = CASE WHEN month_start < excluded.month_start THEN 0
-                                  ELSE month_held END,
-                day_start = max(day_start, excluded.day_start),
-                month_start = max(month_start, excluded.month_start)"
-        }
-        Column::Held => {
-            "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_held, month_start,
-                month_held)
-             VALUES (?1, ?2, ?3, max(?5, 0), ?4, max(?5, 0))
-             ON CONFLICT (buyer_id, product_id) DO UPDATE SET
-                day_held = CASE WHEN day_start = excluded.day_start THEN max(day_held + ?5, 0)
-                                WHEN day_start < excluded.day_start THEN max(?5, 0)
-                                ELSE day_held END,
-                day_count = CASE WHEN day_start < excluded.day_start THEN 0 ELSE day_count END,
-                month_held = CASE WHEN month_start = excluded.month_start
-                                      THEN max(month_held + ?5, 0)
-                                  WHEN month_start < excluded.month_start THEN max(?5, 0)
-                                  ELSE month_held END,
-                month_count = CASE WHEN month_start < excluded.month_start THEN 0
-                                   ELSE month_count END,
-                day_start = max(day_start, excluded.day_start),
-                month_start = max(month_start, excluded.month_start)"
-        }
+        Column::Count => &STATEMENTS[0],
+        Column::Held => &STATEMENTS[1],
     };
     conn.prepare_cached(sql)?.execute(rusqlite::params![
         buyer_id,
@@ -295,7 +286,7 @@ pub(crate) fn uncount(
 
 /// Holds a place of the buyer's caps for the product in `windows` (a reservation: ping/post
 /// counts a won bid against the caps until its lead is posted or it expires).
-pub fn hold(
+pub(crate) fn hold(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,
@@ -306,7 +297,7 @@ pub fn hold(
 
 /// Gives back a place [`hold`] took in `windows` (the windows of when it was taken; a
 /// place of a passed window is moot).
-pub fn release(
+pub(crate) fn release(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,
@@ -330,7 +321,11 @@ pub fn release(
 /// Recounts the counters of every buyer of `workspace_id` (every workspace when `None`)
 /// from the live transactions in the windows current at `now`. Held places are kept: they
 /// are not in the transactions. Reads the month's transactions once per workspace.
-pub fn rebuild(conn: &Connection, workspace_id: Option<&str>, now: i64) -> rusqlite::Result<()> {
+pub(crate) fn rebuild(
+    conn: &Connection,
+    workspace_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<()> {
     let workspaces: Vec<(String, String)> = conn
         .prepare("SELECT id, timezone FROM workspaces WHERE ?1 IS NULL OR id = ?1")?
         .query_map([workspace_id], |row| Ok((row.get(0)?, row.get(1)?)))?

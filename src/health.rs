@@ -16,7 +16,7 @@ use crate::logging::Repeated;
 use crate::outbox::store::Figures;
 
 /// How often the probe writes at most; a check in between reuses its result.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a probe may wait for its commit before the check says the database cannot be
 /// written. The probe itself still runs when its turn comes.
@@ -24,7 +24,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Less free space than this on the database's file system is a full disk: the largest
 /// request body (1 MiB) could not be stored.
-pub const MIN_FREE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MIN_FREE_BYTES: u64 = 1024 * 1024;
 
 /// Why the service cannot serve now.
 #[derive(Debug, Clone, thiserror::Error)]

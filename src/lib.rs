@@ -4,36 +4,41 @@
 //! library holds everything else so that integration tests drive the real service: see
 //! `ARCHITECTURE.md` for the map.
 
-pub mod autodelivery;
-pub mod caps;
+// Items are crate-visible unless the binary or tests/ name them: with every item `pub`,
+// the compiler cannot report dead code. clippy's -D warnings makes this an error in CI;
+// tools/visibility.sh applies the lint's suggestions after a merge opened things up.
+#![warn(unreachable_pub)]
+
+pub(crate) mod autodelivery;
+pub(crate) mod caps;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod console;
 pub mod db;
 pub mod delivery;
-pub mod duration;
-pub mod health;
+pub(crate) mod duration;
+pub(crate) mod health;
 pub mod http;
 pub mod ids;
 pub mod ingest;
-pub mod integration;
+pub(crate) mod integration;
 pub(crate) mod ledger;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 pub mod logging;
 pub mod mapping;
-pub mod metrics;
-pub mod money;
+pub(crate) mod metrics;
+pub(crate) mod money;
 pub mod openapi;
-pub mod operators;
-pub mod ops;
-pub mod outbound_url;
+pub(crate) mod operators;
+pub(crate) mod ops;
+pub(crate) mod outbound_url;
 pub mod outbox;
-pub mod ping;
+pub(crate) mod ping;
 pub mod privacy;
 pub mod ratelimit;
-pub mod report;
-pub mod request_id;
+pub(crate) mod report;
+pub(crate) mod request_id;
 pub mod secrets;
 pub mod service;
-pub mod training;
+pub(crate) mod training;

@@ -13,19 +13,19 @@ use serde_json::Value;
 
 /// The largest amount, in cents: 1,000,000,000.00. Every amount (a price, a fund, an
 /// adjustment, a credit limit, a supplier cost) is within ±this.
-pub const MAX_CENTS: i64 = 100_000_000_000;
+pub(crate) const MAX_CENTS: i64 = 100_000_000_000;
 
 /// The largest balance, in cents, in either direction: a fund or an adjustment that would
 /// take a prepaid balance past it is refused. With credit limits bounded by [`MAX_CENTS`],
 /// balance plus credit never leaves ±2·10¹¹ cents, far inside `i64`.
-pub const MAX_BALANCE_CENTS: i64 = MAX_CENTS;
+pub(crate) const MAX_BALANCE_CENTS: i64 = MAX_CENTS;
 
 /// [`MAX_CENTS`] as people read it, for messages.
-pub const BOUND_TEXT: &str = "1,000,000,000.00";
+pub(crate) const BOUND_TEXT: &str = "1,000,000,000.00";
 
 /// Why a text is not an acceptable amount.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AmountError {
+pub(crate) enum AmountError {
     #[error("invalid amount '{0}': expected a number like 12, 12.5 or 12.50")]
     Invalid(String),
     #[error("amount '{0}' is out of range: amounts are bounded to ±{BOUND_TEXT}")]
@@ -139,7 +139,7 @@ fn parse_exponent(text: &str) -> Option<i64> {
 
 /// A non-negative amount typed by the operator (`--price 12.50`, `--credit-limit 500`),
 /// in cents.
-pub fn parse_cents(text: &str) -> Result<i64, AmountError> {
+pub(crate) fn parse_cents(text: &str) -> Result<i64, AmountError> {
     let cents = parse_signed_cents(text)?;
     if cents < 0 {
         return Err(AmountError::Negative(text.to_string()));
@@ -149,12 +149,12 @@ pub fn parse_cents(text: &str) -> Result<i64, AmountError> {
 
 /// An amount typed by the operator that may be negative (`--amount=-5` of an adjustment),
 /// in cents.
-pub fn parse_signed_cents(text: &str) -> Result<i64, AmountError> {
+pub(crate) fn parse_signed_cents(text: &str) -> Result<i64, AmountError> {
     parse(text.trim(), Syntax::Plain)
 }
 
 /// A JSON number's text as sent (e.g. a buyer's `buyerPrice`), in cents.
-pub fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
+pub(crate) fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
     parse(text, Syntax::Json)
 }
 
@@ -163,13 +163,13 @@ pub fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
 /// keeps: cents below 2^53 are exact in a float, the division by 100 is correctly rounded
 /// to the float nearest the decimal, and its shortest form (what serde_json writes) is that
 /// decimal; serde_json writes an exponent only from 10^16 on, far past any bound here.
-pub fn to_json(cents: i64) -> Value {
+pub(crate) fn to_json(cents: i64) -> Value {
     Value::from(cents as f64 / 100.0)
 }
 
 /// Cents as text with two decimals: 1250 → "12.50", -5 → "-0.05". Takes any integer up
 /// to `i128`, so a message can show a sum that leaves `i64`.
-pub fn display(cents: impl Into<i128>) -> String {
+pub(crate) fn display(cents: impl Into<i128>) -> String {
     let cents: i128 = cents.into();
     let sign = if cents < 0 { "-" } else { "" };
     let abs = cents.unsigned_abs();
@@ -178,7 +178,7 @@ pub fn display(cents: impl Into<i128>) -> String {
 
 /// A balance moved by `delta`, if it stays within ±[`MAX_BALANCE_CENTS`]; `None` when it
 /// would leave that range (or overflow, which a bounded balance never does).
-pub fn moved_balance(balance_cents: i64, delta_cents: i64) -> Option<i64> {
+pub(crate) fn moved_balance(balance_cents: i64, delta_cents: i64) -> Option<i64> {
     balance_cents
         .checked_add(delta_cents)
         .filter(|after| after.unsigned_abs() <= MAX_BALANCE_CENTS as u64)

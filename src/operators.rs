@@ -19,13 +19,13 @@ use serde_json::{Value, json};
 use crate::db::{Db, DbError};
 
 /// How long a session lasts after login; the operator signs in again after that.
-pub const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;
+pub(crate) const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;
 
 /// Longest operator name, in characters.
 const MAX_NAME_CHARS: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
-pub enum OperatorError {
+pub(crate) enum OperatorError {
     #[error("unknown operator '{0}'")]
     NotFound(String),
     #[error("{0}")]
@@ -42,7 +42,7 @@ impl From<rusqlite::Error> for OperatorError {
 
 /// An operator as listed: never the token or its hash.
 #[derive(Debug, Clone)]
-pub struct Operator {
+pub(crate) struct Operator {
     pub id: String,
     pub name: String,
     pub created_at: i64,
@@ -51,7 +51,7 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "id": self.id,
             "name": self.name,
@@ -64,13 +64,13 @@ impl Operator {
 
 /// A new operator with its token, which exists in clear only here.
 #[derive(Debug)]
-pub struct Created {
+pub(crate) struct Created {
     pub operator: Operator,
     pub token: String,
 }
 
 /// Creates an operator named `name` and returns it with its token.
-pub fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, OperatorError> {
+pub(crate) fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, OperatorError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(OperatorError::Invalid(format!(
@@ -108,14 +108,14 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Operator> {
 const COLUMNS: &str = "id, name, created_at, revoked_at, last_login_at";
 
 /// Every operator, revoked ones included, oldest first.
-pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
+pub(crate) fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
     let mut statement =
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operators ORDER BY id"))?;
     let rows = statement.query_map([], from_row)?;
     rows.collect()
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Operator>> {
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Operator>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operators WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
@@ -123,7 +123,7 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Operator>> {
 
 /// Revokes operator `id`: its token stops working and its sessions end now. Revoking a
 /// revoked operator changes nothing.
-pub fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, OperatorError> {
+pub(crate) fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, OperatorError> {
     let Some(operator) = find(conn, id)? else {
         return Err(OperatorError::NotFound(id.to_string()));
     };
@@ -138,38 +138,37 @@ pub fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, Operato
 
 /// A signed-in operator, as a console page sees it.
 #[derive(Debug, Clone)]
-pub struct Session {
-    pub operator_id: String,
+pub(crate) struct Session {
     pub operator_name: String,
-    pub expires_at: i64,
 }
 
 /// A session just opened: its id exists in clear only here (for the cookie).
 #[derive(Debug)]
-pub struct Opened {
+pub(crate) struct Opened {
     pub session_id: String,
-    pub session: Session,
 }
 
 /// Opens a session for the operator whose token is `token`, or `None` when no operator
 /// that is not revoked has it. Expired sessions are removed on the way, so the table
 /// holds only live ones.
-pub fn login(conn: &Connection, token: &str, now: i64) -> Result<Option<Opened>, OperatorError> {
+pub(crate) fn login(
+    conn: &Connection,
+    token: &str,
+    now: i64,
+) -> Result<Option<Opened>, OperatorError> {
     conn.prepare_cached("DELETE FROM operator_sessions WHERE expires_at <= ?1")?
         .execute([now])?;
     let token_hash = crate::secrets::hash(token);
-    let found: Option<(String, String, String)> = conn
+    let found: Option<(String, String)> = conn
         .prepare_cached(
-            "SELECT id, name, token_hash FROM operators \
+            "SELECT id, token_hash FROM operators \
              WHERE token_hash = ?1 AND revoked_at IS NULL",
         )?
-        .query_row([&token_hash], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
+        .query_row([&token_hash], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     // The index found the row by its hash; the comparison that decides is the constant-time
     // one, as everywhere a secret is checked.
-    let Some((operator_id, operator_name, stored)) = found else {
+    let Some((operator_id, stored)) = found else {
         return Ok(None);
     };
     if !crate::secrets::verify(token, &stored) {
@@ -189,46 +188,45 @@ pub fn login(conn: &Connection, token: &str, now: i64) -> Result<Option<Opened>,
     ])?;
     conn.prepare_cached("UPDATE operators SET last_login_at = ?2 WHERE id = ?1")?
         .execute(params![operator_id, now])?;
-    Ok(Some(Opened {
-        session_id,
-        session: Session {
-            operator_id,
-            operator_name,
-            expires_at,
-        },
-    }))
+    Ok(Some(Opened { session_id }))
 }
 
 /// The live session whose id is `session_id`: not expired, its operator not revoked.
-pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
+pub(crate) fn session(
+    conn: &Connection,
+    session_id: &str,
+    now: i64,
+) -> rusqlite::Result<Option<Session>> {
     conn.prepare_cached(
-        "SELECT s.operator_id, o.name, s.expires_at FROM operator_sessions s \
+        "SELECT o.name FROM operator_sessions s \
          JOIN operators o ON o.id = s.operator_id \
          WHERE s.id_hash = ?1 AND s.expires_at > ?2 AND o.revoked_at IS NULL",
     )?
     .query_row(params![crate::secrets::hash(session_id), now], |row| {
         Ok(Session {
-            operator_id: row.get(0)?,
-            operator_name: row.get(1)?,
-            expires_at: row.get(2)?,
+            operator_name: row.get(0)?,
         })
     })
     .optional()
 }
 
 /// [`login`] as one writer job, for the console's login form.
-pub async fn sign_in(db: &Db, token: String, now: i64) -> Result<Option<Opened>, OperatorError> {
+pub(crate) async fn sign_in(
+    db: &Db,
+    token: String,
+    now: i64,
+) -> Result<Option<Opened>, OperatorError> {
     db.write(move |conn| login(conn, &token, now)).await
 }
 
 /// [`logout`] as one writer job, for the console's sign-out button.
-pub async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
+pub(crate) async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
     db.write(move |conn| Ok::<_, DbError>(logout(conn, &session_id)?))
         .await
 }
 
 /// Ends the session `session_id` (nothing happens when there is none).
-pub fn logout(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
+pub(crate) fn logout(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM operator_sessions WHERE id_hash = ?1")?
         .execute([crate::secrets::hash(session_id)])?;
     Ok(())
@@ -251,8 +249,11 @@ mod tests {
         assert!(created.token.starts_with("lro_"));
         assert!(login(&conn, "lro_wrong", 2_000).unwrap().is_none());
         let opened = login(&conn, &created.token, 2_000).unwrap().unwrap();
-        assert_eq!(opened.session.operator_name, "ana");
         let id = &opened.session_id;
+        assert_eq!(
+            session(&conn, id, 3_000).unwrap().unwrap().operator_name,
+            "ana"
+        );
         assert!(session(&conn, id, 3_000).unwrap().is_some());
         assert!(
             session(&conn, id, 2_000 + SESSION_TTL_MS)

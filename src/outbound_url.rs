@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 /// Why a URL is not one leadrelay sends to. The messages never repeat a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OutboundUrlError {
+pub(crate) enum OutboundUrlError {
     #[error("'{url}' is not an absolute http:// or https:// URL")]
     NotHttp { url: String },
     #[error(
@@ -36,7 +36,7 @@ pub enum OutboundUrlError {
 }
 
 /// Whether leadrelay may send requests to `url`.
-pub fn check(url: &str) -> Result<(), OutboundUrlError> {
+pub(crate) fn check(url: &str) -> Result<(), OutboundUrlError> {
     let not_http = || OutboundUrlError::NotHttp {
         url: url.chars().take(200).collect(),
     };

@@ -8,11 +8,24 @@ use serde_json::{Value, json};
 
 use crate::lifecycle::{CONFIRMATION, Fixture};
 use crate::util::receiver::Receiver;
-use crate::util::{TestServer, basic_setup, buyer, complete_lead, lr, source};
+use crate::util::{Reply, TestServer, basic_setup, buyer, complete_lead, lr, source};
 
 const BOUND: &str = "1,000,000,000.00";
 
 /// The ledger as `ledger list --json` prints it (every row), to show a refusal wrote none.
+/// Acknowledges `txn` with `buyerPrice` written as the raw JSON number text `price`, so the
+/// server reads exactly what the test typed (exponents, digits past a float's precision).
+fn acknowledge_at(f: &Fixture, secret: &str, txn: &str, price: &str) -> Reply {
+    f.server
+        .post(CONFIRMATION)
+        .secret(secret)
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"transactionId":"{txn}","status":"acknowledged","buyerPrice":{price}}}"#
+        ))
+        .send()
+}
+
 fn ledger(server: &TestServer) -> Value {
     lr(server, "ledger list").json()
 }
@@ -141,15 +154,7 @@ fn http_buyer_prices_are_read_from_their_decimal_text() {
     ]);
     for (sent, shown) in table {
         let txn = f.delivered("b");
-        let reply = f
-            .server
-            .post(CONFIRMATION)
-            .secret(&secret)
-            .header("content-type", "application/json")
-            .body(format!(
-                r#"{{"transactionId":"{txn}","status":"acknowledged","buyerPrice":{sent}}}"#
-            ))
-            .send();
+        let reply = acknowledge_at(&f, &secret, &txn, sent);
         assert_eq!(reply.status, 200, "{sent}: {}", reply.text);
         let stored = f.transaction(&txn);
         assert_eq!(
@@ -249,15 +254,7 @@ fn http_buyer_prices_past_the_bound_are_a_400() {
         "123456789012345678901234567890",
         "-1000000000.01",
     ] {
-        let reply = f
-            .server
-            .post(CONFIRMATION)
-            .secret(&secret)
-            .header("content-type", "application/json")
-            .body(format!(
-                r#"{{"transactionId":"{txn}","status":"acknowledged","buyerPrice":{sent}}}"#
-            ))
-            .send();
+        let reply = acknowledge_at(&f, &secret, &txn, sent);
         assert_eq!(reply.status, 400, "{sent}: {}", reply.text);
         let text = &reply.text;
         assert!(text.contains("/buyerPrice"), "{sent}: {text}");
@@ -266,15 +263,7 @@ fn http_buyer_prices_past_the_bound_are_a_400() {
         }
     }
     // A number no float holds is not JSON this interface takes, as before.
-    let reply = f
-        .server
-        .post(CONFIRMATION)
-        .secret(&secret)
-        .header("content-type", "application/json")
-        .body(format!(
-            r#"{{"transactionId":"{txn}","status":"acknowledged","buyerPrice":1e400}}"#
-        ))
-        .send();
+    let reply = acknowledge_at(&f, &secret, &txn, "1e400");
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(reply.json["code"], "invalid_json", "{}", reply.text);
     assert!(reply.text.contains("out of range"), "{}", reply.text);

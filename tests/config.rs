@@ -619,10 +619,26 @@ fn rotation_keeps_the_old_secret_for_the_overlap_and_not_after() {
 
     // Rotated with an overlap longer than any run of this test (a loaded machine has taken
     // 45 s for one CLI call): old and new are both accepted.
-    let overlap = "--overlap 1h";
-    let source = lr(&server, format!("source rotate-secret sec {overlap}")).json();
-    let buyer = lr(&server, format!("buyer rotate-secret b {overlap}")).json();
-    let supplier = lr(&server, format!("supplier rotate-key sup {overlap}")).json();
+    let rotate = |overlap: &str| {
+        (
+            lr(
+                &server,
+                format!("source rotate-secret sec --overlap {overlap}"),
+            )
+            .json(),
+            lr(
+                &server,
+                format!("buyer rotate-secret b --overlap {overlap}"),
+            )
+            .json(),
+            lr(
+                &server,
+                format!("supplier rotate-key sup --overlap {overlap}"),
+            )
+            .json(),
+        )
+    };
+    let (source, buyer, supplier) = rotate("1h");
     let (new_source, new_buyer, new_key) = (
         source["secret"].as_str().unwrap(),
         buyer["secret"].as_str().unwrap(),
@@ -656,10 +672,7 @@ fn rotation_keeps_the_old_secret_for_the_overlap_and_not_after() {
     // Rotated again with a short overlap: the secret it replaces is accepted until the
     // overlap ends, then only the newest (whenever the calls below run, so no machine is
     // too slow for it). One previous secret is kept: the first one is refused at once.
-    let overlap = "--overlap 500ms";
-    let source = lr(&server, format!("source rotate-secret sec {overlap}")).json();
-    let buyer = lr(&server, format!("buyer rotate-secret b {overlap}")).json();
-    let supplier = lr(&server, format!("supplier rotate-key sup {overlap}")).json();
+    let (source, buyer, supplier) = rotate("500ms");
     let (newest_source, newest_buyer, newest_key) = (
         source["secret"].as_str().unwrap(),
         buyer["secret"].as_str().unwrap(),

@@ -3,7 +3,8 @@
 //! goes unhealthy (auto-delivery passes it over, `buyer health` and the metrics say so, a
 //! probe brings it back, a restart keeps it), permanent failures are attempted once (a
 //! redirect, a 410, a certificate that does not verify), an operator voids a sale and
-//! reroutes the lead to another buyer, and re-queues a buyer's failed events in bulk.
+//! reroutes the lead to another buyer, and re-queues a buyer's failed events in bulk (never
+//! those of a sale taken back).
 
 use std::path::Path;
 use std::time::Duration;
@@ -483,4 +484,64 @@ fn outbox_retry_by_buyer_requeues_its_failed_events_in_bulk() {
         .stderr_contains("unknown buyer 'nobody'");
     lr(db, "outbox retry").fails(2);
     lr(db, "outbox retry evt_x --buyer picky").fails(2);
+}
+
+#[test]
+fn a_retry_never_sends_again_the_event_of_a_voided_sale() {
+    let server = TestServer::start_with(TempDb::new(), fast_options());
+    let receiver = Receiver::start();
+    let db = &server.db.path;
+    setup(db);
+    receiver.answer("/picky", Answer::status(400).body("schema changed"));
+    buyer(db, "picky", &receiver.url("/picky"), Some("25"), []);
+    let mut sold = Vec::new();
+    for n in 0..3 {
+        let (_, request) = lead_request(&server, &simple_lead(n));
+        let delivered = deliver(db, &request, "picky", None);
+        let id = |key: &str| delivered[key].as_str().unwrap().to_string();
+        sold.push((id("transactionId"), id("eventId")));
+    }
+    for (_, event_id) in &sold {
+        wait_for_status(db, event_id, "failed");
+    }
+    // The operator takes the first sale back; then the buyer fixes its side.
+    let (voided_txn, voided_event) = sold[0].clone();
+    let voided = lr(
+        db,
+        format!("transaction void {voided_txn} --reason 'sold by mistake'"),
+    )
+    .json();
+    assert_eq!(voided["item"]["status"], "cancelled", "{voided}");
+    receiver.answer("/picky", Answer::ok());
+
+    // Neither by id nor in bulk is the voided sale's event made due again; the live ones are.
+    lr(db, format!("outbox retry {voided_event}"))
+        .fails(1)
+        .stderr_contains("which is cancelled");
+    let retried = lr(db, "outbox retry --buyer picky").json();
+    assert_eq!(retried, json!({"buyerAccountId": "picky", "retried": 2}));
+    // Attempts only grow: one attempt and failed means it was never tried again.
+    let shown = event(db, &voided_event);
+    assert_eq!(
+        (&shown["status"], &shown["attempts"]),
+        (&json!("failed"), &json!(1)),
+        "{shown}"
+    );
+    for (_, event_id) in &sold[1..] {
+        wait_for_status(db, event_id, "delivered");
+    }
+    let shown = lr(db, format!("transaction show {voided_txn}")).json();
+    assert_eq!(shown["status"], "cancelled", "{shown}");
+    assert_eq!(shown["deliveryStatus"], "failed", "{shown}");
+    assert_eq!(
+        lr(db, "outbox retry --buyer picky --status failed").json()["retried"],
+        0
+    );
+    // The buyer got the voided sale's lead once: the attempt that failed before the void.
+    let sent = receiver
+        .requests_to("/picky")
+        .iter()
+        .filter(|r| r.header("webhook-id") == Some(voided_event.as_str()))
+        .count();
+    assert_eq!(sent, 1);
 }

@@ -207,6 +207,15 @@ fn a_json_crm_takes_a_lead_with_its_id_and_a_refused_lead_goes_to_the_next_buyer
     );
     assert_eq!(event["status"], "failed");
     assert!(!event.to_string().contains(CRM_KEY), "{event}");
+    // The sale was taken back: the refused event is not sent again, by id or in bulk.
+    lr(&db, format!("outbox retry {event_id}"))
+        .fails(1)
+        .stderr_contains("which is rejected");
+    assert_eq!(lr(&db, "outbox retry --buyer crm").json()["retried"], 0);
+    assert_eq!(
+        lr(&db, format!("outbox show {event_id}")).json()["status"],
+        "failed"
+    );
     // Nothing was sent again to the CRM.
     assert_eq!(receiver.requests_to("/crm").len(), 2);
 }

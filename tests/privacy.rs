@@ -507,6 +507,89 @@ fn vacuum_gives_an_older_files_free_pages_back_and_makes_it_incremental() {
     assert_eq!(lr(&db, "check").json()["ok"], true);
 }
 
+/// Leads of every stored quality and duplicate status, interleaved: `lead list --source`
+/// and a purge walk a source's leads by time over one range of an index per pair of
+/// statuses, so a pair left out or a wrong merge shows here.
+#[test]
+fn list_by_source_and_purge_take_leads_of_every_quality_and_duplicate_status() {
+    let server = TestServer::start();
+    let db = server.db.path.clone();
+    setup(&db);
+    let lead_of = |last: &str, contact: Value| {
+        let mut lead = json!({"firstName": "Ada", "lastName": last, "productSlug": "solar"});
+        lead.as_object_mut()
+            .unwrap()
+            .extend(contact.as_object().unwrap().clone());
+        lead
+    };
+    let sent = [
+        (
+            "ok",
+            "unique",
+            lead_of("Ok", json!({"email": "ada.ok@example.org"})),
+        ),
+        (
+            "suspect",
+            "unique",
+            lead_of("Suspect", json!({"email": "nope", "phone": "030 1234567"})),
+        ),
+        ("invalid", "unique", lead_of("Invalid", json!({}))),
+        (
+            "ok",
+            "review",
+            lead_of("Ok again", json!({"email": "ada.ok@example.org"})),
+        ),
+        (
+            "suspect",
+            "review",
+            lead_of(
+                "Suspect again",
+                json!({"email": "nope", "phone": "030 1234567"}),
+            ),
+        ),
+        ("invalid", "unique", lead_of("Invalid again", json!({}))),
+        (
+            "ok",
+            "unique",
+            lead_of("Last", json!({"email": "ada.last@example.org"})),
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (quality, duplicate, body) in &sent {
+        let (id, _) = lead_request(&server, body);
+        let shown = lead(&db, &id);
+        assert_eq!(
+            (
+                shown["qualityStatus"].as_str(),
+                shown["duplicateStatus"].as_str()
+            ),
+            (Some(*quality), Some(*duplicate)),
+            "{shown}"
+        );
+        ids.push(id);
+    }
+    let listed = |limit: usize| -> Vec<String> {
+        lr(&db, format!("lead list --source src --limit {limit}"))
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(listed(100), newest_first);
+    assert_eq!(listed(3), newest_first[..3]);
+
+    let purged = lr(&db, "purge --older-than 1ms --dry-run").json();
+    assert_eq!(purged["leads"], ids.len());
+    let purged = lr(&db, "purge --older-than 1ms").json();
+    assert_eq!(purged["leads"], ids.len());
+    for id in &ids {
+        assert_eq!(lead(&db, id)["erased"], true, "{id}");
+    }
+}
+
 #[test]
 fn serve_purges_leads_past_their_workspace_retention_at_start() {
     let server = TestServer::start();

@@ -17,7 +17,7 @@ use leadrelay::config::container::ContainerKind;
 use leadrelay::ingest::catalog::Catalog;
 use leadrelay::ingest::shape::{self, Shape};
 use leadrelay::ingest::validate;
-use leadrelay::mapping::document::{BOOLEAN_TARGETS, MappingDocument, TEXT_TARGETS, TRANSFORMS};
+use leadrelay::mapping::document::{BOOLEAN_TARGETS, MappingDocument, TRANSFORMS, text_targets};
 use leadrelay::mapping::engine;
 
 /// Cases per property: 128 by default (a few seconds), `PROPTEST_CASES` for more.
@@ -362,7 +362,7 @@ fn mapping_rule() -> impl Strategy<Value = Value> {
 
 fn mapping_target() -> impl Strategy<Value = String> {
     prop_oneof![
-        proptest::sample::select(TEXT_TARGETS).prop_map(str::to_string),
+        proptest::sample::select(text_targets().collect::<Vec<_>>()).prop_map(str::to_string),
         proptest::sample::select(BOOLEAN_TARGETS).prop_map(str::to_string),
         "[a-z]{0,5}".prop_map(|n| format!("fieldValues.{n}")),
         "[a-z]{0,5}".prop_map(|n| format!("capture.metadata.{n}")),

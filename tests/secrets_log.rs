@@ -585,13 +585,28 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
     ),
     (
         "src/ingest/view.rs",
-        "filter",
-        "one of two constant WHERE clauses; the source id is bound as ?1",
+        "rows",
+        "one of two constant subqueries (a lead filter's driving rows); the buyer and time are bound",
     ),
     (
         "src/ingest/view.rs",
-        "order",
-        "one of two constant ORDER BY lists",
+        "direction",
+        "`DESC` or `ASC`, from the constant `Order` of the read",
+    ),
+    (
+        "src/ingest/view.rs",
+        "limit_clause",
+        "` LIMIT ?` or nothing; the limit is bound",
+    ),
+    (
+        "src/delivery/transaction.rs",
+        "direction",
+        "`DESC` or `ASC`, a `&'static str` from the two constant calls (`list`, `for_each`)",
+    ),
+    (
+        "src/delivery/transaction.rs",
+        "limit_clause",
+        "` LIMIT ?` or nothing; the limit is bound",
     ),
     (
         "src/autodelivery/eligibility.rs",
@@ -632,6 +647,26 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "src/delivery/transaction.rs",
         "conditions",
         "conditions chosen from constants by the filter's fields, every value bound",
+    ),
+    (
+        "src/caps.rs",
+        "moved",
+        "a counter's column suffix, `count` or `held`, from the two constant calls in `change`",
+    ),
+    (
+        "src/caps.rs",
+        "other",
+        "a counter's column suffix, `held` or `count`, from the two constant calls in `change`",
+    ),
+    (
+        "src/ingest/view.rs",
+        "quality.as_str()",
+        "a quality status name from the enum's constant spelling (`QualityStatus::ALL`), as a literal so each status pair's range of `leads_source_mix` is one index search",
+    ),
+    (
+        "src/ingest/view.rs",
+        "duplicate.as_str()",
+        "a duplicate status name from the enum's constant spelling (unique or review), as a literal like the quality status beside it",
     ),
     (
         "src/report/mod.rs",

@@ -26,6 +26,9 @@ pub enum Behaviour {
     Delay(Duration),
     /// Reads the request and never answers (the client's timeout ends it).
     Hang,
+    /// A bidding buyer's endpoint: answers 200 `{"bid": EUROS, "bidId": WEBHOOK-ID}` after
+    /// the delay, the bid being `cents` (ping/post's bid requests, bench/ping.sh).
+    Bid { delay: Duration, cents: i64 },
 }
 
 /// One request as it arrived.
@@ -169,19 +172,33 @@ async fn accept(
                             .expect("no panic holding it")
                             .push(Arrival {
                                 buyer,
-                                event_id,
+                                event_id: event_id.clone(),
                                 lead_id,
                                 at,
                             });
                         arrivals.count.fetch_add(1, Ordering::Relaxed);
                         let behaviour = behaviours.lock().expect("no panic holding it")[buyer];
-                        match behaviour {
-                            Behaviour::Delay(delay) => tokio::time::sleep(delay).await,
-                            Behaviour::Hang => tokio::time::sleep(Duration::from_secs(3600)).await,
-                        }
-                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(
-                            b"{}",
-                        ))))
+                        let answer = match behaviour {
+                            Behaviour::Delay(delay) => {
+                                tokio::time::sleep(delay).await;
+                                Bytes::from_static(b"{}")
+                            }
+                            Behaviour::Hang => {
+                                tokio::time::sleep(Duration::from_secs(3600)).await;
+                                Bytes::from_static(b"{}")
+                            }
+                            Behaviour::Bid { delay, cents } => {
+                                tokio::time::sleep(delay).await;
+                                Bytes::from(
+                                    serde_json::json!({
+                                        "bid": cents as f64 / 100.0,
+                                        "bidId": event_id,
+                                    })
+                                    .to_string(),
+                                )
+                            }
+                        };
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(answer)))
                     }
                 },
             );

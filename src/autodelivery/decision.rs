@@ -17,12 +17,12 @@ use crate::config::container::DeliveryMode;
 use crate::ingest::status::RequestStatus;
 
 /// The `version` of every `autoDelivery` object.
-pub const VERSION: &str = "1.0";
+pub(crate) const VERSION: &str = "1.0";
 
 /// Why a request's evaluation ended as it did: the request's `reason` (its `outcome` is
 /// only whether anything was delivered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestReason {
+pub(crate) enum RequestReason {
     Delivered,
     NotRoutingReady,
     DuplicateReview,
@@ -33,7 +33,7 @@ pub enum RequestReason {
 }
 
 impl RequestReason {
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             RequestReason::Delivered => "delivered",
             RequestReason::NotRoutingReady => "not_routing_ready",
@@ -48,7 +48,7 @@ impl RequestReason {
 
 /// One transaction auto-delivery created.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub transaction_id: String,
     pub buyer_id: String,
     pub price_cents: i64,
@@ -57,7 +57,7 @@ pub struct Delivery {
 
 /// The decision for one interest.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestDecision {
+pub(crate) struct RequestDecision {
     pub request_id: String,
     pub reason: RequestReason,
     /// `None` when an earlier step ended the evaluation.
@@ -69,7 +69,7 @@ pub struct RequestDecision {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
+pub(crate) enum View {
     /// The ingest result, answered to the partner.
     Partner,
     /// The stored decision, shown to the operator.
@@ -77,7 +77,7 @@ pub enum View {
 }
 
 impl RequestDecision {
-    pub fn to_json(&self, view: View) -> Value {
+    pub(crate) fn to_json(&self, view: View) -> Value {
         let deliveries: Vec<Value> = self
             .deliveries
             .iter()
@@ -140,18 +140,18 @@ fn candidate_json(candidate: &Candidate, view: View) -> Value {
 
 /// Every evaluated interest of one lead: the ingest result's `autoDelivery`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AutoDelivery {
+pub(crate) struct AutoDelivery {
     pub requests: Vec<RequestDecision>,
 }
 
 impl AutoDelivery {
     /// How many transactions were created, over all interests.
-    pub fn delivered(&self) -> usize {
+    pub(crate) fn delivered(&self) -> usize {
         self.requests.iter().map(|r| r.deliveries.len()).sum()
     }
 
     /// The `autoDelivery` object of the ingest result (the partner's view).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "version": VERSION,
             "delivered": self.delivered(),
@@ -166,7 +166,7 @@ impl AutoDelivery {
 
 impl AutoDelivery {
     /// The operator's view (`lead reroute`): every candidate with its price and detail.
-    pub fn to_operator_json(&self) -> Value {
+    pub(crate) fn to_operator_json(&self) -> Value {
         json!({
             "version": VERSION,
             "delivered": self.delivered(),
@@ -181,7 +181,7 @@ impl AutoDelivery {
 
 /// The `autoDelivery` object of an idempotent replay, from the decisions stored on the
 /// lead's requests (the operator's views): each one as the partner first got it.
-pub fn replayed(stored: &[Value]) -> Value {
+pub(crate) fn replayed(stored: &[Value]) -> Value {
     let requests: Vec<Value> = stored.iter().map(partner_view_of_stored).collect();
     let delivered: usize = requests
         .iter()
@@ -218,13 +218,13 @@ fn partner_view_of_stored(stored: &Value) -> Value {
 
 /// Stores the operator's view of `decision` on its lead request and sets the request's
 /// status to `delivered` or `not_delivered`.
-pub fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
+pub(crate) fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
     store_with(conn, decision, |_| {})
 }
 
 /// [`store`], with `annotate` adding to the operator's view first: a post names its ping,
 /// the waterfall keeps its steps so far (`lead show` traces every step).
-pub fn store_with(
+pub(crate) fn store_with(
     conn: &Connection,
     decision: &RequestDecision,
     annotate: impl FnOnce(&mut Value),

@@ -34,7 +34,7 @@ use crate::ledger;
 
 /// A candidate's standing, from ineligible through the selection's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     BuyerPaused,
     BuyerUnhealthy,
     FilterMismatch,
@@ -55,7 +55,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Reason::BuyerPaused => "buyer_paused",
             Reason::BuyerUnhealthy => "buyer_unhealthy",
@@ -73,7 +73,7 @@ impl Reason {
         }
     }
 
-    pub fn is_eligible(self) -> bool {
+    pub(crate) fn is_eligible(self) -> bool {
         matches!(
             self,
             Reason::Eligible | Reason::Selected | Reason::NotSelected
@@ -83,7 +83,7 @@ impl Reason {
 
 /// A subscribed buyer with the terms that rank it and its verdict.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub buyer_id: String,
     pub price_cents: i64,
     pub priority: i64,

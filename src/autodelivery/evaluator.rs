@@ -24,16 +24,16 @@ use serde_json::{Map, Value};
 use super::features::{CATEGORIES, Category, FEATURES, Feature, Features, rounded};
 
 /// The model's name in every evaluation, so a stored decision says what produced it.
-pub const MODEL: &str = "leadrelay-logistic-v1";
+pub(crate) const MODEL: &str = "leadrelay-logistic-v1";
 
 /// The name of the constant term among the weights and factors.
-pub const INTERCEPT: &str = "intercept";
+pub(crate) const INTERCEPT: &str = "intercept";
 
 /// The largest weight (in size) accepted; beyond it one factor alone saturates the score.
 const MAX_WEIGHT: f64 = 100.0;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Weights {
+pub(crate) struct Weights {
     pub intercept: f64,
     /// Indexed by [`Feature::index`].
     pub features: [f64; FEATURES.len()],
@@ -47,7 +47,7 @@ pub struct Weights {
 /// quality is `invalid`, which ends auto-delivery before the evaluation. Features added
 /// later (`duplicatesSeen`) and the categories start at 0, so they change no score until
 /// an operator sets or trains them.
-pub const DEFAULT_WEIGHTS: Weights = Weights {
+pub(crate) const DEFAULT_WEIGHTS: Weights = Weights {
     intercept: -3.0,
     features: [1.5, 1.5, 1.0, 1.0, 1.5, 1.0, -1.0, 0.0],
     categories: BTreeMap::new(),
@@ -60,13 +60,13 @@ impl Default for Weights {
 }
 
 impl Weights {
-    pub fn get(&self, feature: Feature) -> f64 {
+    pub(crate) fn get(&self, feature: Feature) -> f64 {
         self.features[feature.index()]
     }
 
     /// `z = intercept + Σ weight × value` over the features, then the categories, in that
     /// fixed order.
-    pub fn linear(&self, features: &Features) -> f64 {
+    pub(crate) fn linear(&self, features: &Features) -> f64 {
         self.linear_of(
             &features.values,
             features.categories.iter().map(String::as_str),
@@ -75,7 +75,7 @@ impl Weights {
 
     /// [`linear`](Self::linear) of numeric `values` (indexed by [`Feature::index`]) and
     /// category factor names.
-    pub fn linear_of<'a>(
+    pub(crate) fn linear_of<'a>(
         &self,
         values: &[f64; FEATURES.len()],
         categories: impl Iterator<Item = &'a str>,
@@ -93,7 +93,7 @@ impl Weights {
     /// Whether any category of `name`'s group (the part before `:`) has a weight: the trace
     /// shows a lead's categories of such groups only, so a group nobody weighs (as none
     /// does with the defaults) adds no line of zeros to every decision.
-    pub fn weighs_group_of(&self, name: &str) -> bool {
+    pub(crate) fn weighs_group_of(&self, name: &str) -> bool {
         let Some((group, _)) = name.split_once(':') else {
             return false;
         };
@@ -108,13 +108,13 @@ impl Weights {
     }
 
     /// The weight of a category factor (0 when it has none).
-    pub fn category(&self, name: &str) -> f64 {
+    pub(crate) fn category(&self, name: &str) -> f64 {
         self.categories.get(name).copied().unwrap_or(0.0)
     }
 
     /// Sets one weight by name: `intercept`, a feature name or a category factor
     /// (`source:web`; 0 removes its weight).
-    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+    pub(crate) fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
         if !value.is_finite() || value.abs() > MAX_WEIGHT {
             return Err(format!(
                 "weight {name} must be a number from -{MAX_WEIGHT} to {MAX_WEIGHT}"
@@ -145,7 +145,7 @@ impl Weights {
 
     /// Applies every weight of a JSON object on top of `self`; names it does not give keep
     /// their value.
-    pub fn merge_json(&mut self, object: &Value) -> Result<(), String> {
+    pub(crate) fn merge_json(&mut self, object: &Value) -> Result<(), String> {
         let map = object
             .as_object()
             .ok_or("weights are a JSON object of name to number")?;
@@ -160,7 +160,7 @@ impl Weights {
 
     /// `{"intercept": …, "validEmail": …, …, "source:web": …}`: the intercept, the
     /// features in their fixed order, then the categories by name.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert(INTERCEPT.into(), Value::from(self.intercept));
         for feature in FEATURES {
@@ -175,7 +175,7 @@ impl Weights {
 
 /// One line of the explanation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Factor {
+pub(crate) struct Factor {
     pub name: Cow<'static, str>,
     pub value: f64,
     pub weight: f64,
@@ -184,7 +184,7 @@ pub struct Factor {
 
 /// The `evaluation` object of a Delivery 1.0 request result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Evaluation {
+pub(crate) struct Evaluation {
     pub model: &'static str,
     pub score: i64,
     pub threshold: i64,
@@ -194,7 +194,7 @@ pub struct Evaluation {
 
 /// Scores `features` with `weights` against `threshold` (0 to 100, reached when the score
 /// is at least the threshold).
-pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evaluation {
+pub(crate) fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evaluation {
     let mut factors = Vec::with_capacity(FEATURES.len() + 1 + features.categories.len());
     factors.push(Factor {
         name: Cow::Borrowed(INTERCEPT),
@@ -235,7 +235,7 @@ pub fn evaluate(features: &Features, weights: &Weights, threshold: i64) -> Evalu
 
 /// The score of `z`: `round(100 / (1 + e^-z))`, 0 to 100. The one rule, also for the
 /// comparison `evaluator train` prints.
-pub fn score(z: f64) -> i64 {
+pub(crate) fn score(z: f64) -> i64 {
     (100.0 / (1.0 + (-z).exp())).round().clamp(0.0, 100.0) as i64
 }
 
@@ -243,7 +243,7 @@ pub fn score(z: f64) -> i64 {
 /// the column have been edited by hand into something unreadable, the defaults apply (and
 /// the log says so) rather than every lead of the workspace failing to ingest. The flag
 /// says whether the workspace has weights of its own.
-pub fn from_stored(workspace_id: &str, stored: Option<&str>) -> (Weights, bool) {
+pub(crate) fn from_stored(workspace_id: &str, stored: Option<&str>) -> (Weights, bool) {
     let Some(text) = stored else {
         return (DEFAULT_WEIGHTS, false);
     };

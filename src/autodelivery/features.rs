@@ -38,7 +38,7 @@ use crate::ingest::normalize::{is_valid_email, phone_digits};
 use crate::ingest::quality::CONSENT_GRANTED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Feature {
+pub(crate) enum Feature {
     ValidEmail,
     ValidPhone,
     Names,
@@ -50,7 +50,7 @@ pub enum Feature {
 }
 
 /// Every numeric feature, in the order factors are shown.
-pub const FEATURES: [Feature; 8] = [
+pub(crate) const FEATURES: [Feature; 8] = [
     Feature::ValidEmail,
     Feature::ValidPhone,
     Feature::Names,
@@ -62,10 +62,10 @@ pub const FEATURES: [Feature; 8] = [
 ];
 
 /// `duplicatesSeen` counts up to this many earlier leads.
-pub const DUPLICATES_SEEN_CAP: u32 = 3;
+pub(crate) const DUPLICATES_SEEN_CAP: u32 = 3;
 
 impl Feature {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Feature::ValidEmail => "validEmail",
             Feature::ValidPhone => "validPhone",
@@ -78,17 +78,17 @@ impl Feature {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Feature> {
+    pub(crate) fn from_name(name: &str) -> Option<Feature> {
         FEATURES.into_iter().find(|f| f.name() == name)
     }
 
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 
     /// The group `evaluator train --features` selects it by: the original seven are
     /// `base`, later ones their own.
-    pub fn group(self) -> Group {
+    pub(crate) fn group(self) -> Group {
         match self {
             Feature::DuplicatesSeen => Group::DuplicatesSeen,
             _ => Group::Base,
@@ -98,19 +98,20 @@ impl Feature {
 
 /// A family of categories: a category factor is named `group:value`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Category {
+pub(crate) enum Category {
     Source,
     Answer,
     HourOfDay,
 }
 
-pub const CATEGORIES: [Category; 3] = [Category::Source, Category::Answer, Category::HourOfDay];
+pub(crate) const CATEGORIES: [Category; 3] =
+    [Category::Source, Category::Answer, Category::HourOfDay];
 
 /// The longest category value kept (longer ones are cut), so factor names stay short.
 const MAX_CATEGORY_VALUE: usize = 64;
 
 impl Category {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Category::Source => "source",
             Category::Answer => "answer",
@@ -119,13 +120,13 @@ impl Category {
     }
 
     /// The factor name of `value` in this group.
-    pub fn factor(self, value: &str) -> String {
+    pub(crate) fn factor(self, value: &str) -> String {
         let value: String = value.trim().chars().take(MAX_CATEGORY_VALUE).collect();
         format!("{}:{value}", self.name())
     }
 
     /// The group of a factor name `group:value` (with a value); `None` for any other name.
-    pub fn of_factor(name: &str) -> Option<Category> {
+    pub(crate) fn of_factor(name: &str) -> Option<Category> {
         let (group, value) = name.split_once(':')?;
         if value.is_empty() {
             return None;
@@ -137,7 +138,7 @@ impl Category {
 /// What `evaluator train --features` selects: the base features, one later numeric
 /// feature, or a family of categories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Group {
+pub(crate) enum Group {
     Base,
     DuplicatesSeen,
     Source,
@@ -145,7 +146,7 @@ pub enum Group {
     HourOfDay,
 }
 
-pub const GROUPS: [Group; 5] = [
+pub(crate) const GROUPS: [Group; 5] = [
     Group::Base,
     Group::DuplicatesSeen,
     Group::Source,
@@ -154,7 +155,7 @@ pub const GROUPS: [Group; 5] = [
 ];
 
 impl Group {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Group::Base => "base",
             Group::DuplicatesSeen => "duplicatesSeen",
@@ -164,13 +165,13 @@ impl Group {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Group> {
+    pub(crate) fn from_name(name: &str) -> Option<Group> {
         GROUPS.into_iter().find(|g| g.name() == name)
     }
 
     /// The group of a feature or category factor name; `None` for the intercept and
     /// unknown names.
-    pub fn of_name(name: &str) -> Option<Group> {
+    pub(crate) fn of_name(name: &str) -> Option<Group> {
         if let Some(feature) = Feature::from_name(name) {
             return Some(feature.group());
         }
@@ -185,13 +186,13 @@ impl Group {
 /// A lead's features: the numeric values indexed by [`Feature::index`], and the factor
 /// names of its categories in group order.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Features {
+pub(crate) struct Features {
     pub values: [f64; FEATURES.len()],
     pub categories: Vec<String>,
 }
 
 impl Features {
-    pub fn get(&self, feature: Feature) -> f64 {
+    pub(crate) fn get(&self, feature: Feature) -> f64 {
         self.values[feature.index()]
     }
 }

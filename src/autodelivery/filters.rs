@@ -9,7 +9,7 @@ use crate::config::buyer::{Filter, FilterOp};
 use crate::ingest::model::{Interest, LeadFields};
 
 /// The first filter of `filters` that the lead does not meet, if any.
-pub fn first_mismatch<'f>(
+pub(crate) fn first_mismatch<'f>(
     filters: &'f [Filter],
     lead: &LeadFields,
     interest: &Interest,

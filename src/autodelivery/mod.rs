@@ -15,18 +15,18 @@
 //! (`delivery`: transaction, charge, event), storing the lead (`ingest`) or sending the
 //! event (`outbox`).
 
-pub mod decision;
-pub mod eligibility;
-pub mod evaluator;
-pub mod features;
-pub mod filters;
-pub mod schedule;
-pub mod select;
-pub mod stored_features;
+pub(crate) mod decision;
+pub(crate) mod eligibility;
+pub(crate) mod evaluator;
+pub(crate) mod features;
+pub(crate) mod filters;
+pub(crate) mod schedule;
+pub(crate) mod select;
+pub(crate) mod stored_features;
 #[cfg(test)]
 pub(crate) mod testing;
-pub mod waterfall;
-pub mod weights;
+pub(crate) mod waterfall;
+pub(crate) mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
@@ -45,7 +45,7 @@ use eligibility::{Bidding, Candidate, KnownBids, Reason};
 use evaluator::Weights;
 
 /// Who auto-delivery's transactions name as their creator in the history.
-pub const ACTOR: &str = "auto-delivery";
+pub(crate) const ACTOR: &str = "auto-delivery";
 
 /// Errors that stop auto-delivery, and with it the ingest job it runs in. A buyer who is not
 /// eligible, or a delivery that is refused, is a decision, not an error.
@@ -514,7 +514,7 @@ pub(crate) fn refusal_of<T>(
 
 /// Why `lead reroute` was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum RerouteError {
+pub(crate) enum RerouteError {
     #[error("unknown lead '{0}'")]
     NotFound(String),
     #[error("lead '{lead_id}' is {status} and cannot be delivered")]
@@ -543,7 +543,7 @@ impl From<DbError> for RerouteError {
 /// buyer that held the request before, its transaction voided or rejected, is not eligible
 /// again (`already_delivered`). Each decision replaces the request's stored one; the
 /// operator's view of them is returned.
-pub fn reroute(
+pub(crate) fn reroute(
     conn: &Connection,
     lead_id: &str,
     now_ms: i64,

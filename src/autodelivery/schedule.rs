@@ -161,17 +161,17 @@ impl Window {
 /// A subscription's schedule: open when any window is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     windows: Vec<Window>,
 }
 
 impl Schedule {
-    pub fn new(windows: Vec<Window>) -> Schedule {
+    pub(crate) fn new(windows: Vec<Window>) -> Schedule {
         Schedule { windows }
     }
 
     /// Reads the stored JSON: an array of windows or a single window object.
-    pub fn from_json(value: &Value) -> Result<Schedule, String> {
+    pub(crate) fn from_json(value: &Value) -> Result<Schedule, String> {
         let windows = match value {
             Value::Array(_) => serde_json::from_value(value.clone()),
             Value::Object(_) => serde_json::from_value(value.clone()).map(|w| vec![w]),
@@ -181,17 +181,17 @@ impl Schedule {
         Ok(Schedule { windows })
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("a schedule always serialises")
     }
 
     /// Each window in the operator's syntax, as `--schedule` takes it back.
-    pub fn to_texts(&self) -> Vec<String> {
+    pub(crate) fn to_texts(&self) -> Vec<String> {
         self.windows.iter().map(Window::to_text).collect()
     }
 
     /// Whether the schedule is open at `at` in the time zone `tz` (local weekday and time).
-    pub fn is_open(&self, at: Timestamp, tz: &TimeZone) -> bool {
+    pub(crate) fn is_open(&self, at: Timestamp, tz: &TimeZone) -> bool {
         let local = at.to_zoned(tz.clone());
         let day = local.weekday().to_monday_one_offset() as u8;
         let minute = local.hour() as u16 * 60 + local.minute() as u16;

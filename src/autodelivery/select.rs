@@ -13,7 +13,7 @@ use super::eligibility::Candidate;
 
 /// Sorts `candidates` best first. Ineligible ones are ranked too, so the decision lists
 /// every buyer in one readable order.
-pub fn rank(candidates: &mut [Candidate]) {
+pub(crate) fn rank(candidates: &mut [Candidate]) {
     candidates.sort_by(compare);
 }
 

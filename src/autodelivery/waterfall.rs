@@ -23,7 +23,7 @@ use crate::ingest::status::{LeadStatus, RequestStatus};
 
 /// Why a refusal led to no new decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The sale was not auto-delivery's (the operator's `deliver`).
     NotAutoDelivered,
     /// The buyer refused after earlier attempts had failed: the lead is no longer fresh.
@@ -34,7 +34,7 @@ pub enum Stop {
 }
 
 impl Stop {
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             Stop::NotAutoDelivered => "not_auto_delivered",
             Stop::NotFirstAttempt => "not_first_attempt",
@@ -57,7 +57,7 @@ fn sold_by_auto_delivery(conn: &Connection, refused: &Transaction) -> rusqlite::
 /// `reason`: decides again for its request when the waterfall applies, and records the
 /// step in the request's trace. Returns how many new transactions were written (their
 /// events are due at once).
-pub fn after_refusal(
+pub(crate) fn after_refusal(
     conn: &Connection,
     refused: &Transaction,
     reason: &str,

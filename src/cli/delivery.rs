@@ -176,7 +176,7 @@ pub enum RetryStatusArg {
     Failed,
 }
 
-pub fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let result = db.write_blocking(move |conn| {
         crate::delivery::deliver(
@@ -201,6 +201,8 @@ enum ShowError {
     #[error("unknown {0} '{1}'")]
     NotFound(&'static str, String),
     #[error(transparent)]
+    Period(#[from] super::period::EmptyPeriod),
+    #[error(transparent)]
     Db(#[from] DbError),
 }
 
@@ -210,7 +212,7 @@ impl From<rusqlite::Error> for ShowError {
     }
 }
 
-pub fn transaction(
+pub(super) fn transaction(
     path: &Path,
     out: &Output,
     command: TransactionCommand,
@@ -291,7 +293,7 @@ pub fn transaction(
                     return Err(ShowError::NotFound("transaction", id.clone()));
                 }
                 let tz = super::period::zone(conn, workspace.as_deref())?;
-                let (from_ms, to_ms) = super::period::range(&tz, from, to);
+                let (from_ms, to_ms) = super::period::range(&tz, from, to)?;
                 let filter = ListFilter {
                     buyer_id: buyer,
                     lead_id: lead,
@@ -312,7 +314,11 @@ pub fn transaction(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn outbox(path: &Path, out: &Output, command: OutboxCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn outbox(
+    path: &Path,
+    out: &Output,
+    command: OutboxCommand,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         OutboxCommand::List { status, limit } => {
@@ -410,7 +416,11 @@ fn retry_buyer(
 }
 
 /// `buyer health [ID]`: one buyer's endpoint health, or every buyer's as a list.
-pub fn buyer_health(path: &Path, out: &Output, id: Option<String>) -> anyhow::Result<ExitCode> {
+pub(super) fn buyer_health(
+    path: &Path,
+    out: &Output,
+    id: Option<String>,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let wanted = id.clone();
     let read = db.read_blocking(move |conn| {

@@ -176,7 +176,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
     })
 }
 
-pub fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::create_or_open(path)?;
     let webhook_url = args.webhook_url.clone();
     let result = db.write_blocking(move |conn| create_all(conn, &webhook_url));

@@ -131,7 +131,11 @@ fn weight(text: &str) -> Result<(String, f64), String> {
     Ok((name, value))
 }
 
-pub fn run(path: &Path, out: &Output, command: EvaluatorCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(
+    path: &Path,
+    out: &Output,
+    command: EvaluatorCommand,
+) -> anyhow::Result<ExitCode> {
     if let EvaluatorCommand::Train(args) = command {
         return train(path, out, args);
     }

@@ -19,7 +19,7 @@ use crate::delivery::transaction::{self, Transaction};
 use crate::ingest::view::{self, LeadFilter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// One JSON object a line.
     Ndjson,
     /// RFC 4180: a header line, then one line a record.
@@ -45,6 +45,8 @@ pub struct ExportArgs {
 enum ExportError {
     #[error("unknown source '{0}'")]
     UnknownSource(String),
+    #[error(transparent)]
+    Period(#[from] period::EmptyPeriod),
     #[error("cannot write the export: {0}")]
     Write(#[from] io::Error),
     #[error(transparent)]
@@ -200,7 +202,7 @@ fn scope(
         None => None,
     };
     let tz = period::zone(conn, workspace.as_deref())?;
-    Ok(period::range(&tz, args.from, args.to))
+    Ok(period::range(&tz, args.from, args.to)?)
 }
 
 /// Runs `walk` onto stdout; a reader that goes away (`| head`) ends the export quietly.

@@ -75,7 +75,11 @@ pub enum IntegrationCommand {
     },
 }
 
-pub fn run(path: &Path, out: &Output, command: IntegrationCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(
+    path: &Path,
+    out: &Output,
+    command: IntegrationCommand,
+) -> anyhow::Result<ExitCode> {
     match command {
         IntegrationCommand::Set { buyer, file } => {
             let text = read_text(&file)?;

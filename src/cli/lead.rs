@@ -106,7 +106,7 @@ fn lead_status(text: &str) -> Result<LeadStatus, String> {
     })
 }
 
-pub fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
@@ -167,7 +167,10 @@ fn list(db: &crate::db::Db, out: &Output, args: ListArgs) -> anyhow::Result<Exit
             return Ok(Err(format!("unknown lead '{id}'")));
         }
         let tz = super::period::zone(conn, workspace.as_deref())?;
-        let (from_ms, to_ms) = super::period::range(&tz, args.from, args.to);
+        let (from_ms, to_ms) = match super::period::range(&tz, args.from, args.to) {
+            Ok(range) => range,
+            Err(empty) => return Ok(Err(empty.to_string())),
+        };
         let filter = view::LeadFilter {
             source_id: args.source.clone(),
             buyer_id: args.buyer.clone(),

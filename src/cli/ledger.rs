@@ -45,6 +45,8 @@ enum ListError {
     #[error("unknown {0} '{1}'")]
     NotFound(&'static str, String),
     #[error(transparent)]
+    Period(#[from] super::period::EmptyPeriod),
+    #[error(transparent)]
     Db(#[from] DbError),
 }
 
@@ -54,7 +56,7 @@ impl From<rusqlite::Error> for ListError {
     }
 }
 
-pub fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let LedgerCommand::List {
         buyer,
@@ -80,7 +82,7 @@ pub fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::Result<
             );
         }
         let tz = super::period::zone(conn, workspace.as_deref())?;
-        let (from_ms, to_ms) = super::period::range(&tz, from, to);
+        let (from_ms, to_ms) = super::period::range(&tz, from, to)?;
         let filter = ListFilter {
             buyer_id: buyer,
             supplier_id: supplier,

@@ -67,7 +67,7 @@ pub enum MappingCommand {
     },
 }
 
-pub fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result<ExitCode> {
     match command {
         MappingCommand::Set { source, file } => {
             let document = read_json_file(&file)?;

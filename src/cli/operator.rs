@@ -32,7 +32,7 @@ pub enum OperatorCommand {
     },
 }
 
-pub fn run(path: &Path, out: &Output, command: OperatorCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: OperatorCommand) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let now = crate::clock::now_ms();
     let result: Result<(), OperatorError> = match command {

@@ -21,7 +21,7 @@ pub struct BackupArgs {
     pub force: bool,
 }
 
-pub fn backup(db: &Path, out: &Output, args: BackupArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn backup(db: &Path, out: &Output, args: BackupArgs) -> anyhow::Result<ExitCode> {
     super::setup::require_database(db)?;
     let report = backup::backup(db, &args.out, args.force)?;
     out.print(&json!({
@@ -45,7 +45,7 @@ pub struct RestoreArgs {
     pub force: bool,
 }
 
-pub fn restore(db: &Path, out: &Output, args: RestoreArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn restore(db: &Path, out: &Output, args: RestoreArgs) -> anyhow::Result<ExitCode> {
     let report = restore::restore(db, &args.from, args.force)?;
     out.print(&json!({
         "database": report.database.display().to_string(),
@@ -60,7 +60,7 @@ pub fn restore(db: &Path, out: &Output, args: RestoreArgs) -> anyhow::Result<Exi
 }
 
 /// Exit code 0 when the file is sound, 1 with the list of problems otherwise.
-pub fn check(db: &Path, out: &Output) -> anyhow::Result<ExitCode> {
+pub(super) fn check(db: &Path, out: &Output) -> anyhow::Result<ExitCode> {
     super::setup::require_database(db)?;
     let report = check::check(db)?;
     if out.is_json() {

@@ -77,7 +77,7 @@ fn select<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
 
 /// Prints an error on stderr: `error: MESSAGE`, or under `--json` one JSON object
 /// `{"error": {"code", "message"}}` on one line.
-pub fn print_error(json: bool, code: &str, message: &str) {
+pub(super) fn print_error(json: bool, code: &str, message: &str) {
     if json {
         eprintln!("{}", json!({"error": {"code": code, "message": message}}));
     } else {

@@ -46,13 +46,23 @@ pub(crate) fn zone(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::R
     }
 }
 
+/// `--from` and `--to` that leave nothing between them.
+#[derive(Debug, thiserror::Error)]
+#[error("--from must be before --to: the period from {from} to {to} is empty")]
+pub(crate) struct EmptyPeriod {
+    from: String,
+    to: String,
+}
+
 /// `[from, to)` in ms UTC: a date starts at its local midnight, and a `to` date ends at the
-/// next one.
+/// next one. A `from` at or after the end of `to` is refused: an operator who swapped the
+/// two would otherwise read an empty list as "nothing happened".
 pub(crate) fn range(
     tz: &TimeZone,
     from: Option<Bound>,
     to: Option<Bound>,
-) -> (Option<i64>, Option<i64>) {
+) -> Result<(Option<i64>, Option<i64>), EmptyPeriod> {
+    let (given_from, given_to) = (from, to);
     let start = |date: Date| {
         date.to_zoned(tz.clone())
             .map(|z| z.timestamp().as_millisecond())
@@ -67,7 +77,22 @@ pub(crate) fn range(
         Bound::Date(date) => date.tomorrow().map_or(i64::MAX, start),
         Bound::At(ms) => ms,
     });
-    (from, to)
+    match (from, to) {
+        (Some(start), Some(end)) if start >= end => Err(EmptyPeriod {
+            from: shown(given_from),
+            to: shown(given_to),
+        }),
+        _ => Ok((from, to)),
+    }
+}
+
+/// A bound as the operator wrote it (near enough: an instant in ISO form).
+fn shown(bound: Option<Bound>) -> String {
+    match bound {
+        Some(Bound::Date(date)) => date.to_string(),
+        Some(Bound::At(ms)) => crate::clock::iso(ms),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -81,12 +106,28 @@ mod tests {
             &tz,
             Some(bound("2026-11-23").unwrap()),
             Some(bound("2026-11-23").unwrap()),
-        );
+        )
+        .unwrap();
         assert_eq!(from, crate::clock::parse_iso("2026-11-22T23:00:00Z"));
         assert_eq!(to, crate::clock::parse_iso("2026-11-23T23:00:00Z"));
-        let (from, to) = range(&tz, None, Some(bound("2026-11-23T10:00:00Z").unwrap()));
+        let (from, to) = range(&tz, None, Some(bound("2026-11-23T10:00:00Z").unwrap())).unwrap();
         assert_eq!(from, None);
         assert_eq!(to, crate::clock::parse_iso("2026-11-23T10:00:00Z"));
         assert!(bound("23.11.2026").unwrap_err().contains("expected a date"));
+    }
+
+    #[test]
+    fn a_from_after_the_to_is_refused() {
+        let tz = TimeZone::get("Europe/Berlin").unwrap();
+        let day = |text| Some(bound(text).unwrap());
+        let refused = range(&tz, day("2026-11-24"), day("2026-11-23")).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "--from must be before --to: the period from 2026-11-24 to 2026-11-23 is empty"
+        );
+        // One instant is an empty period too; one date is a whole day.
+        let at = day("2026-11-23T10:00:00Z");
+        assert!(range(&tz, at, at).is_err());
+        assert!(range(&tz, day("2026-11-23"), day("2026-11-23")).is_ok());
     }
 }

@@ -56,7 +56,7 @@ pub enum PingCommand {
     },
 }
 
-pub fn run(path: &Path, out: &Output, command: PingCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, out: &Output, command: PingCommand) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let now = crate::clock::now_ms();
     let result = match command {

@@ -60,7 +60,7 @@ fn operator() -> String {
     }
 }
 
-pub fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<ExitCode> {
     let selector = match (args.lead, args.email, args.phone) {
         (Some(id), _, _) => Selector::Lead(id),
         (_, Some(email), _) => Selector::email(&email)?,
@@ -118,7 +118,7 @@ pub fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn erasures(db: &Db, out: &Output, limit: u64) -> anyhow::Result<ExitCode> {
+pub(super) fn erasures(db: &Db, out: &Output, limit: u64) -> anyhow::Result<ExitCode> {
     let rows = db.read_blocking(|conn| {
         privacy::log(conn, usize::try_from(limit).unwrap_or(usize::MAX))
             .map_err(crate::db::DbError::from)
@@ -128,7 +128,7 @@ pub fn erasures(db: &Db, out: &Output, limit: u64) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let age = i64::try_from(args.older_than.as_millis()).unwrap_or(i64::MAX);
     let cutoff = crate::clock::now_ms().saturating_sub(age);
@@ -160,7 +160,7 @@ pub fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn vacuum(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
+pub(super) fn vacuum(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
     let report = crate::ops::vacuum::vacuum(path)?;
     out.print(&json!({
         "database": report.database.display().to_string(),

@@ -12,7 +12,7 @@ use crate::outbox::WorkerConfig;
 use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
-pub fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = super::setup::create_or_open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {

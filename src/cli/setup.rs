@@ -101,7 +101,7 @@ fn print_rotated(out: &Output, mut shown: Value, key: &str, secret: String, unti
     out.print(&shown);
 }
 
-pub fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
+pub(super) fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
     let db = create_or_open(path)?;
     db.close();
     out.print(&json!({
@@ -111,7 +111,11 @@ pub fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn workspace(path: &Path, out: &Output, command: WorkspaceCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn workspace(
+    path: &Path,
+    out: &Output,
+    command: WorkspaceCommand,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         WorkspaceCommand::Create {
@@ -168,7 +172,7 @@ fn delivery_mode(arg: DeliveryModeArg) -> DeliveryMode {
     }
 }
 
-pub fn container(
+pub(super) fn container(
     path: &Path,
     out: &Output,
     kind: ContainerKind,
@@ -258,7 +262,11 @@ fn result_detail(arg: ResultDetailArg) -> source::ResultDetail {
     }
 }
 
-pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn source(
+    path: &Path,
+    out: &Output,
+    command: SourceCommand,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         SourceCommand::Create {
@@ -363,7 +371,11 @@ pub fn source(path: &Path, out: &Output, command: SourceCommand) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn product(path: &Path, out: &Output, command: ProductCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn product(
+    path: &Path,
+    out: &Output,
+    command: ProductCommand,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         ProductCommand::Create {
@@ -433,7 +445,7 @@ fn schedule(windows: Vec<Window>) -> Option<Value> {
 
 use crate::autodelivery::schedule::Window;
 
-pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         BuyerCommand::Create {
@@ -679,7 +691,11 @@ pub fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn supplier(path: &Path, out: &Output, command: SupplierCommand) -> anyhow::Result<ExitCode> {
+pub(super) fn supplier(
+    path: &Path,
+    out: &Output,
+    command: SupplierCommand,
+) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
         SupplierCommand::Create {

@@ -280,13 +280,13 @@ fn check_signing_secret(secret: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// Cached: every delivery (auto-delivery's and a post's, on the writer) looks its buyer up
+/// here, and preparing the statement anew cost a fifth of a post's delivery (BENCHMARKS.md,
+/// "Ping/post").
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Buyer>> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM buyers WHERE id = ?1"),
-        [id],
-        from_row,
-    )
-    .optional()
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM buyers WHERE id = ?1"))?
+        .query_row([id], from_row)
+        .optional()
 }
 
 pub fn get(conn: &Connection, id: &str) -> Result<Buyer, ConfigError> {

@@ -11,10 +11,10 @@
 pub mod buyer;
 pub mod container;
 pub mod product;
-pub mod retire;
-pub mod rotation;
+pub(crate) mod retire;
+pub(crate) mod rotation;
 pub mod source;
-pub mod subscription;
+pub(crate) mod subscription;
 pub mod supplier;
 pub mod workspace;
 

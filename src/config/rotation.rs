@@ -73,7 +73,7 @@ impl StoredSecret {
 /// What a rotation at `now` with `overlap` keeps of the old value (a hash, or the signing
 /// secret itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rotation<T> {
+pub(crate) struct Rotation<T> {
     /// The old value and the end of its overlap; `None` when the old value is cut off at
     /// once (no overlap) or there was none.
     pub previous: Option<(T, i64)>,
@@ -83,7 +83,7 @@ pub struct Rotation<T> {
 }
 
 impl<T> Rotation<T> {
-    pub fn of(old: Option<T>, overlap: Duration, now: i64) -> Rotation<T> {
+    pub(crate) fn of(old: Option<T>, overlap: Duration, now: i64) -> Rotation<T> {
         let overlap_ms = i64::try_from(overlap.as_millis()).unwrap_or(i64::MAX);
         let until = now.saturating_add(overlap_ms);
         match old {
@@ -103,12 +103,12 @@ impl<T> Rotation<T> {
     }
 
     /// The previous value for its column.
-    pub fn previous_value(&self) -> Option<&T> {
+    pub(crate) fn previous_value(&self) -> Option<&T> {
         self.previous.as_ref().map(|(value, _)| value)
     }
 
     /// The end of the overlap for its column.
-    pub fn previous_until(&self) -> Option<i64> {
+    pub(crate) fn previous_until(&self) -> Option<i64> {
         self.previous.as_ref().map(|(_, until)| *until)
     }
 }

@@ -70,7 +70,7 @@ impl Filter {
 }
 
 /// The field names a filter may use for a lead interested in `product`.
-pub fn known_fields(product: &Product) -> Vec<String> {
+pub(crate) fn known_fields(product: &Product) -> Vec<String> {
     crate::ingest::model::FIELD_NAMES
         .iter()
         .map(|name| name.to_string())
@@ -85,7 +85,7 @@ pub fn known_fields(product: &Product) -> Vec<String> {
 
 /// Refuses a filter on a field that no lead interested in `product` has: such a buyer would
 /// never get a lead, silently.
-pub fn check_filters(filters: &[Filter], product: &Product) -> Result<(), ConfigError> {
+pub(crate) fn check_filters(filters: &[Filter], product: &Product) -> Result<(), ConfigError> {
     let known = known_fields(product);
     match filters.iter().find(|f| !known.contains(&f.field)) {
         Some(unknown) => Err(ConfigError::Invalid(format!(
@@ -120,7 +120,7 @@ pub struct BidTerms {
 }
 
 /// How long a buyer has to answer a bid request unless its subscription says otherwise.
-pub const DEFAULT_BID_TIMEOUT_MS: i64 = 300;
+pub(crate) const DEFAULT_BID_TIMEOUT_MS: i64 = 300;
 
 impl Pricing {
     pub fn name(&self) -> &'static str {
@@ -164,7 +164,7 @@ pub struct NewSubscription<'a> {
 /// A `buyer terms set`: only the terms given change. `Some(None)` removes a cap or the
 /// schedule; `filters: Some(vec![])` removes every filter.
 #[derive(Debug, Default)]
-pub struct TermsChanges {
+pub(crate) struct TermsChanges {
     /// A new way of pricing; `price_cents` must come with a change to fixed pricing.
     pub pricing: Option<Pricing>,
     pub price_cents: Option<i64>,
@@ -178,7 +178,7 @@ pub struct TermsChanges {
 /// A subscription with its product's slug and today's and this month's cap use: one entry
 /// of `buyer terms`.
 #[derive(Debug, Clone)]
-pub struct Terms {
+pub(crate) struct Terms {
     pub subscription: Subscription,
     pub product_slug: String,
     pub used_today: i64,
@@ -186,7 +186,7 @@ pub struct Terms {
 }
 
 impl Terms {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let s = &self.subscription;
         let schedules = s
             .schedule
@@ -318,7 +318,7 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
 
 /// Changes the given terms of the buyer's subscription to `product`; auto-delivery reads
 /// them from the next lead on.
-pub fn set_terms(
+pub(crate) fn set_terms(
     conn: &Connection,
     buyer_id: &str,
     product: &str,
@@ -408,7 +408,11 @@ fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {
 
 /// Ends the buyer's subscription to `product`; the buyer gets no more of its leads from
 /// auto-delivery. Its transactions stay as they are.
-pub fn unsubscribe(conn: &Connection, buyer_id: &str, product: &str) -> Result<(), ConfigError> {
+pub(crate) fn unsubscribe(
+    conn: &Connection,
+    buyer_id: &str,
+    product: &str,
+) -> Result<(), ConfigError> {
     let buyer = buyer::get(conn, buyer_id)?;
     let product = product::resolve(conn, &buyer.workspace_id, product)?;
     let removed = conn.execute(
@@ -423,7 +427,11 @@ pub fn unsubscribe(conn: &Connection, buyer_id: &str, product: &str) -> Result<(
 
 /// The buyer's subscriptions, by product slug, each with its cap use today and this month
 /// in the workspace's time zone at `now_ms`.
-pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms>, ConfigError> {
+pub(crate) fn terms(
+    conn: &Connection,
+    buyer_id: &str,
+    now_ms: i64,
+) -> Result<Vec<Terms>, ConfigError> {
     let buyer = buyer::get(conn, buyer_id)?;
     let tz = super::workspace::get(conn, &buyer.workspace_id)?.tz();
     let windows = Windows::at(now_ms, &tz);
@@ -455,7 +463,7 @@ pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms
 }
 
 /// The one entry of `terms` for `product`.
-pub fn terms_of(
+pub(crate) fn terms_of(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,

@@ -153,7 +153,7 @@ pub(super) struct Zone {
 
 impl Zone {
     /// The workspaces' time zone when they all have the same one, else UTC.
-    pub fn of(conn: &Connection) -> rusqlite::Result<Zone> {
+    pub(super) fn of(conn: &Connection) -> rusqlite::Result<Zone> {
         let mut statement =
             conn.prepare_cached("SELECT DISTINCT timezone FROM workspaces LIMIT 2")?;
         let zones: Vec<String> = statement
@@ -175,7 +175,7 @@ impl Zone {
     }
 
     /// `ms` as `2026-05-01 14:03:07` in this zone.
-    pub fn when(&self, ms: i64) -> String {
+    pub(super) fn when(&self, ms: i64) -> String {
         match jiff::Timestamp::from_millisecond(ms) {
             Ok(at) => at
                 .to_zoned(self.tz.clone())
@@ -186,7 +186,7 @@ impl Zone {
     }
 
     /// The start of the local day `days_back` days before today's, in ms UTC.
-    pub fn day_start(&self, now_ms: i64, days_back: i64) -> i64 {
+    pub(super) fn day_start(&self, now_ms: i64, days_back: i64) -> i64 {
         let now = jiff::Timestamp::from_millisecond(now_ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
         let today = now.to_zoned(self.tz.clone()).date();
         let day = today
@@ -199,7 +199,7 @@ impl Zone {
     }
 
     /// The local date of `ms`, as `05-01` (month and day), for chart labels.
-    pub fn month_day(&self, ms: i64) -> String {
+    pub(super) fn month_day(&self, ms: i64) -> String {
         match jiff::Timestamp::from_millisecond(ms) {
             Ok(at) => at.to_zoned(self.tz.clone()).strftime("%m-%d").to_string(),
             Err(_) => String::new(),
@@ -207,7 +207,7 @@ impl Zone {
     }
 
     /// The local hour of `ms`, as `14`, for chart labels.
-    pub fn hour(&self, ms: i64) -> String {
+    pub(super) fn hour(&self, ms: i64) -> String {
         match jiff::Timestamp::from_millisecond(ms) {
             Ok(at) => at.to_zoned(self.tz.clone()).strftime("%H").to_string(),
             Err(_) => String::new(),

@@ -56,6 +56,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0014_ping_contacts.sql")),
     // The report aggregate, filled from the stored leads and transactions.
     sql(include_str!("../../migrations/0015_report.sql")),
+    // Storage per lead: `leads_source_created` goes, its readers walk `leads_source_mix`.
+    sql(include_str!("../../migrations/0016_storage.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -14,7 +14,7 @@
 /// A stored value that the column's enum does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} '{value}' stored in the database (run leadrelay check)")]
-pub struct UnknownValue {
+pub(crate) struct UnknownValue {
     /// What the column holds, e.g. `transaction status`.
     pub what: &'static str,
     pub value: String,
@@ -40,19 +40,19 @@ macro_rules! stored_enum {
         #[allow(dead_code)]
         impl $name {
             /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            $vis const ALL: &'static [$name] = &[$($name::$variant),+];
             /// The stored text of every value, in declaration order.
-            pub const NAMES: &'static [&'static str] = &[$($text),+];
+            $vis const NAMES: &'static [&'static str] = &[$($text),+];
 
             /// The stored text.
-            pub fn as_str(self) -> &'static str {
+            $vis fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $text),+
                 }
             }
 
             /// The value stored as `text`; `None` when there is none.
-            pub fn parse(text: &str) -> Option<$name> {
+            $vis fn parse(text: &str) -> Option<$name> {
                 match text {
                     $($text => Some($name::$variant),)+
                     _ => None,

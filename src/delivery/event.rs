@@ -28,19 +28,19 @@ fn field_values(answers: &Map<String, Value>) -> Value {
     )
 }
 
-pub struct Party<'a> {
+pub(crate) struct Party<'a> {
     pub id: &'a str,
     pub name: &'a str,
 }
 
-pub struct ProductRef<'a> {
+pub(crate) struct ProductRef<'a> {
     pub id: &'a str,
     pub name: &'a str,
     pub slug: &'a str,
 }
 
 /// Everything the event body says.
-pub struct LeadDelivered<'a> {
+pub(crate) struct LeadDelivered<'a> {
     pub transaction_id: &'a str,
     pub lead_request_id: &'a str,
     pub lead_id: &'a str,
@@ -59,7 +59,7 @@ pub struct LeadDelivered<'a> {
 
 impl LeadDelivered<'_> {
     /// The body, with exactly the fields of SPEC.md section 6 in its order.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut body = json!({
             "event": "lead.delivered",
             "transactionId": self.transaction_id,

@@ -8,9 +8,9 @@
 //! sending the event (the outbox, which gets the event in the same SQLite transaction).
 
 mod deliver;
-pub mod event;
-pub mod preview;
-pub mod transaction;
+pub(crate) mod event;
+pub(crate) mod preview;
+pub(crate) mod transaction;
 
 pub use deliver::{Delivered, DeliveryOrder, deliver};
 pub(crate) use deliver::{DeliveryTerms, LeadDelivery, deliver_lead};

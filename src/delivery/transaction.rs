@@ -23,7 +23,7 @@ use crate::report::Counted;
 
 stored_enum! {
     /// The commercial state of a transaction (DESIGN.md section 4).
-    pub enum Status as "transaction status" {
+    pub(crate) enum Status as "transaction status" {
         Delivered = "delivered",
         Acknowledged = "acknowledged",
         Rejected = "rejected",
@@ -36,14 +36,14 @@ stored_enum! {
 impl Status {
     /// Live transactions count against exclusivity and the multi-mode buyer limit; a
     /// rejected or cancelled one no longer holds its lead request.
-    pub fn is_live(self) -> bool {
+    pub(crate) fn is_live(self) -> bool {
         !matches!(self, Status::Rejected | Status::Cancelled)
     }
 }
 
 stored_enum! {
     /// Where the transaction's `lead.delivered` event stands.
-    pub enum DeliveryStatus as "transaction delivery status" {
+    pub(crate) enum DeliveryStatus as "transaction delivery status" {
         Pending = "pending",
         Sent = "sent",
         Failed = "failed",
@@ -51,7 +51,7 @@ stored_enum! {
 }
 
 #[derive(Debug, Clone)]
-pub struct Transaction {
+pub(crate) struct Transaction {
     pub id: String,
     pub lead_request_id: String,
     pub lead_id: String,
@@ -76,20 +76,20 @@ pub struct Transaction {
 
 /// A winning bid as a transaction and its event name it (DESIGN.md section 14).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BidRef {
+pub(crate) struct BidRef {
     pub bid_request_id: String,
     pub bid_id: Option<String>,
 }
 
 impl BidRef {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"bidRequestId": self.bid_request_id, "bidId": self.bid_id})
     }
 }
 
 impl Transaction {
     /// The transaction as partners and the operator see it (camelCase, money as numbers).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "transactionId": self.id,
             "leadRequestId": self.lead_request_id,
@@ -145,14 +145,17 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     })
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM transactions WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
 }
 
 /// Every transaction of a lead request, oldest first.
-pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<Vec<Transaction>> {
+pub(crate) fn of_request(
+    conn: &Connection,
+    lead_request_id: &str,
+) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_request_id = ?1 ORDER BY created_at, id"
     ))?;
@@ -163,7 +166,7 @@ pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<
 /// What `transaction list` and `transaction export` may narrow by; `None` means any.
 /// Times are `[from, to)` in ms, of the delivery (`created_at`).
 #[derive(Debug, Default, Clone)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     pub buyer_id: Option<String>,
     pub lead_id: Option<String>,
     pub status: Option<Status>,
@@ -180,8 +183,8 @@ pub struct ListFilter {
 
 impl ListFilter {
     /// The WHERE conditions (each a constant of this function, so the SQL holds no input)
-    /// and their values in order; each narrowing its own condition, so SQLite can take the
-    /// index of the one that narrows most (by buyer and time, by lead).
+    /// and their values in order. Rows are inserted by the one writer in creation order,
+    /// so the list's order is (created_at, rowid), the order each time index ends in.
     fn conditions(&self) -> (String, Vec<SqlValue>) {
         let mut sql = vec!["1"];
         let mut values: Vec<SqlValue> = Vec::new();
@@ -210,24 +213,79 @@ impl ListFilter {
             values.push(to.into());
         }
         if let Some(after) = &self.after_id {
-            // A row value: the list's order is (created_at, id) descending.
+            // The time bound is the index range; the row value then orders the
+            // transactions of that same millisecond by rowid.
             sql.push(
-                "(t.created_at, t.id) < (SELECT created_at, id FROM transactions WHERE id = ?)",
+                "t.created_at <= (SELECT created_at FROM transactions WHERE id = ?) \
+                 AND (t.created_at, t.rowid) < (SELECT created_at, rowid FROM transactions WHERE id = ?)",
             );
+            values.push(after.clone().into());
             values.push(after.clone().into());
         }
         (sql.join(" AND "), values)
     }
+
+    /// The statement reading the matching transactions ([`COLUMNS`], then the lead's
+    /// source) in time order, `direction` `ASC` or `DESC`, at most `limit` of them, and its
+    /// values. A buyer, a status or a lead is an index search of its own
+    /// (`transactions_buyer_created`, `transactions_status_created`, `transactions_lead`);
+    /// without one, each workspace's range of `transactions_workspace_created` is read in
+    /// time order and the ranges are merged (a compound SELECT ordered by its result
+    /// columns is merged as its arms come, so a limit stops the walk), never a scan and
+    /// sort of every transaction.
+    fn query(
+        &self,
+        conn: &Connection,
+        direction: &'static str,
+        limit: Option<i64>,
+    ) -> rusqlite::Result<(String, Vec<SqlValue>)> {
+        let (conditions, condition_values) = self.conditions();
+        let limit_clause = if limit.is_some() { " LIMIT ?" } else { "" };
+        let mut values: Vec<SqlValue> = Vec::new();
+        let sql = if self.buyer_id.is_some() || self.status.is_some() || self.lead_id.is_some() {
+            values.extend(condition_values);
+            format!(
+                "SELECT {COLUMNS}, (SELECT l.source_id FROM leads l WHERE l.id = t.lead_id)
+                 FROM transactions t WHERE {conditions}
+                 ORDER BY t.created_at {direction}, t.rowid {direction}{limit_clause}"
+            )
+        } else {
+            let workspaces: Vec<String> = conn
+                .prepare_cached("SELECT id FROM workspaces ORDER BY id")?
+                .query_map([], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if workspaces.is_empty() {
+                // No workspace, no transaction: a statement that reads none.
+                return Ok((
+                    format!("SELECT {COLUMNS}, NULL FROM transactions t WHERE 0"),
+                    Vec::new(),
+                ));
+            }
+            let arm = format!(
+                "SELECT {COLUMNS}, (SELECT l.source_id FROM leads l WHERE l.id = t.lead_id), \
+                 t.created_at AS k_at, t.rowid AS k_row \
+                 FROM transactions t WHERE t.workspace_id = ? AND {conditions}"
+            );
+            let mut arms = Vec::new();
+            for workspace in workspaces {
+                values.push(workspace.into());
+                values.extend(condition_values.iter().cloned());
+                arms.push(arm.as_str());
+            }
+            let arms = arms.join(" UNION ALL ");
+            format!("{arms} ORDER BY k_at {direction}, k_row {direction}{limit_clause}")
+        };
+        if let Some(limit) = limit {
+            values.push(limit.into());
+        }
+        Ok((sql, values))
+    }
 }
 
 /// Transactions matching `filter`, newest first, at most `filter.limit`.
-pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
-    let (conditions, mut values) = filter.conditions();
-    values.push(filter.limit.into());
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM transactions t WHERE {conditions}
-         ORDER BY t.created_at DESC, t.id DESC LIMIT ?"
-    ))?;
+pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
+    let (sql, values) = filter.query(conn, "DESC", Some(filter.limit))?;
+    let mut stmt = conn.prepare(&sql)?;
     let rows = stmt.query_map(params_from_iter(values), from_row)?;
     rows.collect()
 }
@@ -241,11 +299,8 @@ pub(crate) fn for_each<E: From<rusqlite::Error>>(
     filter: &ListFilter,
     mut each: impl FnMut(&Transaction, &str) -> Result<(), E>,
 ) -> Result<(), E> {
-    let (conditions, values) = filter.conditions();
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS}, (SELECT l.source_id FROM leads l WHERE l.id = t.lead_id)
-         FROM transactions t WHERE {conditions} ORDER BY t.created_at, t.id"
-    ))?;
+    let (sql, values) = filter.query(conn, "ASC", None)?;
+    let mut stmt = conn.prepare(&sql)?;
     let source_at = COLUMNS.split(',').count();
     let mut rows = stmt.query(params_from_iter(values))?;
     while let Some(row) = rows.next()? {
@@ -258,7 +313,7 @@ pub(crate) fn for_each<E: From<rusqlite::Error>>(
 
 /// One move in a transaction's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryEntry {
+pub(crate) struct HistoryEntry {
     /// `None` for the entry that created the transaction.
     pub from: Option<Status>,
     pub to: Status,
@@ -268,7 +323,7 @@ pub struct HistoryEntry {
 }
 
 impl HistoryEntry {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "from": self.from.map(Status::as_str),
             "to": self.to.as_str(),
@@ -572,7 +627,10 @@ pub(crate) fn buyers_of_request(
 }
 
 /// The history of a transaction, in the order the moves happened.
-pub fn history(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<HistoryEntry>> {
+pub(crate) fn history(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<HistoryEntry>> {
     let mut stmt = conn.prepare_cached(
         "SELECT from_status, to_status, actor, reason, at FROM transaction_history
          WHERE transaction_id = ?1 ORDER BY id",
@@ -626,5 +684,65 @@ mod tests {
         assert!(Status::Paid.is_live());
         assert!(!Status::Rejected.is_live());
         assert!(!Status::Cancelled.is_live());
+    }
+
+    #[test]
+    fn every_filter_is_an_index_search_never_a_scan_of_every_transaction() {
+        let dir = tempfile::tempdir().expect("a temp dir can be made");
+        let path = dir.path().join("plans.db");
+        crate::db::Db::open(&path)
+            .expect("the database opens")
+            .close();
+        let conn = Connection::open(&path).expect("the file opens");
+        for workspace in ["w1", "w2"] {
+            conn.execute(
+                "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?1, 0)",
+                [workspace],
+            )
+            .unwrap();
+        }
+        let text = |s: &str| Some(s.to_string());
+        let cases = [
+            ListFilter {
+                source_id: text("src"),
+                from_ms: Some(1),
+                to_ms: Some(2),
+                ..ListFilter::default()
+            },
+            ListFilter {
+                after_id: text("txn"),
+                ..ListFilter::default()
+            },
+            ListFilter {
+                buyer_id: text("buyer"),
+                from_ms: Some(1),
+                ..ListFilter::default()
+            },
+            ListFilter {
+                status: Some(Status::Paid),
+                after_id: text("txn"),
+                ..ListFilter::default()
+            },
+        ];
+        for filter in cases {
+            for (direction, limit) in [("DESC", Some(50)), ("ASC", None)] {
+                let (sql, values) = filter.query(&conn, direction, limit).unwrap();
+                let steps: Vec<String> = conn
+                    .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                    .unwrap()
+                    .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                assert!(
+                    steps.iter().all(|s| !s.starts_with("SCAN")),
+                    "{filter:?}: every read is an index search: {steps:?}"
+                );
+                assert!(
+                    !steps.iter().any(|s| s.contains("TEMP B-TREE FOR ORDER BY")),
+                    "{filter:?}: read in the index's order, not sorted: {steps:?}"
+                );
+            }
+        }
     }
 }

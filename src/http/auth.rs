@@ -6,11 +6,11 @@
 
 use hyper::HeaderMap;
 
-pub const SECRET_HEADER: &str = "x-service-webhook-secret";
+pub(crate) const SECRET_HEADER: &str = "x-service-webhook-secret";
 
 /// The secrets the request presents, in either header (at most two). Empty values count as
 /// absent.
-pub fn presented_secrets(headers: &HeaderMap) -> Vec<&str> {
+pub(crate) fn presented_secrets(headers: &HeaderMap) -> Vec<&str> {
     let mut found = Vec::with_capacity(2);
     if let Some(value) = headers.get(SECRET_HEADER).and_then(|v| v.to_str().ok()) {
         let value = value.trim();

@@ -7,11 +7,11 @@
 //! through [`error::error_to_http_response`]. It does not own what an endpoint does: that
 //! is the domain's (`ingest`, `lifecycle`, `health`, …), which knows nothing of HTTP.
 
-pub mod auth;
+pub(crate) mod auth;
 pub mod body;
-pub mod error;
+pub(crate) mod error;
 mod handlers;
-pub mod response;
+pub(crate) mod response;
 pub mod router;
 pub mod server;
 

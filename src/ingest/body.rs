@@ -232,7 +232,7 @@ fn new_compressor() -> zstd::bulk::Compressor<'static> {
 
 /// Why a stored body could not be read back.
 #[derive(Debug, thiserror::Error)]
-pub enum BodyError {
+pub(crate) enum BodyError {
     #[error("stored body has unknown format {0}")]
     UnknownFormat(u8),
     #[error("stored body does not decode against the lead's columns: {0}")]

@@ -59,7 +59,7 @@ impl DuplicateMatch {
 }
 
 /// Where the rule looks: the source's container or its workspace.
-pub struct Scope<'a> {
+pub(crate) struct Scope<'a> {
     pub container_id: &'a str,
     pub workspace_id: &'a str,
     /// The scope's name as shown: `channel`, `table` or `workspace`.
@@ -99,7 +99,7 @@ type KeyMatch = fn(Option<&str>, &str) -> bool;
 /// email or phone key, counted up to `cap` (the evaluator's `duplicatesSeen`: a lead
 /// offered before, elsewhere, is one buyers may already have). Uses the `leads_email` /
 /// `leads_phone` indexes (on the keys' hashes), each hit confirmed against the stored value.
-pub fn seen_before(
+pub(crate) fn seen_before(
     conn: &Connection,
     workspace_id: &str,
     email_key: Option<&str>,
@@ -141,7 +141,7 @@ pub fn seen_before(
 
 /// The first match of `rule` for a lead with these keys, checking the rule's fields in
 /// order. A window of 0 days means no time limit.
-pub fn find_match(
+pub(crate) fn find_match(
     conn: &Connection,
     rule: &DedupeRule,
     scope: &Scope,

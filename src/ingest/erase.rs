@@ -17,7 +17,10 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
+use super::dedupe::DuplicateStatus;
 use super::model::FIELD_NAMES;
+use super::quality::QualityStatus;
+pub(crate) use super::view::stored_statuses;
 use super::{normalize, view};
 
 /// The leads, not erased, an erasure by email or phone takes (found by the key's hash and
@@ -132,13 +135,15 @@ pub(crate) fn others_with_same_contact(conn: &Connection, id: &str) -> rusqlite:
     Ok(others.len() as u64)
 }
 
-/// The next leads of a purge: up to `limit` leads of `source_id` created before `cutoff`,
-/// after the position `after` (created_at, rowid) in that order, on the
-/// `leads_source_created` index. Erased ones are included (the caller skips them) so the
-/// position moves past them: a purge walks each lead once.
+/// The next leads of a purge: up to `limit` leads of `source_id` with `statuses` (one of
+/// [`stored_statuses`]) created before `cutoff`, after the position `after` (created_at,
+/// rowid) in that order, on that range of the `leads_source_mix` index. Erased ones are
+/// included (the caller skips them) so the position moves past them: a purge walks each
+/// lead once.
 pub(crate) fn older_than(
     conn: &Connection,
     source_id: &str,
+    statuses: (QualityStatus, DuplicateStatus),
     after: (i64, i64),
     cutoff: i64,
     limit: usize,
@@ -146,16 +151,23 @@ pub(crate) fn older_than(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn.prepare_cached(
         "SELECT id, created_at, rowid, erased_at IS NOT NULL FROM leads
-         WHERE source_id = ?1 AND (created_at, rowid) > (?2, ?3) AND created_at < ?4
-         ORDER BY created_at, rowid LIMIT ?5",
+         WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
+           AND (created_at, rowid) > (?4, ?5) AND created_at < ?6
+         ORDER BY created_at, rowid LIMIT ?7",
     )?;
-    let rows = stmt.query_map(params![source_id, after.0, after.1, cutoff, limit], |row| {
-        Ok(PurgeCandidate {
-            id: row.get(0)?,
-            position: (row.get(1)?, row.get(2)?),
-            erased: row.get(3)?,
-        })
-    })?;
+    let (quality, duplicate) = statuses;
+    let rows = stmt.query_map(
+        params![
+            source_id, quality, duplicate, after.0, after.1, cutoff, limit
+        ],
+        |row| {
+            Ok(PurgeCandidate {
+                id: row.get(0)?,
+                position: (row.get(1)?, row.get(2)?),
+                erased: row.get(3)?,
+            })
+        },
+    )?;
     rows.collect()
 }
 
@@ -168,19 +180,28 @@ pub(crate) struct PurgeCandidate {
 }
 
 /// How many leads of `source_id` created before `cutoff` (and at or after `from`) are not
-/// erased: what a purge would take (`purge --dry-run`).
+/// erased: what a purge would take (`purge --dry-run`). Counted over the ranges of
+/// `leads_source_mix`, as the purge walks them.
 pub(crate) fn count_older_than(
     conn: &Connection,
     source_id: &str,
     from: i64,
     cutoff: i64,
 ) -> rusqlite::Result<u64> {
-    conn.prepare_cached(
+    let mut stmt = conn.prepare_cached(
         "SELECT count(*) FROM leads
-         WHERE source_id = ?1 AND created_at >= ?2 AND created_at < ?3 AND erased_at IS NULL",
-    )?
-    .query_row(params![source_id, from, cutoff], |row| row.get::<_, i64>(0))
-    .map(|n| n.max(0) as u64)
+         WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
+           AND created_at >= ?4 AND created_at < ?5 AND erased_at IS NULL",
+    )?;
+    let mut total = 0;
+    for (quality, duplicate) in stored_statuses() {
+        let n: i64 = stmt.query_row(
+            params![source_id, quality, duplicate, from, cutoff],
+            |row| row.get(0),
+        )?;
+        total += n.max(0) as u64;
+    }
+    Ok(total)
 }
 
 #[cfg(test)]

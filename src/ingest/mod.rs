@@ -16,21 +16,21 @@
 
 pub(crate) mod body;
 pub mod catalog;
-pub mod dedupe;
+pub(crate) mod dedupe;
 pub(crate) mod erase;
-pub mod handler;
-pub mod model;
+pub(crate) mod handler;
+pub(crate) mod model;
 pub mod normalize;
 pub mod problem;
 pub mod quality;
-pub mod result;
+pub(crate) mod result;
 pub mod shape;
-pub mod status;
+pub(crate) mod status;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
 pub mod validate;
-pub mod view;
+pub(crate) mod view;
 
 use crate::db::DbError;
 use crate::mapping::MappingError;

@@ -30,7 +30,7 @@ pub struct Lead {
 
 /// The Lead's text fields by their interface names (SPEC.md 2.1), in the order buyers get
 /// them: what subscription filters may name besides `fieldValues.NAME`.
-pub const FIELD_NAMES: [&str; 19] = [
+pub(crate) const FIELD_NAMES: [&str; 19] = [
     "externalId",
     "firstName",
     "lastName",

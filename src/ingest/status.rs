@@ -13,7 +13,7 @@ use crate::db::stored::stored_enum;
 
 stored_enum! {
     /// Where a lead stands with its supplier (DESIGN.md section 1).
-    pub enum LeadStatus as "lead status" {
+    pub(crate) enum LeadStatus as "lead status" {
         Active = "active",
         /// A supplier cancellation is open.
         CancellationPending = "cancellation_pending",
@@ -24,7 +24,7 @@ stored_enum! {
 
 stored_enum! {
     /// Whether a lead request (an interest) went to a buyer.
-    pub enum RequestStatus as "lead request status" {
+    pub(crate) enum RequestStatus as "lead request status" {
         Open = "open",
         Delivered = "delivered",
         NotDelivered = "not_delivered",

@@ -46,20 +46,13 @@ const HEADER_VALUE_MAX: usize = 4096;
 const SECRET_NAME_MAX: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Form,
 }
 
 impl Format {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Json => "json",
-            Format::Form => "form",
-        }
-    }
-
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Json => "application/json",
             Format::Form => "application/x-www-form-urlencoded",
@@ -69,14 +62,14 @@ impl Format {
 
 /// A header's value: written in the document, or a named secret of the buyer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderSource {
+pub(crate) enum HeaderSource {
     Constant(String),
     Secret(String),
 }
 
 /// When an answer is the buyer taking the lead.
 #[derive(Debug, Clone)]
-pub struct Accept {
+pub(crate) struct Accept {
     /// The statuses that may accept; empty means any 2xx.
     pub status: Vec<u16>,
     /// A value in the answer's JSON body that must be there (and equal `equals` if given).
@@ -86,7 +79,7 @@ pub struct Accept {
 
 /// A checked integration document.
 #[derive(Debug, Clone)]
-pub struct IntegrationDocument {
+pub(crate) struct IntegrationDocument {
     pub method: &'static str,
     pub format: Format,
     /// Where the request goes; `None` is the buyer's webhook URL.
@@ -102,7 +95,7 @@ pub struct IntegrationDocument {
 
 impl IntegrationDocument {
     /// Checks `document`; every problem has a path into it.
-    pub fn parse(document: &Value) -> Result<IntegrationDocument, Problems> {
+    pub(crate) fn parse(document: &Value) -> Result<IntegrationDocument, Problems> {
         let mut problems = Problems::default();
         let parsed = parse(document, &mut problems);
         match parsed {
@@ -113,7 +106,7 @@ impl IntegrationDocument {
 
     /// Parses a stored document (checked when it was stored). The error names the first
     /// problem.
-    pub fn from_stored(text: &str) -> Result<IntegrationDocument, String> {
+    pub(crate) fn from_stored(text: &str) -> Result<IntegrationDocument, String> {
         let value: Value =
             serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
         IntegrationDocument::parse(&value).map_err(|problems| match problems.list.first() {
@@ -123,7 +116,7 @@ impl IntegrationDocument {
     }
 
     /// The names of the secrets its headers send.
-    pub fn secret_names(&self) -> Vec<&str> {
+    pub(crate) fn secret_names(&self) -> Vec<&str> {
         self.headers
             .iter()
             .filter_map(|(_, value)| match value {
@@ -372,7 +365,7 @@ fn is_token_byte(b: u8) -> bool {
 
 /// A header value (constant or secret) that can be sent: visible ASCII and spaces, not
 /// too long.
-pub fn check_header_value(text: &str) -> Result<(), String> {
+pub(crate) fn check_header_value(text: &str) -> Result<(), String> {
     if text.len() > HEADER_VALUE_MAX {
         return Err(format!(
             "a header value is at most {HEADER_VALUE_MAX} bytes"
@@ -391,7 +384,7 @@ pub fn check_header_value(text: &str) -> Result<(), String> {
 }
 
 /// A secret's name: letters, digits, '-', '_' and '.', 1 to 64 characters.
-pub fn check_secret_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_secret_name(name: &str) -> Result<(), String> {
     if name.is_empty()
         || name.len() > SECRET_NAME_MAX
         || !name

@@ -10,20 +10,20 @@
 //! asks it for the request and the verdict of a mapped buyer. What a refusal does to the
 //! transaction is `lifecycle::refusal`'s, and the waterfall `autodelivery::waterfall`'s.
 
-pub mod answer;
-pub mod document;
-pub mod request;
-pub mod store;
+pub(crate) mod answer;
+pub(crate) mod document;
+pub(crate) mod request;
+pub(crate) mod store;
 
 use serde_json::{Value, json};
 
-pub use document::IntegrationDocument;
+pub(crate) use document::IntegrationDocument;
 
 use crate::db::DbError;
 use crate::mapping::{MappingProblem, count_text};
 
 #[derive(Debug, thiserror::Error)]
-pub enum IntegrationError {
+pub(crate) enum IntegrationError {
     /// The document breaks the rules; paths point into it.
     #[error(
         "the integration document is not valid: {}",
@@ -60,7 +60,7 @@ impl From<rusqlite::Error> for IntegrationError {
 }
 
 impl IntegrationError {
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             IntegrationError::InvalidDocument { .. } => "invalid_integration",
             IntegrationError::NotJson(_) => "invalid_json",
@@ -74,7 +74,7 @@ impl IntegrationError {
     }
 
     /// `{"error": {"code", "message", "details"?}}`, the form of every `--json` error.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut error = json!({"code": self.code(), "message": self.to_string()});
         if let IntegrationError::InvalidDocument { problems, .. } = self {
             error["details"] = json!(problems);

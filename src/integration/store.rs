@@ -24,7 +24,11 @@ fn live_buyer(conn: &Connection, id: &str) -> Result<Buyer, IntegrationError> {
 }
 
 /// Checks `text` as an integration document and stores it as buyer `buyer_id`'s.
-pub fn set(conn: &Connection, buyer_id: &str, text: &str) -> Result<Value, IntegrationError> {
+pub(crate) fn set(
+    conn: &Connection,
+    buyer_id: &str,
+    text: &str,
+) -> Result<Value, IntegrationError> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| IntegrationError::NotJson(e.to_string()))?;
     Document::parse(&value).map_err(|problems| IntegrationError::InvalidDocument {
@@ -40,7 +44,7 @@ pub fn set(conn: &Connection, buyer_id: &str, text: &str) -> Result<Value, Integ
 }
 
 /// Back to the generic webhook; the integration's secrets are deleted with it.
-pub fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
+pub(crate) fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
     let buyer = live_buyer(conn, buyer_id)?;
     conn.execute(
         "UPDATE buyers SET integration = NULL WHERE id = ?1",
@@ -54,7 +58,7 @@ pub fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationErro
 }
 
 /// Stores secret `name` of buyer `buyer_id` (a new value replaces the old one).
-pub fn set_secret(
+pub(crate) fn set_secret(
     conn: &Connection,
     buyer_id: &str,
     name: &str,
@@ -82,7 +86,7 @@ pub fn set_secret(
 }
 
 /// The stored document of buyer `buyer_id` (`None`: generic, or no such buyer).
-pub fn document_text(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Option<String>> {
+pub(crate) fn document_text(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Option<String>> {
     Ok(conn
         .prepare_cached("SELECT integration FROM buyers WHERE id = ?1")?
         .query_row([buyer_id], |row| row.get::<_, Option<String>>(0))
@@ -91,7 +95,7 @@ pub fn document_text(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Opti
 }
 
 /// The parsed document of buyer `buyer_id`, `None` for the generic webhook.
-pub fn document(
+pub(crate) fn document(
     conn: &Connection,
     buyer_id: &str,
 ) -> Result<Option<IntegrationDocument>, IntegrationError> {
@@ -106,7 +110,10 @@ pub fn document(
 }
 
 /// Buyer `buyer_id`'s secrets with their values, by name: what the outbox sends.
-pub fn secrets(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(String, String)>> {
+pub(crate) fn secrets(
+    conn: &Connection,
+    buyer_id: &str,
+) -> rusqlite::Result<Vec<(String, String)>> {
     conn.prepare_cached(
         "SELECT name, value FROM buyer_integration_secrets WHERE buyer_id = ?1 ORDER BY name",
     )?
@@ -115,7 +122,10 @@ pub fn secrets(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(Strin
 }
 
 /// Buyer `buyer_id`'s secret names and when each was set: never the values.
-pub fn secret_names(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(String, i64)>> {
+pub(crate) fn secret_names(
+    conn: &Connection,
+    buyer_id: &str,
+) -> rusqlite::Result<Vec<(String, i64)>> {
     conn.prepare_cached(
         "SELECT name, updated_at FROM buyer_integration_secrets WHERE buyer_id = ?1
          ORDER BY name",
@@ -126,7 +136,7 @@ pub fn secret_names(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(
 
 /// `buyer integration show`: the kind, the document, the URL requests go to, and which
 /// secrets are set or still missing. No secret value.
-pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
+pub(crate) fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
     let buyer = buyer::find(conn, buyer_id)?
         .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
     let text = document_text(conn, &buyer.id)?;

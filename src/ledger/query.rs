@@ -24,7 +24,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// The row as `ledger list --json` prints it (DESIGN.md section 11).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "id": self.id,
             "at": crate::clock::iso(self.at),
@@ -168,7 +168,7 @@ pub(crate) struct BalanceMismatch {
 
 impl BalanceMismatch {
     /// The line `check` prints for it.
-    pub fn problem(&self) -> String {
+    pub(crate) fn problem(&self) -> String {
         format!(
             "buyer '{}': balance {} differs from the sum of its ledger {} (by {})",
             self.buyer_id,

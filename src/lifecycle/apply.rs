@@ -20,11 +20,11 @@ use crate::delivery::transaction::{self, Transaction};
 use crate::ledger;
 
 /// The actor of moves the service makes by itself on a buyer's setting.
-pub const SYSTEM_ACTOR: &str = "system";
+pub(crate) const SYSTEM_ACTOR: &str = "system";
 
 /// What a buyer call did.
 #[derive(Debug, Clone)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// The transaction after the call.
     pub item: Value,
     /// The state the transaction is in after the call.
@@ -37,7 +37,7 @@ pub struct Applied {
 }
 
 /// Finds, authorises and applies `call` as `presented` credentials allow, at time `now`.
-pub fn buyer_call(
+pub(crate) fn buyer_call(
     conn: &Connection,
     call: &BuyerCall,
     presented: &[&str],

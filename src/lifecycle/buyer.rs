@@ -19,7 +19,7 @@ use crate::db::Db;
 
 /// Which of the four buyer calls a request makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Confirmation,
     PayoutPending,
     Payout,

@@ -18,7 +18,7 @@ use crate::ingest::status::{self, LeadStatus};
 
 stored_enum! {
     /// Who opened a supplier cancellation.
-    pub enum Origin as "supplier cancellation origin" {
+    pub(crate) enum Origin as "supplier cancellation origin" {
         /// Opened by the service when the lead's last transaction ended.
         Auto = "auto",
         /// Opened by the operator with `leadrelay lead cancel`.
@@ -29,7 +29,7 @@ stored_enum! {
 stored_enum! {
     /// Where a supplier cancellation stands: `pending` until the supplier answers, then
     /// `acknowledged` (the lead is cancelled) or `rejected` (the supplier disputes it).
-    pub enum CancellationStatus as "supplier cancellation status" {
+    pub(crate) enum CancellationStatus as "supplier cancellation status" {
         Pending = "pending",
         Acknowledged = "acknowledged",
         Rejected = "rejected",
@@ -37,7 +37,7 @@ stored_enum! {
 }
 
 #[derive(Debug, Clone)]
-pub struct SupplierCancellation {
+pub(crate) struct SupplierCancellation {
     pub id: String,
     pub lead_id: String,
     pub supplier_id: String,
@@ -50,7 +50,7 @@ pub struct SupplierCancellation {
 }
 
 impl SupplierCancellation {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "id": self.id,
             "leadId": self.lead_id,
@@ -83,7 +83,10 @@ fn from_row(row: &Row) -> rusqlite::Result<SupplierCancellation> {
 }
 
 /// The supplier cancellation of a lead, if one was ever opened.
-pub fn of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<SupplierCancellation>> {
+pub(crate) fn of_lead(
+    conn: &Connection,
+    lead_id: &str,
+) -> rusqlite::Result<Option<SupplierCancellation>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM supplier_cancellations WHERE lead_id = ?1"
     ))?
@@ -154,7 +157,7 @@ fn open(
 /// Opens a supplier cancellation for `lead_id` when every one of its transactions (at least
 /// one) has ended rejected or cancelled, its source has a supplier, and it has none yet.
 /// Returns the cancellation it opened.
-pub fn open_when_all_void(
+pub(crate) fn open_when_all_void(
     conn: &Connection,
     lead_id: &str,
     now: i64,
@@ -212,7 +215,7 @@ pub(crate) fn erase_reasons(conn: &Connection, lead_id: &str) -> rusqlite::Resul
 }
 
 /// `leadrelay lead cancel ID --reason R`: opens a supplier cancellation by hand.
-pub fn open_by_operator(
+pub(crate) fn open_by_operator(
     conn: &Connection,
     lead_id: &str,
     reason: &str,

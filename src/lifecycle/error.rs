@@ -6,10 +6,10 @@ use super::state::{Move, Status};
 use crate::db::DbError;
 
 /// Problems in a body are the same `{path, code, message}` details ingest answers with.
-pub use crate::ingest::problem::Problem;
+pub(crate) use crate::ingest::problem::Problem;
 
 #[derive(Debug, thiserror::Error)]
-pub enum LifecycleError {
+pub(crate) enum LifecycleError {
     /// The body is not what the endpoint takes; every problem is named.
     #[error("invalid request body: {}", problem_list(.0))]
     Validation(Vec<Problem>),
@@ -89,7 +89,7 @@ impl From<rusqlite::Error> for LifecycleError {
 }
 
 impl LifecycleError {
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             LifecycleError::Validation(_) => "validation_failed",
             LifecycleError::MissingCredential | LifecycleError::InvalidCredential => "unauthorized",

@@ -13,11 +13,11 @@ use super::state::Move;
 
 /// The longest `reason` kept. A reason is a note for people; this bounds what one call can
 /// add to a transaction's history.
-pub const MAX_REASON_CHARS: usize = 2000;
+pub(crate) const MAX_REASON_CHARS: usize = 2000;
 
 /// How a buyer call names its transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Address {
+pub(crate) struct Address {
     pub transaction_id: Option<String>,
     /// `externalId` or its alias `partnerExternalId`.
     pub external_id: Option<String>,
@@ -26,7 +26,7 @@ pub struct Address {
 
 /// A buyer lifecycle call: which transaction, what move, and its optional details.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BuyerCall {
+pub(crate) struct BuyerCall {
     pub address: Address,
     pub requested: Move,
     pub reason: Option<String>,
@@ -36,7 +36,7 @@ pub struct BuyerCall {
 
 /// A supplier's answer to a lead cancellation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SupplierAnswer {
+pub(crate) struct SupplierAnswer {
     pub lead_id: String,
     /// `acknowledged` (true) or `rejected` (false).
     pub acknowledged: bool,
@@ -121,7 +121,7 @@ fn confirmation_status(fields: &Map<String, Value>, problems: &mut Vec<Problem>)
 /// `buyerPrice` as it was sent (the JSON text of its value), when the body is an object
 /// that has it: the number is then read from its digits rather than from the float the
 /// JSON parser made of it. `None` otherwise (the parsed value's text is used instead).
-pub fn buyer_price_text(body: &[u8]) -> Option<String> {
+pub(crate) fn buyer_price_text(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Price<'a> {
         #[serde(rename = "buyerPrice", borrow, default)]
@@ -188,7 +188,10 @@ fn finish<T>(problems: Vec<Problem>, value: Option<T>) -> Result<T, LifecycleErr
 }
 
 /// The body of partner-confirmation (SPEC.md section 4.4).
-pub fn confirmation(body: &Value, price_text: Option<&str>) -> Result<BuyerCall, LifecycleError> {
+pub(crate) fn confirmation(
+    body: &Value,
+    price_text: Option<&str>,
+) -> Result<BuyerCall, LifecycleError> {
     let fields = object(body)?;
     let mut problems = Vec::new();
     let transaction_id = string(fields, "transactionId", &mut problems);
@@ -240,7 +243,7 @@ pub fn confirmation(body: &Value, price_text: Option<&str>) -> Result<BuyerCall,
 /// The body of partner-payout-pending, partner-payout or partner-cancellation (SPEC.md
 /// sections 4.5 to 4.7): `transactionId` is required; the cancellation also requires a
 /// `reason` of at least one character.
-pub fn transaction_move(body: &Value, requested: Move) -> Result<BuyerCall, LifecycleError> {
+pub(crate) fn transaction_move(body: &Value, requested: Move) -> Result<BuyerCall, LifecycleError> {
     let fields = object(body)?;
     let mut problems = Vec::new();
     let transaction_id = string(fields, "transactionId", &mut problems);
@@ -265,7 +268,7 @@ pub fn transaction_move(body: &Value, requested: Move) -> Result<BuyerCall, Life
 }
 
 /// The body of supplier-cancellation-confirmation (SPEC.md section 4.8).
-pub fn supplier_answer(body: &Value) -> Result<SupplierAnswer, LifecycleError> {
+pub(crate) fn supplier_answer(body: &Value) -> Result<SupplierAnswer, LifecycleError> {
     let fields = object(body)?;
     let mut problems = Vec::new();
     let lead_id = string(fields, "leadId", &mut problems);

@@ -14,7 +14,7 @@ use crate::config::buyer::{self, Buyer};
 
 /// A transaction the caller may act on, and its buyer.
 #[derive(Debug, Clone)]
-pub struct Authorized {
+pub(crate) struct Authorized {
     pub transaction_id: String,
     pub buyer: Buyer,
 }
@@ -71,7 +71,7 @@ fn candidates(conn: &Connection, address: &Address) -> rusqlite::Result<Vec<Buye
 
 /// Finds the transaction `address` names and checks that `presented` is its buyer's secret
 /// and that the buyer has `capability`.
-pub fn authorize(
+pub(crate) fn authorize(
     conn: &Connection,
     address: &Address,
     presented: &[&str],

@@ -10,15 +10,15 @@
 //! of the endpoints (headers, body, status) is `http::handlers::lifecycle`. It does not own the transaction record or its
 //! history table (`delivery::transaction`), nor buyers and suppliers (`config`).
 
-pub mod apply;
-pub mod buyer;
-pub mod clawback;
-pub mod error;
-pub mod input;
-pub mod lookup;
-pub mod refusal;
-pub mod state;
-pub mod supplier;
-pub mod void;
+pub(crate) mod apply;
+pub(crate) mod buyer;
+pub(crate) mod clawback;
+pub(crate) mod error;
+pub(crate) mod input;
+pub(crate) mod lookup;
+pub(crate) mod refusal;
+pub(crate) mod state;
+pub(crate) mod supplier;
+pub(crate) mod void;
 
-pub use error::LifecycleError;
+pub(crate) use error::LifecycleError;

@@ -15,21 +15,19 @@ use super::LifecycleError;
 use crate::delivery::transaction::{self, Status, Transaction};
 
 /// Who refuses, in the history and the ledger.
-pub const ACTOR: &str = "buyer-api";
+pub(crate) const ACTOR: &str = "buyer-api";
 
 /// A refusal that took a sale back.
 #[derive(Debug, Clone)]
-pub struct Refused {
+pub(crate) struct Refused {
     pub transaction: Transaction,
     pub refunded: bool,
-    /// Whether the request is open again (no other live transaction holds it).
-    pub request_open: bool,
 }
 
 /// Applies the refusal of transaction `transaction_id` with the buyer's `reason` at `now`.
 /// `None` when there is nothing to take back: the transaction ended already (voided
 /// meanwhile) or was paid.
-pub fn refuse(
+pub(crate) fn refuse(
     conn: &Connection,
     transaction_id: &str,
     reason: &str,
@@ -41,7 +39,7 @@ pub fn refuse(
     if !current.status.is_live() || current.status == Status::Paid {
         return Ok(None);
     }
-    let (refunded, _, request_open) = super::void::take_back(
+    let (refunded, _, _) = super::void::take_back(
         conn,
         &current,
         Status::Rejected,
@@ -55,6 +53,5 @@ pub fn refuse(
     Ok(Some(Refused {
         transaction,
         refunded,
-        request_open,
     }))
 }

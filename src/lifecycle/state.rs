@@ -6,7 +6,7 @@
 //! ([`Status`] of `delivery::transaction`). It does not touch the database, money or
 //! history: `lifecycle::apply` acts on the verdict.
 
-pub use crate::delivery::transaction::Status;
+pub(crate) use crate::delivery::transaction::Status;
 
 /// The rule "the cancellation window is open": a transaction delivered at `delivered_at`
 /// (ms) may be cancelled while less than `window_secs` have passed. Half-open, so a window
@@ -16,18 +16,19 @@ pub(crate) fn cancellation_window_open(delivered_at: i64, window_secs: i64, now:
 }
 
 /// Whether no move leaves `status`.
-pub fn is_final(status: Status) -> bool {
+#[cfg(test)]
+pub(crate) fn is_final(status: Status) -> bool {
     matches!(status, Status::Rejected | Status::Paid | Status::Cancelled)
 }
 
 /// Whether the transaction no longer counts for its buyer: it ended without a sale.
-pub fn is_void(status: Status) -> bool {
+pub(crate) fn is_void(status: Status) -> bool {
     !status.is_live()
 }
 
 /// What a lifecycle call asks for. Each move has exactly one target state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Move {
+pub(crate) enum Move {
     /// partner-confirmation with `acknowledged`.
     Acknowledge,
     /// partner-confirmation with `rejected`.
@@ -41,7 +42,8 @@ pub enum Move {
 }
 
 impl Move {
-    pub const ALL: [Move; 5] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [Move; 5] = [
         Move::Acknowledge,
         Move::Reject,
         Move::MarkPayoutPending,
@@ -49,7 +51,7 @@ impl Move {
         Move::Cancel,
     ];
 
-    pub fn target(self) -> Status {
+    pub(crate) fn target(self) -> Status {
         match self {
             Move::Acknowledge => Status::Acknowledged,
             Move::Reject => Status::Rejected,
@@ -60,7 +62,7 @@ impl Move {
     }
 
     /// The buyer capability a move needs (DESIGN.md section 1: confirm, payout, cancel).
-    pub fn capability(self) -> &'static str {
+    pub(crate) fn capability(self) -> &'static str {
         match self {
             Move::Acknowledge | Move::Reject => "confirm",
             Move::MarkPayoutPending | Move::CompletePayout => "payout",
@@ -72,7 +74,7 @@ impl Move {
 /// What a move does to a transaction in a given state: the answer of the state machine.
 /// (Named apart from `outbox::store::Verdict`, the verdict on a buyer's answer.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transition {
+pub(crate) enum Transition {
     /// Move the transaction to this state.
     Apply(Status),
     /// The transaction is in the move's target state, or has passed it on its way to where
@@ -90,7 +92,7 @@ pub enum Transition {
 /// `cancelled` are side exits: from the state alone it is not known how far along the main
 /// line the transaction got before it left it (a cancellation may come straight after the
 /// delivery), so only the exit's own move counts as already applied there.
-pub fn decide(current: Status, requested: Move) -> Transition {
+pub(crate) fn decide(current: Status, requested: Move) -> Transition {
     use Move::*;
     use Status::*;
     use Transition::*;

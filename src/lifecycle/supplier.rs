@@ -22,27 +22,27 @@ use crate::ledger;
 
 /// What an answer did.
 #[derive(Debug, Clone)]
-pub struct Answered {
+pub(crate) struct Answered {
     pub cancellation: SupplierCancellation,
     pub already_applied: bool,
 }
 
 impl Answered {
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self.cancellation.status {
             CancellationStatus::Rejected => "cancellation_rejected",
             _ => "cancellation_confirmed",
         }
     }
 
-    pub fn outcome(&self) -> &'static str {
+    pub(crate) fn outcome(&self) -> &'static str {
         match self.cancellation.status {
             CancellationStatus::Rejected => "cancellation_disputed",
             _ => "lead_cancelled",
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "accepted": true,
             "code": self.code(),
@@ -56,7 +56,10 @@ impl Answered {
 
 /// The supplier whose key was presented in either header. Keys are looked up by their hash,
 /// so the lookup's timing says nothing about the key.
-pub fn authenticate(conn: &Connection, presented: &[&str]) -> Result<Supplier, LifecycleError> {
+pub(crate) fn authenticate(
+    conn: &Connection,
+    presented: &[&str],
+) -> Result<Supplier, LifecycleError> {
     if presented.is_empty() {
         return Err(LifecycleError::MissingCredential);
     }
@@ -70,7 +73,7 @@ pub fn authenticate(conn: &Connection, presented: &[&str]) -> Result<Supplier, L
 }
 
 /// Records `answer` from `supplier` at time `now`.
-pub fn answer(
+pub(crate) fn answer(
     conn: &Connection,
     supplier: &Supplier,
     answer: &SupplierAnswer,

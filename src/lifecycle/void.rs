@@ -19,11 +19,11 @@ use crate::db::DbError;
 use crate::delivery::transaction::{self, DeliveryStatus, Status};
 
 /// Who voids, in the history and the ledger.
-pub const ACTOR: &str = "operator";
+pub(crate) const ACTOR: &str = "operator";
 
 /// Why a void was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum VoidError {
+pub(crate) enum VoidError {
     #[error("unknown transaction '{0}'")]
     NotFound(String),
     #[error("transaction '{0}' is paid and cannot be voided")]
@@ -47,7 +47,7 @@ impl From<rusqlite::Error> for VoidError {
 
 /// What a void did.
 #[derive(Debug, Clone)]
-pub struct Voided {
+pub(crate) struct Voided {
     /// The transaction after the void.
     pub item: Value,
     /// Whether a prepaid charge went back to the buyer.
@@ -59,7 +59,7 @@ pub struct Voided {
 }
 
 impl Voided {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "item": self.item,
             "refunded": self.refunded,
@@ -115,7 +115,12 @@ pub(super) fn take_back(
 }
 
 /// Voids transaction `id` for `reason` at `now`.
-pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voided, VoidError> {
+pub(crate) fn void(
+    conn: &Connection,
+    id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<Voided, VoidError> {
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(VoidError::NoReason);

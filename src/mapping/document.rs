@@ -13,32 +13,17 @@ use serde_json::{Map, Value};
 
 use super::pointer::{Pointer, escape};
 use super::{MappingProblem, Problems};
+use crate::ingest::model::FIELD_NAMES;
 
-/// Lead fields of SPEC.md section 2.1 (with the consent and capture fields) and the
-/// interest shortcuts that take a string value.
-pub const TEXT_TARGETS: &[&str] = &[
-    "externalId",
-    "firstName",
-    "lastName",
-    "email",
-    "phone",
-    "street",
-    "houseNumber",
-    "postalCode",
-    "city",
-    "country",
-    "consentStatus",
-    "legalBasis",
-    "consentCapturedAt",
-    "consentTextVersion",
-    "capturedByExternalId",
-    "capturedByName",
-    "capturedByTeam",
-    "capturedAt",
-    "captureMethod",
-    "productSlug",
-    "productId",
-];
+/// Interest shortcuts that take a string value.
+const INTEREST_TEXT_TARGETS: &[&str] = &["productSlug", "productId"];
+
+/// The targets that take a string value: the Lead's fields of SPEC.md section 2.1 (with
+/// the consent and capture fields: `ingest::model::FIELD_NAMES`, the one list of them),
+/// then the interest shortcuts.
+pub fn text_targets() -> impl Iterator<Item = &'static str> {
+    FIELD_NAMES.iter().chain(INTEREST_TEXT_TARGETS).copied()
+}
 
 /// Interest shortcuts that take a boolean value.
 pub const BOOLEAN_TARGETS: &[&str] = &["routingReady", "triggerAutoDelivery"];
@@ -262,7 +247,7 @@ fn pointer(text: &str, path: impl Fn() -> String, problems: &mut Problems) -> Op
 
 /// The target named `name`, or the reason it names none.
 pub fn parse_target(name: &str) -> Result<Target, String> {
-    if let Some(&field) = TEXT_TARGETS.iter().find(|&&f| f == name) {
+    if let Some(field) = text_targets().find(|&f| f == name) {
         return Ok(Target {
             placement: Placement::Lead(field),
             kind: ValueKind::Text,
@@ -292,21 +277,14 @@ pub fn parse_target(name: &str) -> Result<Target, String> {
         }
     }
     let squashed = squash(name);
-    let suggestion = TEXT_TARGETS
-        .iter()
-        .chain(BOOLEAN_TARGETS)
-        .find(|known| squash(known) == squashed);
+    let known = || text_targets().chain(BOOLEAN_TARGETS.iter().copied());
+    let suggestion = known().find(|known| squash(known) == squashed);
     Err(match suggestion {
         Some(known) => format!("unknown target '{name}'; did you mean '{known}'?"),
         None => format!(
             "unknown target '{name}'; use a Lead field ({}), {CAPTURE_METADATA_PREFIX}NAME or \
              {FIELD_VALUES_PREFIX}NAME",
-            TEXT_TARGETS
-                .iter()
-                .chain(BOOLEAN_TARGETS)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ")
+            known().collect::<Vec<_>>().join(", ")
         ),
     })
 }

@@ -11,7 +11,7 @@
 pub mod document;
 pub mod engine;
 pub(crate) mod pointer;
-pub mod store;
+pub(crate) mod store;
 
 #[cfg(test)]
 mod tests;

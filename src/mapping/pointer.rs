@@ -85,7 +85,7 @@ fn unescape(raw: &str) -> Option<String> {
 }
 
 /// Escapes one token for use in a pointer: `~` as `~0`, `/` as `~1`.
-pub fn escape(token: &str) -> Cow<'_, str> {
+pub(crate) fn escape(token: &str) -> Cow<'_, str> {
     if token.contains(['~', '/']) {
         Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
     } else {

@@ -12,20 +12,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// delivery outcomes). Known values are atomics and always rendered, zero included, so a
 /// dashboard's `rate()` works from the first scrape; a value nobody declared still counts,
 /// in a small locked map, rather than being lost.
-pub struct LabelledCounter {
+pub(crate) struct LabelledCounter {
     known: Vec<(&'static str, AtomicU64)>,
     other: Mutex<BTreeMap<String, u64>>,
 }
 
 impl LabelledCounter {
-    pub fn new(known: &[&'static str]) -> LabelledCounter {
+    pub(crate) fn new(known: &[&'static str]) -> LabelledCounter {
         LabelledCounter {
             known: known.iter().map(|&l| (l, AtomicU64::new(0))).collect(),
             other: Mutex::new(BTreeMap::new()),
         }
     }
 
-    pub fn add(&self, label: &str, n: u64) {
+    pub(crate) fn add(&self, label: &str, n: u64) {
         if let Some((_, count)) = self.known.iter().find(|(known, _)| *known == label) {
             count.fetch_add(n, Ordering::Relaxed);
             return;
@@ -38,7 +38,7 @@ impl LabelledCounter {
     }
 
     /// Every label with its count: the known ones in declaration order, then the others.
-    pub fn values(&self) -> Vec<(String, u64)> {
+    pub(crate) fn values(&self) -> Vec<(String, u64)> {
         let mut values: Vec<(String, u64)> = self
             .known
             .iter()
@@ -56,7 +56,7 @@ impl LabelledCounter {
 /// A histogram of integer observations (microseconds, jobs) over fixed upper bounds.
 /// Buckets are stored non-cumulative and summed when read, so one observation is two
 /// atomic additions.
-pub struct Histogram {
+pub(crate) struct Histogram {
     bounds: &'static [u64],
     /// One slot per bound plus the overflow (+Inf) slot.
     buckets: Vec<AtomicU64>,
@@ -74,7 +74,7 @@ pub struct HistogramReading {
 }
 
 impl Histogram {
-    pub fn new(bounds: &'static [u64]) -> Histogram {
+    pub(crate) fn new(bounds: &'static [u64]) -> Histogram {
         debug_assert!(bounds.windows(2).all(|w| w[0] < w[1]), "bounds ascend");
         Histogram {
             bounds,
@@ -83,7 +83,7 @@ impl Histogram {
         }
     }
 
-    pub fn observe(&self, value: u64) {
+    pub(crate) fn observe(&self, value: u64) {
         // Few bounds: a linear scan beats a binary search here.
         let slot = self
             .bounds
@@ -94,7 +94,7 @@ impl Histogram {
         self.sum.fetch_add(value, Ordering::Relaxed);
     }
 
-    pub fn read(&self) -> HistogramReading {
+    pub(crate) fn read(&self) -> HistogramReading {
         let counts: Vec<u64> = self
             .buckets
             .iter()

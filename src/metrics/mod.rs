@@ -11,31 +11,32 @@
 //! `Notifier`), group sizes (the writer), the rate limiter's table.
 
 mod instruments;
-pub mod process;
+pub(crate) mod process;
 mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
-pub use instruments::{Histogram, HistogramReading, LabelledCounter};
-pub use process::ProcessStats;
-pub use text::CONTENT_TYPE;
+pub(crate) use instruments::{Histogram, HistogramReading, LabelledCounter};
+pub(crate) use process::ProcessStats;
+pub(crate) use text::CONTENT_TYPE;
 
 use crate::db::WriterStats;
 use text::TextWriter;
 
 /// The endpoint label of a request that matched no route (404, 405).
-pub const UNMATCHED: &str = "unmatched";
+pub(crate) const UNMATCHED: &str = "unmatched";
 
 /// The per-lead ingest results of SPEC.md section 2.5, always exported (zero included).
-pub const INGEST_STATUSES: &[&str] = &["accepted", "duplicate", "idempotent_replay", "rejected"];
+pub(crate) const INGEST_STATUSES: &[&str] =
+    &["accepted", "duplicate", "idempotent_replay", "rejected"];
 
 /// The outcomes of a ping (DESIGN.md section 14): answered accepted or rejected, refused
 /// as invalid (validation, personal data), or failed on our side.
-pub const PING_OUTCOMES: &[&str] = &["accepted", "rejected", "invalid", "error"];
+pub(crate) const PING_OUTCOMES: &[&str] = &["accepted", "rejected", "invalid", "error"];
 
 /// The outcomes of one delivery attempt, as `outbox_attempts.outcome` records them.
-pub const DELIVERY_OUTCOMES: &[&str] = &["delivered", "retry", "failed"];
+pub(crate) const DELIVERY_OUTCOMES: &[&str] = &["delivered", "retry", "failed"];
 
 /// Request latency bucket bounds in microseconds: from a fast in-memory answer (100 µs) to
 /// a request stuck behind a busy disk (10 s).
@@ -72,7 +73,8 @@ struct BuyerBids {
 }
 
 /// How a bid request ended, as `bids.outcome` records it.
-pub const BID_OUTCOMES: &[&str] = &["bid", "pass", "timeout", "error", "below_min", "above_max"];
+pub(crate) const BID_OUTCOMES: &[&str] =
+    &["bid", "pass", "timeout", "error", "below_min", "above_max"];
 
 /// Bid latency bucket bounds in milliseconds.
 const BID_LATENCY_BOUNDS_MS: &[u64] = &[5, 10, 25, 50, 100, 200, 300, 500, 1_000, 2_500, 5_000];

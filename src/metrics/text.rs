@@ -8,31 +8,36 @@ use std::fmt::Write;
 use super::instruments::HistogramReading;
 
 /// The `Content-Type` of a scrape answer.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-pub struct TextWriter {
+pub(super) struct TextWriter {
     out: String,
 }
 
 impl TextWriter {
-    pub fn new() -> TextWriter {
+    pub(super) fn new() -> TextWriter {
         TextWriter {
             out: String::with_capacity(8 * 1024),
         }
     }
 
-    pub fn finish(self) -> String {
+    pub(super) fn finish(self) -> String {
         self.out
     }
 
     /// Starts a metric family.
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
+    pub(super) fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
     }
 
     /// One sample line: `name{labels} value`.
-    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    pub(super) fn sample(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        value: impl std::fmt::Display,
+    ) {
         self.out.push_str(name);
         write_labels(&mut self.out, labels);
         let _ = writeln!(self.out, " {value}");
@@ -40,7 +45,7 @@ impl TextWriter {
 
     /// A histogram's samples. `scale` divides the integer observations into the unit of the
     /// metric (1e6 turns microseconds into seconds; 1 keeps counts).
-    pub fn histogram(
+    pub(super) fn histogram(
         &mut self,
         name: &str,
         labels: &[(&str, &str)],
@@ -67,7 +72,7 @@ impl TextWriter {
 }
 
 /// A float as Prometheus reads it, without a needless exponent or trailing zeros.
-pub fn format_number(value: f64) -> String {
+pub(super) fn format_number(value: f64) -> String {
     let text = format!("{value}");
     if text.contains('e') {
         format!("{value:.9}")

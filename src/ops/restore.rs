@@ -36,12 +36,12 @@ use crate::db::files::{self, UseLock};
 const FOLD_BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The name the replaced database keeps.
-pub fn kept_path(path: &Path) -> PathBuf {
+pub(crate) fn kept_path(path: &Path) -> PathBuf {
     files::with_suffix(path, ".before-restore")
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RestoreError {
+pub(crate) enum RestoreError {
     #[error("backup file {} does not exist", .0.display())]
     BackupMissing(PathBuf),
     #[error("{} is the database itself; give the backup file to restore from", .0.display())]
@@ -80,7 +80,7 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> RestoreError 
 
 /// What a finished restore did.
 #[derive(Debug, Clone)]
-pub struct RestoreReport {
+pub(crate) struct RestoreReport {
     pub database: PathBuf,
     pub from: PathBuf,
     /// Where the replaced database is now; `None` when there was none.
@@ -93,7 +93,11 @@ pub struct RestoreReport {
 
 /// Replaces the database at `target` with a checked copy of `backup` (see the module
 /// header). `force` replaces an existing `PATH.before-restore`.
-pub fn restore(target: &Path, backup: &Path, force: bool) -> Result<RestoreReport, RestoreError> {
+pub(crate) fn restore(
+    target: &Path,
+    backup: &Path,
+    force: bool,
+) -> Result<RestoreReport, RestoreError> {
     let started = Instant::now();
     if !backup.is_file() {
         return Err(RestoreError::BackupMissing(backup.to_path_buf()));

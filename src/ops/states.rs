@@ -101,7 +101,7 @@ const STATUS_COLUMNS: &[Table] = &[
 /// Rows of one column holding one value its enum does not know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct UnknownState {
+pub(crate) struct UnknownState {
     pub table: String,
     pub column: String,
     /// The stored value, as text (a number or blob as SQLite shows it).
@@ -111,7 +111,7 @@ pub struct UnknownState {
 
 impl UnknownState {
     /// The line `check` prints for it.
-    pub fn problem(&self) -> String {
+    pub(crate) fn problem(&self) -> String {
         format!(
             "{}.{}: {} row(s) hold '{}', which is not a known value ({})",
             self.table,
@@ -133,7 +133,7 @@ fn known(table: &str, column: &str) -> &'static [&'static str] {
 }
 
 /// Every (column, value) that is not known, with its row count; one pass per table.
-pub fn scan(conn: &Connection) -> rusqlite::Result<Vec<UnknownState>> {
+pub(crate) fn scan(conn: &Connection) -> rusqlite::Result<Vec<UnknownState>> {
     let mut found = Vec::new();
     for (table, columns) in STATUS_COLUMNS {
         let selected = columns

@@ -25,7 +25,7 @@ use crate::db::files::UseLock;
 const BODIES_PER_TRANSACTION: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
-pub enum VacuumError {
+pub(crate) enum VacuumError {
     #[error("database {} does not exist", .0.display())]
     Missing(PathBuf),
     #[error("a leadrelay server or command is using {}; stop it first (systemctl stop leadrelay)", .0.display())]
@@ -40,7 +40,7 @@ pub enum VacuumError {
 
 /// What a vacuum did.
 #[derive(Debug, Clone)]
-pub struct VacuumReport {
+pub(crate) struct VacuumReport {
     pub database: PathBuf,
     /// The file and its WAL before and after.
     pub bytes_before: u64,
@@ -55,7 +55,7 @@ fn size_on_disk(path: &Path) -> u64 {
 }
 
 /// Vacuums the database at `path` (see the module header).
-pub fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
+pub(crate) fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
     let started = Instant::now();
     if !path.is_file() {
         return Err(VacuumError::Missing(path.to_path_buf()));

@@ -14,14 +14,14 @@
 //! (`delivery::event`) or when one is created (`delivery::deliver`). It is the only module
 //! that makes outbound HTTP calls.
 
-pub mod bid;
-pub mod health;
+pub(crate) mod bid;
+pub(crate) mod health;
 mod pool;
-pub mod schedule;
-pub mod sender;
-pub mod signing;
-pub mod stats;
-pub mod store;
+pub(crate) mod schedule;
+pub(crate) mod sender;
+pub(crate) mod signing;
+pub(crate) mod stats;
+pub(crate) mod store;
 mod worker;
 
 use std::sync::atomic::{AtomicU64, Ordering};

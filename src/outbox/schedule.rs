@@ -94,7 +94,7 @@ impl fmt::Display for RetrySchedule {
 }
 
 /// A `Retry-After` header value: seconds, or an HTTP date (RFC 9110 section 10.2.3).
-pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
@@ -120,7 +120,7 @@ fn parse_http_date(value: &str) -> Option<Timestamp> {
 }
 
 /// A uniformly random number in [0, 1) for the jitter.
-pub fn random_fraction() -> f64 {
+pub(crate) fn random_fraction() -> f64 {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).expect("the operating system's random source is available");
     // The top 53 bits give every double in [0, 1) with a 2^-53 spacing.

@@ -44,7 +44,7 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 pub struct SetupError(#[from] rustls::Error);
 
 #[derive(Clone)]
-pub struct Sender {
+pub(crate) struct Sender {
     client: Client<Connector, Full<Bytes>>,
     timeout: Duration,
     user_agent: Arc<str>,
@@ -53,7 +53,7 @@ pub struct Sender {
 impl Sender {
     /// A sender whose every attempt, connecting included, ends within `timeout`, keeping
     /// up to `per_host` idle connections to each buyer. Must be used on a tokio runtime.
-    pub fn new(timeout: Duration, per_host: usize) -> Result<Sender, SetupError> {
+    pub(crate) fn new(timeout: Duration, per_host: usize) -> Result<Sender, SetupError> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(timeout));
@@ -76,7 +76,7 @@ impl Sender {
     }
 
     /// Sends `event` once, signed with a fresh timestamp, and judges the answer.
-    pub async fn send(&self, event: &Claimed) -> Attempt {
+    pub(crate) async fn send(&self, event: &Claimed) -> Attempt {
         let started_at = crate::clock::now_ms();
         let clock = Instant::now();
         let mut attempt = Attempt {

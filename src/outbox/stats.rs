@@ -14,7 +14,7 @@ use crate::metrics::{Histogram, HistogramReading};
 
 /// Bucket bounds of the attempt duration histogram, in milliseconds: from a buyer on the
 /// same network to one that times out.
-pub const DURATION_BOUNDS_MS: &[u64] = &[
+pub(crate) const DURATION_BOUNDS_MS: &[u64] = &[
     5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 15_000, 30_000,
 ];
 

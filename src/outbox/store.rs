@@ -18,7 +18,7 @@ use crate::delivery::transaction::{self, DeliveryStatus};
 
 stored_enum! {
     /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
-    pub enum EventStatus as "outbox event status" {
+    pub(crate) enum EventStatus as "outbox event status" {
         Pending = "pending",
         Delivered = "delivered",
         Failed = "failed",
@@ -27,15 +27,15 @@ stored_enum! {
 
 stored_enum! {
     /// What an event tells its buyer.
-    pub enum EventKind as "outbox event kind" {
+    pub(crate) enum EventKind as "outbox event kind" {
         LeadDelivered = "lead.delivered",
     }
 }
 
 /// The longest response excerpt kept per attempt.
-pub const EXCERPT_LIMIT: usize = 1024;
+pub(crate) const EXCERPT_LIMIT: usize = 1024;
 
-pub struct NewEvent<'a> {
+pub(crate) struct NewEvent<'a> {
     pub transaction_id: &'a str,
     pub buyer_id: &'a str,
     /// The buyer's webhook URL when the event was made (each attempt records the URL it
@@ -46,7 +46,7 @@ pub struct NewEvent<'a> {
 }
 
 /// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
-pub fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
     let id = crate::ids::new("evt");
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
@@ -68,7 +68,7 @@ pub fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
 
 /// A due event taken by a claim, with what sending it needs.
 #[derive(Debug, Clone)]
-pub struct Claimed {
+pub(crate) struct Claimed {
     pub id: String,
     pub buyer_id: String,
     pub url: String,
@@ -92,7 +92,7 @@ pub struct Claimed {
 
 /// A mapped buyer's integration as a claim carries it.
 #[derive(Debug, Clone)]
-pub struct BuyerIntegration {
+pub(crate) struct BuyerIntegration {
     /// The stored document (checked when it was set).
     pub document: String,
     /// The buyer's integration secrets by name.
@@ -102,31 +102,36 @@ pub struct BuyerIntegration {
 /// A buyer with pending events: when the earliest falls due (an event in flight is not due
 /// before its lease ends), and its endpoint's breaker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueBuyer {
+pub(crate) struct DueBuyer {
     pub buyer_id: String,
     pub next_due: i64,
     pub unhealthy: bool,
     pub next_probe_at: Option<i64>,
 }
 
-/// Every buyer with pending events, by id. One index seek per such buyer (a skip scan of
-/// `outbox_buyer_due`), however many events wait.
-pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
-    let mut stmt = conn.prepare_cached(
-        "WITH RECURSIVE buyer(id) AS (
-             SELECT (SELECT min(buyer_id) FROM outbox_events WHERE status = 'pending')
-             UNION ALL
-             SELECT (SELECT min(buyer_id) FROM outbox_events
-                     WHERE status = 'pending' AND buyer_id > buyer.id)
-             FROM buyer WHERE buyer.id IS NOT NULL
-         )
-         SELECT buyer.id,
-                (SELECT min(next_attempt_at) FROM outbox_events
-                 WHERE status = 'pending' AND buyer_id = buyer.id),
-                h.state = 'unhealthy', h.next_probe_at
-         FROM buyer LEFT JOIN buyer_health h ON h.buyer_id = buyer.id
-         WHERE buyer.id IS NOT NULL",
-    )?;
+/// Every buyer with pending events, by id, with the earliest due time and the breaker: a
+/// skip scan of `outbox_buyer_due`, two index seeks per such buyer however many events
+/// wait. The index is named: without statistics SQLite would take `outbox_status_created`
+/// for `status = 'pending'` and read every pending event at each step (with a backlog of
+/// 10,000 events that was most of the outbox's database time; `bench/conditions.sh`).
+const DUE_BUYERS: &str = "WITH RECURSIVE buyer(id) AS (
+        SELECT (SELECT min(buyer_id) FROM outbox_events INDEXED BY outbox_buyer_due
+                WHERE status = 'pending')
+        UNION ALL
+        SELECT (SELECT min(buyer_id) FROM outbox_events INDEXED BY outbox_buyer_due
+                WHERE status = 'pending' AND buyer_id > buyer.id)
+        FROM buyer WHERE buyer.id IS NOT NULL
+    )
+    SELECT buyer.id,
+           (SELECT min(next_attempt_at) FROM outbox_events INDEXED BY outbox_buyer_due
+            WHERE status = 'pending' AND buyer_id = buyer.id),
+           h.state = 'unhealthy', h.next_probe_at
+    FROM buyer LEFT JOIN buyer_health h ON h.buyer_id = buyer.id
+    WHERE buyer.id IS NOT NULL";
+
+/// Every buyer with pending events, by id ([`DUE_BUYERS`]).
+pub(crate) fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
+    let mut stmt = conn.prepare_cached(DUE_BUYERS)?;
     let rows = stmt.query_map([], |row| {
         Ok(DueBuyer {
             buyer_id: row.get(0)?,
@@ -138,6 +143,31 @@ pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
     rows.collect()
 }
 
+/// The columns a claim reads, from an event `e`, its buyer `b` and the request `r` that
+/// caused it.
+macro_rules! claim_select {
+    ($where:literal) => {
+        concat!(
+            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
+                    CASE WHEN b.previous_signing_valid_until > ?2
+                         THEN b.previous_signing_secret END,
+                    r.request_id, b.integration
+             FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+             LEFT JOIN transactions t ON t.id = e.transaction_id
+             LEFT JOIN lead_requests r ON r.id = t.lead_request_id
+             WHERE e.status = 'pending' AND e.buyer_id = ?1 AND ",
+            $where,
+            " ORDER BY e.next_attempt_at"
+        )
+    };
+}
+
+/// A buyer's events due at `?2`, oldest due first.
+const CLAIM_DUE: &str = claim_select!("e.next_attempt_at <= ?2");
+
+/// A buyer's events not in flight at `?2`, due or not, oldest due first (a probe).
+const CLAIM_PROBE: &str = claim_select!("(e.lease_until IS NULL OR e.lease_until <= ?2)");
+
 /// Claims up to `limit` of `buyer_id`'s events that are due at `now`, oldest due first,
 /// leasing them until `lease_until`. The claim moves each event's due time to the end of
 /// its lease: while it is in flight it is not due, and if its sender dies it is due again
@@ -145,7 +175,12 @@ pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
 ///
 /// A `probe` (of an unhealthy endpoint, whose events' own schedules wait for it) takes the
 /// earliest due of the buyer's events that is not in flight, due or not.
-pub fn claim_for_buyer(
+///
+/// The statements have no `LIMIT ?`: SQLite plans a bound LIMIT by its value, so each new
+/// value would compile the statement again (every claim, as the number of free places
+/// changes). The rows come in `outbox_buyer_due` order, so reading only `limit` of them
+/// costs the same as the LIMIT did.
+pub(crate) fn claim_for_buyer(
     conn: &Connection,
     buyer_id: &str,
     now: i64,
@@ -153,33 +188,10 @@ pub fn claim_for_buyer(
     limit: usize,
     probe: bool,
 ) -> rusqlite::Result<Vec<Claimed>> {
-    let sql = if probe {
-        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
-                CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END,
-                r.request_id, b.integration
-         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
-         LEFT JOIN transactions t ON t.id = e.transaction_id
-         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
-         WHERE e.status = 'pending' AND e.buyer_id = ?1
-           AND (e.lease_until IS NULL OR e.lease_until <= ?2)
-         ORDER BY e.next_attempt_at
-         LIMIT ?3"
-    } else {
-        "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
-                CASE WHEN b.previous_signing_valid_until > ?2
-                     THEN b.previous_signing_secret END,
-                r.request_id, b.integration
-         FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
-         LEFT JOIN transactions t ON t.id = e.transaction_id
-         LEFT JOIN lead_requests r ON r.id = t.lead_request_id
-         WHERE e.status = 'pending' AND e.buyer_id = ?1 AND e.next_attempt_at <= ?2
-         ORDER BY e.next_attempt_at
-         LIMIT ?3"
-    };
+    let sql = if probe { CLAIM_PROBE } else { CLAIM_DUE };
     let mut candidates: Vec<Claimed> = conn
         .prepare_cached(sql)?
-        .query_map(params![buyer_id, now, limit as i64], |row| {
+        .query_map(params![buyer_id, now], |row| {
             Ok(Claimed {
                 id: row.get(0)?,
                 buyer_id: row.get(1)?,
@@ -198,6 +210,7 @@ pub fn claim_for_buyer(
                 }),
             })
         })?
+        .take(limit)
         .collect::<Result<_, _>>()?;
     // One buyer per claim: its secrets are read once, when its integration sends any.
     if candidates.iter().any(|c| c.integration.is_some()) {
@@ -218,7 +231,11 @@ pub fn claim_for_buyer(
 
 /// Extends the leases of events still in flight here, so no claim elsewhere takes them
 /// while this process still owns them.
-pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rusqlite::Result<()> {
+pub(crate) fn renew(
+    conn: &Connection,
+    held: &[(String, i64)],
+    lease_until: i64,
+) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -232,7 +249,7 @@ pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rus
 /// Makes the buyer's waiting events due now (its endpoint answers again after being
 /// unhealthy: what failed while it was down goes out at once, not hours later on its own
 /// schedule). Events in flight are left alone; each keeps its place in its schedule.
-pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+pub(crate) fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
     conn.prepare_cached(
         "UPDATE outbox_events SET next_attempt_at = ?2
          WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
@@ -242,7 +259,7 @@ pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<
 }
 
 /// Gives up claims that were never sent (shutdown), so the events are due again at once.
-pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
+pub(crate) fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -255,7 +272,7 @@ pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite:
 
 /// How the buyer's system answered one attempt, as the sender judged it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// A 2xx; the partner's own id for the transaction when the body named one.
     Delivered { partner_external_id: Option<String> },
     /// 408, 429, 5xx, a timeout or a connection error; the buyer's `Retry-After` if given.
@@ -270,7 +287,7 @@ pub enum Verdict {
 
 /// One attempt, ready to record.
 #[derive(Debug, Clone)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     pub event_id: String,
     pub buyer_id: String,
     pub claim: i64,
@@ -292,7 +309,7 @@ pub struct Attempt {
 
 stored_enum! {
     /// What recording an attempt did to its event (`outbox_attempts.outcome`).
-    pub enum Outcome as "attempt outcome" {
+    pub(crate) enum Outcome as "attempt outcome" {
         Delivered = "delivered",
         /// Due again later.
         Retry = "retry",
@@ -305,7 +322,7 @@ stored_enum! {
 /// A refusal recorded on a pending event: what the transaction's owner and the waterfall
 /// do next, in the same job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub transaction_id: String,
     pub buyer_id: String,
     pub reason: String,
@@ -316,8 +333,10 @@ pub struct Refusal {
 /// Records an attempt and moves its event: delivered after a 2xx (whatever claim made it:
 /// the buyer has it); due again on the schedule or failed otherwise, but only when the
 /// attempt's claim is still the event's latest (a stale sender's error must not reschedule
-/// an event another claim owns now).
-pub fn record(
+/// an event another claim owns now). The worker calls [`record_attempt`]; the unit tests
+/// need only the outcome.
+#[cfg(test)]
+pub(crate) fn record(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
@@ -328,7 +347,7 @@ pub fn record(
 
 /// [`record`], also returning the refusal a refused attempt of the event's latest claim
 /// made, for the caller to apply to the transaction in the same job.
-pub fn record_attempt(
+pub(crate) fn record_attempt(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
@@ -491,7 +510,7 @@ fn mark_failed(
 
 /// How the outbox stands, for `GET /api/health` and `GET /metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Figures {
+pub(crate) struct Figures {
     pub pending: i64,
     pub failed: i64,
     /// When the oldest pending event was made; `None` when nothing is pending.
@@ -500,7 +519,7 @@ pub struct Figures {
 
 /// Counts pending and failed events and finds the oldest pending one (three lookups on
 /// `outbox_status_created`).
-pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
+pub(crate) fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
     conn.prepare_cached(
         "SELECT
             (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
@@ -518,11 +537,22 @@ pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
 
 /// Why an operator command on an event was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum OutboxError {
+pub(crate) enum OutboxError {
     #[error("unknown event '{0}'")]
     NotFound(String),
     #[error("event '{0}' was delivered already; there is nothing to retry")]
     AlreadyDelivered(String),
+    /// The sale was taken back (the buyer's API refused it, the buyer rejected it, the
+    /// operator voided it): sending the lead again would hand it over for nothing.
+    #[error(
+        "event '{id}' is of transaction '{transaction_id}', which is {status}; a sale taken \
+         back is not sent again"
+    )]
+    TransactionEnded {
+        id: String,
+        transaction_id: String,
+        status: transaction::Status,
+    },
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -535,7 +565,7 @@ impl From<rusqlite::Error> for OutboxError {
 
 /// An event as the operator sees it.
 #[derive(Debug, Clone)]
-pub struct Event {
+pub(crate) struct Event {
     pub id: String,
     pub kind: EventKind,
     pub transaction_id: Option<String>,
@@ -574,7 +604,7 @@ fn event_from_row(row: &Row) -> rusqlite::Result<Event> {
 
 impl Event {
     /// The summary shown by `outbox list` (without the body).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let pending = self.status == EventStatus::Pending;
         json!({
             "id": self.id,
@@ -595,7 +625,7 @@ impl Event {
     }
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
     conn.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE id = ?1"
     ))?
@@ -604,7 +634,7 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
 }
 
 /// Events, newest first, optionally of one status.
-pub fn list(
+pub(crate) fn list(
     conn: &Connection,
     status: Option<EventStatus>,
     limit: i64,
@@ -619,7 +649,10 @@ pub fn list(
 }
 
 /// The events of one transaction, oldest first.
-pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<Event>> {
+pub(crate) fn of_transaction(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<Event>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE transaction_id = ?1
          ORDER BY created_at, id"
@@ -630,7 +663,7 @@ pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Resu
 
 /// The body of the latest event buyer `buyer_id` got for lead `lead_id` (a preview shows
 /// exactly what was sent).
-pub fn latest_payload(
+pub(crate) fn latest_payload(
     conn: &Connection,
     lead_id: &str,
     buyer_id: &str,
@@ -646,7 +679,7 @@ pub fn latest_payload(
 
 /// One recorded attempt.
 #[derive(Debug, Clone)]
-pub struct AttemptRecord {
+pub(crate) struct AttemptRecord {
     pub attempt: i64,
     pub url: String,
     pub started_at: i64,
@@ -660,7 +693,7 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "attempt": self.attempt,
             "at": crate::clock::iso(self.started_at),
@@ -676,7 +709,7 @@ impl AttemptRecord {
 }
 
 /// Every attempt of an event, in order.
-pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
+pub(crate) fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
             outcome, request
@@ -701,31 +734,33 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
 }
 
 /// Makes a failed or pending event due now. A failed event starts the retry schedule
-/// again; its transaction's delivery status goes back to pending.
-pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
+/// again; its transaction's delivery status goes back to pending. Refused for an event of
+/// a sale taken back ([`requeue`]).
+pub(crate) fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
     if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.to_string()));
     }
-    conn.prepare_cached(
-        "UPDATE outbox_events
-         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
-             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
-         WHERE id = ?1",
-    )?
-    .execute(params![id, now])?;
-    if let Some(txn) = &event.transaction_id {
-        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    if let Requeued::TakenBack {
+        transaction_id,
+        status,
+    } = requeue(conn, id, event.status, event.transaction_id.as_deref(), now)?
+    {
+        return Err(OutboxError::TransactionEnded {
+            id: event.id,
+            transaction_id,
+            status,
+        });
     }
     find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
 }
 
 /// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
 /// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
-/// narrows (`None`: both). A failed event starts the retry schedule again and its
-/// transaction's delivery status goes back to pending. Returns how many events it retried
-/// and the last id it looked at (`None` when there were none: the caller is done).
-pub fn retry_buyer(
+/// narrows (`None`: both), as [`retry`] does each of them: the events of a sale taken back
+/// stay as they are. Returns how many events it retried and the last id it looked at
+/// (`None` when there were none: the caller is done).
+pub(crate) fn retry_buyer(
     conn: &Connection,
     buyer_id: &str,
     status: Option<EventStatus>,
@@ -746,31 +781,69 @@ pub fn retry_buyer(
         .collect::<Result<_, _>>()?;
     let last = found.last().map(|(id, ..)| id.clone());
     let mut retried = 0;
-    let mut update = conn.prepare_cached(
-        "UPDATE outbox_events
-         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
-             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
-         WHERE id = ?1",
-    )?;
     for (id, event_status, lease_until, transaction_id) in &found {
         // An event in flight is being tried already; making it due would send it twice.
         if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
             continue;
         }
-        update.execute(params![id, now])?;
-        if *event_status == EventStatus::Failed
-            && let Some(txn) = transaction_id
-        {
-            transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+        let requeued = requeue(conn, id, *event_status, transaction_id.as_deref(), now)?;
+        if matches!(requeued, Requeued::Due) {
+            retried += 1;
         }
-        retried += 1;
     }
     Ok((retried, last))
 }
 
+/// What [`requeue`] did.
+#[derive(Debug)]
+enum Requeued {
+    Due,
+    /// Left as it was: its transaction was rejected or cancelled (`status`).
+    TakenBack {
+        transaction_id: String,
+        status: transaction::Status,
+    },
+}
+
+/// Makes event `id` (now `status`, of `transaction_id`) due now, the one way an operator's
+/// retry (by id or in bulk) brings an event back, unless its sale was taken back: the
+/// buyer's API refused it, the buyer rejected it or the operator voided it, and sending the
+/// lead again would hand it over for nothing (the event stays failed, its transaction
+/// untouched). A failed event starts the retry schedule again and its transaction's
+/// delivery status goes back to pending.
+fn requeue(
+    conn: &Connection,
+    id: &str,
+    status: EventStatus,
+    transaction_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<Requeued> {
+    if let Some(txn) = transaction_id
+        && let Some(ended) = transaction::find(conn, txn)?.filter(|t| !t.status.is_live())
+    {
+        return Ok(Requeued::TakenBack {
+            transaction_id: ended.id,
+            status: ended.status,
+        });
+    }
+    conn.prepare_cached(
+        "UPDATE outbox_events
+         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
+             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, now])?;
+    if status == EventStatus::Failed
+        && let Some(txn) = transaction_id
+    {
+        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    }
+    Ok(Requeued::Due)
+}
+
 /// Gives up a pending event for good (its transaction was voided): it is marked failed
 /// with `reason`, and an attempt under way that still gets its 2xx marks it delivered.
-pub fn cancel_pending(
+pub(crate) fn cancel_pending(
     conn: &Connection,
     transaction_id: &str,
     reason: &str,

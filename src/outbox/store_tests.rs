@@ -155,6 +155,51 @@ fn due_buyers_lists_each_buyer_with_pending_events_and_its_breaker() {
 }
 
 #[test]
+fn due_buyers_seeks_the_due_index_instead_of_reading_every_pending_event() {
+    let (_dir, conn) = database();
+    for n in 0..50 {
+        event(&conn, if n % 2 == 0 { "a" } else { "b" }, n);
+    }
+    let plan: Vec<String> = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {DUE_BUYERS}"))
+        .unwrap()
+        .query_map([], |row| row.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let on_events: Vec<&String> = plan
+        .iter()
+        .filter(|s| s.contains("outbox_events"))
+        .collect();
+    assert_eq!(on_events.len(), 3, "{plan:?}");
+    assert!(
+        on_events
+            .iter()
+            .all(|step| step.starts_with("SEARCH") && step.contains("outbox_buyer_due")),
+        "each step is a seek in outbox_buyer_due: {plan:?}"
+    );
+}
+
+#[test]
+fn claims_of_any_size_reuse_the_compiled_statements() {
+    let (_dir, conn) = database();
+    for n in 0..10 {
+        event(&conn, "a", n);
+    }
+    for (limit, probe) in [(1, false), (3, false), (2, true), (5, false), (1, true)] {
+        claim_for_buyer(&conn, "a", 100, 50, limit, probe).unwrap();
+    }
+    for sql in [CLAIM_DUE, CLAIM_PROBE] {
+        let stmt = conn.prepare_cached(sql).unwrap();
+        assert_eq!(
+            stmt.get_status(rusqlite::StatementStatus::RePrepare),
+            0,
+            "compiled once: {sql}"
+        );
+    }
+}
+
+#[test]
 fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
     let (_dir, conn) = database();
     let failed: Vec<String> = (0..5).map(|n| event(&conn, "a", n)).collect();

@@ -136,6 +136,8 @@ struct Round {
     renew: Vec<(String, i64)>,
     /// Places to fill with claims; 0 for none.
     claim: usize,
+    /// Places each buyer holds once `finished` are recorded.
+    held: HashMap<String, usize>,
     /// Per-buyer figures to report, with the heartbeat; `None` when not due.
     report: Option<Vec<(String, Figures)>>,
 }
@@ -189,7 +191,12 @@ impl Coordinator {
                 timer_only = !want_claim;
                 want_claim = true;
             }
-            let free = self.concurrency.saturating_sub(self.in_flight.len());
+            // The finished attempts free their places in this very round: claiming them only
+            // in the next would leave them idle for a whole round (a commit and a wake-up).
+            let held = self.held_after(&carried);
+            let free = self
+                .concurrency
+                .saturating_sub(held.values().sum::<usize>());
             let report = (now >= next_report).then(|| self.figures_to_report());
             let claim = if free > 0 && (want_claim || !carried.is_empty()) {
                 free
@@ -225,10 +232,21 @@ impl Coordinator {
                 finished: std::mem::take(&mut carried),
                 renew,
                 claim,
+                held,
                 report,
             };
+            let writing = Instant::now();
             match self.write_round(&round) {
                 Ok(done) => {
+                    log::trace!(
+                        "outbox round: {} recorded, {} claimed of {} free, {} in flight before, \
+                         written in {:?}",
+                        round.finished.len(),
+                        done.claimed.len(),
+                        round.claim,
+                        self.in_flight.len(),
+                        writing.elapsed()
+                    );
                     backoff = None;
                     if round.report.is_some() {
                         next_report = Instant::now() + self.config.report_interval;
@@ -263,6 +281,21 @@ impl Coordinator {
             }
         }
         self.shut_down(carried);
+    }
+
+    /// The places each buyer holds once `finished` are recorded: only the claim that sent
+    /// an event frees its place (an older claim's late answer must not release a newer one).
+    fn held_after(&self, finished: &[Attempt]) -> HashMap<String, usize> {
+        let mut counts = self.per_buyer_counts();
+        for attempt in finished {
+            if let Some(held) = self.in_flight.get(&attempt.event_id)
+                && held.claim == attempt.claim
+                && let Some(count) = counts.get_mut(&held.buyer_id)
+            {
+                *count = count.saturating_sub(1);
+            }
+        }
+        counts
     }
 
     /// In-flight counts per buyer.
@@ -338,16 +371,7 @@ impl Coordinator {
         let per_buyer = self.per_buyer;
         let started_at = self.started_at;
         let rotation = self.rotation;
-        let mut counts = self.per_buyer_counts();
-        for attempt in &finished {
-            // A finished attempt frees its place in this very round.
-            if let Some(held) = self.in_flight.get(&attempt.event_id)
-                && held.claim == attempt.claim
-                && let Some(count) = counts.get_mut(&held.buyer_id)
-            {
-                *count = count.saturating_sub(1);
-            }
-        }
+        let counts = round.held.clone();
         if free > 0 {
             self.rotation = self.rotation.wrapping_add(1);
         }

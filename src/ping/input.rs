@@ -14,7 +14,7 @@ use crate::ingest::problem::{Problem, child, type_name};
 use crate::ingest::validate::{self, InterestDraft, LeadDraft};
 
 /// Properties that would carry the person: refused in a ping, named by path.
-pub const PERSONAL: &[&str] = &[
+pub(crate) const PERSONAL: &[&str] = &[
     "firstName",
     "lastName",
     "name",

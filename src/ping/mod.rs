@@ -17,9 +17,9 @@
 
 pub(crate) mod bids;
 pub(crate) mod input;
-pub mod post;
+pub(crate) mod post;
 pub(crate) mod route;
-pub mod store;
+pub(crate) mod store;
 
 use std::time::Instant;
 
@@ -42,7 +42,7 @@ use route::{PingAnswer, PreparedPing};
 
 /// Why a ping got no answer of its own (an accepted or rejected ping is an answer).
 #[derive(Debug, thiserror::Error)]
-pub enum PingError {
+pub(crate) enum PingError {
     /// Names, email, phone, street or house number in a ping: every path.
     #[error("{}", personal_data_message(.0))]
     PersonalData(Vec<Problem>),
@@ -194,7 +194,7 @@ async fn decide(
 /// `stopped` completes. Lazy freeing (every job that reads caps or balances ends lapsed
 /// pings first) makes the sweep a matter of tidiness, not of correctness. A read finds
 /// whether anything is due, so an idle server writes nothing.
-pub async fn run_sweep(db: Db, stopped: impl std::future::Future<Output = ()>) {
+pub(crate) async fn run_sweep(db: Db, stopped: impl std::future::Future<Output = ()>) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stopped);

@@ -25,7 +25,7 @@ use crate::ingest::quality::QualityStatus;
 use crate::ingest::store::PreparedLead;
 
 /// Who the post's transactions name as their creator.
-pub const ACTOR: &str = "ping";
+pub(crate) const ACTOR: &str = "ping";
 
 /// Why a post was refused before anything was stored: its code (`ping_unknown`,
 /// `ping_used`, `ping_expired`, `ping_mismatch`) and message.
@@ -160,7 +160,7 @@ pub(crate) fn release(
 /// Gives back the reservations of ping `ping_id` of `source_id` whose post failed
 /// validation (nothing was stored); a ping of another source, or not accepted, is left
 /// alone. Its own writer job.
-pub fn release_invalid(
+pub(crate) fn release_invalid(
     conn: &Connection,
     source_id: &str,
     ping_id: &str,

@@ -20,7 +20,7 @@ use crate::ledger;
 
 stored_enum! {
     /// Where a ping stands.
-    pub enum PingStatus as "ping status" {
+    pub(crate) enum PingStatus as "ping status" {
         /// Sold: its reservations hold until `expiresAt`.
         Accepted = "accepted",
         /// No buyer (or routing off, or the score too low): nothing held.
@@ -82,7 +82,7 @@ pub(crate) fn insert(conn: &Connection, ping: &NewPing) -> rusqlite::Result<()> 
 
 /// One buyer's reservation of an accepted ping.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     pub position: i64,
     pub buyer_id: String,
     pub product_id: String,
@@ -97,7 +97,7 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "buyerAccountId": self.buyer_id,
             "buyerPrice": crate::money::to_json(self.price_cents),
@@ -153,7 +153,7 @@ pub(crate) fn reserve(
 }
 
 /// The reservations of a ping, in rank order.
-pub fn reservations(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
+pub(crate) fn reservations(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
     conn.prepare_cached(
         "SELECT position, buyer_id, product_id, price_cents, held_cents, cap_day_start,
                 cap_month_start, bid_request_id, bid_id
@@ -217,7 +217,7 @@ pub(crate) fn end(
 
 /// Ends every accepted ping whose reservation has lapsed at `now` (`expired`); returns how
 /// many. One index probe when none has.
-pub fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
+pub(crate) fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
     let due: Vec<String> = conn
         .prepare_cached(
             "SELECT id FROM pings WHERE status = 'accepted' AND expires_at <= ?1
@@ -232,7 +232,7 @@ pub fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
 }
 
 /// Whether any accepted ping has lapsed at `now` (the sweep's read before it writes).
-pub fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
+pub(crate) fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
     conn.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM pings WHERE status = 'accepted' AND expires_at <= ?1)",
     )?
@@ -298,11 +298,10 @@ pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64>
 
 /// A ping as stored.
 #[derive(Debug, Clone)]
-pub struct Ping {
+pub(crate) struct Ping {
     pub id: String,
     pub source_id: String,
     pub container_id: String,
-    pub workspace_id: String,
     pub product_id: String,
     pub external_id: Option<String>,
     pub email_sha256: Option<String>,
@@ -321,7 +320,7 @@ pub struct Ping {
 impl Ping {
     /// The status as of `now`: an accepted ping whose time has passed is expired, also
     /// before the sweep has ended it (lazy on read).
-    pub fn status_at(&self, now: i64) -> PingStatus {
+    pub(crate) fn status_at(&self, now: i64) -> PingStatus {
         match (self.status, self.expires_at) {
             (PingStatus::Accepted, Some(expires)) if expires <= now => PingStatus::Expired,
             (status, _) => status,
@@ -329,7 +328,7 @@ impl Ping {
     }
 
     /// The operator's view (`ping list`, `ping show`).
-    pub fn to_json(&self, now: i64) -> Value {
+    pub(crate) fn to_json(&self, now: i64) -> Value {
         json!({
             "id": self.id,
             "sourceId": self.source_id,
@@ -352,7 +351,7 @@ impl Ping {
     }
 }
 
-const COLUMNS: &str = "id, source_id, container_id, workspace_id, product_id, external_id, \
+const COLUMNS: &str = "id, source_id, container_id, product_id, external_id, \
     email_sha256, phone_sha256, body, status, reason, payout_cents, decision, lead_id, \
     created_at, expires_at, ended_at";
 
@@ -361,24 +360,23 @@ fn from_row(row: &Row) -> rusqlite::Result<Ping> {
         id: row.get(0)?,
         source_id: row.get(1)?,
         container_id: row.get(2)?,
-        workspace_id: row.get(3)?,
-        product_id: row.get(4)?,
-        external_id: row.get(5)?,
-        email_sha256: row.get(6)?,
-        phone_sha256: row.get(7)?,
-        body: row.get(8)?,
-        status: row.get(9)?,
-        reason: row.get(10)?,
-        payout_cents: row.get(11)?,
-        decision: row.get(12)?,
-        lead_id: row.get(13)?,
-        created_at: row.get(14)?,
-        expires_at: row.get(15)?,
-        ended_at: row.get(16)?,
+        product_id: row.get(3)?,
+        external_id: row.get(4)?,
+        email_sha256: row.get(5)?,
+        phone_sha256: row.get(6)?,
+        body: row.get(7)?,
+        status: row.get(8)?,
+        reason: row.get(9)?,
+        payout_cents: row.get(10)?,
+        decision: row.get(11)?,
+        lead_id: row.get(12)?,
+        created_at: row.get(13)?,
+        expires_at: row.get(14)?,
+        ended_at: row.get(15)?,
     })
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
@@ -420,7 +418,7 @@ pub(crate) fn known_bids(conn: &Connection, ping_id: &str) -> rusqlite::Result<K
 
 /// What `ping list` selects.
 #[derive(Debug, Clone, Default)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     pub source_id: Option<String>,
     pub status: Option<PingStatus>,
     pub limit: i64,
@@ -428,7 +426,11 @@ pub struct ListFilter {
 
 /// The newest pings first, by source and status as of `now` (an accepted ping past its
 /// time lists as expired).
-pub fn list(conn: &Connection, filter: &ListFilter, now: i64) -> rusqlite::Result<Vec<Ping>> {
+pub(crate) fn list(
+    conn: &Connection,
+    filter: &ListFilter,
+    now: i64,
+) -> rusqlite::Result<Vec<Ping>> {
     // Accepted and expired are told apart by the clock, not only the column.
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM pings
@@ -450,14 +452,6 @@ pub fn list(conn: &Connection, filter: &ListFilter, now: i64) -> rusqlite::Resul
         from_row,
     )?
     .collect()
-}
-
-/// How many pings of each stored status there are, and how many reservations were taken:
-/// the accounting `reserved = posted + expired + released + accepted` (benchmarks, tests).
-pub fn counts(conn: &Connection) -> rusqlite::Result<Vec<(String, i64)>> {
-    conn.prepare("SELECT status, count(*) FROM pings GROUP BY status ORDER BY status")?
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect()
 }
 
 /// Records one bid request of a ping and what came of it (`won` when its buyer was
@@ -490,7 +484,7 @@ pub(crate) fn insert_bid(
 }
 
 /// The bids of a ping as the operator sees them (`ping show`).
-pub fn bids_of(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Value>> {
+pub(crate) fn bids_of(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Value>> {
     conn.prepare_cached(
         "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won
          FROM bids WHERE ping_id = ?1 ORDER BY created_at, id",

@@ -2,8 +2,8 @@
 //! 180d`) become tombstones, the same as an erasure. `serve` runs [`run_retention`] at start
 //! and then once an hour; `leadrelay purge --older-than` runs [`purge`] by hand.
 //!
-//! A purge walks each source's leads in creation order on the `leads_source_created`
-//! index, from where the workspace's last finished purge stopped (its log row's `cutoff`:
+//! A purge walks each source's leads in creation order, one range of the
+//! `leads_source_mix` index per stored statuses (`ingest::erase::stored_statuses`), from where the workspace's last finished purge stopped (its log row's `cutoff`:
 //! everything created before it is a tombstone) up to the cutoff, in writer jobs of at most
 //! [`PURGE_LEADS_PER_JOB`] leads, pausing between jobs [`PAUSE_FACTOR`] times as long as
 //! the job took, so the purge has the writer at most a fifth of the time and an ingest job
@@ -23,6 +23,8 @@ use rusqlite::Connection;
 
 use super::{Counts, NewLogRow, PrivacyError, erase_lead, log_progress, log_start};
 use crate::db::Db;
+use crate::ingest::dedupe::DuplicateStatus;
+use crate::ingest::quality::QualityStatus;
 
 /// How many index entries (tombstones included) one purge job may walk.
 const WALK_PER_JOB: usize = 1_000;
@@ -36,11 +38,11 @@ const PURGE_LEADS_PER_JOB: usize = 20;
 const PAUSE_FACTOR: u32 = 4;
 
 /// Pages one incremental-vacuum job gives back (1 MiB at the default page size).
-pub const VACUUM_PAGES_PER_JOB: i64 = 256;
+pub(crate) const VACUUM_PAGES_PER_JOB: i64 = 256;
 
 /// Who purges: the hourly run of `serve` or an operator's `purge` command.
 #[derive(Debug, Clone)]
-pub enum Trigger {
+pub(crate) enum Trigger {
     Retention,
     Operator { actor: String },
 }
@@ -63,7 +65,7 @@ impl Trigger {
 
 /// What a purge did (or, with `dry_run`, would do).
 #[derive(Debug, Default, Clone)]
-pub struct PurgeReport {
+pub(crate) struct PurgeReport {
     pub counts: Counts,
     pub dry_run: bool,
     /// The log rows written, one per workspace that had leads to purge.
@@ -74,7 +76,7 @@ pub struct PurgeReport {
 
 /// The workspaces with a retention, and each one's cutoff at `now` (leads created before
 /// it are due).
-pub fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(String, i64)>> {
+pub(crate) fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, retention_ms FROM workspaces WHERE retention_ms IS NOT NULL ORDER BY id",
     )?;
@@ -86,22 +88,18 @@ pub fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(Stri
 }
 
 /// How often `serve` purges by retention (and once at start).
-pub const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
+pub(crate) const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
 
 /// Tells a running purge to stop between two jobs; the pauses between jobs wait on it, so a
 /// stopping server does not wait out a pause.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<(Mutex<bool>, Condvar)>);
+pub(crate) struct Cancel(Arc<(Mutex<bool>, Condvar)>);
 
 impl Cancel {
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         let (flag, changed) = &*self.0;
         *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
         changed.notify_all();
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.0.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits `timeout` or until cancelled; `true` when cancelled.
@@ -116,13 +114,13 @@ impl Cancel {
 }
 
 /// The thread of `serve` that purges by retention at start and then every `interval`.
-pub struct RetentionWorker {
+pub(crate) struct RetentionWorker {
     cancel: Cancel,
     thread: Option<JoinHandle<()>>,
 }
 
 impl RetentionWorker {
-    pub fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
+    pub(crate) fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
         let cancel = Cancel::default();
         let thread = std::thread::Builder::new()
             .name("retention".into())
@@ -152,7 +150,7 @@ impl RetentionWorker {
     }
 
     /// Stops after the job in progress and waits for the thread.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.stop_and_join();
     }
 
@@ -173,7 +171,7 @@ impl Drop for RetentionWorker {
 }
 
 /// Purges every workspace that has a retention (what `serve` runs hourly).
-pub fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyError> {
+pub(crate) fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyError> {
     let due = db.read_blocking(|conn| {
         due_workspaces(conn, crate::clock::now_ms()).map_err(PrivacyError::from)
     })?;
@@ -196,7 +194,7 @@ pub fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, PrivacyErr
 
 /// `leadrelay purge --older-than AGE [--workspace W] [--dry-run]`: makes tombstones of the
 /// leads created before `cutoff`, in workspace `workspace` or in all.
-pub fn purge(
+pub(crate) fn purge(
     db: &Db,
     workspace: Option<&str>,
     cutoff: i64,
@@ -281,7 +279,10 @@ fn purge_workspace(
         return Ok(report);
     }
     let mut log_id: Option<String> = None;
-    for source in sources {
+    let ranges = sources.iter().flat_map(|source| {
+        crate::ingest::erase::stored_statuses().map(move |statuses| (source, statuses))
+    });
+    for (source, statuses) in ranges {
         // Just before `from`: the walk starts at the first lead created at `from`.
         let mut after = (from.saturating_sub(1), i64::MAX);
         loop {
@@ -293,7 +294,7 @@ fn purge_workspace(
                 let trigger = trigger.clone();
                 move |conn| {
                     let now = crate::clock::now_ms();
-                    let walked = purge_step(conn, &source, after, cutoff, now)?;
+                    let walked = purge_step(conn, &source, statuses, after, cutoff, now)?;
                     let mut log_id = log_id;
                     if walked.counts.leads > 0 && log_id.is_none() {
                         log_id = Some(log_start(
@@ -351,21 +352,23 @@ struct LeadsWalked {
     counts: Counts,
     /// The position of the last lead walked: the next job starts after it.
     last: Option<(i64, i64)>,
-    /// Whether the source has nothing more before the cutoff.
+    /// Whether the range has nothing more before the cutoff.
     exhausted: bool,
 }
 
-/// One purge job on one source: the next leads after `after` created before `cutoff`
-/// (at most [`WALK_PER_JOB`] walked, [`PURGE_LEADS_PER_JOB`] erased).
+/// One purge job on one range of a source (its leads with `statuses`): the next leads
+/// after `after` created before `cutoff` (at most [`WALK_PER_JOB`] walked,
+/// [`PURGE_LEADS_PER_JOB`] erased).
 fn purge_step(
     conn: &Connection,
     source_id: &str,
+    statuses: (QualityStatus, DuplicateStatus),
     after: (i64, i64),
     cutoff: i64,
     now: i64,
 ) -> rusqlite::Result<LeadsWalked> {
     let candidates =
-        crate::ingest::erase::older_than(conn, source_id, after, cutoff, WALK_PER_JOB)?;
+        crate::ingest::erase::older_than(conn, source_id, statuses, after, cutoff, WALK_PER_JOB)?;
     let mut walked = LeadsWalked {
         exhausted: candidates.len() < WALK_PER_JOB,
         ..LeadsWalked::default()
@@ -396,7 +399,7 @@ fn pause_after(job: Duration, cancel: &Cancel) -> bool {
 /// [`VACUUM_PAGES_PER_JOB`] pages; returns how many. Without it (a file from before it was
 /// the default and not vacuumed since), free pages are reused by later writes and
 /// `leadrelay vacuum` gives them back.
-pub fn give_back_free_pages(db: &Db, cancel: &Cancel) -> Result<i64, PrivacyError> {
+pub(crate) fn give_back_free_pages(db: &Db, cancel: &Cancel) -> Result<i64, PrivacyError> {
     let incremental = db.read_blocking(|conn| {
         conn.pragma_query_value(None, "auto_vacuum", |row| row.get::<_, i64>(0))
             .map_err(PrivacyError::from)

@@ -18,7 +18,7 @@
 //! supplier as configured when the report is read.
 
 pub(crate) mod buckets;
-pub mod csv;
+pub(crate) mod csv;
 
 use std::collections::HashMap;
 
@@ -31,7 +31,7 @@ pub(crate) use buckets::{Counted, Received, leads_received, mismatches, transact
 
 /// The counters and sums of a report row (and of a bucket row, and of the totals).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Leads received: accepted + duplicates + rejected.
     pub received: i64,
     /// Stored as unique.
@@ -91,12 +91,12 @@ impl Figures {
         *self == Figures::default()
     }
 
-    pub fn margin_cents(&self) -> i64 {
+    pub(crate) fn margin_cents(&self) -> i64 {
         self.revenue_cents - self.supplier_cost_cents
     }
 
     /// Returned transactions per transaction sold, to four decimals; `None` when none sold.
-    pub fn return_rate(&self) -> Option<f64> {
+    pub(crate) fn return_rate(&self) -> Option<f64> {
         (self.sold > 0).then(|| {
             let rate = self.returned as f64 / self.sold as f64;
             (rate * 10_000.0).round() / 10_000.0
@@ -104,7 +104,7 @@ impl Figures {
     }
 
     /// The report's columns as JSON (`--json`), money as JSON numbers like every amount.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         json!({
             "received": self.received,
             "accepted": self.accepted,
@@ -124,7 +124,7 @@ impl Figures {
 
 /// A dimension a report is cut by (`--by`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum By {
+pub(crate) enum By {
     Day,
     Week,
     Month,
@@ -135,7 +135,7 @@ pub enum By {
 }
 
 impl By {
-    pub const ALL: [By; 7] = [
+    pub(crate) const ALL: [By; 7] = [
         By::Day,
         By::Week,
         By::Month,
@@ -145,7 +145,7 @@ impl By {
         By::Product,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             By::Day => "day",
             By::Week => "week",
@@ -158,7 +158,7 @@ impl By {
     }
 
     /// `--by`'s value (and the console's `by` parameter).
-    pub fn parse(text: &str) -> Result<By, String> {
+    pub(crate) fn parse(text: &str) -> Result<By, String> {
         By::ALL
             .into_iter()
             .find(|by| by.as_str() == text)
@@ -178,7 +178,7 @@ impl By {
 /// What to report: one workspace's local dates `from` to `to` (both included), cut by
 /// `by` in that order (none: one row).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReportQuery {
+pub(crate) struct ReportQuery {
     pub workspace_id: String,
     pub from: Date,
     pub to: Date,
@@ -189,13 +189,13 @@ pub struct ReportQuery {
 /// has none, e.g. the buyer of lead counts, or the supplier of a source without one) and
 /// its figures.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReportRow {
+pub(crate) struct ReportRow {
     pub keys: Vec<Option<String>>,
     pub figures: Figures,
 }
 
 #[derive(Debug, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     pub query: ReportQuery,
     /// The workspace's time zone the dates are in.
     pub timezone: String,
@@ -206,7 +206,7 @@ pub struct Report {
 impl Report {
     /// `{"from", "to", "by", "rows", "totals"}` (DESIGN.md section 11) with the workspace
     /// and its time zone; each row has its `by` keys, then every column.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let rows: Vec<Value> = self
             .rows
             .iter()
@@ -235,7 +235,7 @@ impl Report {
 
 /// Why a report cannot be made.
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
+pub(crate) enum ReportError {
     #[error("unknown workspace '{0}'")]
     UnknownWorkspace(String),
     #[error("the report starts ({from}) after it ends ({to})")]
@@ -379,7 +379,7 @@ const SUMS: &str = "sum(received), sum(accepted), sum(duplicates), sum(rejected)
 /// them in SQLite by the columns the dimensions need, then cuts the quarter hours into
 /// the workspace's local days, weeks and months. When every dimension is a period, every
 /// period of the range has a row, also one without data.
-pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
+pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
     if query.from > query.to {
         return Err(ReportError::Backwards {
             from: query.from,

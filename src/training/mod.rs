@@ -82,7 +82,7 @@ pub(crate) struct Comparison {
 }
 
 impl Comparison {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "auc": self.auc,
             "logLoss": self.log_loss,
@@ -113,7 +113,7 @@ pub(crate) struct Report {
 impl Report {
     /// The figures kept with an applied version and printed by `--json` (without
     /// `applied`, which the caller adds).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "rows": self.rows,
             "training": self.training,

@@ -5,10 +5,7 @@
 //!
 //! With `serve --metrics off` the path answers 404 exactly like an unknown path.
 
-use bytes::Bytes;
-use http_body_util::Full;
 use hyper::StatusCode;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
 
 use crate::db::DbError;
 use crate::http::error::{Error, HttpError};
@@ -84,10 +81,9 @@ pub(crate) async fn get(state: &AppState, path: &str) -> Result<Response, Error>
         process: crate::metrics::process::read(),
     };
     let body = state.metrics.render(&gauges);
-    let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = StatusCode::OK;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TEXT));
-    Ok(response)
+    Ok(crate::http::response::text(
+        StatusCode::OK,
+        PROMETHEUS_TEXT,
+        body.into_bytes(),
+    ))
 }
