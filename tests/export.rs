@@ -267,3 +267,162 @@ fn lists_narrow_and_page_with_after() {
     );
     lr(&db, "ledger list --from 2026-02-30").fails(2);
 }
+
+/// Pages of `limit` of `line` (a list command printing `key`), newest first, until an
+/// empty page.
+fn paged(f: &Fixture, line: &str, key: &str, limit: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut command = format!("{line} --limit {limit}");
+        if let Some(id) = &after {
+            command.push_str(&format!(" --after {id}"));
+        }
+        let page = ids(&lr(&f.server, command).json(), key);
+        if page.is_empty() {
+            return all;
+        }
+        assert!(page.len() <= limit, "{page:?}");
+        after = page.last().cloned();
+        all.extend(page);
+    }
+}
+
+#[test]
+fn filters_refuse_what_users_get_wrong_and_exports_hold_no_erased_data() {
+    let f = Fixture::new();
+    f.buyer("a", &[]);
+    // A batch is stored in one writer job: its leads can share their millisecond, and
+    // paging must still hand out each of them once (the rowid breaks the tie).
+    let batch: Vec<Value> = (0..4)
+        .map(|n| {
+            json!({"firstName": "Bo", "lastName": format!("Batch{n}"),
+                        "email": format!("bo{n}@example.com"),
+                        "requests": [{"productSlug": "solar"}]})
+        })
+        .collect();
+    let reply = f.server.post_json(
+        "/api/webhooks/channels/web/sources/src/leads",
+        &json!({ "leads": batch }),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let first = reply.json["items"][0]["leadId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (sold, requests) = f.lead_on("src", &["solar"]);
+    let txn = f.deliver(&requests[0], "a");
+    f.lead_on("plain", &["solar"]);
+
+    for line in ["lead list --source src", "lead list"] {
+        let all = ids(&lr(&f.server, line).json(), "id");
+        assert_eq!(all.len(), if line.contains("src") { 5 } else { 6 });
+        assert_eq!(paged(&f, line, "id", 1), all, "{line}");
+        assert_eq!(paged(&f, line, "id", 4), all, "{line}");
+    }
+    assert_eq!(
+        paged(&f, "transaction list", "transactionId", 1),
+        [txn.clone()]
+    );
+    lr(&f.server, "transaction list --after txn_nope")
+        .fails(1)
+        .stderr_contains("unknown transaction 'txn_nope'");
+
+    // Narrowing by two things at once: each must hold.
+    assert_eq!(
+        ids(
+            &lr(&f.server, "lead list --buyer a --source src").json(),
+            "id"
+        ),
+        [sold.clone()]
+    );
+    assert_eq!(
+        lr(&f.server, "lead list --buyer a --source plain").json(),
+        json!([])
+    );
+    lr(&f.server, format!("lead cancel {first} --reason fake")).json();
+    assert_eq!(
+        ids(
+            &lr(
+                &f.server,
+                "lead list --status cancellation_pending --source src"
+            )
+            .json(),
+            "id"
+        ),
+        [first.clone()]
+    );
+    assert_eq!(
+        lr(
+            &f.server,
+            "lead list --status cancellation_pending --source plain"
+        )
+        .json(),
+        json!([])
+    );
+    assert_eq!(
+        lr(&f.server, "lead list --status cancelled").json(),
+        json!([])
+    );
+    let active = ids(&lr(&f.server, "lead list --status active").json(), "id");
+    assert_eq!(active.len(), 5);
+    assert!(!active.contains(&first));
+
+    // Unknown states name the ones there are (bad usage: exit 2).
+    lr(&f.server, "lead list --status sold")
+        .fails(2)
+        .stderr_contains("unknown lead status 'sold': use active, cancellation_pending, cancelled");
+    lr(&f.server, "transaction list --status sold")
+        .fails(2)
+        .stderr_contains("payout_pending");
+
+    // A period that ends before it starts is refused, not answered with nothing.
+    let (today, tomorrow) = today_and_tomorrow();
+    let swapped = format!("--from {tomorrow} --to {today}");
+    let db = f.server.db.path.clone();
+    for line in [
+        "lead list",
+        "transaction list",
+        "lead export",
+        "transaction export",
+        "ledger list",
+    ] {
+        lr(&db, format!("{line} {swapped}"))
+            .fails(1)
+            .stderr_contains(&format!(
+                "--from must be before --to: the period from {tomorrow} to {today} is empty"
+            ));
+    }
+    lr(&db, format!("lead list --from {today} --to {today}")).json();
+
+    // An empty result in CSV is the header alone.
+    let text = lr(
+        &f.server,
+        format!("lead export --format csv --from {tomorrow}"),
+    )
+    .ok();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.starts_with("id,"), "{text}");
+
+    // An erased lead is exported as the tombstone it is: erased, without the person.
+    let before = lr(&f.server, format!("lead show {sold}")).json();
+    let (name, email) = (
+        before["person"]["lastName"].as_str().unwrap().to_string(),
+        before["person"]["email"].as_str().unwrap().to_string(),
+    );
+    lr(&db, format!("lead erase --lead {sold} --yes")).json();
+    let ndjson = lr(&f.server, "lead export --source src").ok();
+    let erased: Vec<Value> = lines(&ndjson)
+        .into_iter()
+        .filter(|lead| lead["id"] == sold.as_str())
+        .collect();
+    assert_eq!(erased.len(), 1);
+    assert_eq!(erased[0]["erased"], true, "{}", erased[0]);
+    assert_eq!(erased[0], lr(&f.server, format!("lead show {sold}")).json());
+    let csv = lr(&f.server, "lead export --source src --format csv").ok();
+    for text in [&ndjson, &csv] {
+        assert!(!text.contains(&name), "the erased name is gone: {text}");
+        assert!(!text.contains(&email), "the erased email is gone: {text}");
+        assert!(text.contains("Batch3"), "the others stay");
+    }
+}
