@@ -173,6 +173,7 @@ fn lists_narrow_and_page_with_after() {
         assert!(page.len() <= 2);
         after = page.last().cloned();
         paged.extend(page);
+        assert!(paged.len() <= 100, "paging ends: {paged:?}");
     }
     assert_eq!(paged, all);
     let mut to_a = ids(&lr(&f.server, "lead list --buyer a").json(), "id");
@@ -285,6 +286,7 @@ fn paged(f: &Fixture, line: &str, key: &str, limit: usize) -> Vec<String> {
         assert!(page.len() <= limit, "{page:?}");
         after = page.last().cloned();
         all.extend(page);
+        assert!(all.len() <= 100, "paging ends: {all:?}");
     }
 }
 
