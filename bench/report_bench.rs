@@ -18,7 +18,7 @@
 //!
 //! ```text
 //! report_bench --bin target/release/leadrelay --db /tmp/report.db --mode report \
-//!     [--leads 10000000] [--transactions 2000000] [--days 180] [--runs 5]
+//!     [--leads 10000000] [--transactions 2000000] [--days 180] [--runs 5] [--reuse yes]
 //! ```
 
 use std::collections::BTreeMap;
@@ -36,6 +36,9 @@ struct Args {
     transactions: u64,
     days: i64,
     runs: usize,
+    /// Measure an already generated `--db` again (after a change to the binary) instead of
+    /// generating it.
+    reuse: bool,
 }
 
 fn args() -> Args {
@@ -47,6 +50,7 @@ fn args() -> Args {
         transactions: 2_000_000,
         days: 180,
         runs: 5,
+        reuse: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,6 +63,7 @@ fn args() -> Args {
             "--transactions" => args.transactions = value.parse().expect("a count"),
             "--days" => args.days = value.parse().expect("a count"),
             "--runs" => args.runs = value.parse().expect("a count"),
+            "--reuse" => args.reuse = value == "yes",
             other => panic!("unknown flag {other}"),
         }
     }
@@ -388,7 +393,9 @@ fn last_30_days() -> (String, String) {
 }
 
 fn report(args: &Args) {
-    generate(args);
+    if !args.reuse {
+        generate(args);
+    }
     let (from, to) = last_30_days();
     let size = std::fs::metadata(&args.db).map(|m| m.len()).unwrap_or(0);
     println!(

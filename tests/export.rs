@@ -324,7 +324,7 @@ fn filters_refuse_what_users_get_wrong_and_exports_hold_no_erased_data() {
     }
     assert_eq!(
         paged(&f, "transaction list", "transactionId", 1),
-        [txn.clone()]
+        std::slice::from_ref(&txn)
     );
     lr(&f.server, "transaction list --after txn_nope")
         .fails(1)
@@ -336,7 +336,7 @@ fn filters_refuse_what_users_get_wrong_and_exports_hold_no_erased_data() {
             &lr(&f.server, "lead list --buyer a --source src").json(),
             "id"
         ),
-        [sold.clone()]
+        std::slice::from_ref(&sold)
     );
     assert_eq!(
         lr(&f.server, "lead list --buyer a --source plain").json(),
@@ -352,7 +352,7 @@ fn filters_refuse_what_users_get_wrong_and_exports_hold_no_erased_data() {
             .json(),
             "id"
         ),
-        [first.clone()]
+        std::slice::from_ref(&first)
     );
     assert_eq!(
         lr(
