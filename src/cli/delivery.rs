@@ -98,7 +98,7 @@ pub enum TransactionCommand {
     /// Print every matching transaction with all its fields (and its lead's source) as
     /// NDJSON or CSV, oldest first, streamed: no row limit, memory stays flat.
     #[command(
-        after_help = "Example:\n  leadrelay transaction export --from 2026-11-01 --to 2026-11-30 --format csv > november.csv"
+        after_help = "Example:\n  leadrelay transaction export --from 2026-11-01 --to 2026-11-30 --format csv"
     )]
     Export(super::export::ExportArgs),
     /// Take a sale back: a transaction that is not paid becomes cancelled (the reason in

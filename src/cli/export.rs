@@ -37,6 +37,7 @@ pub struct ExportArgs {
     /// Only the records of this source('s leads).
     #[arg(long)]
     source: Option<String>,
+    /// One JSON object a line (ndjson), or RFC 4180 CSV with a header line (csv).
     #[arg(long, value_enum, default_value = "ndjson")]
     format: Format,
 }

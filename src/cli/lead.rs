@@ -33,7 +33,7 @@ pub enum LeadCommand {
     /// Print every matching lead with all its fields and requests (as `lead show`) as
     /// NDJSON or CSV, oldest first, streamed: no row limit, memory stays flat.
     #[command(
-        after_help = "Example:\n  leadrelay lead export --source landing --from 2026-11-01 --format ndjson > leads.ndjson"
+        after_help = "Example:\n  leadrelay lead export --source landing --from 2026-11-01 --format ndjson"
     )]
     Export(super::export::ExportArgs),
     /// Erase a person (GDPR Art. 17, CCPA): their leads become tombstones, and every event
