@@ -47,7 +47,11 @@ TABLES = [
 def main():
     path, count = sys.argv[1], int(sys.argv[2])
     db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
+    # A bulk load: a rollback journal (only the few pages that existed are journaled, where
+    # the WAL would hold every new page once more) and a page cache that holds the indexes
+    # being filled; the file goes back to WAL, as the server keeps it, at the end.
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("PRAGMA cache_size=-1000000")
     row = db.execute(
         "SELECT l.id, l.created_at FROM leads l JOIN transactions t ON t.lead_id = l.id "
         "ORDER BY l.created_at DESC LIMIT 1").fetchone()
@@ -78,6 +82,7 @@ def main():
             f"SELECT {', '.join(exprs)} FROM {table}, n WHERE {where}",
             {"lead": lead, "born": born, "first": first, "span": span, "count": count})
     db.execute("COMMIT")
+    db.execute("PRAGMA journal_mode=WAL")
     delivered = db.execute("SELECT count(*) FROM transactions").fetchone()[0]
     print(f"prefilled {count} copies of lead {lead} in {time.time() - started:.0f} s: "
           f"{delivered} transactions in the file", flush=True)
