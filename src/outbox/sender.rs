@@ -9,7 +9,8 @@
 //! redirect, and each attempt, connecting included, ends within the request timeout. It
 //! does not touch the database: the worker records what it returns.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -49,6 +50,36 @@ pub(crate) struct Sender {
     user_agent: Arc<str>,
     /// Where it may send (`serve --public-outbound-only`).
     reach: Reach,
+    /// Mapped buyers' integration documents, parsed.
+    documents: Arc<Documents>,
+}
+
+/// Each mapped buyer's integration document, parsed once per version: kept with the
+/// stored text it was parsed from, which every claim carries, and parsed again only when
+/// that text differs (the operator changed the integration). Comparing the text is exact
+/// and costs a memcmp of a few hundred bytes; parsing and checking a document costs a JSON
+/// parse and the whole rule check (bench/integration.sh, BENCHMARKS.md). One entry per
+/// buyer that has sent through an integration since the service started.
+#[derive(Default)]
+struct Documents(Mutex<HashMap<String, (String, Arc<IntegrationDocument>)>>);
+
+impl Documents {
+    /// `buyer_id`'s document stored as `text`, parsed.
+    fn get(&self, buyer_id: &str, text: &str) -> Result<Arc<IntegrationDocument>, String> {
+        // A poisoned lock only means a sender panicked while parsing; the map is intact.
+        let mut parsed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((parsed_from, document)) = parsed.get(buyer_id)
+            && parsed_from == text
+        {
+            return Ok(Arc::clone(document));
+        }
+        let document = Arc::new(IntegrationDocument::from_stored(text)?);
+        parsed.insert(
+            buyer_id.to_string(),
+            (text.to_string(), Arc::clone(&document)),
+        );
+        Ok(document)
+    }
 }
 
 impl Sender {
@@ -71,6 +102,7 @@ impl Sender {
             timeout,
             user_agent: format!("leadrelay/{}", env!("CARGO_PKG_VERSION")).into(),
             reach,
+            documents: Arc::default(),
         })
     }
 
@@ -99,7 +131,7 @@ impl Sender {
         let mapped = match event
             .integration
             .as_ref()
-            .map(|integration| IntegrationDocument::from_stored(&integration.document))
+            .map(|integration| self.documents.get(&event.buyer_id, &integration.document))
         {
             None => None,
             Some(Ok(document)) => Some(document),
@@ -460,6 +492,33 @@ fn excerpt(body: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_is_parsed_once_per_version_and_buyer() {
+        let documents = Documents::default();
+        let form = include_str!("../../docs/examples/form-integration.json");
+        let first = documents.get("b1", form).unwrap();
+        let again = documents.get("b1", form).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same version is parsed once"
+        );
+        let other_buyer = documents.get("b2", form).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other_buyer), "one entry per buyer");
+        let crm = include_str!("../../docs/examples/crm-integration.json");
+        let changed = documents.get("b1", crm).unwrap();
+        assert!(!Arc::ptr_eq(&first, &changed), "a new version is parsed");
+        assert_ne!(changed.url, first.url);
+        assert!(
+            documents.get("b1", "{").is_err(),
+            "a stored document that does not parse is an error, never an old version"
+        );
+        let crm_again = documents.get("b1", crm).unwrap();
+        assert!(
+            Arc::ptr_eq(&changed, &crm_again),
+            "a failed parse keeps the last version"
+        );
+    }
 
     #[test]
     fn statuses_are_judged_as_designed() {
