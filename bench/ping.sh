@@ -10,6 +10,9 @@
 #   bid    pings to 5 bid-priced buyers whose real local endpoints answer in 50 ms
 #          (bench/slow_receiver.rs --bid), BID_TIMEOUT ms timeout, at BID_RATE pings/s
 #          (target p99 < BID_TIMEOUT + 10 ms);
+#   autobid  ordinary leads of the bid buyers' product with triggerAutoDelivery (no ping),
+#          bid on before their writer job, at BID_RATE leads/s (target p99 < BID_TIMEOUT +
+#          10 ms);
 #   pairs  ping, then post with its pingId, at RATE pairs/s: the pair's latency, and from
 #          the file: every reservation of a posted ping honoured (a transaction with the
 #          reserved buyer at the reserved price), every acknowledged post stored, every
@@ -21,7 +24,7 @@
 #   bench/ping.sh
 #   ROUNDS=1 PHASES=fixed RATE=500 SECONDS_PER_PHASE=5 bench/ping.sh
 #
-# Settings (environment): ROUNDS (2), PHASES (fixed,bid,pairs), RATE (1000), BID_RATE
+# Settings (environment): ROUNDS (2), PHASES (fixed,bid,autobid,pairs), RATE (1000), BID_RATE
 # (200), BID_TIMEOUT (100, ms), BID_DELAY (50, ms), SECONDS_PER_PHASE (10), SERVER_LOG
 # (warn), LEADRELAY_BIN (another leadrelay binary to measure; the load generator and the
 # receivers are always this checkout's), KEEP=1 (keep the work directory).
@@ -30,7 +33,7 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh" ping
 ROUNDS="${ROUNDS:-2}"
-PHASES="${PHASES:-fixed,bid,pairs}"
+PHASES="${PHASES:-fixed,bid,autobid,pairs}"
 RATE="${RATE:-1000}"
 BID_RATE="${BID_RATE:-200}"
 BID_TIMEOUT="${BID_TIMEOUT:-100}"

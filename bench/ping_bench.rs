@@ -7,6 +7,10 @@
 //!   bench/ping.sh, with caps and filters), at `--rate` per second.
 //! - `bid`: pings of product `heat`, whose only buyers price by bid (5 in bench/ping.sh,
 //!   answering after 50 ms), at `--bid-rate` per second; the bids' outcomes from the file.
+//! - `autobid`: ordinary leads of `heat` with `triggerAutoDelivery` (no ping), whose only
+//!   buyers price by bid (the same 5, answering after 50 ms), at `--bid-rate` per second:
+//!   each lead is bid on before its writer job, so it is answered within the bid timeout
+//!   plus the routing; the bids' outcomes from the file.
 //! - `pairs`: at `--rate` pairs per second, a ping of `solar` and, once it is accepted, the
 //!   post of the full lead with its `pingId`; the pair's latency runs from its scheduled time
 //!   to the post's answer. Then the file is checked: every accepted ping ended posted (or
@@ -57,7 +61,7 @@ fn settings() -> Settings {
         connections: 2048,
         bid_timeout_ms: 100.0,
     };
-    let usage = "usage: ping_bench --url URL --secret S --db FILE [--phases fixed,bid,pairs] \
+    let usage = "usage: ping_bench --url URL --secret S --db FILE [--phases fixed,bid,autobid,pairs] \
                  [--rate N] [--bid-rate N] [--seconds N] [--connections N] [--bid-timeout MS]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -100,7 +104,7 @@ const REGIONS: [(&str, &str); 10] = [
 const ROOFS: [&str; 3] = ["tile", "flat", "metal"];
 /// The phases' tags (baseline and scenario of each), so that no lead of one phase is a
 /// duplicate of another's.
-const TAGS: [&str; 8] = ["fb", "fa", "fp", "bb", "bp", "pb", "pa", "pp"];
+const TAGS: [&str; 10] = ["fb", "fa", "fp", "bb", "bp", "pb", "pa", "pp", "ab", "aa"];
 
 /// Lead `n` of a phase (`tag` keeps emails unique across phases, so nothing is a
 /// duplicate): what the ping says of it, and the full lead.
@@ -628,6 +632,29 @@ fn main() {
                     let since = now_ms();
                     let pings = with_cpu(&pool, bench.pings(settings.bid_rate, "bp", "heat", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
+                    bid_outcomes(&settings.db, since);
+                    println!(
+                        "  target p99 < {} ms: {}",
+                        settings.bid_timeout_ms + 10.0,
+                        if p99 < settings.bid_timeout_ms + 10.0 {
+                            "met"
+                        } else {
+                            "MISSED"
+                        }
+                    );
+                }
+                "autobid" => {
+                    println!(
+                        "autobid: auto-delivered leads of heat (no ping) to 5 bid buyers answering in 50 ms (timeout {} ms), {} /s open loop, {secs} s (target: p99 < {} ms)",
+                        settings.bid_timeout_ms,
+                        settings.bid_rate,
+                        settings.bid_timeout_ms + 10.0
+                    );
+                    let base = with_cpu(&pool, bench.ingest(settings.bid_rate, "ab", "heat", false)).await;
+                    summary("baseline plain ingest", &base, secs);
+                    let since = now_ms();
+                    let auto = with_cpu(&pool, bench.ingest(settings.bid_rate, "aa", "heat", true)).await;
+                    let (_, p99) = summary("ingest + bids + auto-delivery", &auto, secs);
                     bid_outcomes(&settings.db, since);
                     println!(
                         "  target p99 < {} ms: {}",

@@ -10,6 +10,7 @@
 #![warn(unreachable_pub)]
 
 pub(crate) mod autodelivery;
+pub(crate) mod bids;
 pub(crate) mod caps;
 pub mod cli;
 pub mod clock;

@@ -550,6 +550,11 @@ fn row_cells<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
         .split(marker)
         .nth(1)
         .unwrap_or_else(|| panic!("{marker}"));
+    cells_of(row)
+}
+
+/// The cells of the table row `row` starts with.
+fn cells_of(row: &str) -> Vec<&str> {
     row.split("</tr>")
         .next()
         .unwrap()
@@ -562,22 +567,47 @@ fn row_cells<'a>(page: &'a str, marker: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The lifecycle secret of buyer `b` of [`start_with_b`].
+const B_SECRET: &str = "buyer-secret-of-b-0123456789";
+
+/// A console server with [`setup`]'s source and a buyer `b` of solar at 30 posting to the
+/// receiver returned (kept while the test runs), whose lifecycle secret is [`B_SECRET`].
+fn start_with_b() -> (TestServer, Receiver) {
+    let server = start();
+    let receiver = Receiver::start();
+    setup(&server.db.path);
+    buyer(
+        &server.db.path,
+        "b",
+        &receiver.url("/b"),
+        Some("30"),
+        ["--secret", B_SECRET],
+    );
+    (server, receiver)
+}
+
+/// Delivers each request to buyer `b` (whose lifecycle secret is `secret`) at its price,
+/// and has `b` answer with its status.
+fn sell_to_b(server: &TestServer, secret: &str, sales: &[(&String, &str, &str)]) {
+    for (request, price, status) in sales {
+        let sold = deliver(&server.db.path, request, "b", Some(price));
+        let txn = sold["transactionId"].as_str().unwrap();
+        let reply = server
+            .post("/api/webhooks/partner-confirmation")
+            .secret(secret)
+            .json(&json!({"transactionId": txn, "status": status}))
+            .send();
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+}
+
 /// Each figure counts every status, duplicate verdict and quality apart: three sales (two
 /// acknowledged, one rejected by the buyer), a duplicate, a suspect and an invalid lead.
 #[test]
 fn the_figures_count_each_status_duplicate_and_quality() {
-    let server = start();
+    let (server, _receiver) = start_with_b();
     let db = &server.db.path;
-    let receiver = Receiver::start();
-    setup(db);
-    let secret = "buyer-secret-of-b-0123456789";
-    buyer(
-        db,
-        "b",
-        &receiver.url("/b"),
-        Some("30"),
-        ["--secret", secret],
-    );
+    let secret = B_SECRET;
     let (_, first) = lead_request(&server, &simple_lead(1));
     let (_, second) = lead_request(&server, &simple_lead(2));
     let (duplicate, third) = lead_request(&server, &simple_lead(1));
@@ -597,16 +627,7 @@ fn the_figures_count_each_status_duplicate_and_quality() {
         (&second, "20", "rejected"),
         (&third, "30", "acknowledged"),
     ];
-    for (request, price, status) in sales {
-        let sold = deliver(db, request, "b", Some(price));
-        let txn = sold["transactionId"].as_str().unwrap();
-        let reply = server
-            .post("/api/webhooks/partner-confirmation")
-            .secret(secret)
-            .json(&json!({"transactionId": txn, "status": status}))
-            .send();
-        assert_eq!(reply.status, 200, "{}", reply.text);
-    }
+    sell_to_b(&server, secret, &sales);
     let cookie = login(&server);
 
     let overview = get(&server, "/", &cookie).text;
@@ -734,4 +755,209 @@ fn serve_starts_the_console_on_its_own_listener_unless_it_is_off() {
         .arg(&port)
         .fails(1)
         .stderr_contains("for the console (--console-listen off turns it off)");
+}
+
+/// The figures of a report row as `/reports` shows them (its cells after the `by` keys),
+/// from the row of `report --json`: counts, money with two decimals, the return rate as a
+/// percentage.
+fn shown_figures(row: &Value) -> Vec<String> {
+    let count = |key: &str| row[key].as_i64().unwrap_or_else(|| panic!("{key}: {row}"));
+    let money = |key: &str| format!("{:.2}", row[key].as_f64().unwrap());
+    let mut cells: Vec<String> = [
+        "received",
+        "accepted",
+        "duplicates",
+        "rejected",
+        "sold",
+        "acknowledged",
+        "returned",
+        "paid",
+    ]
+    .iter()
+    .map(|key| count(key).to_string())
+    .collect();
+    cells.extend(["revenue", "supplierCost", "margin"].map(money));
+    cells.push(match row["returnRate"].as_f64() {
+        Some(rate) => format!("{:.1}%", rate * 100.0),
+        None => "–".into(),
+    });
+    cells
+}
+
+/// The cells of every `tr.row` of the report table, and of its totals row.
+fn report_table(page: &str) -> (Vec<Vec<String>>, Vec<String>) {
+    let table = page
+        .split("id=\"report\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a report table: {page}"));
+    let table = table.split("</table>").next().unwrap();
+    let cells =
+        |row: &str| -> Vec<String> { cells_of(row).into_iter().map(String::from).collect() };
+    let rows = table
+        .split("<tr class=\"row\">")
+        .skip(1)
+        .map(cells)
+        .collect();
+    let totals = cells(
+        table
+            .split("<tr class=\"total\">")
+            .nth(1)
+            .expect("a totals row"),
+    );
+    (rows, totals)
+}
+
+/// A source and a buyer named `<script>…`, two sales (one returned), a duplicate and a
+/// lead refused by validation: `/reports` shows what `report --json` says for the same
+/// query, with the names as text, and `/reports.csv` is `report --csv` byte for byte.
+#[test]
+fn the_reports_page_and_csv_are_the_cli_report() {
+    let (server, _receiver) = start_with_b();
+    let db = &server.db.path;
+    let secret = B_SECRET;
+    lr(db, "source update src --name").arg(SCRIPT).json();
+    lr(db, "buyer update b --name").arg(SCRIPT).json();
+    let (_, first) = lead_request(&server, &simple_lead(1));
+    let (_, second) = lead_request(&server, &simple_lead(2));
+    lead_request(&server, &simple_lead(1));
+    let refused = server.post_json(
+        "/api/webhooks/channels/web/sources/src/leads",
+        &json!({"firstName": "Ann"}),
+    );
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    sell_to_b(
+        &server,
+        secret,
+        &[(&first, "30", "acknowledged"), (&second, "20", "rejected")],
+    );
+    let cookie = login(&server);
+
+    // The default: the last 7 days by day, as the CLI's default.
+    let cli = lr(db, "report").json();
+    let page = get(&server, "/reports", &cookie);
+    assert_escaped("/reports", &page, &[]);
+    let (rows, totals) = report_table(&page.text);
+    let cli_rows = cli["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 7);
+    for (row, cli_row) in rows.iter().zip(cli_rows) {
+        assert_eq!(row[0], cli_row["day"].as_str().unwrap());
+        assert_eq!(row[1..], shown_figures(cli_row), "{cli_row}");
+    }
+    assert_eq!(totals, shown_figures(&cli["totals"]));
+    assert_eq!(
+        totals,
+        [
+            "4", "2", "1", "1", "2", "1", "1", "0", "30.00", "4.00", "26.00", "50.0%"
+        ],
+        "the figures of what the test did"
+    );
+    let csv_link = format!(
+        "href=\"/reports.csv?workspace=ws&amp;from={}&amp;to={}&amp;by=day\"",
+        cli["from"].as_str().unwrap(),
+        cli["to"].as_str().unwrap()
+    );
+    assert!(page.text.contains(&csv_link), "{}", page.text);
+
+    // By source and buyer: the names shown as text beside the ids.
+    let query = "workspace=ws&from=2020-01-01&to=2030-12-31&by=source&by=buyer&by=";
+    let cli = lr(
+        db,
+        "report --workspace ws --from 2020-01-01 --to 2030-12-31 --by source --by buyer",
+    )
+    .json();
+    let page = get(&server, &format!("/reports?{query}"), &cookie);
+    assert_escaped("/reports?by=source", &page, &[SCRIPT_SHOWN]);
+    let (rows, totals) = report_table(&page.text);
+    let cli_rows = cli["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), cli_rows.len(), "{cli}");
+    assert_eq!(rows.len(), 2, "leads (no buyer) and b's sales: {cli}");
+    for (row, cli_row) in rows.iter().zip(cli_rows) {
+        assert_eq!(row[2..], shown_figures(cli_row), "{cli_row}");
+        assert_eq!(
+            row[0],
+            format!("{SCRIPT_SHOWN} <span class=\"id\">src</span>")
+        );
+    }
+    assert_eq!(rows[0][1], "<span class=\"none\">–</span>");
+    assert_eq!(
+        rows[1][1],
+        format!("{SCRIPT_SHOWN} <span class=\"id\">b</span>")
+    );
+    assert_eq!(totals, shown_figures(&cli["totals"]));
+
+    // The CSV is the CLI's, as a download named by its dates.
+    let csv = get(&server, &format!("/reports.csv?{query}"), &cookie);
+    assert_eq!(csv.status, 200, "{}", csv.text);
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert_eq!(
+        csv.header("content-disposition"),
+        Some("attachment; filename=\"leadrelay-report-ws-2020-01-01-2030-12-31.csv\"")
+    );
+    let cli_csv = lr(
+        db,
+        "report --workspace ws --from 2020-01-01 --to 2030-12-31 --by source --by buyer --csv",
+    )
+    .ok();
+    assert_eq!(csv.text, cli_csv);
+    assert!(
+        csv.text.starts_with("source,buyer,received,"),
+        "{}",
+        csv.text
+    );
+    assert!(
+        csv.text
+            .contains("\r\nsrc,b,0,0,0,0,2,1,1,0,30.00,4.00,26.00,0.5000\r\n")
+    );
+}
+
+/// A bad date, dimension, period or workspace gets the form again with the problem
+/// (400), on the page and on the CSV's address; nothing is a 500.
+#[test]
+fn bad_report_input_gets_the_form_again() {
+    let server = start();
+    setup(&server.db.path);
+    let cookie = login(&server);
+    let cases = [
+        (
+            "from=2026-13-01",
+            "from: expected a date like 2026-11-23, not '2026-13-01'",
+        ),
+        (
+            "to=yesterday",
+            "to: expected a date like 2026-11-23, not 'yesterday'",
+        ),
+        ("by=hour", "by: unknown dimension 'hour'"),
+        ("by=day&by=day", "by: day is chosen twice"),
+        (
+            "from=2026-11-02&to=2026-11-01",
+            "the report starts (2026-11-02) after it ends (2026-11-01)",
+        ),
+        (
+            "from=0026-11-01&to=2026-11-01",
+            "by day is more than 3660 rows",
+        ),
+        ("workspace=nope", "unknown workspace 'nope'"),
+        ("from=%3Cscript%3E", "not '&lt;script&gt;'"),
+    ];
+    for (query, message) in cases {
+        for path in ["/reports", "/reports.csv"] {
+            let reply = get(&server, &format!("{path}?{query}"), &cookie);
+            assert_eq!(reply.status, 400, "{path}?{query}: {}", reply.text);
+            assert_eq!(
+                reply.header("content-type"),
+                Some("text/html; charset=utf-8")
+            );
+            let problems = reply
+                .text
+                .split("id=\"report-problems\"")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{path}?{query}: {}", reply.text));
+            assert!(problems.contains(message), "{path}?{query}: {problems}");
+            assert!(reply.text.contains("id=\"report-form\""), "the form again");
+            assert!(!reply.text.contains("<script>"));
+        }
+    }
+    // Empty fields are the defaults.
+    let reply = get(&server, "/reports?from=&to=&by=", &cookie);
+    assert_eq!(reply.status, 200, "{}", reply.text);
 }

@@ -186,7 +186,7 @@ fn chromium_signs_in_and_renders_every_page_without_console_errors() {
         ("/sources", "Sources", "#sources tr.source"),
         ("/outbox", "Outbox", "#failed tbody tr"),
         ("/leads?q=partner-77", "Leads", "#leads tbody tr"),
-        ("/reports", "Reports", "main"),
+        ("/reports", "Reports", "#report tbody tr.row"),
     ];
     for (path, title, rows) in pages {
         tab.navigate_to(&server.console_url(path))
@@ -195,6 +195,37 @@ fn chromium_signs_in_and_renders_every_page_without_console_errors() {
         assert_eq!(text_of(&tab, "main h1"), *title, "{path}");
         assert!(count(&tab, rows) >= 1, "{path} shows {rows}");
     }
+
+    // The report: a row per day of the last 7, today's with the two leads and the sale at
+    // 30 (the refused one at 12 counts as sold), and the totals; the CSV link names the
+    // same report.
+    tab.navigate_to(&server.console_url("/reports?by=day&by=buyer"))
+        .and_then(|tab| tab.wait_until_navigated())
+        .expect("the report loads");
+    let totals = text_of(&tab, "#report tfoot tr.total");
+    assert!(totals.starts_with("Total\t2\t2\t0\t0\t2\t"), "{totals:?}");
+    assert!(totals.contains("\t42.00\t"), "{totals:?}");
+    let buyers = evaluate(
+        &tab,
+        "Array.from(document.querySelectorAll('#report tbody tr.row td:nth-child(2)')).map(c => c.innerText).join(',')",
+    );
+    for buyer in ["good", "refuses"] {
+        assert!(
+            buyers.as_str().unwrap_or("").contains(buyer),
+            "{buyer} in {buyers}"
+        );
+    }
+    let csv = evaluate(
+        &tab,
+        "document.getElementById('report-csv').getAttribute('href')",
+    );
+    assert!(
+        csv.as_str()
+            .is_some_and(|href| href.starts_with("/reports.csv?workspace=ws&from=")
+                && href.ends_with("&by=day&by=buyer")),
+        "{csv}"
+    );
+    screenshot(&tab, "console-reports");
 
     // The lead page: the routing trace with every candidate, the hostile name as text.
     tab.navigate_to(&server.console_url(&format!("/leads/{}", business.lead_id)))

@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::util::receiver::{Answer, Receiver};
-use crate::util::{SIGNING_SECRET, TestServer, WAIT, buyer, channel, lr, source, wait_until};
+use crate::util::{
+    SIGNING_SECRET, TestServer, WAIT, bidder, buyer, channel, lr, source, wait_until,
+};
 
 const PING: &str = "/api/ping/channels/web/sources/src";
 const POST: &str = "/api/webhooks/channels/web/sources/src/leads";
@@ -370,27 +372,19 @@ fn a_reservation_holds_a_prepaid_balance_without_moving_money() {
     assert_eq!(buyer["balance"], json!(10.0), "{buyer}");
 }
 
-/// A bid-priced buyer `id` of `solar` asking `path` on `receiver`, with `terms`.
-fn bidder(server: &TestServer, receiver: &Receiver, id: &str, terms: &str) {
-    buyer(&server.db, id, &receiver.url(&format!("/{id}")), None, "");
-    lr(
-        &server.db,
-        format!(
-            "buyer subscribe {id} --product solar --pricing bid --bid-url {} {terms}",
-            receiver.url(&format!("/bid/{id}"))
-        ),
-    )
-    .json();
-}
-
 #[test]
 fn a_late_bid_is_no_bid_and_a_bid_below_the_minimum_is_ignored() {
     let receiver = Receiver::start();
     let server = TestServer::start();
     market(&server, &receiver, "20", "", "");
-    bidder(&server, &receiver, "late", "--bid-timeout 100ms");
-    bidder(&server, &receiver, "cheap", "--min-price 30");
-    bidder(&server, &receiver, "keen", "--min-price 10 --max-price 40");
+    bidder(&server.db, &receiver, "late", "--bid-timeout 100ms");
+    bidder(&server.db, &receiver, "cheap", "--min-price 30");
+    bidder(
+        &server.db,
+        &receiver,
+        "keen",
+        "--min-price 10 --max-price 40",
+    );
     receiver.answer(
         "/bid/late",
         Answer::ok()
@@ -550,7 +544,7 @@ fn a_post_its_reserved_buyer_refuses_falls_to_the_next_bidder() {
         Answer::ok().json(&json!({"result": "failure", "message": "duplicate"})),
     );
     // Behind it: a bidder that bid 27.50 on the ping, and a fixed price of 20.
-    bidder(&server, &receiver, "keen", "");
+    bidder(&server.db, &receiver, "keen", "");
     receiver.answer(
         "/bid/keen",
         Answer::ok().json(&json!({"bid": 27.50, "bidId": "keen-7"})),

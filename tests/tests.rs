@@ -25,6 +25,7 @@ mod ingest_cli;
 mod ingest_dedupe;
 mod ingest_validation;
 mod integration_delivery;
+mod lead_bids;
 mod lifecycle;
 mod mapping;
 mod metrics;

@@ -170,7 +170,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("buyers SET held_cents", &["src/ledger/"]),
     ("pings", &["src/ping/store.rs"]),
     ("ping_reservations", &["src/ping/store.rs"]),
-    ("bids", &["src/ping/store.rs"]),
+    ("bids", &["src/bids.rs"]),
     // A buyer's integration document and secrets are `integration::store`'s.
     ("buyers SET integration", &["src/integration/store.rs"]),
     ("buyer_integration_secrets", &["src/integration/store.rs"]),

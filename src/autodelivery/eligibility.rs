@@ -110,9 +110,9 @@ pub(crate) struct Context<'a> {
 /// How a decision treats bid-priced buyers.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Bidding<'a> {
-    /// No bid was asked for (a lead routed without a ping): a bid-priced buyer is `no_bid`.
+    /// No bid was asked for (`lead reroute`): a bid-priced buyer is `no_bid`.
     Without,
-    /// Finding whom to ask, before a ping's bid requests: a bid-priced buyer passes, its
+    /// Finding whom to ask, before the bid requests (`bids`): a bid-priced buyer passes, its
     /// balance checked once its bid is known.
     Asking,
     /// The bids are in ([`apply_bids`] prices the buyers asked); a bid-priced buyer not
@@ -121,8 +121,8 @@ pub(crate) enum Bidding<'a> {
 }
 
 /// The bids made for a request: who was asked, the usable bids (buyer → cents) and their
-/// ids (for the transaction and `lead.delivered`). A ping's collected bids, or, when the
-/// waterfall decides again for a ping's post, the ping's recorded ones.
+/// ids (for the transaction and `lead.delivered`). The bids collected for a ping or an
+/// auto-delivered lead, or, when the waterfall decides again, the recorded ones.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KnownBids {
     pub(crate) asked: HashSet<String>,
@@ -245,7 +245,7 @@ fn check(
         Bidding::Asked(known) => known.asked.contains(&buyer.buyer_id),
     };
     if buyer.bids && !may_bid {
-        // Bid requests go out for pings; a buyer not asked has no bid to price it.
+        // A buyer not asked has no bid to price it.
         return (Reason::NoBid, None);
     }
     // Filters are written by `buyer subscribe` from checked input; a hand-edited row that

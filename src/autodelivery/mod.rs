@@ -87,6 +87,9 @@ impl From<AutoDeliveryError> for crate::ingest::IngestError {
 /// caps and balance the second sees. `now_ms` is the moment that schedules and cap windows
 /// are taken at.
 ///
+/// `bids`: the bids collected for the lead's interests before the job (by position,
+/// `bids`), which price the bid-priced buyers asked; a request without them has none.
+///
 /// `duplicates_seen` is how many earlier leads of the workspace had the lead's email or
 /// phone (`ingest::dedupe::seen_before`, counted by the job before its insert), for the
 /// evaluator's `duplicatesSeen`.
@@ -97,6 +100,7 @@ pub(crate) fn run_for_lead(
     conn: &Connection,
     lead: &StoredLead,
     duplicates_seen: u32,
+    bids: &[Option<crate::bids::Bids>],
     now_ms: i64,
 ) -> Result<Option<AutoDelivery>, AutoDeliveryError> {
     let missing = |kind: &'static str, id: &str| AutoDeliveryError::Missing {
@@ -116,7 +120,11 @@ pub(crate) fn run_for_lead(
     settings.duplicates_seen = duplicates_seen;
     let mut requests = Vec::new();
     for request in asked {
-        let decision = decide(conn, lead, request, &settings, None)?;
+        let known = usize::try_from(request.position)
+            .ok()
+            .and_then(|position| bids.get(position)?.as_ref())
+            .map(|bids| &bids.known);
+        let decision = decide(conn, lead, request, &settings, known)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }
@@ -310,9 +318,9 @@ pub(crate) fn features_for(
 }
 
 /// The steps of DESIGN.md section 5 for one interest; the first that fails ends it.
-/// `bids`: the bids already made for the request (the ping's, when the waterfall decides
-/// again for its post), which price the bid-priced buyers asked; without them a
-/// bid-priced buyer is `no_bid`.
+/// `bids`: the bids made for the request (collected before the ingest job, or recorded,
+/// when the waterfall decides again), which price the bid-priced buyers asked; without
+/// them a bid-priced buyer is `no_bid`.
 fn decide(
     conn: &Connection,
     lead: &StoredLead,

@@ -1,8 +1,9 @@
 //! The waterfall (DESIGN.md section 18): when a buyer's API refuses a lead that
 //! auto-delivery (or a ping's post) sold it, at the event's first attempt, auto-delivery
-//! decides again for that request, and the lead goes to the next buyer. A ping's post
-//! falls to the next bidder: the ping's recorded bids price the bid-priced buyers it
-//! asked (`ping::store::known_bids`), and the supplier earns the ping's payout.
+//! decides again for that request, and the lead goes to the next buyer, also the next
+//! bidder: the recorded bids (the ping's for a post, the request's own for an
+//! auto-delivered lead, `bids::known`) price the bid-priced buyers asked, and a post's
+//! supplier earns the ping's payout.
 //!
 //! Runs in the outbox's writer job that records the refusal, right after
 //! `lifecycle::refusal` took the sale back (no network here: the new buyer's event is sent
@@ -133,17 +134,18 @@ pub(crate) fn after_refusal(
             Ok(0)
         }
         None => {
-            // A ping's post falls to the next bidder: the ping's recorded bids price the
-            // bid-priced buyers it asked, and the supplier earns what the ping promised.
+            // The lead falls to the next bidder: the bids recorded for it (its ping's, or
+            // its own when it was auto-delivered) price the bid-priced buyers asked, and
+            // a post's supplier earns what its ping promised.
             let ping = crate::ping::store::posted_of_lead(conn, &lead.id)?;
             let bids = match &ping {
                 Some(ping) => {
                     settings.source_cost_cents = ping.payout_cents.or(settings.source_cost_cents);
-                    Some(crate::ping::store::known_bids(conn, &ping.id)?)
+                    crate::bids::known(conn, crate::bids::Owner::Ping(&ping.id))?
                 }
-                None => None,
+                None => crate::bids::known(conn, crate::bids::Owner::Request(&request.id))?,
             };
-            let decided = super::decide(conn, &lead, request, &settings, bids.as_ref())?;
+            let decided = super::decide(conn, &lead, request, &settings, Some(&bids))?;
             step["rerouted"] = json!(true);
             step["outcome"] = json!(decided.reason.code());
             step["deliveredTo"] = decided

@@ -88,19 +88,30 @@ pub(super) fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Re
 }
 
 fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::Result<ExitCode> {
-    let (lead, raw) = db.read_blocking(|conn| {
+    let (lead, raw, bids) = db.read_blocking(|conn| {
         let lead = view::find(conn, id).map_err(DbError::from)?;
         let raw = if with_body {
             view::raw_body(conn, id)?
         } else {
             None
         };
-        Ok::<_, view::ViewError>((lead, raw))
+        // The bids asked for its auto-delivered requests (DESIGN.md section 14).
+        let mut bids = Vec::new();
+        for request in lead.iter().flat_map(|lead| &lead.requests) {
+            bids.extend(
+                crate::bids::shown(conn, crate::bids::Owner::Request(&request.id))
+                    .map_err(DbError::from)?,
+            );
+        }
+        Ok::<_, view::ViewError>((lead, raw, bids))
     })?;
     let Some(lead) = lead else {
         anyhow::bail!("unknown lead '{id}'");
     };
     let mut shown = lead.to_json();
+    if !bids.is_empty() {
+        shown["bids"] = Value::Array(bids);
+    }
     if with_body {
         // The body as it came, parsed so that `--json` prints it as JSON, not as a string.
         shown["body"] = raw

@@ -91,7 +91,7 @@ fn show(db: &crate::db::Db, out: &Output, id: &str, now: i64) -> anyhow::Result<
             return Ok::<_, DbError>(None);
         };
         let reservations = store::reservations(conn, id)?;
-        let bids = store::bids_of(conn, id)?;
+        let bids = crate::bids::shown(conn, crate::bids::Owner::Ping(id))?;
         Ok(Some((ping, reservations, bids)))
     })?;
     let Some((ping, reservations, bids)) = found else {

@@ -72,6 +72,11 @@ pub struct Product {
     pub created_at: i64,
     #[serde(serialize_with = "crate::config::serialize_opt_time")]
     pub archived_at: Option<i64>,
+    /// Whether any subscription to it prices by bid: read with the product (one index
+    /// probe), so that ingest and pings ask for bids only where someone bids and a lead
+    /// of any other product pays no read for it.
+    #[serde(skip)]
+    pub(crate) bid_subscriptions: bool,
 }
 
 impl Product {
@@ -99,8 +104,9 @@ pub struct ProductChanges {
     pub default_supplier_cost_cents: Option<Option<i64>>,
 }
 
-const COLUMNS: &str =
-    "id, workspace_id, slug, name, fields, default_supplier_cost_cents, created_at, archived_at";
+const COLUMNS: &str = "id, workspace_id, slug, name, fields, default_supplier_cost_cents, created_at, archived_at, \
+     EXISTS (SELECT 1 FROM subscriptions s WHERE s.product_id = products.id \
+             AND s.pricing = 'bid')";
 
 fn from_row(row: &Row) -> rusqlite::Result<Product> {
     let fields: String = row.get(4)?;
@@ -113,6 +119,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Product> {
         default_supplier_cost_cents: row.get(5)?,
         created_at: row.get(6)?,
         archived_at: row.get(7)?,
+        bid_subscriptions: row.get(8)?,
     })
 }
 
@@ -168,6 +175,7 @@ pub fn create(conn: &Connection, new: &NewProduct) -> Result<Product, ConfigErro
         default_supplier_cost_cents: new.default_supplier_cost_cents,
         created_at: crate::clock::now_ms(),
         archived_at: None,
+        bid_subscriptions: false,
     };
     conn.execute(
         "INSERT INTO products (id, workspace_id, slug, name, fields, default_supplier_cost_cents,

@@ -610,6 +610,7 @@ mod tests {
             default_supplier_cost_cents: None,
             created_at: 0,
             archived_at: None,
+            bid_subscriptions: false,
         };
         let check = |text: &str| check_filters(&[Filter::parse(text).unwrap()], &product);
         assert!(check("country=DE").is_ok());

@@ -90,7 +90,7 @@ async fn page(
         Page::Sources => pages::sources::get(db, &operator).await,
         Page::Outbox => pages::outbox::get(db, &operator).await,
         Page::Reports => pages::reports::get(db, &operator, &query).await,
-        Page::ReportsCsv => pages::reports::csv(db, &query).await,
+        Page::ReportsCsv => pages::reports::csv(db, &operator, &query).await,
     }
 }
 

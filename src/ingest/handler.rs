@@ -3,7 +3,8 @@
 //!
 //! Owns the order of the steps and where each runs: source lookup and product lookup on
 //! the read pool, parsing, validation, normalisation and quality on the request's task,
-//! and one writer job for all of a request's leads. The steps themselves live in the
+//! the bids for leads to be auto-delivered to bid-priced buyers ([`ask_for_bids`]: read
+//! on the pool, asked on the task), and one writer job for all of a request's leads. The steps themselves live in the
 //! sibling modules. The HTTP half (path, headers, reading the body, the status code) is
 //! `http::handlers::ingest`, which calls [`admit`] before it reads the body and [`ingest`]
 //! after.
@@ -25,13 +26,15 @@ use crate::config::source::{self, Source};
 use crate::db::Db;
 use crate::metrics::Metrics;
 use crate::outbox::Notifier;
+use crate::outbox::bid::{BidCall, BidClient};
 
 /// What an ingest request uses besides its own input: the database, the outbox workers'
-/// wake-up and the counters.
+/// wake-up, the counters and the bid client.
 pub(crate) struct Services<'a> {
     pub(crate) db: &'a Db,
     pub(crate) outbox: &'a Notifier,
     pub(crate) metrics: &'a Metrics,
+    pub(crate) bids: &'a BidClient,
 }
 
 /// The source a request names, if it exists, is enabled, is in the named container and
@@ -212,6 +215,137 @@ async fn write(
     Ok(outcomes)
 }
 
+/// Whether `interest`'s product has bid-priced subscriptions (the catalog read it).
+fn bid_on(catalog: &Catalog, interest: &crate::ingest::model::Interest) -> bool {
+    catalog
+        .by_id(&interest.product_id)
+        .or_else(|| catalog.by_slug(&interest.product_slug))
+        .is_some_and(|product| product.bid_subscriptions)
+}
+
+/// One request's bid requests, before they go out.
+struct Asking {
+    lead: usize,
+    position: usize,
+    bidders: Vec<crate::bids::Bidder>,
+    calls: Vec<BidCall>,
+}
+
+/// Collects the bids for every interest of `leads` that auto-delivery will decide in a
+/// product with bid-priced subscriptions (DESIGN.md section 14) and hands them to each
+/// lead for the writer job (`PreparedLead::bids`), which re-checks eligibility with them
+/// and records them. The eligible bidders are read on the pool (one read for the whole
+/// request), every bid request of the request goes out at once, and this task waits for
+/// each at most its buyer's `--bid-timeout`: never inside a writer job. Nothing is read
+/// for leads in products no one bids on (the catalog knows), nor for a lead that will
+/// not be decided (quality invalid, not routing-ready, a replay of a stored externalId, a
+/// post's interest in its ping's product, auto-delivery off).
+async fn ask_for_bids(
+    services: &Services<'_>,
+    target: &Source,
+    catalog: &Catalog,
+    leads: &mut [PreparedLead],
+) -> Result<(), IngestError> {
+    let wanted: Vec<(usize, usize)> = leads
+        .iter()
+        .enumerate()
+        .filter(|(_, lead)| lead.quality.status != quality::QualityStatus::Invalid)
+        .flat_map(|(index, lead)| {
+            lead.lead
+                .interests
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| {
+                    i.trigger_auto_delivery && i.routing_ready != Some(false) && bid_on(catalog, i)
+                })
+                .map(move |(position, _)| (index, position))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let now = crate::clock::now_ms();
+    let mut asking = services.db.read_blocking(|conn| {
+        let Some(settings) =
+            crate::autodelivery::Settings::load_for(conn, &target.container_id, &target.id, now)?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut asking = Vec::new();
+        for (index, position) in wanted {
+            let lead = &leads[index];
+            if store::is_replay(conn, target, lead)? {
+                continue;
+            }
+            // A post's interest in its ping's product goes to the ping's reserved buyers.
+            if let Some(ping_id) = &lead.lead.ping_id
+                && let Some(ping) = crate::ping::store::find(conn, ping_id)?
+                && lead
+                    .lead
+                    .interests
+                    .iter()
+                    .position(|i| i.product_id == ping.product_id)
+                    == Some(position)
+            {
+                continue;
+            }
+            let stored = store::unstored_lead(target, lead, now);
+            let request = &stored.requests[position];
+            let bidders = crate::bids::eligible_bidders(conn, &stored, request, &settings)?;
+            if bidders.is_empty() {
+                continue;
+            }
+            // The bid holds until the lead is decided: when the slowest may answer.
+            let decided_by = now + bidders.iter().map(|b| b.timeout_ms()).max().unwrap_or(0);
+            let calls = crate::bids::calls(
+                &stored,
+                request,
+                &bidders,
+                settings.mode.as_str(),
+                decided_by,
+            );
+            asking.push(Asking {
+                lead: index,
+                position,
+                bidders,
+                calls,
+            });
+        }
+        Ok::<_, IngestError>(asking)
+    })?;
+    if asking.is_empty() {
+        return Ok(());
+    }
+    let mut asked_by: std::collections::HashMap<String, usize> = Default::default();
+    let mut calls = Vec::new();
+    for (n, one) in asking.iter_mut().enumerate() {
+        for call in one.calls.drain(..) {
+            asked_by.insert(call.bid_request_id.clone(), n);
+            calls.push(call);
+        }
+    }
+    let mut results: Vec<Vec<_>> = asking.iter().map(|_| Vec::new()).collect();
+    for result in services.bids.collect(calls).await {
+        if let Some(&n) = asked_by.get(&result.bid_request_id) {
+            results[n].push(result);
+        }
+    }
+    for (one, results) in asking.into_iter().zip(results) {
+        let bids = crate::bids::tally(&one.bidders, results);
+        for bid in &bids.recorded {
+            services
+                .metrics
+                .bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
+        }
+        let lead = &mut leads[one.lead];
+        if lead.bids.len() <= one.position {
+            lead.bids.resize(lead.lead.interests.len(), None);
+        }
+        lead.bids[one.position] = Some(bids);
+    }
+    Ok(())
+}
+
 /// What the `invalid` leads of a request that failed validation leave behind, in one
 /// writer job (only when there are any): their count in the reports (received, rejected)
 /// and the reservations of their pings given back (DESIGN.md section 14).
@@ -244,7 +378,7 @@ async fn ingest_single(
     item: Item,
 ) -> Result<Reply, IngestError> {
     let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
-    let lead = match prepare(item, &catalog) {
+    let mut lead = match prepare(item, &catalog) {
         Prepared::Valid(lead) => *lead,
         Prepared::Invalid {
             problems, ping_id, ..
@@ -253,6 +387,7 @@ async fn ingest_single(
             return Err(IngestError::lead_invalid(problems));
         }
     };
+    ask_for_bids(services, &target, &catalog, std::slice::from_mut(&mut lead)).await?;
     let outcome = write(services, target.clone(), vec![lead])
         .await?
         .pop()
@@ -305,6 +440,7 @@ async fn ingest_batch(
     let invalid = answers.iter().filter(|a| a.is_some()).count();
     refuse_invalid(services, &target, invalid, invalid_pings).await?;
     if !valid.is_empty() {
+        ask_for_bids(services, &target, &catalog, &mut valid).await?;
         let outcomes = write(services, target.clone(), valid).await?;
         for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
             answers[position] = Some(match outcome {

@@ -49,6 +49,9 @@ pub struct PreparedLead {
     metadata_json: Option<String>,
     reasons_json: String,
     field_values_json: Vec<String>,
+    /// The bids collected for its interests before the job, by interest position
+    /// (`ingest::handler`, DESIGN.md section 14); empty when none was asked for.
+    pub(crate) bids: Vec<Option<crate::bids::Bids>>,
 }
 
 impl PreparedLead {
@@ -85,6 +88,7 @@ impl PreparedLead {
             email_key,
             phone_key,
             quality,
+            bids: Vec::new(),
         }
     }
 }
@@ -339,8 +343,9 @@ fn store_one(
             // Lapsed reservations hold nothing auto-delivery reads.
             crate::ping::store::expire_due(conn, now)?;
             if let Some(auto) =
-                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, now)?
+                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, &lead.bids, now)?
             {
+                record_bids(conn, &stored, &lead.bids, &auto.requests, now)?;
                 requests.extend(auto.requests);
             }
         }
@@ -375,6 +380,54 @@ fn count_received(
     )
 }
 
+/// Whether `lead` is a replay: `source` has a lead with its externalId already (the job
+/// will answer it as the first was).
+pub(crate) fn is_replay(
+    conn: &Connection,
+    source: &Source,
+    lead: &PreparedLead,
+) -> rusqlite::Result<bool> {
+    let Some(external_id) = lead.lead.fields.external_id.as_deref() else {
+        return Ok(false);
+    };
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM leads WHERE source_id = ?1 AND external_id = ?2)",
+    )?
+    .query_row(params![source.id, external_id], |row| row.get(0))
+}
+
+/// Records the bids asked for the lead's requests (`bids`, by position) with whether each
+/// won, in the job that decided them.
+fn record_bids(
+    conn: &Connection,
+    stored: &StoredLead,
+    bids: &[Option<crate::bids::Bids>],
+    decided: &[crate::autodelivery::decision::RequestDecision],
+    now: i64,
+) -> rusqlite::Result<()> {
+    for (request, asked) in stored.requests.iter().filter_map(|request| {
+        let position = usize::try_from(request.position).ok()?;
+        Some((request, bids.get(position)?.as_ref()?))
+    }) {
+        let taken: Vec<&str> = decided
+            .iter()
+            .filter(|d| d.request_id == request.id)
+            .flat_map(|d| d.deliveries.iter().map(|d| d.buyer_id.as_str()))
+            .collect();
+        for bid in &asked.recorded {
+            let won = asked.won(bid, &taken);
+            crate::bids::record(
+                conn,
+                crate::bids::Owner::Request(&request.id),
+                bid,
+                won,
+                now,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// The lead `store_one` has just written, as stored: the same values the inserts bound.
 fn stored_lead(
     source: &Source,
@@ -383,7 +436,31 @@ fn stored_lead(
     item: &ItemFacts,
     now: i64,
 ) -> StoredLead {
-    let ingest = item.ingest.as_ref();
+    as_stored(
+        source,
+        lead,
+        id,
+        &item.request_ids,
+        item.ingest.as_ref(),
+        now,
+    )
+}
+
+/// A valid lead as it will be stored, before the writer job (no ids yet, no duplicate
+/// found): what the bidders' eligibility is read for (`ingest::handler`).
+pub(crate) fn unstored_lead(source: &Source, lead: &PreparedLead, now: i64) -> StoredLead {
+    let request_ids = vec![String::new(); lead.lead.interests.len()];
+    as_stored(source, lead, String::new(), &request_ids, None, now)
+}
+
+fn as_stored(
+    source: &Source,
+    lead: &PreparedLead,
+    id: String,
+    request_ids: &[String],
+    ingest: Option<&IngestFacts>,
+    now: i64,
+) -> StoredLead {
     StoredLead {
         id,
         source_id: source.id.clone(),
@@ -404,7 +481,7 @@ fn stored_lead(
             .lead
             .interests
             .iter()
-            .zip(&item.request_ids)
+            .zip(request_ids)
             .enumerate()
             .map(|(position, (interest, id))| StoredRequest {
                 id: id.clone(),

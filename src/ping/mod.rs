@@ -9,13 +9,14 @@
 //!   writer job (called by `ingest::store`).
 //! - [`store`]: owner of `pings` and `ping_reservations`; expiry.
 //!
+//! Bids are asked for through `bids`, before the writer job.
+//!
 //! Reservations hold cap places (`caps::hold`) and prepaid balance (`ledger::hold`) until
 //! the ping is posted, expires or is released; nothing else writes them.
 //!
 //! Does not own the HTTP half (`http::handlers::ping`), the ingest pipeline, deliveries,
 //! the counters or the ledger.
 
-pub(crate) mod bids;
 pub(crate) mod input;
 pub(crate) mod post;
 pub(crate) mod route;
@@ -159,35 +160,67 @@ async fn decide(
         body: text,
     };
     // Bid-priced buyers are asked first, on this task (never inside the writer job); the
-    // job then decides with their bids as prices. Without bidders this is one read.
-    let bidders = db.read_blocking(|conn| {
-        bids::eligible_bidders(conn, &prepared, now).map_err(DbError::from)
-    })?;
-    let bids = if bidders.is_empty() {
-        bids::Bids::default()
+    // job then decides with their bids as prices. A product without bid-priced
+    // subscriptions (the catalog says so) costs no read here.
+    let has_bidders = catalog
+        .by_id(&prepared.request().interest.product_id)
+        .or_else(|| catalog.by_slug(&prepared.request().interest.product_slug))
+        .is_some_and(|p| p.bid_subscriptions);
+    let bids = if has_bidders {
+        ask_bidders(db, metrics, bid_client, &prepared, now).await?
     } else {
-        let (mode, ttl) = db.read_blocking(|conn| {
-            crate::autodelivery::Settings::load_for(
-                conn,
-                &prepared.lead.container_id,
-                &prepared.lead.source_id,
-                now,
-            )
-            .map(|s| {
-                s.map(|s| (s.mode.as_str(), s.ping_ttl_ms))
-                    .unwrap_or(("exclusive", 0))
-            })
-            .map_err(DbError::from)
-        })?;
-        let collected = bids::collect(bid_client, &prepared, bidders, mode, now + ttl).await;
-        for bid in &collected.recorded {
-            metrics.bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
-        }
-        collected
+        crate::bids::Bids::default()
     };
     let now = crate::clock::now_ms();
     db.write(move |conn| route::decide(conn, &prepared, &bids, now))
         .await
+}
+
+/// The bids of the ping's bid-priced buyers that are eligible now: read on the pool, then
+/// asked on this task, each within its timeout.
+async fn ask_bidders(
+    db: &Db,
+    metrics: &Metrics,
+    bid_client: &BidClient,
+    prepared: &PreparedPing,
+    now: i64,
+) -> Result<crate::bids::Bids, PingError> {
+    let found = db.read_blocking(|conn| {
+        let Some(settings) = crate::autodelivery::Settings::load_for(
+            conn,
+            &prepared.lead.container_id,
+            &prepared.lead.source_id,
+            now,
+        )?
+        else {
+            return Ok(None);
+        };
+        let bidders =
+            crate::bids::eligible_bidders(conn, &prepared.lead, prepared.request(), &settings)?;
+        Ok::<_, PingError>(Some((
+            bidders,
+            settings.mode.as_str(),
+            settings.ping_ttl_ms,
+        )))
+    })?;
+    let Some((bidders, mode, ttl)) = found else {
+        return Ok(crate::bids::Bids::default());
+    };
+    if bidders.is_empty() {
+        return Ok(crate::bids::Bids::default());
+    }
+    let collected = crate::bids::collect(
+        bid_client,
+        (&prepared.lead, prepared.request()),
+        bidders,
+        mode,
+        now + ttl,
+    )
+    .await;
+    for bid in &collected.recorded {
+        metrics.bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
+    }
+    Ok(collected)
 }
 
 /// `serve`'s sweep: once a second, ends every accepted ping whose time has passed, until

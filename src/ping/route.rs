@@ -11,12 +11,12 @@
 use serde_json::{Value, json};
 
 use super::PingError;
-use super::bids::Bids;
 use super::store::{self, NewPing, PingStatus, Reservation};
 use crate::autodelivery::decision::{RequestDecision, RequestReason, View};
 use crate::autodelivery::eligibility::{self, Candidate};
 use crate::autodelivery::features::{Feature, Features};
 use crate::autodelivery::{self, Attempt, ProductTerms, Settings, evaluator, select};
+use crate::bids::{self as bidding, Bids};
 use crate::config::buyer::Plan;
 use crate::ingest::model::{StoredLead, StoredRequest};
 
@@ -250,7 +250,7 @@ pub(crate) fn decide(
         let won = reserved
             .iter()
             .any(|r| r.bid_request_id.as_deref() == Some(bid.id.as_str()));
-        store::insert_bid(conn, &answer.ping_id, bid, won, now)?;
+        bidding::record(conn, bidding::Owner::Ping(&answer.ping_id), bid, won, now)?;
     }
     Ok(answer)
 }

@@ -1,4 +1,5 @@
-//! The `pings`, `ping_reservations` and `bids` tables: every write and every read of them.
+//! The `pings` and `ping_reservations` tables: every write and every read of them (a
+//! ping's bids are `bids`'s).
 //!
 //! Owns the ping's record and its states (`accepted` → `posted` | `expired` | `released`;
 //! `rejected` from the start), and giving a reservation's places back: the cap places
@@ -12,10 +13,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
-use crate::autodelivery::eligibility::KnownBids;
 use crate::caps::{self, Windows};
 use crate::db::stored::stored_enum;
-use crate::delivery::transaction::BidRef;
 use crate::ledger;
 
 stored_enum! {
@@ -391,31 +390,6 @@ pub(crate) fn posted_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Resu
     .optional()
 }
 
-/// The bids recorded for ping `ping_id` as a decision prices with them: every buyer asked,
-/// and the usable bids with their ids.
-pub(crate) fn known_bids(conn: &Connection, ping_id: &str) -> rusqlite::Result<KnownBids> {
-    let mut known = KnownBids::default();
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, buyer_id, outcome, price_cents, bid_id FROM bids WHERE ping_id = ?1",
-    )?;
-    let mut rows = stmt.query([ping_id])?;
-    while let Some(row) = rows.next()? {
-        let buyer_id: String = row.get(1)?;
-        known.asked.insert(buyer_id.clone());
-        if let ("bid", Some(price)) = (row.get_ref(2)?.as_str()?, row.get::<_, Option<i64>>(3)?) {
-            known.prices.insert(buyer_id.clone(), price);
-            known.refs.insert(
-                buyer_id,
-                BidRef {
-                    bid_request_id: row.get(0)?,
-                    bid_id: row.get(4)?,
-                },
-            );
-        }
-    }
-    Ok(known)
-}
-
 /// What `ping list` selects.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ListFilter {
@@ -451,55 +425,5 @@ pub(crate) fn list(
         ],
         from_row,
     )?
-    .collect()
-}
-
-/// Records one bid request of a ping and what came of it (`won` when its buyer was
-/// reserved at the bid).
-pub(crate) fn insert_bid(
-    conn: &Connection,
-    ping_id: &str,
-    bid: &super::bids::RecordedBid,
-    won: bool,
-    now: i64,
-) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO bids (id, ping_id, buyer_id, outcome, price_cents, bid_id, latency_ms,
-            error, won, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
-        bid.id,
-        ping_id,
-        bid.buyer_id,
-        bid.outcome,
-        bid.price_cents,
-        bid.bid_id,
-        bid.latency_ms,
-        bid.error,
-        won,
-        now
-    ])?;
-    Ok(())
-}
-
-/// The bids of a ping as the operator sees them (`ping show`).
-pub(crate) fn bids_of(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Value>> {
-    conn.prepare_cached(
-        "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won
-         FROM bids WHERE ping_id = ?1 ORDER BY created_at, id",
-    )?
-    .query_map([ping_id], |row| {
-        Ok(json!({
-            "bidRequestId": row.get::<_, String>(0)?,
-            "buyerAccountId": row.get::<_, String>(1)?,
-            "outcome": row.get::<_, String>(2)?,
-            "bid": row.get::<_, Option<i64>>(3)?.map(crate::money::to_json),
-            "bidId": row.get::<_, Option<String>>(4)?,
-            "latencyMs": row.get::<_, i64>(5)?,
-            "error": row.get::<_, Option<String>>(6)?,
-            "won": row.get::<_, bool>(7)?,
-        }))
-    })?
     .collect()
 }

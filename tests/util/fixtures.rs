@@ -171,6 +171,21 @@ pub fn buyer(
     created
 }
 
+/// A bid-priced buyer `id` of `solar` (its webhook `/{id}`, its bid URL `/bid/{id}` on
+/// `receiver`), subscribed with `terms`.
+pub fn bidder(db: impl AsRef<Path>, receiver: &super::receiver::Receiver, id: &str, terms: &str) {
+    let db = db.as_ref();
+    buyer(db, id, &receiver.url(&format!("/{id}")), None, "");
+    lr(
+        db,
+        format!(
+            "buyer subscribe {id} --product solar --pricing bid --bid-url {} {terms}",
+            receiver.url(&format!("/bid/{id}"))
+        ),
+    )
+    .json();
+}
+
 /// Posts `lead` (a native Lead with one interest) to source `src` of channel `web` through
 /// the real ingest endpoint; returns (lead id, lead request id).
 pub fn lead_request(server: &TestServer, lead: &Value) -> (String, String) {

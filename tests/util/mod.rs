@@ -23,7 +23,7 @@ use serde_json::Value;
 pub use cli::{TestCommand, lr};
 pub use files::{beside, file_names, mode};
 pub use fixtures::{
-    SIGNING_SECRET, WAIT, Words, basic_setup, buyer, channel, complete_lead, deliver,
+    SIGNING_SECRET, WAIT, Words, basic_setup, bidder, buyer, channel, complete_lead, deliver,
     deliver_command, fast_options, lead_request, lead_request_in, product, setup, simple_lead,
     source, supplier, table_source,
 };

@@ -40,6 +40,7 @@ async fn post(
         db: &state.db,
         outbox: &state.outbox,
         metrics: &state.metrics,
+        bids: &state.bids,
     };
     let reply = handler::ingest(&services, source, json, raw).await?;
     let status = if reply.created {
