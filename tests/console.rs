@@ -657,10 +657,10 @@ fn the_figures_count_each_status_duplicate_and_quality() {
 
     let sources = get(&server, "/sources", &cookie).text;
     let cells = row_cells(&sources, "id=\"source-src\"");
-    // Today, 30 days, duplicates, quality mix.
+    // Today, 30 days, duplicates, refused by validation, quality mix.
     assert_eq!(
-        cells[4..8],
-        ["5", "5", "1 (20.0%)", "3 · 1 · 1 (60.0% ok)"],
+        cells[4..9],
+        ["5", "5", "1 (20.0%)", "0 (0.0%)", "3 · 1 · 1 (60.0% ok)"],
         "{cells:?}"
     );
 }
@@ -809,7 +809,8 @@ fn report_table(page: &str) -> (Vec<Vec<String>>, Vec<String>) {
 
 /// A source and a buyer named `<script>…`, two sales (one returned), a duplicate and a
 /// lead refused by validation: `/reports` shows what `report --json` says for the same
-/// query, with the names as text, and `/reports.csv` is `report --csv` byte for byte.
+/// query, with the names as text, and `/reports.csv` is `report --csv` byte for byte; the
+/// overview and the sources page count the refused lead as received, as the report does.
 #[test]
 fn the_reports_page_and_csv_are_the_cli_report() {
     let (server, _receiver) = start_with_b();
@@ -857,6 +858,22 @@ fn the_reports_page_and_csv_are_the_cli_report() {
         cli["to"].as_str().unwrap()
     );
     assert!(page.text.contains(&csv_link), "{}", page.text);
+
+    // The overview and the sources page count the lead validation refused as received
+    // (and the sources page as refused); its quality mix is of the stored leads.
+    let overview = get(&server, "/", &cookie).text;
+    assert_eq!(
+        row_cells(&overview, "<th scope=\"row\">Today</th>"),
+        ["4", "2", "30.00", "26.00", "50.0%"]
+    );
+    let sources = get(&server, "/sources", &cookie);
+    assert_escaped("/sources", &sources, &[SCRIPT_SHOWN]);
+    let cells = row_cells(&sources.text, "id=\"source-src\"");
+    assert_eq!(
+        cells[4..9],
+        ["4", "4", "1 (25.0%)", "1 (25.0%)", "3 · 0 · 0 (100.0% ok)"],
+        "{cells:?}"
+    );
 
     // By source and buyer: the names shown as text beside the ids.
     let query = "workspace=ws&from=2020-01-01&to=2030-12-31&by=source&by=buyer&by=";

@@ -1,10 +1,15 @@
-//! `/sources`: each source's volume over the last 30 days and today, its duplicates and its
-//! quality mix (ok, suspect, invalid), with its container, supplier and whether it is on.
+//! `/sources`: each source's volume over the last 30 days and today, its duplicates, the
+//! leads validation refused and its quality mix (ok, suspect, invalid), with its
+//! container, supplier and whether it is on.
 //!
-//! Every figure is a sum of ranges of the `leads_source_mix` index (migration 9), one per
-//! source, quality and duplicate status, so no lead is read and nothing is sorted.
-//! Leads refused by validation are not stored, so their count waits for the report's
-//! aggregate (DESIGN.md section 11).
+//! What a source sent (received, duplicates, refused by validation, today and in the
+//! window) is read from the report aggregate (`report_buckets`, DESIGN.md section 11): the
+//! refused leads are never stored, so only the aggregate knows them, and one range of its
+//! primary key per workspace holds every source's. The quality mix is of the stored leads:
+//! a sum of ranges of the `leads_source_mix` index (migration 9), one per source, quality
+//! and kept duplicate status, so no lead is read and nothing is sorted.
+
+use std::collections::HashMap;
 
 use hyper::StatusCode;
 use maud::{Markup, html};
@@ -22,9 +27,14 @@ const WINDOW_DAYS: i64 = 30;
 
 #[derive(Default)]
 struct Volume {
+    /// Every lead the source sent in the window (stored, duplicates, refused).
     received: i64,
     today: i64,
+    /// Matched an earlier lead: kept for review or dropped under a `reject` rule.
     duplicates: i64,
+    /// Refused by validation (not stored).
+    rejected: i64,
+    /// The stored leads of the window by quality.
     ok: i64,
     suspect: i64,
     invalid: i64,
@@ -59,7 +69,8 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
 }
 
 fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbError> {
-    let since = (now - WINDOW_DAYS * 86_400_000).min(today);
+    // On a quarter hour, so the aggregate's buckets and the stored leads cover one window.
+    let since = crate::report::buckets::bucket_of(now - WINDOW_DAYS * 86_400_000).min(today);
     let mut sources = conn.prepare_cached(
         "SELECT s.id, s.name, c.kind || ' ' || c.name, s.supplier_id, s.enabled
          FROM sources s JOIN containers c ON c.id = s.container_id
@@ -77,8 +88,24 @@ fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbErr
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    // One range of `leads_source_mix` per source, quality and duplicate status (and one more
-    // for today): no filter per row and no sort by source.
+    // What each source sent: lead counts are the aggregate's rows without a buyer.
+    let mut sent = conn.prepare_cached(
+        "SELECT source_id, sum(received), sum(duplicates), sum(rejected),
+                sum(CASE WHEN bucket >= ?2 THEN received ELSE 0 END)
+         FROM report_buckets
+         WHERE workspace_id IN (SELECT id FROM workspaces) AND bucket >= ?1 AND buyer_id = ''
+         GROUP BY source_id",
+    )?;
+    let mut by_source: HashMap<String, (i64, i64, i64, i64)> = sent
+        .query_map(params![since, today], |row| {
+            Ok((
+                row.get(0)?,
+                (row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?),
+            ))
+        })?
+        .collect::<Result<_, _>>()?;
+    // One range of `leads_source_mix` per source, quality and kept duplicate status: no
+    // filter per row and no sort by source.
     let mut counted = conn.prepare_cached(
         "SELECT count(*) FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
@@ -86,22 +113,17 @@ fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbErr
     )?;
     for row in &mut rows {
         let v = &mut row.volume;
+        (v.received, v.duplicates, v.rejected, v.today) =
+            by_source.remove(&row.id).unwrap_or_default();
         for quality in QualityStatus::ALL {
             // A duplicate the rule rejects is not stored.
             for duplicate in [DuplicateStatus::Unique, DuplicateStatus::Review] {
-                let mut count = |from: i64| -> rusqlite::Result<i64> {
-                    counted.query_row(params![row.id, quality, duplicate, from], |r| r.get(0))
-                };
-                let window = count(since)?;
-                v.today += count(today)?;
-                v.received += window;
-                if duplicate == DuplicateStatus::Review {
-                    v.duplicates += window;
-                }
+                let stored: i64 =
+                    counted.query_row(params![row.id, quality, duplicate, since], |r| r.get(0))?;
                 match quality {
-                    QualityStatus::Ok => v.ok += window,
-                    QualityStatus::Suspect => v.suspect += window,
-                    QualityStatus::Invalid => v.invalid += window,
+                    QualityStatus::Ok => v.ok += stored,
+                    QualityStatus::Suspect => v.suspect += stored,
+                    QualityStatus::Invalid => v.invalid += stored,
                 }
             }
         }
@@ -117,7 +139,7 @@ fn render(rows: &[SourceRow]) -> Markup {
                 thead { tr {
                     th { "Source" } th { "Container" } th { "Supplier" } th { "On" }
                     th { "Today" } th { "30 days" } th { "Duplicates" }
-                    th { "Quality ok · suspect · invalid" }
+                    th { "Refused by validation" } th { "Quality ok · suspect · invalid" }
                 } }
                 tbody {
                     @for row in rows {
@@ -130,10 +152,12 @@ fn render(rows: &[SourceRow]) -> Markup {
                             td { (v.today) }
                             td { (v.received) }
                             td { (v.duplicates) " (" (rate(v.duplicates, v.received)) ")" }
+                            td { (v.rejected) " (" (rate(v.rejected, v.received)) ")" }
                             td class="mix" {
+                                @let stored = v.ok + v.suspect + v.invalid;
                                 (v.ok) " · " (v.suspect) " · " (v.invalid)
-                                @if v.received > 0 {
-                                    " (" (rate(v.ok, v.received)) " ok)"
+                                @if stored > 0 {
+                                    " (" (rate(v.ok, stored)) " ok)"
                                 }
                             }
                         }
@@ -142,8 +166,9 @@ fn render(rows: &[SourceRow]) -> Markup {
             }
         }
         p class="note" {
-            "Leads stored in the last " (WINDOW_DAYS) " days. Duplicates: held for review by the "
-            "source's duplicate rule."
+            "Leads each source sent in the last " (WINDOW_DAYS) " days. Duplicates: matched "
+            "an earlier lead under the source's duplicate rule (held for review or dropped). "
+            "Refused by validation: not stored. Quality: of the stored leads."
         }
     }
 }
