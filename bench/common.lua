@@ -4,6 +4,8 @@
 -- idempotent replay or a duplicate: the benchmark measures the full path of a new lead.
 
 local counter = 0
+-- BENCH_AUTO=1: every lead asks for automated delivery (bench/autodelivery.sh).
+local auto = os.getenv("BENCH_AUTO") == "1" and ',"triggerAutoDelivery":true' or ""
 local prefix = ""
 local phone_prefix = ""
 
@@ -23,8 +25,8 @@ function next_lead()
     '"country":"DE","consentStatus":"granted","legalBasis":"consent",' ..
     '"capturedAt":"2026-01-01T10:00:00Z","captureMethod":"web_form",' ..
     '"productSlug":"solar","routingReady":true,"fieldValues":{"roof":"tile"},' ..
-    '"utmSource":"bench"}',
-    prefix, counter, prefix, counter, phone_prefix, counter % 10000000)
+    '"utmSource":"bench"%s}',
+    prefix, counter, prefix, counter, phone_prefix, counter % 10000000, auto)
 end
 
 local threads = {}

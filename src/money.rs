@@ -164,7 +164,12 @@ pub(crate) fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
 /// to the float nearest the decimal, and its shortest form (what serde_json writes) is that
 /// decimal; serde_json writes an exponent only from 10^16 on, far past any bound here.
 pub(crate) fn to_json(cents: i64) -> Value {
-    Value::from(cents as f64 / 100.0)
+    Value::from(as_f64(cents))
+}
+
+/// Cents as the JSON number of euros that [`to_json`] gives, for typed serialisation.
+pub(crate) fn as_f64(cents: i64) -> f64 {
+    cents as f64 / 100.0
 }
 
 /// Cents as text with two decimals: 1250 → "12.50", -5 → "-0.05". Takes any integer up

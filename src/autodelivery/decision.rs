@@ -9,7 +9,8 @@
 //! `leadrelay lead show` prints. Owns both shapes and the write of the stored one.
 
 use rusqlite::Connection;
-use serde_json::{Map, Value, json};
+use serde::{Serialize, Serializer};
+use serde_json::{Value, json};
 
 use super::eligibility::{Candidate, Reason};
 use super::evaluator::Evaluation;
@@ -78,64 +79,151 @@ pub(crate) enum View {
 
 impl RequestDecision {
     pub(crate) fn to_json(&self, view: View) -> Value {
-        let deliveries: Vec<Value> = self
-            .deliveries
-            .iter()
-            .map(|d| {
-                json!({
-                    "transactionId": d.transaction_id,
-                    "buyerAccountId": d.buyer_id,
-                    "buyerPrice": crate::money::to_json(d.price_cents),
-                    "deliveryMode": d.mode.as_str(),
-                })
-            })
-            .collect();
-        let candidates: Vec<Value> = self
-            .candidates
-            .iter()
-            .map(|c| candidate_json(c, view))
-            .collect();
-        json!({
-            "requestId": self.request_id,
-            "outcome": if self.deliveries.is_empty() { "not_delivered" } else { "delivered" },
-            "reason": self.reason.code(),
-            "evaluation": self.evaluation,
-            "deliveries": deliveries,
-            "candidates": candidates,
-            "decidedAt": crate::clock::iso(self.decided_at),
-        })
+        serde_json::to_value(self.shown(view, None))
+            .expect("a decision's view has string keys and finite numbers")
+    }
+
+    /// The operator's view as text, written straight from the decision: it is built for
+    /// every routed lead (and ping) on the writer thread, where a tree of `Value`s per
+    /// candidate cost a sixth of the routing. `Stored::Request` is what
+    /// `lead_requests.decision` holds (with its `version`); `Stored::Ping` what a ping
+    /// keeps (its outcome `reserved` or `rejected`, no version).
+    pub(crate) fn operator_text(&self, stored: Stored) -> String {
+        let (outcome, version) = match stored {
+            Stored::Request => (None, Some(VERSION)),
+            Stored::Ping { outcome } => (Some(outcome), None),
+        };
+        let mut shown = self.shown(View::Operator, outcome);
+        shown.version = version;
+        serde_json::to_string(&shown).expect("a decision's view has string keys")
+    }
+
+    fn shown(&self, view: View, outcome: Option<&'static str>) -> Shown<'_> {
+        let delivered = if self.deliveries.is_empty() {
+            "not_delivered"
+        } else {
+            "delivered"
+        };
+        Shown {
+            request_id: &self.request_id,
+            outcome: outcome.unwrap_or(delivered),
+            reason: self.reason.code(),
+            evaluation: self.evaluation.as_ref(),
+            deliveries: Deliveries(&self.deliveries),
+            candidates: Candidates(&self.candidates, view),
+            decided_at: crate::clock::iso(self.decided_at),
+            version: None,
+        }
     }
 }
 
-fn candidate_json(candidate: &Candidate, view: View) -> Value {
-    let mut shown = Map::new();
-    shown.insert("buyerAccountId".into(), json!(candidate.buyer_id));
-    shown.insert("eligible".into(), json!(candidate.reason.is_eligible()));
-    shown.insert("reason".into(), json!(candidate.reason.code()));
+/// Where an operator's view is stored.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stored {
+    Request,
+    Ping { outcome: &'static str },
+}
+
+/// One request's decision as shown: the keys of DESIGN.md section 5 in their order, the
+/// operator's `version` last (typed, so that no `Value` tree is built per candidate).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Shown<'a> {
+    request_id: &'a str,
+    outcome: &'a str,
+    reason: &'static str,
+    evaluation: Option<&'a Evaluation>,
+    deliveries: Deliveries<'a>,
+    candidates: Candidates<'a>,
+    decided_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'static str>,
+}
+
+struct Deliveries<'a>(&'a [Delivery]);
+
+impl Serialize for Deliveries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Shown<'a> {
+            transaction_id: &'a str,
+            buyer_account_id: &'a str,
+            buyer_price: f64,
+            delivery_mode: &'static str,
+        }
+        serializer.collect_seq(self.0.iter().map(|d| Shown {
+            transaction_id: &d.transaction_id,
+            buyer_account_id: &d.buyer_id,
+            buyer_price: crate::money::as_f64(d.price_cents),
+            delivery_mode: d.mode.as_str(),
+        }))
+    }
+}
+
+struct Candidates<'a>(&'a [Candidate], View);
+
+impl Serialize for Candidates<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|c| candidate_shown(c, self.1)))
+    }
+}
+
+/// A candidate as shown: to the partner only the buyer, its verdict and of a
+/// `filter_mismatch` the field; to the operator also the full detail, price, priority and
+/// when the buyer was last served.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CandidateShown<'a> {
+    buyer_account_id: &'a str,
+    eligible: bool,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<Detail<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    buyer_price: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<i64>,
+    /// `Some(None)` shows `null`: the operator sees the key for a buyer never served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_served_at: Option<Option<String>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Detail<'a> {
+    Full(&'a Value),
+    Field { field: &'a Value },
+}
+
+fn candidate_shown(candidate: &Candidate, view: View) -> CandidateShown<'_> {
+    let mut shown = CandidateShown {
+        buyer_account_id: &candidate.buyer_id,
+        eligible: candidate.reason.is_eligible(),
+        reason: candidate.reason.code(),
+        detail: None,
+        buyer_price: None,
+        priority: None,
+        last_served_at: None,
+    };
     match view {
         View::Partner => {
-            if candidate.reason == Reason::FilterMismatch
-                && let Some(field) = candidate.detail.as_ref().and_then(|d| d.get("field"))
-            {
-                shown.insert("detail".into(), json!({"field": field}));
+            if candidate.reason == Reason::FilterMismatch {
+                shown.detail = candidate
+                    .detail
+                    .as_ref()
+                    .and_then(|d| d.get("field"))
+                    .map(|field| Detail::Field { field });
             }
         }
         View::Operator => {
-            if let Some(detail) = &candidate.detail {
-                shown.insert("detail".into(), detail.clone());
-            }
-            shown.insert(
-                "buyerPrice".into(),
-                crate::money::to_json(candidate.price_cents),
-            );
-            shown.insert("priority".into(), json!(candidate.priority));
-            shown.insert(
-                "lastServedAt".into(),
-                json!(candidate.last_served_at.map(crate::clock::iso)),
-            );
+            shown.detail = candidate.detail.as_ref().map(Detail::Full);
+            shown.buyer_price = Some(crate::money::as_f64(candidate.price_cents));
+            shown.priority = Some(candidate.priority);
+            shown.last_served_at = Some(candidate.last_served_at.map(crate::clock::iso));
         }
     }
-    Value::Object(shown)
+    shown
 }
 
 /// Every evaluated interest of one lead: the ingest result's `autoDelivery`.
@@ -219,7 +307,7 @@ fn partner_view_of_stored(stored: &Value) -> Value {
 /// Stores the operator's view of `decision` on its lead request and sets the request's
 /// status to `delivered` or `not_delivered`.
 pub(crate) fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
-    store_with(conn, decision, |_| {})
+    write(conn, decision, &decision.operator_text(Stored::Request))
 }
 
 /// [`store`], with `annotate` adding to the operator's view first: a post names its ping,
@@ -232,12 +320,18 @@ pub(crate) fn store_with(
     let mut stored = decision.to_json(View::Operator);
     stored["version"] = json!(VERSION);
     annotate(&mut stored);
+    write(conn, decision, &stored.to_string())
+}
+
+/// Stores `text`, the operator's view of `decision`, on its lead request with the
+/// request's status.
+fn write(conn: &Connection, decision: &RequestDecision, text: &str) -> rusqlite::Result<()> {
     let status = if decision.deliveries.is_empty() {
         RequestStatus::NotDelivered
     } else {
         RequestStatus::Delivered
     };
-    crate::ingest::status::record_decision(conn, &decision.request_id, &stored.to_string(), status)
+    crate::ingest::status::record_decision(conn, &decision.request_id, text, status)
 }
 
 #[cfg(test)]
@@ -331,6 +425,37 @@ mod tests {
         assert_eq!(broke["buyerPrice"], 25.0);
         assert_eq!(broke["priority"], 3);
         assert_eq!(shown["candidates"][1]["detail"]["op"], "prefix");
+    }
+
+    #[test]
+    fn the_stored_text_keeps_the_shape_and_key_order() {
+        let mut decided = decision();
+        decided.evaluation = None;
+        decided.candidates[0].last_served_at = Some(0);
+        assert_eq!(
+            decided.operator_text(Stored::Request),
+            r#"{"requestId":"lreq_1","outcome":"delivered","reason":"delivered","evaluation":null,"#
+                .to_owned()
+                + r#""deliveries":[{"transactionId":"txn_1","buyerAccountId":"sunco","buyerPrice":25.0,"deliveryMode":"exclusive"}],"#
+                + r#""candidates":[{"buyerAccountId":"sunco","eligible":true,"reason":"selected","buyerPrice":25.0,"priority":3,"lastServedAt":"1970-01-01T00:00:00.000Z"},"#
+                + r#"{"buyerAccountId":"north","eligible":false,"reason":"filter_mismatch","detail":{"field":"postalCode","op":"prefix","values":["80"]},"buyerPrice":25.0,"priority":3,"lastServedAt":null},"#
+                + r#"{"buyerAccountId":"broke","eligible":false,"reason":"insufficient_balance","detail":{"buyerPrice":25.0,"available":3.0},"buyerPrice":25.0,"priority":3,"lastServedAt":null}],"#
+                + r#""decidedAt":"1970-01-01T00:00:00.000Z","version":"1.0"}"#
+        );
+        let full = decision();
+        let mut through_values = full.to_json(View::Operator);
+        through_values["version"] = json!(VERSION);
+        assert_eq!(
+            full.operator_text(Stored::Request),
+            through_values.to_string(),
+            "the evaluation's factors too"
+        );
+        let ping = full.operator_text(Stored::Ping {
+            outcome: "reserved",
+        });
+        let ping: Value = serde_json::from_str(&ping).unwrap();
+        assert_eq!(ping["outcome"], "reserved");
+        assert!(ping.get("version").is_none());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::PingError;
 use super::store::{self, NewPing, PingStatus, Reservation};
-use crate::autodelivery::decision::{RequestDecision, RequestReason, View};
+use crate::autodelivery::decision::{RequestDecision, RequestReason, Stored};
 use crate::autodelivery::eligibility::{self, Candidate};
 use crate::autodelivery::features::{Feature, Features};
 use crate::autodelivery::{self, Attempt, ProductTerms, Settings, evaluator, select};
@@ -196,8 +196,9 @@ pub(crate) fn decide(
         candidates,
         decided_at: now,
     };
-    let mut shown = decision.to_json(View::Operator);
-    shown["outcome"] = json!(if accepted { "reserved" } else { "rejected" });
+    let shown = decision.operator_text(Stored::Ping {
+        outcome: if accepted { "reserved" } else { "rejected" },
+    });
     let answer = if accepted {
         let cost = settings
             .source_cost_cents
@@ -238,7 +239,7 @@ pub(crate) fn decide(
             status: answer.status,
             reason: answer.reason,
             payout_cents: answer.payout_cents,
-            decision: &shown.to_string(),
+            decision: &shown,
             created_at: now,
             expires_at: answer.expires_at,
         },
