@@ -465,13 +465,13 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// The bids recorded since `since_ms`: count and latency by outcome.
+/// The bids recorded since `since_ms` (a ping's or a lead's): count and latency by outcome.
 fn bid_outcomes(db: &str, since_ms: i64) {
     let conn = open(db);
     let mut statement = conn
         .prepare(
             "SELECT outcome, count(*), sum(won), max(latency_ms) FROM bids
-             WHERE ping_id IS NOT NULL AND created_at >= ?1 GROUP BY outcome ORDER BY outcome",
+             WHERE created_at >= ?1 GROUP BY outcome ORDER BY outcome",
         )
         .expect("the query prepares");
     let rows: Vec<(String, i64, i64, i64)> = statement

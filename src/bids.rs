@@ -12,7 +12,7 @@
 //! Does not decide who wins (`autodelivery::select`, the ping's `route`) and does not send
 //! anything itself (`outbox::bid`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
@@ -134,18 +134,24 @@ pub(crate) fn eligible_bidders(
         .collect())
 }
 
+/// The bid requests of one lead request, ready to go out with others.
+pub(crate) struct Asking {
+    bidders: Vec<Bidder>,
+    calls: Vec<BidCall>,
+}
+
 /// The bid requests for `request` of `lead` to each of `bidders`: the product, its
 /// answers, postal code, city and country, never the person. `expires_at` is how long the
 /// bid is taken to hold (a ping's reservation, or the lead's decision).
-pub(crate) fn calls(
+pub(crate) fn asking(
     lead: &StoredLead,
     request: &StoredRequest,
-    bidders: &[Bidder],
+    bidders: Vec<Bidder>,
     delivery_mode: &str,
     expires_at: i64,
-) -> Vec<BidCall> {
+) -> Asking {
     let fields = &lead.fields.person;
-    bidders
+    let calls = bidders
         .iter()
         .map(|b| {
             let id = crate::ids::new("bid");
@@ -171,13 +177,40 @@ pub(crate) fn calls(
                 }),
             }
         })
+        .collect();
+    Asking { bidders, calls }
+}
+
+/// Sends the bid requests of every request in `asking` at once and waits for each at
+/// most its buyer's timeout; the bids of each request, in `asking`'s order.
+pub(crate) async fn collect(client: &BidClient, asking: Vec<Asking>) -> Vec<Bids> {
+    let mut of_call: HashMap<String, usize> = HashMap::new();
+    let mut calls = Vec::new();
+    let mut bidders = Vec::with_capacity(asking.len());
+    for (n, one) in asking.into_iter().enumerate() {
+        for call in one.calls {
+            of_call.insert(call.bid_request_id.clone(), n);
+            calls.push(call);
+        }
+        bidders.push(one.bidders);
+    }
+    let mut results: Vec<Vec<BidResult>> = bidders.iter().map(|_| Vec::new()).collect();
+    for result in client.collect(calls).await {
+        if let Some(&n) = of_call.get(&result.bid_request_id) {
+            results[n].push(result);
+        }
+    }
+    bidders
+        .iter()
+        .zip(results)
+        .map(|(bidders, results)| tally(bidders, results))
         .collect()
 }
 
 /// What `bidders` answered (`results`, matched by buyer): the usable bids within each
 /// buyer's min/max price, and every answer as recorded. A bidder without a result (its
 /// task failed) was asked and made no bid.
-pub(crate) fn tally(bidders: &[Bidder], results: Vec<BidResult>) -> Bids {
+fn tally(bidders: &[Bidder], results: Vec<BidResult>) -> Bids {
     let mut bids = Bids::default();
     for bidder in bidders {
         bids.known.asked.insert(bidder.buyer_id.clone());
@@ -225,20 +258,6 @@ pub(crate) fn tally(bidders: &[Bidder], results: Vec<BidResult>) -> Bids {
         });
     }
     bids
-}
-
-/// Asks every bidder of one request at once and tallies the answers.
-pub(crate) async fn collect(
-    client: &BidClient,
-    (lead, request): (&StoredLead, &StoredRequest),
-    bidders: Vec<Bidder>,
-    delivery_mode: &str,
-    expires_at: i64,
-) -> Bids {
-    let results = client
-        .collect(calls(lead, request, &bidders, delivery_mode, expires_at))
-        .await;
-    tally(&bidders, results)
 }
 
 /// What a recorded bid was asked for.

@@ -4,8 +4,8 @@
 //! Owns the order of the steps and where each runs: source lookup and product lookup on
 //! the read pool, parsing, validation, normalisation and quality on the request's task,
 //! the bids for leads to be auto-delivered to bid-priced buyers ([`ask_for_bids`]: read
-//! on the pool, asked on the task), and one writer job for all of a request's leads. The steps themselves live in the
-//! sibling modules. The HTTP half (path, headers, reading the body, the status code) is
+//! on the pool, asked on the task), and one writer job for all of a request's leads. The
+//! steps themselves live in the sibling modules. The HTTP half (path, headers, reading the body, the status code) is
 //! `http::handlers::ingest`, which calls [`admit`] before it reads the body and [`ingest`]
 //! after.
 
@@ -26,7 +26,7 @@ use crate::config::source::{self, Source};
 use crate::db::Db;
 use crate::metrics::Metrics;
 use crate::outbox::Notifier;
-use crate::outbox::bid::{BidCall, BidClient};
+use crate::outbox::bid::BidClient;
 
 /// What an ingest request uses besides its own input: the database, the outbox workers'
 /// wake-up, the counters and the bid client.
@@ -223,14 +223,6 @@ fn bid_on(catalog: &Catalog, interest: &crate::ingest::model::Interest) -> bool 
         .is_some_and(|product| product.bid_subscriptions)
 }
 
-/// One request's bid requests, before they go out.
-struct Asking {
-    lead: usize,
-    position: usize,
-    bidders: Vec<crate::bids::Bidder>,
-    calls: Vec<BidCall>,
-}
-
 /// Collects the bids for every interest of `leads` that auto-delivery will decide in a
 /// product with bid-priced subscriptions (DESIGN.md section 14) and hands them to each
 /// lead for the writer job (`PreparedLead::bids`), which re-checks eligibility with them
@@ -265,7 +257,8 @@ async fn ask_for_bids(
         return Ok(());
     }
     let now = crate::clock::now_ms();
-    let mut asking = services.db.read_blocking(|conn| {
+    let mut asked = Vec::new();
+    let asking = services.db.read_blocking(|conn| {
         let Some(settings) =
             crate::autodelivery::Settings::load_for(conn, &target.container_id, &target.id, now)?
         else {
@@ -297,51 +290,27 @@ async fn ask_for_bids(
             }
             // The bid holds until the lead is decided: when the slowest may answer.
             let decided_by = now + bidders.iter().map(|b| b.timeout_ms()).max().unwrap_or(0);
-            let calls = crate::bids::calls(
-                &stored,
-                request,
-                &bidders,
-                settings.mode.as_str(),
-                decided_by,
-            );
-            asking.push(Asking {
-                lead: index,
-                position,
-                bidders,
-                calls,
-            });
+            let mode = settings.mode.as_str();
+            asked.push((index, position));
+            asking.push(crate::bids::asking(
+                &stored, request, bidders, mode, decided_by,
+            ));
         }
         Ok::<_, IngestError>(asking)
     })?;
     if asking.is_empty() {
         return Ok(());
     }
-    let mut asked_by: std::collections::HashMap<String, usize> = Default::default();
-    let mut calls = Vec::new();
-    for (n, one) in asking.iter_mut().enumerate() {
-        for call in one.calls.drain(..) {
-            asked_by.insert(call.bid_request_id.clone(), n);
-            calls.push(call);
-        }
-    }
-    let mut results: Vec<Vec<_>> = asking.iter().map(|_| Vec::new()).collect();
-    for result in services.bids.collect(calls).await {
-        if let Some(&n) = asked_by.get(&result.bid_request_id) {
-            results[n].push(result);
-        }
-    }
-    for (one, results) in asking.into_iter().zip(results) {
-        let bids = crate::bids::tally(&one.bidders, results);
+    let collected = crate::bids::collect(services.bids, asking).await;
+    for ((index, position), bids) in asked.into_iter().zip(collected) {
         for bid in &bids.recorded {
             services
                 .metrics
                 .bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
         }
-        let lead = &mut leads[one.lead];
-        if lead.bids.len() <= one.position {
-            lead.bids.resize(lead.lead.interests.len(), None);
-        }
-        lead.bids[one.position] = Some(bids);
+        let lead = &mut leads[index];
+        lead.bids.resize(lead.lead.interests.len(), None);
+        lead.bids[position] = Some(bids);
     }
     Ok(())
 }

@@ -209,14 +209,11 @@ async fn ask_bidders(
     if bidders.is_empty() {
         return Ok(crate::bids::Bids::default());
     }
-    let collected = crate::bids::collect(
-        bid_client,
-        (&prepared.lead, prepared.request()),
-        bidders,
-        mode,
-        now + ttl,
-    )
-    .await;
+    let asking = crate::bids::asking(&prepared.lead, prepared.request(), bidders, mode, now + ttl);
+    let collected = crate::bids::collect(bid_client, vec![asking])
+        .await
+        .pop()
+        .unwrap_or_default();
     for bid in &collected.recorded {
         metrics.bid(&bid.buyer_id, bid.outcome, bid.latency_ms);
     }
