@@ -450,7 +450,6 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
         .to
         .tomorrow()
         .map_or(i64::MAX, |next| start_of(next, &tz));
-    let timed = query.by.iter().any(|b| b.is_time());
     let needs = |dims: &[By]| query.by.iter().any(|b| dims.contains(b));
     let (sql, columns) = bucket_query(&query.by);
     let suppliers: HashMap<String, Option<String>> = if needs(&[By::Supplier]) {
