@@ -526,21 +526,15 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
         for (slot, by) in key.iter_mut().zip(&query.by) {
             *slot = match by {
                 By::Day | By::Week | By::Month => period_offset(*by, query.from, date),
-                By::Source => names
-                    .entry(By::Source)
-                    .or_default()
-                    .id(source_id.as_deref()),
+                By::Source => names.entry(By::Source).or_default().id(source_id),
                 By::Supplier => {
                     let supplier = source_id
                         .and_then(|s| suppliers.get(s))
                         .and_then(|s| s.as_deref());
                     names.entry(By::Supplier).or_default().id(supplier)
                 }
-                By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id.as_deref()),
-                By::Product => names
-                    .entry(By::Product)
-                    .or_default()
-                    .id(product_id.as_deref()),
+                By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id),
+                By::Product => names.entry(By::Product).or_default().id(product_id),
             };
         }
         grouped.entry(key).or_default().add(&figures);
