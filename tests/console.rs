@@ -631,10 +631,11 @@ fn the_figures_count_each_status_duplicate_and_quality() {
     let cookie = login(&server);
 
     let overview = get(&server, "/", &cookie).text;
-    // Received, sold, revenue and margin (the rejected sale counts for neither), returns.
+    // Received, sold, revenue (the rejected sale counts for none) and margin (its lead's
+    // supplier cost stays: no confirmed cancellation took it back), returns.
     assert_eq!(
         row_cells(&overview, "<th scope=\"row\">Today</th>"),
-        ["5", "3", "60.00", "52.00", "33.3%"]
+        ["5", "3", "60.00", "48.00", "33.3%"]
     );
     // Every lead is in one of the 48 hours (summed: the test may cross an hour).
     let hours = overview.split("id=\"leads-per-hour\"").nth(1).unwrap();
@@ -848,7 +849,7 @@ fn the_reports_page_and_csv_are_the_cli_report() {
     assert_eq!(
         totals,
         [
-            "4", "2", "1", "1", "2", "1", "1", "0", "30.00", "4.00", "26.00", "50.0%"
+            "4", "2", "1", "1", "2", "1", "1", "0", "30.00", "8.00", "22.00", "50.0%"
         ],
         "the figures of what the test did"
     );
@@ -864,7 +865,7 @@ fn the_reports_page_and_csv_are_the_cli_report() {
     let overview = get(&server, "/", &cookie).text;
     assert_eq!(
         row_cells(&overview, "<th scope=\"row\">Today</th>"),
-        ["4", "2", "30.00", "26.00", "50.0%"]
+        ["4", "2", "30.00", "22.00", "50.0%"]
     );
     let sources = get(&server, "/sources", &cookie);
     assert_escaped("/sources", &sources, &[SCRIPT_SHOWN]);
@@ -923,7 +924,7 @@ fn the_reports_page_and_csv_are_the_cli_report() {
     );
     assert!(
         csv.text
-            .contains("\r\nsrc,b,0,0,0,0,2,1,1,0,30.00,4.00,26.00,0.5000\r\n")
+            .contains("\r\nsrc,b,0,0,0,0,2,1,1,0,30.00,8.00,22.00,0.5000\r\n")
     );
 }
 

@@ -47,6 +47,17 @@ fn figures(row: &Value) -> Value {
     ])
 }
 
+/// What supplier `supplier` is owed: the sum of its ledger.
+fn owed(f: &Fixture, supplier: &str) -> f64 {
+    lr(&f.server, format!("ledger list --supplier {supplier}"))
+        .json()
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|entry| entry["amount"].as_f64().expect("an amount"))
+        .sum()
+}
+
 /// A person with `email` (both duplicate sources are in one channel: each gets its own).
 fn twin(email: &str) -> Value {
     json!({"firstName": "Tess", "lastName": "Twin", "email": email,
@@ -149,7 +160,9 @@ fn report_numbers_equal_what_the_test_did() {
     let shown = report(&f, "");
     assert_eq!(
         figures(&shown["totals"]),
-        json!([13, 9, 2, 2, 5, 2, 2, 1, 80.0, 8.0, 72.0]),
+        // Supplier cost: ta's, tc's (its cancellation is still pending: the supplier's
+        // ledger holds it) and src2's; tb's was reversed by the confirmed cancellation.
+        json!([13, 9, 2, 2, 5, 2, 2, 1, 80.0, 12.0, 68.0]),
         "{shown}"
     );
     assert_eq!(shown["totals"]["returnRate"], json!(0.4));
@@ -168,7 +181,7 @@ fn report_numbers_equal_what_the_test_did() {
     let by_buyer = report(&f, "--by buyer");
     assert_eq!(
         figures(row(&by_buyer, "buyer", json!("a"))),
-        json!([0, 0, 0, 0, 3, 1, 1, 0, 55.0, 8.0, 47.0])
+        json!([0, 0, 0, 0, 3, 1, 1, 0, 55.0, 12.0, 43.0])
     );
     assert_eq!(
         figures(row(&by_buyer, "buyer", json!("b"))),
@@ -184,7 +197,12 @@ fn report_numbers_equal_what_the_test_did() {
     let by_supplier = report(&f, "--by supplier");
     assert_eq!(
         figures(row(&by_supplier, "supplier", json!("sup"))),
-        json!([4, 3, 0, 1, 3, 1, 2, 0, 30.0, 4.0, 26.0])
+        json!([4, 3, 0, 1, 3, 1, 2, 0, 30.0, 8.0, 22.0])
+    );
+    assert_eq!(
+        owed(&f, "sup"),
+        8.0,
+        "the report's supplier cost is the ledger's"
     );
     assert_eq!(
         figures(row(&by_supplier, "supplier", json!("other"))),
@@ -289,20 +307,28 @@ fn check_reports_an_aggregate_that_differs_from_a_recount() {
     );
 }
 
-/// The statements of the report migration that fill the aggregate from the stored rows
-/// (found by name: the migration's number is the next free one when it lands).
+/// The statements of the report migrations that fill the aggregate from the stored rows:
+/// the first one's, then the one that counts the supplier cost again (found by name: a
+/// migration's number is the next free one when it lands).
 fn backfill() -> String {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("_report.sql"))
-        .expect("the report migration exists");
-    let sql = std::fs::read_to_string(file).unwrap();
-    let at = sql
+    let migration = |suffix: &str| {
+        let file = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(suffix))
+            .expect("the report migration exists");
+        std::fs::read_to_string(file).unwrap()
+    };
+    let first = migration("_report.sql");
+    let at = first
         .find("INSERT INTO report_buckets")
         .expect("it fills the table");
-    sql[at..].to_string()
+    format!(
+        "{}\n{}",
+        &first[at..],
+        migration("_report_supplier_cost.sql")
+    )
 }
 
 #[test]
@@ -323,6 +349,7 @@ fn the_migration_fills_the_aggregate_of_an_existing_file_from_its_rows() {
     ));
     f.lead_on("plain", &["solar"]);
     let before = report(&f, "--by source --by buyer");
+    assert_eq!(before["totals"]["supplierCost"], 8.0, "{before}");
 
     // A file from before the aggregate: its rows, and no counts.
     let db = f.server.db.path.clone();
@@ -333,4 +360,56 @@ fn the_migration_fills_the_aggregate_of_an_existing_file_from_its_rows() {
     drop(conn);
     assert_eq!(report(&f, "--by source --by buyer"), before);
     assert_eq!(lr(&db, "check").json()["ok"], true);
+}
+
+#[test]
+fn supplier_cost_is_what_the_suppliers_ledger_holds() {
+    let f = Fixture::new();
+    let caps = ["--capabilities", "confirm"];
+    let a = f.buyer("a", &caps);
+    let b = f.buyer("b", &caps);
+    let reject = |secret: &str, transaction: &str| {
+        ok(f.call(
+            CONFIRMATION,
+            secret,
+            &json!({"transactionId": transaction, "status": "rejected"}),
+        ))
+    };
+    let supplier_answers = |lead: &str, status: &str| {
+        ok(f.server
+            .request("POST", SUPPLIER_CONFIRMATION)
+            .secret(SUPPLIER_KEY)
+            .json(&json!({"leadId": lead, "status": status}))
+            .send())
+    };
+    let cost = || {
+        row(&report(&f, "--by supplier"), "supplier", json!("sup"))["supplierCost"]
+            .as_f64()
+            .unwrap()
+    };
+
+    // Sold and rejected: a cancellation opens, and until the supplier confirms it the
+    // supplier is owed the lead.
+    let (disputed, requests) = f.lead_on("src", &["solar"]);
+    let t1 = f.deliver(&requests[0], "a");
+    reject(&a, &t1);
+    assert_eq!((cost(), owed(&f, "sup")), (4.0, 4.0));
+    // The supplier disputes: it keeps the money, the operator bears the cost.
+    supplier_answers(&disputed, "rejected");
+    assert_eq!((cost(), owed(&f, "sup")), (4.0, 4.0));
+    // The lead, active again, sold to another buyer: that transaction takes the cost over
+    // and buys nothing new, so the lead is counted once.
+    let t2 = f.deliver(&requests[0], "b");
+    assert_eq!(f.transaction(&t2)["supplierCost"], 4.0);
+    assert_eq!((cost(), owed(&f, "sup")), (4.0, 4.0));
+    reject(&b, &t2);
+    assert_eq!((cost(), owed(&f, "sup")), (4.0, 4.0));
+    // Rejected and confirmed: the cost is reversed, in the ledger and in the report.
+    let (confirmed, requests) = f.lead_on("src", &["solar"]);
+    let t3 = f.deliver(&requests[0], "a");
+    assert_eq!((cost(), owed(&f, "sup")), (8.0, 8.0));
+    reject(&a, &t3);
+    supplier_answers(&confirmed, "acknowledged");
+    assert_eq!((cost(), owed(&f, "sup")), (4.0, 4.0));
+    assert_eq!(lr(&f.server, "check").json()["ok"], true);
 }

@@ -60,6 +60,10 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0016_storage.sql")),
     // Retention takes the pings that never became a lead: their walk by workspace and age.
     sql(include_str!("../../migrations/0017_ping_retention.sql")),
+    // The report's supplier cost counted as the ledger owes it (returned transactions too).
+    sql(include_str!(
+        "../../migrations/0018_report_supplier_cost.sql"
+    )),
 ];
 
 /// The schema version this binary writes.

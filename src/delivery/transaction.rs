@@ -422,6 +422,7 @@ pub(crate) fn create(
     };
     crate::caps::count(conn, new.buyer_id, new.product_id, &windows)?;
     append_history(conn, new.id, None, Status::Delivered, actor, None, now)?;
+    let supplier_cost_cents = report_cost(conn, new.id, new.supplier_cost_cents)?;
     count(
         conn,
         None,
@@ -433,9 +434,30 @@ pub(crate) fn create(
             delivered_at: now,
             status: Status::Delivered,
             buyer_price_cents: new.buyer_price_cents,
-            supplier_cost_cents: new.supplier_cost_cents,
+            supplier_cost_cents,
         },
     )
+}
+
+/// The supplier cost transaction `id` (carrying `supplier_cost_cents`) counts for in the
+/// reports: its own when it bought the lead, i.e. no earlier transaction of its request
+/// carries one; 0 when it took the cost over from a rejected or cancelled one, which
+/// bought nothing new (`delivery::deliver` posts the cost to the supplier's ledger once).
+/// Stable while the transaction lives: costs change only when a confirmed cancellation
+/// sets them all to 0 ([`reverse_supplier_cost`]).
+fn report_cost(conn: &Connection, id: &str, supplier_cost_cents: i64) -> rusqlite::Result<i64> {
+    if supplier_cost_cents == 0 {
+        return Ok(0);
+    }
+    let taken_over: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM transactions t JOIN transactions e
+                              ON e.lead_request_id = t.lead_request_id
+                            WHERE t.id = ?1 AND e.supplier_cost_cents > 0
+                              AND (e.created_at, e.rowid) < (t.created_at, t.rowid))",
+        )?
+        .query_row([id], |row| row.get(0))?;
+    Ok(if taken_over { 0 } else { supplier_cost_cents })
 }
 
 /// Tells the reports what a write did to a transaction (`before`: `None` when it is new):
@@ -460,8 +482,12 @@ fn stored(conn: &Connection, id: &str) -> rusqlite::Result<(Transaction, String)
 
 impl Transaction {
     /// The transaction as the reports count it, under its lead's `source_id`.
-    fn counted<'a>(&'a self, source_id: &'a str) -> Counted<'a> {
-        Counted {
+    fn counted<'a>(
+        &'a self,
+        conn: &Connection,
+        source_id: &'a str,
+    ) -> rusqlite::Result<Counted<'a>> {
+        Ok(Counted {
             workspace_id: &self.workspace_id,
             source_id,
             buyer_id: &self.buyer_id,
@@ -469,8 +495,8 @@ impl Transaction {
             delivered_at: self.created_at,
             status: self.status,
             buyer_price_cents: self.buyer_price_cents,
-            supplier_cost_cents: self.supplier_cost_cents,
-        }
+            supplier_cost_cents: report_cost(conn, &self.id, self.supplier_cost_cents)?,
+        })
     }
 }
 
@@ -503,7 +529,7 @@ pub(crate) fn move_to(
     }
     append_history(conn, id, Some(from), to, actor, reason, now)?;
     let source_id = source_of_lead(conn, &moved.lead_id)?;
-    let after = moved.counted(&source_id);
+    let after = moved.counted(conn, &source_id)?;
     let before = Counted {
         status: from,
         ..after
@@ -526,7 +552,7 @@ pub(crate) fn set_price(
          WHERE id = ?1",
     )?
     .execute(params![id, buyer_price_cents, charged_cents])?;
-    let before = was.counted(&source_id);
+    let before = was.counted(conn, &source_id)?;
     let after = Counted {
         buyer_price_cents,
         ..before
@@ -564,6 +590,8 @@ pub(crate) fn clear_charge(conn: &Connection, id: &str) -> rusqlite::Result<()> 
 
 /// Sets the transaction's supplier cost to 0 and its margin to its buyer price, and notes
 /// `reason` in its history (an entry that keeps the state: from and to are the same).
+/// Several transactions of one request are reversed newest first: what one counts for in
+/// the reports depends on the earlier ones still carrying their cost ([`report_cost`]).
 pub(crate) fn reverse_supplier_cost(
     conn: &Connection,
     transaction: &Transaction,
@@ -588,7 +616,7 @@ pub(crate) fn reverse_supplier_cost(
         Some(reason),
         now,
     )?;
-    let before = was.counted(&source_id);
+    let before = was.counted(conn, &source_id)?;
     let after = Counted {
         supplier_cost_cents: 0,
         ..before

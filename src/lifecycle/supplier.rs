@@ -137,8 +137,11 @@ fn reverse_supplier_cost(
 ) -> rusqlite::Result<()> {
     let actor = format!("supplier:{supplier_id}");
     const WHY: &str = "the supplier confirmed the lead cancellation";
+    // Newest first: the reports count a cost on the earliest transaction that carries it,
+    // so the later ones are reversed while it still does.
     for carrying in transaction::of_lead(conn, lead_id)?
         .into_iter()
+        .rev()
         .filter(|t| t.supplier_cost_cents != 0)
     {
         let reason = format!(

@@ -138,17 +138,21 @@ pub(crate) struct Counted<'a> {
     pub(crate) delivered_at: i64,
     pub(crate) status: Status,
     pub(crate) buyer_price_cents: i64,
+    /// The supplier cost it counts for: its own when it bought the lead (the first
+    /// transaction of its request that carries one), 0 when it took the cost over from a
+    /// returned one (`delivery::transaction::report_cost`).
     pub(crate) supplier_cost_cents: i64,
 }
 
 impl Counted<'_> {
     /// What one transaction counts for: sold once; acknowledged while it is acknowledged
     /// or further along (payout pending, paid); returned when the buyer rejected or
-    /// cancelled it; paid when paid. A returned transaction carries neither revenue nor
-    /// supplier cost: the lead's cost moves to the next buyer's transaction of the request
-    /// (`delivery::deliver`), or the supplier's confirmed cancellation takes it back. So
-    /// revenue less supplier cost is the margin of the live transactions, as each
-    /// transaction shows it.
+    /// cancelled it; paid when paid. A returned transaction carries no revenue, but the
+    /// supplier cost stays where the lead was bought whatever the buyer did: the supplier
+    /// is owed it (the supplier's ledger holds it) until its confirmed cancellation
+    /// reverses it, which sets the cost to 0. A pending or disputed cancellation takes
+    /// nothing back. So the report's supplier cost is what the suppliers' ledgers hold for
+    /// the period's deliveries.
     fn figures(&self) -> Figures {
         let returned = !self.status.is_live();
         Figures {
@@ -160,11 +164,7 @@ impl Counted<'_> {
             returned: i64::from(returned),
             paid: i64::from(self.status == Status::Paid),
             revenue_cents: if returned { 0 } else { self.buyer_price_cents },
-            supplier_cost_cents: if returned {
-                0
-            } else {
-                self.supplier_cost_cents
-            },
+            supplier_cost_cents: self.supplier_cost_cents,
             ..Figures::default()
         }
     }
@@ -220,8 +220,12 @@ pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
                    sum(t.status IN ('rejected', 'cancelled')), sum(t.status = 'paid'),
                    sum(CASE WHEN t.status IN ('rejected', 'cancelled') THEN 0
                        ELSE t.buyer_price_cents END),
-                   sum(CASE WHEN t.status IN ('rejected', 'cancelled') THEN 0
-                       ELSE t.supplier_cost_cents END)
+                   sum(CASE WHEN EXISTS (SELECT 1 FROM transactions e
+                                         WHERE e.lead_request_id = t.lead_request_id
+                                           AND e.supplier_cost_cents > 0
+                                           AND (e.created_at, e.rowid)
+                                               < (t.created_at, t.rowid))
+                       THEN 0 ELSE t.supplier_cost_cents END)
             FROM transactions t JOIN leads l ON l.id = t.lead_id GROUP BY 1, 2, 3, 4, 5),
          recount AS (
             SELECT workspace_id, bucket, source_id, buyer_id, product_id,
@@ -299,8 +303,9 @@ mod tests {
             (Status::Acknowledged, 1, 0, 0, 2500, 400),
             (Status::PayoutPending, 1, 0, 0, 2500, 400),
             (Status::Paid, 1, 0, 1, 2500, 400),
-            (Status::Rejected, 0, 1, 0, 0, 0),
-            (Status::Cancelled, 0, 1, 0, 0, 0),
+            // The supplier is owed the lead until a confirmed cancellation reverses it.
+            (Status::Rejected, 0, 1, 0, 0, 400),
+            (Status::Cancelled, 0, 1, 0, 0, 400),
         ];
         assert_eq!(table.len(), Status::ALL.len());
         for (status, acknowledged, returned, paid, revenue, cost) in table {

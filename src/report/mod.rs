@@ -52,7 +52,9 @@ pub(crate) struct Figures {
     pub paid: i64,
     /// Buyer prices of the transactions neither rejected nor cancelled.
     pub revenue_cents: i64,
-    /// Supplier costs of those transactions.
+    /// Supplier costs of the leads sold, each once (on the transaction that bought it)
+    /// whatever the buyer did, until the supplier's confirmed cancellation reverses it: what
+    /// the suppliers' ledgers hold.
     pub supplier_cost_cents: i64,
 }
 
@@ -375,10 +377,61 @@ const SUMS: &str = "sum(received), sum(accepted), sum(duplicates), sum(rejected)
     sum(sold), sum(acknowledged), sum(returned), sum(paid), sum(revenue_cents), \
     sum(supplier_cost_cents)";
 
+/// The statement summing the period's bucket rows for dimensions `by` (values: the
+/// workspace, the start and the end of the period), and the columns it groups by, first
+/// in each row. It groups by the shortest prefix of the primary key after the workspace
+/// (`bucket, source_id, buyer_id, product_id`) that holds every column the dimensions
+/// need: the rows come in that order, so SQLite sums each group as it reads it, with no
+/// sort. (Grouping by the needed columns alone, `GROUP BY buyer_id`, sorted the whole
+/// period's rows first: 3.6 times the time of a report by day.) [`run`] adds the groups up
+/// by the dimensions' values.
+fn bucket_query(by: &[By]) -> (String, Vec<&'static str>) {
+    let needs = |dims: &[By]| by.iter().any(|b| dims.contains(b));
+    let deepest = [
+        (by.iter().any(|b| b.is_time()), 1),
+        (needs(&[By::Source, By::Supplier]), 2),
+        (needs(&[By::Buyer]), 3),
+        (needs(&[By::Product]), 4),
+    ]
+    .into_iter()
+    .filter_map(|(wanted, depth)| wanted.then_some(depth))
+    .max()
+    .unwrap_or(0);
+    let columns = ["bucket", "source_id", "buyer_id", "product_id"][..deepest].to_vec();
+    let sql = if columns.is_empty() {
+        format!(
+            "SELECT {SUMS} FROM report_buckets
+             WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3"
+        )
+    } else {
+        // Each name is a constant of the list above.
+        let list = columns.join(", ");
+        format!(
+            "SELECT {list}, {SUMS} FROM report_buckets
+             WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3
+             GROUP BY {list}"
+        )
+    };
+    (sql, columns)
+}
+
+/// Grouped column `at` of `row` (then the next) as SQLite holds its text, without a copy
+/// per row; `None` when the dimensions do not ask for it.
+fn grouped_text<'r>(
+    row: &'r rusqlite::Row,
+    at: &mut usize,
+    wanted: bool,
+) -> rusqlite::Result<Option<&'r str>> {
+    let value = row.get_ref(*at)?.as_str()?;
+    *at += 1;
+    Ok(wanted.then_some(value))
+}
+
 /// Makes the report: reads the period's bucket rows (one range of the primary key), sums
-/// them in SQLite by the columns the dimensions need, then cuts the quarter hours into
-/// the workspace's local days, weeks and months. When every dimension is a period, every
-/// period of the range has a row, also one without data.
+/// them in SQLite by a prefix of its key ([`bucket_query`]), adds those sums up by the
+/// dimensions' values and cuts the quarter hours into the workspace's local days, weeks
+/// and months. When every dimension is a period, every period of the range has a row,
+/// also one without data.
 pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
     if query.from > query.to {
         return Err(ReportError::Backwards {
@@ -397,32 +450,8 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
         .to
         .tomorrow()
         .map_or(i64::MAX, |next| start_of(next, &tz));
-    let timed = query.by.iter().any(|b| b.is_time());
     let needs = |dims: &[By]| query.by.iter().any(|b| dims.contains(b));
-    // The columns to group by: only what the dimensions need, so SQLite sums the rest.
-    // Each name is a constant of this list.
-    let columns: Vec<&str> = [
-        (timed, "bucket"),
-        (needs(&[By::Source, By::Supplier]), "source_id"),
-        (needs(&[By::Buyer]), "buyer_id"),
-        (needs(&[By::Product]), "product_id"),
-    ]
-    .into_iter()
-    .filter_map(|(wanted, column)| wanted.then_some(column))
-    .collect();
-    let sql = if columns.is_empty() {
-        format!(
-            "SELECT {SUMS} FROM report_buckets
-             WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3"
-        )
-    } else {
-        let list = columns.join(", ");
-        format!(
-            "SELECT {list}, {SUMS} FROM report_buckets
-             WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3
-             GROUP BY {list} ORDER BY {list}"
-        )
-    };
+    let (sql, columns) = bucket_query(&query.by);
     let suppliers: HashMap<String, Option<String>> = if needs(&[By::Supplier]) {
         let mut stmt = conn.prepare_cached("SELECT id, supplier_id FROM sources")?;
         let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -441,12 +470,7 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
     let mut rows = stmt.query(params![query.workspace_id, start, end])?;
     while let Some(row) = rows.next()? {
         let mut at = 0;
-        let text = |at: &mut usize| -> rusqlite::Result<Option<String>> {
-            let value: String = row.get(*at)?;
-            *at += 1;
-            Ok(Some(value))
-        };
-        let date = if timed {
+        let date = if columns.first() == Some(&"bucket") {
             let bucket: i64 = row.get(0)?;
             at += 1;
             match current {
@@ -463,17 +487,17 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
             query.from
         };
         let source_id = if columns.contains(&"source_id") {
-            text(&mut at)?
+            grouped_text(row, &mut at, needs(&[By::Source, By::Supplier]))?
         } else {
             None
         };
         let buyer_id = if columns.contains(&"buyer_id") {
-            text(&mut at)?
+            grouped_text(row, &mut at, needs(&[By::Buyer]))?
         } else {
             None
         };
         let product_id = if columns.contains(&"product_id") {
-            text(&mut at)?
+            grouped_text(row, &mut at, needs(&[By::Product]))?
         } else {
             None
         };
@@ -502,22 +526,15 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
         for (slot, by) in key.iter_mut().zip(&query.by) {
             *slot = match by {
                 By::Day | By::Week | By::Month => period_offset(*by, query.from, date),
-                By::Source => names
-                    .entry(By::Source)
-                    .or_default()
-                    .id(source_id.as_deref()),
+                By::Source => names.entry(By::Source).or_default().id(source_id),
                 By::Supplier => {
                     let supplier = source_id
-                        .as_ref()
                         .and_then(|s| suppliers.get(s))
                         .and_then(|s| s.as_deref());
                     names.entry(By::Supplier).or_default().id(supplier)
                 }
-                By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id.as_deref()),
-                By::Product => names
-                    .entry(By::Product)
-                    .or_default()
-                    .id(product_id.as_deref()),
+                By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id),
+                By::Product => names.entry(By::Product).or_default().id(product_id),
             };
         }
         grouped.entry(key).or_default().add(&figures);

@@ -168,3 +168,35 @@ fn weeks_start_on_monday_and_months_on_the_first() {
         ]
     );
 }
+
+#[test]
+fn every_report_sums_its_period_in_key_order_without_a_sort() {
+    let (_dir, conn) = database("UTC");
+    let cases: [&[By]; 7] = [
+        &[],
+        &[By::Day],
+        &[By::Buyer],
+        &[By::Product],
+        &[By::Source],
+        &[By::Day, By::Supplier],
+        &[By::Month, By::Buyer, By::Product],
+    ];
+    for by in cases {
+        let (sql, _) = super::bucket_query(by);
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(rusqlite::params!["ws", 0, 1], |row| row.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            plan.iter().any(|s| s.starts_with("SEARCH report_buckets")),
+            "{by:?}: one range of the key: {plan:?}"
+        );
+        assert!(
+            plan.iter().all(|s| !s.contains("TEMP B-TREE")),
+            "{by:?}: no sort: {plan:?}"
+        );
+    }
+}
