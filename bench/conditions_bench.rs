@@ -31,6 +31,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[path = "client.rs"]
 mod client;
+#[path = "support/delivery.rs"]
+mod delivery;
 #[path = "support/receiver.rs"]
 mod receiver;
 
@@ -38,11 +40,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leadrelay::config::{buyer, container, product, source, workspace};
+use delivery::{
+    Service, Setup, buyer_id, configure, deliver, round_robin, seed_lead_requests, wait_until,
+};
 use leadrelay::db::{Db, DbError};
-use leadrelay::delivery::{DeliveryError, DeliveryOrder};
 use leadrelay::outbox::{Notifier, WorkerConfig};
-use leadrelay::service::ServiceOptions;
 use receiver::{Behaviour, Receivers, ms, percentile};
 use serde_json::json;
 
@@ -99,183 +101,6 @@ fn settings() -> Settings {
     s
 }
 
-/// A fresh file with one workspace, channel `web` (automated delivery, exclusive), source
-/// `src`, product `solar` and one buyer per receiver (`b00`, `b01`, …), each subscribed at
-/// the same price with caps far above what a run delivers. Returns the source's secret.
-fn configure(db: &Db, urls: Vec<String>) -> String {
-    db.write_blocking(move |conn| {
-        workspace::create(
-            conn,
-            &workspace::NewWorkspace {
-                id: Some("ws"),
-                name: "Bench",
-                timezone: "Europe/Berlin",
-                retention: None,
-            },
-        )?;
-        container::create(
-            conn,
-            &container::NewContainer {
-                id: Some("web"),
-                workspace_id: "ws",
-                kind: container::ContainerKind::Channel,
-                name: "Web",
-                auto_delivery: Some(true),
-                delivery_mode: container::DeliveryMode::Exclusive,
-                max_buyers: 1,
-                score_threshold: 0,
-                ping_ttl_ms: None,
-                waterfall: None,
-                waterfall_max: None,
-            },
-        )?;
-        let created = source::create(
-            conn,
-            &source::NewSource {
-                id: Some("src"),
-                container_id: "web",
-                container_kind: container::ContainerKind::Channel,
-                name: "Src",
-                secret: Some(None),
-                supplier_id: None,
-                supplier_cost_cents: Some(400),
-                revenue_share_bp: None,
-                dedupe_fields: None,
-                dedupe_scope: None,
-                dedupe_action: source::DedupeAction::Review,
-                dedupe_window_days: 30,
-                result_detail: None,
-            },
-        )?;
-        product::create(
-            conn,
-            &product::NewProduct {
-                id: Some("solar"),
-                workspace_id: "ws",
-                slug: "solar",
-                name: "Solar",
-                fields: Vec::new(),
-                default_supplier_cost_cents: None,
-            },
-        )?;
-        for (n, url) in urls.iter().enumerate() {
-            let id = buyer_id(n);
-            buyer::create(
-                conn,
-                &buyer::NewBuyer {
-                    id: Some(&id),
-                    workspace_id: "ws",
-                    name: &id,
-                    webhook_url: url,
-                    secret: None,
-                    signing_secret: None,
-                    capabilities: vec!["confirm".into()],
-                    cancellation_window_secs: 259_200,
-                    auto_payout_pending: false,
-                    plan: buyer::Plan::Postpaid,
-                    credit_limit_cents: 0,
-                },
-            )?;
-            buyer::subscribe(
-                conn,
-                &buyer::NewSubscription {
-                    pricing: Default::default(),
-                    buyer_id: &id,
-                    product: "solar",
-                    price_cents: 2500,
-                    daily_cap: Some(1_000_000),
-                    monthly_cap: Some(10_000_000),
-                    priority: 0,
-                    filters: Vec::new(),
-                    schedule: None,
-                },
-            )?;
-        }
-        Ok::<_, leadrelay::config::ConfigError>(created.secret.expect("a secret was asked for"))
-    })
-    .expect("the bench configuration is written")
-}
-
-fn buyer_id(n: usize) -> String {
-    format!("b{n:02}")
-}
-
-/// Writes `count` leads with one request each (no automated delivery); the request ids.
-fn seed_lead_requests(db: &Db, count: usize) -> Vec<String> {
-    let mut ids = Vec::with_capacity(count);
-    let mut next = 0usize;
-    while next < count {
-        let chunk = (next..count.min(next + 1000)).collect::<Vec<_>>();
-        next += chunk.len();
-        let mut written = db
-            .write_blocking(move |conn| {
-                let mut ids = Vec::new();
-                for n in chunk {
-                    let lead = leadrelay::ids::new("lead");
-                    let request = leadrelay::ids::new("lreq");
-                    conn.prepare_cached(
-                        "INSERT INTO leads (id, source_id, container_id, workspace_id,
-                            external_id, first_name, last_name, email, phone, postal_code,
-                            country, consent_status, additional, quality_status,
-                            duplicate_status, created_at)
-                         VALUES (?1, 'src', 'web', 'ws', ?2, 'Ada', 'Lovelace', ?3,
-                            '+4917012345678', '80331', 'DE', 'granted', '{}',
-                            'ok', 'unique', ?4)",
-                    )?
-                    .execute(rusqlite::params![
-                        lead,
-                        format!("seed-{n}-{lead}"),
-                        format!("ada{n}@example.org"),
-                        leadrelay::clock::now_ms()
-                    ])?;
-                    conn.prepare_cached(
-                        "INSERT INTO lead_requests (id, lead_id, position, product_id,
-                            field_values, created_at)
-                         VALUES (?1, ?2, 0, 'solar', '{}', ?3)",
-                    )?
-                    .execute(rusqlite::params![
-                        request,
-                        lead,
-                        leadrelay::clock::now_ms()
-                    ])?;
-                    ids.push(request);
-                }
-                Ok::<_, DbError>(ids)
-            })
-            .expect("leads are written");
-        ids.append(&mut written);
-    }
-    ids
-}
-
-/// Delivers each (request, buyer) in write jobs of up to 500; the event ids.
-fn deliver(db: &Db, orders: Vec<(String, String)>) -> Vec<String> {
-    let mut events = Vec::with_capacity(orders.len());
-    for chunk in orders.chunks(500) {
-        let chunk = chunk.to_vec();
-        let mut written = db
-            .write_blocking(move |conn| {
-                let mut events = Vec::new();
-                for (request, buyer) in &chunk {
-                    let delivered = leadrelay::delivery::deliver(
-                        conn,
-                        &DeliveryOrder {
-                            lead_request_id: request,
-                            buyer_id: buyer,
-                            price_cents: None,
-                            actor: "bench",
-                        },
-                    )?;
-                    events.push(delivered.event_id);
-                }
-                Ok::<_, DeliveryError>(events)
-            })
-            .expect("deliveries are written");
-        events.append(&mut written);
-    }
-    events
-}
-
 fn delivered_count(db: &Db) -> i64 {
     db.read_blocking(|conn| {
         conn.query_row(
@@ -288,74 +113,21 @@ fn delivered_count(db: &Db) -> i64 {
     .expect("the file is readable")
 }
 
-fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        if Instant::now() >= deadline {
-            println!("  gave up waiting for {what}");
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    true
-}
+/// The channel delivers automatically, to one buyer per lead, under caps far above what a
+/// run delivers; the source takes leads with a secret (the speed phase posts them).
+const SETUP: Setup = Setup {
+    auto_delivery: true,
+    caps: true,
+    source_secret: true,
+};
 
-/// The service (HTTP server and outbox) on 127.0.0.1:0 in its own runtime; its address.
-struct Service {
-    addr: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Service {
-    fn start(db: Db, settings: &Settings, notifier: Notifier) -> Service {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (bound, addr) = std::sync::mpsc::channel();
-        let options = ServiceOptions {
-            delivery: WorkerConfig {
-                concurrency: settings.concurrency,
-                per_buyer: settings.per_buyer,
-                request_timeout: Duration::from_secs(10),
-                ..WorkerConfig::default()
-            },
-            retention_interval: None,
-            outbox: notifier,
-            ..ServiceOptions::default()
-        };
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("the runtime starts");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("port 0 binds");
-                bound
-                    .send(listener.local_addr().expect("bound"))
-                    .expect("the caller waits");
-                leadrelay::service::run(listener, db, options, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .expect("the service runs");
-            });
-        });
-        Service {
-            addr: addr.recv().expect("the service reports its address"),
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+/// The outbox's settings of a run.
+fn outbox(settings: &Settings) -> WorkerConfig {
+    WorkerConfig {
+        concurrency: settings.concurrency,
+        per_buyer: settings.per_buyer,
+        request_timeout: Duration::from_secs(10),
+        ..WorkerConfig::default()
     }
 }
 
@@ -394,18 +166,14 @@ fn throughput(settings: &Settings, delay: Duration) {
     configure(
         &db,
         (0..settings.buyers).map(|n| receivers.url(n)).collect(),
+        SETUP,
     );
-    let requests = seed_lead_requests(&db, settings.events);
-    let orders = requests
-        .into_iter()
-        .enumerate()
-        .map(|(n, r)| (r, buyer_id(n % settings.buyers)))
-        .collect();
-    deliver(&db, orders);
+    let requests = seed_lead_requests(&db, settings.events, "{}");
+    deliver(&db, round_robin(requests, settings.buyers));
     let groups_before = db.writer_stats().groups;
     let started = Instant::now();
     let notifier = Notifier::new();
-    let service = Service::start(db.clone(), settings, notifier.clone());
+    let service = Service::start(db.clone(), outbox(settings), notifier.clone());
     // What the outbox had in flight, sampled while waiting: how full it kept its places.
     let (mut in_flight_sum, mut in_flight_samples) = (0usize, 0usize);
     let done = wait_until("every event delivered", Duration::from_secs(600), || {
@@ -450,6 +218,7 @@ fn hanging(settings: &Settings, hanging: usize, delay: Duration) {
     configure(
         &db,
         (0..settings.buyers).map(|n| receivers.url(n)).collect(),
+        SETUP,
     );
     let healthy = settings.buyers - hanging;
     // 100 events a second for 10 s, whatever the speed phase's rate.
@@ -457,7 +226,7 @@ fn hanging(settings: &Settings, hanging: usize, delay: Duration) {
     // The last `hanging` buyers' backlog (in the baseline they answer: their backlog is
     // simply work for them).
     let backlog_buyers = settings.hanging;
-    let requests = seed_lead_requests(&db, backlog_buyers * settings.backlog + count);
+    let requests = seed_lead_requests(&db, backlog_buyers * settings.backlog + count, "{}");
     let (backlog, fresh) = requests.split_at(backlog_buyers * settings.backlog);
     deliver(
         &db,
@@ -473,7 +242,7 @@ fn hanging(settings: &Settings, hanging: usize, delay: Duration) {
             .collect(),
     );
     let notifier = Notifier::new();
-    let service = Service::start(db.clone(), settings, notifier.clone());
+    let service = Service::start(db.clone(), outbox(settings), notifier.clone());
     // Let the backlog be claimed: the hanging buyers' places are all taken.
     std::thread::sleep(Duration::from_secs(1));
     let interval = Duration::from_secs_f64(1.0 / rate as f64);
@@ -521,11 +290,12 @@ fn latency(settings: &Settings) {
     configure(
         &db,
         (0..settings.buyers).map(|n| receivers.url(n)).collect(),
+        SETUP,
     );
     let polled = (settings.samples / 10).max(10);
-    let requests = seed_lead_requests(&db, settings.samples + polled);
+    let requests = seed_lead_requests(&db, settings.samples + polled, "{}");
     let notifier = Notifier::new();
-    let service = Service::start(db.clone(), settings, notifier.clone());
+    let service = Service::start(db.clone(), outbox(settings), notifier.clone());
     let (woken, polled) = requests.split_at(settings.samples);
     let one_at_a_time = |requests: &[String], wake: bool| -> Vec<Duration> {
         let mut samples = Vec::with_capacity(requests.len());
@@ -577,8 +347,10 @@ fn speed(settings: &Settings, delay: Duration) {
     let secret = configure(
         &db,
         (0..settings.buyers).map(|n| receivers.url(n)).collect(),
-    );
-    let service = Service::start(db.clone(), settings, Notifier::new());
+        SETUP,
+    )
+    .expect("SETUP asks for the source's secret");
+    let service = Service::start(db.clone(), outbox(settings), Notifier::new());
     let url = format!(
         "http://{}/api/webhooks/channels/web/sources/src/leads",
         service.addr

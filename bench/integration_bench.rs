@@ -14,16 +14,16 @@
 //! Everything is real: the file (`synchronous=FULL`), the writer, the service with its
 //! outbox, TCP to the receivers. Leads are written with SQL (this measures delivery).
 
+#[path = "support/delivery.rs"]
+mod delivery;
 #[path = "support/receiver.rs"]
 mod receiver;
 
 use std::time::{Duration, Instant};
 
-use leadrelay::config::{buyer, container, product, source, workspace};
+use delivery::{Service, Setup, buyer_id, deliver, round_robin, seed_lead_requests};
 use leadrelay::db::{Db, DbError};
-use leadrelay::delivery::{DeliveryError, DeliveryOrder};
 use leadrelay::outbox::{Notifier, WorkerConfig};
-use leadrelay::service::ServiceOptions;
 use receiver::{Behaviour, Receivers};
 use serde_json::{Value, json};
 
@@ -79,10 +79,6 @@ fn document(kind: &str, url: &str) -> Option<Value> {
     Some(document)
 }
 
-fn buyer_id(n: usize) -> String {
-    format!("b{n:02}")
-}
-
 /// The workspace, channel, source, product and one subscribed buyer per URL, each with
 /// the integration of `kind`.
 fn configure(db: &Db, path: &std::path::Path, urls: Vec<String>, kind: &str) {
@@ -91,97 +87,15 @@ fn configure(db: &Db, path: &std::path::Path, urls: Vec<String>, kind: &str) {
         .enumerate()
         .filter_map(|(n, url)| Some((buyer_id(n), document(kind, url)?)))
         .collect();
-    db.write_blocking(move |conn| {
-        workspace::create(
-            conn,
-            &workspace::NewWorkspace {
-                id: Some("ws"),
-                name: "Bench",
-                timezone: "Europe/Berlin",
-                retention: None,
-            },
-        )?;
-        container::create(
-            conn,
-            &container::NewContainer {
-                id: Some("web"),
-                workspace_id: "ws",
-                kind: container::ContainerKind::Channel,
-                name: "Web",
-                auto_delivery: Some(false),
-                delivery_mode: container::DeliveryMode::Exclusive,
-                max_buyers: 1,
-                score_threshold: 0,
-                ping_ttl_ms: None,
-                waterfall: None,
-                waterfall_max: None,
-            },
-        )?;
-        source::create(
-            conn,
-            &source::NewSource {
-                id: Some("src"),
-                container_id: "web",
-                container_kind: container::ContainerKind::Channel,
-                name: "Src",
-                secret: None,
-                supplier_id: None,
-                supplier_cost_cents: Some(400),
-                revenue_share_bp: None,
-                dedupe_fields: None,
-                dedupe_scope: None,
-                dedupe_action: source::DedupeAction::Review,
-                dedupe_window_days: 30,
-                result_detail: None,
-            },
-        )?;
-        product::create(
-            conn,
-            &product::NewProduct {
-                id: Some("solar"),
-                workspace_id: "ws",
-                slug: "solar",
-                name: "Solar",
-                fields: Vec::new(),
-                default_supplier_cost_cents: None,
-            },
-        )?;
-        for (n, url) in urls.iter().enumerate() {
-            let id = buyer_id(n);
-            buyer::create(
-                conn,
-                &buyer::NewBuyer {
-                    id: Some(&id),
-                    workspace_id: "ws",
-                    name: &id,
-                    webhook_url: url,
-                    secret: None,
-                    signing_secret: None,
-                    capabilities: vec!["confirm".into()],
-                    cancellation_window_secs: 259_200,
-                    auto_payout_pending: false,
-                    plan: buyer::Plan::Postpaid,
-                    credit_limit_cents: 0,
-                },
-            )?;
-            buyer::subscribe(
-                conn,
-                &buyer::NewSubscription {
-                    pricing: Default::default(),
-                    buyer_id: &id,
-                    product: "solar",
-                    price_cents: 2500,
-                    daily_cap: None,
-                    monthly_cap: None,
-                    priority: 0,
-                    filters: Vec::new(),
-                    schedule: None,
-                },
-            )?;
-        }
-        Ok::<_, anyhow::Error>(())
-    })
-    .expect("the bench configuration is written");
+    delivery::configure(
+        db,
+        urls,
+        Setup {
+            auto_delivery: false,
+            caps: false,
+            source_secret: false,
+        },
+    );
     for (id, document) in documents {
         set_integration(path, &id, &document);
     }
@@ -216,76 +130,6 @@ fn set_integration(path: &std::path::Path, id: &str, document: &serde_json::Valu
     }
 }
 
-/// Writes `count` leads with one request each; the request ids.
-fn seed_lead_requests(db: &Db, count: usize) -> Vec<String> {
-    let mut ids = Vec::with_capacity(count);
-    for start in (0..count).step_by(1000) {
-        let end = count.min(start + 1000);
-        let mut written = db
-            .write_blocking(move |conn| {
-                let now = leadrelay::clock::now_ms();
-                let mut ids = Vec::new();
-                for n in start..end {
-                    let lead = leadrelay::ids::new("lead");
-                    let request = leadrelay::ids::new("lreq");
-                    conn.prepare_cached(
-                        "INSERT INTO leads (id, source_id, container_id, workspace_id,
-                            external_id, first_name, last_name, email, phone, postal_code,
-                            country, consent_status, additional, quality_status,
-                            duplicate_status, created_at)
-                         VALUES (?1, 'src', 'web', 'ws', ?2, 'Ada', 'Lovelace', ?3,
-                            '+4917012345678', '80331', 'DE', 'granted', '{}',
-                            'ok', 'unique', ?4)",
-                    )?
-                    .execute(rusqlite::params![
-                        lead,
-                        format!("seed-{n}"),
-                        format!("ada{n}@example.org"),
-                        now
-                    ])?;
-                    conn.prepare_cached(
-                        "INSERT INTO lead_requests (id, lead_id, position, product_id,
-                            field_values, created_at)
-                         VALUES (?1, ?2, 0, 'solar', '{\"roof\": \"tile\"}', ?3)",
-                    )?
-                    .execute(rusqlite::params![request, lead, now])?;
-                    ids.push(request);
-                }
-                Ok::<_, DbError>(ids)
-            })
-            .expect("leads are written");
-        ids.append(&mut written);
-    }
-    ids
-}
-
-/// Delivers request n to buyer n % buyers, in write jobs of up to 500.
-fn deliver(db: &Db, requests: Vec<String>, buyers: usize) {
-    let orders: Vec<(String, String)> = requests
-        .into_iter()
-        .enumerate()
-        .map(|(n, request)| (request, buyer_id(n % buyers)))
-        .collect();
-    for chunk in orders.chunks(500) {
-        let chunk = chunk.to_vec();
-        db.write_blocking(move |conn| {
-            for (request, buyer) in &chunk {
-                leadrelay::delivery::deliver(
-                    conn,
-                    &DeliveryOrder {
-                        lead_request_id: request,
-                        buyer_id: buyer,
-                        price_cents: None,
-                        actor: "bench",
-                    },
-                )?;
-            }
-            Ok::<_, DeliveryError>(())
-        })
-        .expect("deliveries are written");
-    }
-}
-
 /// How many events are delivered and how many failed.
 fn outcome(db: &Db) -> (i64, i64) {
     db.read_blocking(|conn| {
@@ -301,58 +145,6 @@ fn outcome(db: &Db) -> (i64, i64) {
     .expect("the file is readable")
 }
 
-/// The service (HTTP server and outbox, default concurrency) on 127.0.0.1:0 in its own
-/// runtime, until dropped.
-struct Service {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Service {
-    fn start(db: Db) -> Service {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let options = ServiceOptions {
-            delivery: WorkerConfig {
-                request_timeout: Duration::from_secs(10),
-                ..WorkerConfig::default()
-            },
-            retention_interval: None,
-            outbox: Notifier::new(),
-            ..ServiceOptions::default()
-        };
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("the runtime starts");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("port 0 binds");
-                leadrelay::service::run(listener, db, options, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .expect("the service runs");
-            });
-        });
-        Service {
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// One run: `kind` to buyers answering after `delay`.
 fn run(settings: &Settings, kind: &str, delay: Duration) {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -364,13 +156,15 @@ fn run(settings: &Settings, kind: &str, delay: Duration) {
         (0..settings.buyers).map(|n| receivers.url(n)).collect(),
         kind,
     );
-    deliver(
-        &db,
-        seed_lead_requests(&db, settings.events),
-        settings.buyers,
-    );
+    let requests = seed_lead_requests(&db, settings.events, "{\"roof\": \"tile\"}");
+    deliver(&db, round_robin(requests, settings.buyers));
     let started = Instant::now();
-    let service = Service::start(db.clone());
+    // The default outbox (concurrency 256, 16 per buyer).
+    let outbox = WorkerConfig {
+        request_timeout: Duration::from_secs(10),
+        ..WorkerConfig::default()
+    };
+    let service = Service::start(db.clone(), outbox, Notifier::new());
     let limit = started + Duration::from_secs(600);
     let mut done = outcome(&db);
     while done.0 + done.1 < settings.events as i64 && Instant::now() < limit {

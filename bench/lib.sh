@@ -1,5 +1,5 @@
-# Shared by the shell benchmarks that run `serve` on a file of their own (bench/storage.sh,
-# bench/purge.sh, bench/ping.sh): sourced, not run. Sets ROOT, BENCH_DIR, BIN, WORK and
+# Shared by the shell benchmarks that run `serve` on a file of their own (bench/ingest.sh,
+# bench/storage.sh, bench/purge.sh, bench/ping.sh): sourced, not run. Sets ROOT, BENCH_DIR, BIN, WORK and
 # LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the server and wrk and removes
 # WORK (kept with KEEP=1), and defines bench_setup, start_server and stop_server.
 #

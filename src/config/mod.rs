@@ -16,6 +16,8 @@ pub(crate) mod rotation;
 pub mod source;
 pub(crate) mod subscription;
 pub mod supplier;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod workspace;
 
 use crate::db::DbError;

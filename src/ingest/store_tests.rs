@@ -12,11 +12,11 @@ use super::quality;
 use super::shape::{self, Shape};
 use super::store::{self, PreparedLead, StoreOutcome};
 use super::validate;
-use crate::config::buyer::{self, Filter, NewBuyer, NewSubscription, Plan};
-use crate::config::container::{self, ContainerKind, DeliveryMode, NewContainer};
+use crate::config::buyer::{self, Filter, NewSubscription};
+use crate::config::container::{ContainerKind, DeliveryMode};
 use crate::config::product::{self, NewProduct};
-use crate::config::source::{self, DedupeAction, NewSource, Source};
-use crate::config::workspace::{self, NewWorkspace};
+use crate::config::source::{self, Source};
+use crate::config::testing;
 
 thread_local! {
     /// The statements run on this thread's traced connection, in order.
@@ -54,58 +54,15 @@ fn reads(sql: &str, table: &str) -> bool {
 /// `web` (auto-delivery on, up to two buyers) with source `src`, and three buyers with
 /// caps and filters, of which `at` filters the leads out.
 fn database() -> (tempfile::TempDir, Connection, Source) {
-    let dir = tempfile::tempdir().expect("a temp dir can be made");
-    let path = dir.path().join("test.db");
-    crate::db::Db::open(&path)
-        .expect("the database opens")
-        .close();
-    let conn = Connection::open(&path).expect("the file opens");
-    workspace::create(
-        &conn,
-        &NewWorkspace {
-            id: Some("ws"),
-            name: "W",
-            timezone: "Europe/Berlin",
-            retention: None,
-        },
-    )
-    .unwrap();
-    container::create(
-        &conn,
-        &NewContainer {
-            id: Some("web"),
-            workspace_id: "ws",
-            kind: ContainerKind::Channel,
-            name: "Web",
-            auto_delivery: Some(true),
-            delivery_mode: DeliveryMode::Multi,
-            max_buyers: 2,
-            score_threshold: 10,
-            ping_ttl_ms: None,
-            waterfall: None,
-            waterfall_max: None,
-        },
-    )
-    .unwrap();
-    source::create(
-        &conn,
-        &NewSource {
-            id: Some("src"),
-            container_id: "web",
-            container_kind: ContainerKind::Channel,
-            name: "Src",
-            secret: None,
-            supplier_id: None,
-            supplier_cost_cents: Some(300),
-            revenue_share_bp: None,
-            dedupe_fields: None,
-            dedupe_scope: None,
-            dedupe_action: DedupeAction::Review,
-            dedupe_window_days: 30,
-            result_detail: None,
-        },
-    )
-    .unwrap();
+    let (dir, conn) = testing::migrated();
+    testing::workspace(&conn, "Europe/Berlin");
+    let channel = testing::Channel {
+        auto_delivery: true,
+        mode: DeliveryMode::Multi,
+        max_buyers: 2,
+        score_threshold: 10,
+    };
+    testing::channel(&conn, channel, Some(300));
     product::create(
         &conn,
         &NewProduct {
@@ -123,23 +80,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
         ("berlin", "postalCode=1*", 2400),
         ("at", "country=AT", 9900),
     ] {
-        buyer::create(
-            &conn,
-            &NewBuyer {
-                id: Some(id),
-                workspace_id: "ws",
-                name: id,
-                webhook_url: "http://127.0.0.1:9/hook",
-                secret: None,
-                signing_secret: None,
-                capabilities: Vec::new(),
-                cancellation_window_secs: 0,
-                auto_payout_pending: false,
-                plan: Plan::Postpaid,
-                credit_limit_cents: 0,
-            },
-        )
-        .unwrap();
+        testing::buyer(&conn, id);
         buyer::subscribe(
             &conn,
             &NewSubscription {

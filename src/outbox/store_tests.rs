@@ -1,47 +1,17 @@
 //! The claim, lease and record rules of the outbox store, on a real database file.
 
 use super::*;
-use crate::config::{buyer, workspace};
+use crate::config::testing;
 
 /// A migrated database with workspace `ws` and buyers `a` and `b`, opened as a plain
 /// connection so each rule can be checked one statement at a time.
 fn database() -> (tempfile::TempDir, Connection) {
-    let dir = tempfile::tempdir().expect("a temp dir can be made");
-    let path = dir.path().join("test.db");
-    crate::db::Db::open(&path)
-        .expect("the database opens")
-        .close();
-    let conn = Connection::open(&path).expect("the file opens");
+    let (dir, conn) = testing::migrated();
     // The events below name a transaction that does not exist: these rules never read it.
     conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
-    workspace::create(
-        &conn,
-        &workspace::NewWorkspace {
-            id: Some("ws"),
-            name: "W",
-            timezone: "UTC",
-            retention: None,
-        },
-    )
-    .unwrap();
+    testing::workspace(&conn, "UTC");
     for id in ["a", "b"] {
-        buyer::create(
-            &conn,
-            &buyer::NewBuyer {
-                id: Some(id),
-                workspace_id: "ws",
-                name: id,
-                webhook_url: "http://127.0.0.1:9/hook",
-                secret: None,
-                signing_secret: None,
-                capabilities: Vec::new(),
-                cancellation_window_secs: 0,
-                auto_payout_pending: false,
-                plan: buyer::Plan::Postpaid,
-                credit_limit_cents: 0,
-            },
-        )
-        .unwrap();
+        testing::buyer(&conn, id);
     }
     (dir, conn)
 }

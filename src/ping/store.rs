@@ -280,12 +280,13 @@ pub(crate) fn delete_unposted_before(
     now: i64,
 ) -> rusqlite::Result<u64> {
     expire_due(conn, now)?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // No `LIMIT ?`: SQLite plans a bound LIMIT by its value, so the cached statement would
+    // be compiled again for every job. The rows come in `pings_unposted` order, so reading
+    // only `limit` of them costs the same.
     let ids: Vec<String> = conn
-        .prepare_cached(&format!(
-            "SELECT id {UNPOSTED_BEFORE} ORDER BY created_at LIMIT ?3"
-        ))?
-        .query_map(params![workspace_id, cutoff, limit], |row| row.get(0))?
+        .prepare_cached(&format!("SELECT id {UNPOSTED_BEFORE} ORDER BY created_at"))?
+        .query_map(params![workspace_id, cutoff], |row| row.get(0))?
+        .take(limit)
         .collect::<Result<_, _>>()?;
     for id in &ids {
         crate::bids::delete_of_ping(conn, id)?;

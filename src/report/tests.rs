@@ -5,64 +5,20 @@ use jiff::civil::date;
 use rusqlite::Connection;
 
 use super::{By, Received, ReportQuery, leads_received, run};
-use crate::config::container::{self, ContainerKind, DeliveryMode, NewContainer};
-use crate::config::source::{self, DedupeAction, NewSource};
-use crate::config::workspace::{self, NewWorkspace};
+use crate::config::container::DeliveryMode;
+use crate::config::testing;
 
 /// A migrated file with workspace `ws` in `timezone` and its source `src`.
 fn database(timezone: &str) -> (tempfile::TempDir, Connection) {
-    let dir = tempfile::tempdir().expect("a temp dir can be made");
-    let path = dir.path().join("test.db");
-    crate::db::Db::open(&path)
-        .expect("the database opens")
-        .close();
-    let conn = Connection::open(&path).expect("the file opens");
-    workspace::create(
-        &conn,
-        &NewWorkspace {
-            id: Some("ws"),
-            name: "W",
-            timezone,
-            retention: None,
-        },
-    )
-    .expect("the workspace is new");
-    container::create(
-        &conn,
-        &NewContainer {
-            id: Some("web"),
-            workspace_id: "ws",
-            kind: ContainerKind::Channel,
-            name: "Web",
-            auto_delivery: Some(false),
-            delivery_mode: DeliveryMode::Multi,
-            max_buyers: 1,
-            score_threshold: 0,
-            waterfall: None,
-            waterfall_max: None,
-            ping_ttl_ms: None,
-        },
-    )
-    .expect("the channel is new");
-    source::create(
-        &conn,
-        &NewSource {
-            id: Some("src"),
-            container_id: "web",
-            container_kind: ContainerKind::Channel,
-            name: "Src",
-            secret: None,
-            supplier_id: None,
-            supplier_cost_cents: None,
-            dedupe_fields: None,
-            dedupe_scope: None,
-            dedupe_action: DedupeAction::Review,
-            dedupe_window_days: 30,
-            result_detail: None,
-            revenue_share_bp: None,
-        },
-    )
-    .expect("the source is new");
+    let (dir, conn) = testing::migrated();
+    testing::workspace(&conn, timezone);
+    let channel = testing::Channel {
+        auto_delivery: false,
+        mode: DeliveryMode::Multi,
+        max_buyers: 1,
+        score_threshold: 0,
+    };
+    testing::channel(&conn, channel, None);
     (dir, conn)
 }
 
