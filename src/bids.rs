@@ -283,6 +283,13 @@ pub(crate) fn record(
     Ok(())
 }
 
+/// Deletes the bids of ping `ping_id`, which a purge deletes (`ping::store`); returns how
+/// many.
+pub(crate) fn delete_of_ping(conn: &Connection, ping_id: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached("DELETE FROM bids WHERE ping_id = ?1")?
+        .execute([ping_id])
+}
+
 /// The bids of an owner, oldest first, by ping or by lead request (each column has its
 /// partial index).
 const OF_PING: &str = "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, won, \

@@ -581,3 +581,82 @@ fn a_post_its_reserved_buyer_refuses_falls_to_the_next_bidder() {
     assert_eq!(receiver.requests_to("/crm").len(), 1);
     assert!(receiver.requests_to("/low").is_empty());
 }
+
+#[test]
+fn purge_deletes_old_pings_never_posted_with_their_bids_and_keeps_the_others() {
+    let receiver = Receiver::start();
+    let server = TestServer::start();
+    market(&server, &receiver, "30", "--daily-cap 1", "");
+    bidder(&server, &receiver, "keen", "--daily-cap 1");
+    receiver.answer(
+        "/bid/keen",
+        Answer::ok().json(&json!({"bid": 27.50, "bidId": "keen-1"})),
+    );
+    let db = &server.db;
+    let id = |answer: &Value| answer["pingId"].as_str().unwrap().to_string();
+    let shown = |ping_id: &str| lr(db, format!("ping show {ping_id}")).json();
+    // Posted: sunco's place (the higher price).
+    let posted = id(&ping(&server, &ping_body("ann@example.org")));
+    let lead = server.post_json(POST, &post_body(&posted, "ann-1", "ann@example.org"));
+    assert_eq!(lead.status, 201, "{}", lead.text);
+    // Released: keen's place, its post refused.
+    let released = id(&ping(&server, &ping_body("bob@example.org")));
+    let mut invalid = post_body(&released, "bob-1", "bob@example.org");
+    invalid.as_object_mut().unwrap().remove("lastName");
+    assert_eq!(server.post_json(POST, &invalid).status, 400);
+    assert_eq!(shown(&released)["status"], "released");
+    assert_eq!(shown(&released)["bids"][0]["buyerAccountId"], "keen");
+    // Accepted and unexpired: keen's place again, held for its post.
+    let pending = id(&ping(&server, &ping_body("cid@example.org")));
+    assert_eq!(shown(&pending)["status"], "accepted");
+    // Rejected: both places taken.
+    let rejected = ping(&server, &ping_body("dan@example.org"));
+    assert_eq!(rejected["status"], "rejected", "{rejected}");
+    let rejected = id(&rejected);
+
+    // Younger than the cutoff: nothing goes.
+    let young = lr(db, "purge --older-than 1d").json();
+    assert_eq!(young["pings"], 0, "{young}");
+    let dry = lr(db, "purge --older-than 1ms --dry-run").json();
+    assert_eq!(dry["pings"], 2, "the released and the rejected: {dry}");
+    assert_eq!(
+        shown(&released)["status"],
+        "released",
+        "a dry run keeps them"
+    );
+
+    let purged = lr(db, "purge --older-than 1ms").json();
+    assert_eq!(purged["pings"], 2, "{purged}");
+    assert_eq!(purged["leads"], 1, "{purged}");
+    for gone in [&released, &rejected] {
+        lr(db, format!("ping show {gone}"))
+            .fails(1)
+            .stderr_contains(gone.as_str());
+    }
+    let conn =
+        rusqlite::Connection::open_with_flags(&db.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let left = |sql: &str| -> i64 {
+        conn.query_row(sql, [&released, &rejected], |row| row.get(0))
+            .unwrap()
+    };
+    assert_eq!(
+        left("SELECT count(*) FROM bids WHERE ping_id IN (?1, ?2)"),
+        0,
+        "their bids went too"
+    );
+    assert_eq!(
+        left("SELECT count(*) FROM ping_reservations WHERE ping_id IN (?1, ?2)"),
+        0
+    );
+    // The posted one stays with its lead's tombstone; the pending one with its place.
+    let kept = shown(&posted);
+    assert_eq!(kept["status"], "posted", "{kept}");
+    assert!(
+        kept["emailSha256"].is_null(),
+        "tombstoned with its lead: {kept}"
+    );
+    assert_eq!(shown(&pending)["status"], "accepted");
+    assert_eq!(lr(db, "purge --older-than 1ms").json()["pings"], 0);
+    lr(db, "check").json();
+}

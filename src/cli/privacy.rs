@@ -37,7 +37,8 @@ pub struct EraseArgs {
 
 #[derive(Debug, Args)]
 pub struct PurgeArgs {
-    /// Purge leads created longer ago than this (e.g. 180d, 12h).
+    /// Purge leads created longer ago than this (e.g. 180d, 12h), and delete the pings
+    /// that never became a lead.
     #[arg(long, value_parser = super::args::age)]
     pub older_than: std::time::Duration,
     /// Only this workspace's leads (default: every workspace).
@@ -142,13 +143,16 @@ pub(super) fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Resul
         &purge::Cancel::default(),
     );
     let checkpointed = match (&result, args.dry_run) {
-        (Ok(report), false) if report.counts.leads > 0 => db.checkpoint_truncate().ok(),
+        (Ok(report), false) if report.counts.leads > 0 || report.pings > 0 => {
+            db.checkpoint_truncate().ok()
+        }
         _ => None,
     };
     db.close();
     let report = result?;
     out.print(&json!({
         "leads": report.counts.leads,
+        "pings": report.pings,
         "dryRun": report.dry_run,
         "olderThan": crate::duration::format(args.older_than),
         "cutoff": crate::clock::iso(cutoff),

@@ -58,6 +58,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0015_report.sql")),
     // Storage per lead: `leads_source_created` goes, its readers walk `leads_source_mix`.
     sql(include_str!("../../migrations/0016_storage.sql")),
+    // Retention takes the pings that never became a lead: their walk by workspace and age.
+    sql(include_str!("../../migrations/0017_ping_retention.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -8,7 +8,9 @@
 //! the sweep of `serve` calls it, and so does every job that decides on caps or balances
 //! (a ping, an ingest with auto-delivery, a post) before it reads them, so a lapsed
 //! reservation never holds anything whatever the sweep's timing. [`erase_person`] takes the
-//! person out of the pings tied to them, for `privacy`'s erasure.
+//! person out of the pings tied to them, for `privacy`'s erasure, and
+//! [`delete_unposted_before`] deletes the old pings that never became a lead, for its
+//! purge.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::{Value, json};
@@ -236,6 +238,63 @@ pub(crate) fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
         "SELECT EXISTS (SELECT 1 FROM pings WHERE status = 'accepted' AND expires_at <= ?1)",
     )?
     .query_row([now], |row| row.get(0))
+}
+
+/// The pings of a workspace a purge deletes: created before the cutoff and ended without
+/// a post (rejected, expired, released). The same terms as the partial index
+/// `pings_unposted` (migration 17), so the planner walks it and never a posted ping.
+const UNPOSTED_BEFORE: &str = "FROM pings
+     WHERE workspace_id = ?1 AND created_at < ?2 AND status <> 'accepted' AND status <> 'posted'";
+
+/// How many pings of `workspace_id` created before `cutoff` a purge at `now` deletes:
+/// those ended without a post, and the accepted ones whose reservation has lapsed (the
+/// purge's job expires them first).
+pub(crate) fn count_unposted_before(
+    conn: &Connection,
+    workspace_id: &str,
+    cutoff: i64,
+    now: i64,
+) -> rusqlite::Result<u64> {
+    let ended: i64 = conn
+        .prepare_cached(&format!("SELECT count(*) {UNPOSTED_BEFORE}"))?
+        .query_row(params![workspace_id, cutoff], |row| row.get(0))?;
+    let lapsed: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM pings
+             WHERE status = 'accepted' AND expires_at <= ?3
+               AND workspace_id = ?1 AND created_at < ?2",
+        )?
+        .query_row(params![workspace_id, cutoff, now], |row| row.get(0))?;
+    Ok((ended + lapsed).max(0) as u64)
+}
+
+/// Deletes the oldest `limit` pings of `workspace_id` created before `cutoff` that ended
+/// without a post, with their reservations (given back when they ended) and bids: a ping
+/// holds no lead, so nothing else names it. Lapsed reservations are expired first. Returns
+/// how many pings went; fewer than `limit` means none is left.
+pub(crate) fn delete_unposted_before(
+    conn: &Connection,
+    workspace_id: &str,
+    cutoff: i64,
+    limit: usize,
+    now: i64,
+) -> rusqlite::Result<u64> {
+    expire_due(conn, now)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let ids: Vec<String> = conn
+        .prepare_cached(&format!(
+            "SELECT id {UNPOSTED_BEFORE} ORDER BY created_at LIMIT ?3"
+        ))?
+        .query_map(params![workspace_id, cutoff, limit], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        crate::bids::delete_of_ping(conn, id)?;
+        conn.prepare_cached("DELETE FROM ping_reservations WHERE ping_id = ?1")?
+            .execute([id])?;
+        conn.prepare_cached("DELETE FROM pings WHERE id = ?1")?
+            .execute([id])?;
+    }
+    Ok(ids.len() as u64)
 }
 
 /// What ties pings to a person an erasure takes (`privacy`).

@@ -1,5 +1,6 @@
 //! Retention: leads older than their workspace's retention (`workspace create --retention
-//! 180d`) become tombstones, the same as an erasure. `serve` runs [`run_retention`] at start
+//! 180d`) become tombstones, the same as an erasure, and the pings that never became a lead
+//! (rejected, expired, released) are deleted with their reservations and bids. `serve` runs [`run_retention`] at start
 //! and then once an hour; `leadrelay purge --older-than` runs [`purge`] by hand.
 //!
 //! A purge walks each source's leads in creation order, one range of the
@@ -34,6 +35,10 @@ const WALK_PER_JOB: usize = 1_000;
 /// of milliseconds on a loaded machine.
 const PURGE_LEADS_PER_JOB: usize = 20;
 
+/// The most pings one purge job deletes: a ping is one row, its bids and reservations,
+/// cheaper than a lead's tombstone.
+const PURGE_PINGS_PER_JOB: usize = 100;
+
 /// The pause after a purge job, as a multiple of the job's time.
 const PAUSE_FACTOR: u32 = 4;
 
@@ -67,6 +72,9 @@ impl Trigger {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct PurgeReport {
     pub counts: Counts,
+    /// Pings deleted (or, with `dry_run`, due): created before the cutoff and never
+    /// posted.
+    pub pings: u64,
     pub dry_run: bool,
     /// The log rows written, one per workspace that had leads to purge.
     pub erasure_ids: Vec<String>,
@@ -129,11 +137,14 @@ impl RetentionWorker {
                 move || {
                     loop {
                         match run_retention(&db, &cancel) {
-                            Ok(report) if report.counts.leads > 0 => log::info!(
-                                "retention purged {} leads, gave back {} pages",
-                                report.counts.leads,
-                                report.vacuumed_pages
-                            ),
+                            Ok(report) if report.counts.leads > 0 || report.pings > 0 => {
+                                log::info!(
+                                    "retention purged {} leads and {} pings, gave back {} pages",
+                                    report.counts.leads,
+                                    report.pings,
+                                    report.vacuumed_pages
+                                )
+                            }
                             Ok(_) => {}
                             Err(e) => log::warn!("retention purge failed: {e}"),
                         }
@@ -186,6 +197,7 @@ pub(crate) fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, Pri
             cancel,
         )?;
         report.counts.add(one.counts);
+        report.pings += one.pings;
         report.erasure_ids.extend(one.erasure_ids);
     }
     report.vacuumed_pages = give_back_free_pages(db, cancel)?;
@@ -221,6 +233,7 @@ pub(crate) fn purge(
     for workspace_id in workspaces {
         let one = purge_workspace(db, &workspace_id, cutoff, trigger, dry_run, cancel)?;
         report.counts.add(one.counts);
+        report.pings += one.pings;
         report.erasure_ids.extend(one.erasure_ids);
     }
     if !dry_run {
@@ -264,8 +277,10 @@ fn purge_workspace(
         dry_run,
         ..PurgeReport::default()
     };
+    let (pings, cancelled) = purge_pings(db, workspace_id, cutoff, dry_run, cancel)?;
+    report.pings = pings;
     let from = from.unwrap_or(i64::MIN);
-    if from >= cutoff {
+    if from >= cutoff || cancelled {
         return Ok(report);
     }
     if dry_run {
@@ -344,6 +359,55 @@ fn purge_workspace(
         report.erasure_ids.push(id);
     }
     Ok(report)
+}
+
+/// Deletes the pings of `workspace_id` created before `cutoff` that never became a lead
+/// (`ping::store::delete_unposted_before`), in writer jobs of [`PURGE_PINGS_PER_JOB`] with
+/// the lead walk's pauses; with `dry_run`, counts them. A posted ping stays: its lead's
+/// tombstone takes the person out of it. Returns how many, and whether it was cancelled.
+fn purge_pings(
+    db: &Db,
+    workspace_id: &str,
+    cutoff: i64,
+    dry_run: bool,
+    cancel: &Cancel,
+) -> Result<(u64, bool), PrivacyError> {
+    if dry_run {
+        let due = db.read_blocking(|conn| {
+            crate::ping::store::count_unposted_before(
+                conn,
+                workspace_id,
+                cutoff,
+                crate::clock::now_ms(),
+            )
+            .map_err(PrivacyError::from)
+        })?;
+        return Ok((due, false));
+    }
+    let mut total = 0;
+    loop {
+        let started = Instant::now();
+        let deleted = db.write_blocking({
+            let workspace_id = workspace_id.to_string();
+            move |conn| {
+                crate::ping::store::delete_unposted_before(
+                    conn,
+                    &workspace_id,
+                    cutoff,
+                    PURGE_PINGS_PER_JOB,
+                    crate::clock::now_ms(),
+                )
+                .map_err(PrivacyError::from)
+            }
+        })?;
+        total += deleted;
+        if deleted < PURGE_PINGS_PER_JOB as u64 {
+            return Ok((total, false));
+        }
+        if pause_after(started.elapsed(), cancel) {
+            return Ok((total, true));
+        }
+    }
 }
 
 /// What one purge job did on one source.
