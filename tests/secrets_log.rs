@@ -585,13 +585,28 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
     ),
     (
         "src/ingest/view.rs",
-        "filter",
-        "one of two constant WHERE clauses; the source id is bound as ?1",
+        "rows",
+        "one of two constant subqueries (a lead filter's driving rows); the buyer and time are bound",
     ),
     (
         "src/ingest/view.rs",
-        "order",
-        "one of two constant ORDER BY lists",
+        "direction",
+        "`DESC` or `ASC`, from the constant `Order` of the read",
+    ),
+    (
+        "src/ingest/view.rs",
+        "limit_clause",
+        "` LIMIT ?` or nothing; the limit is bound",
+    ),
+    (
+        "src/delivery/transaction.rs",
+        "direction",
+        "`DESC` or `ASC`, a `&'static str` from the two constant calls (`list`, `for_each`)",
+    ),
+    (
+        "src/delivery/transaction.rs",
+        "limit_clause",
+        "` LIMIT ?` or nothing; the limit is bound",
     ),
     (
         "src/autodelivery/eligibility.rs",
@@ -622,6 +637,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "src/ingest/store.rs",
         "body::COLUMN_NAMES",
         "the constant list of the lead columns a stored body is compressed against",
+    ),
+    (
+        "src/ingest/view.rs",
+        "conditions",
+        "conditions chosen from constants by the filter's fields, every value bound",
+    ),
+    (
+        "src/delivery/transaction.rs",
+        "conditions",
+        "conditions chosen from constants by the filter's fields, every value bound",
     ),
     (
         "src/caps.rs",

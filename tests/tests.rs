@@ -17,6 +17,7 @@ mod demo;
 mod disclosure;
 mod durations;
 mod evaluator;
+mod export;
 mod foundation;
 mod hostile;
 mod ingest;

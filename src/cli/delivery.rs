@@ -78,10 +78,29 @@ pub enum TransactionCommand {
         /// Only transactions in this state (as the output spells it).
         #[arg(long, value_enum)]
         status: Option<TransactionStatusArg>,
+        /// Only the transactions of this source's leads.
+        #[arg(long)]
+        source: Option<String>,
+        /// Delivered from this date (the workspace's time zone) or time
+        /// (2026-11-23T10:00:00Z).
+        #[arg(long, value_parser = super::period::bound)]
+        from: Option<super::period::Bound>,
+        /// Delivered up to this date, included, or before this time.
+        #[arg(long, value_parser = super::period::bound)]
+        to: Option<super::period::Bound>,
+        /// The next page: the transactions listed after this one (pass the last id shown).
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
         /// At most this many transactions.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
     },
+    /// Print every matching transaction with all its fields (and its lead's source) as
+    /// NDJSON or CSV, oldest first, streamed: no row limit, memory stays flat.
+    #[command(
+        after_help = "Example:\n  leadrelay transaction export --from 2026-11-01 --to 2026-11-30 --format csv"
+    )]
+    Export(super::export::ExportArgs),
     /// Take a sale back: a transaction that is not paid becomes cancelled (the reason in
     /// its history), a prepaid charge is refunded, its webhook event stops if not yet
     /// delivered, and its request is open again (deliver it again, or `lead reroute`).
@@ -182,6 +201,8 @@ enum ShowError {
     #[error("unknown {0} '{1}'")]
     NotFound(&'static str, String),
     #[error(transparent)]
+    Period(#[from] super::period::EmptyPeriod),
+    #[error(transparent)]
     Db(#[from] DbError),
 }
 
@@ -235,20 +256,56 @@ pub(super) fn transaction(
             db.close();
             out.print(&voided?.to_json());
         }
+        TransactionCommand::Export(args) => {
+            let exported = super::export::transactions(&db, args);
+            db.close();
+            return exported;
+        }
         TransactionCommand::List {
             buyer,
             lead,
             status,
+            source,
+            from,
+            to,
+            after,
             limit,
         } => {
-            let filter = ListFilter {
-                buyer_id: buyer,
-                lead_id: lead,
-                status: status.map(TransactionStatusArg::status),
-                limit,
-            };
-            let listed =
-                db.read_blocking(|conn| transaction::list(conn, &filter).map_err(DbError::from));
+            let listed = db.read_blocking(|conn| {
+                let mut workspace = None;
+                if let Some(id) = &buyer {
+                    workspace = Some(
+                        crate::config::buyer::find(conn, id)?
+                            .ok_or_else(|| ShowError::NotFound("buyer", id.clone()))?
+                            .workspace_id,
+                    );
+                }
+                if let Some(id) = &source {
+                    workspace = Some(
+                        crate::config::source::find(conn, id)?
+                            .ok_or_else(|| ShowError::NotFound("source", id.clone()))?
+                            .workspace_id,
+                    );
+                }
+                if let Some(id) = &after
+                    && transaction::find(conn, id)?.is_none()
+                {
+                    return Err(ShowError::NotFound("transaction", id.clone()));
+                }
+                let tz = super::period::zone(conn, workspace.as_deref())?;
+                let (from_ms, to_ms) = super::period::range(&tz, from, to)?;
+                let filter = ListFilter {
+                    buyer_id: buyer,
+                    lead_id: lead,
+                    status: status.map(TransactionStatusArg::status),
+                    source_id: source,
+                    from_ms,
+                    to_ms,
+                    after_id: after,
+                    limit,
+                };
+                Ok::<_, ShowError>(transaction::list(conn, &filter)?)
+            });
             db.close();
             let items: Vec<Value> = listed?.iter().map(|t| t.to_json()).collect();
             out.print_list(&items);

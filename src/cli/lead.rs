@@ -7,11 +7,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use super::output::Output;
 use crate::db::DbError;
+use crate::ingest::status::LeadStatus;
 use crate::ingest::view;
 
 #[derive(Debug, Subcommand)]
@@ -28,14 +29,13 @@ pub enum LeadCommand {
     },
     /// List leads, newest first.
     #[command(after_help = "Example:\n  leadrelay lead list --source landing --limit 10")]
-    List {
-        /// Only the leads of this source.
-        #[arg(long)]
-        source: Option<String>,
-        /// At most this many leads.
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-        limit: u64,
-    },
+    List(ListArgs),
+    /// Print every matching lead with all its fields and requests (as `lead show`) as
+    /// NDJSON or CSV, oldest first, streamed: no row limit, memory stays flat.
+    #[command(
+        after_help = "Example:\n  leadrelay lead export --source landing --from 2026-11-01 --format ndjson"
+    )]
+    Export(super::export::ExportArgs),
     /// Erase a person (GDPR Art. 17, CCPA): their leads become tombstones, and every event
     /// body, attempt excerpt and free-text reason made from them loses the person. Ids,
     /// times, products, statuses and money stay. Logged (never the erased values);
@@ -73,15 +73,49 @@ pub enum LeadCommand {
     },
 }
 
+/// `lead list`'s flags.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only the leads of this source.
+    #[arg(long)]
+    source: Option<String>,
+    /// Only the leads sold to this buyer (with a transaction of it, in any state).
+    #[arg(long)]
+    buyer: Option<String>,
+    /// Only the leads in this state (as the output spells it).
+    #[arg(long, value_parser = lead_status)]
+    status: Option<LeadStatus>,
+    /// Received from this date (the workspace's time zone) or time (2026-11-23T10:00:00Z).
+    #[arg(long, value_parser = super::period::bound)]
+    from: Option<super::period::Bound>,
+    /// Received up to this date, included, or before this time.
+    #[arg(long, value_parser = super::period::bound)]
+    to: Option<super::period::Bound>,
+    /// The next page: the leads listed after this one (pass the last id shown).
+    #[arg(long, value_name = "ID")]
+    after: Option<String>,
+    /// At most this many leads.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    limit: u64,
+}
+
+fn lead_status(text: &str) -> Result<LeadStatus, String> {
+    LeadStatus::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = LeadStatus::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown lead status '{text}': use {}", known.join(", "))
+    })
+}
+
 pub(super) fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let result = match command {
         LeadCommand::Show { id, body } => show(&db, out, &id, body),
-        LeadCommand::List { source, limit } => list(&db, out, source.as_deref(), limit),
+        LeadCommand::List(args) => list(&db, out, args),
         LeadCommand::Cancel { id, reason } => cancel(&db, out, id, reason),
         LeadCommand::Reroute { id } => reroute(&db, out, id),
         LeadCommand::Erase(args) => super::privacy::erase(&db, out, args),
         LeadCommand::Erasures { limit } => super::privacy::erasures(&db, out, limit),
+        LeadCommand::Export(args) => super::export::leads(&db, args),
     };
     db.close();
     result
@@ -123,23 +157,42 @@ fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(
-    db: &crate::db::Db,
-    out: &Output,
-    source: Option<&str>,
-    limit: u64,
-) -> anyhow::Result<ExitCode> {
+fn list(db: &crate::db::Db, out: &Output, args: ListArgs) -> anyhow::Result<ExitCode> {
     let leads = db.read_blocking(|conn| {
-        if let Some(source) = source
-            && crate::config::source::find(conn, source)?.is_none()
-        {
-            return Ok(None);
+        let mut workspace = None;
+        if let Some(id) = &args.source {
+            match crate::config::source::find(conn, id)? {
+                Some(source) => workspace = Some(source.workspace_id),
+                None => return Ok(Err(format!("unknown source '{id}'"))),
+            }
         }
-        Ok::<_, DbError>(Some(view::list(conn, source, limit as usize)?))
+        if let Some(id) = &args.buyer {
+            match crate::config::buyer::find(conn, id)? {
+                Some(buyer) => workspace = Some(buyer.workspace_id),
+                None => return Ok(Err(format!("unknown buyer '{id}'"))),
+            }
+        }
+        if let Some(id) = &args.after
+            && view::find(conn, id)?.is_none()
+        {
+            return Ok(Err(format!("unknown lead '{id}'")));
+        }
+        let tz = super::period::zone(conn, workspace.as_deref())?;
+        let (from_ms, to_ms) = match super::period::range(&tz, args.from, args.to) {
+            Ok(range) => range,
+            Err(empty) => return Ok(Err(empty.to_string())),
+        };
+        let filter = view::LeadFilter {
+            source_id: args.source.clone(),
+            buyer_id: args.buyer.clone(),
+            status: args.status,
+            from_ms,
+            to_ms,
+            after_id: args.after.clone(),
+        };
+        Ok::<_, DbError>(Ok(view::list(conn, &filter, args.limit as usize)?))
     })?;
-    let Some(leads) = leads else {
-        anyhow::bail!("unknown source '{}'", source.unwrap_or_default());
-    };
+    let leads = leads.map_err(anyhow::Error::msg)?;
     let shown: Vec<Value> = leads
         .iter()
         .map(crate::ingest::model::StoredLead::summary_json)

@@ -1,7 +1,7 @@
 //! `leadrelay ledger list`: the money ledger, oldest row first (DESIGN.md section 11).
 //!
-//! Reads through `ledger::query`; the `--from`/`--to` dates of the design are left to the
-//! reporting work, the query already narrows by time.
+//! Reads through `ledger::query`; `--from`/`--to` are dates of the party's workspace's
+//! time zone (`cli::period`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -28,6 +28,12 @@ pub enum LedgerCommand {
         /// Only this supplier's rows.
         #[arg(long)]
         supplier: Option<String>,
+        /// From this date (the workspace's time zone) or time (2026-11-23T10:00:00Z).
+        #[arg(long, value_parser = super::period::bound)]
+        from: Option<super::period::Bound>,
+        /// Up to this date, included, or before this time.
+        #[arg(long, value_parser = super::period::bound)]
+        to: Option<super::period::Bound>,
         /// At most this many rows.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
         limit: i64,
@@ -38,6 +44,8 @@ pub enum LedgerCommand {
 enum ListError {
     #[error("unknown {0} '{1}'")]
     NotFound(&'static str, String),
+    #[error(transparent)]
+    Period(#[from] super::period::EmptyPeriod),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -53,26 +61,37 @@ pub(super) fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::
     let LedgerCommand::List {
         buyer,
         supplier,
+        from,
+        to,
         limit,
     } = command;
     let listed = db.read_blocking(move |conn| {
-        if let Some(id) = &buyer
-            && buyer::find(conn, id)?.is_none()
-        {
-            return Err(ListError::NotFound("buyer", id.clone()));
+        let mut workspace = None;
+        if let Some(id) = &buyer {
+            workspace = Some(
+                buyer::find(conn, id)?
+                    .ok_or_else(|| ListError::NotFound("buyer", id.clone()))?
+                    .workspace_id,
+            );
         }
-        if let Some(id) = &supplier
-            && supplier::find(conn, id)?.is_none()
-        {
-            return Err(ListError::NotFound("supplier", id.clone()));
+        if let Some(id) = &supplier {
+            workspace = Some(
+                supplier::find(conn, id)?
+                    .ok_or_else(|| ListError::NotFound("supplier", id.clone()))?
+                    .workspace_id,
+            );
         }
+        let tz = super::period::zone(conn, workspace.as_deref())?;
+        let (from_ms, to_ms) = super::period::range(&tz, from, to)?;
         let filter = ListFilter {
             buyer_id: buyer,
             supplier_id: supplier,
+            from_ms,
+            to_ms,
             limit,
             ..ListFilter::default()
         };
-        Ok(ledger::query::list(conn, &filter)?)
+        Ok::<_, ListError>(ledger::query::list(conn, &filter)?)
     });
     db.close();
     let items: Vec<Value> = listed?.iter().map(|e| e.to_json()).collect();

@@ -13,7 +13,8 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::{Value, json};
 
 use crate::config::container::DeliveryMode;
@@ -162,35 +163,152 @@ pub(crate) fn of_request(
     rows.collect()
 }
 
-/// What `transaction list` may narrow by; `None` means any.
+/// What `transaction list` and `transaction export` may narrow by; `None` means any.
+/// Times are `[from, to)` in ms, of the delivery (`created_at`).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct ListFilter {
     pub buyer_id: Option<String>,
     pub lead_id: Option<String>,
     pub status: Option<Status>,
+    /// Only the transactions of this source's leads.
+    pub source_id: Option<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    /// Only the transactions after this one in the list's order (newest first: older
+    /// ones), for paging with the last id of the previous page.
+    pub after_id: Option<String>,
+    /// At most this many (`list` only).
     pub limit: i64,
 }
 
-/// Transactions matching `filter`, newest first.
+impl ListFilter {
+    /// The WHERE conditions (each a constant of this function, so the SQL holds no input)
+    /// and their values in order. Rows are inserted by the one writer in creation order,
+    /// so the list's order is (created_at, rowid), the order each time index ends in.
+    fn conditions(&self) -> (String, Vec<SqlValue>) {
+        let mut sql = vec!["1"];
+        let mut values: Vec<SqlValue> = Vec::new();
+        if let Some(buyer_id) = &self.buyer_id {
+            sql.push("t.buyer_id = ?");
+            values.push(buyer_id.clone().into());
+        }
+        if let Some(lead_id) = &self.lead_id {
+            sql.push("t.lead_id = ?");
+            values.push(lead_id.clone().into());
+        }
+        if let Some(status) = self.status {
+            sql.push("t.status = ?");
+            values.push(status.as_str().to_string().into());
+        }
+        if let Some(source_id) = &self.source_id {
+            sql.push("EXISTS (SELECT 1 FROM leads l WHERE l.id = t.lead_id AND l.source_id = ?)");
+            values.push(source_id.clone().into());
+        }
+        if let Some(from) = self.from_ms {
+            sql.push("t.created_at >= ?");
+            values.push(from.into());
+        }
+        if let Some(to) = self.to_ms {
+            sql.push("t.created_at < ?");
+            values.push(to.into());
+        }
+        if let Some(after) = &self.after_id {
+            // The time bound is the index range; the row value then orders the
+            // transactions of that same millisecond by rowid.
+            sql.push(
+                "t.created_at <= (SELECT created_at FROM transactions WHERE id = ?) \
+                 AND (t.created_at, t.rowid) < (SELECT created_at, rowid FROM transactions WHERE id = ?)",
+            );
+            values.push(after.clone().into());
+            values.push(after.clone().into());
+        }
+        (sql.join(" AND "), values)
+    }
+
+    /// The statement reading the matching transactions ([`COLUMNS`], then the lead's
+    /// source) in time order, `direction` `ASC` or `DESC`, at most `limit` of them, and its
+    /// values. A buyer, a status or a lead is an index search of its own
+    /// (`transactions_buyer_created`, `transactions_status_created`, `transactions_lead`);
+    /// without one, each workspace's range of `transactions_workspace_created` is read in
+    /// time order and the ranges are merged (a compound SELECT ordered by its result
+    /// columns is merged as its arms come, so a limit stops the walk), never a scan and
+    /// sort of every transaction.
+    fn query(
+        &self,
+        conn: &Connection,
+        direction: &'static str,
+        limit: Option<i64>,
+    ) -> rusqlite::Result<(String, Vec<SqlValue>)> {
+        let (conditions, condition_values) = self.conditions();
+        let limit_clause = if limit.is_some() { " LIMIT ?" } else { "" };
+        let mut values: Vec<SqlValue> = Vec::new();
+        let sql = if self.buyer_id.is_some() || self.status.is_some() || self.lead_id.is_some() {
+            values.extend(condition_values);
+            format!(
+                "SELECT {COLUMNS}, (SELECT l.source_id FROM leads l WHERE l.id = t.lead_id)
+                 FROM transactions t WHERE {conditions}
+                 ORDER BY t.created_at {direction}, t.rowid {direction}{limit_clause}"
+            )
+        } else {
+            let workspaces: Vec<String> = conn
+                .prepare_cached("SELECT id FROM workspaces ORDER BY id")?
+                .query_map([], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if workspaces.is_empty() {
+                // No workspace, no transaction: a statement that reads none.
+                return Ok((
+                    format!("SELECT {COLUMNS}, NULL FROM transactions t WHERE 0"),
+                    Vec::new(),
+                ));
+            }
+            let arm = format!(
+                "SELECT {COLUMNS}, (SELECT l.source_id FROM leads l WHERE l.id = t.lead_id), \
+                 t.created_at AS k_at, t.rowid AS k_row \
+                 FROM transactions t WHERE t.workspace_id = ? AND {conditions}"
+            );
+            let mut arms = Vec::new();
+            for workspace in workspaces {
+                values.push(workspace.into());
+                values.extend(condition_values.iter().cloned());
+                arms.push(arm.as_str());
+            }
+            let arms = arms.join(" UNION ALL ");
+            format!("{arms} ORDER BY k_at {direction}, k_row {direction}{limit_clause}")
+        };
+        if let Some(limit) = limit {
+            values.push(limit.into());
+        }
+        Ok((sql, values))
+    }
+}
+
+/// Transactions matching `filter`, newest first, at most `filter.limit`.
 pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM transactions
-         WHERE (?1 IS NULL OR buyer_id = ?1)
-           AND (?2 IS NULL OR lead_id = ?2)
-           AND (?3 IS NULL OR status = ?3)
-         ORDER BY created_at DESC, id DESC
-         LIMIT ?4"
-    ))?;
-    let rows = stmt.query_map(
-        params![
-            filter.buyer_id,
-            filter.lead_id,
-            filter.status.map(Status::as_str),
-            filter.limit
-        ],
-        from_row,
-    )?;
+    let (sql, values) = filter.query(conn, "DESC", Some(filter.limit))?;
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(params_from_iter(values), from_row)?;
     rows.collect()
+}
+
+/// Every transaction matching `filter` (its `limit` aside), oldest first, handed to `each`
+/// with its lead's source as it is read: one statement, so memory stays what one
+/// transaction takes however many match (`transaction export`). `each` may stop the walk
+/// with its error.
+pub(crate) fn for_each<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    filter: &ListFilter,
+    mut each: impl FnMut(&Transaction, &str) -> Result<(), E>,
+) -> Result<(), E> {
+    let (sql, values) = filter.query(conn, "ASC", None)?;
+    let mut stmt = conn.prepare(&sql)?;
+    let source_at = COLUMNS.split(',').count();
+    let mut rows = stmt.query(params_from_iter(values))?;
+    while let Some(row) = rows.next()? {
+        let transaction = from_row(row)?;
+        let source_id: String = row.get(source_at)?;
+        each(&transaction, &source_id)?;
+    }
+    Ok(())
 }
 
 /// One move in a transaction's history.
@@ -566,5 +684,65 @@ mod tests {
         assert!(Status::Paid.is_live());
         assert!(!Status::Rejected.is_live());
         assert!(!Status::Cancelled.is_live());
+    }
+
+    #[test]
+    fn every_filter_is_an_index_search_never_a_scan_of_every_transaction() {
+        let dir = tempfile::tempdir().expect("a temp dir can be made");
+        let path = dir.path().join("plans.db");
+        crate::db::Db::open(&path)
+            .expect("the database opens")
+            .close();
+        let conn = Connection::open(&path).expect("the file opens");
+        for workspace in ["w1", "w2"] {
+            conn.execute(
+                "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?1, 0)",
+                [workspace],
+            )
+            .unwrap();
+        }
+        let text = |s: &str| Some(s.to_string());
+        let cases = [
+            ListFilter {
+                source_id: text("src"),
+                from_ms: Some(1),
+                to_ms: Some(2),
+                ..ListFilter::default()
+            },
+            ListFilter {
+                after_id: text("txn"),
+                ..ListFilter::default()
+            },
+            ListFilter {
+                buyer_id: text("buyer"),
+                from_ms: Some(1),
+                ..ListFilter::default()
+            },
+            ListFilter {
+                status: Some(Status::Paid),
+                after_id: text("txn"),
+                ..ListFilter::default()
+            },
+        ];
+        for filter in cases {
+            for (direction, limit) in [("DESC", Some(50)), ("ASC", None)] {
+                let (sql, values) = filter.query(&conn, direction, limit).unwrap();
+                let steps: Vec<String> = conn
+                    .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                    .unwrap()
+                    .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                assert!(
+                    steps.iter().all(|s| !s.starts_with("SCAN")),
+                    "{filter:?}: every read is an index search: {steps:?}"
+                );
+                assert!(
+                    !steps.iter().any(|s| s.contains("TEMP B-TREE FOR ORDER BY")),
+                    "{filter:?}: read in the index's order, not sorted: {steps:?}"
+                );
+            }
+        }
     }
 }

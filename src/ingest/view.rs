@@ -1,16 +1,18 @@
 //! Reading stored leads back into [`StoredLead`]: one lead with its requests (also by one of
 //! its requests, for the `deliver` command), or a list, and the operator's JSON of them
-//! (`leadrelay lead show`, `lead list`).
+//! (`leadrelay lead show`, `lead list`, `lead export`).
 //!
 //! Owns the read SQL of leads and lead requests. Writing them is `store`'s; a lead that the
 //! ingest writer job has just stored is handed on by that job, never read back here.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 use serde_json::{Map, Value, json};
 
 use super::dedupe::DuplicateStatus;
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
 use super::quality::QualityStatus;
+use super::status::LeadStatus;
 use super::{body, normalize};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
@@ -217,6 +219,173 @@ impl From<rusqlite::Error> for ViewError {
     }
 }
 
+/// What `lead list` and `lead export` narrow by; `None` means any. Times are `[from, to)`
+/// in ms.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LeadFilter {
+    pub(crate) source_id: Option<String>,
+    /// Only leads that have a transaction of this buyer.
+    pub(crate) buyer_id: Option<String>,
+    pub(crate) status: Option<LeadStatus>,
+    pub(crate) from_ms: Option<i64>,
+    pub(crate) to_ms: Option<i64>,
+    /// Only the leads after this one in the list's order (newest first: older ones), for
+    /// paging with the last id of the previous page.
+    pub(crate) after_id: Option<String>,
+}
+
+/// The order leads are read in: by creation time, then rowid (rows are inserted by the one
+/// writer in creation order, so the rowid breaks ties of the same millisecond; the indexes
+/// on the time, `leads_created` and `leads_source_mix`, end in it).
+#[derive(Debug, Clone, Copy)]
+enum Order {
+    NewestFirst,
+    OldestFirst,
+}
+
+/// The rows a filtered read is driven by: one index search each, never a walk of every
+/// lead (checked with EXPLAIN QUERY PLAN in this module's tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Driver {
+    /// A status other than `active`: every such lead has its one supplier cancellation
+    /// (`lifecycle::clawback` opens it when it moves the lead off `active`), so the
+    /// cancellations are the few rows to start from.
+    Cancellations,
+    /// A buyer: its transactions (`transactions_buyer_created`, from `from` on, since a
+    /// lead is sold after it is received).
+    Buyer,
+    /// A source: its six ranges of `leads_source_mix` (one per [`stored_statuses`] pair,
+    /// each in creation order), merged.
+    Source,
+    /// Nothing narrower than the time: `leads_created`, stopping at the limit.
+    Time,
+}
+
+impl LeadFilter {
+    fn driver(&self) -> Driver {
+        if self.status.is_some_and(|s| s != LeadStatus::Active) {
+            Driver::Cancellations
+        } else if self.buyer_id.is_some() {
+            Driver::Buyer
+        } else if self.source_id.is_some() {
+            Driver::Source
+        } else {
+            Driver::Time
+        }
+    }
+
+    /// The WHERE conditions every matching lead `l` meets (each a constant of this
+    /// function, so the SQL holds no input) and their values in order. With `indexed`
+    /// false, the columns are written `+l.…` so SQLite takes no index for them: the read
+    /// is then driven by the driver's rows, not by the source's or the time's index.
+    fn conditions(&self, indexed: bool) -> (String, Vec<SqlValue>) {
+        let pick = |with_index: &'static str, without: &'static str| {
+            if indexed { with_index } else { without }
+        };
+        let mut sql = vec!["1"];
+        let mut values: Vec<SqlValue> = Vec::new();
+        if let Some(source_id) = &self.source_id {
+            sql.push(pick("l.source_id = ?", "+l.source_id = ?"));
+            values.push(source_id.clone().into());
+        }
+        if let Some(buyer_id) = &self.buyer_id {
+            sql.push(
+                "EXISTS (SELECT 1 FROM transactions t WHERE t.lead_id = l.id AND t.buyer_id = ?)",
+            );
+            values.push(buyer_id.clone().into());
+        }
+        if let Some(status) = self.status {
+            sql.push("l.status = ?");
+            values.push(status.as_str().to_string().into());
+        }
+        if let Some(from) = self.from_ms {
+            sql.push(pick("l.created_at >= ?", "+l.created_at >= ?"));
+            values.push(from.into());
+        }
+        if let Some(to) = self.to_ms {
+            sql.push(pick("l.created_at < ?", "+l.created_at < ?"));
+            values.push(to.into());
+        }
+        if let Some(after) = &self.after_id {
+            // The time bound is the index range; the row value then orders the leads of
+            // that same millisecond by rowid.
+            sql.push(pick(
+                "l.created_at <= (SELECT created_at FROM leads WHERE id = ?) \
+                 AND (l.created_at, l.rowid) < (SELECT created_at, rowid FROM leads WHERE id = ?)",
+                "+l.created_at <= (SELECT created_at FROM leads WHERE id = ?) \
+                 AND (l.created_at, l.rowid) < (SELECT created_at, rowid FROM leads WHERE id = ?)",
+            ));
+            values.push(after.clone().into());
+            values.push(after.clone().into());
+        }
+        (sql.join(" AND "), values)
+    }
+
+    /// The statement reading the matching leads (with [`LEAD_COLUMNS`] first) in `order`,
+    /// at most `limit` of them, and its values.
+    fn query(&self, order: Order, limit: Option<usize>) -> (String, Vec<SqlValue>) {
+        let direction = match order {
+            Order::NewestFirst => "DESC",
+            Order::OldestFirst => "ASC",
+        };
+        let limit_clause = if limit.is_some() { " LIMIT ?" } else { "" };
+        let driver = self.driver();
+        let (conditions, condition_values) =
+            self.conditions(matches!(driver, Driver::Source | Driver::Time));
+        let mut values: Vec<SqlValue> = Vec::new();
+        let sql = match driver {
+            Driver::Cancellations | Driver::Buyer => {
+                let rows = if driver == Driver::Cancellations {
+                    "SELECT d.rowid FROM supplier_cancellations s JOIN leads d ON d.id = s.lead_id"
+                } else {
+                    values.push(self.buyer_id.clone().into());
+                    values.push(self.from_ms.unwrap_or(i64::MIN).into());
+                    "SELECT d.rowid FROM transactions t JOIN leads d ON d.id = t.lead_id \
+                     WHERE t.buyer_id = ? AND t.created_at >= ?"
+                };
+                values.extend(condition_values);
+                format!(
+                    "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
+                     WHERE l.rowid IN ({rows}) AND {conditions}
+                     ORDER BY l.created_at {direction}, l.rowid {direction}{limit_clause}"
+                )
+            }
+            Driver::Source => {
+                // A compound SELECT ordered by its result columns is merged from its
+                // arms as they come, each in its index's order: no sort, and a limit stops
+                // the walk.
+                let arms: Vec<String> = stored_statuses()
+                    .map(|(quality, duplicate)| {
+                        values.extend(condition_values.iter().cloned());
+                        format!(
+                            "SELECT {LEAD_COLUMNS}, l.created_at AS k_at, l.rowid AS k_row \
+                             FROM leads l JOIN containers c ON c.id = l.container_id \
+                             WHERE l.quality_status = '{}' AND l.duplicate_status = '{}' \
+                             AND {conditions}",
+                            quality.as_str(),
+                            duplicate.as_str()
+                        )
+                    })
+                    .collect();
+                let arms = arms.join(" UNION ALL ");
+                format!("{arms} ORDER BY k_at {direction}, k_row {direction}{limit_clause}")
+            }
+            Driver::Time => {
+                values.extend(condition_values);
+                format!(
+                    "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
+                     WHERE {conditions}
+                     ORDER BY l.created_at {direction}, l.rowid {direction}{limit_clause}"
+                )
+            }
+        };
+        if let Some(limit) = limit {
+            values.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        }
+        (sql, values)
+    }
+}
+
 /// The statuses a stored lead can have, (quality, duplicate) pairs (a duplicate the rule
 /// rejects is not stored; both are written once, at ingest). The `leads_source_mix` index
 /// `(source_id, quality_status, duplicate_status, created_at)` holds one range of a
@@ -229,49 +398,40 @@ pub(crate) fn stored_statuses() -> impl Iterator<Item = (QualityStatus, Duplicat
     })
 }
 
-/// Newest leads first, of one source or of all, at most `limit`.
+/// Newest leads first that match `filter`, at most `limit`.
 pub(crate) fn list(
     conn: &Connection,
-    source_id: Option<&str>,
+    filter: &LeadFilter,
     limit: usize,
 ) -> rusqlite::Result<Vec<StoredLead>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    // Rows are inserted by the one writer in creation order, so the rowid breaks ties of
-    // the same millisecond. Without a source the table itself gives the order; by source,
-    // each range of `leads_source_mix` (one per stored statuses, ending in the time and the
-    // rowid) gives its newest `limit`, and only those are sorted.
-    let (filter, order) = match source_id {
-        Some(_) => {
-            let newest = stored_statuses()
-                .map(|(quality, duplicate)| {
-                    format!(
-                        "SELECT * FROM (SELECT rowid FROM leads WHERE source_id = ?1 \
-                         AND quality_status = '{}' AND duplicate_status = '{}' \
-                         ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
-                        quality.as_str(),
-                        duplicate.as_str()
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(" UNION ALL ");
-            (
-                format!("WHERE l.rowid IN ({newest})"),
-                "l.created_at DESC, l.rowid DESC",
-            )
-        }
-        None => ("WHERE ?1 IS NULL".to_string(), "l.rowid DESC"),
-    };
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
-         {filter} ORDER BY {order} LIMIT ?2"
-    ))?;
+    let (sql, values) = filter.query(Order::NewestFirst, Some(limit));
+    let mut stmt = conn.prepare(&sql)?;
     let mut leads: Vec<StoredLead> = stmt
-        .query_map(params![source_id, limit], lead_from_row)?
+        .query_map(params_from_iter(values), lead_from_row)?
         .collect::<Result<_, _>>()?;
     for lead in &mut leads {
         lead.requests = requests_of(conn, &lead.id)?;
     }
     Ok(leads)
+}
+
+/// Every lead matching `filter`, oldest first, each with its requests handed to `each` as
+/// it is read: one statement over the file, so memory stays what one lead takes, however
+/// many match (`lead export`). `each` may stop the walk with its error.
+pub(crate) fn for_each<E: From<rusqlite::Error>>(
+    conn: &Connection,
+    filter: &LeadFilter,
+    mut each: impl FnMut(&StoredLead) -> Result<(), E>,
+) -> Result<(), E> {
+    let (sql, values) = filter.query(Order::OldestFirst, None);
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(params_from_iter(values))?;
+    while let Some(row) = rows.next()? {
+        let mut lead = lead_from_row(row)?;
+        lead.requests = requests_of(conn, &lead.id)?;
+        each(&lead)?;
+    }
+    Ok(())
 }
 
 impl StoredLead {
@@ -370,4 +530,106 @@ fn request_json(request: &StoredRequest) -> Value {
         shown["decision"] = decision.clone();
     }
     shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The steps of the plan of `sql`.
+    fn plan(conn: &Connection, sql: &str, values: Vec<SqlValue>) -> Vec<String> {
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_filter_is_an_index_search_never_a_walk_of_every_lead() {
+        let dir = tempfile::tempdir().expect("a temp dir can be made");
+        let path = dir.path().join("plans.db");
+        crate::db::Db::open(&path)
+            .expect("the database opens")
+            .close();
+        let conn = Connection::open(&path).expect("the file opens");
+        let text = |s: &str| Some(s.to_string());
+        let cases = [
+            (
+                "source and time",
+                LeadFilter {
+                    source_id: text("src"),
+                    from_ms: Some(1),
+                    to_ms: Some(2),
+                    ..LeadFilter::default()
+                },
+            ),
+            (
+                "source, status active and a page",
+                LeadFilter {
+                    source_id: text("src"),
+                    status: Some(LeadStatus::Active),
+                    after_id: text("lead"),
+                    ..LeadFilter::default()
+                },
+            ),
+            (
+                "buyer",
+                LeadFilter {
+                    buyer_id: text("buyer"),
+                    ..LeadFilter::default()
+                },
+            ),
+            (
+                "buyer and source",
+                LeadFilter {
+                    buyer_id: text("buyer"),
+                    source_id: text("src"),
+                    from_ms: Some(1),
+                    ..LeadFilter::default()
+                },
+            ),
+            (
+                "status cancelled and source",
+                LeadFilter {
+                    status: Some(LeadStatus::Cancelled),
+                    source_id: text("src"),
+                    ..LeadFilter::default()
+                },
+            ),
+            (
+                "time and a page",
+                LeadFilter {
+                    from_ms: Some(1),
+                    after_id: text("lead"),
+                    ..LeadFilter::default()
+                },
+            ),
+        ];
+        for (name, filter) in cases {
+            for (order, limit) in [(Order::NewestFirst, Some(50)), (Order::OldestFirst, None)] {
+                let (sql, values) = filter.query(order, limit);
+                let steps = plan(&conn, &sql, values);
+                let on_leads: Vec<&String> = steps
+                    .iter()
+                    // `l` and `d` are the leads; `s`, the supplier cancellations, are the
+                    // few rows a cancelled status starts from.
+                    .filter(|s| s.contains(" l ") || s.contains(" d "))
+                    .collect();
+                assert!(!on_leads.is_empty(), "{name}: {steps:?}");
+                assert!(
+                    on_leads.iter().all(|s| s.starts_with("SEARCH")),
+                    "{name} ({order:?}): every read of the leads is an index search: {steps:?}"
+                );
+                if filter.driver() == Driver::Source {
+                    assert!(
+                        steps.iter().any(|s| s.starts_with("MERGE"))
+                            && !steps.iter().any(|s| s.contains("TEMP B-TREE")),
+                        "{name}: the source's ranges are merged, not sorted: {steps:?}"
+                    );
+                }
+            }
+        }
+    }
 }
