@@ -11,6 +11,11 @@
 //!   service starts; deliveries to the 18 others are then committed one per write job at a
 //!   steady rate (100/s for 10 s), and the time from each commit to its arrival at the buyer is measured.
 //!   Baseline: the same with no buyer hanging.
+//! - `latency`: one delivery at a time on an idle queue to a buyer answering at once; the
+//!   time from its commit to its arrival, when the committer pokes the outbox's `Notifier`
+//!   (as auto-delivery does in the server) and when nobody does (a CLI `deliver` in another
+//!   process: the outbox's poll finds it). Each sample starts once the one before is
+//!   recorded.
 //! - `speed`: leads are POSTed over HTTP at a steady rate (default 200/s for 30 s) with
 //!   automated delivery to one of the 20 buyers (exclusive, equal prices, daily and monthly
 //!   caps); the time from each 201 to its arrival at the buyer, and leads that never arrive.
@@ -52,6 +57,7 @@ struct Settings {
     seconds: usize,
     concurrency: usize,
     per_buyer: usize,
+    samples: usize,
 }
 
 fn settings() -> Settings {
@@ -66,10 +72,11 @@ fn settings() -> Settings {
         seconds: 30,
         concurrency: 256,
         per_buyer: 16,
+        samples: 200,
     };
     let usage = "usage: conditions_bench [--phases throughput,hanging,speed] [--buyers N] \
                  [--delay MS] [--hanging N] [--events N] [--backlog N] [--rate N] \
-                 [--seconds N] [--concurrency N] [--per-buyer N]";
+                 [--seconds N] [--concurrency N] [--per-buyer N] [--samples N]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
         let value = pair.get(1).unwrap_or_else(|| panic!("{usage}"));
@@ -85,6 +92,7 @@ fn settings() -> Settings {
             "--seconds" => s.seconds = number(),
             "--concurrency" => s.concurrency = number(),
             "--per-buyer" => s.per_buyer = number(),
+            "--samples" => s.samples = number(),
             _ => panic!("{usage}"),
         }
     }
@@ -504,6 +512,64 @@ fn hanging(settings: &Settings, hanging: usize, delay: Duration) {
     );
 }
 
+/// Commit → arrival of single deliveries on an idle queue, woken by the `Notifier` and
+/// found by the poll (a tenth as many samples: each waits for the poll interval).
+fn latency(settings: &Settings) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let db = Db::open(dir.path().join("bench.db")).expect("the file opens");
+    let receivers = Receivers::start(behaviours(settings, 0, Duration::ZERO), 2);
+    configure(
+        &db,
+        (0..settings.buyers).map(|n| receivers.url(n)).collect(),
+    );
+    let polled = (settings.samples / 10).max(10);
+    let requests = seed_lead_requests(&db, settings.samples + polled);
+    let notifier = Notifier::new();
+    let service = Service::start(db.clone(), settings, notifier.clone());
+    let (woken, polled) = requests.split_at(settings.samples);
+    let one_at_a_time = |requests: &[String], wake: bool| -> Vec<Duration> {
+        let mut samples = Vec::with_capacity(requests.len());
+        for (n, request) in requests.iter().enumerate() {
+            let recorded = notifier.counts().delivered;
+            let events = deliver(&db, vec![(request.clone(), buyer_id(n % settings.buyers))]);
+            let committed = Instant::now();
+            if wake {
+                notifier.notify();
+            }
+            let arrived = || {
+                receivers
+                    .arrivals
+                    .first_by_event()
+                    .get(&events[0])
+                    .map(|a| a.at)
+            };
+            wait_until("the event to arrive", Duration::from_secs(60), || {
+                arrived().is_some()
+            });
+            if let Some(at) = arrived() {
+                samples.push(at.saturating_duration_since(committed));
+            }
+            wait_until(
+                "the attempt to be recorded",
+                Duration::from_secs(60),
+                || notifier.counts().delivered > recorded,
+            );
+        }
+        samples
+    };
+    let mut samples = one_at_a_time(woken, true);
+    report(
+        "commit → arrival, idle queue, woken by the Notifier",
+        &mut samples,
+    );
+    let mut samples = one_at_a_time(polled, false);
+    report(
+        "commit → arrival, idle queue, no wake-up (the poll, as for a CLI deliver)",
+        &mut samples,
+    );
+    drop(service);
+}
+
 fn speed(settings: &Settings, delay: Duration) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let db = Db::open(dir.path().join("bench.db")).expect("the file opens");
@@ -616,6 +682,10 @@ fn main() {
                 println!("hanging buyers (baseline: none hanging)");
                 hanging(&settings, 0, delay);
                 hanging(&settings, settings.hanging, delay);
+            }
+            "latency" => {
+                println!("commit to arrival on an idle queue");
+                latency(&settings);
             }
             "speed" => {
                 println!("speed to lead (baseline: buyers answering at once)");

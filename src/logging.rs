@@ -42,11 +42,21 @@ pub fn init(default_level: &str) {
 /// between are counted and reported with the next line written. One `static` per call
 /// site:
 ///
-/// ```ignore
-/// static ROUND_FAILED: Repeated = Repeated::new();
-/// if let Some(repeats) = ROUND_FAILED.admit() {
-///     log::warn!("outbox: recording and claiming failed: {e}{repeats}");
+/// ```
+/// use leadrelay::logging::Repeated;
+///
+/// fn round_failed(e: &std::io::Error) {
+///     static ROUND_FAILED: Repeated = Repeated::new();
+///     if let Some(repeats) = ROUND_FAILED.admit() {
+///         log::warn!("outbox: recording and claiming failed: {e}{repeats}");
+///     }
 /// }
+/// round_failed(&std::io::Error::other("disk full"));
+///
+/// // Within an interval only the first line is written; the others are counted.
+/// let repeated = Repeated::new();
+/// assert!(repeated.admit().is_some());
+/// assert!(repeated.admit().is_none());
 /// ```
 pub struct Repeated {
     state: Mutex<State>,

@@ -1,19 +1,24 @@
 //! The rule for every URL leadrelay sends requests to (DESIGN.md section 16): buyers'
-//! webhook URLs now, bid URLs later. [`check`] is the one function that decides; buyer
-//! create and update call it when the URL is set, and the outbox calls it again before
-//! each send, so a URL stored before the rule (or by hand) is not sent to either.
+//! webhook URLs and bid URLs. [`check`] is the one function that decides on a URL; buyer
+//! create and update call it when the URL is set, and the outbox calls [`check_with`] again
+//! before each send, so a URL stored before the rule (or by hand) is not sent to either.
+//! [`check_resolved`] applies the same rule to each address a host name resolves to; the
+//! outbound clients call it before connecting (`outbox/connect.rs`), so a name that
+//! resolves to the metadata address is refused like the address itself.
 //!
 //! Refused: anything but an absolute `http://` or `https://` URL; a user name or password
 //! in the URL (`buyer show` would print it, and plain HTTP would carry it in clear in
 //! every request); a host that is a link-local address (169.254.0.0/16, fe80::/10), where
 //! cloud metadata services answer with the machine's credentials. Loopback and private
-//! addresses are allowed: a buyer's system on the same host or network is normal for an
-//! edge box.
+//! addresses are allowed by default: a buyer's system on the same host or network is normal
+//! for an edge box. An operator whose buyers are all on the internet narrows the rule with
+//! `serve --public-outbound-only` ([`Reach::PublicOnly`]): loopback, private, unique-local
+//! and unspecified addresses are refused too.
 //!
-//! The rule reads the URL only. A host name is not resolved here: a name that resolves to
-//! a link-local address needs control of its DNS, and checking the resolved address would
-//! need a hook in the HTTP client's connect (ureq's resolver interface is not stable API)
-//! to be more than a race with DNS rebinding.
+//! Config-time checks read the URL only (the server's `--public-outbound-only` is not known
+//! to a CLI call, and a name may resolve differently later); the resolved addresses are
+//! checked at each connection, which is also what defeats DNS rebinding: the address
+//! checked is the address connected to.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -33,10 +38,43 @@ pub(crate) enum OutboundUrlError {
          services answer with the machine's credentials: leadrelay does not send there"
     )]
     LinkLocal { host: String },
+    #[error(
+        "{host} is a {kind} address, and this server sends only to public addresses \
+         (serve --public-outbound-only)"
+    )]
+    NotPublic { host: String, kind: &'static str },
 }
 
-/// Whether leadrelay may send requests to `url`.
+/// Which addresses leadrelay sends to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Reach {
+    /// DESIGN.md section 16: any address but a link-local one.
+    #[default]
+    AnyButLinkLocal,
+    /// `serve --public-outbound-only`: public addresses only.
+    PublicOnly,
+}
+
+impl Reach {
+    /// The reach `serve --public-outbound-only` asks for.
+    pub(crate) fn public_only(public_only: bool) -> Reach {
+        if public_only {
+            Reach::PublicOnly
+        } else {
+            Reach::AnyButLinkLocal
+        }
+    }
+}
+
+/// Whether leadrelay may send requests to `url` under the default reach (the rule when a
+/// URL is set).
 pub(crate) fn check(url: &str) -> Result<(), OutboundUrlError> {
+    check_with(url, Reach::default())
+}
+
+/// Whether leadrelay may send requests to `url` under `reach` (the rule before each send).
+/// A host name passes here; its addresses are checked by [`check_resolved`].
+pub(crate) fn check_with(url: &str, reach: Reach) -> Result<(), OutboundUrlError> {
     let not_http = || OutboundUrlError::NotHttp {
         url: url.chars().take(200).collect(),
     };
@@ -53,12 +91,29 @@ pub(crate) fn check(url: &str) -> Result<(), OutboundUrlError> {
     if host.is_empty() {
         return Err(not_http());
     }
-    if let Some(ip) = ip_of_host(host)
-        && is_link_local(ip)
+    match ip_of_host(host) {
+        Some(ip) => check_address(ip, reach, || host.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// Whether leadrelay may connect to `ip`, which the host name `name` resolved to.
+pub(crate) fn check_resolved(name: &str, ip: IpAddr, reach: Reach) -> Result<(), OutboundUrlError> {
+    check_address(ip, reach, || format!("{name} (resolved to {ip})"))
+}
+
+fn check_address(
+    ip: IpAddr,
+    reach: Reach,
+    host: impl FnOnce() -> String,
+) -> Result<(), OutboundUrlError> {
+    if is_link_local(ip) {
+        return Err(OutboundUrlError::LinkLocal { host: host() });
+    }
+    if reach == Reach::PublicOnly
+        && let Some(kind) = not_public(ip)
     {
-        return Err(OutboundUrlError::LinkLocal {
-            host: host.to_string(),
-        });
+        return Err(OutboundUrlError::NotPublic { host: host(), kind });
     }
     Ok(())
 }
@@ -126,6 +181,30 @@ fn is_link_local(ip: IpAddr) -> bool {
             Some(v4) => v4.is_link_local(),
             None => v6.is_unicast_link_local(),
         },
+    }
+}
+
+/// What kind of non-public address `ip` is, if it is one that `--public-outbound-only`
+/// refuses (link-local is refused always).
+fn not_public(ip: IpAddr) -> Option<&'static str> {
+    let v4 = match ip {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4,
+            None if v6.is_loopback() => return Some("loopback"),
+            None if v6.is_unspecified() => return Some("unspecified"),
+            None if v6.is_unique_local() => return Some("unique-local"),
+            None => return None,
+        },
+    };
+    if v4.is_loopback() {
+        Some("loopback")
+    } else if v4.is_private() {
+        Some("private")
+    } else if v4.is_unspecified() {
+        Some("unspecified")
+    } else {
+        None
     }
 }
 
@@ -206,6 +285,67 @@ mod tests {
             );
             assert!(error.to_string().contains("metadata"), "{error}");
         }
+    }
+
+    #[test]
+    fn public_only_refuses_loopback_private_and_unspecified_addresses() {
+        for url in [
+            "http://127.0.0.1:9000/hook",
+            "http://10.0.0.7/hook",
+            "http://192.168.1.20:8080/",
+            "http://172.16.0.1/",
+            "http://0.0.0.0/",
+            "http://[::1]:8080/hook",
+            "http://[fd00::1]/hook",
+            "http://[::ffff:127.0.0.1]/",
+            "http://2130706433/",
+        ] {
+            assert_eq!(check(url), Ok(()), "{url}: allowed by default");
+            let error = check_with(url, Reach::PublicOnly).unwrap_err();
+            assert!(
+                matches!(error, OutboundUrlError::NotPublic { .. }),
+                "{url}: {error}"
+            );
+            assert!(
+                error.to_string().contains("--public-outbound-only"),
+                "{error}"
+            );
+        }
+        for url in [
+            "https://buyer.example/hooks/leads",
+            "http://localhost/hook",
+            "http://8.8.8.8/",
+            "http://[2001:db8::1]/",
+        ] {
+            assert_eq!(check_with(url, Reach::PublicOnly), Ok(()), "{url}");
+        }
+        assert!(matches!(
+            check_with("http://169.254.169.254/", Reach::PublicOnly),
+            Err(OutboundUrlError::LinkLocal { .. })
+        ));
+    }
+
+    #[test]
+    fn resolved_addresses_follow_the_same_rule_and_name_the_host() {
+        let metadata = IpAddr::from([169, 254, 169, 254]);
+        let loopback = IpAddr::from([127, 0, 0, 1]);
+        let error = check_resolved("buyer.example", metadata, Reach::default()).unwrap_err();
+        assert_eq!(
+            error,
+            OutboundUrlError::LinkLocal {
+                host: "buyer.example (resolved to 169.254.169.254)".into()
+            }
+        );
+        assert_eq!(
+            check_resolved("localhost", loopback, Reach::default()),
+            Ok(())
+        );
+        let error = check_resolved("localhost", loopback, Reach::PublicOnly).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "localhost (resolved to 127.0.0.1) is a loopback address, and this server sends \
+             only to public addresses (serve --public-outbound-only)"
+        );
     }
 
     #[test]

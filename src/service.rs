@@ -46,6 +46,9 @@ pub async fn run_with_console(
 ) -> std::io::Result<()> {
     let mut state = AppState::new(db.clone(), options.server);
     state.outbox = options.outbox.clone();
+    state.bids = crate::outbox::bid::BidClient::new(crate::outbound_url::Reach::public_only(
+        options.delivery.public_outbound_only,
+    ));
     let state = Arc::new(state);
     let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
     let retention = options

@@ -14,28 +14,17 @@ use serde_json::{Value, json};
 use crate::util::receiver::{Answer, Receiver};
 use crate::util::tls_receiver::TlsReceiver;
 use crate::util::{
-    TempDb, TestServer, WAIT, basic_setup, buyer, deliver, fast_options, lead_request, lr, setup,
-    simple_lead, source, wait_until,
+    TempDb, TestServer, WAIT, basic_setup, buyer, complete_lead, deliver, fast_options,
+    lead_request, lr, setup, simple_lead, source, wait_until,
 };
 
 /// A complete lead (it passes the evaluator) interested in `solar` with automated delivery.
 fn auto_lead(n: usize) -> Value {
-    json!({
-        "externalId": format!("lead-{n}"),
-        "firstName": "Ann",
-        "lastName": "Lee",
-        "email": format!("ann{n}@example.com"),
-        "phone": format!("+49 30 {:07}", 1_000_000 + n),
-        "street": "Hauptstr.",
-        "houseNumber": "1",
-        "postalCode": "10115",
-        "city": "Berlin",
-        "country": "DE",
-        "consentStatus": "granted",
-        "consentCapturedAt": "2025-01-06T10:00:00Z",
-        "productSlug": "solar",
-        "triggerAutoDelivery": true,
-    })
+    complete_lead(
+        &format!("lead-{n}"),
+        &format!("ann{n}@example.com"),
+        &format!("+49 30 {:07}", 1_000_000 + n),
+    )
 }
 
 /// Ingests [`auto_lead`] `n` through source `landing` of channel `web`; returns the lead id.

@@ -483,3 +483,42 @@ fn every_event_is_delivered_across_a_crash_with_the_same_webhook_id() {
         "the events in flight at the crash were sent again"
     );
 }
+
+#[test]
+fn public_outbound_only_refuses_a_host_name_resolving_to_loopback_at_send_time() {
+    let receiver = Receiver::start();
+    // A host name, not an address: only what it resolves to says it is loopback.
+    let by_name = receiver.url("/by-name").replace("127.0.0.1", "localhost");
+    assert!(by_name.starts_with("http://localhost:"), "{by_name}");
+    let server = TestServer::start_with(TempDb::new(), fast_options());
+    setup(&server);
+    buyer(&server.db.path, "local", &by_name, Some("25"), []);
+    // By default (DESIGN.md section 16) a buyer on the same host is sent to.
+    let (_, sent) = new_delivery(&server, 1, "local");
+    wait_for_status(&server.db.path, &sent, "delivered");
+    assert_eq!(receiver.requests_to("/by-name").len(), 1);
+    let (_, request) = lead_request(&server, &simple_lead(2));
+    let db = server.stop();
+    let event_id = deliver(&db.path, &request, "local", None)["eventId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let restricted = ServeProcess::start(&db.path, &["--public-outbound-only"]);
+    let shown = wait_for_status(&db.path, &event_id, "failed");
+    restricted.kill();
+    assert_eq!(shown["attempts"], 1, "refused once, not retried: {shown}");
+    let error = shown["lastError"].as_str().unwrap();
+    assert!(
+        error.starts_with("not sent: localhost (resolved to ")
+            && error.contains("is a loopback address")
+            && error.contains("--public-outbound-only"),
+        "{error}"
+    );
+    assert!(shown["attemptLog"][0]["httpStatus"].is_null(), "{shown}");
+    assert_eq!(
+        receiver.requests_to("/by-name").len(),
+        1,
+        "the refused event never reached the receiver"
+    );
+}

@@ -76,13 +76,14 @@ const HTTP_EDGES: &[&str] = &[
     "src/cli/serve.rs",
     "src/outbox/sender.rs",
     "src/outbox/bid.rs",
+    "src/outbox/connect.rs",
 ];
 
 const RULES: &[Rule] = &[
     Rule {
         says: "only the HTTP layer (http/, the console's console/), the server entry \
-               (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs) use \
-               hyper, hyper_util or http_body_util",
+               (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs, \
+               connect.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),

@@ -222,6 +222,11 @@ pub struct ServeArgs {
     /// The most one webhook attempt may take, connecting included (e.g. 15s, 500ms).
     #[arg(long, default_value = "15s", value_parser = positive_duration)]
     pub delivery_timeout: std::time::Duration,
+    /// Send webhooks and bid requests only to public addresses: a URL or a host name that
+    /// resolves to a loopback, private or unique-local address is refused too (link-local
+    /// addresses, where cloud metadata answers, are refused always).
+    #[arg(long, env = "LEADRELAY_PUBLIC_OUTBOUND_ONLY")]
+    pub public_outbound_only: bool,
     /// Requests per second one client address may send on average (token bucket); 0 turns
     /// rate limiting off.
     #[arg(long, env = "LEADRELAY_RATE_LIMIT", default_value_t = crate::ratelimit::RateLimit::default().per_second)]

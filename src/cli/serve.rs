@@ -20,6 +20,7 @@ pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             per_buyer: usize::from(args.delivery_per_buyer),
             retry_schedule: args.retry_schedule.clone(),
             request_timeout: args.delivery_timeout,
+            public_outbound_only: args.public_outbound_only,
             ..WorkerConfig::default()
         },
         retention_interval: Some(crate::privacy::purge::RETENTION_INTERVAL),

@@ -148,18 +148,18 @@ pub(crate) fn older_than(
     cutoff: i64,
     limit: usize,
 ) -> rusqlite::Result<Vec<PurgeCandidate>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // No `LIMIT ?`: SQLite plans a bound LIMIT by its value, so the cached statement would
+    // be compiled again for every job. The rows come in index order, so reading only
+    // `limit` of them costs the same.
     let mut stmt = conn.prepare_cached(
         "SELECT id, created_at, rowid, erased_at IS NOT NULL FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
            AND (created_at, rowid) > (?4, ?5) AND created_at < ?6
-         ORDER BY created_at, rowid LIMIT ?7",
+         ORDER BY created_at, rowid",
     )?;
     let (quality, duplicate) = statuses;
     let rows = stmt.query_map(
-        params![
-            source_id, quality, duplicate, after.0, after.1, cutoff, limit
-        ],
+        params![source_id, quality, duplicate, after.0, after.1, cutoff],
         |row| {
             Ok(PurgeCandidate {
                 id: row.get(0)?,
@@ -168,7 +168,7 @@ pub(crate) fn older_than(
             })
         },
     )?;
-    rows.collect()
+    rows.take(limit).collect()
 }
 
 /// A lead a purge passes: its id, its position on the index, whether it is a tombstone.

@@ -16,12 +16,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::Value;
 
+use super::connect::{self, Connector};
 use super::signing::SigningKey;
-
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+use crate::outbound_url::Reach;
 
 /// The pooled client, or why it could not be built.
 type Built = Result<Client<Connector, Full<Bytes>>, String>;
@@ -85,6 +84,8 @@ pub struct BidResult {
 #[derive(Clone, Default)]
 pub struct BidClient {
     client: Arc<OnceLock<Built>>,
+    /// Where it may send (`serve --public-outbound-only`).
+    reach: Reach,
 }
 
 impl std::fmt::Debug for BidClient {
@@ -94,18 +95,20 @@ impl std::fmt::Debug for BidClient {
 }
 
 impl BidClient {
+    /// A client that sends only where `reach` allows.
+    pub(crate) fn new(reach: Reach) -> BidClient {
+        BidClient {
+            client: Arc::default(),
+            reach,
+        }
+    }
+
     fn client(&self) -> Built {
         self.client
             .get_or_init(|| {
-                let mut http = HttpConnector::new();
-                http.enforce_http(false);
-                http.set_nodelay(true);
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-                    .map_err(|e| format!("cannot set up TLS for bid requests: {e}"))?
-                    .https_or_http()
-                    .enable_http1()
-                    .wrap_connector(http);
+                // Each call's own timeout bounds connecting too.
+                let https = connect::connector(self.reach, None)
+                    .map_err(|e| format!("cannot set up TLS for bid requests: {e}"))?;
                 Ok(Client::builder(hyper_util::rt::TokioExecutor::new())
                     .pool_idle_timeout(Duration::from_secs(60))
                     .build(https))
@@ -120,7 +123,8 @@ impl BidClient {
         let mut tasks = tokio::task::JoinSet::new();
         for (position, call) in calls.into_iter().enumerate() {
             let client = client.clone();
-            tasks.spawn(async move { (position, ask(client, call).await) });
+            let reach = self.reach;
+            tasks.spawn(async move { (position, ask(client, reach, call).await) });
         }
         let mut results: Vec<(usize, BidResult)> = Vec::new();
         while let Some(joined) = tasks.join_next().await {
@@ -133,14 +137,16 @@ impl BidClient {
     }
 }
 
-async fn ask(client: Built, call: BidCall) -> BidResult {
+async fn ask(client: Built, reach: Reach, call: BidCall) -> BidResult {
     let started = Instant::now();
     let outcome = match client {
         Err(e) => BidOutcome::Error(e),
-        Ok(client) => match tokio::time::timeout(call.timeout, exchange(&client, &call)).await {
-            Ok(outcome) => outcome,
-            Err(_) => BidOutcome::Timeout,
-        },
+        Ok(client) => {
+            match tokio::time::timeout(call.timeout, exchange(&client, reach, &call)).await {
+                Ok(outcome) => outcome,
+                Err(_) => BidOutcome::Timeout,
+            }
+        }
     };
     BidResult {
         buyer_id: call.buyer_id,
@@ -150,9 +156,14 @@ async fn ask(client: Built, call: BidCall) -> BidResult {
     }
 }
 
-async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> BidOutcome {
-    // A URL stored before the rule existed is checked again here, as the sender does.
-    if let Err(e) = crate::outbound_url::check(&call.url) {
+async fn exchange(
+    client: &Client<Connector, Full<Bytes>>,
+    reach: Reach,
+    call: &BidCall,
+) -> BidOutcome {
+    // A URL stored before the rule existed is checked again here, as the sender does (a
+    // host name's addresses are checked by the connector).
+    if let Err(e) = crate::outbound_url::check_with(&call.url, reach) {
         return BidOutcome::Error(format!("invalid bid URL: {e}"));
     }
     let key = match SigningKey::from_secret(&call.signing_secret) {
@@ -180,7 +191,12 @@ async fn exchange(client: &Client<Connector, Full<Bytes>>, call: &BidCall) -> Bi
     };
     let response = match client.request(request).await {
         Ok(response) => response,
-        Err(e) => return BidOutcome::Error(format!("request failed: {e}")),
+        Err(e) => {
+            return BidOutcome::Error(match super::sender::refused_address(&e) {
+                Some(refused) => format!("not sent: {refused}"),
+                None => format!("request failed: {e}"),
+            });
+        }
     };
     let status = response.status().as_u16();
     if status == 204 {

@@ -15,6 +15,7 @@
 //! that makes outbound HTTP calls.
 
 pub(crate) mod bid;
+mod connect;
 pub(crate) mod health;
 mod pool;
 pub(crate) mod schedule;
@@ -34,7 +35,7 @@ pub use stats::BuyerFigures;
 pub use worker::{Workers, start};
 
 /// How the workers run (`serve --delivery-concurrency`, `--delivery-per-buyer`,
-/// `--retry-schedule`, `--delivery-timeout`).
+/// `--retry-schedule`, `--delivery-timeout`, `--public-outbound-only`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Sends in flight at most, over all buyers.
@@ -52,6 +53,9 @@ pub struct WorkerConfig {
     /// How often the per-buyer figures (in flight, latency) and the heartbeat are written
     /// for `buyer health`.
     pub report_interval: Duration,
+    /// Send only to public addresses: loopback and private ones are refused too, as URLs
+    /// and as what a buyer's host name resolves to (link-local ones always are).
+    pub public_outbound_only: bool,
 }
 
 impl Default for WorkerConfig {
@@ -64,6 +68,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_millis(500),
             breaker: BreakerConfig::default(),
             report_interval: Duration::from_secs(5),
+            public_outbound_only: false,
         }
     }
 }

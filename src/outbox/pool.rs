@@ -53,6 +53,7 @@ impl Pool {
     pub(crate) fn start(
         timeout: std::time::Duration,
         per_host: usize,
+        reach: crate::outbound_url::Reach,
         notifier: Notifier,
     ) -> Result<Pool, StartError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -61,7 +62,7 @@ impl Pool {
         // The client's connection pool must be made inside the runtime that drives it.
         let sender = {
             let _entered = runtime.enter();
-            Sender::new(timeout, per_host)?
+            Sender::new(timeout, per_host, reach)?
         };
         let (inbox, receiver) = mpsc::unbounded_channel();
         let thread = std::thread::Builder::new()

@@ -9,15 +9,16 @@
 //! redirect, and each attempt, connecting included, ends within the request timeout. It
 //! does not touch the database: the worker records what it returns.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::Value;
 
+use super::connect::{self, Connector};
 use super::health::Observation;
 use super::schedule::parse_retry_after;
 use super::signing::SigningKey;
@@ -25,6 +26,7 @@ use super::store::{Attempt, Claimed, EXCERPT_LIMIT, Verdict};
 use crate::integration::IntegrationDocument;
 use crate::integration::answer::{self, Judged};
 use crate::integration::request::Built;
+use crate::outbound_url::{OutboundUrlError, Reach};
 
 /// How much of a response body is read: enough for any reasonable acknowledgement with a
 /// partner id, and a bound on what a misbehaving receiver can make us hold.
@@ -36,8 +38,6 @@ const PARTNER_ID_MAX: usize = 128;
 /// How long an idle connection to a buyer is kept for the next event.
 const IDLE_CONNECTION: Duration = Duration::from_secs(60);
 
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-
 /// Why the client could not be built.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot set up TLS for outbound webhooks: {0}")]
@@ -48,21 +48,50 @@ pub(crate) struct Sender {
     client: Client<Connector, Full<Bytes>>,
     timeout: Duration,
     user_agent: Arc<str>,
+    /// Where it may send (`serve --public-outbound-only`).
+    reach: Reach,
+    /// Mapped buyers' integration documents, parsed.
+    documents: Arc<Documents>,
+}
+
+/// Each mapped buyer's integration document, parsed once per version: kept with the
+/// stored text it was parsed from, which every claim carries, and parsed again only when
+/// that text differs (the operator changed the integration). Comparing the text is exact
+/// and costs a memcmp of a few hundred bytes; parsing and checking a document costs a JSON
+/// parse and the whole rule check (bench/integration.sh, BENCHMARKS.md). One entry per
+/// buyer that has sent through an integration since the service started.
+#[derive(Default)]
+struct Documents(Mutex<HashMap<String, (String, Arc<IntegrationDocument>)>>);
+
+impl Documents {
+    /// `buyer_id`'s document stored as `text`, parsed.
+    fn get(&self, buyer_id: &str, text: &str) -> Result<Arc<IntegrationDocument>, String> {
+        // A poisoned lock only means a sender panicked while parsing; the map is intact.
+        let mut parsed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((parsed_from, document)) = parsed.get(buyer_id)
+            && parsed_from == text
+        {
+            return Ok(Arc::clone(document));
+        }
+        let document = Arc::new(IntegrationDocument::from_stored(text)?);
+        parsed.insert(
+            buyer_id.to_string(),
+            (text.to_string(), Arc::clone(&document)),
+        );
+        Ok(document)
+    }
 }
 
 impl Sender {
     /// A sender whose every attempt, connecting included, ends within `timeout`, keeping
-    /// up to `per_host` idle connections to each buyer. Must be used on a tokio runtime.
-    pub(crate) fn new(timeout: Duration, per_host: usize) -> Result<Sender, SetupError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(timeout));
-        http.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+    /// up to `per_host` idle connections to each buyer, and connecting only where `reach`
+    /// allows. Must be used on a tokio runtime.
+    pub(crate) fn new(
+        timeout: Duration,
+        per_host: usize,
+        reach: Reach,
+    ) -> Result<Sender, SetupError> {
+        let https = connect::connector(reach, Some(timeout))?;
         // hyper's client never follows a redirect: a 3xx comes back as the answer.
         let client = Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_max_idle_per_host(per_host.max(1))
@@ -72,6 +101,8 @@ impl Sender {
             client,
             timeout,
             user_agent: format!("leadrelay/{}", env!("CARGO_PKG_VERSION")).into(),
+            reach,
+            documents: Arc::default(),
         })
     }
 
@@ -100,7 +131,7 @@ impl Sender {
         let mapped = match event
             .integration
             .as_ref()
-            .map(|integration| IntegrationDocument::from_stored(&integration.document))
+            .map(|integration| self.documents.get(&event.buyer_id, &integration.document))
         {
             None => None,
             Some(Ok(document)) => Some(document),
@@ -112,7 +143,7 @@ impl Sender {
         // The URL was checked when it was set; a URL stored before the rule existed, or by
         // hand, is refused here too (a permanent failure: the operator fixes the URL and
         // retries the event).
-        if let Err(e) = crate::outbound_url::check(&event.url) {
+        if let Err(e) = crate::outbound_url::check_with(&event.url, self.reach) {
             attempt.error = Some(format!("not sent: {e}"));
             return attempt;
         }
@@ -137,7 +168,7 @@ impl Sender {
                 attempt.url = built.url.clone();
                 attempt.request = Some(built.masked_json().to_string());
                 // The integration's own URL passes the same rule before each send.
-                if let Err(e) = crate::outbound_url::check(&built.url) {
+                if let Err(e) = crate::outbound_url::check_with(&built.url, self.reach) {
                     attempt.error = Some(format!("not sent: {e}"));
                     return attempt;
                 }
@@ -171,12 +202,17 @@ impl Sender {
                     }
                 };
             }
-            Ok(Err(e)) => {
-                attempt.error = Some(describe(&e));
-                attempt.verdict = judge_error(&e);
-                // No answer at all: the endpoint cannot take leads now.
-                attempt.observation = Observation::Failure;
-            }
+            Ok(Err(e)) => match refused_address(&e) {
+                // The name resolved to an address the rule refuses: nothing was sent, as
+                // for a refused URL (permanent; says nothing of the endpoint).
+                Some(refused) => attempt.error = Some(format!("not sent: {refused}")),
+                None => {
+                    attempt.error = Some(describe(&e));
+                    attempt.verdict = judge_error(&e);
+                    // No answer at all: the endpoint cannot take leads now.
+                    attempt.observation = Observation::Failure;
+                }
+            },
             Err(_) => {
                 attempt.error = Some(format!(
                     "timeout: no answer within {}",
@@ -395,6 +431,14 @@ fn is_certificate_error(error: &hyper_util::client::legacy::Error) -> bool {
     chain(error).any(|e| e.downcast_ref::<rustls::Error>().is_some_and(certificate))
 }
 
+/// The rule's refusal of an address the buyer's host name resolved to, when that is why
+/// no connection was made (`connect::CheckedResolver`). The bid client asks too.
+pub(super) fn refused_address(
+    error: &hyper_util::client::legacy::Error,
+) -> Option<&OutboundUrlError> {
+    chain(error).find_map(|e| e.downcast_ref::<OutboundUrlError>())
+}
+
 /// Whether the connector refused the URL itself (a scheme other than http and https, a
 /// host that cannot be a TLS server name): no later attempt can do better.
 fn unusable_url(error: &hyper_util::client::legacy::Error) -> bool {
@@ -448,6 +492,33 @@ fn excerpt(body: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_is_parsed_once_per_version_and_buyer() {
+        let documents = Documents::default();
+        let form = include_str!("../../docs/examples/form-integration.json");
+        let first = documents.get("b1", form).unwrap();
+        let again = documents.get("b1", form).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same version is parsed once"
+        );
+        let other_buyer = documents.get("b2", form).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other_buyer), "one entry per buyer");
+        let crm = include_str!("../../docs/examples/crm-integration.json");
+        let changed = documents.get("b1", crm).unwrap();
+        assert!(!Arc::ptr_eq(&first, &changed), "a new version is parsed");
+        assert_ne!(changed.url, first.url);
+        assert!(
+            documents.get("b1", "{").is_err(),
+            "a stored document that does not parse is an error, never an old version"
+        );
+        let crm_again = documents.get("b1", crm).unwrap();
+        assert!(
+            Arc::ptr_eq(&changed, &crm_again),
+            "a failed parse keeps the last version"
+        );
+    }
 
     #[test]
     fn statuses_are_judged_as_designed() {

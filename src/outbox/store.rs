@@ -773,11 +773,13 @@ pub(crate) fn retry_buyer(
             "SELECT id, status, lease_until, transaction_id FROM outbox_events
              WHERE buyer_id = ?1 AND id > ?2 AND status <> 'delivered'
                AND (?3 IS NULL OR status = ?3)
-             ORDER BY id LIMIT ?4",
+             ORDER BY id",
         )?
-        .query_map(params![buyer_id, after, status, chunk as i64], |row| {
+        .query_map(params![buyer_id, after, status], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
         })?
+        // No `LIMIT ?` (see `claim_for_buyer`): the rows come in id order.
+        .take(chunk)
         .collect::<Result<_, _>>()?;
     let last = found.last().map(|(id, ..)| id.clone());
     let mut retried = 0;

@@ -43,7 +43,12 @@ pub fn start(db: Db, config: WorkerConfig, notifier: Notifier) -> std::io::Resul
     notifier.set_stopping(false);
     let concurrency = config.concurrency.max(1);
     let per_buyer = config.per_buyer.clamp(1, concurrency);
-    let pool = Pool::start(config.request_timeout, per_buyer, notifier.clone())?;
+    let pool = Pool::start(
+        config.request_timeout,
+        per_buyer,
+        crate::outbound_url::Reach::public_only(config.public_outbound_only),
+        notifier.clone(),
+    )?;
     let coordinator = Coordinator {
         db,
         notifier: notifier.clone(),

@@ -84,13 +84,15 @@ pub(crate) async fn get(db: &Db, operator: &Session, query: &str) -> Result<Resp
     ))
 }
 
-/// The leads `q` names, newest first; the newest leads for an empty `q`.
+/// The leads `q` names, newest first; the newest leads for an empty `q`. The limit is
+/// written into the statements, not bound: SQLite plans a bound LIMIT by its value, so a
+/// cached statement with one is compiled again on every run.
 fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
     if q.is_empty() {
         let mut statement = conn.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM leads ORDER BY created_at DESC LIMIT ?1"
+            "SELECT {COLUMNS} FROM leads ORDER BY created_at DESC LIMIT {LIMIT}"
         ))?;
-        return statement.query_map([LIMIT], from_row)?.collect();
+        return statement.query_map([], from_row)?.collect();
     }
     // By email or phone: the leads whose stored contact has the key (found by the key's
     // hash on `leads_email` / `leads_phone`, each confirmed), as a JSON array of ids.
@@ -112,10 +114,10 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
              UNION SELECT value FROM json_each(?2)
              UNION SELECT id FROM leads
                    WHERE source_id IN (SELECT id FROM sources) AND external_id = ?1)
-         ORDER BY created_at DESC LIMIT ?3"
+         ORDER BY created_at DESC LIMIT {LIMIT}"
     ))?;
     statement
-        .query_map(params![q, contacts, LIMIT], from_row)?
+        .query_map(params![q, contacts], from_row)?
         .collect()
 }
 

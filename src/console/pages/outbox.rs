@@ -56,15 +56,17 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
 }
 
 fn load(conn: &Connection) -> Result<OutboxPage, DbError> {
-    let mut statement = conn.prepare_cached(
+    // The limit is written into the statement, not bound: SQLite plans a bound LIMIT by
+    // its value, so a cached statement with one is compiled again on every run.
+    let mut statement = conn.prepare_cached(&format!(
         "SELECT e.id, e.buyer_id, t.lead_id, e.attempts, e.next_attempt_at, e.last_error,
                 e.created_at
          FROM outbox_events e LEFT JOIN transactions t ON t.id = e.transaction_id
-         WHERE e.status = ?1 ORDER BY e.created_at DESC LIMIT ?2",
-    )?;
+         WHERE e.status = ?1 ORDER BY e.created_at DESC LIMIT {LIMIT}"
+    ))?;
     let mut of = |status: &str| -> rusqlite::Result<Vec<EventRow>> {
         statement
-            .query_map(rusqlite::params![status, LIMIT], |row| {
+            .query_map([status], |row| {
                 Ok(EventRow {
                     id: row.get(0)?,
                     buyer_id: row.get(1)?,
