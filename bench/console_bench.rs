@@ -581,6 +581,127 @@ fn main() {
             at(1.0)
         );
     }
+    compare_overview_reads(&args);
+}
+
+/// The overview's figures over time (30 local days of sales, revenue, margin and returns,
+/// 48 hours of leads) read two ways on the file itself, without the server: counting the
+/// leads and transactions (`leads_created`, `transactions_status_created`) as the overview
+/// did before the report aggregate, and summing the aggregate (`report_buckets`, one range
+/// per workspace) as it does now. Prints the median and p90 ms of each, and checks that
+/// both find the same sales and revenue.
+fn compare_overview_reads(args: &Args) {
+    const DAY: i64 = 86_400_000;
+    const HOUR: i64 = 3_600_000;
+    let conn = Connection::open(&args.db).expect("the file opens");
+    let now = jiff::Timestamp::now().as_millisecond();
+    // The bench's workspace is in UTC.
+    let today = now.div_euclid(DAY) * DAY;
+    let first_hour = now.div_euclid(HOUR) * HOUR - 47 * HOUR;
+    let statuses = [
+        "delivered",
+        "acknowledged",
+        "payout_pending",
+        "paid",
+        "rejected",
+        "cancelled",
+    ];
+    let counted = || -> (i64, i64, i64) {
+        let mut per_status = conn
+            .prepare_cached(
+                "SELECT count(*), coalesce(sum(buyer_price_cents), 0), coalesce(sum(margin_cents), 0)
+                 FROM transactions WHERE status = ?1 AND created_at >= ?2 AND created_at < ?3",
+            )
+            .unwrap();
+        let mut received = conn
+            .prepare_cached("SELECT count(*) FROM leads WHERE created_at >= ?1 AND created_at < ?2")
+            .unwrap();
+        let (mut sold, mut revenue, mut leads) = (0, 0, 0);
+        for back in 0..30 {
+            let start = today - back * DAY;
+            for status in statuses {
+                let (count, price, _margin): (i64, i64, i64) = per_status
+                    .query_row(params![status, start, start + DAY], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .unwrap();
+                sold += count;
+                if status != "rejected" && status != "cancelled" {
+                    revenue += price;
+                }
+            }
+            if back <= 1 {
+                leads += received
+                    .query_row(params![start, start + DAY], |r| r.get::<_, i64>(0))
+                    .unwrap();
+            }
+        }
+        for h in 0..48 {
+            let start = first_hour + h * HOUR;
+            leads += received
+                .query_row(params![start, start + HOUR], |r| r.get::<_, i64>(0))
+                .unwrap();
+        }
+        (sold, revenue, leads)
+    };
+    let aggregate = || -> (i64, i64, i64) {
+        let mut buckets = conn
+            .prepare_cached(
+                "SELECT bucket, sum(received), sum(sold), sum(returned), sum(revenue_cents),
+                        sum(supplier_cost_cents)
+                 FROM report_buckets
+                 WHERE workspace_id IN (SELECT id FROM workspaces) AND bucket >= ?1
+                   AND bucket < ?2
+                 GROUP BY bucket",
+            )
+            .unwrap();
+        let (mut sold, mut revenue, mut leads) = (0, 0, 0);
+        let mut rows = buckets
+            .query(params![today - 29 * DAY, today + DAY])
+            .unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            let bucket: i64 = row.get(0).unwrap();
+            let received: i64 = row.get(1).unwrap();
+            sold += row.get::<_, i64>(2).unwrap();
+            revenue += row.get::<_, i64>(4).unwrap();
+            if bucket >= today - DAY || bucket >= first_hour {
+                leads += received;
+            }
+        }
+        (sold, revenue, leads)
+    };
+    let time = |read: &dyn Fn() -> (i64, i64, i64)| -> (Vec<f64>, (i64, i64, i64)) {
+        let found = read();
+        let mut times: Vec<f64> = (0..args.runs)
+            .map(|_| {
+                let started = Instant::now();
+                read();
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        (times, found)
+    };
+    let (counting, by_count) = time(&counted);
+    let (summing, by_sum) = time(&aggregate);
+    assert_eq!(
+        (by_count.0, by_count.1),
+        (by_sum.0, by_sum.1),
+        "both reads find the same sales and revenue"
+    );
+    println!("overview figures read in-process ({} runs), ms:", args.runs);
+    for (name, times) in [
+        ("counting leads and transactions (before)", counting),
+        ("summing report_buckets (now)", summing),
+    ] {
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "{name:<42} {:>8.1} {:>8.1} {:>8.1}",
+            at(0.5),
+            at(0.9),
+            at(1.0)
+        );
+    }
 }
 
 /// Generates the data unless the file already holds leads (a rerun on the same file).

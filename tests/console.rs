@@ -811,7 +811,7 @@ fn report_table(page: &str) -> (Vec<Vec<String>>, Vec<String>) {
 /// A source and a buyer named `<script>…`, two sales (one returned), a duplicate and a
 /// lead refused by validation: `/reports` shows what `report --json` says for the same
 /// query, with the names as text, and `/reports.csv` is `report --csv` byte for byte; the
-/// overview and the sources page count the refused lead as received, as the report does.
+/// sources page counts the refused lead as received and refused, as the report does.
 #[test]
 fn the_reports_page_and_csv_are_the_cli_report() {
     let (server, _receiver) = start_with_b();
@@ -860,12 +860,13 @@ fn the_reports_page_and_csv_are_the_cli_report() {
     );
     assert!(page.text.contains(&csv_link), "{}", page.text);
 
-    // The overview and the sources page count the lead validation refused as received
-    // (and the sources page as refused); its quality mix is of the stored leads.
+    // The sources page counts the lead validation refused as received and as refused
+    // (from the report aggregate); its quality mix is of the stored leads. The overview
+    // counts stored leads.
     let overview = get(&server, "/", &cookie).text;
     assert_eq!(
         row_cells(&overview, "<th scope=\"row\">Today</th>"),
-        ["4", "2", "30.00", "22.00", "50.0%"]
+        ["3", "2", "30.00", "26.00", "50.0%"]
     );
     let sources = get(&server, "/sources", &cookie);
     assert_escaped("/sources", &sources, &[SCRIPT_SHOWN]);

@@ -366,7 +366,11 @@ fn table(report: &Report, names: &Names) -> Markup {
                     @for row in &report.rows {
                         tr class="row" {
                             @for (b, key) in by.iter().zip(&row.keys) {
-                                td { (key_cell(*b, key.as_deref(), names)) }
+                                @if matches!(b, By::Day | By::Week | By::Month) {
+                                    td class="period" { (key_cell(*b, key.as_deref(), names)) }
+                                } @else {
+                                    td { (key_cell(*b, key.as_deref(), names)) }
+                                }
                             }
                             (figure_cells(&row.figures))
                         }
