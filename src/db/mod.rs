@@ -381,5 +381,21 @@ impl Db {
     }
 }
 
+/// The steps of SQLite's plan for `sql` with `params` (EXPLAIN QUERY PLAN's detail column):
+/// the unit tests that pin a statement to an index read them.
+#[cfg(test)]
+pub(crate) fn query_plan(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Vec<String> {
+    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("the statement under test compiles")
+        .query_map(params, |row| row.get::<_, String>(3))
+        .expect("its plan can be read")
+        .collect::<Result<_, _>>()
+        .expect("every plan step is text")
+}
+
 #[cfg(test)]
 mod tests;

@@ -755,13 +755,7 @@ mod tests {
         for filter in cases {
             for (direction, limit) in [("DESC", Some(50)), ("ASC", None)] {
                 let (sql, values) = filter.query(&conn, direction, limit).unwrap();
-                let steps: Vec<String> = conn
-                    .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                    .unwrap()
-                    .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap();
+                let steps = crate::db::query_plan(&conn, &sql, params_from_iter(values));
                 assert!(
                     steps.iter().all(|s| !s.starts_with("SCAN")),
                     "{filter:?}: every read is an index search: {steps:?}"

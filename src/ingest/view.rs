@@ -541,12 +541,7 @@ mod tests {
 
     /// The steps of the plan of `sql`.
     fn plan(conn: &Connection, sql: &str, values: Vec<SqlValue>) -> Vec<String> {
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map(params_from_iter(values), |row| row.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
+        crate::db::query_plan(conn, sql, params_from_iter(values))
     }
 
     #[test]

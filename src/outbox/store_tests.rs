@@ -130,13 +130,7 @@ fn due_buyers_seeks_the_due_index_instead_of_reading_every_pending_event() {
     for n in 0..50 {
         event(&conn, if n % 2 == 0 { "a" } else { "b" }, n);
     }
-    let plan: Vec<String> = conn
-        .prepare(&format!("EXPLAIN QUERY PLAN {DUE_BUYERS}"))
-        .unwrap()
-        .query_map([], |row| row.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let plan = crate::db::query_plan(&conn, DUE_BUYERS, []);
     let on_events: Vec<&String> = plan
         .iter()
         .filter(|s| s.contains("outbox_events"))

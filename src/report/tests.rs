@@ -139,13 +139,7 @@ fn every_report_sums_its_period_in_key_order_without_a_sort() {
     ];
     for by in cases {
         let (sql, _) = super::bucket_query(by);
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map(rusqlite::params!["ws", 0, 1], |row| row.get(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let plan = crate::db::query_plan(&conn, &sql, rusqlite::params!["ws", 0, 1]);
         assert!(
             plan.iter().any(|s| s.starts_with("SEARCH report_buckets")),
             "{by:?}: one range of the key: {plan:?}"
