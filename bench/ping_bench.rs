@@ -615,10 +615,7 @@ fn main() {
                     summary("baseline ingest + auto-delivery", &auto, secs);
                     let pings = with_cpu(&pool, bench.pings(settings.rate, "fp", "solar", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
-                    println!(
-                        "  target p99 < 5 ms: {}",
-                        if p99 < 5.0 { "met" } else { "MISSED" }
-                    );
+                    print_target(p99, 5.0);
                 }
                 "bid" => {
                     println!(
@@ -633,15 +630,7 @@ fn main() {
                     let pings = with_cpu(&pool, bench.pings(settings.bid_rate, "bp", "heat", false)).await;
                     let (_, p99) = summary("pings", &pings, secs);
                     bid_outcomes(&settings.db, since);
-                    println!(
-                        "  target p99 < {} ms: {}",
-                        settings.bid_timeout_ms + 10.0,
-                        if p99 < settings.bid_timeout_ms + 10.0 {
-                            "met"
-                        } else {
-                            "MISSED"
-                        }
-                    );
+                    print_target(p99, settings.bid_timeout_ms + 10.0);
                 }
                 "autobid" => {
                     println!(
@@ -656,15 +645,7 @@ fn main() {
                     let auto = with_cpu(&pool, bench.ingest(settings.bid_rate, "aa", "heat", true)).await;
                     let (_, p99) = summary("ingest + bids + auto-delivery", &auto, secs);
                     bid_outcomes(&settings.db, since);
-                    println!(
-                        "  target p99 < {} ms: {}",
-                        settings.bid_timeout_ms + 10.0,
-                        if p99 < settings.bid_timeout_ms + 10.0 {
-                            "met"
-                        } else {
-                            "MISSED"
-                        }
-                    );
+                    print_target(p99, settings.bid_timeout_ms + 10.0);
                 }
                 "pairs" => {
                     println!(
@@ -690,4 +671,10 @@ fn main() {
             pool.opened.load(Ordering::Relaxed)
         );
     });
+}
+
+/// Prints whether a phase's p99 met its target (milliseconds).
+fn print_target(p99: f64, target_ms: f64) {
+    let verdict = if p99 < target_ms { "met" } else { "MISSED" };
+    println!("  target p99 < {target_ms} ms: {verdict}");
 }
