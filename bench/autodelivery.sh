@@ -33,8 +33,6 @@ RECEIVER=""
 trap '[ -n "$RECEIVER" ] && kill "$RECEIVER" 2>/dev/null; cleanup' EXIT
 ulimit -n 65536 2>/dev/null || true
 
-# utime + stime of a process, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # One wrk load against the running server: prints its figures with the server's CPU per lead.
 load() {

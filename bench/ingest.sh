@@ -27,8 +27,6 @@ SERVER_LOG="${RUST_LOG:-warn}"
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh" ingest wrk
 
-# utime + stime of a process, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # Milliseconds one 4 KiB write + fdatasync takes in the work directory: the floor of a
 # commit with synchronous=FULL.

@@ -1,7 +1,7 @@
 # Shared by the shell benchmarks that run `serve` on a file of their own (bench/ingest.sh,
 # bench/storage.sh, bench/purge.sh, bench/ping.sh): sourced, not run. Sets ROOT, BENCH_DIR, BIN, WORK and
 # LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the server and wrk and removes
-# WORK (kept with KEEP=1), and defines bench_setup, start_server and stop_server.
+# WORK (kept with KEEP=1), and defines bench_setup, start_server, stop_server and cpu_ticks.
 #
 #   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
 #
@@ -73,3 +73,6 @@ start_server() {
 stop_server() {
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
 }
+
+# utime + stime of a process, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
