@@ -29,12 +29,14 @@ use crate::outbox::Notifier;
 use crate::outbox::bid::BidClient;
 
 /// What an ingest request uses besides its own input: the database, the outbox workers'
-/// wake-up, the counters and the bid client.
+/// wake-up, the counters, the bid client and when the HTTP request arrived (bid timeouts
+/// count from it).
 pub(crate) struct Services<'a> {
     pub(crate) db: &'a Db,
     pub(crate) outbox: &'a Notifier,
     pub(crate) metrics: &'a Metrics,
     pub(crate) bids: &'a BidClient,
+    pub(crate) arrived: std::time::Instant,
 }
 
 /// The source a request names, if it exists, is enabled, is in the named container and
@@ -346,7 +348,7 @@ async fn ask_for_bids(
     if asking.is_empty() {
         return Ok(());
     }
-    let collected = crate::bids::collect(services.bids, asking).await;
+    let collected = crate::bids::collect(services.bids, asking, services.arrived).await;
     for ((index, position), bids) in asked.into_iter().zip(collected) {
         for bid in &bids.recorded {
             services

@@ -39,6 +39,7 @@ pub struct BidCall {
     pub bid_request_id: String,
     pub url: String,
     pub signing_secret: String,
+    /// From the arrival of the request that asks (`BidClient::collect`).
     pub timeout: Duration,
     /// The `lead.bid_request` body.
     pub body: Value,
@@ -117,12 +118,14 @@ impl BidClient {
             .clone()
     }
 
-    /// Sends every call at once and waits for each until its own timeout; the results in
-    /// the calls' order. Must run on a tokio runtime.
-    pub async fn collect(&self, calls: Vec<BidCall>) -> Vec<BidResult> {
+    /// Sends every call at once and waits for each until its own timeout counted from
+    /// `arrived` (when the request that asks arrived: what its sender waits for), so the
+    /// reads and checks before the bids come out of the bidders' time, not on top of it;
+    /// the results in the calls' order. Must run on a tokio runtime.
+    pub async fn collect(&self, calls: Vec<BidCall>, arrived: Instant) -> Vec<BidResult> {
         let client = self.client();
         let reach = self.reach;
-        collect_with(calls, move |call| ask(client.clone(), reach, call)).await
+        collect_with(calls, move |call| ask(client.clone(), reach, call, arrived)).await
     }
 }
 
@@ -178,12 +181,13 @@ where
     results.into_iter().map(|(_, result)| result).collect()
 }
 
-async fn ask(client: Built, reach: Reach, call: BidCall) -> BidResult {
+async fn ask(client: Built, reach: Reach, call: BidCall, arrived: Instant) -> BidResult {
     let started = Instant::now();
+    let deadline = tokio::time::Instant::from_std(arrived + call.timeout);
     let outcome = match client {
         Err(e) => BidOutcome::Error(e),
         Ok(client) => {
-            match tokio::time::timeout(call.timeout, exchange(&client, reach, &call)).await {
+            match tokio::time::timeout_at(deadline, exchange(&client, reach, &call)).await {
                 Ok(outcome) => outcome,
                 Err(_) => BidOutcome::Timeout,
             }
