@@ -631,12 +631,12 @@ fn the_figures_count_each_status_duplicate_and_quality() {
     let cookie = login(&server);
 
     let overview = get(&server, "/", &cookie).text;
-    // Received, sold, revenue and margin (the rejected sale counts for neither: the
-    // overview sums live transactions' margins, unlike the report, which keeps a returned
-    // lead's supplier cost until a clawback is confirmed), returns.
+    // Received, sold, revenue (the rejected sale counts for none) and margin: the
+    // report's money, so the rejected sale's lead keeps its supplier cost (no confirmed
+    // cancellation took it back), returns.
     assert_eq!(
         row_cells(&overview, "<th scope=\"row\">Today</th>"),
-        ["5", "3", "60.00", "52.00", "33.3%"]
+        ["5", "3", "60.00", "48.00", "33.3%"]
     );
     // Every lead is in one of the 48 hours (summed: the test may cross an hour).
     let hours = overview.split("id=\"leads-per-hour\"").nth(1).unwrap();
