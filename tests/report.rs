@@ -330,7 +330,11 @@ fn check_reports_a_day_roll_up_that_differs_from_its_quarter_hours() {
         "{}",
         failed.stdout
     );
-    assert!(!failed.stdout.contains("report_buckets"), "{}", failed.stdout);
+    assert!(
+        !failed.stdout.contains("report_buckets"),
+        "{}",
+        failed.stdout
+    );
 }
 
 /// The statements of the report migrations that fill the aggregate from the stored rows:

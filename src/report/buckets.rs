@@ -111,8 +111,7 @@ fn add_to(
         Grain::QuarterHour => UPSERT_BUCKET,
         Grain::Day => UPSERT_DAY,
     };
-    conn.prepare_cached(sql)?
-    .execute(params![
+    conn.prepare_cached(sql)?.execute(params![
         key.workspace_id,
         at,
         key.source_id,
@@ -134,7 +133,7 @@ fn add_to(
 }
 
 const UPSERT_BUCKET: &str =
-        "INSERT INTO report_buckets (workspace_id, bucket, source_id, buyer_id, product_id,
+    "INSERT INTO report_buckets (workspace_id, bucket, source_id, buyer_id, product_id,
             received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
             paid, revenue_cents, supplier_cost_cents)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
@@ -152,7 +151,7 @@ const UPSERT_BUCKET: &str =
             supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents";
 
 const UPSERT_DAY: &str =
-        "INSERT INTO report_days (workspace_id, day, source_id, buyer_id, product_id,
+    "INSERT INTO report_days (workspace_id, day, source_id, buyer_id, product_id,
             received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
             paid, revenue_cents, supplier_cost_cents)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)

@@ -146,7 +146,8 @@ fn every_report_sums_its_period_in_key_order_without_a_sort() {
         let plan = crate::db::query_plan(&conn, &sql, rusqlite::params!["ws", 0, 1]);
         let table = grain.table().0;
         assert!(
-            plan.iter().any(|s| s.starts_with(&format!("SEARCH {table}"))),
+            plan.iter()
+                .any(|s| s.starts_with(&format!("SEARCH {table}"))),
             "{by:?}: one range of the key: {plan:?}"
         );
         assert!(
@@ -184,8 +185,16 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
         let events = times(at("2026-10-20T00:00:00Z"), 150);
         let buyers = ["b1", "b2", "b3"];
         for (n, when) in events.iter().enumerate() {
-            leads_received(&conn, "ws", "src", None, Received::Accepted, 1 + n as i64 % 3, *when)
-                .unwrap();
+            leads_received(
+                &conn,
+                "ws",
+                "src",
+                None,
+                Received::Accepted,
+                1 + n as i64 % 3,
+                *when,
+            )
+            .unwrap();
             let sale = Counted {
                 workspace_id: "ws",
                 source_id: "src",
@@ -231,8 +240,9 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
                 let d = local(*when);
                 if d >= from && d <= to {
                     let monday = super::period_start(By::Week, d).to_string();
-                    *expected.entry((monday, buyers[n % 3].to_string())).or_default() +=
-                        100 + n as i64;
+                    *expected
+                        .entry((monday, buyers[n % 3].to_string()))
+                        .or_default() += 100 + n as i64;
                 }
             }
             let report = run(&conn, &query(from, to, &[By::Week, By::Buyer])).unwrap();
@@ -254,7 +264,11 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
                 let d = local(**w);
                 d >= from && d <= to
             });
-            assert_eq!(report.totals.sold, sold.count() as i64, "{zone} {from}..{to}");
+            assert_eq!(
+                report.totals.sold,
+                sold.count() as i64,
+                "{zone} {from}..{to}"
+            );
         }
     }
 }
@@ -268,16 +282,39 @@ fn the_days_read_are_whole_utc_days_inside_the_range() {
     assert_eq!(
         spans(day + 4 * q, 4 * day - 2 * q),
         [
-            Span { grain: Grain::QuarterHour, from: day + 4 * q, to: 2 * day },
-            Span { grain: Grain::Day, from: 2 * day, to: 3 * day },
-            Span { grain: Grain::QuarterHour, from: 3 * day, to: 4 * day - 2 * q },
+            Span {
+                grain: Grain::QuarterHour,
+                from: day + 4 * q,
+                to: 2 * day
+            },
+            Span {
+                grain: Grain::Day,
+                from: 2 * day,
+                to: 3 * day
+            },
+            Span {
+                grain: Grain::QuarterHour,
+                from: 3 * day,
+                to: 4 * day - 2 * q
+            },
         ]
     );
     // Inside one day: only quarter hours; on midnights: only days.
     assert_eq!(
         spans(day + q, day + 2 * q),
-        [Span { grain: Grain::QuarterHour, from: day + q, to: day + 2 * q }]
+        [Span {
+            grain: Grain::QuarterHour,
+            from: day + q,
+            to: day + 2 * q
+        }]
     );
-    assert_eq!(spans(-day, day), [Span { grain: Grain::Day, from: -day, to: day }]);
+    assert_eq!(
+        spans(-day, day),
+        [Span {
+            grain: Grain::Day,
+            from: -day,
+            to: day
+        }]
+    );
     assert_eq!(spans(day, day), []);
 }
