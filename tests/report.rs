@@ -307,6 +307,36 @@ fn check_reports_an_aggregate_that_differs_from_a_recount() {
     );
 }
 
+#[test]
+fn check_reports_a_day_roll_up_that_differs_from_its_quarter_hours() {
+    let f = Fixture::new();
+    f.buyer("a", &[]);
+    f.delivered("a");
+    assert_eq!(lr(&f.server, "check").json()["ok"], true);
+    let db = f.server.db.path.clone();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // The quarter hours still match the transactions: only the day differs.
+    let changed = conn
+        .execute(
+            "UPDATE report_days SET sold = sold + 1 WHERE buyer_id = 'a'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let failed = lr(&db, "check").fails_json(1);
+    assert!(
+        failed.stdout.contains("report_days") && failed.stdout.contains("buyer 'a'"),
+        "{}",
+        failed.stdout
+    );
+    assert!(
+        !failed.stdout.contains("report_buckets"),
+        "{}",
+        failed.stdout
+    );
+}
+
 /// The statements of the report migrations that fill the aggregate from the stored rows:
 /// the first one's, then the one that counts the supplier cost again (found by name: a
 /// migration's number is the next free one when it lands).
@@ -324,10 +354,15 @@ fn backfill() -> String {
     let at = first
         .find("INSERT INTO report_buckets")
         .expect("it fills the table");
+    let days = migration("_report_days.sql");
+    let days_at = days
+        .find("INSERT INTO report_days")
+        .expect("it fills the roll-up");
     format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         &first[at..],
-        migration("_report_supplier_cost.sql")
+        migration("_report_supplier_cost.sql"),
+        &days[days_at..]
     )
 }
 
@@ -355,6 +390,7 @@ fn the_migration_fills_the_aggregate_of_an_existing_file_from_its_rows() {
     let db = f.server.db.path.clone();
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute("DELETE FROM report_buckets", []).unwrap();
+    conn.execute("DELETE FROM report_days", []).unwrap();
     assert_eq!(report(&f, "")["totals"]["received"], 0);
     conn.execute_batch(&backfill()).unwrap();
     drop(conn);

@@ -673,6 +673,26 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "list",
         "the group-by columns a report needs, chosen from a constant list by its dimensions",
     ),
+    (
+        "src/report/mod.rs",
+        "table",
+        "the aggregate's table of a grain, `report_buckets` or `report_days` (`Grain::table`'s constants)",
+    ),
+    (
+        "src/report/mod.rs",
+        "time",
+        "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
+    ),
+    (
+        "src/console/pages/sources.rs",
+        "table",
+        "the aggregate's table of a grain, `report_buckets` or `report_days` (`Grain::table`'s constants)",
+    ),
+    (
+        "src/console/pages/sources.rs",
+        "time",
+        "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
+    ),
 ];
 
 #[test]

@@ -195,6 +195,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ),
     ("erasures", &["src/privacy/"]),
     ("report_buckets", &["src/report/buckets.rs"]),
+    ("report_days", &["src/report/buckets.rs"]),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
     ("health_probe", &["src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them

@@ -64,6 +64,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!(
         "../../migrations/0018_report_supplier_cost.sql"
     )),
+    // The report aggregate rolled up per UTC day: long reports read days, not quarter hours.
+    sql(include_str!("../../migrations/0019_report_days.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -29,32 +29,91 @@ struct Key<'a> {
     product_id: &'a str,
 }
 
-/// Adds `delta` to the row of `key`, creating it.
+/// A day of `report_days`: a UTC day, in ms.
+pub(crate) const DAY_MS: i64 = 86_400_000;
+
+/// The start of the UTC day holding `at_ms`.
+pub(crate) fn day_of(at_ms: i64) -> i64 {
+    at_ms.div_euclid(DAY_MS) * DAY_MS
+}
+
+/// Which table a [`Span`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grain {
+    /// `report_buckets`: quarter hours.
+    QuarterHour,
+    /// `report_days`: whole UTC days.
+    Day,
+}
+
+impl Grain {
+    /// The table and the name of its time column.
+    pub(crate) fn table(self) -> (&'static str, &'static str) {
+        match self {
+            Grain::QuarterHour => ("report_buckets", "bucket"),
+            Grain::Day => ("report_days", "day"),
+        }
+    }
+}
+
+/// A range of one of the aggregate's tables: rows whose time is in `from..to` (ms UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) grain: Grain,
+    pub(crate) from: i64,
+    pub(crate) to: i64,
+}
+
+/// The ranges of the aggregate that together hold exactly the time `start..end` (both on
+/// quarter hours, as every local midnight is): the whole UTC days inside it from
+/// `report_days`, the quarter hours before the first and after the last of them from
+/// `report_buckets`. Empty ranges are left out.
+pub(crate) fn spans(start: i64, end: i64) -> Vec<Span> {
+    let mut found = Vec::with_capacity(3);
+    if start >= end {
+        return found;
+    }
+    let first_day = day_of(start.saturating_add(DAY_MS - 1));
+    let last_day = day_of(end);
+    let mut push = |grain, from: i64, to: i64| {
+        if from < to {
+            found.push(Span { grain, from, to });
+        }
+    };
+    if first_day < last_day {
+        push(Grain::QuarterHour, start, first_day);
+        push(Grain::Day, first_day, last_day);
+        push(Grain::QuarterHour, last_day, end);
+    } else {
+        push(Grain::QuarterHour, start, end);
+    }
+    found
+}
+
+/// Adds `delta` to the row of `key` and to its day's, creating them.
 fn add(conn: &Connection, key: &Key, delta: &Figures) -> rusqlite::Result<()> {
     if delta.is_zero() {
         return Ok(());
     }
-    conn.prepare_cached(
-        "INSERT INTO report_buckets (workspace_id, bucket, source_id, buyer_id, product_id,
-            received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
-            paid, revenue_cents, supplier_cost_cents)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-         ON CONFLICT (workspace_id, bucket, source_id, buyer_id, product_id) DO UPDATE SET
-            received = received + excluded.received,
-            accepted = accepted + excluded.accepted,
-            duplicates = duplicates + excluded.duplicates,
-            rejected = rejected + excluded.rejected,
-            dropped = dropped + excluded.dropped,
-            sold = sold + excluded.sold,
-            acknowledged = acknowledged + excluded.acknowledged,
-            returned = returned + excluded.returned,
-            paid = paid + excluded.paid,
-            revenue_cents = revenue_cents + excluded.revenue_cents,
-            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents",
-    )?
-    .execute(params![
+    add_to(conn, Grain::QuarterHour, bucket_of(key.at_ms), key, delta)?;
+    add_to(conn, Grain::Day, day_of(key.at_ms), key, delta)
+}
+
+/// Adds `delta` to the row of `key` in the table of `grain`, whose time is `at`.
+fn add_to(
+    conn: &Connection,
+    grain: Grain,
+    at: i64,
+    key: &Key,
+    delta: &Figures,
+) -> rusqlite::Result<()> {
+    let sql = match grain {
+        Grain::QuarterHour => UPSERT_BUCKET,
+        Grain::Day => UPSERT_DAY,
+    };
+    conn.prepare_cached(sql)?.execute(params![
         key.workspace_id,
-        bucket_of(key.at_ms),
+        at,
         key.source_id,
         key.buyer_id,
         key.product_id,
@@ -72,6 +131,42 @@ fn add(conn: &Connection, key: &Key, delta: &Figures) -> rusqlite::Result<()> {
     ])?;
     Ok(())
 }
+
+const UPSERT_BUCKET: &str =
+    "INSERT INTO report_buckets (workspace_id, bucket, source_id, buyer_id, product_id,
+            received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
+            paid, revenue_cents, supplier_cost_cents)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+         ON CONFLICT (workspace_id, bucket, source_id, buyer_id, product_id) DO UPDATE SET
+            received = received + excluded.received,
+            accepted = accepted + excluded.accepted,
+            duplicates = duplicates + excluded.duplicates,
+            rejected = rejected + excluded.rejected,
+            dropped = dropped + excluded.dropped,
+            sold = sold + excluded.sold,
+            acknowledged = acknowledged + excluded.acknowledged,
+            returned = returned + excluded.returned,
+            paid = paid + excluded.paid,
+            revenue_cents = revenue_cents + excluded.revenue_cents,
+            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents";
+
+const UPSERT_DAY: &str =
+    "INSERT INTO report_days (workspace_id, day, source_id, buyer_id, product_id,
+            received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
+            paid, revenue_cents, supplier_cost_cents)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+         ON CONFLICT (workspace_id, day, source_id, buyer_id, product_id) DO UPDATE SET
+            received = received + excluded.received,
+            accepted = accepted + excluded.accepted,
+            duplicates = duplicates + excluded.duplicates,
+            rejected = rejected + excluded.rejected,
+            dropped = dropped + excluded.dropped,
+            sold = sold + excluded.sold,
+            acknowledged = acknowledged + excluded.acknowledged,
+            returned = returned + excluded.returned,
+            paid = paid + excluded.paid,
+            revenue_cents = revenue_cents + excluded.revenue_cents,
+            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents";
 
 /// What ingest did with leads it received (a replay of a known `externalId` is not
 /// received again and is not counted).
@@ -265,6 +360,64 @@ pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
              buyer '{buyer}', product '{product}' differ from a recount of the leads and \
              transactions",
             crate::clock::iso(bucket)
+        ))
+    })?;
+    let mut found = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    found.extend(day_mismatches(conn)?);
+    Ok(found)
+}
+
+/// The `report_days` rows that differ from the sum of their day's quarter hours (which
+/// [`mismatches`] recounts from the leads and transactions), one line each.
+fn day_mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "WITH summed AS (
+            SELECT workspace_id, (bucket / 86400000) * 86400000
+                       - (bucket % 86400000 < 0) * 86400000 AS day,
+                   source_id, buyer_id, product_id, sum(received) AS received,
+                   sum(accepted) AS accepted, sum(duplicates) AS duplicates,
+                   sum(rejected) AS rejected, sum(dropped) AS dropped, sum(sold) AS sold,
+                   sum(acknowledged) AS acknowledged, sum(returned) AS returned,
+                   sum(paid) AS paid, sum(revenue_cents) AS revenue,
+                   sum(supplier_cost_cents) AS cost
+            FROM report_buckets GROUP BY 1, 2, 3, 4, 5),
+         kept AS (
+            SELECT workspace_id, day, source_id, buyer_id, product_id, received, accepted,
+                   duplicates, rejected, dropped, sold, acknowledged, returned, paid,
+                   revenue_cents AS revenue, supplier_cost_cents AS cost
+            FROM report_days)
+         SELECT coalesce(k.workspace_id, s.workspace_id), coalesce(k.day, s.day),
+                coalesce(k.source_id, s.source_id), coalesce(k.buyer_id, s.buyer_id),
+                coalesce(k.product_id, s.product_id)
+         FROM kept k FULL OUTER JOIN summed s
+           ON s.workspace_id = k.workspace_id AND s.day = k.day
+              AND s.source_id = k.source_id AND s.buyer_id = k.buyer_id
+              AND s.product_id = k.product_id
+         WHERE coalesce(k.received, 0) <> coalesce(s.received, 0)
+            OR coalesce(k.accepted, 0) <> coalesce(s.accepted, 0)
+            OR coalesce(k.duplicates, 0) <> coalesce(s.duplicates, 0)
+            OR coalesce(k.rejected, 0) <> coalesce(s.rejected, 0)
+            OR coalesce(k.dropped, 0) <> coalesce(s.dropped, 0)
+            OR coalesce(k.sold, 0) <> coalesce(s.sold, 0)
+            OR coalesce(k.acknowledged, 0) <> coalesce(s.acknowledged, 0)
+            OR coalesce(k.returned, 0) <> coalesce(s.returned, 0)
+            OR coalesce(k.paid, 0) <> coalesce(s.paid, 0)
+            OR coalesce(k.revenue, 0) <> coalesce(s.revenue, 0)
+            OR coalesce(k.cost, 0) <> coalesce(s.cost, 0)
+         ORDER BY 1, 2, 3, 4, 5",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        let (workspace, day, source, buyer, product): (String, i64, String, String, String) = (
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+        );
+        Ok(format!(
+            "report_days of workspace '{workspace}', UTC day {}, source '{source}', \
+             buyer '{buyer}', product '{product}' differ from the sum of its quarter hours",
+            crate::clock::iso(day)
         ))
     })?;
     rows.collect()

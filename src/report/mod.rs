@@ -2,14 +2,17 @@
 //! week or month of the workspace's time zone and per source, supplier, buyer or product,
 //! from an aggregate the writer keeps current.
 //!
-//! Owns the `report_buckets` table (`buckets.rs`: its writes, hooks the owners of leads
-//! and transactions call in the job of their change, and the recount `check` compares it
-//! with) and the report made from it ([`run`]; `csv.rs` writes one as CSV). A bucket row is
-//! one workspace × quarter hour (UTC) × source × buyer × product: quarter hours because
-//! every time zone's offset is a multiple of 15 minutes, so a bucket lies in one local day
-//! whatever zone the workspace has when the report is read. A report reads one index range
-//! (the period's buckets), so it costs what the period's rows cost, not what the file
-//! holds. It does not own leads, transactions or money: it only counts them.
+//! Owns the `report_buckets` and `report_days` tables (`buckets.rs`: their writes, hooks
+//! the owners of leads and transactions call in the job of their change, and the recount
+//! `check` compares them with) and the report made from them ([`run`]; `csv.rs` writes one
+//! as CSV). A bucket row is one workspace × quarter hour (UTC) × source × buyer × product:
+//! quarter hours because every time zone's offset is a multiple of 15 minutes, so a bucket
+//! lies in one local day whatever zone the workspace has when the report is read. A day row
+//! is the same per UTC day (migration 19). A report reads the whole UTC days of each of
+//! its periods from the days and the quarter hours at the periods' edges from the buckets
+//! ([`buckets::spans`]), each a range of the primary key, so it costs what the period's
+//! rows cost, not what the file holds. It does not own leads, transactions or money: it
+//! only counts them.
 //!
 //! Lead-side figures (received, accepted, duplicates, rejected) count on the quarter hour
 //! the lead was received, under its source and the product of its first interest, with no
@@ -377,18 +380,19 @@ const SUMS: &str = "sum(received), sum(accepted), sum(duplicates), sum(rejected)
     sum(sold), sum(acknowledged), sum(returned), sum(paid), sum(revenue_cents), \
     sum(supplier_cost_cents)";
 
-/// The statement summing the period's bucket rows for dimensions `by` (values: the
-/// workspace, the start and the end of the period), and the columns it groups by, first
-/// in each row. It groups by the shortest prefix of the primary key after the workspace
-/// (`bucket, source_id, buyer_id, product_id`) that holds every column the dimensions
-/// need: the rows come in that order, so SQLite sums each group as it reads it, with no
-/// sort. (Grouping by the needed columns alone, `GROUP BY buyer_id`, sorted the whole
-/// period's rows first: 3.6 times the time of a report by day.) [`run`] adds the groups up
-/// by the dimensions' values.
-fn bucket_query(by: &[By]) -> (String, Vec<&'static str>) {
+/// The statement summing one range of the aggregate's table of `grain` for dimensions `by`
+/// (values: the workspace, the start and the end of the range), and the columns it groups
+/// by, first in each row. It groups by the shortest prefix of the primary key after the
+/// workspace (`bucket` or `day`, `source_id, buyer_id, product_id`) that holds every column
+/// the dimensions need: the rows come in that order, so SQLite sums each group as it reads
+/// it, with no sort. (Grouping by the needed columns alone, `GROUP BY buyer_id`, sorted the
+/// whole period's rows first: 3.6 times the time of a report by day.) The time is never
+/// needed itself: [`run`] reads each period's ranges on their own ([`segments`]) and adds
+/// the groups up by the dimensions' values.
+fn bucket_query(by: &[By], grain: buckets::Grain) -> (String, Vec<&'static str>) {
+    let (table, time) = grain.table();
     let needs = |dims: &[By]| by.iter().any(|b| dims.contains(b));
     let deepest = [
-        (by.iter().any(|b| b.is_time()), 1),
         (needs(&[By::Source, By::Supplier]), 2),
         (needs(&[By::Buyer]), 3),
         (needs(&[By::Product]), 4),
@@ -397,22 +401,49 @@ fn bucket_query(by: &[By]) -> (String, Vec<&'static str>) {
     .filter_map(|(wanted, depth)| wanted.then_some(depth))
     .max()
     .unwrap_or(0);
-    let columns = ["bucket", "source_id", "buyer_id", "product_id"][..deepest].to_vec();
+    let columns = [time, "source_id", "buyer_id", "product_id"][..deepest].to_vec();
     let sql = if columns.is_empty() {
         format!(
-            "SELECT {SUMS} FROM report_buckets
-             WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3"
+            "SELECT {SUMS} FROM {table}
+             WHERE workspace_id = ?1 AND {time} >= ?2 AND {time} < ?3"
         )
     } else {
         // Each name is a constant of the list above.
         let list = columns.join(", ");
         format!(
-            "SELECT {list}, {SUMS} FROM report_buckets
-             WHERE workspace_id = ?1 AND bucket >= ?2 AND bucket < ?3
+            "SELECT {list}, {SUMS} FROM {table}
+             WHERE workspace_id = ?1 AND {time} >= ?2 AND {time} < ?3
              GROUP BY {list}"
         )
     };
     (sql, columns)
+}
+
+/// The report's range cut where any of its time dimensions' periods starts: each part is
+/// (its first local date, its start and its end in ms UTC) and lies in one period of each.
+/// Without a time dimension, the whole range.
+fn segments(query: &ReportQuery, tz: &TimeZone, start: i64, end: i64) -> Vec<(Date, i64, i64)> {
+    let mut firsts = vec![query.from];
+    for by in query.by.iter().filter(|b| b.is_time()) {
+        firsts.extend(
+            periods(*by, query.from, query.to)
+                .into_iter()
+                .filter(|first| *first > query.from),
+        );
+    }
+    firsts.sort();
+    firsts.dedup();
+    let starts: Vec<i64> = firsts
+        .iter()
+        .enumerate()
+        .map(|(at, date)| if at == 0 { start } else { start_of(*date, tz) })
+        .collect();
+    firsts
+        .iter()
+        .zip(&starts)
+        .enumerate()
+        .map(|(at, (date, from))| (*date, *from, starts.get(at + 1).copied().unwrap_or(end)))
+        .collect()
 }
 
 /// Grouped column `at` of `row` (then the next) as SQLite holds its text, without a copy
@@ -427,11 +458,11 @@ fn grouped_text<'r>(
     Ok(wanted.then_some(value))
 }
 
-/// Makes the report: reads the period's bucket rows (one range of the primary key), sums
-/// them in SQLite by a prefix of its key ([`bucket_query`]), adds those sums up by the
-/// dimensions' values and cuts the quarter hours into the workspace's local days, weeks
-/// and months. When every dimension is a period, every period of the range has a row,
-/// also one without data.
+/// Makes the report: cuts the range into the workspace's local days, weeks and months
+/// ([`segments`]), reads each part's whole UTC days and edge quarter hours
+/// ([`buckets::spans`]), sums them in SQLite by a prefix of the key ([`bucket_query`]) and
+/// adds those sums up by the dimensions' values. When every dimension is a period, every
+/// period of the range has a row, also one without data.
 pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
     if query.from > query.to {
         return Err(ReportError::Backwards {
@@ -451,7 +482,6 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
         .tomorrow()
         .map_or(i64::MAX, |next| start_of(next, &tz));
     let needs = |dims: &[By]| query.by.iter().any(|b| dims.contains(b));
-    let (sql, columns) = bucket_query(&query.by);
     let suppliers: HashMap<String, Option<String>> = if needs(&[By::Supplier]) {
         let mut stmt = conn.prepare_cached("SELECT id, supplier_id FROM sources")?;
         let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -465,82 +495,82 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
     let mut names: HashMap<By, Names> = HashMap::new();
     let mut grouped: HashMap<[u32; 7], Figures> = HashMap::new();
     let mut totals = Figures::default();
-    let mut current: Option<(i64, Date)> = None;
-    let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query(params![query.workspace_id, start, end])?;
-    while let Some(row) = rows.next()? {
-        let mut at = 0;
-        let date = if columns.first() == Some(&"bucket") {
-            let bucket: i64 = row.get(0)?;
-            at += 1;
-            match current {
-                Some((b, date)) if b == bucket => date,
-                _ => {
-                    let date = jiff::Timestamp::from_millisecond(bucket)
-                        .map(|t| t.to_zoned(tz.clone()).date())
-                        .unwrap_or(query.from);
-                    current = Some((bucket, date));
-                    date
-                }
+    let (quarter_sql, columns) = bucket_query(&query.by, buckets::Grain::QuarterHour);
+    let (day_sql, _) = bucket_query(&query.by, buckets::Grain::Day);
+    let mut quarter_stmt = conn.prepare(&quarter_sql)?;
+    let mut day_stmt = conn.prepare(&day_sql)?;
+    for (date, from, to) in segments(query, &tz, start, end) {
+        let mut period_key = [0u32; 7];
+        for (slot, by) in period_key.iter_mut().zip(&query.by) {
+            if by.is_time() {
+                *slot = period_offset(*by, query.from, date);
             }
-        } else {
-            query.from
-        };
-        let source_id = if columns.contains(&"source_id") {
-            grouped_text(row, &mut at, needs(&[By::Source, By::Supplier]))?
-        } else {
-            None
-        };
-        let buyer_id = if columns.contains(&"buyer_id") {
-            grouped_text(row, &mut at, needs(&[By::Buyer]))?
-        } else {
-            None
-        };
-        let product_id = if columns.contains(&"product_id") {
-            grouped_text(row, &mut at, needs(&[By::Product]))?
-        } else {
-            None
-        };
-        let sum = |at: &mut usize| -> rusqlite::Result<i64> {
-            let value: Option<i64> = row.get(*at)?;
-            *at += 1;
-            Ok(value.unwrap_or(0))
-        };
-        let figures = Figures {
-            received: sum(&mut at)?,
-            accepted: sum(&mut at)?,
-            duplicates: sum(&mut at)?,
-            rejected: sum(&mut at)?,
-            dropped: sum(&mut at)?,
-            sold: sum(&mut at)?,
-            acknowledged: sum(&mut at)?,
-            returned: sum(&mut at)?,
-            paid: sum(&mut at)?,
-            revenue_cents: sum(&mut at)?,
-            supplier_cost_cents: sum(&mut at)?,
-        };
-        if figures.is_zero() {
-            continue;
         }
-        let mut key = [0u32; 7];
-        for (slot, by) in key.iter_mut().zip(&query.by) {
-            *slot = match by {
-                By::Day | By::Week | By::Month => period_offset(*by, query.from, date),
-                By::Source => names.entry(By::Source).or_default().id(source_id),
-                By::Supplier => {
-                    let supplier = source_id
-                        .and_then(|s| suppliers.get(s))
-                        .and_then(|s| s.as_deref());
-                    names.entry(By::Supplier).or_default().id(supplier)
-                }
-                By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id),
-                By::Product => names.entry(By::Product).or_default().id(product_id),
+        for span in buckets::spans(from, to) {
+            let stmt = match span.grain {
+                buckets::Grain::QuarterHour => &mut quarter_stmt,
+                buckets::Grain::Day => &mut day_stmt,
             };
+            let mut rows = stmt.query(params![query.workspace_id, span.from, span.to])?;
+            while let Some(row) = rows.next()? {
+                // The time column (when grouped) is not a dimension's value.
+                let mut at = usize::from(!columns.is_empty());
+                let source_id = if columns.contains(&"source_id") {
+                    grouped_text(row, &mut at, needs(&[By::Source, By::Supplier]))?
+                } else {
+                    None
+                };
+                let buyer_id = if columns.contains(&"buyer_id") {
+                    grouped_text(row, &mut at, needs(&[By::Buyer]))?
+                } else {
+                    None
+                };
+                let product_id = if columns.contains(&"product_id") {
+                    grouped_text(row, &mut at, needs(&[By::Product]))?
+                } else {
+                    None
+                };
+                let sum = |at: &mut usize| -> rusqlite::Result<i64> {
+                    let value: Option<i64> = row.get(*at)?;
+                    *at += 1;
+                    Ok(value.unwrap_or(0))
+                };
+                let figures = Figures {
+                    received: sum(&mut at)?,
+                    accepted: sum(&mut at)?,
+                    duplicates: sum(&mut at)?,
+                    rejected: sum(&mut at)?,
+                    dropped: sum(&mut at)?,
+                    sold: sum(&mut at)?,
+                    acknowledged: sum(&mut at)?,
+                    returned: sum(&mut at)?,
+                    paid: sum(&mut at)?,
+                    revenue_cents: sum(&mut at)?,
+                    supplier_cost_cents: sum(&mut at)?,
+                };
+                if figures.is_zero() {
+                    continue;
+                }
+                let mut key = period_key;
+                for (slot, by) in key.iter_mut().zip(&query.by) {
+                    *slot = match by {
+                        By::Day | By::Week | By::Month => *slot,
+                        By::Source => names.entry(By::Source).or_default().id(source_id),
+                        By::Supplier => {
+                            let supplier = source_id
+                                .and_then(|s| suppliers.get(s))
+                                .and_then(|s| s.as_deref());
+                            names.entry(By::Supplier).or_default().id(supplier)
+                        }
+                        By::Buyer => names.entry(By::Buyer).or_default().id(buyer_id),
+                        By::Product => names.entry(By::Product).or_default().id(product_id),
+                    };
+                }
+                grouped.entry(key).or_default().add(&figures);
+                totals.add(&figures);
+            }
         }
-        grouped.entry(key).or_default().add(&figures);
-        totals.add(&figures);
     }
-    drop(rows);
 
     if !query.by.is_empty() && query.by.iter().all(|b| b.is_time()) {
         // Every period of the range gets a row; several time dimensions (--by month
@@ -587,6 +617,44 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
         rows,
         totals,
     })
+}
+
+/// The figures of every workspace from `start` to `end` (ms UTC, both on quarter hours, as
+/// local midnights are): what a report of those times would total, read from the whole
+/// UTC days' rows and the quarter hours at the edges ([`buckets::spans`]). The console's
+/// overview reads its days so, so its money is the report's.
+pub(crate) fn totals_between(conn: &Connection, start: i64, end: i64) -> rusqlite::Result<Figures> {
+    let mut totals = Figures::default();
+    for span in buckets::spans(start, end) {
+        let (table, time) = span.grain.table();
+        // The table and column names are constants of `Grain::table`.
+        let sql = format!(
+            "SELECT {SUMS} FROM {table}
+             WHERE workspace_id IN (SELECT id FROM workspaces) AND {time} >= ?1 AND {time} < ?2"
+        );
+        let figures = conn
+            .prepare_cached(&sql)?
+            .query_row(params![span.from, span.to], |row| {
+                let get = |at: usize| -> rusqlite::Result<i64> {
+                    Ok(row.get::<_, Option<i64>>(at)?.unwrap_or(0))
+                };
+                Ok(Figures {
+                    received: get(0)?,
+                    accepted: get(1)?,
+                    duplicates: get(2)?,
+                    rejected: get(3)?,
+                    dropped: get(4)?,
+                    sold: get(5)?,
+                    acknowledged: get(6)?,
+                    returned: get(7)?,
+                    paid: get(8)?,
+                    revenue_cents: get(9)?,
+                    supplier_cost_cents: get(10)?,
+                })
+            })?;
+        totals.add(&figures);
+    }
+    Ok(totals)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 use jiff::civil::date;
 use rusqlite::Connection;
 
-use super::{By, Received, ReportQuery, leads_received, run};
+use super::buckets::Grain;
+use super::{By, Counted, Received, ReportQuery, leads_received, run, transaction_changed};
 use crate::config::container::DeliveryMode;
 use crate::config::testing;
 
@@ -137,11 +138,16 @@ fn every_report_sums_its_period_in_key_order_without_a_sort() {
         &[By::Day, By::Supplier],
         &[By::Month, By::Buyer, By::Product],
     ];
-    for by in cases {
-        let (sql, _) = super::bucket_query(by);
+    for (by, grain) in cases
+        .into_iter()
+        .flat_map(|by| [Grain::QuarterHour, Grain::Day].map(|grain| (by, grain)))
+    {
+        let (sql, _) = super::bucket_query(by, grain);
         let plan = crate::db::query_plan(&conn, &sql, rusqlite::params!["ws", 0, 1]);
+        let table = grain.table().0;
         assert!(
-            plan.iter().any(|s| s.starts_with("SEARCH report_buckets")),
+            plan.iter()
+                .any(|s| s.starts_with(&format!("SEARCH {table}"))),
             "{by:?}: one range of the key: {plan:?}"
         );
         assert!(
@@ -149,4 +155,166 @@ fn every_report_sums_its_period_in_key_order_without_a_sort() {
             "{by:?}: no sort: {plan:?}"
         );
     }
+}
+
+/// A deterministic spread of times: `count` of them from `first` on, some minutes to some
+/// hours apart.
+fn times(first: i64, count: usize) -> Vec<i64> {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut at = first;
+    (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            at += 60_000 + (state % (7 * 3_600_000)) as i64;
+            at
+        })
+        .collect()
+}
+
+#[test]
+fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
+    // Local midnights of these zones lie inside UTC days (UTC+5:30, UTC-5/-4 with a
+    // daylight saving change in the range, UTC+5:45), so every range starts and ends
+    // mid-UTC-day: its edges come from the quarter hours, its whole UTC days from
+    // `report_days`.
+    for zone in ["Asia/Kolkata", "America/New_York", "Asia/Kathmandu", "UTC"] {
+        let (_dir, conn) = database(zone);
+        let tz = jiff::tz::TimeZone::get(zone).unwrap();
+        let events = times(at("2026-10-20T00:00:00Z"), 150);
+        let buyers = ["b1", "b2", "b3"];
+        for (n, when) in events.iter().enumerate() {
+            leads_received(
+                &conn,
+                "ws",
+                "src",
+                None,
+                Received::Accepted,
+                1 + n as i64 % 3,
+                *when,
+            )
+            .unwrap();
+            let sale = Counted {
+                workspace_id: "ws",
+                source_id: "src",
+                buyer_id: buyers[n % 3],
+                product_id: "",
+                delivered_at: *when,
+                status: crate::delivery::transaction::Status::Delivered,
+                buyer_price_cents: 100 + n as i64,
+                supplier_cost_cents: 10,
+            };
+            transaction_changed(&conn, None, &sale).unwrap();
+        }
+        let local = |when: i64| {
+            jiff::Timestamp::from_millisecond(when)
+                .unwrap()
+                .to_zoned(tz.clone())
+                .date()
+        };
+        for (from, to) in [
+            (date(2026, 10, 21), date(2026, 11, 2)),
+            (date(2026, 10, 25), date(2026, 10, 25)),
+            (date(2026, 10, 22), date(2026, 11, 5)),
+        ] {
+            // By day: received per local date.
+            let mut expected: Vec<(String, i64)> = Vec::new();
+            let mut day = from;
+            while day <= to {
+                let count = events
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| local(**w) == day)
+                    .map(|(n, _)| 1 + n as i64 % 3)
+                    .sum();
+                expected.push((day.to_string(), count));
+                day = day.tomorrow().unwrap();
+            }
+            let q = query(from, to, &[By::Day]);
+            assert_eq!(cut(&conn, &q), expected, "{zone} {from}..{to} by day");
+            // By week and buyer: revenue per (Monday, buyer).
+            let mut expected: std::collections::BTreeMap<(String, String), i64> =
+                Default::default();
+            for (n, when) in events.iter().enumerate() {
+                let d = local(*when);
+                if d >= from && d <= to {
+                    let monday = super::period_start(By::Week, d).to_string();
+                    *expected
+                        .entry((monday, buyers[n % 3].to_string()))
+                        .or_default() += 100 + n as i64;
+                }
+            }
+            let report = run(&conn, &query(from, to, &[By::Week, By::Buyer])).unwrap();
+            let found: std::collections::BTreeMap<(String, String), i64> = report
+                .rows
+                .iter()
+                .filter(|r| r.keys[1].is_some())
+                .map(|r| {
+                    (
+                        (r.keys[0].clone().unwrap(), r.keys[1].clone().unwrap()),
+                        r.figures.revenue_cents,
+                    )
+                })
+                .collect();
+            assert_eq!(found, expected, "{zone} {from}..{to} by week and buyer");
+            // No time dimension: the totals.
+            let report = run(&conn, &query(from, to, &[By::Source])).unwrap();
+            let sold = events.iter().filter(|w| {
+                let d = local(**w);
+                d >= from && d <= to
+            });
+            assert_eq!(
+                report.totals.sold,
+                sold.count() as i64,
+                "{zone} {from}..{to}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_days_read_are_whole_utc_days_inside_the_range() {
+    use super::buckets::{Span, spans};
+    let day = 86_400_000;
+    let q = 900_000;
+    // Mid-day to mid-day three days later: two edges of quarter hours, two whole days.
+    assert_eq!(
+        spans(day + 4 * q, 4 * day - 2 * q),
+        [
+            Span {
+                grain: Grain::QuarterHour,
+                from: day + 4 * q,
+                to: 2 * day
+            },
+            Span {
+                grain: Grain::Day,
+                from: 2 * day,
+                to: 3 * day
+            },
+            Span {
+                grain: Grain::QuarterHour,
+                from: 3 * day,
+                to: 4 * day - 2 * q
+            },
+        ]
+    );
+    // Inside one day: only quarter hours; on midnights: only days.
+    assert_eq!(
+        spans(day + q, day + 2 * q),
+        [Span {
+            grain: Grain::QuarterHour,
+            from: day + q,
+            to: day + 2 * q
+        }]
+    );
+    assert_eq!(
+        spans(-day, day),
+        [Span {
+            grain: Grain::Day,
+            from: -day,
+            to: day
+        }]
+    );
+    assert_eq!(spans(day, day), []);
 }

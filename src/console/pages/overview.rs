@@ -3,13 +3,12 @@
 //! buyers whose events failed, leads per hour over 48 hours and revenue per day over 30
 //! days.
 //!
-//! Every figure over time is the count (or sum) of one range of an index: `leads_created`
-//! per hour and day, `transactions_status_created` per transaction status and day
-//! (migration 9), so the page costs the same on a year of history as on a week's and
-//! evaluates no filter per row. Summing the report aggregate (`report_buckets`) for the same
-//! 30 days instead was measured slower on a file of a million leads (BENCHMARKS.md,
-//! "Operator console": its rows per quarter hour, source and buyer are more to read than
-//! these index entries), so the page counts; its "received" is therefore the stored leads.
+//! Sales, returns, revenue and margin per local day are the report's (the report aggregate,
+//! DESIGN.md section 11, read by `report::totals_between`: each day's whole UTC days from
+//! `report_days` and the quarter hours at its edges from `report_buckets`), so the margin
+//! is the report's money: a returned lead's supplier cost counts until its clawback is
+//! confirmed. Leads received (today, yesterday, per hour) are the stored leads, one range
+//! of `leads_created` each (migration 9).
 
 use hyper::StatusCode;
 use maud::{Markup, html};
@@ -18,7 +17,6 @@ use rusqlite::{Connection, params};
 use crate::console::chart::{self, Point};
 use crate::console::layout::{self, Zone, money, rate};
 use crate::db::{Db, DbError};
-use crate::delivery::transaction::Status;
 use crate::http::Response;
 use crate::http::error::Error;
 use crate::operators::Session;
@@ -66,38 +64,23 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
 
 fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
     let zone = Zone::of(conn)?;
-    // One range of `transactions_status_created` per status and day: no filter per row.
-    let mut per_status = conn.prepare_cached(
-        "SELECT count(*), coalesce(sum(buyer_price_cents), 0), coalesce(sum(margin_cents), 0)
-         FROM transactions WHERE status = ?1 AND created_at >= ?2 AND created_at < ?3",
-    )?;
+    // The report's figures of each local day (`report::totals_between`: whole UTC days
+    // and the quarter hours at the edges), so the margin is the report's money.
     let mut received = conn
         .prepare_cached("SELECT count(*) FROM leads WHERE created_at >= ?1 AND created_at < ?2")?;
     let mut days = Vec::with_capacity(DAYS as usize);
     for back in (0..DAYS).rev() {
         let start = zone.day_start(now, back);
         let end = zone.day_start(now, back - 1);
+        let figures = crate::report::totals_between(conn, start, end)?;
         let mut day = Day {
             start,
+            sold: figures.sold,
+            revenue: figures.revenue_cents,
+            margin: figures.margin_cents(),
+            returned: figures.returned,
             ..Day::default()
         };
-        for status in Status::ALL {
-            let (count, revenue, margin) =
-                per_status.query_row(params![status, start, end], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, i64>(2)?,
-                    ))
-                })?;
-            day.sold += count;
-            if status.is_live() {
-                day.revenue += revenue;
-                day.margin += margin;
-            } else {
-                day.returned += count;
-            }
-        }
         // Leads received are shown for today and yesterday only.
         if back <= 1 {
             day.received = received.query_row(params![start, end], |row| row.get(0))?;

@@ -3,9 +3,9 @@
 //! container, supplier and whether it is on.
 //!
 //! What a source sent (received, duplicates, refused by validation, today and in the
-//! window) is read from the report aggregate (`report_buckets`, DESIGN.md section 11): the
-//! refused leads are never stored, so only the aggregate knows them, and one range of its
-//! primary key per workspace holds every source's. The quality mix is of the stored leads:
+//! window) is read from the report aggregate (DESIGN.md section 11): the refused leads are
+//! never stored, so only the aggregate knows them. The whole UTC days of the window are
+//! `report_days` rows, its edges `report_buckets` quarter hours (`report::buckets::spans`). The quality mix is of the stored leads:
 //! a sum of ranges of the `leads_source_mix` index (migration 9), one per source, quality
 //! and kept duplicate status, so no lead is read and nothing is sorted.
 
@@ -89,21 +89,31 @@ fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbErr
         })?
         .collect::<Result<Vec<_>, _>>()?;
     // What each source sent: lead counts are the aggregate's rows without a buyer.
-    let mut sent = conn.prepare_cached(
-        "SELECT source_id, sum(received), sum(duplicates), sum(rejected),
-                sum(CASE WHEN bucket >= ?2 THEN received ELSE 0 END)
-         FROM report_buckets
-         WHERE workspace_id IN (SELECT id FROM workspaces) AND bucket >= ?1 AND buyer_id = ''
-         GROUP BY source_id",
-    )?;
-    let mut by_source: HashMap<String, (i64, i64, i64, i64)> = sent
-        .query_map(params![since, today], |row| {
-            Ok((
-                row.get(0)?,
-                (row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?),
-            ))
-        })?
-        .collect::<Result<_, _>>()?;
+    let mut by_source: HashMap<String, (i64, i64, i64, i64)> = HashMap::new();
+    for (from, is_today) in [(since, false), (today, true)] {
+        for span in crate::report::buckets::spans(from, i64::MAX) {
+            let (table, time) = span.grain.table();
+            // The table and column names are constants of `Grain::table`.
+            let mut sent = conn.prepare_cached(&format!(
+                "SELECT source_id, sum(received), sum(duplicates), sum(rejected)
+                 FROM {table}
+                 WHERE workspace_id IN (SELECT id FROM workspaces) AND {time} >= ?1
+                   AND {time} < ?2 AND buyer_id = ''
+                 GROUP BY source_id"
+            ))?;
+            let mut found = sent.query(params![span.from, span.to])?;
+            while let Some(row) = found.next()? {
+                let sums = by_source.entry(row.get(0)?).or_default();
+                if is_today {
+                    sums.3 += row.get::<_, i64>(1)?;
+                } else {
+                    sums.0 += row.get::<_, i64>(1)?;
+                    sums.1 += row.get::<_, i64>(2)?;
+                    sums.2 += row.get::<_, i64>(3)?;
+                }
+            }
+        }
+    }
     // One range of `leads_source_mix` per source, quality and kept duplicate status: no
     // filter per row and no sort by source.
     let mut counted = conn.prepare_cached(
