@@ -182,8 +182,13 @@ pub(crate) fn asking(
 }
 
 /// Sends the bid requests of every request in `asking` at once and waits for each at
-/// most its buyer's timeout; the bids of each request, in `asking`'s order.
-pub(crate) async fn collect(client: &BidClient, asking: Vec<Asking>) -> Vec<Bids> {
+/// most its buyer's timeout from `arrived` (the HTTP request's arrival); the bids of each
+/// request, in `asking`'s order.
+pub(crate) async fn collect(
+    client: &BidClient,
+    asking: Vec<Asking>,
+    arrived: std::time::Instant,
+) -> Vec<Bids> {
     let mut of_call: HashMap<String, usize> = HashMap::new();
     let mut calls = Vec::new();
     let mut bidders = Vec::with_capacity(asking.len());
@@ -195,7 +200,7 @@ pub(crate) async fn collect(client: &BidClient, asking: Vec<Asking>) -> Vec<Bids
         bidders.push(one.bidders);
     }
     let mut results: Vec<Vec<BidResult>> = bidders.iter().map(|_| Vec::new()).collect();
-    for result in client.collect(calls).await {
+    for result in client.collect(calls, arrived).await {
         if let Some(&n) = of_call.get(&result.bid_request_id) {
             results[n].push(result);
         }

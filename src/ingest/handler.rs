@@ -29,12 +29,14 @@ use crate::outbox::Notifier;
 use crate::outbox::bid::BidClient;
 
 /// What an ingest request uses besides its own input: the database, the outbox workers'
-/// wake-up, the counters and the bid client.
+/// wake-up, the counters, the bid client and when the HTTP request arrived (bid timeouts
+/// count from it).
 pub(crate) struct Services<'a> {
     pub(crate) db: &'a Db,
     pub(crate) outbox: &'a Notifier,
     pub(crate) metrics: &'a Metrics,
     pub(crate) bids: &'a BidClient,
+    pub(crate) arrived: std::time::Instant,
 }
 
 /// The source a request names, if it exists, is enabled, is in the named container and
@@ -223,6 +225,48 @@ fn bid_on(catalog: &Catalog, interest: &crate::ingest::model::Interest) -> bool 
         .is_some_and(|product| product.bid_subscriptions)
 }
 
+/// Per lead of `leads` (a request's, in order), whether the writer job will not decide it
+/// for auto-delivery: a replay (of a stored lead or of an earlier one of the request with
+/// its externalId), or a duplicate under `target`'s rule (of a stored lead, or of an
+/// earlier one of the request that the job stores), which the job rejects or keeps for
+/// review. Read on the pool with the job's own lookups; the job decides again.
+fn undecided(
+    conn: &rusqlite::Connection,
+    target: &Source,
+    leads: &[PreparedLead],
+    now: i64,
+) -> Result<Vec<bool>, IngestError> {
+    use crate::config::source::DedupeAction;
+    let fields = &target.dedupe.fields;
+    let same = |a: &Option<String>, b: &Option<String>| a.is_some() && a == b;
+    let mut stored: Vec<&PreparedLead> = Vec::new();
+    let mut undecided = Vec::with_capacity(leads.len());
+    for lead in leads {
+        let external_id = lead.lead.fields.external_id.as_deref();
+        let replay = external_id.is_some()
+            && stored
+                .iter()
+                .any(|earlier| earlier.lead.fields.external_id.as_deref() == external_id)
+            || store::is_replay(conn, target, lead)?;
+        if replay {
+            undecided.push(true);
+            continue;
+        }
+        let duplicate = stored.iter().any(|earlier| {
+            fields.iter().any(|field| match field.as_str() {
+                "email" => same(&lead.email_key, &earlier.email_key),
+                "phone" => same(&lead.phone_key, &earlier.phone_key),
+                _ => false,
+            })
+        }) || store::duplicate_match(conn, target, lead, now)?.is_some();
+        if !duplicate || target.dedupe.action == DedupeAction::Review {
+            stored.push(lead);
+        }
+        undecided.push(duplicate);
+    }
+    Ok(undecided)
+}
+
 /// Collects the bids for every interest of `leads` that auto-delivery will decide in a
 /// product with bid-priced subscriptions (DESIGN.md section 14) and hands them to each
 /// lead for the writer job (`PreparedLead::bids`), which re-checks eligibility with them
@@ -231,7 +275,8 @@ fn bid_on(catalog: &Catalog, interest: &crate::ingest::model::Interest) -> bool 
 /// each at most its buyer's `--bid-timeout`: never inside a writer job. Nothing is read
 /// for leads in products no one bids on (the catalog knows), nor for a lead that will
 /// not be decided (quality invalid, not routing-ready, a replay of a stored externalId, a
-/// post's interest in its ping's product, auto-delivery off).
+/// duplicate under the source's rule, a post's interest in its ping's product,
+/// auto-delivery off): a lead refused, or kept for review, asks no buyer for a bid.
 async fn ask_for_bids(
     services: &Services<'_>,
     target: &Source,
@@ -264,10 +309,12 @@ async fn ask_for_bids(
         else {
             return Ok(Vec::new());
         };
+        let last = wanted.last().map_or(0, |(index, _)| *index);
+        let undecided = undecided(conn, target, &leads[..=last], now)?;
         let mut asking = Vec::new();
         for (index, position) in wanted {
             let lead = &leads[index];
-            if store::is_replay(conn, target, lead)? {
+            if undecided[index] {
                 continue;
             }
             // A post's interest in its ping's product goes to the ping's reserved buyers.
@@ -301,7 +348,7 @@ async fn ask_for_bids(
     if asking.is_empty() {
         return Ok(());
     }
-    let collected = crate::bids::collect(services.bids, asking).await;
+    let collected = crate::bids::collect(services.bids, asking, services.arrived).await;
     for ((index, position), bids) in asked.into_iter().zip(collected) {
         for bid in &bids.recorded {
             services

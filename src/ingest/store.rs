@@ -205,23 +205,7 @@ fn store_one(
         },
     };
 
-    let duplicate_match = if source.dedupe.fields.is_empty() {
-        None
-    } else {
-        let scope = dedupe::Scope {
-            container_id: &source.container_id,
-            workspace_id: &source.workspace_id,
-            name: scope_name(source),
-        };
-        dedupe::find_match(
-            conn,
-            &source.dedupe,
-            &scope,
-            lead.email_key.as_deref(),
-            lead.phone_key.as_deref(),
-            now,
-        )?
-    };
+    let duplicate_match = duplicate_match(conn, source, lead, now)?;
     let duplicate_status = match duplicate_match {
         Some(_) => DuplicateStatus::for_match(source.dedupe.action),
         None => DuplicateStatus::Unique,
@@ -376,6 +360,33 @@ fn count_received(
         product_id,
         how,
         i64::try_from(count).unwrap_or(i64::MAX),
+        now,
+    )
+}
+
+/// The earlier lead `lead` duplicates under `source`'s duplicate rule, if any (none
+/// without a rule). The writer job decides with it; the handler reads it before asking
+/// for bids, since a duplicate is never auto-delivered.
+pub(crate) fn duplicate_match(
+    conn: &Connection,
+    source: &Source,
+    lead: &PreparedLead,
+    now: i64,
+) -> rusqlite::Result<Option<dedupe::DuplicateMatch>> {
+    if source.dedupe.fields.is_empty() {
+        return Ok(None);
+    }
+    let scope = dedupe::Scope {
+        container_id: &source.container_id,
+        workspace_id: &source.workspace_id,
+        name: scope_name(source),
+    };
+    dedupe::find_match(
+        conn,
+        &source.dedupe,
+        &scope,
+        lead.email_key.as_deref(),
+        lead.phone_key.as_deref(),
         now,
     )
 }

@@ -10,6 +10,7 @@
 //! asked, which bids count and who wins is `ping`'s and auto-delivery's, and it never runs
 //! inside a writer job (the caller collects bids on the runtime before its job).
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,7 @@ pub struct BidCall {
     pub bid_request_id: String,
     pub url: String,
     pub signing_secret: String,
+    /// From the arrival of the request that asks (`BidClient::collect`).
     pub timeout: Duration,
     /// The `lead.bid_request` body.
     pub body: Value,
@@ -116,33 +118,76 @@ impl BidClient {
             .clone()
     }
 
-    /// Sends every call at once and waits for each until its own timeout; the results in
-    /// the calls' order. Must run on a tokio runtime.
-    pub async fn collect(&self, calls: Vec<BidCall>) -> Vec<BidResult> {
+    /// Sends every call at once and waits for each until its own timeout counted from
+    /// `arrived` (when the request that asks arrived: what its sender waits for), so the
+    /// reads and checks before the bids come out of the bidders' time, not on top of it;
+    /// the results in the calls' order. Must run on a tokio runtime.
+    pub async fn collect(&self, calls: Vec<BidCall>, arrived: Instant) -> Vec<BidResult> {
         let client = self.client();
-        let mut tasks = tokio::task::JoinSet::new();
-        for (position, call) in calls.into_iter().enumerate() {
-            let client = client.clone();
-            let reach = self.reach;
-            tasks.spawn(async move { (position, ask(client, reach, call).await) });
-        }
-        let mut results: Vec<(usize, BidResult)> = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok(result) = joined {
-                results.push(result);
-            }
-        }
-        results.sort_by_key(|(position, _)| *position);
-        results.into_iter().map(|(_, result)| result).collect()
+        let reach = self.reach;
+        collect_with(calls, move |call| ask(client.clone(), reach, call, arrived)).await
     }
 }
 
-async fn ask(client: Built, reach: Reach, call: BidCall) -> BidResult {
+/// [`BidClient::collect`] with `ask` sending each call: one task per call, all at once. A
+/// task that panics (or is cancelled) is an `error` outcome of its call, logged with the
+/// buyer and the bid request id (nothing of the lead, nor the panic's message, which may
+/// hold anything).
+async fn collect_with<F, Fut>(calls: Vec<BidCall>, ask: F) -> Vec<BidResult>
+where
+    F: Fn(BidCall) -> Fut,
+    Fut: std::future::Future<Output = BidResult> + Send + 'static,
+{
     let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut asked = HashMap::with_capacity(calls.len());
+    for (position, call) in calls.into_iter().enumerate() {
+        let who = (call.buyer_id.clone(), call.bid_request_id.clone());
+        let asking = ask(call);
+        let task = tasks.spawn(async move { (position, asking.await) });
+        asked.insert(task.id(), (position, who));
+    }
+    let mut results: Vec<(usize, BidResult)> = Vec::with_capacity(asked.len());
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(result) => results.push(result),
+            Err(e) => {
+                let Some((position, (buyer_id, bid_request_id))) = asked.remove(&e.id()) else {
+                    continue;
+                };
+                let what = if e.is_panic() {
+                    "panicked"
+                } else {
+                    "was cancelled"
+                };
+                log::error!(
+                    "bid request {bid_request_id} to buyer {buyer_id}: its task {what}; \
+                     recorded as an error"
+                );
+                results.push((
+                    position,
+                    BidResult {
+                        buyer_id,
+                        bid_request_id,
+                        outcome: BidOutcome::Error(format!("the bid task {what}")),
+                        latency_ms: i64::try_from(started.elapsed().as_millis())
+                            .unwrap_or(i64::MAX),
+                    },
+                ));
+            }
+        }
+    }
+    results.sort_by_key(|(position, _)| *position);
+    results.into_iter().map(|(_, result)| result).collect()
+}
+
+async fn ask(client: Built, reach: Reach, call: BidCall, arrived: Instant) -> BidResult {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::from_std(arrived + call.timeout);
     let outcome = match client {
         Err(e) => BidOutcome::Error(e),
         Ok(client) => {
-            match tokio::time::timeout(call.timeout, exchange(&client, reach, &call)).await {
+            match tokio::time::timeout_at(deadline, exchange(&client, reach, &call)).await {
                 Ok(outcome) => outcome,
                 Err(_) => BidOutcome::Timeout,
             }
@@ -250,6 +295,83 @@ fn read_answer(bytes: &[u8]) -> BidOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log lines of this module, kept for the tests (the one logger of the unit tests).
+    static LINES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+    struct Kept;
+
+    impl log::Log for Kept {
+        fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+            metadata.target() == module_path!().trim_end_matches("::tests")
+        }
+        fn log(&self, record: &log::Record<'_>) {
+            if self.enabled(record.metadata()) {
+                let line = format!("{} {}", record.level(), record.args());
+                LINES.lock().unwrap().push(line);
+            }
+        }
+        fn flush(&self) {}
+    }
+
+    fn call(buyer_id: &str, bid_request_id: &str) -> BidCall {
+        BidCall {
+            buyer_id: buyer_id.into(),
+            bid_request_id: bid_request_id.into(),
+            url: "http://127.0.0.1:9/bid".into(),
+            signing_secret: String::new(),
+            timeout: Duration::from_millis(100),
+            body: serde_json::json!({"postalCode": "10115", "email": "ann@example.org"}),
+        }
+    }
+
+    #[test]
+    fn a_bid_task_that_panics_is_an_error_and_logged_without_the_lead() {
+        if log::set_logger(&Kept).is_ok() {
+            log::set_max_level(log::LevelFilter::Trace);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let calls = vec![call("calm", "bidreq_calm"), call("wild", "bidreq_wild")];
+        let results = runtime.block_on(collect_with(calls, |call| async move {
+            if call.buyer_id == "wild" {
+                panic!("a test panic with {}", call.body);
+            }
+            BidResult {
+                buyer_id: call.buyer_id,
+                bid_request_id: call.bid_request_id,
+                outcome: BidOutcome::Pass,
+                latency_ms: 1,
+            }
+        }));
+        let outcomes: Vec<(&str, &str, &'static str)> = results
+            .iter()
+            .map(|r| {
+                (
+                    r.buyer_id.as_str(),
+                    r.bid_request_id.as_str(),
+                    r.outcome.name(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("calm", "bidreq_calm", "pass"),
+                ("wild", "bidreq_wild", "error")
+            ]
+        );
+        let lines = LINES.lock().unwrap().clone();
+        let logged: Vec<&String> = lines.iter().filter(|l| l.contains("bidreq_wild")).collect();
+        assert_eq!(logged.len(), 1, "{lines:?}");
+        assert!(logged[0].starts_with("ERROR"), "{logged:?}");
+        assert!(logged[0].contains("buyer wild"), "{logged:?}");
+        assert!(logged[0].contains("panicked"), "{logged:?}");
+        assert!(!logged[0].contains("ann@"), "{logged:?}");
+    }
 
     #[test]
     fn answers_are_read_exactly() {

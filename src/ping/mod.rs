@@ -82,15 +82,17 @@ impl From<crate::autodelivery::AutoDeliveryError> for PingError {
 
 /// Answers a ping sent to `source` (admitted by `ingest::handler::admit`, so 404 and 401
 /// came first) with `body`: checks it, then decides and reserves in one writer job.
+/// `arrived`: when the HTTP request arrived, from which the bid timeouts count.
 pub(crate) async fn answer(
     db: &Db,
     metrics: &Metrics,
     bid_client: &BidClient,
     source: Source,
     body: Value,
+    arrived: Instant,
 ) -> Result<Value, PingError> {
     let started = Instant::now();
-    let answered = decide(db, metrics, bid_client, source, body).await;
+    let answered = decide(db, metrics, bid_client, source, body, arrived).await;
     let outcome = match &answered {
         Ok(answer) => answer.status.as_str(),
         Err(PingError::PersonalData(_)) | Err(PingError::Ingest(_)) => "invalid",
@@ -106,6 +108,7 @@ async fn decide(
     bid_client: &BidClient,
     source: Source,
     body: Value,
+    arrived: Instant,
 ) -> Result<PingAnswer, PingError> {
     if source.container_kind != ContainerKind::Channel {
         return Err(IngestError::SourceNotFound.into());
@@ -167,7 +170,7 @@ async fn decide(
         .or_else(|| catalog.by_slug(&prepared.request().interest.product_slug))
         .is_some_and(|p| p.bid_subscriptions);
     let bids = if has_bidders {
-        ask_bidders(db, metrics, bid_client, &prepared, now).await?
+        ask_bidders(db, metrics, bid_client, &prepared, now, arrived).await?
     } else {
         crate::bids::Bids::default()
     };
@@ -184,6 +187,7 @@ async fn ask_bidders(
     bid_client: &BidClient,
     prepared: &PreparedPing,
     now: i64,
+    arrived: Instant,
 ) -> Result<crate::bids::Bids, PingError> {
     let found = db.read_blocking(|conn| {
         let Some(settings) = crate::autodelivery::Settings::load_for(
@@ -210,7 +214,7 @@ async fn ask_bidders(
         return Ok(crate::bids::Bids::default());
     }
     let asking = crate::bids::asking(&prepared.lead, prepared.request(), bidders, mode, now + ttl);
-    let collected = crate::bids::collect(bid_client, vec![asking])
+    let collected = crate::bids::collect(bid_client, vec![asking], arrived)
         .await
         .pop()
         .unwrap_or_default();

@@ -33,6 +33,8 @@ async fn post(
     kind: ContainerKind,
     params: Params,
 ) -> Result<Response, Error> {
+    // Bid timeouts count from here: the partner waits from its request's arrival.
+    let arrived = std::time::Instant::now();
     // The write place is held until the answer (dropped with `admitted`).
     let admitted = admit_and_read(state, request, kind, params).await?;
     let (source, json, raw) = (admitted.source, admitted.json, admitted.raw);
@@ -41,6 +43,7 @@ async fn post(
         outbox: &state.outbox,
         metrics: &state.metrics,
         bids: &state.bids,
+        arrived,
     };
     let reply = handler::ingest(&services, source, json, raw).await?;
     let status = if reply.created {

@@ -15,9 +15,19 @@ pub(crate) async fn post(
     request: Request,
     params: Params,
 ) -> Result<Response, Error> {
+    // The bid timeouts count from here: the partner waits from its request's arrival.
+    let arrived = std::time::Instant::now();
     // The write place is held until the answer (dropped with `admitted`).
     let admitted = admit_and_read(state, request, ContainerKind::Channel, params).await?;
     let (source, json) = (admitted.source, admitted.json);
-    let answer = crate::ping::answer(&state.db, &state.metrics, &state.bids, source, json).await?;
+    let answer = crate::ping::answer(
+        &state.db,
+        &state.metrics,
+        &state.bids,
+        source,
+        json,
+        arrived,
+    )
+    .await?;
     Ok(response::json(StatusCode::OK, &answer))
 }
