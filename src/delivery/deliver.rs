@@ -177,7 +177,8 @@ struct Decided {
     /// The lead's source.
     source_id: String,
     webhook_url: String,
-    body: serde_json::Value,
+    /// The `lead.delivered` event's body as the outbox stores it.
+    body: String,
     /// The supplier this delivery buys the lead from: set when the transaction carries a
     /// supplier cost, the source has a supplier, and no earlier transaction of the request
     /// bought the lead already.
@@ -306,7 +307,8 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
             supplier_cost_cents,
             bid: order.bid,
         },
-    );
+    )
+    .to_text();
 
     // The supplier is paid once per request: a transaction that takes the cost over from
     // a rejected or cancelled one buys nothing new.
@@ -405,7 +407,7 @@ fn write(
             transaction_id: &delivered.transaction_id,
             buyer_id: &delivered.buyer_id,
             url: &webhook_url,
-            payload: &body.to_string(),
+            payload: &body,
             created_at: now,
         },
     )?;

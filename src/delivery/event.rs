@@ -8,25 +8,12 @@
 //! is written to the outbox with the transaction and sent, unchanged on every attempt, by
 //! `outbox`.
 
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 use crate::config::buyer::Buyer;
 use crate::config::container::DeliveryMode;
 use crate::ingest::model::{LeadFields, StoredLead, StoredRequest};
-
-/// The interest's answers as buyers get them: strings or null. Anything else (stored by an
-/// older version) is passed on as its JSON text rather than dropped.
-fn field_values(answers: &Map<String, Value>) -> Value {
-    Value::Object(
-        answers
-            .iter()
-            .map(|(key, value)| match value {
-                Value::String(_) | Value::Null => (key.clone(), value.clone()),
-                other => (key.clone(), Value::String(other.to_string())),
-            })
-            .collect(),
-    )
-}
 
 pub(crate) struct Party<'a> {
     pub id: &'a str,
@@ -60,33 +47,106 @@ pub(crate) struct LeadDelivered<'a> {
 impl LeadDelivered<'_> {
     /// The body, with exactly the fields of SPEC.md section 6 in its order.
     pub(crate) fn to_json(&self) -> Value {
-        let mut body = json!({
-            "event": "lead.delivered",
-            "transactionId": self.transaction_id,
-            "deliveryChannel": "webhook",
-            "leadRequestId": self.lead_request_id,
-            "leadId": self.lead_id,
-            "deliveryMode": self.delivery_mode.as_str(),
-            "sentAt": crate::clock::iso(self.sent_at_ms),
-            "buyer": {"id": self.buyer.id, "name": self.buyer.name},
-            "product": {
-                "id": self.product.id,
-                "name": self.product.name,
-                "slug": self.product.slug,
+        // Infallible: every part serialises (strings, finite numbers, JSON values).
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The body as the text the outbox stores and sends: the same as [`Self::to_json`]'s
+    /// text, written straight from the parts, without a tree of `Value`s (this runs for
+    /// every delivery on the writer thread).
+    pub(crate) fn to_text(&self) -> String {
+        // Infallible, as above.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The body's keys in SPEC.md section 6's order; `bid` only for a lead sold by a bid.
+impl Serialize for LeadDelivered<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("event", "lead.delivered")?;
+        map.serialize_entry("transactionId", self.transaction_id)?;
+        map.serialize_entry("deliveryChannel", "webhook")?;
+        map.serialize_entry("leadRequestId", self.lead_request_id)?;
+        map.serialize_entry("leadId", self.lead_id)?;
+        map.serialize_entry("deliveryMode", self.delivery_mode.as_str())?;
+        map.serialize_entry("sentAt", &crate::clock::iso(self.sent_at_ms))?;
+        map.serialize_entry(
+            "buyer",
+            &Named(&[("id", self.buyer.id), ("name", self.buyer.name)]),
+        )?;
+        map.serialize_entry(
+            "product",
+            &Named(&[
+                ("id", self.product.id),
+                ("name", self.product.name),
+                ("slug", self.product.slug),
+            ]),
+        )?;
+        map.serialize_entry(
+            "pricing",
+            &Pricing {
+                buyer_price_cents: self.buyer_price_cents,
+                supplier_cost_cents: self.supplier_cost_cents,
+                margin_cents: self.margin_cents,
             },
-            "pricing": {
-                "buyerPrice": crate::money::to_json(self.buyer_price_cents),
-                "supplierCost": crate::money::to_json(self.supplier_cost_cents),
-                "marginAmount": crate::money::to_json(self.margin_cents),
-            },
-            "lead": self.lead,
-            "fieldValues": field_values(self.answers),
-        });
-        // Only a lead sold by a bid has `bid`: every other event keeps SPEC.md's fields.
+        )?;
+        map.serialize_entry("lead", self.lead)?;
+        map.serialize_entry("fieldValues", &FieldValues(self.answers))?;
         if let Some(bid) = self.bid {
-            body["bid"] = bid.to_json();
+            map.serialize_entry("bid", &bid.to_json())?;
         }
-        body
+        map.end()
+    }
+}
+
+/// An object of string fields, in the order given.
+struct Named<'a>(&'a [(&'static str, &'a str)]);
+
+impl Serialize for Named<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+/// The body's `pricing`: money as numbers of euros (`money::to_json`).
+struct Pricing {
+    buyer_price_cents: i64,
+    supplier_cost_cents: i64,
+    margin_cents: i64,
+}
+
+impl Serialize for Pricing {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("buyerPrice", &crate::money::as_f64(self.buyer_price_cents))?;
+        map.serialize_entry(
+            "supplierCost",
+            &crate::money::as_f64(self.supplier_cost_cents),
+        )?;
+        map.serialize_entry("marginAmount", &crate::money::as_f64(self.margin_cents))?;
+        map.end()
+    }
+}
+
+/// The interest's answers as buyers get them: strings or null. Anything else (stored by an
+/// older version) is passed on as its JSON text rather than dropped.
+struct FieldValues<'a>(&'a Map<String, Value>);
+
+impl Serialize for FieldValues<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            match value {
+                Value::String(_) | Value::Null => map.serialize_entry(key, value)?,
+                other => map.serialize_entry(key, &other.to_string())?,
+            }
+        }
+        map.end()
     }
 }
 
@@ -102,13 +162,13 @@ pub(crate) struct Sale<'a> {
 /// The body of the event for `request` of `lead` sold to `buyer` as `sale` says (the
 /// margin is price minus cost), sent now: the one builder of a `lead.delivered` body, for
 /// a delivery and for `buyer integration preview`.
-pub(crate) fn lead_delivered(
-    transaction_id: &str,
-    lead: &StoredLead,
-    request: &StoredRequest,
-    buyer: &Buyer,
-    sale: Sale<'_>,
-) -> Value {
+pub(crate) fn lead_delivered<'a>(
+    transaction_id: &'a str,
+    lead: &'a StoredLead,
+    request: &'a StoredRequest,
+    buyer: &'a Buyer,
+    sale: Sale<'a>,
+) -> LeadDelivered<'a> {
     let product = &request.interest;
     LeadDelivered {
         transaction_id,
@@ -132,7 +192,6 @@ pub(crate) fn lead_delivered(
         answers: &product.field_values,
         bid: sale.bid,
     }
-    .to_json()
 }
 
 /// The body of an event whose lead's person was erased: the same body with the lead as
@@ -158,6 +217,7 @@ pub(crate) fn erased_body(payload: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn an_erased_body_keeps_the_deal_and_drops_the_person() {
@@ -189,7 +249,7 @@ mod tests {
     fn field_values_are_strings_or_null() {
         let stored = json!({"roof": "tile", "size": null, "n": 3});
         assert_eq!(
-            field_values(stored.as_object().unwrap()),
+            serde_json::to_value(FieldValues(stored.as_object().unwrap())).unwrap(),
             json!({"roof": "tile", "size": null, "n": "3"})
         );
     }
@@ -229,5 +289,66 @@ mod tests {
             body["lead"],
             json!({"externalId": "x1", "firstName": "", "lastName": ""})
         );
+    }
+
+    #[test]
+    fn the_text_is_the_bodys_json_in_specs_order() {
+        let mut lead = LeadFields {
+            external_id: Some("x1".into()),
+            ..LeadFields::default()
+        };
+        lead.person.first_name = "Ann \"A\"".into();
+        lead.capture.metadata = Some(Map::from_iter([("form".into(), json!("f1"))]));
+        lead.additional = Map::from_iter([("score".into(), json!(7.5))]);
+        let answers = json!({"roof": "tile", "n": 3, "none": null});
+        let bid = crate::delivery::transaction::BidRef {
+            bid_request_id: "breq_1".into(),
+            bid_id: Some("bid_1".into()),
+        };
+        let body = LeadDelivered {
+            bid: Some(&bid),
+            transaction_id: "txn_1",
+            lead_request_id: "lreq_1",
+            lead_id: "lead_1",
+            delivery_mode: DeliveryMode::Exclusive,
+            sent_at_ms: 1_700_000_000_123,
+            buyer: Party {
+                id: "b",
+                name: "B ü",
+            },
+            product: ProductRef {
+                id: "p",
+                name: "P",
+                slug: "p-1",
+            },
+            buyer_price_cents: 2550,
+            supplier_cost_cents: -5,
+            margin_cents: 2555,
+            lead: &lead,
+            answers: answers.as_object().unwrap(),
+        };
+        let text = body.to_text();
+        assert_eq!(
+            text,
+            r#"{"event":"lead.delivered","transactionId":"txn_1","deliveryChannel":"webhook","leadRequestId":"lreq_1","leadId":"lead_1","deliveryMode":"exclusive","sentAt":"2023-11-14T22:13:20.123Z","buyer":{"id":"b","name":"B ü"},"product":{"id":"p","name":"P","slug":"p-1"},"pricing":{"buyerPrice":25.5,"supplierCost":-0.05,"marginAmount":25.55},"lead":{"externalId":"x1","firstName":"Ann \"A\"","lastName":"","capture":{"metadata":{"form":"f1"}},"score":7.5},"fieldValues":{"roof":"tile","n":"3","none":null},"bid":{"bidRequestId":"breq_1","bidId":"bid_1"}}"#
+        );
+        assert_eq!(body.to_json().to_string(), text);
+        // The same text as the tree of `Value`s the body was built as before.
+        let tree = json!({
+            "event": "lead.delivered", "transactionId": "txn_1", "deliveryChannel": "webhook",
+            "leadRequestId": "lreq_1", "leadId": "lead_1", "deliveryMode": "exclusive",
+            "sentAt": crate::clock::iso(1_700_000_000_123),
+            "buyer": {"id": "b", "name": "B ü"},
+            "product": {"id": "p", "name": "P", "slug": "p-1"},
+            "pricing": {
+                "buyerPrice": crate::money::to_json(2550),
+                "supplierCost": crate::money::to_json(-5),
+                "marginAmount": crate::money::to_json(2555),
+            },
+            "lead": &lead,
+            "fieldValues": {"roof": "tile", "n": "3", "none": null},
+            "bid": bid.to_json(),
+        });
+        assert_eq!(tree.to_string(), text);
     }
 }

@@ -61,5 +61,6 @@ pub(crate) fn event_for(
             // A preview names no bid: a bid is asked only for a ping or a delivery.
             bid: None,
         },
-    ))
+    )
+    .to_json())
 }
