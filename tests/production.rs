@@ -23,10 +23,19 @@ fn request_ids_of(db: &std::path::Path) -> Vec<Option<String>> {
     let mut stmt = conn
         .prepare("SELECT request_id FROM lead_requests ORDER BY rowid")
         .unwrap();
-    stmt.query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+    // One of our own ids is stored as its ULID's 16 bytes, a client's id as its text.
+    stmt.query_map([], |row| {
+        Ok(match row.get_ref(0)? {
+            rusqlite::types::ValueRef::Blob(bytes) => Some(format!(
+                "req_{}",
+                ulid::Ulid::from_bytes(bytes.try_into().expect("16 bytes"))
+            )),
+            _ => row.get(0)?,
+        })
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
 }
 
 #[test]
@@ -72,6 +81,15 @@ fn request_ids_are_taken_when_sane_generated_otherwise_and_stored() {
     assert_eq!(reply.status, 201, "{}", reply.text);
     let reply = server.post_json(INGEST, &simple_lead(3));
     let generated = reply.header("x-request-id").unwrap().to_string();
+    let conn = rusqlite::Connection::open(&server.db.path).unwrap();
+    let stored: Vec<String> = conn
+        .prepare("SELECT typeof(request_id) || ':' || length(request_id) FROM lead_requests ORDER BY rowid")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(stored, ["text:15", "text:15", "blob:16"]);
     assert_eq!(
         request_ids_of(&server.db.path),
         vec![
@@ -161,13 +179,44 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
         .header("X-Request-Id", "trace-writer-4")
         .send();
     assert_eq!(payout.status, 400, "{}", payout.text);
-    wait_until(WAIT, "the outbox to log a failed attempt", || {
-        server
-            .log()
-            .lines()
-            .any(|line| line.contains("outbox: event") && line.contains("retry"))
-    });
+    // A request that names no id gets one of ours, which its lead request stores as the
+    // ULID's 16 bytes (`ids::compact`): the outbox's line names it all the same.
+    let mut other = lead.clone();
+    other["email"] = json!("bob@example.com");
+    other["phone"] = json!("+49 30 7654321");
+    let reply = server
+        .post(INGEST)
+        .json(&other)
+        .secret("source-secret-0123456789")
+        .send();
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(
+        reply.json["item"]["autoDelivery"]["delivered"], 1,
+        "{}",
+        reply.text
+    );
+    let generated = reply.header("x-request-id").unwrap().to_string();
+    assert!(generated.starts_with("req_"), "{generated}");
+    wait_until(
+        WAIT,
+        "the outbox to log a failed attempt of both events",
+        || {
+            let log = server.log();
+            ["trace-ingest-1", generated.as_str()].iter().all(|id| {
+                lines_of(&log, id)
+                    .iter()
+                    .any(|line| line.contains("outbox: event") && line.contains("retry"))
+            })
+        },
+    );
     let log = server.stop();
+    let named = lines_of(&log, &generated);
+    assert!(
+        named
+            .iter()
+            .any(|l| l.contains("outbox: event") && l.contains("HTTP 500")),
+        "the outbox's line about the event of a generated id: {named:#?}\n{log}"
+    );
 
     let ingest = lines_of(&log, "trace-ingest-1");
     assert!(

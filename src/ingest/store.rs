@@ -278,7 +278,8 @@ fn store_one(
     insert_lead(conn, source, lead, &lead_id, &item, now)?;
     // The writer runs a request's job with the request's X-Request-Id current
     // (`request_id::current`); it is kept on each lead request. None for leads that came
-    // without an HTTP request.
+    // without an HTTP request. One of our own ids is stored as its ULID's 16 bytes
+    // (`ids::compact`).
     let http_request_id = crate::request_id::current();
     let mut insert_request = conn.prepare_cached(INSERT_REQUEST)?;
     for (position, ((interest, request_id), field_values)) in lead
@@ -298,7 +299,9 @@ fn store_one(
             interest.trigger_auto_delivery,
             field_values,
             now,
-            http_request_id.as_deref(),
+            http_request_id
+                .as_deref()
+                .map(|id| crate::ids::compact("req", id)),
         ])?;
     }
     // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that

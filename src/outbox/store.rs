@@ -201,7 +201,7 @@ pub(crate) fn claim_for_buyer(
                 previous_signing_secret: row.get(5)?,
                 claim: 0,
                 probe,
-                request_id: row.get(6)?,
+                request_id: crate::ids::expand_at(row, 6, "req")?,
                 integration: row.get::<_, Option<String>>(7)?.map(|document| {
                     Box::new(BuyerIntegration {
                         document,
