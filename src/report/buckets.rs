@@ -132,12 +132,23 @@ fn add_to(
     Ok(())
 }
 
-const UPSERT_BUCKET: &str =
-    "INSERT INTO report_buckets (workspace_id, bucket, source_id, buyer_id, product_id,
+/// The upsert of one row of counts into a report table keyed by `$key` (the quarter hour's
+/// `bucket` or the `day`): the same columns and sums for both tables, one text each so the
+/// statement cache holds them.
+macro_rules! upsert_counts {
+    ($table:literal, $key:literal) => {
+        concat!(
+            "INSERT INTO ",
+            $table,
+            " (workspace_id, ",
+            $key,
+            ", source_id, buyer_id, product_id,
             received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
             paid, revenue_cents, supplier_cost_cents)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-         ON CONFLICT (workspace_id, bucket, source_id, buyer_id, product_id) DO UPDATE SET
+         ON CONFLICT (workspace_id, ",
+            $key,
+            ", source_id, buyer_id, product_id) DO UPDATE SET
             received = received + excluded.received,
             accepted = accepted + excluded.accepted,
             duplicates = duplicates + excluded.duplicates,
@@ -148,25 +159,14 @@ const UPSERT_BUCKET: &str =
             returned = returned + excluded.returned,
             paid = paid + excluded.paid,
             revenue_cents = revenue_cents + excluded.revenue_cents,
-            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents";
+            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents"
+        )
+    };
+}
 
-const UPSERT_DAY: &str =
-    "INSERT INTO report_days (workspace_id, day, source_id, buyer_id, product_id,
-            received, accepted, duplicates, rejected, dropped, sold, acknowledged, returned,
-            paid, revenue_cents, supplier_cost_cents)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-         ON CONFLICT (workspace_id, day, source_id, buyer_id, product_id) DO UPDATE SET
-            received = received + excluded.received,
-            accepted = accepted + excluded.accepted,
-            duplicates = duplicates + excluded.duplicates,
-            rejected = rejected + excluded.rejected,
-            dropped = dropped + excluded.dropped,
-            sold = sold + excluded.sold,
-            acknowledged = acknowledged + excluded.acknowledged,
-            returned = returned + excluded.returned,
-            paid = paid + excluded.paid,
-            revenue_cents = revenue_cents + excluded.revenue_cents,
-            supplier_cost_cents = supplier_cost_cents + excluded.supplier_cost_cents";
+const UPSERT_BUCKET: &str = upsert_counts!("report_buckets", "bucket");
+
+const UPSERT_DAY: &str = upsert_counts!("report_days", "day");
 
 /// What ingest did with leads it received (a replay of a known `externalId` is not
 /// received again and is not counted).
