@@ -292,7 +292,8 @@ pub(crate) fn transaction_changed(
 /// duplicates) cannot be recounted: the comparison takes them out of `received` and
 /// `duplicates` and leaves `rejected` unchecked.
 pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare(
+    let mut found = differing_rows(
+        conn,
         "WITH kept AS (
             SELECT workspace_id, bucket, source_id, buyer_id, product_id,
                    received - dropped AS received, accepted,
@@ -346,23 +347,15 @@ pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
             OR coalesce(k.revenue, 0) <> coalesce(c.revenue, 0)
             OR coalesce(k.cost, 0) <> coalesce(c.cost, 0)
          ORDER BY 1, 2, 3, 4, 5",
+        |workspace, bucket, source, buyer, product| {
+            format!(
+                "report_buckets of workspace '{workspace}', quarter hour {}, source '{source}', \
+                 buyer '{buyer}', product '{product}' differ from a recount of the leads and \
+                 transactions",
+                crate::clock::iso(bucket)
+            )
+        },
     )?;
-    let rows = stmt.query_map([], |row| {
-        let (workspace, bucket, source, buyer, product): (String, i64, String, String, String) = (
-            row.get(0)?,
-            row.get(1)?,
-            row.get(2)?,
-            row.get(3)?,
-            row.get(4)?,
-        );
-        Ok(format!(
-            "report_buckets of workspace '{workspace}', quarter hour {}, source '{source}', \
-             buyer '{buyer}', product '{product}' differ from a recount of the leads and \
-             transactions",
-            crate::clock::iso(bucket)
-        ))
-    })?;
-    let mut found = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     found.extend(day_mismatches(conn)?);
     Ok(found)
 }
@@ -370,7 +363,8 @@ pub(crate) fn mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
 /// The `report_days` rows that differ from the sum of their day's quarter hours (which
 /// [`mismatches`] recounts from the leads and transactions), one line each.
 fn day_mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare(
+    differing_rows(
+        conn,
         "WITH summed AS (
             SELECT workspace_id, (bucket / 86400000) * 86400000
                        - (bucket % 86400000 < 0) * 86400000 AS day,
@@ -405,19 +399,31 @@ fn day_mismatches(conn: &Connection) -> rusqlite::Result<Vec<String>> {
             OR coalesce(k.revenue, 0) <> coalesce(s.revenue, 0)
             OR coalesce(k.cost, 0) <> coalesce(s.cost, 0)
          ORDER BY 1, 2, 3, 4, 5",
-    )?;
+        |workspace, day, source, buyer, product| {
+            format!(
+                "report_days of workspace '{workspace}', UTC day {}, source '{source}', \
+                 buyer '{buyer}', product '{product}' differ from the sum of its quarter hours",
+                crate::clock::iso(day)
+            )
+        },
+    )
+}
+
+/// Runs a comparison query whose rows are the keys (workspace, time, source, buyer,
+/// product) of the report rows that differ, and describes each with `describe`.
+fn differing_rows(
+    conn: &Connection,
+    sql: &str,
+    describe: impl Fn(String, i64, String, String, String) -> String,
+) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(sql)?;
     let rows = stmt.query_map([], |row| {
-        let (workspace, day, source, buyer, product): (String, i64, String, String, String) = (
+        Ok(describe(
             row.get(0)?,
             row.get(1)?,
             row.get(2)?,
             row.get(3)?,
             row.get(4)?,
-        );
-        Ok(format!(
-            "report_days of workspace '{workspace}', UTC day {}, source '{source}', \
-             buyer '{buyer}', product '{product}' differ from the sum of its quarter hours",
-            crate::clock::iso(day)
         ))
     })?;
     rows.collect()
