@@ -66,6 +66,8 @@ const MIGRATIONS: &[Migration] = &[
     )),
     // The report aggregate rolled up per UTC day: long reports read days, not quarter hours.
     sql(include_str!("../../migrations/0019_report_days.sql")),
+    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::Stored`).
+    sql(include_str!("../../migrations/0020_stored_ids.sql")),
 ];
 
 /// The schema version this binary writes.
@@ -76,9 +78,21 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
 }
 
 /// The SQL functions migrations call to compute what only Rust can (migration 7's
-/// backfill of the duplicate keys' hashes).
+/// backfill of the duplicate keys' hashes, migration 20's stored ids).
 fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "leadrelay_compact_id",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let prefix = ctx.get::<String>(0)?;
+            Ok(match ctx.get::<rusqlite::types::Value>(1)? {
+                rusqlite::types::Value::Text(text) => crate::ids::compact(&prefix, &text),
+                other => other,
+            })
+        },
+    )?;
     conn.create_scalar_function(
         "leadrelay_key_hash",
         1,
