@@ -51,7 +51,7 @@ pub fn expand(
 }
 
 /// [`expand`] of column `index` of `row`, as a rusqlite error when it does not expand.
-pub(crate) fn expand_at(
+pub fn expand_at(
     row: &rusqlite::Row<'_>,
     index: usize,
     prefix: &str,
@@ -82,7 +82,10 @@ pub struct Stored<'a> {
 
 /// Lead id `id` as bound in a statement.
 pub fn lead(id: &str) -> Stored<'_> {
-    Stored { prefix: LEAD, text: id }
+    Stored {
+        prefix: LEAD,
+        text: id,
+    }
 }
 
 /// Lead-request id `id` as bound in a statement.
@@ -107,12 +110,12 @@ impl rusqlite::types::ToSql for Stored<'_> {
 }
 
 /// Column `index` of `row`, a lead id as stored, as its text; NULL is an error.
-pub(crate) fn lead_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+pub fn lead_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
     required(row, index, LEAD)
 }
 
 /// Column `index` of `row`, a lead-request id as stored, as its text; NULL is an error.
-pub(crate) fn lead_request_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+pub fn lead_request_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
     required(row, index, LEAD_REQUEST)
 }
 

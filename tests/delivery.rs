@@ -265,7 +265,7 @@ fn refusals_are_clear_errors_that_write_nothing() {
     let status: String = conn
         .query_row(
             "SELECT status FROM lead_requests WHERE id = ?1",
-            [&request],
+            [leadrelay::ids::lead_request(&request)],
             |r| r.get(0),
         )
         .unwrap();

@@ -78,7 +78,7 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
         stmt.query_map([crate::ids::lead(lead_id)], |row| {
             Ok((crate::ids::lead_request_at(row, 0)?, row.get(1)?))
         })?
-            .collect::<Result<_, _>>()?
+        .collect::<Result<_, _>>()?
     };
     let mut changed = 0;
     for (request_id, text) in rows {
@@ -100,7 +100,8 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
                 .prepare_cached(
                     "UPDATE evaluation_features SET features = ?2 WHERE lead_request_id = ?1",
                 )?
-                .execute(params![crate::ids::lead_request(&request_id), kept])? as u64;
+                .execute(params![crate::ids::lead_request(&request_id), kept])?
+                as u64;
         }
     }
     Ok(changed)

@@ -640,7 +640,9 @@ pub(crate) fn void_tally(conn: &Connection, lead_id: &str) -> rusqlite::Result<(
         "SELECT count(*), count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
          FROM transactions WHERE lead_id = ?1",
     )?
-    .query_row([crate::ids::lead(lead_id)], |row| Ok((row.get(0)?, row.get(1)?)))
+    .query_row([crate::ids::lead(lead_id)], |row| {
+        Ok((row.get(0)?, row.get(1)?))
+    })
 }
 
 /// The buyers that hold any transaction of the request, whatever its state.
@@ -650,7 +652,9 @@ pub(crate) fn buyers_of_request(
 ) -> rusqlite::Result<HashSet<String>> {
     let mut stmt =
         conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
-    let rows = stmt.query_map([crate::ids::lead_request(lead_request_id)], |row| row.get(0))?;
+    let rows = stmt.query_map([crate::ids::lead_request(lead_request_id)], |row| {
+        row.get(0)
+    })?;
     rows.collect()
 }
 
