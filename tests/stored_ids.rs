@@ -118,9 +118,15 @@ fn a_file_with_every_kind_of_id() -> (Fixture, Vec<String>) {
 
     let pinged = f.server.post_json(
         "/api/ping/channels/web/sources/src",
-        &json!({"productSlug": "solar", "postalCode": "10115", "country": "DE"}),
+        &json!({
+            "productSlug": "solar",
+            "postalCode": "10115",
+            "country": "DE",
+            "emailSha256": leadrelay::secrets::hash("bo@example.org"),
+            "phoneSha256": leadrelay::secrets::hash("4930654321"),
+        }),
     );
-    assert_eq!(pinged.status, 200, "{}", pinged.text);
+    assert_eq!(pinged.json["status"], "accepted", "{}", pinged.text);
     let mut post = complete_lead("posted-1", "bo@example.org", "+49 30 654321");
     post["pingId"] = pinged.json["pingId"].clone();
     let posted = f
@@ -149,17 +155,9 @@ fn a_file_with_every_kind_of_id() -> (Fixture, Vec<String>) {
         auto.text
     );
 
-    let leads = [
-        &cancelled,
-        &posted.json["item"]["leadId"],
-        &auto.json["item"]["leadId"],
-    ]
-    .iter()
-    .map(|id| match id {
-        Value::String(id) => id.clone(),
-        other => panic!("not a lead id: {other}"),
-    })
-    .collect();
+    let id =
+        |reply: &crate::util::Reply| reply.json["item"]["leadId"].as_str().unwrap().to_string();
+    let leads = vec![cancelled, id(&posted), id(&auto)];
     (f, leads)
 }
 
