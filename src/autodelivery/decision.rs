@@ -267,10 +267,7 @@ impl Serialize for PartnerView<'_> {
         let mut map = serializer.serialize_map(Some(3))?;
         map.serialize_entry("version", VERSION)?;
         map.serialize_entry("delivered", &auto.delivered())?;
-        map.serialize_entry(
-            "requests",
-            &Requests(&auto.requests, View::Partner),
-        )?;
+        map.serialize_entry("requests", &Requests(&auto.requests, View::Partner))?;
         map.end()
     }
 }

@@ -477,3 +477,51 @@ pub(crate) fn batch(source: &Source, answers: &[Answer]) -> Reply {
         body: serde_json::to_vec(&body).expect("a result always serialises"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autodelivery::decision::{Delivery, RequestReason};
+    use crate::config::container::DeliveryMode;
+
+    fn decided(id: &str, delivered: bool) -> RequestDecision {
+        RequestDecision {
+            request_id: id.into(),
+            reason: if delivered {
+                RequestReason::Delivered
+            } else {
+                RequestReason::NoEligibleBuyer
+            },
+            evaluation: None,
+            deliveries: if delivered {
+                vec![Delivery {
+                    transaction_id: "txn_1".into(),
+                    buyer_id: "sunco".into(),
+                    price_cents: 2500,
+                    mode: DeliveryMode::Exclusive,
+                }]
+            } else {
+                Vec::new()
+            },
+            candidates: Vec::new(),
+            decided_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_fresh_summary_is_written_as_the_summary_of_the_full_view() {
+        let auto = AutoDelivery {
+            requests: vec![decided("lreq_1", true), decided("lreq_2", false)],
+        };
+        let full = serde_json::to_value(auto.partner_view()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&AutoDeliverySummary(&auto)).unwrap(),
+            auto_delivery_summary(&full).to_string(),
+            "same keys, same order, same values"
+        );
+        assert_eq!(
+            auto_delivery_summary(&full)["requests"][1]["outcome"],
+            "not_delivered"
+        );
+    }
+}
