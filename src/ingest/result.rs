@@ -20,6 +20,7 @@ use super::dedupe::{DuplicateMatch, DuplicateStatus};
 use super::problem::Problem;
 use super::quality::Quality;
 use super::store::StoreOutcome;
+use crate::autodelivery::decision::{self, AutoDelivery, RequestDecision};
 use crate::config::source::{ResultDetail, Source};
 
 /// The per-lead outcome of SPEC.md 2.5.
@@ -62,8 +63,9 @@ pub struct ItemFacts {
     pub ingest: Option<IngestFacts>,
     /// The validation problems of a rejected batch item.
     pub errors: Vec<Problem>,
-    /// The automated delivery result (DESIGN.md section 5), when one was requested.
-    pub auto_delivery: Option<Value>,
+    /// The automated delivery result (DESIGN.md section 5), when one was requested: the
+    /// typed decisions, serialised in the answer's view with the item, after the job.
+    pub(crate) auto_delivery: Option<AutoDelivery>,
 }
 
 impl ItemFacts {
@@ -142,9 +144,11 @@ impl Serialize for ItemJson<'_> {
         )?;
         if let Some(auto_delivery) = &facts.auto_delivery {
             match self.detail {
-                ResultDetail::Full => map.serialize_entry("autoDelivery", auto_delivery)?,
+                ResultDetail::Full => {
+                    map.serialize_entry("autoDelivery", &auto_delivery.partner_view())?
+                }
                 ResultDetail::Summary => {
-                    map.serialize_entry("autoDelivery", &auto_delivery_summary(auto_delivery))?
+                    map.serialize_entry("autoDelivery", &AutoDeliverySummary(auto_delivery))?
                 }
             }
         }
@@ -200,6 +204,34 @@ fn auto_delivery_summary(full: &Value) -> Value {
         "delivered": full["delivered"],
         "requests": requests,
     })
+}
+
+/// [`auto_delivery_summary`] of a fresh answer, written straight from the decisions: the
+/// same keys in the same order.
+struct AutoDeliverySummary<'a>(&'a AutoDelivery);
+
+impl Serialize for AutoDeliverySummary<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Request<'a>(&'a RequestDecision);
+        impl Serialize for Request<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("requestId", &self.0.request_id)?;
+                map.serialize_entry("outcome", self.0.outcome())?;
+                map.serialize_entry("reason", self.0.reason.code())?;
+                map.end()
+            }
+        }
+        let auto = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("version", decision::VERSION)?;
+        map.serialize_entry("delivered", &auto.delivered())?;
+        map.serialize_entry(
+            "requests",
+            &auto.requests.iter().map(Request).collect::<Vec<_>>(),
+        )?;
+        map.end()
+    }
 }
 
 /// The `summary` form of a `duplicateMatch` (DESIGN.md section 5): only the field it
@@ -443,5 +475,53 @@ pub(crate) fn batch(source: &Source, answers: &[Answer]) -> Reply {
     Reply {
         created,
         body: serde_json::to_vec(&body).expect("a result always serialises"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autodelivery::decision::{Delivery, RequestReason};
+    use crate::config::container::DeliveryMode;
+
+    fn decided(id: &str, delivered: bool) -> RequestDecision {
+        RequestDecision {
+            request_id: id.into(),
+            reason: if delivered {
+                RequestReason::Delivered
+            } else {
+                RequestReason::NoEligibleBuyer
+            },
+            evaluation: None,
+            deliveries: if delivered {
+                vec![Delivery {
+                    transaction_id: "txn_1".into(),
+                    buyer_id: "sunco".into(),
+                    price_cents: 2500,
+                    mode: DeliveryMode::Exclusive,
+                }]
+            } else {
+                Vec::new()
+            },
+            candidates: Vec::new(),
+            decided_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_fresh_summary_is_written_as_the_summary_of_the_full_view() {
+        let auto = AutoDelivery {
+            requests: vec![decided("lreq_1", true), decided("lreq_2", false)],
+        };
+        let full = serde_json::to_value(auto.partner_view()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&AutoDeliverySummary(&auto)).unwrap(),
+            auto_delivery_summary(&full).to_string(),
+            "same keys, same order, same values"
+        );
+        assert_eq!(
+            auto_delivery_summary(&full)["requests"][1]["outcome"],
+            "not_delivered"
+        );
     }
 }

@@ -338,7 +338,7 @@ fn store_one(
         }
         let auto = crate::autodelivery::decision::AutoDelivery { requests };
         auto_delivered = auto.delivered();
-        item.auto_delivery = Some(auto.to_json());
+        item.auto_delivery = Some(auto);
     }
     Ok(StoreOutcome::Created {
         item,
