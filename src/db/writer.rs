@@ -413,10 +413,10 @@ fn checkpoint_if_due(
         // The next commit reports the frames again: a checkpoint that could not copy
         // everything (a reader on an old snapshot) is tried again after it, as SQLite would.
         WAL_FRAMES.set(0);
-        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
-            if let Some(repeats) = CHECKPOINT_FAILED.admit() {
-                log::warn!("WAL checkpoint failed: {e}{repeats}");
-            }
+        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
+            && let Some(repeats) = CHECKPOINT_FAILED.admit()
+        {
+            log::warn!("WAL checkpoint failed: {e}{repeats}");
         }
     }
     Ok(waiting)
