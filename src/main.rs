@@ -9,6 +9,8 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Before anything can open a connection, while this is the only thread.
+    leadrelay::db::sqlite_memory::configure();
     let cli = leadrelay::cli::parse();
     let json = cli.json;
     if !matches!(cli.command, leadrelay::cli::Command::Serve(_)) {

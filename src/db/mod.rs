@@ -8,6 +8,7 @@
 
 pub(crate) mod files;
 mod migrate;
+pub mod sqlite_memory;
 pub(crate) mod stored;
 mod writer;
 
