@@ -20,7 +20,9 @@
 //!
 //! Latencies count from each request's scheduled time (what a partner sees: a request
 //! waiting in the client for a connection counts); `server` is from writing the request to
-//! its connection (for a pair, ping and post together).
+//! its connection (for a pair, ping and post together); `started_late` is how long after its
+//! scheduled time a request's task started (the load generator's own delay, included in the
+//! latency).
 
 #[path = "support/pool.rs"]
 mod pool;
@@ -201,6 +203,9 @@ struct Sample {
     ping_id: Option<String>,
     /// A pair whose post was acknowledged (201, status accepted).
     posted: bool,
+    /// How late the request's task started, from its scheduled time: the load generator's
+    /// own delay, part of `micros`.
+    late_micros: u64,
 }
 
 impl Sample {
@@ -254,20 +259,36 @@ fn ping_outcome(answer: &Answer) -> (String, Option<String>) {
 
 /// Runs `job(n, scheduled)` `rate` times a second for `seconds`, each at its scheduled
 /// time whether or not earlier ones were answered.
+///
+/// The pacing runs on a thread of its own with the operating system's sleep (tens of µs
+/// late), not tokio's timer: that one fires on whole milliseconds, rounded up, so every
+/// request of a step left up to 1 ms after its scheduled time, a delay of the load
+/// generator's that its latencies (counted from the scheduled time) then included. They
+/// still do count from the scheduled time, so whatever delay is left (the pacing thread's,
+/// a task waiting for a worker of this runtime) is in them; [`Sample::late_micros`] shows it.
 async fn open_loop<F, Fut>(rate: f64, seconds: f64, job: F) -> Vec<Sample>
 where
-    F: Fn(u64, Instant) -> Fut,
+    F: Fn(u64, Instant) -> Fut + Send + 'static,
     Fut: Future<Output = Sample> + Send + 'static,
 {
     let interval = Duration::from_secs_f64(1.0 / rate);
     let total = (rate * seconds) as u64;
-    let start = Instant::now();
-    let mut tasks = Vec::with_capacity(total as usize);
-    for n in 0..total {
-        let scheduled = start + interval.mul_f64(n as f64);
-        tokio::time::sleep_until(scheduled.into()).await;
-        tasks.push(tokio::spawn(job(n, scheduled)));
-    }
+    let runtime = tokio::runtime::Handle::current();
+    let tasks = tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        let mut tasks = Vec::with_capacity(total as usize);
+        for n in 0..total {
+            let scheduled = start + interval.mul_f64(n as f64);
+            let wait = scheduled.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+            tasks.push(runtime.spawn(job(n, scheduled)));
+        }
+        tasks
+    })
+    .await
+    .expect("the pacing thread ends");
     let mut samples = Vec::with_capacity(tasks.len());
     for task in tasks {
         samples.push(task.await.expect("a request task ends"));
@@ -321,9 +342,11 @@ fn summary(name: &str, measured: &(Vec<Sample>, Option<f64>), seconds: f64) -> (
     let mut all: Vec<u64> = Vec::new();
     let mut ok: Vec<u64> = Vec::new();
     let mut server: Vec<u64> = Vec::new();
+    let mut late: Vec<u64> = Vec::new();
     let mut no_answer = 0;
     for s in samples {
         *outcomes.entry(&s.outcome).or_default() += 1;
+        late.push(s.late_micros);
         match s.micros {
             Some(m) => {
                 all.push(m);
@@ -338,6 +361,7 @@ fn summary(name: &str, measured: &(Vec<Sample>, Option<f64>), seconds: f64) -> (
     all.sort_unstable();
     ok.sort_unstable();
     server.sort_unstable();
+    late.sort_unstable();
     // Per success: refused requests cost CPU too, and are counted in what the successes
     // cost, so an overloaded step shows it.
     let cpu = match cpu {
@@ -345,7 +369,7 @@ fn summary(name: &str, measured: &(Vec<Sample>, Option<f64>), seconds: f64) -> (
         _ => "?".to_string(),
     };
     println!(
-        "  {name}: sent={} server_cpu_us_per_ok={cpu} answered_per_s={:.0} ok={} ok_p50_ms={:.2} ok_p99_ms={:.2} ok_max_ms={:.1} server_p50_ms={:.2} server_p99_ms={:.2} all_p99_ms={:.2} no_answer={no_answer} outcomes={outcomes:?}",
+        "  {name}: sent={} server_cpu_us_per_ok={cpu} answered_per_s={:.0} ok={} ok_p50_ms={:.2} ok_p99_ms={:.2} ok_max_ms={:.1} server_p50_ms={:.2} server_p99_ms={:.2} all_p99_ms={:.2} started_late_p50_ms={:.2} started_late_p99_ms={:.2} no_answer={no_answer} outcomes={outcomes:?}",
         samples.len(),
         all.len() as f64 / seconds,
         ok.len(),
@@ -355,6 +379,8 @@ fn summary(name: &str, measured: &(Vec<Sample>, Option<f64>), seconds: f64) -> (
         percentile(&server, 0.5),
         percentile(&server, 0.99),
         percentile(&all, 0.99),
+        percentile(&late, 0.5),
+        percentile(&late, 0.99),
     );
     (percentile(&ok, 0.5), percentile(&ok, 0.99))
 }
@@ -379,6 +405,7 @@ impl Bench {
         open_loop(rate, settings.seconds, move |n, scheduled| {
             let (settings, pool) = (settings.clone(), pool.clone());
             async move {
+                let late_micros = scheduled.elapsed().as_micros() as u64;
                 let lead = Lead { n, tag, product };
                 let answer = pool
                     .send(request(&settings, INGEST, &lead.full(None, auto)))
@@ -392,6 +419,7 @@ impl Bench {
                     service_micros: answer.service_micros,
                     outcome,
                     success,
+                    late_micros,
                     ..Sample::default()
                 }
             }
@@ -411,6 +439,7 @@ impl Bench {
         open_loop(rate, settings.seconds, move |n, scheduled| {
             let (settings, pool) = (settings.clone(), pool.clone());
             async move {
+                let late_micros = scheduled.elapsed().as_micros() as u64;
                 let lead = Lead { n, tag, product };
                 let Some(answer) = pool.send(request(&settings, PING, &lead.ping())).await else {
                     return Sample::unanswered("no answer");
@@ -423,6 +452,7 @@ impl Bench {
                     outcome,
                     ping_id: ping_id.clone(),
                     posted: false,
+                    late_micros,
                 };
                 let (true, Some(id)) = (post, ping_id) else {
                     if post {

@@ -115,6 +115,22 @@ fn an_accepted_ping_shows_no_buyer_and_its_reservation_holds_a_cap_of_one() {
         shown["decision"]["candidates"][0]["reason"], "daily_cap_reached",
         "{shown}"
     );
+    // Stored compressed, as a lead request's trace is (`ping show` gave it back as JSON).
+    let conn = rusqlite::Connection::open_with_flags(
+        &server.db.path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (kind, stored): (String, i64) = conn
+        .query_row(
+            "SELECT typeof(decision), length(decision) FROM pings WHERE id = ?1",
+            [second["pingId"].as_str().unwrap()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    let text = shown["decision"].to_string().len() as i64;
+    assert_eq!(kind, "blob");
+    assert!(stored * 2 < text, "{stored} bytes stored for {text}");
     let listed = lr(&server.db, "ping list --status rejected").json();
     assert_eq!(listed.as_array().unwrap().len(), 1);
 }

@@ -162,6 +162,62 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
 }
 
 #[test]
+fn the_wal_is_checkpointed_after_the_answers_once_no_job_waits() {
+    let (dir, db) = temp_db();
+    let file_size = || {
+        std::fs::metadata(dir.path().join("test.db"))
+            .expect("the database file is there")
+            .len()
+    };
+    let before = file_size();
+    // Job A writes some 1,500 pages (past the 1,000-frame mark) and queues job B, which holds
+    // the writer: when A's group is done, B waits, so the checkpoint is put off and the
+    // 6 MB stay in the WAL, the database file unchanged. (SQLite's own checkpoint would
+    // have run inside A's commit, before B.)
+    let (started, writer_busy) = std::sync::mpsc::channel::<()>();
+    let (release, hold) = std::sync::mpsc::channel::<()>();
+    let queuer = db.clone();
+    let a = db.inner.writer.submit(
+        move |c| {
+            c.execute_batch(
+                "CREATE TABLE big (b BLOB NOT NULL);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+                 INSERT INTO big SELECT randomblob(4000) FROM n;",
+            )?;
+            let b = queuer.inner.writer.submit(
+                move |_conn| {
+                    started.send(()).expect("the test waits for job B");
+                    hold.recv().expect("the test releases job B");
+                    Ok::<(), DbError>(())
+                },
+                writer::Admission::Always,
+            )?;
+            Ok::<_, DbError>(b)
+        },
+        writer::Admission::Always,
+    );
+    let b = a.unwrap().blocking_recv().unwrap().unwrap();
+    writer_busy.recv().unwrap();
+    assert!(
+        file_size() < before + 1_000_000,
+        "no checkpoint while job B waited: {} bytes, {before} before",
+        file_size()
+    );
+    release.send(()).unwrap();
+    b.blocking_recv().unwrap().unwrap();
+    // With the queue empty the writer checkpoints: the pages reach the database file.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while file_size() < before + 6_000_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the WAL was never checkpointed: {} bytes",
+            file_size()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
 fn data_is_there_after_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("reopen.db");

@@ -7,12 +7,21 @@
 //! requests, and because jobs run one after another, checks such as idempotency, duplicates,
 //! caps and balances see every earlier job's writes: they cannot race.
 //!
+//! SQLite would also checkpoint the WAL inside a commit (`wal_autocheckpoint`, every 1,000
+//! frames), so that the jobs of the group whose commit crossed the mark waited for a copy of
+//! the WAL into the database file and its fsync, several milliseconds (BENCHMARKS.md,
+//! "Ping/post", the checkpoint after the answers). The writer takes that over
+//! ([`checkpoint_if_due`]): the same PASSIVE checkpoint at the same mark, run after the
+//! group's jobs are answered, and while jobs are waiting, put off until the queue is empty or
+//! the WAL has [`CHECKPOINT_FORCED_FRAMES`].
+//!
 //! The queue is bounded for requests ([`MAX_QUEUED_WRITES`], [`Admission::Bounded`]): a
 //! request that finds it full is refused at once ([`DbError::Overloaded`], answered 503),
 //! so overload costs refusals, not an ever longer wait for everyone. Each job carries the
 //! id of the request that made it; the writer runs the job with that id current, so the
 //! lines it logs name the request.
 
+use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -20,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
+use rusqlite::hooks::Wal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::{DbError, StorageFault};
@@ -56,11 +66,34 @@ pub struct LastCommit {
     pub failed: Option<Option<StorageFault>>,
 }
 
+/// WAL frames past which the writer checkpoints: SQLite's own default mark
+/// (`wal_autocheckpoint`), which the writer's WAL hook replaces.
+const CHECKPOINT_FRAMES: i32 = 1000;
+
+/// WAL frames past which the writer checkpoints even with jobs waiting, so that a queue that
+/// never empties cannot grow the WAL without bound.
+const CHECKPOINT_FORCED_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
+
+thread_local! {
+    /// Frames in the WAL after the latest commit on this thread, as SQLite reports them to
+    /// [`note_wal_frames`]. A writer is one thread with one connection, so the thread's
+    /// value is its writer's.
+    static WAL_FRAMES: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The writer connection's WAL hook: SQLite calls it after each commit with the frames now in
+/// the WAL. Registering it turns off SQLite's checkpoint inside the commit.
+fn note_wal_frames(_wal: &Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.set(frames);
+    Ok(())
+}
+
 /// The group-level failures, each logged at most once per interval with a count (a full
 /// disk fails every group, many a second).
 static BEGIN_FAILED: Repeated = Repeated::new();
 static COMMIT_FAILED: Repeated = Repeated::new();
 static ROLLED_BACK: Repeated = Repeated::new();
+static CHECKPOINT_FAILED: Repeated = Repeated::new();
 
 enum Msg {
     Job(Box<dyn Job>),
@@ -298,7 +331,17 @@ fn run(
     counters: &Counters,
     last_commit: &Mutex<Option<LastCommit>>,
 ) {
-    'serve: while let Ok(Msg::Job(first)) = receiver.recv() {
+    conn.wal_hook(Some(note_wal_frames));
+    // A job taken off the queue while deciding whether to checkpoint: it starts the next group.
+    let mut taken: Option<Box<dyn Job>> = None;
+    'serve: loop {
+        let first = match taken.take() {
+            Some(job) => job,
+            None => match receiver.recv() {
+                Ok(Msg::Job(job)) => job,
+                Ok(Msg::Stop) | Err(_) => break 'serve,
+            },
+        };
         let mut group = vec![first];
         let mut stop = false;
         while group.len() < MAX_GROUP {
@@ -333,6 +376,10 @@ fn run(
         if stop {
             break 'serve;
         }
+        match checkpoint_if_due(&conn, &receiver) {
+            Ok(next) => taken = next,
+            Err(Stopped) => break 'serve,
+        }
     }
     // Fold the WAL back into the main file so a stopped server leaves one self-contained
     // file behind. PASSIVE never waits: a CLI command closing while the server reads must
@@ -341,6 +388,38 @@ fn run(
         log::warn!("WAL checkpoint at shutdown failed: {e}");
     }
     log::debug!("database writer stopped");
+}
+
+/// The writer was told to stop while it looked at the queue.
+struct Stopped;
+
+/// Checkpoints the WAL when it has [`CHECKPOINT_FRAMES`], after a group's jobs were answered:
+/// at once when no job is waiting, else (the job taken off the queue is returned to start the
+/// next group) only once it has [`CHECKPOINT_FORCED_FRAMES`].
+fn checkpoint_if_due(
+    conn: &Connection,
+    receiver: &mpsc::Receiver<Msg>,
+) -> Result<Option<Box<dyn Job>>, Stopped> {
+    let frames = WAL_FRAMES.get();
+    if frames < CHECKPOINT_FRAMES {
+        return Ok(None);
+    }
+    let waiting = match receiver.try_recv() {
+        Ok(Msg::Job(job)) => Some(job),
+        Ok(Msg::Stop) => return Err(Stopped),
+        Err(_) => None,
+    };
+    if waiting.is_none() || frames >= CHECKPOINT_FORCED_FRAMES {
+        // The next commit reports the frames again: a checkpoint that could not copy
+        // everything (a reader on an old snapshot) is tried again after it, as SQLite would.
+        WAL_FRAMES.set(0);
+        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
+            && let Some(repeats) = CHECKPOINT_FAILED.admit()
+        {
+            log::warn!("WAL checkpoint failed: {e}{repeats}");
+        }
+    }
+    Ok(waiting)
 }
 
 /// Runs one group; `None` when it committed, else why not (with the storage fault when

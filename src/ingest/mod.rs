@@ -29,7 +29,7 @@ pub(crate) mod status;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
-mod trace;
+pub(crate) mod trace;
 pub mod validate;
 pub(crate) mod view;
 mod zframe;

@@ -13,7 +13,8 @@
 //! A trace that changes shape (new keys) still round-trips; it only compresses less. A
 //! trace stored before this format (a TEXT value) is read as is.
 //!
-//! Owns the stored form of the trace; `status` writes it, `view` and `store` read it.
+//! Owns the stored form of the trace; `status` writes it, `view` and `store` read it, and
+//! `ping::store` stores a ping's trace in the same form (the ping's id as the request id).
 
 use rusqlite::types::ValueRef;
 
