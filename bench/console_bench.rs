@@ -165,9 +165,23 @@ fn id(prefix: &str, ms: i64, n: u64) -> String {
     )
 }
 
+/// Id `text` as a file of schema `version` stores it: lead and lead-request ids as their
+/// 16 bytes from migration 20 on (`leadrelay::ids::Stored`), as text before, so the
+/// generator fills a file made by an older binary too.
+fn stored_id(version: i64, prefix: &str, text: &str) -> rusqlite::types::Value {
+    if version >= 20 {
+        leadrelay::ids::compact(prefix, text)
+    } else {
+        text.to_string().into()
+    }
+}
+
 fn generate(args: &Args) -> (String, String) {
     let mut conn = Connection::open(&args.db).expect("the file opens");
     conn.pragma_update(None, "synchronous", "OFF").unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
     let tx = conn.transaction().unwrap();
     let now = jiff::Timestamp::now().as_millisecond();
     let span = args.days * 86_400_000;
@@ -236,7 +250,7 @@ fn generate(args: &Args) -> (String, String) {
         let email = format!("user{i}@example.com");
         let phone_digits = format!("4930{i:07}");
         lead.execute(params![
-            lead_id,
+            stored_id(version, "lead", &lead_id),
             format!("src{}", i % 10),
             format!("ext-{i}"),
             format!("Ann{}", i % 1000),
@@ -273,8 +287,8 @@ fn generate(args: &Args) -> (String, String) {
         );
         request
             .execute(params![
-                request_id,
-                lead_id,
+                stored_id(version, "lreq", &request_id),
+                stored_id(version, "lead", &lead_id),
                 if sold { "delivered" } else { "not_delivered" },
                 decision,
                 at
@@ -305,8 +319,8 @@ fn generate(args: &Args) -> (String, String) {
         transaction
             .execute(params![
                 txn_id,
-                request_id,
-                lead_id,
+                stored_id(version, "lreq", &request_id),
+                stored_id(version, "lead", &lead_id),
                 buyer,
                 price,
                 price - 400,
@@ -785,7 +799,7 @@ fn generate_if_empty(args: &Args) -> (String, String) {
         .query_row(
             "SELECT lead_id FROM transactions WHERE status = 'acknowledged' ORDER BY created_at DESC LIMIT 1",
             [],
-            |r| r.get(0),
+            |r| leadrelay::ids::lead_at(r, 0),
         )
         .unwrap();
     (lead, format!("user{}@example.com", count / 3))

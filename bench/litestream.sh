@@ -149,7 +149,14 @@ restore_s = float(sys.argv[6]) - float(sys.argv[5])
 # Full snapshots Litestream took: one at the start; more mean it lost its place in the WAL
 # (an application checkpoint it did not expect).
 snapshots = open(sys.argv[7]).read().count('msg="snapshot complete"')
-stored = {row[0] for row in sqlite3.connect(restored).execute("SELECT id FROM leads")}
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+def lead_text(stored):
+    """A lead id as stored (its ULID's 16 bytes since migration 20, or text) as text."""
+    if isinstance(stored, bytes):
+        n = int.from_bytes(stored, "big")
+        return "lead_" + "".join(CROCKFORD[(n >> (5 * (25 - i))) & 31] for i in range(26))
+    return stored
+stored = {lead_text(row[0]) for row in sqlite3.connect(restored).execute("SELECT id FROM leads")}
 acked = [line.strip() for line in open(acked_file) if line.strip()]
 lost = [lead for lead in acked if lead not in stored]
 print(f"{mode}: acknowledged {len(acked)}, in the restored file {len(stored)}, "

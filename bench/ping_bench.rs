@@ -551,9 +551,10 @@ fn check_pairs(db: &str, samples: &[Sample]) {
         )
         .expect("the query prepares");
     for id in &accepted {
+        // The lead id as stored (text or, from migration 20 on, 16 bytes), bound back as is.
         let (status, lead_id, reserved, kept, other, stored): (
             String,
-            Option<String>,
+            Option<rusqlite::types::Value>,
             i64,
             i64,
             i64,
@@ -582,7 +583,7 @@ fn check_pairs(db: &str, samples: &[Sample]) {
             reservations += reserved;
             honoured += kept;
             foreign += other;
-            if let Some(lead) = lead_id {
+            if let Some(lead) = lead_id.filter(|v| *v != rusqlite::types::Value::Null) {
                 leads.push(lead);
             }
         }

@@ -6,7 +6,8 @@
 Copies the newest lead that holds a transaction, with everything that hangs off it (its
 requests and their decisions, transactions, history, outbox events and attempts, ledger
 rows, stored features), COUNT times by INSERT ... SELECT over a counter: every id and
-every unique key (external id, email, phone) gets the suffix `-pN`, so each copy is a lead
+every unique key (external id, email, phone) gets the suffix `-pN` (an id stored as 16
+bytes, migration 20, gets N in its last four bytes instead), so each copy is a lead
 of its own for the duplicate rule and the indexes, and the copies' times are spread over
 the days 400 to 40 before now, so none falls in the current day or month of a cap. Meant
 for a file the server is not running on; a benchmark's history, not real data (the
@@ -44,9 +45,16 @@ TABLES = [
 ]
 
 
+def copy_key(stored, i):
+    """Copy i's id stored as 16 bytes: the first 12 kept, i in the last 4 (unique per copy,
+    the same for every column that names the row, and still a ULID)."""
+    return bytes(stored[:12]) + i.to_bytes(4, "big")
+
+
 def main():
     path, count = sys.argv[1], int(sys.argv[2])
     db = sqlite3.connect(path, isolation_level=None)
+    db.create_function("copy_key", 2, copy_key, deterministic=True)
     # A bulk load: a rollback journal (only the few pages that existed are journaled, where
     # the WAL would hold every new page once more) and a page cache that holds the indexes
     # being filled; the file goes back to WAL, as the server keeps it, at the end.
@@ -71,7 +79,9 @@ def main():
                 continue  # a rowid: the copy gets its own
             names.append(name)
             if name in KEYS:
-                exprs.append(f"CASE WHEN {name} IS NULL THEN NULL ELSE {name} || '-p' || n.i END")
+                exprs.append(f"CASE WHEN {name} IS NULL THEN NULL "
+                             f"WHEN typeof({name}) = 'blob' THEN copy_key({name}, n.i) "
+                             f"ELSE {name} || '-p' || n.i END")
             elif name in TIMES and kind.upper() == "INTEGER":
                 exprs.append(f"{name} - :born + :first + n.i * :span / :count")
             else:

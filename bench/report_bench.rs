@@ -183,6 +183,16 @@ fn id(prefix: &str, ms: i64, n: u64) -> String {
     )
 }
 
+/// Id `text` as a file of schema `version` stores it: lead and lead-request ids as their
+/// 16 bytes from migration 20 on (`leadrelay::ids::Stored`), as text before.
+fn stored_id(version: i64, prefix: &str, text: &str) -> rusqlite::types::Value {
+    if version >= 20 {
+        leadrelay::ids::compact(prefix, text)
+    } else {
+        text.to_string().into()
+    }
+}
+
 /// The counters of one aggregate row, in the table's column order from `received`.
 type Counts = [i64; 11];
 
@@ -216,6 +226,9 @@ fn generate(args: &Args) {
     conn.pragma_update(None, "journal_mode", "OFF").unwrap();
     conn.pragma_update(None, "synchronous", "OFF").unwrap();
     conn.pragma_update(None, "cache_size", -262_144).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
     let indexes: Vec<(String, String)> = conn
         .prepare(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL
@@ -285,7 +298,7 @@ fn generate(args: &Args) {
                 let duplicate = if i % 20 == 7 { "review" } else { "unique" };
                 let sold = i % sell_every == 0;
                 lead.execute(params![
-                    lead_id,
+                    stored_id(version, "lead", &lead_id),
                     source,
                     format!("ext-{i}"),
                     format!("Ann{}", i % 1000),
@@ -297,8 +310,8 @@ fn generate(args: &Args) {
                 .unwrap();
                 request
                     .execute(params![
-                        request_id,
-                        lead_id,
+                        stored_id(version, "lreq", &request_id),
+                        stored_id(version, "lead", &lead_id),
                         product,
                         if sold { "delivered" } else { "open" },
                         at
@@ -323,8 +336,8 @@ fn generate(args: &Args) {
                     transaction
                         .execute(params![
                             id("txn", at, i),
-                            request_id,
-                            lead_id,
+                            stored_id(version, "lreq", &request_id),
+                            stored_id(version, "lead", &lead_id),
                             buyer,
                             product,
                             price,

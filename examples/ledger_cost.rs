@@ -173,12 +173,20 @@ fn deliver_group(conn: &Connection, job: usize) -> Result<Vec<Duration>, DbError
                 email, quality_status, duplicate_status, created_at)
              VALUES (?1, 'src', 'web', 'ws', 'Ann', 'Lee', ?2, 'ok', 'unique', ?3)",
         )?
-        .execute(params![lead_id, format!("ann{job}-{n}@example.com"), now])?;
+        .execute(params![
+            leadrelay::ids::lead(&lead_id),
+            format!("ann{job}-{n}@example.com"),
+            now
+        ])?;
         conn.prepare_cached(
             "INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
              VALUES (?1, ?2, 0, 'solar', ?3)",
         )?
-        .execute(params![request_id, lead_id, now])?;
+        .execute(params![
+            leadrelay::ids::lead_request(&request_id),
+            leadrelay::ids::lead(&lead_id),
+            now
+        ])?;
         let order = DeliveryOrder {
             lead_request_id: &request_id,
             buyer_id: "b",

@@ -294,7 +294,7 @@ pub(crate) fn record(
     .execute(params![
         bid.id,
         ping_id,
-        request_id,
+        request_id.map(crate::ids::lead_request),
         bid.buyer_id,
         bid.outcome,
         bid.price_cents,
@@ -321,10 +321,10 @@ const OF_PING: &str = "SELECT id, buyer_id, outcome, price_cents, bid_id, latenc
 const OF_REQUEST: &str = "SELECT id, buyer_id, outcome, price_cents, bid_id, latency_ms, error, \
     won, lead_request_id FROM bids WHERE lead_request_id = ?1 ORDER BY created_at, id";
 
-fn of_owner(owner: Owner<'_>) -> (&'static str, &str) {
+fn of_owner(owner: Owner<'_>) -> (&'static str, rusqlite::types::Value) {
     match owner {
-        Owner::Ping(id) => (OF_PING, id),
-        Owner::Request(id) => (OF_REQUEST, id),
+        Owner::Ping(id) => (OF_PING, id.to_string().into()),
+        Owner::Request(id) => (OF_REQUEST, crate::ids::lead_request(id).value()),
     }
 }
 
@@ -367,7 +367,7 @@ pub(crate) fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Val
                 "error": row.get::<_, Option<String>>(6)?,
                 "won": row.get::<_, bool>(7)?,
             });
-            if let Some(request_id) = row.get::<_, Option<String>>(8)? {
+            if let Some(request_id) = crate::ids::expand_at(row, 8, crate::ids::LEAD_REQUEST)? {
                 shown["leadRequestId"] = Value::from(request_id);
             }
             Ok(shown)

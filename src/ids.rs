@@ -13,7 +13,7 @@ pub fn new(prefix: &str) -> String {
 /// form [`new`] makes), else the text itself. [`expand`] gives the text back, byte for byte:
 /// a text that would not come back exactly (a lower-case ULID, another prefix, a client's
 /// own id) is kept as text. 16 bytes instead of 30 or more per stored id.
-pub(crate) fn compact(prefix: &str, text: &str) -> rusqlite::types::Value {
+pub fn compact(prefix: &str, text: &str) -> rusqlite::types::Value {
     use rusqlite::types::Value;
     let ulid = text
         .strip_prefix(prefix)
@@ -27,7 +27,7 @@ pub(crate) fn compact(prefix: &str, text: &str) -> rusqlite::types::Value {
 
 /// The text of an id stored by [`compact`] with the same `prefix`; `None` for NULL. A BLOB
 /// that is not 16 bytes is an error, not a guess.
-pub(crate) fn expand(
+pub fn expand(
     prefix: &str,
     stored: rusqlite::types::ValueRef<'_>,
 ) -> rusqlite::types::FromSqlResult<Option<String>> {
@@ -51,7 +51,7 @@ pub(crate) fn expand(
 }
 
 /// [`expand`] of column `index` of `row`, as a rusqlite error when it does not expand.
-pub(crate) fn expand_at(
+pub fn expand_at(
     row: &rusqlite::Row<'_>,
     index: usize,
     prefix: &str,
@@ -60,6 +60,75 @@ pub(crate) fn expand_at(
     let kind = stored.data_type();
     expand(prefix, stored)
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, kind, Box::new(e)))
+}
+
+/// The prefix of a lead's id (`lead_…`).
+pub const LEAD: &str = "lead";
+/// The prefix of a lead request's id (`lreq_…`).
+pub const LEAD_REQUEST: &str = "lreq";
+
+/// A lead or lead-request id as a statement binds it: its stored form ([`compact`]), so
+/// `WHERE id = ?1` with `ids::lead(&id)` finds the row the text `id` names. Every column
+/// that holds a lead's or lead request's id stores this form (migration 20): `leads.id`,
+/// `lead_requests.id` and `.lead_id`, `transactions.lead_id` and `.lead_request_id`,
+/// `evaluation_features.lead_request_id`, `pings.lead_id`, `bids.lead_request_id`,
+/// `supplier_cancellations.lead_id`. A text that is not one of our ids (malformed, another
+/// prefix, lower case) binds as itself and so finds nothing, as before.
+#[derive(Debug, Clone, Copy)]
+pub struct Stored<'a> {
+    prefix: &'static str,
+    text: &'a str,
+}
+
+/// Lead id `id` as bound in a statement.
+pub fn lead(id: &str) -> Stored<'_> {
+    Stored {
+        prefix: LEAD,
+        text: id,
+    }
+}
+
+/// Lead-request id `id` as bound in a statement.
+pub fn lead_request(id: &str) -> Stored<'_> {
+    Stored {
+        prefix: LEAD_REQUEST,
+        text: id,
+    }
+}
+
+impl Stored<'_> {
+    /// The stored value, for a list of dynamic parameters.
+    pub fn value(&self) -> rusqlite::types::Value {
+        compact(self.prefix, self.text)
+    }
+}
+
+impl rusqlite::types::ToSql for Stored<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::Owned(self.value()))
+    }
+}
+
+/// Column `index` of `row`, a lead id as stored, as its text; NULL is an error.
+pub fn lead_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+    required(row, index, LEAD)
+}
+
+/// Column `index` of `row`, a lead-request id as stored, as its text; NULL is an error.
+pub fn lead_request_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+    required(row, index, LEAD_REQUEST)
+}
+
+fn required(row: &rusqlite::Row<'_>, index: usize, prefix: &str) -> rusqlite::Result<String> {
+    expand_at(row, index, prefix)?.ok_or_else(|| {
+        rusqlite::Error::InvalidColumnType(
+            index,
+            row.as_ref()
+                .column_name(index)
+                .map_or_else(|_| index.to_string(), str::to_string),
+            rusqlite::types::Type::Null,
+        )
+    })
 }
 
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,

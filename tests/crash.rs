@@ -269,7 +269,7 @@ fn deliverer(
                 continue;
             };
             statement
-                .query_map([], |row| row.get(0))
+                .query_map([], |row| leadrelay::ids::lead_request_at(row, 0))
                 .map(|rows| rows.filter_map(Result::ok).collect())
                 .unwrap_or_default()
         };
@@ -447,7 +447,9 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
     let stored: HashMap<String, (String, i64)> = conn
         .prepare("SELECT external_id, min(id), count(*) FROM leads WHERE source_id = ?1 GROUP BY external_id")
         .expect("the query prepares")
-        .query_map([SOURCE], |row| Ok((row.get(0)?, (row.get(1)?, row.get(2)?))))
+        .query_map([SOURCE], |row| {
+            Ok((row.get(0)?, (leadrelay::ids::lead_at(row, 1)?, row.get(2)?)))
+        })
         .expect("the query runs")
         .collect::<Result<_, _>>()
         .expect("rows read");

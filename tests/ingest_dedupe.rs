@@ -267,7 +267,7 @@ fn the_window_limits_how_far_back_duplicates_are_found() {
         conn.execute(
             "UPDATE leads SET created_at = created_at - ?2 WHERE id = ?1",
             rusqlite::params![
-                original.json["item"]["leadId"].as_str().unwrap(),
+                leadrelay::ids::lead(original.json["item"]["leadId"].as_str().unwrap()),
                 days * 86_400_000
             ],
         )

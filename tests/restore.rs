@@ -45,7 +45,7 @@ fn lead_ids(path: &Path) -> Vec<String> {
             .unwrap();
     let mut statement = conn.prepare("SELECT id FROM leads ORDER BY id").unwrap();
     statement
-        .query_map([], |r| r.get(0))
+        .query_map([], |r| leadrelay::ids::lead_at(r, 0))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap()

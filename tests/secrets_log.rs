@@ -693,6 +693,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "time",
         "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
     ),
+    (
+        "src/db/migrate.rs",
+        "table",
+        "a table of migration 20's constant list of tables that name leads or lead requests",
+    ),
+    (
+        "src/db/migrate.rs",
+        "set",
+        "the constant assignments of that table's id columns in the same list",
+    ),
 ];
 
 #[test]

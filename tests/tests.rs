@@ -46,5 +46,6 @@ mod report;
 mod restore;
 mod secrets_log;
 mod state_machine;
+mod stored_ids;
 mod supplier;
 mod tidy;

@@ -223,6 +223,11 @@ fn each_state_and_money_table_is_written_by_its_owner_only() {
     let mut writes = 0;
     for (path, text) in production_sources(root) {
         let file = path.to_string_lossy().replace('\\', "/");
+        // Migrations bring every table's rows to a new schema: `migrations/*.sql` (not
+        // scanned) and their steps in Rust, in `db::migrate`.
+        if file.ends_with("src/db/migrate.rs") {
+            continue;
+        }
         for (n, line) in production_code(&text).lines().enumerate() {
             for (table, owners) in TABLE_OWNERS {
                 let written = ["INSERT INTO ", "UPDATE ", "DELETE FROM "]

@@ -150,7 +150,7 @@ pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> 
                             'ok', 'unique', ?4)",
                     )?
                     .execute(rusqlite::params![
-                        lead,
+                        leadrelay::ids::lead(&lead),
                         format!("seed-{n}-{lead}"),
                         format!("ada{n}@example.org"),
                         now
@@ -161,8 +161,8 @@ pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> 
                          VALUES (?1, ?2, 0, 'solar', ?3, ?4)",
                     )?
                     .execute(rusqlite::params![
-                        request,
-                        lead,
+                        leadrelay::ids::lead_request(&request),
+                        leadrelay::ids::lead(&lead),
                         field_values,
                         now
                     ])?;

@@ -52,7 +52,11 @@ pub(crate) fn record(
          VALUES (?1, ?2, ?3)
          ON CONFLICT (lead_request_id) DO UPDATE SET features = excluded.features",
     )?
-    .execute(params![lead_request_id, container_id, encode(features)])?;
+    .execute(params![
+        crate::ids::lead_request(lead_request_id),
+        container_id,
+        encode(features)
+    ])?;
     Ok(())
 }
 
@@ -71,8 +75,10 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
             "SELECT f.lead_request_id, f.features FROM evaluation_features f
              JOIN lead_requests r ON r.id = f.lead_request_id WHERE r.lead_id = ?1",
         )?;
-        stmt.query_map([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<Result<_, _>>()?
+        stmt.query_map([crate::ids::lead(lead_id)], |row| {
+            Ok((crate::ids::lead_request_at(row, 0)?, row.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?
     };
     let mut changed = 0;
     for (request_id, text) in rows {
@@ -94,7 +100,8 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
                 .prepare_cached(
                     "UPDATE evaluation_features SET features = ?2 WHERE lead_request_id = ?1",
                 )?
-                .execute(params![request_id, kept])? as u64;
+                .execute(params![crate::ids::lead_request(&request_id), kept])?
+                as u64;
         }
     }
     Ok(changed)
@@ -182,7 +189,7 @@ pub(crate) fn find(
     let text: Option<String> = conn
         .query_row(
             "SELECT features FROM evaluation_features WHERE lead_request_id = ?1",
-            [lead_request_id],
+            [crate::ids::lead_request(lead_request_id)],
             |row| row.get(0),
         )
         .optional()?;

@@ -66,9 +66,79 @@ const MIGRATIONS: &[Migration] = &[
     )),
     // The report aggregate rolled up per UTC day: long reports read days, not quarter hours.
     sql(include_str!("../../migrations/0019_report_days.sql")),
+    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::Stored`).
+    Migration {
+        sql: include_str!("../../migrations/0020_stored_ids.sql"),
+        then: Some(compact_stored_ids),
+    },
     // One index fewer per ping: `pings_source_created` had no reader.
     sql(include_str!("../../migrations/0021_ping_source_index.sql")),
 ];
+
+/// Migration 20: every column that names a lead or a lead request to the ids' stored form
+/// (`ids::compact`, as SQL `leadrelay_compact_id`), parents first. A chunk of rows per
+/// statement: a statement's journal (in memory, `temp_store=MEMORY`) holds every page the
+/// statement changes, and one statement over a table of a million leads took 0.9 GB.
+fn compact_stored_ids(conn: &Connection) -> rusqlite::Result<()> {
+    const CHUNK: i64 = 4_096;
+    let by_rowid = [
+        ("leads", "id = leadrelay_compact_id('lead', id)"),
+        (
+            "lead_requests",
+            "id = leadrelay_compact_id('lreq', id), lead_id = leadrelay_compact_id('lead', lead_id)",
+        ),
+        (
+            "transactions",
+            "lead_id = leadrelay_compact_id('lead', lead_id), \
+             lead_request_id = leadrelay_compact_id('lreq', lead_request_id)",
+        ),
+        (
+            "supplier_cancellations",
+            "lead_id = leadrelay_compact_id('lead', lead_id)",
+        ),
+        ("pings", "lead_id = leadrelay_compact_id('lead', lead_id)"),
+        (
+            "bids",
+            "lead_request_id = leadrelay_compact_id('lreq', lead_request_id)",
+        ),
+    ];
+    for (table, set) in by_rowid {
+        let last: i64 = conn.query_row(
+            &format!("SELECT coalesce(max(rowid), 0) FROM {table}"),
+            [],
+            |row| row.get(0),
+        )?;
+        let mut update = conn.prepare(&format!(
+            "UPDATE {table} SET {set} WHERE rowid > ?1 AND rowid <= ?2"
+        ))?;
+        let mut after = 0;
+        while after < last {
+            update.execute([after, after + CHUNK])?;
+            after += CHUNK;
+        }
+    }
+    // WITHOUT ROWID, keyed by the request: chunks in key order. Text sorts before a BLOB,
+    // so the rewritten keys leave the range still to walk.
+    let mut next_chunk = conn.prepare(
+        "SELECT max(lead_request_id) FROM (SELECT lead_request_id FROM evaluation_features
+         WHERE typeof(lead_request_id) = 'text' AND lead_request_id > ?1
+         ORDER BY lead_request_id LIMIT ?2)",
+    )?;
+    let mut update = conn.prepare(
+        "UPDATE evaluation_features
+         SET lead_request_id = leadrelay_compact_id('lreq', lead_request_id)
+         WHERE typeof(lead_request_id) = 'text' AND lead_request_id > ?1
+           AND lead_request_id <= ?2",
+    )?;
+    let mut after = String::new();
+    while let Some(last) = next_chunk.query_row(rusqlite::params![after, CHUNK], |row| {
+        row.get::<_, Option<String>>(0)
+    })? {
+        update.execute([&after, &last])?;
+        after = last;
+    }
+    Ok(())
+}
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -78,9 +148,21 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
 }
 
 /// The SQL functions migrations call to compute what only Rust can (migration 7's
-/// backfill of the duplicate keys' hashes).
+/// backfill of the duplicate keys' hashes, migration 20's stored ids).
 fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "leadrelay_compact_id",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let prefix = ctx.get::<String>(0)?;
+            Ok(match ctx.get::<rusqlite::types::Value>(1)? {
+                rusqlite::types::Value::Text(text) => crate::ids::compact(&prefix, &text),
+                other => other,
+            })
+        },
+    )?;
     conn.create_scalar_function(
         "leadrelay_key_hash",
         1,

@@ -118,8 +118,8 @@ pub(crate) const COLUMNS: &str = "id, lead_request_id, lead_id, buyer_id, produc
 pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     Ok(Transaction {
         id: row.get(0)?,
-        lead_request_id: row.get(1)?,
-        lead_id: row.get(2)?,
+        lead_request_id: crate::ids::lead_request_at(row, 1)?,
+        lead_id: crate::ids::lead_at(row, 2)?,
         buyer_id: row.get(3)?,
         product_id: row.get(4)?,
         workspace_id: row.get(5)?,
@@ -159,7 +159,7 @@ pub(crate) fn of_request(
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_request_id = ?1 ORDER BY created_at, id"
     ))?;
-    let rows = stmt.query_map([lead_request_id], from_row)?;
+    let rows = stmt.query_map([crate::ids::lead_request(lead_request_id)], from_row)?;
     rows.collect()
 }
 
@@ -194,7 +194,7 @@ impl ListFilter {
         }
         if let Some(lead_id) = &self.lead_id {
             sql.push("t.lead_id = ?");
-            values.push(lead_id.clone().into());
+            values.push(crate::ids::lead(lead_id).value());
         }
         if let Some(status) = self.status {
             sql.push("t.status = ?");
@@ -400,8 +400,8 @@ pub(crate) fn create(
     )?
     .execute(params![
         new.id,
-        new.lead_request_id,
-        new.lead_id,
+        crate::ids::lead_request(new.lead_request_id),
+        crate::ids::lead(new.lead_id),
         new.buyer_id,
         new.product_id,
         new.workspace_id,
@@ -469,7 +469,7 @@ fn count(conn: &Connection, before: Option<&Counted>, after: &Counted) -> rusqli
 /// The source of lead `lead_id`: where the reports count its transactions.
 fn source_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<String> {
     conn.prepare_cached("SELECT source_id FROM leads WHERE id = ?1")?
-        .query_row([lead_id], |row| row.get(0))
+        .query_row([crate::ids::lead(lead_id)], |row| row.get(0))
 }
 
 /// Transaction `id` as stored with its lead's source, for a write that tells the reports
@@ -577,7 +577,7 @@ pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64
 pub(crate) fn ids_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<String>> {
     let mut stmt =
         conn.prepare_cached("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
-    let rows = stmt.query_map([lead_id], |row| row.get(0))?;
+    let rows = stmt.query_map([crate::ids::lead(lead_id)], |row| row.get(0))?;
     rows.collect()
 }
 
@@ -629,7 +629,7 @@ pub(crate) fn of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_id = ?1 ORDER BY created_at, id"
     ))?;
-    let rows = stmt.query_map([lead_id], from_row)?;
+    let rows = stmt.query_map([crate::ids::lead(lead_id)], from_row)?;
     rows.collect()
 }
 
@@ -640,7 +640,9 @@ pub(crate) fn void_tally(conn: &Connection, lead_id: &str) -> rusqlite::Result<(
         "SELECT count(*), count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
          FROM transactions WHERE lead_id = ?1",
     )?
-    .query_row([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))
+    .query_row([crate::ids::lead(lead_id)], |row| {
+        Ok((row.get(0)?, row.get(1)?))
+    })
 }
 
 /// The buyers that hold any transaction of the request, whatever its state.
@@ -650,7 +652,9 @@ pub(crate) fn buyers_of_request(
 ) -> rusqlite::Result<HashSet<String>> {
     let mut stmt =
         conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
-    let rows = stmt.query_map([lead_request_id], |row| row.get(0))?;
+    let rows = stmt.query_map([crate::ids::lead_request(lead_request_id)], |row| {
+        row.get(0)
+    })?;
     rows.collect()
 }
 

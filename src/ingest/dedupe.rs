@@ -132,7 +132,7 @@ pub(crate) fn seen_before(
         {
             // A hash collision is another person: confirmed against the stored value.
             if matches(row.get_ref(1)?.as_str_or_null()?, key) {
-                seen.insert(row.get::<_, String>(0)?);
+                seen.insert(crate::ids::lead_at(row, 0)?);
             }
         }
     }
@@ -180,7 +180,7 @@ pub(crate) fn find_match(
         let mut found = None;
         while let Some(row) = rows.next()? {
             if matches(row.get_ref(2)?.as_str_or_null()?) {
-                found = Some((row.get::<_, String>(0)?, row.get::<_, i64>(1)?));
+                found = Some((crate::ids::lead_at(row, 0)?, row.get::<_, i64>(1)?));
                 break;
             }
         }

@@ -86,11 +86,13 @@ pub(crate) struct Tombstoned {
 pub(crate) fn tombstone(conn: &Connection, id: &str, now: i64) -> rusqlite::Result<Tombstoned> {
     let leads = conn
         .prepare_cached(TOMBSTONE_LEAD)?
-        .execute(params![id, now])?;
+        .execute(params![crate::ids::lead(id), now])?;
     if leads == 0 {
         return Ok(Tombstoned::default());
     }
-    let requests = conn.prepare_cached(TOMBSTONE_REQUESTS)?.execute([id])?;
+    let requests = conn
+        .prepare_cached(TOMBSTONE_REQUESTS)?
+        .execute([crate::ids::lead(id)])?;
     Ok(Tombstoned {
         leads: leads as u64,
         requests: requests as u64,
@@ -110,7 +112,7 @@ pub(crate) fn count_with_phone(conn: &Connection, key: &str) -> rusqlite::Result
 /// Whether lead `id` exists, and when it was erased (`Some(None)`: not erased).
 pub(crate) fn erased_at(conn: &Connection, id: &str) -> rusqlite::Result<Option<Option<i64>>> {
     conn.prepare_cached("SELECT erased_at FROM leads WHERE id = ?1")?
-        .query_row([id], |row| row.get(0))
+        .query_row([crate::ids::lead(id)], |row| row.get(0))
         .optional()
 }
 
@@ -119,7 +121,7 @@ pub(crate) fn erased_at(conn: &Connection, id: &str) -> rusqlite::Result<Option<
 pub(crate) fn others_with_same_contact(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
     let contact: Option<(Option<String>, Option<String>)> = conn
         .prepare_cached("SELECT email, phone FROM leads WHERE id = ?1")?
-        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .query_row([crate::ids::lead(id)], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     let Some((email, phone)) = contact else {
         return Ok(0);
@@ -162,7 +164,7 @@ pub(crate) fn older_than(
         params![source_id, quality, duplicate, after.0, after.1, cutoff],
         |row| {
             Ok(PurgeCandidate {
-                id: row.get(0)?,
+                id: crate::ids::lead_at(row, 0)?,
                 position: (row.get(1)?, row.get(2)?),
                 erased: row.get(3)?,
             })

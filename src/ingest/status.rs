@@ -38,14 +38,17 @@ pub(crate) fn set_lead_status(
     status: LeadStatus,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE leads SET status = ?2 WHERE id = ?1")?
-        .execute(params![lead_id, status])?;
+        .execute(params![crate::ids::lead(lead_id), status])?;
     Ok(())
 }
 
 /// Marks a request delivered (a transaction was written for it).
 pub(crate) fn mark_request_delivered(conn: &Connection, request_id: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
-        .execute(params![request_id, RequestStatus::Delivered])?;
+        .execute(params![
+            crate::ids::lead_request(request_id),
+            RequestStatus::Delivered
+        ])?;
     Ok(())
 }
 
@@ -53,7 +56,10 @@ pub(crate) fn mark_request_delivered(conn: &Connection, request_id: &str) -> rus
 /// again (by hand or `lead reroute`).
 pub(crate) fn reopen_request(conn: &Connection, request_id: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
-        .execute(params![request_id, RequestStatus::Open])?;
+        .execute(params![
+            crate::ids::lead_request(request_id),
+            RequestStatus::Open
+        ])?;
     Ok(())
 }
 
@@ -67,7 +73,7 @@ pub(crate) fn record_decision(
 ) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
         .execute(params![
-            request_id,
+            crate::ids::lead_request(request_id),
             super::trace::encode(decision, request_id),
             status
         ])?;

@@ -291,8 +291,8 @@ fn store_one(
         .enumerate()
     {
         insert_request.execute(params![
-            request_id,
-            lead_id,
+            crate::ids::lead_request(request_id),
+            crate::ids::lead(&lead_id),
             position as i64,
             interest.product_id,
             interest.routing_ready,
@@ -527,7 +527,7 @@ fn insert_lead(
     let consent = &fields.consent;
     let capture = &fields.capture;
     conn.prepare_cached(INSERT_LEAD)?.execute(params![
-        lead_id,
+        crate::ids::lead(lead_id),
         source.id,
         source.container_id,
         source.workspace_id,
@@ -575,7 +575,7 @@ fn find_external(
         .prepare_cached(FIND_EXTERNAL)?
         .query_row(params![source_id, external_id], |row| {
             Ok(StoredFacts {
-                lead_id: row.get(0)?,
+                lead_id: crate::ids::lead_at(row, 0)?,
                 external_id: external_id.to_string(),
                 quality_status: row.get(1)?,
                 quality_reasons: row.get(2)?,
@@ -590,11 +590,12 @@ fn find_external(
     };
     facts.requests = conn
         .prepare_cached(FIND_REQUESTS)?
-        .query_map([&facts.lead_id], |row| {
+        .query_map([crate::ids::lead(&facts.lead_id)], |row| {
+            let id = crate::ids::lead_request_at(row, 0)?;
             Ok(StoredRequestFacts {
-                id: row.get(0)?,
                 trigger_auto_delivery: row.get(1)?,
-                decision: super::trace::decode(row.get_ref(2)?, row.get_ref(0)?.as_str()?)?,
+                decision: super::trace::decode(row.get_ref(2)?, &id)?,
+                id,
             })
         })?
         .collect::<Result<_, _>>()?;
@@ -622,7 +623,8 @@ pub(crate) fn compress_legacy_traces(
         last = Some(rowid);
         if let rusqlite::types::ValueRef::Text(_) = row.get_ref(2)? {
             let json = row.get_ref(2)?.as_str()?;
-            encoded.push((rowid, super::trace::encode(json, row.get_ref(1)?.as_str()?)));
+            let id = crate::ids::lead_request_at(row, 1)?;
+            encoded.push((rowid, super::trace::encode(json, &id)));
         }
     }
     let mut update = conn.prepare("UPDATE lead_requests SET decision = ?2 WHERE rowid = ?1")?;

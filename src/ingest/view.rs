@@ -29,7 +29,7 @@ fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T
 
 fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
     Ok(StoredLead {
-        id: row.get(0)?,
+        id: crate::ids::lead_at(row, 0)?,
         source_id: row.get(1)?,
         container_id: row.get(2)?,
         container_kind: row.get(3)?,
@@ -111,7 +111,7 @@ fn confirmed(
         && let Some(row) = rows.next()?
     {
         if matches(row.get_ref(1)?.as_str_or_null()?, key) {
-            ids.push(row.get(0)?);
+            ids.push(crate::ids::lead_at(row, 0)?);
         }
     }
     Ok(ids)
@@ -124,7 +124,7 @@ pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Store
             "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
              WHERE l.id = ?1"
         ))?
-        .query_row([id], lead_from_row)
+        .query_row([crate::ids::lead(id)], lead_from_row)
         .optional()?;
     with_requests(conn, found)
 }
@@ -139,7 +139,7 @@ pub(crate) fn find_by_request(
             "SELECT {LEAD_COLUMNS} FROM lead_requests r JOIN leads l ON l.id = r.lead_id
              JOIN containers c ON c.id = l.container_id WHERE r.id = ?1"
         ))?
-        .query_row([request_id], lead_from_row)
+        .query_row([crate::ids::lead_request(request_id)], lead_from_row)
         .optional()?;
     with_requests(conn, found)
 }
@@ -163,9 +163,9 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
          FROM lead_requests r JOIN products p ON p.id = r.product_id
          WHERE r.lead_id = ?1 ORDER BY r.position",
     )?;
-    stmt.query_map([lead_id], |row| {
+    stmt.query_map([crate::ids::lead(lead_id)], |row| {
+        let id = crate::ids::lead_request_at(row, 0)?;
         Ok(StoredRequest {
-            id: row.get(0)?,
             position: row.get(1)?,
             interest: Interest {
                 product_id: row.get(2)?,
@@ -176,11 +176,9 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
                 field_values: json_column(row.get(7)?).unwrap_or_default(),
             },
             status: row.get(8)?,
-            decision: json_column(super::trace::decode(
-                row.get_ref(9)?,
-                row.get_ref(0)?.as_str()?,
-            )?),
+            decision: json_column(super::trace::decode(row.get_ref(9)?, &id)?),
             created_at: row.get(10)?,
+            id,
         })
     })?
     .collect()
@@ -193,7 +191,7 @@ pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, Vi
         "SELECT body, {} FROM leads WHERE id = ?1",
         body::COLUMN_NAMES
     ))?;
-    let mut rows = stmt.query([id])?;
+    let mut rows = stmt.query([crate::ids::lead(id)])?;
     let Some(row) = rows.next()? else {
         return Ok(None);
     };
@@ -318,8 +316,8 @@ impl LeadFilter {
                 "+l.created_at <= (SELECT created_at FROM leads WHERE id = ?) \
                  AND (l.created_at, l.rowid) < (SELECT created_at, rowid FROM leads WHERE id = ?)",
             ));
-            values.push(after.clone().into());
-            values.push(after.clone().into());
+            values.push(crate::ids::lead(after).value());
+            values.push(crate::ids::lead(after).value());
         }
         (sql.join(" AND "), values)
     }

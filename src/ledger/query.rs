@@ -146,7 +146,7 @@ pub(crate) fn supplier_holdings_of_lead(
          HAVING sum(e.amount_cents) <> 0
          ORDER BY e.transaction_id, e.supplier_id",
     )?;
-    let rows = stmt.query_map([lead_id], |row| {
+    let rows = stmt.query_map([crate::ids::lead(lead_id)], |row| {
         Ok(SupplierHolding {
             workspace_id: row.get(0)?,
             supplier_id: row.get(1)?,

@@ -71,7 +71,7 @@ const COLUMNS: &str =
 fn from_row(row: &Row) -> rusqlite::Result<SupplierCancellation> {
     Ok(SupplierCancellation {
         id: row.get(0)?,
-        lead_id: row.get(1)?,
+        lead_id: crate::ids::lead_at(row, 1)?,
         supplier_id: row.get(2)?,
         status: row.get(3)?,
         origin: row.get(4)?,
@@ -90,7 +90,7 @@ pub(crate) fn of_lead(
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM supplier_cancellations WHERE lead_id = ?1"
     ))?
-    .query_row([lead_id], from_row)
+    .query_row([crate::ids::lead(lead_id)], from_row)
     .optional()
 }
 
@@ -108,7 +108,7 @@ pub(crate) fn lead_supply(
         "SELECT l.status, s.supplier_id FROM leads l JOIN sources s ON s.id = l.source_id
          WHERE l.id = ?1",
     )?
-    .query_row([lead_id], |row| {
+    .query_row([crate::ids::lead(lead_id)], |row| {
         Ok(LeadSupply {
             status: row.get(0)?,
             supplier_id: row.get(1)?,
@@ -133,7 +133,7 @@ fn open(
     )?
     .execute(params![
         id,
-        lead_id,
+        crate::ids::lead(lead_id),
         supplier_id,
         CancellationStatus::Pending,
         origin,
@@ -210,7 +210,7 @@ pub(crate) fn erase_reasons(conn: &Connection, lead_id: &str) -> rusqlite::Resul
             "UPDATE supplier_cancellations SET reason = NULL, response_reason = NULL
              WHERE lead_id = ?1 AND (reason IS NOT NULL OR response_reason IS NOT NULL)",
         )?
-        .execute([lead_id])?;
+        .execute([crate::ids::lead(lead_id)])?;
     Ok(changed as u64)
 }
 

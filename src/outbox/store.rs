@@ -673,7 +673,9 @@ pub(crate) fn latest_payload(
          WHERE t.lead_id = ?1 AND t.buyer_id = ?2
          ORDER BY e.created_at DESC, e.id DESC LIMIT 1",
     )?
-    .query_row([lead_id, buyer_id], |row| row.get(0))
+    .query_row(params![crate::ids::lead(lead_id), buyer_id], |row| {
+        row.get(0)
+    })
     .optional()
 }
 

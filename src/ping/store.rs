@@ -212,7 +212,13 @@ pub(crate) fn end(
                 ended_at = ?5
              WHERE id = ?1 AND status = 'accepted'",
         )?
-        .execute(params![ping_id, status, reason, lead_id, now])?;
+        .execute(params![
+            ping_id,
+            status,
+            reason,
+            lead_id.map(crate::ids::lead),
+            now
+        ])?;
     if changed == 0 {
         return Ok(Vec::new());
     }
@@ -336,9 +342,18 @@ fn erased_body(body: &str) -> String {
 pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64> {
     // Each column has its own index (migration 14).
     let (sql, value) = match tie {
-        Tie::Lead(id) => ("SELECT id, body FROM pings WHERE lead_id = ?1", id),
-        Tie::EmailHash(hash) => ("SELECT id, body FROM pings WHERE email_sha256 = ?1", hash),
-        Tie::PhoneHash(hash) => ("SELECT id, body FROM pings WHERE phone_sha256 = ?1", hash),
+        Tie::Lead(id) => (
+            "SELECT id, body FROM pings WHERE lead_id = ?1",
+            crate::ids::lead(id).value(),
+        ),
+        Tie::EmailHash(hash) => (
+            "SELECT id, body FROM pings WHERE email_sha256 = ?1",
+            hash.to_string().into(),
+        ),
+        Tie::PhoneHash(hash) => (
+            "SELECT id, body FROM pings WHERE phone_sha256 = ?1",
+            hash.to_string().into(),
+        ),
     };
     let found: Vec<(String, String)> = conn
         .prepare_cached(sql)?
@@ -434,7 +449,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Ping> {
         reason: row.get(9)?,
         payout_cents: row.get(10)?,
         decision,
-        lead_id: row.get(12)?,
+        lead_id: crate::ids::expand_at(row, 12, crate::ids::LEAD)?,
         created_at: row.get(13)?,
         expires_at: row.get(14)?,
         ended_at: row.get(15)?,
@@ -452,7 +467,7 @@ pub(crate) fn posted_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Resu
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM pings WHERE lead_id = ?1 AND status = 'posted'"
     ))?
-    .query_row([lead_id], from_row)
+    .query_row([crate::ids::lead(lead_id)], from_row)
     .optional()
 }
 

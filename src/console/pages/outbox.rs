@@ -70,7 +70,7 @@ fn load(conn: &Connection) -> Result<OutboxPage, DbError> {
                 Ok(EventRow {
                     id: row.get(0)?,
                     buyer_id: row.get(1)?,
-                    lead_id: row.get(2)?,
+                    lead_id: crate::ids::expand_at(row, 2, crate::ids::LEAD)?,
                     attempts: row.get(3)?,
                     next_attempt_at: row.get(4)?,
                     last_error: row.get(5)?,
