@@ -26,16 +26,15 @@ use rusqlite::ffi;
 const HEADER: usize = 16;
 const ALIGN: usize = 16;
 
-fn layout(size: usize) -> Option<Layout> {
+/// The layout of a block holding `size` bytes for SQLite after the header; `None` for a size
+/// SQLite must get NULL for (zero or negative) or that no layout can hold.
+fn layout(size: c_int) -> Option<Layout> {
+    let size = usize::try_from(size).ok().filter(|&n| n > 0)?;
     Layout::from_size_align(size.checked_add(HEADER)?, ALIGN).ok()
 }
 
 unsafe extern "C" fn x_malloc(size: c_int) -> *mut c_void {
-    let Some(layout) = usize::try_from(size)
-        .ok()
-        .filter(|&n| n > 0)
-        .and_then(layout)
-    else {
+    let Some(layout) = layout(size) else {
         return std::ptr::null_mut();
     };
     // SAFETY: the layout has a non-zero size; the header is written inside the block,
@@ -83,11 +82,7 @@ unsafe extern "C" fn x_realloc(p: *mut c_void, size: c_int) -> *mut c_void {
         // SAFETY: as x_malloc.
         return unsafe { x_malloc(size) };
     }
-    let Some(new) = usize::try_from(size)
-        .ok()
-        .filter(|&n| n > 0)
-        .and_then(layout)
-    else {
+    let Some(new) = layout(size) else {
         return std::ptr::null_mut();
     };
     // SAFETY: `p` came from this allocator (SQLite's contract); the new size is non-zero and
