@@ -71,6 +71,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0020_stored_ids.sql"),
         then: Some(compact_stored_ids),
     },
+    // One index fewer per ping: `pings_source_created` had no reader.
+    sql(include_str!("../../migrations/0021_ping_source_index.sql")),
 ];
 
 /// Migration 20: every column that names a lead or a lead request to the ids' stored form
