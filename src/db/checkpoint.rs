@@ -84,6 +84,9 @@ pub(super) struct Counters {
     pub wal_restarts: AtomicU64,
     /// Microseconds spent in the checkpointer's passes.
     pub pass_micros: AtomicU64,
+    /// Microseconds the writer spent in its own checkpoints (every job waiting meanwhile
+    /// waited for them).
+    pub writer_micros: AtomicU64,
 }
 
 #[derive(Default)]

@@ -227,6 +227,8 @@ pub struct CheckpointStats {
     pub pass_micros: u64,
     /// Checkpoints the writer ran itself because the WAL reached its mark.
     pub by_writer: u64,
+    /// Microseconds the writer spent in them.
+    pub writer_micros: u64,
     /// Checkpoints that failed with an error.
     pub failed: u64,
     /// Times the WAL restarted from its beginning (after a checkpoint that copied it all).
@@ -337,6 +339,7 @@ impl WriterHandle {
                 passes: self.checkpoints.passes.load(Ordering::Relaxed),
                 pass_micros: self.checkpoints.pass_micros.load(Ordering::Relaxed),
                 by_writer: self.checkpoints.by_writer.load(Ordering::Relaxed),
+                writer_micros: self.checkpoints.writer_micros.load(Ordering::Relaxed),
                 failed: self.checkpoints.failed.load(Ordering::Relaxed),
                 wal_restarts: self.checkpoints.wal_restarts.load(Ordering::Relaxed),
             },
@@ -507,7 +510,13 @@ fn checkpoint_if_due(
         // the next commit.
         wal.checkpointed_at = wal.frames;
         wal.counters.by_writer.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = checkpoint::passive(conn) {
+        let started = std::time::Instant::now();
+        let pass = checkpoint::passive(conn);
+        wal.counters.writer_micros.fetch_add(
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        if let Err(e) = pass {
             wal.counters.failed.fetch_add(1, Ordering::Relaxed);
             if let Some(repeats) = CHECKPOINT_FAILED.admit() {
                 log::warn!("WAL checkpoint failed: {e}{repeats}");

@@ -548,12 +548,17 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
     w.family(
         "leadrelay_db_wal_checkpoint_seconds_total",
         "counter",
-        "Time the checkpointer thread spent copying the WAL into the database file.",
+        "Time spent copying the WAL into the database file: by the checkpointer thread, and by the writer (jobs waited meanwhile).",
     );
     w.sample(
         "leadrelay_db_wal_checkpoint_seconds_total",
-        &[],
+        &[("by", "checkpointer")],
         checkpoints.pass_micros as f64 / 1e6,
+    );
+    w.sample(
+        "leadrelay_db_wal_checkpoint_seconds_total",
+        &[("by", "writer")],
+        checkpoints.writer_micros as f64 / 1e6,
     );
     w.family(
         "leadrelay_db_wal_checkpoint_failures_total",
