@@ -9,13 +9,15 @@
 //! the writer's transactions: the writer only [`Nudge`]s this thread when the WAL has grown
 //! by [`CHECKPOINT_FRAMES`] since its last nudge.
 //!
-//! The WAL restarts from its beginning (stays a few MB instead of growing) at the writer's
-//! first commit after a checkpoint that copied every frame. The writer commits while a pass
-//! runs, so a pass usually leaves the frames of those commits behind; the checkpointer then
-//! runs another pass for that short tail, a few times at most ([`MAX_PASSES`]), which usually
-//! ends in a gap between two commits. When it does not (a reader pins an old snapshot, a
-//! slow disk, a writer that never pauses), the writer checkpoints the tail itself once the
-//! WAL is long (`db::writer`), which keeps the WAL bounded as before.
+//! The WAL restarts from its beginning (stays a few MB instead of growing) only at a writer
+//! transaction that begins after a checkpoint copied every frame. The writer commits while a
+//! pass runs, so a pass usually leaves the frames of those commits behind; the checkpointer
+//! then runs another pass for that short tail, a few times at most ([`MAX_PASSES`]). Under
+//! steady load that rarely lands in a gap between two of the writer's transactions, so the
+//! writer checkpoints the tail itself once the WAL has 4,000 frames and no job waits
+//! (`db::writer`): a short copy and the fsync of the file, ~2 ms at 1,000 pings/s against
+//! 2-12 ms for a whole checkpoint, and the WAL stays bounded as before. A reader pinning an
+//! old snapshot (a backup) holds back both, as it did SQLite's own checkpoint.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -70,11 +70,11 @@ pub struct LastCommit {
     pub failed: Option<Option<StorageFault>>,
 }
 
-/// WAL frames past which the writer checkpoints itself when no job waits: the checkpointer
-/// thread, nudged every [`CHECKPOINT_FRAMES`], has not caught up with the commits (a reader
-/// pinned an old snapshot, the disk is slow, the writer never paused long enough), so the WAL
-/// did not restart. The writer's checkpoint then copies what the checkpointer left, usually
-/// a short tail, and the WAL restarts at its next commit.
+/// WAL frames past which the writer checkpoints itself when no job waits: the WAL did not
+/// restart although the checkpointer thread, nudged every [`CHECKPOINT_FRAMES`], copied most
+/// of it (its passes seldom end between two of the writer's transactions under steady load;
+/// a reader may pin an old snapshot). The writer's checkpoint copies what the checkpointer
+/// left, usually a short tail, and the WAL restarts at its next transaction.
 const WRITER_CHECKPOINT_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
 
 /// WAL frames past which the writer checkpoints even with jobs waiting, so that a queue that
