@@ -1,11 +1,13 @@
-//! The database handle: one SQLite file, a pool of read connections and one writer thread.
+//! The database handle: one SQLite file, a pool of read connections, one writer thread and
+//! one checkpointer thread.
 //!
 //! Owns opening the file, the connection PRAGMAs, migrations and the split between reads
 //! (r2d2 pool, run on tokio's blocking threads) and writes (the group-commit writer of
-//! [`writer`]); [`files`] owns the files on disk (names, private modes, the lock that says
+//! [`writer`], whose WAL the thread of [`checkpoint`] copies into the file); [`files`] owns the files on disk (names, private modes, the lock that says
 //! the database is in use). It does not own any domain SQL: each domain module brings its
 //! own statements and runs them through [`Db::read`] and [`Db::write`].
 
+mod checkpoint;
 pub(crate) mod files;
 mod migrate;
 pub mod sqlite_memory;
@@ -21,7 +23,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::Connection;
 
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
-pub use writer::{GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, WriterStats};
+pub use writer::{CheckpointStats, GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, WriterStats};
 
 /// How long a connection waits for another process's write lock (the server's writer
 /// behind a full queue, a CLI command, a backup) before it gives up with `SQLITE_BUSY`,
@@ -196,6 +198,7 @@ struct Inner {
     path: PathBuf,
     pool: r2d2::Pool<SqliteConnectionManager>,
     writer: writer::WriterHandle,
+    checkpointer: checkpoint::Checkpointer,
     /// Declared last so it is released after the connections above are closed.
     _in_use: files::UseLock,
 }
@@ -277,12 +280,20 @@ impl Db {
             .min_idle(Some(2))
             .test_on_check_out(false)
             .build(manager)?;
-        let writer = writer::WriterHandle::start(write_conn, options.max_queued_writes.max(1))?;
+        let checkpoints = Arc::new(checkpoint::Counters::default());
+        let checkpointer = checkpoint::Checkpointer::start(&path, checkpoints.clone())?;
+        let writer = writer::WriterHandle::start(
+            write_conn,
+            options.max_queued_writes.max(1),
+            checkpointer.nudge(),
+            checkpoints,
+        )?;
         Ok(Db {
             inner: Arc::new(Inner {
                 path,
                 pool,
                 writer,
+                checkpointer,
                 _in_use: in_use,
             }),
         })
@@ -378,6 +389,9 @@ impl Db {
     /// Stops the writer after the jobs already queued, checkpoints the WAL into the main
     /// file and waits for the thread to end. Later writes fail with [`DbError::WriterGone`].
     pub fn close(&self) {
+        // The checkpointer first: a pass of its own under way would make the writer's final
+        // checkpoint busy, and leave the WAL behind.
+        self.inner.checkpointer.stop();
         self.inner.writer.stop();
     }
 }

@@ -161,29 +161,52 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
     assert_eq!(after.max_group_size, 100, "{after:?}");
 }
 
+/// Bytes of the database file (not its WAL) in `dir`.
+fn file_size(dir: &tempfile::TempDir) -> u64 {
+    std::fs::metadata(dir.path().join("test.db"))
+        .expect("the database file is there")
+        .len()
+}
+
+/// Waits until the database file holds `bytes` more than `before`, i.e. a checkpoint copied
+/// the WAL into it; panics after 30 s.
+fn wait_for_checkpoint(dir: &tempfile::TempDir, before: u64, bytes: u64, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while file_size(dir) < before + bytes {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the WAL was never checkpointed: {} bytes, {before} before",
+            file_size(dir)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// A job that writes `pages` pages of about 4 KB into a new table `name`.
+fn write_pages(c: &Connection, name: &str, pages: u32) -> rusqlite::Result<()> {
+    c.execute_batch(&format!(
+        "CREATE TABLE {name} (b BLOB NOT NULL);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {pages})
+         INSERT INTO {name} SELECT randomblob(4000) FROM n;"
+    ))
+}
+
 #[test]
-fn the_wal_is_checkpointed_after_the_answers_once_no_job_waits() {
+fn the_wal_is_checkpointed_while_the_writer_runs_a_job() {
     let (dir, db) = temp_db();
-    let file_size = || {
-        std::fs::metadata(dir.path().join("test.db"))
-            .expect("the database file is there")
-            .len()
-    };
-    let before = file_size();
-    // Job A writes some 1,500 pages (past the 1,000-frame mark) and queues job B, which holds
-    // the writer: when A's group is done, B waits, so the checkpoint is put off and the
-    // 6 MB stay in the WAL, the database file unchanged. (SQLite's own checkpoint would
-    // have run inside A's commit, before B.)
+    let before = file_size(&dir);
+    // Job A writes some 1,500 pages (past the checkpointer's 1,000-frame mark) and queues job
+    // B, which then holds the writer thread until the test lets it go. The 6 MB must reach
+    // the database file while B holds the writer: the checkpoint runs on a thread of its
+    // own, so no job waits for it and it waits for no job. (A checkpoint on the writer
+    // thread, SQLite's inside A's commit or the writer's after the answers, would have made
+    // B wait for it, or would wait for B.)
     let (started, writer_busy) = std::sync::mpsc::channel::<()>();
     let (release, hold) = std::sync::mpsc::channel::<()>();
     let queuer = db.clone();
     let a = db.inner.writer.submit(
         move |c| {
-            c.execute_batch(
-                "CREATE TABLE big (b BLOB NOT NULL);
-                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
-                 INSERT INTO big SELECT randomblob(4000) FROM n;",
-            )?;
+            write_pages(c, "big", 1500)?;
             let b = queuer.inner.writer.submit(
                 move |_conn| {
                     started.send(()).expect("the test waits for job B");
@@ -198,23 +221,33 @@ fn the_wal_is_checkpointed_after_the_answers_once_no_job_waits() {
     );
     let b = a.unwrap().blocking_recv().unwrap().unwrap();
     writer_busy.recv().unwrap();
-    assert!(
-        file_size() < before + 1_000_000,
-        "no checkpoint while job B waited: {} bytes, {before} before",
-        file_size()
-    );
+    wait_for_checkpoint(&dir, before, 6_000_000, "while job B held the writer");
     release.send(()).unwrap();
     b.blocking_recv().unwrap().unwrap();
-    // With the queue empty the writer checkpoints: the pages reach the database file.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while file_size() < before + 6_000_000 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the WAL was never checkpointed: {} bytes",
-            file_size()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let stats = db.writer_stats().checkpoints;
+    assert_eq!(stats.by_writer, 0, "the checkpointer's work: {stats:?}");
+}
+
+#[test]
+fn the_writer_checkpoints_itself_when_the_checkpointer_falls_behind() {
+    let (dir, db) = temp_db();
+    // No checkpointer (as if it could not keep up): the WAL must not grow without bound.
+    // Under the writer's own mark (4,000 frames) nothing is checkpointed; past it, with no
+    // job waiting, the writer checkpoints after the group's answer.
+    db.inner.checkpointer.stop();
+    let before = file_size(&dir);
+    db.write_blocking(|c| write_pages(c, "small", 2500).map_err(DbError::from))
+        .unwrap();
+    assert!(
+        file_size(&dir) < before + 1_000_000,
+        "no checkpoint under the writer's mark: {} bytes, {before} before",
+        file_size(&dir)
+    );
+    db.write_blocking(|c| write_pages(c, "more", 2500).map_err(DbError::from))
+        .unwrap();
+    wait_for_checkpoint(&dir, before, 20_000_000, "by the writer");
+    let stats = db.writer_stats().checkpoints;
+    assert_eq!((stats.passes, stats.by_writer), (0, 1), "{stats:?}");
 }
 
 #[test]

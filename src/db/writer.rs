@@ -9,11 +9,14 @@
 //!
 //! SQLite would also checkpoint the WAL inside a commit (`wal_autocheckpoint`, every 1,000
 //! frames), so that the jobs of the group whose commit crossed the mark waited for a copy of
-//! the WAL into the database file and its fsync, several milliseconds (BENCHMARKS.md,
-//! "Ping/post", the checkpoint after the answers). The writer takes that over
-//! ([`checkpoint_if_due`]): the same PASSIVE checkpoint at the same mark, run after the
-//! group's jobs are answered, and while jobs are waiting, put off until the queue is empty or
-//! the WAL has [`CHECKPOINT_FORCED_FRAMES`].
+//! the WAL into the database file and its fsync, several milliseconds, and every job arriving
+//! meanwhile too (BENCHMARKS.md, "Ping/post" and "The checkpoint off the writer"). The
+//! writer's WAL hook turns that off; after each group the writer nudges the checkpointer
+//! thread (`db::checkpoint`) whenever the WAL grew by its mark, and the checkpoint runs there,
+//! beside the writer's next transactions ([`checkpoint_if_due`]). Only when the WAL still
+//! grows to [`WRITER_CHECKPOINT_FRAMES`] (the checkpointer could not catch up with the
+//! commits) does the writer checkpoint the rest itself: when no job waits, or once the WAL has
+//! [`CHECKPOINT_FORCED_FRAMES`] even with jobs waiting.
 //!
 //! The queue is bounded for requests ([`MAX_QUEUED_WRITES`], [`Admission::Bounded`]): a
 //! request that finds it full is refused at once ([`DbError::Overloaded`], answered 503),
@@ -32,6 +35,7 @@ use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
+use super::checkpoint::{self, CHECKPOINT_FAILED, CHECKPOINT_FRAMES, Nudge};
 use super::{DbError, StorageFault};
 use crate::logging::Repeated;
 use crate::request_id::RequestId;
@@ -66,13 +70,16 @@ pub struct LastCommit {
     pub failed: Option<Option<StorageFault>>,
 }
 
-/// WAL frames past which the writer checkpoints: SQLite's own default mark
-/// (`wal_autocheckpoint`), which the writer's WAL hook replaces.
-const CHECKPOINT_FRAMES: i32 = 1000;
+/// WAL frames past which the writer checkpoints itself when no job waits: the checkpointer
+/// thread, nudged every [`CHECKPOINT_FRAMES`], has not caught up with the commits (a reader
+/// pinned an old snapshot, the disk is slow, the writer never paused long enough), so the WAL
+/// did not restart. The writer's checkpoint then copies what the checkpointer left, usually
+/// a short tail, and the WAL restarts at its next commit.
+const WRITER_CHECKPOINT_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
 
 /// WAL frames past which the writer checkpoints even with jobs waiting, so that a queue that
 /// never empties cannot grow the WAL without bound.
-const CHECKPOINT_FORCED_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
+const CHECKPOINT_FORCED_FRAMES: i32 = 8 * CHECKPOINT_FRAMES;
 
 thread_local! {
     /// Frames in the WAL after the latest commit on this thread, as SQLite reports them to
@@ -93,7 +100,6 @@ fn note_wal_frames(_wal: &Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> 
 static BEGIN_FAILED: Repeated = Repeated::new();
 static COMMIT_FAILED: Repeated = Repeated::new();
 static ROLLED_BACK: Repeated = Repeated::new();
-static CHECKPOINT_FAILED: Repeated = Repeated::new();
 
 enum Msg {
     Job(Box<dyn Job>),
@@ -208,6 +214,23 @@ pub struct WriterStats {
     /// How many groups had a size up to each of [`GROUP_SIZE_BOUNDS`] (not cumulative),
     /// then the overflow slot.
     pub group_sizes: [u64; GROUP_SIZE_SLOTS],
+    /// The WAL's checkpoints, the checkpointer's and the writer's own.
+    pub checkpoints: CheckpointStats,
+}
+
+/// Counters of the WAL checkpoints (`db::checkpoint`), for metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckpointStats {
+    /// Passes of the checkpointer thread (a nudge runs one, or a few to catch up).
+    pub passes: u64,
+    /// Microseconds the checkpointer thread spent in its passes.
+    pub pass_micros: u64,
+    /// Checkpoints the writer ran itself because the WAL reached its mark.
+    pub by_writer: u64,
+    /// Checkpoints that failed with an error.
+    pub failed: u64,
+    /// Times the WAL restarted from its beginning (after a checkpoint that copied it all).
+    pub wal_restarts: u64,
 }
 
 #[derive(Default)]
@@ -229,18 +252,27 @@ pub(super) struct WriterHandle {
     places: Arc<Semaphore>,
     capacity: usize,
     last_commit: Arc<Mutex<Option<LastCommit>>>,
+    checkpoints: Arc<checkpoint::Counters>,
 }
 
 impl WriterHandle {
-    pub(super) fn start(conn: Connection, capacity: usize) -> Result<WriterHandle, DbError> {
+    /// Starts the writer thread on `conn`; `nudge` asks the checkpointer (counting into
+    /// `checkpoints`) for a checkpoint.
+    pub(super) fn start(
+        conn: Connection,
+        capacity: usize,
+        nudge: Nudge,
+        checkpoints: Arc<checkpoint::Counters>,
+    ) -> Result<WriterHandle, DbError> {
         let (sender, receiver) = mpsc::channel();
         let counters = Arc::new(Counters::default());
         let last_commit = Arc::new(Mutex::new(None));
         let thread_counters = counters.clone();
         let thread_last_commit = last_commit.clone();
+        let wal = WalWatch::new(nudge, checkpoints.clone());
         let thread = std::thread::Builder::new()
             .name("db-writer".into())
-            .spawn(move || run(conn, receiver, &thread_counters, &thread_last_commit))
+            .spawn(move || run(conn, receiver, &thread_counters, &thread_last_commit, wal))
             .map_err(DbError::Io)?;
         Ok(WriterHandle {
             sender,
@@ -249,6 +281,7 @@ impl WriterHandle {
             places: Arc::new(Semaphore::new(capacity)),
             capacity,
             last_commit,
+            checkpoints,
         })
     }
 
@@ -300,6 +333,13 @@ impl WriterHandle {
             group_sizes: std::array::from_fn(|slot| {
                 self.counters.group_sizes[slot].load(Ordering::Relaxed)
             }),
+            checkpoints: CheckpointStats {
+                passes: self.checkpoints.passes.load(Ordering::Relaxed),
+                pass_micros: self.checkpoints.pass_micros.load(Ordering::Relaxed),
+                by_writer: self.checkpoints.by_writer.load(Ordering::Relaxed),
+                failed: self.checkpoints.failed.load(Ordering::Relaxed),
+                wal_restarts: self.checkpoints.wal_restarts.load(Ordering::Relaxed),
+            },
         }
     }
 
@@ -330,6 +370,7 @@ fn run(
     receiver: mpsc::Receiver<Msg>,
     counters: &Counters,
     last_commit: &Mutex<Option<LastCommit>>,
+    mut wal: WalWatch,
 ) {
     conn.wal_hook(Some(note_wal_frames));
     // A job taken off the queue while deciding whether to checkpoint: it starts the next group.
@@ -376,32 +417,83 @@ fn run(
         if stop {
             break 'serve;
         }
-        match checkpoint_if_due(&conn, &receiver) {
+        match checkpoint_if_due(&conn, &receiver, &mut wal) {
             Ok(next) => taken = next,
             Err(Stopped) => break 'serve,
         }
     }
     // Fold the WAL back into the main file so a stopped server leaves one self-contained
     // file behind. PASSIVE never waits: a CLI command closing while the server reads must
-    // not stall, and when the server itself stops no reader is left, so it completes.
+    // not stall, and when the server itself stops no reader is left, so it completes. (The
+    // checkpointer thread is stopped first, `Db::close`, so its pass cannot make this one
+    // busy.)
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
         log::warn!("WAL checkpoint at shutdown failed: {e}");
     }
     log::debug!("database writer stopped");
 }
 
+/// What the writer knows of the WAL between its groups.
+struct WalWatch {
+    nudge: Nudge,
+    counters: Arc<checkpoint::Counters>,
+    /// Frames in the WAL after the latest commit seen.
+    frames: i32,
+    /// Frames when the checkpointer was last nudged (0 after a restart).
+    nudged_at: i32,
+    /// Frames when the writer last checkpointed itself (0 after a restart).
+    checkpointed_at: i32,
+}
+
+impl WalWatch {
+    fn new(nudge: Nudge, counters: Arc<checkpoint::Counters>) -> WalWatch {
+        WalWatch {
+            nudge,
+            counters,
+            frames: 0,
+            nudged_at: 0,
+            checkpointed_at: 0,
+        }
+    }
+
+    /// Takes in the frames after a group (as [`note_wal_frames`] left them) and nudges the
+    /// checkpointer each time the WAL has grown by [`CHECKPOINT_FRAMES`].
+    fn observe(&mut self, frames: i32) {
+        if frames < self.frames {
+            // Only a restart shortens the WAL: a checkpoint copied all of it.
+            self.counters.wal_restarts.fetch_add(1, Ordering::Relaxed);
+            self.nudged_at = 0;
+            self.checkpointed_at = 0;
+        }
+        self.frames = frames;
+        if frames >= self.nudged_at + CHECKPOINT_FRAMES {
+            self.nudged_at = frames;
+            self.nudge.nudge();
+        }
+    }
+
+    /// Whether the writer should checkpoint itself now: the WAL reached
+    /// [`WRITER_CHECKPOINT_FRAMES`] and grew since the writer's own last try.
+    fn writer_due(&self) -> bool {
+        self.frames >= WRITER_CHECKPOINT_FRAMES && self.frames > self.checkpointed_at
+    }
+}
+
 /// The writer was told to stop while it looked at the queue.
 struct Stopped;
 
-/// Checkpoints the WAL when it has [`CHECKPOINT_FRAMES`], after a group's jobs were answered:
-/// at once when no job is waiting, else (the job taken off the queue is returned to start the
-/// next group) only once it has [`CHECKPOINT_FORCED_FRAMES`].
+/// After a group's jobs were answered: nudges the checkpointer when the WAL has grown by
+/// [`CHECKPOINT_FRAMES`]. Checkpoints on the writer only when the checkpointer fell behind
+/// ([`WRITER_CHECKPOINT_FRAMES`]): at once when no job is waiting, else (the job taken off the
+/// queue is returned to start the next group) only once the WAL has
+/// [`CHECKPOINT_FORCED_FRAMES`].
 fn checkpoint_if_due(
     conn: &Connection,
     receiver: &mpsc::Receiver<Msg>,
+    wal: &mut WalWatch,
 ) -> Result<Option<Box<dyn Job>>, Stopped> {
-    let frames = WAL_FRAMES.get();
-    if frames < CHECKPOINT_FRAMES {
+    wal.observe(WAL_FRAMES.get());
+    if !wal.writer_due() {
         return Ok(None);
     }
     let waiting = match receiver.try_recv() {
@@ -409,14 +501,17 @@ fn checkpoint_if_due(
         Ok(Msg::Stop) => return Err(Stopped),
         Err(_) => None,
     };
-    if waiting.is_none() || frames >= CHECKPOINT_FORCED_FRAMES {
-        // The next commit reports the frames again: a checkpoint that could not copy
-        // everything (a reader on an old snapshot) is tried again after it, as SQLite would.
-        WAL_FRAMES.set(0);
-        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)")
-            && let Some(repeats) = CHECKPOINT_FAILED.admit()
-        {
-            log::warn!("WAL checkpoint failed: {e}{repeats}");
+    if waiting.is_none() || wal.frames >= CHECKPOINT_FORCED_FRAMES {
+        // Tried once per growth of the WAL: a checkpoint that could not copy everything (a
+        // reader on an old snapshot, the checkpointer's pass under way) is tried again after
+        // the next commit.
+        wal.checkpointed_at = wal.frames;
+        wal.counters.by_writer.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = checkpoint::passive(conn) {
+            wal.counters.failed.fetch_add(1, Ordering::Relaxed);
+            if let Some(repeats) = CHECKPOINT_FAILED.admit() {
+                log::warn!("WAL checkpoint failed: {e}{repeats}");
+            }
         }
     }
     Ok(waiting)

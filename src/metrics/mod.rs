@@ -529,6 +529,52 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         "Request write jobs refused (503) because the writer's queue was full.",
     );
     w.sample("leadrelay_db_writes_refused_total", &[], writer.refused);
+    let checkpoints = &writer.checkpoints;
+    w.family(
+        "leadrelay_db_wal_checkpoints_total",
+        "counter",
+        "WAL checkpoints: passes of the checkpointer thread, and the writer's own when the WAL outgrew the checkpointer.",
+    );
+    w.sample(
+        "leadrelay_db_wal_checkpoints_total",
+        &[("by", "checkpointer")],
+        checkpoints.passes,
+    );
+    w.sample(
+        "leadrelay_db_wal_checkpoints_total",
+        &[("by", "writer")],
+        checkpoints.by_writer,
+    );
+    w.family(
+        "leadrelay_db_wal_checkpoint_seconds_total",
+        "counter",
+        "Time the checkpointer thread spent copying the WAL into the database file.",
+    );
+    w.sample(
+        "leadrelay_db_wal_checkpoint_seconds_total",
+        &[],
+        checkpoints.pass_micros as f64 / 1e6,
+    );
+    w.family(
+        "leadrelay_db_wal_checkpoint_failures_total",
+        "counter",
+        "WAL checkpoints that failed with an error (see the log).",
+    );
+    w.sample(
+        "leadrelay_db_wal_checkpoint_failures_total",
+        &[],
+        checkpoints.failed,
+    );
+    w.family(
+        "leadrelay_db_wal_restarts_total",
+        "counter",
+        "Times the WAL started again from its beginning after a checkpoint had copied all of it.",
+    );
+    w.sample(
+        "leadrelay_db_wal_restarts_total",
+        &[],
+        checkpoints.wal_restarts,
+    );
     if let Some(clients) = gauges.rate_limited_clients {
         w.family(
             "leadrelay_rate_limit_tracked_clients",

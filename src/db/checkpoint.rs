@@ -1,0 +1,225 @@
+//! The WAL checkpointer: a thread with its own connection that copies the WAL into the
+//! database file while the writer goes on committing.
+//!
+//! A checkpoint copies the pages of the WAL into the database file and fsyncs it: several
+//! milliseconds, sometimes tens on a busy disk. Run on the writer thread (inside a commit,
+//! as SQLite's `wal_autocheckpoint` does, or after a group's answers), every job arriving
+//! meanwhile waits for it; at 1,000 pings/s that was the p99 (BENCHMARKS.md, "The checkpoint
+//! off the writer"). A PASSIVE checkpoint needs no write lock, so in WAL mode it runs beside
+//! the writer's transactions: the writer only [`Nudge`]s this thread when the WAL has grown
+//! by [`CHECKPOINT_FRAMES`] since its last nudge.
+//!
+//! The WAL restarts from its beginning (stays a few MB instead of growing) at the writer's
+//! first commit after a checkpoint that copied every frame. The writer commits while a pass
+//! runs, so a pass usually leaves the frames of those commits behind; the checkpointer then
+//! runs another pass for that short tail, a few times at most ([`MAX_PASSES`]), which usually
+//! ends in a gap between two commits. When it does not (a reader pins an old snapshot, a
+//! slow disk, a writer that never pauses), the writer checkpoints the tail itself once the
+//! WAL is long (`db::writer`), which keeps the WAL bounded as before.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+
+use super::DbError;
+use crate::logging::Repeated;
+
+/// Frames the WAL grows by between two nudges of the checkpointer: SQLite's own
+/// `wal_autocheckpoint` mark, which the writer's WAL hook turns off.
+pub(super) const CHECKPOINT_FRAMES: i32 = 1000;
+
+/// Passes per nudge: the first copies what the nudge found, the others the frames committed
+/// while the one before ran, until none are left.
+const MAX_PASSES: u32 = 3;
+
+/// A failed checkpoint (an I/O error) repeats with every nudge: logged at most once per
+/// interval with a count.
+pub(super) static CHECKPOINT_FAILED: Repeated = Repeated::new();
+
+/// What a `PRAGMA wal_checkpoint(PASSIVE)` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pass {
+    /// Another connection was checkpointing (or a reader held a lock the checkpoint needed):
+    /// nothing or not everything was copied.
+    pub busy: bool,
+    /// Frames in the WAL.
+    pub frames: i64,
+    /// Frames of the WAL now in the database file, this pass's and earlier ones'.
+    pub copied: i64,
+}
+
+impl Pass {
+    /// Whether every frame of the WAL is in the database file, so that the writer's next
+    /// transaction restarts the WAL from its beginning.
+    pub(super) fn complete(&self) -> bool {
+        !self.busy && self.copied >= self.frames
+    }
+}
+
+/// Runs one PASSIVE checkpoint on `conn`: copies what no reader still needs, never waits
+/// for a lock.
+pub(super) fn passive(conn: &Connection) -> rusqlite::Result<Pass> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok(Pass {
+            busy: row.get::<_, i64>(0)? != 0,
+            frames: row.get(1)?,
+            copied: row.get(2)?,
+        })
+    })
+}
+
+/// Counters of the checkpoints, the checkpointer's and the writer's own, for metrics.
+#[derive(Default)]
+pub(super) struct Counters {
+    /// Passes of the checkpointer thread.
+    pub passes: AtomicU64,
+    /// Checkpoints the writer ran itself because the WAL grew past its mark.
+    pub by_writer: AtomicU64,
+    /// Checkpoints that failed (an error, not busy).
+    pub failed: AtomicU64,
+    /// Times the writer found the WAL restarted from its beginning.
+    pub wal_restarts: AtomicU64,
+    /// Microseconds spent in the checkpointer's passes.
+    pub pass_micros: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    /// The writer asked for a checkpoint that has not started yet.
+    due: bool,
+    stop: bool,
+}
+
+/// What the writer and the checkpointer thread share.
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state is two flags: a panic elsewhere cannot leave them inconsistent.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The writer's side: asks the checkpointer for a checkpoint, never waits for it.
+#[derive(Clone)]
+pub(super) struct Nudge {
+    shared: Arc<Shared>,
+}
+
+impl Nudge {
+    /// Asks for a checkpoint; nudges while one is pending count once.
+    pub(super) fn nudge(&self) {
+        let mut state = self.shared.lock();
+        if !state.due && !state.stop {
+            state.due = true;
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+/// The checkpointer thread, stopped by [`Checkpointer::stop`] or when dropped.
+pub(super) struct Checkpointer {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Checkpointer {
+    /// Opens a connection of its own on `path` (a database already in WAL mode) and starts
+    /// the thread.
+    pub(super) fn start(path: &Path, counters: Arc<Counters>) -> Result<Checkpointer, DbError> {
+        let conn = Connection::open(path)?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+        });
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("db-checkpoint".into())
+            .spawn(move || run(&conn, &thread_shared, &counters))
+            .map_err(DbError::Io)?;
+        Ok(Checkpointer {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub(super) fn nudge(&self) -> Nudge {
+        Nudge {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Stops the thread after the pass under way, and waits for it.
+    pub(super) fn stop(&self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_one();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(thread) = thread
+            && thread.join().is_err()
+        {
+            log::error!("database checkpoint thread panicked");
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(conn: &Connection, shared: &Shared, counters: &Counters) {
+    loop {
+        {
+            let mut state = shared.lock();
+            while !state.due && !state.stop {
+                state = shared
+                    .wake
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            if state.stop {
+                break;
+            }
+            state.due = false;
+        }
+        let mut copied_before = -1;
+        for _ in 0..MAX_PASSES {
+            let started = std::time::Instant::now();
+            let pass = passive(conn);
+            counters.passes.fetch_add(1, Ordering::Relaxed);
+            counters.pass_micros.fetch_add(
+                u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            match pass {
+                // Done, or no further (a reader pins the rest, another checkpoint runs):
+                // the next nudge tries again.
+                Ok(pass) if pass.complete() || pass.busy || pass.copied <= copied_before => {
+                    break;
+                }
+                Ok(pass) => copied_before = pass.copied,
+                Err(e) => {
+                    counters.failed.fetch_add(1, Ordering::Relaxed);
+                    if let Some(repeats) = CHECKPOINT_FAILED.admit() {
+                        log::warn!("WAL checkpoint failed: {e}{repeats}");
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    log::debug!("database checkpoint thread stopped");
+}
