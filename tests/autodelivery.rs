@@ -557,6 +557,7 @@ fn multi_mode_delivers_to_up_to_max_buyers_and_charges_each() {
     lr(&server, "buyer fund first --amount 100").json();
     add_buyer(&server, &receiver, "second", "20", "", "");
     add_buyer(&server, &receiver, "third", "10", "", "");
+    lr(&server, "product update solar --supplier-cost 4").json();
 
     let (_, item) = post(&server, &lead_path("shared", "shared-src"), &lead(1));
     let auto = &item["autoDelivery"];
@@ -591,6 +592,26 @@ fn multi_mode_delivers_to_up_to_max_buyers_and_charges_each() {
         .unwrap();
     assert_eq!(first["balance"], 70.0, "the prepaid buyer paid its price");
     assert_eq!(count(db, "SELECT count(*) FROM transactions"), 2);
+    // The lead is bought once: the second delivery of the request, in the same job as the
+    // first, sees the first's transaction.
+    let costs: Vec<(String, f64)> = lr(&server, "transaction list")
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let buyer = t["buyerAccountId"].as_str().unwrap().to_string();
+            (buyer, t["supplierCost"].as_f64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        costs,
+        [("second".to_string(), 0.0), ("first".to_string(), 4.0)],
+        "newest first"
+    );
+    let lead_id = item["leadId"].as_str().unwrap();
+    let shown = lr(&server, format!("lead show {lead_id}")).json();
+    assert_eq!(shown["requests"][0]["status"], "delivered");
 }
 
 #[test]

@@ -166,6 +166,24 @@ struct Subscribed {
 
 /// Every buyer of the workspace subscribed to the interest's product, each checked.
 pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
+    checked(conn, context, None)
+}
+
+/// [`candidates`] of a request that no transaction holds (stored in this same job), whose
+/// holders need no read.
+pub(crate) fn candidates_unsold(
+    conn: &Connection,
+    context: &Context,
+) -> rusqlite::Result<Vec<Candidate>> {
+    checked(conn, context, Some(HashSet::new()))
+}
+
+/// The subscribed buyers checked against the request's `holders` (read when `None`).
+fn checked(
+    conn: &Connection,
+    context: &Context,
+    holders: Option<HashSet<String>>,
+) -> rusqlite::Result<Vec<Candidate>> {
     let subscribed = subscribed_buyers(
         conn,
         &context.lead.workspace_id,
@@ -174,7 +192,10 @@ pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Resu
     if subscribed.is_empty() {
         return Ok(Vec::new());
     }
-    let holders = transaction::buyers_of_request(conn, &context.request.id)?;
+    let holders = match holders {
+        Some(holders) => holders,
+        None => transaction::buyers_of_request(conn, &context.request.id)?,
+    };
     let mut candidates = Vec::with_capacity(subscribed.len());
     for buyer in subscribed {
         let (reason, detail) = check(context, &buyer, &holders);

@@ -124,7 +124,8 @@ pub(crate) fn run_for_lead(
             .ok()
             .and_then(|position| bids.get(position)?.as_ref())
             .map(|bids| &bids.known);
-        let decision = decide(conn, lead, request, &settings, known)?;
+        // Stored in this same job: no transaction holds the request yet.
+        let decision = decide(conn, lead, request, &settings, known, Sold::Never)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }
@@ -321,12 +322,14 @@ pub(crate) fn features_for(
 /// `bids`: the bids made for the request (collected before the ingest job, or recorded,
 /// when the waterfall decides again), which price the bid-priced buyers asked; without
 /// them a bid-priced buyer is `no_bid`.
+/// `sold`: whether a transaction may hold the request already.
 fn decide(
     conn: &Connection,
     lead: &StoredLead,
     request: &StoredRequest,
     settings: &Settings,
     bids: Option<&KnownBids>,
+    sold: Sold,
 ) -> Result<RequestDecision, AutoDeliveryError> {
     let stop = |reason, evaluation, candidates| RequestDecision {
         request_id: request.id.clone(),
@@ -364,17 +367,18 @@ fn decide(
         ));
     }
 
-    let mut candidates = eligibility::candidates(
-        conn,
-        &eligibility::Context {
-            lead,
-            request,
-            tz: &settings.tz,
-            now_ms: settings.now_ms,
-            windows: &settings.windows,
-            bidding: bids.map_or(Bidding::Without, Bidding::Asked),
-        },
-    )?;
+    let context = eligibility::Context {
+        lead,
+        request,
+        tz: &settings.tz,
+        now_ms: settings.now_ms,
+        windows: &settings.windows,
+        bidding: bids.map_or(Bidding::Without, Bidding::Asked),
+    };
+    let mut candidates = match sold {
+        Sold::Never => eligibility::candidates_unsold(conn, &context)?,
+        Sold::Maybe => eligibility::candidates(conn, &context)?,
+    };
     if let Some(known) = bids {
         eligibility::apply_bids(conn, &mut candidates, known)?;
     }
@@ -392,7 +396,7 @@ fn decide(
         conn,
         (lead, request),
         terms,
-        settings.wanted(),
+        (settings.wanted(), sold),
         bids,
         &mut candidates,
     )?;
@@ -411,6 +415,15 @@ fn decide(
         candidates,
         decided_at: settings.now_ms,
     })
+}
+
+/// Whether a transaction may hold a request when it is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sold {
+    /// The request was stored in the deciding job: nothing holds it yet.
+    Never,
+    /// A decision again (`lead reroute`, the waterfall): its transactions are read.
+    Maybe,
 }
 
 /// What trying to take one candidate came to.
@@ -464,14 +477,18 @@ pub(crate) fn take_ranked<T>(
 /// container's maximum in multi mode. A delivery refused for this buyer moves on to the
 /// next; one refused for the request (it is full) ends the round.
 /// A buyer priced by its bid (`bids`) is sold at it, the transaction naming the bid.
+/// Every caller stores the decision in the same job, which sets the request's status.
 fn take(
     conn: &Connection,
     (lead, request): (&StoredLead, &StoredRequest),
     terms: DeliveryTerms,
-    wanted: usize,
+    (wanted, sold): (usize, Sold),
     bids: Option<&KnownBids>,
     candidates: &mut [Candidate],
 ) -> Result<Vec<Delivery>, AutoDeliveryError> {
+    // A refused delivery writes nothing, so a request stored in this job stays unsold
+    // until the first delivery of it.
+    let mut unsold = sold == Sold::Never;
     take_ranked(candidates, wanted, |candidate| {
         let order = LeadDelivery {
             bid: bids.and_then(|known| known.bid_of(&candidate.buyer_id)),
@@ -482,8 +499,16 @@ fn take(
             price_cents: Some(candidate.price_cents),
             actor: ACTOR,
         };
+        let known = delivery::Known {
+            unsold,
+            status_by_caller: true,
+        };
+        let delivered = delivery::deliver_known(conn, &order, known);
+        if delivered.is_ok() {
+            unsold = false;
+        }
         refusal_of(
-            delivery::deliver_lead(conn, &order).map(|delivered| Delivery {
+            delivered.map(|delivered| Delivery {
                 transaction_id: delivered.transaction_id,
                 buyer_id: delivered.buyer_id,
                 price_cents: delivered.buyer_price_cents,
@@ -577,7 +602,7 @@ pub(crate) fn reroute(
         if held {
             continue;
         }
-        let decision = decide(conn, &lead, request, &settings, None)?;
+        let decision = decide(conn, &lead, request, &settings, None, Sold::Maybe)?;
         decision::store(conn, &decision)?;
         requests.push(decision);
     }

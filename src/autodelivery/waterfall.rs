@@ -145,7 +145,14 @@ pub(crate) fn after_refusal(
                 }
                 None => crate::bids::known(conn, crate::bids::Owner::Request(&request.id))?,
             };
-            let decided = super::decide(conn, &lead, request, &settings, Some(&bids))?;
+            let decided = super::decide(
+                conn,
+                &lead,
+                request,
+                &settings,
+                Some(&bids),
+                super::Sold::Maybe,
+            )?;
             step["rerouted"] = json!(true);
             step["outcome"] = json!(decided.reason.code());
             step["deliveredTo"] = decided

@@ -160,13 +160,35 @@ pub(crate) fn deliver_lead(
     conn: &Connection,
     order: &LeadDelivery,
 ) -> Result<Delivered, DeliveryError> {
-    let decided = decide(conn, order)?;
+    deliver_known(conn, order, Known::default())
+}
+
+/// What the caller knows of the request, which spares a delivery a read or a write on the
+/// writer thread (auto-delivery's, where every statement of a routed lead counts).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Known {
+    /// No transaction of the request exists: the request was stored in this same job and
+    /// nothing of it was delivered yet. The rules then need no read of its transactions.
+    pub(crate) unsold: bool,
+    /// The caller stores the request's decision in this same job, which sets the request's
+    /// status (`ingest::status::record_decision`): the delivery does not set it first.
+    pub(crate) status_by_caller: bool,
+}
+
+/// [`deliver_lead`] with what the caller knows of the request (`known`).
+pub(crate) fn deliver_known(
+    conn: &Connection,
+    order: &LeadDelivery,
+    known: Known,
+) -> Result<Delivered, DeliveryError> {
+    let decided = decide(conn, order, known)?;
     Ok(write(
         conn,
         decided,
         order.actor,
         order.terms.cap_windows,
         order.bid,
+        known,
     )?)
 }
 
@@ -186,7 +208,7 @@ struct Decided {
 }
 
 /// Reads what a delivery needs and checks every rule; writes nothing.
-fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryError> {
+fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decided, DeliveryError> {
     let (lead, request, terms) = (order.lead, order.request, &order.terms);
     let product = &request.interest;
     // An archived buyer takes no deliveries: it is as unknown as one that never was.
@@ -226,7 +248,11 @@ fn decide(conn: &Connection, order: &LeadDelivery) -> Result<Decided, DeliveryEr
         return Err(DeliveryError::InvalidPrice(price_cents));
     }
 
-    let earlier = transaction::of_request(conn, &request.id)?;
+    let earlier = if known.unsold {
+        Vec::new()
+    } else {
+        transaction::of_request(conn, &request.id)?
+    };
     if let Some(had) = earlier.iter().find(|t| t.buyer_id == buyer.id) {
         return Err(DeliveryError::AlreadyDeliveredToBuyer {
             lead_request_id: request.id.clone(),
@@ -338,6 +364,7 @@ fn write(
     actor: &str,
     cap_windows: Option<crate::caps::Windows>,
     bid: Option<&transaction::BidRef>,
+    known: Known,
 ) -> rusqlite::Result<Delivered> {
     let Decided {
         mut delivered,
@@ -400,7 +427,9 @@ fn write(
         )?;
     }
     buyer::mark_served(conn, &delivered.buyer_id, now)?;
-    crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
+    if !known.status_by_caller {
+        crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
+    }
     delivered.event_id = crate::outbox::store::insert(
         conn,
         &crate::outbox::store::NewEvent {

@@ -13,7 +13,7 @@ pub(crate) mod preview;
 pub(crate) mod transaction;
 
 pub use deliver::{Delivered, DeliveryOrder, deliver};
-pub(crate) use deliver::{DeliveryTerms, LeadDelivery, deliver_lead};
+pub(crate) use deliver::{DeliveryTerms, Known, LeadDelivery, deliver_known, deliver_lead};
 
 use crate::db::DbError;
 use crate::money::display;
