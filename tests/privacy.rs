@@ -391,6 +391,54 @@ fn after_an_erasure_no_byte_of_the_person_is_in_a_backup_or_the_file() {
     );
 }
 
+/// Another process holds SQLite's checkpoint lock on `db` (byte 121 of its `-shm` file, the
+/// lock a running server's checkpointer takes for every pass) for `held`, then lets go.
+/// Returns once the lock is held.
+fn hold_checkpoint_lock(db: &Path, held: Duration) -> std::process::Child {
+    use std::io::BufRead;
+    const HOLD: &str = "
+import fcntl, sys, time
+shm = open(sys.argv[1], 'r+b')
+while True:
+    try:
+        fcntl.lockf(shm, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 121)
+        break
+    except OSError:
+        time.sleep(0.001)
+print('held', flush=True)
+time.sleep(float(sys.argv[2]))
+";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", HOLD])
+        .arg(crate::util::beside(db, "-shm"))
+        .arg(held.as_secs_f64().to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "held");
+    child
+}
+
+#[test]
+fn an_erasure_waits_for_a_checkpoint_under_way_and_empties_the_wal() {
+    let server = TestServer::start();
+    let db = server.db.path.clone();
+    setup(&db);
+    let (lead_id, _) = lead_request(&server, &person("p-1"));
+    // A checkpoint of the server's is under way (its checkpointer runs several a second under
+    // load): SQLite answers the erasure's TRUNCATE busy at once instead of waiting for it.
+    let mut checkpoint = hold_checkpoint_lock(&db, Duration::from_secs(2));
+    let erased = lr(&db, format!("lead erase --lead {lead_id} --yes")).json();
+    assert_eq!(erased["walCheckpointed"], true, "{erased}");
+    checkpoint.wait().unwrap();
+    let wal = crate::util::beside(&db, "-wal");
+    assert_eq!(traces_in_file(&wal), Vec::<&str>::new(), "in the WAL");
+}
+
 /// Ingests `n` leads with a free-text property larger than a page: its overflow pages are
 /// freed whole when the purge empties it.
 fn fat_leads(server: &TestServer, n: usize) -> Vec<String> {

@@ -55,6 +55,10 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 /// How many read connections the pool keeps. Reads are short; this mostly bounds memory.
 const READ_POOL_SIZE: u32 = 16;
 
+/// How long [`Db::checkpoint_truncate`] waits before trying again while another connection
+/// checkpoints (a pass takes a few milliseconds).
+const CHECKPOINT_RETRY: Duration = Duration::from_millis(5);
+
 /// Errors of the storage layer itself, as opposed to the domain errors that jobs return.
 ///
 /// No variant names its inner error as a `source`: the message already contains it, and
@@ -367,12 +371,26 @@ impl Db {
 
     /// Copies the WAL into the database file and truncates it to nothing, so old copies of
     /// changed pages (the content before an erasure) are gone from the WAL too. Waits for
-    /// readers and writers up to the busy timeout; `false` when it could not finish (the
-    /// WAL is then emptied by a later checkpoint).
+    /// readers, writers and other checkpoints up to the busy timeout; `false` when it could
+    /// not finish (the WAL is then emptied by a later checkpoint).
     pub fn checkpoint_truncate(&self) -> Result<bool, DbError> {
         let conn = self.inner.pool.get()?;
-        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
-        Ok(busy == 0)
+        let deadline = std::time::Instant::now() + busy_timeout();
+        loop {
+            let busy: i64 =
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+            if busy == 0 {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            // SQLite waits (through the busy handler) for readers and writers, but answers
+            // busy at once while another connection checkpoints: the running server's
+            // checkpointer thread does several passes a second under load, so an erasure's
+            // CLI would often report an unemptied WAL without this wait.
+            std::thread::sleep(CHECKPOINT_RETRY);
+        }
     }
 
     /// Figures of the writer: groups committed, jobs run, the last group's size, the
