@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::lifecycle::{CONFIRMATION, Fixture};
-use crate::util::lr;
+use crate::util::{WAIT, lr, wait_until};
 
 /// Today and tomorrow in UTC (the fixture's workspace zone), as `--from`/`--to` take them.
 fn today_and_tomorrow() -> (String, String) {
@@ -43,6 +43,10 @@ fn exports_print_every_record_with_all_its_fields() {
         &json!({"transactionId": t1, "status": "acknowledged", "buyerPrice": 30}),
     );
     assert_eq!(reply.status, 200, "{}", reply.text);
+    // The outbox sends t1's event meanwhile: the comparisons below would race its status.
+    wait_until(WAIT, "t1's event sent", || {
+        f.transaction(&t1)["deliveryStatus"] == "sent"
+    });
     f.lead_on("plain", &["solar"]);
     // A name with a comma, a quote and a line break: quoted in CSV.
     let reply = f.server.post_json(
