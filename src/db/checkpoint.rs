@@ -39,7 +39,7 @@ const MAX_PASSES: u32 = 3;
 
 /// A failed checkpoint (an I/O error) repeats with every nudge: logged at most once per
 /// interval with a count.
-pub(super) static CHECKPOINT_FAILED: Repeated = Repeated::new();
+static CHECKPOINT_FAILED: Repeated = Repeated::new();
 
 /// What a `PRAGMA wal_checkpoint(PASSIVE)` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Pass {
 
 /// Runs one PASSIVE checkpoint on `conn`: copies what no reader still needs, never waits
 /// for a lock.
-pub(super) fn passive(conn: &Connection) -> rusqlite::Result<Pass> {
+fn passive(conn: &Connection) -> rusqlite::Result<Pass> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
         Ok(Pass {
             busy: row.get::<_, i64>(0)? != 0,
@@ -89,6 +89,42 @@ pub(super) struct Counters {
     /// Microseconds the writer spent in its own checkpoints (every job waiting meanwhile
     /// waited for them).
     pub writer_micros: AtomicU64,
+}
+
+/// Who runs a checkpoint, for its counters.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum By {
+    Checkpointer,
+    Writer,
+}
+
+impl Counters {
+    /// Runs one PASSIVE checkpoint on `conn` ([`passive`]) for `by`: counted and timed, a
+    /// failure counted and logged (at most once per interval with a count). `None` when it
+    /// failed.
+    pub(super) fn pass(&self, conn: &Connection, by: By) -> Option<Pass> {
+        let (runs, micros) = match by {
+            By::Checkpointer => (&self.passes, &self.pass_micros),
+            By::Writer => (&self.by_writer, &self.writer_micros),
+        };
+        runs.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let pass = passive(conn);
+        micros.fetch_add(
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        match pass {
+            Ok(pass) => Some(pass),
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if let Some(repeats) = CHECKPOINT_FAILED.admit() {
+                    log::warn!("WAL checkpoint failed: {e}{repeats}");
+                }
+                None
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -202,27 +238,14 @@ fn run(conn: &Connection, shared: &Shared, counters: &Counters) {
         }
         let mut copied_before = -1;
         for _ in 0..MAX_PASSES {
-            let started = std::time::Instant::now();
-            let pass = passive(conn);
-            counters.passes.fetch_add(1, Ordering::Relaxed);
-            counters.pass_micros.fetch_add(
-                u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-                Ordering::Relaxed,
-            );
-            match pass {
-                // Done, or no further (a reader pins the rest, another checkpoint runs):
-                // the next nudge tries again.
-                Ok(pass) if pass.complete() || pass.busy || pass.copied <= copied_before => {
+            match counters.pass(conn, By::Checkpointer) {
+                // Done, or no further (a reader pins the rest, another checkpoint runs), or
+                // failed: the next nudge tries again.
+                Some(pass) if pass.complete() || pass.busy || pass.copied <= copied_before => {
                     break;
                 }
-                Ok(pass) => copied_before = pass.copied,
-                Err(e) => {
-                    counters.failed.fetch_add(1, Ordering::Relaxed);
-                    if let Some(repeats) = CHECKPOINT_FAILED.admit() {
-                        log::warn!("WAL checkpoint failed: {e}{repeats}");
-                    }
-                    break;
-                }
+                Some(pass) => copied_before = pass.copied,
+                None => break,
             }
         }
     }

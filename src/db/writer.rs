@@ -35,7 +35,7 @@ use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use super::checkpoint::{self, CHECKPOINT_FAILED, CHECKPOINT_FRAMES, Nudge};
+use super::checkpoint::{self, CHECKPOINT_FRAMES, Nudge};
 use super::{DbError, StorageFault};
 use crate::logging::Repeated;
 use crate::request_id::RequestId;
@@ -509,19 +509,7 @@ fn checkpoint_if_due(
         // reader on an old snapshot, the checkpointer's pass under way) is tried again after
         // the next commit.
         wal.checkpointed_at = wal.frames;
-        wal.counters.by_writer.fetch_add(1, Ordering::Relaxed);
-        let started = std::time::Instant::now();
-        let pass = checkpoint::passive(conn);
-        wal.counters.writer_micros.fetch_add(
-            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
-        if let Err(e) = pass {
-            wal.counters.failed.fetch_add(1, Ordering::Relaxed);
-            if let Some(repeats) = CHECKPOINT_FAILED.admit() {
-                log::warn!("WAL checkpoint failed: {e}{repeats}");
-            }
-        }
+        wal.counters.pass(conn, checkpoint::By::Writer);
     }
     Ok(waiting)
 }
