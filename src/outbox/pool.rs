@@ -157,6 +157,7 @@ async fn send_catching_panics(sender: Sender, event: Claimed) -> Attempt {
             log::error!("outbox: sending event {} panicked", event.id);
             Attempt {
                 event_id: event.id.clone(),
+                row: event.row,
                 buyer_id: event.buyer_id.clone(),
                 claim: event.claim,
                 probe: event.probe,

@@ -112,6 +112,7 @@ impl Sender {
         let clock = Instant::now();
         let mut attempt = Attempt {
             event_id: event.id.clone(),
+            row: event.row,
             buyer_id: event.buyer_id.clone(),
             claim: event.claim,
             probe: event.probe,

@@ -70,6 +70,9 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
 #[derive(Debug, Clone)]
 pub(crate) struct Claimed {
     pub id: String,
+    /// The event's rowid when it was claimed: its attempt is recorded through it, without
+    /// a search of the id index ([`record_attempt`] checks that it still names `id`).
+    pub row: i64,
     pub buyer_id: String,
     pub url: String,
     pub signing_secret: String,
@@ -143,16 +146,19 @@ pub(crate) fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
     rows.collect()
 }
 
-/// The columns a claim reads, from an event `e`, its buyer `b` and the request `r` that
-/// caused it.
+/// What a claim sends with, of the buyer at `?2`; read once per claim (every event of a
+/// claim is one buyer's), not joined to each event.
+const CLAIM_BUYER: &str = "SELECT webhook_url, signing_secret,
+        CASE WHEN previous_signing_valid_until > ?2 THEN previous_signing_secret END,
+        integration
+    FROM buyers WHERE id = ?1";
+
+/// The columns a claim reads, from an event `e` and the request `r` that caused it.
 macro_rules! claim_select {
     ($where:literal) => {
         concat!(
-            "SELECT e.id, e.buyer_id, b.webhook_url, b.signing_secret, e.payload,
-                    CASE WHEN b.previous_signing_valid_until > ?2
-                         THEN b.previous_signing_secret END,
-                    r.request_id, b.integration
-             FROM outbox_events e JOIN buyers b ON b.id = e.buyer_id
+            "SELECT e.rowid, e.id, e.payload, r.request_id
+             FROM outbox_events e
              LEFT JOIN transactions t ON t.id = e.transaction_id
              LEFT JOIN lead_requests r ON r.id = t.lead_request_id
              WHERE e.status = 'pending' AND e.buyer_id = ?1 AND ",
@@ -188,21 +194,38 @@ pub(crate) fn claim_for_buyer(
     limit: usize,
     probe: bool,
 ) -> rusqlite::Result<Vec<Claimed>> {
+    let buyer = conn
+        .prepare_cached(CLAIM_BUYER)?
+        .query_row(params![buyer_id, now], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    // An event's buyer always exists (a foreign key); were it gone, nothing is claimed, as
+    // the join that read it with each event did.
+    let Some((url, signing_secret, previous_signing_secret, integration)) = buyer else {
+        return Ok(Vec::new());
+    };
     let sql = if probe { CLAIM_PROBE } else { CLAIM_DUE };
     let mut candidates: Vec<Claimed> = conn
         .prepare_cached(sql)?
         .query_map(params![buyer_id, now], |row| {
             Ok(Claimed {
-                id: row.get(0)?,
-                buyer_id: row.get(1)?,
-                url: row.get(2)?,
-                signing_secret: row.get(3)?,
-                payload: row.get(4)?,
-                previous_signing_secret: row.get(5)?,
+                row: row.get(0)?,
+                id: row.get(1)?,
+                buyer_id: buyer_id.to_string(),
+                url: url.clone(),
+                signing_secret: signing_secret.clone(),
+                payload: row.get(2)?,
+                previous_signing_secret: previous_signing_secret.clone(),
                 claim: 0,
                 probe,
-                request_id: crate::ids::expand_at(row, 6, "req")?,
-                integration: row.get::<_, Option<String>>(7)?.map(|document| {
+                request_id: crate::ids::expand_at(row, 3, "req")?,
+                integration: integration.clone().map(|document| {
                     Box::new(BuyerIntegration {
                         document,
                         secrets: Vec::new(),
@@ -221,10 +244,10 @@ pub(crate) fn claim_for_buyer(
     }
     let mut take = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = claims + 1
-         WHERE id = ?1 RETURNING claims",
+         WHERE rowid = ?1 RETURNING claims",
     )?;
     for candidate in &mut candidates {
-        candidate.claim = take.query_row(params![candidate.id, lease_until], |row| row.get(0))?;
+        candidate.claim = take.query_row(params![candidate.row, lease_until], |row| row.get(0))?;
     }
     Ok(candidates)
 }
@@ -289,6 +312,8 @@ pub(crate) enum Verdict {
 #[derive(Debug, Clone)]
 pub(crate) struct Attempt {
     pub event_id: String,
+    /// The event's rowid when it was claimed ([`Claimed::row`]).
+    pub row: i64,
     pub buyer_id: String,
     pub claim: i64,
     /// The attempt was the probe of an unhealthy endpoint.
@@ -345,6 +370,10 @@ pub(crate) fn record(
     Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
 }
 
+/// What recording an attempt reads of its event.
+const EVENT_STATE: &str =
+    "rowid, status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL";
+
 /// [`record`], also returning the refusal a refused attempt of the event's latest claim
 /// made, for the caller to apply to the transaction in the same job.
 pub(crate) fn record_attempt(
@@ -353,23 +382,35 @@ pub(crate) fn record_attempt(
     schedule: &RetrySchedule,
     now: i64,
 ) -> rusqlite::Result<Option<(Outcome, Option<Refusal>)>> {
-    let row = conn
-        .prepare_cached(
-            "SELECT status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL
-             FROM outbox_events WHERE id = ?1",
-        )?
-        .query_row([&attempt.event_id], |row| {
-            Ok((
-                row.get::<_, EventStatus>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, i64>(2)?,
-                row.get::<_, i64>(3)?,
-                row.get::<_, Option<String>>(4)?,
-                row.get::<_, bool>(5)?,
-            ))
-        })
+    let state = |row: &Row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, EventStatus>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, i64>(3)?,
+            row.get::<_, i64>(4)?,
+            row.get::<_, Option<String>>(5)?,
+            row.get::<_, bool>(6)?,
+        ))
+    };
+    // Found by the rowid of its claim; by its id only if that no longer names it (a rowid
+    // can change when the file is vacuumed while the server is down, or be reused once
+    // its event was purged).
+    let mut row = conn
+        .prepare_cached(&format!(
+            "SELECT {EVENT_STATE} FROM outbox_events WHERE rowid = ?1 AND id = ?2"
+        ))?
+        .query_row(params![attempt.row, attempt.event_id], state)
         .optional()?;
-    let Some((status, attempts, retry_base, claims, transaction_id, erased)) = row else {
+    if row.is_none() {
+        row = conn
+            .prepare_cached(&format!(
+                "SELECT {EVENT_STATE} FROM outbox_events WHERE id = ?1"
+            ))?
+            .query_row([&attempt.event_id], state)
+            .optional()?;
+    }
+    let Some((rowid, status, attempts, retry_base, claims, transaction_id, erased)) = row else {
         return Ok(None);
     };
     // An attempt that was sent before its event's person was erased may come back with an
@@ -390,6 +431,9 @@ pub(crate) fn record_attempt(
         _ => attempt.http_status.map(|s| format!("HTTP {s}")),
     });
     let mut refusal = None;
+    // Whether the statement that moved the event also counted the attempt: one write of
+    // the event's row per attempt instead of two (the row holds the whole payload).
+    let mut counted = false;
     let outcome = match &attempt.verdict {
         Verdict::Delivered {
             partner_external_id,
@@ -397,10 +441,11 @@ pub(crate) fn record_attempt(
             if status != EventStatus::Delivered {
                 conn.prepare_cached(
                     "UPDATE outbox_events SET status = 'delivered', delivered_at = ?2,
-                        lease_until = NULL, last_error = NULL
-                     WHERE id = ?1",
+                        lease_until = NULL, last_error = NULL, attempts = attempts + 1
+                     WHERE rowid = ?1",
                 )?
-                .execute(params![attempt.event_id, now])?;
+                .execute(params![rowid, now])?;
+                counted = true;
                 if let Some(txn) = &transaction_id {
                     transaction::set_delivery_status(
                         conn,
@@ -419,10 +464,11 @@ pub(crate) fn record_attempt(
             if current {
                 conn.prepare_cached(
                     "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
-                        last_error = ?3, retry_base = retry_base + 1
-                     WHERE id = ?1",
+                        last_error = ?3, retry_base = retry_base + 1, attempts = attempts + 1
+                     WHERE rowid = ?1",
                 )?
-                .execute(params![attempt.event_id, now, error])?;
+                .execute(params![rowid, now, error])?;
+                counted = true;
             }
             Outcome::Retry
         }
@@ -434,16 +480,18 @@ pub(crate) fn record_attempt(
                         let due = now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
                         conn.prepare_cached(
                             "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
-                                last_error = ?3
-                             WHERE id = ?1",
+                                last_error = ?3, attempts = attempts + 1
+                             WHERE rowid = ?1",
                         )?
-                        .execute(params![attempt.event_id, due, error])?;
+                        .execute(params![rowid, due, error])?;
+                        counted = true;
                     }
                     Outcome::Retry
                 }
                 None => {
                     if current {
-                        mark_failed(conn, &attempt.event_id, transaction_id.as_deref(), &error)?;
+                        mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                        counted = true;
                     }
                     Outcome::Failed
                 }
@@ -451,14 +499,16 @@ pub(crate) fn record_attempt(
         }
         Verdict::Failed => {
             if current {
-                mark_failed(conn, &attempt.event_id, transaction_id.as_deref(), &error)?;
+                mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                counted = true;
             }
             Outcome::Failed
         }
         // Given up like a permanent failure; the transaction's fate is the caller's.
         Verdict::Refused { reason } => {
             if current {
-                mark_failed(conn, &attempt.event_id, transaction_id.as_deref(), &error)?;
+                mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                counted = true;
                 refusal = transaction_id.clone().map(|transaction_id| Refusal {
                     transaction_id,
                     buyer_id: attempt.buyer_id.clone(),
@@ -469,8 +519,10 @@ pub(crate) fn record_attempt(
             Outcome::Refused
         }
     };
-    conn.prepare_cached("UPDATE outbox_events SET attempts = attempts + 1 WHERE id = ?1")?
-        .execute([&attempt.event_id])?;
+    if !counted {
+        conn.prepare_cached("UPDATE outbox_events SET attempts = attempts + 1 WHERE rowid = ?1")?
+            .execute([rowid])?;
+    }
     conn.prepare_cached(
         "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
             http_status, error, response_excerpt, outcome, request)
@@ -491,17 +543,19 @@ pub(crate) fn record_attempt(
     Ok(Some((outcome, refusal)))
 }
 
+/// Gives the event at `rowid` up after an attempt, counting the attempt.
 fn mark_failed(
     conn: &Connection,
-    event_id: &str,
+    rowid: i64,
     transaction_id: Option<&str>,
     error: &Option<String>,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2
-         WHERE id = ?1",
+        "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2,
+            attempts = attempts + 1
+         WHERE rowid = ?1",
     )?
-    .execute(params![event_id, error])?;
+    .execute(params![rowid, error])?;
     if let Some(txn) = transaction_id {
         transaction::set_delivery_status(conn, txn, DeliveryStatus::Failed, None)?;
     }

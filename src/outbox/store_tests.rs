@@ -253,6 +253,7 @@ fn a_voided_transactions_pending_event_is_given_up() {
 fn attempt(claimed: &Claimed, verdict: Verdict) -> Attempt {
     Attempt {
         event_id: claimed.id.clone(),
+        row: claimed.row,
         buyer_id: claimed.buyer_id.clone(),
         claim: claimed.claim,
         probe: false,
