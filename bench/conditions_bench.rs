@@ -171,6 +171,7 @@ fn throughput(settings: &Settings, delay: Duration) {
     let requests = seed_lead_requests(&db, settings.events, "{}");
     deliver(&db, round_robin(requests, settings.buyers));
     let groups_before = db.writer_stats().groups;
+    let writer_before = writer_cpu();
     let started = Instant::now();
     let notifier = Notifier::new();
     let service = Service::start(db.clone(), outbox(settings), notifier.clone());
@@ -188,13 +189,16 @@ fn throughput(settings: &Settings, delay: Duration) {
         notifier.counts().delivered >= settings.events as u64
     });
     let took = started.elapsed();
+    let writer = writer_cpu()
+        .zip(writer_before)
+        .map(|(after, before)| after - before);
     let done = done && delivered_count(&db) >= settings.events as i64;
     // Nothing else writes while the events drain: each group is one outbox round.
     let rounds = db.writer_stats().groups - groups_before;
     drop(service);
     let seen = receivers.arrivals.first_by_event().len();
     println!(
-        "  {} events to {} buyers answering in {} ms: {:.2}s = {:.0} events/s{}; receiver saw {} requests for {} events; {rounds} outbox rounds ({:.1} events each), {:.0} in flight on average",
+        "  {} events to {} buyers answering in {} ms: {:.2}s = {:.0} events/s{}; receiver saw {} requests for {} events; {rounds} outbox rounds ({:.1} events each), {:.0} in flight on average; writer CPU {} per event",
         settings.events,
         settings.buyers,
         delay.as_millis(),
@@ -208,7 +212,26 @@ fn throughput(settings: &Settings, delay: Duration) {
         seen,
         settings.events as f64 / rounds.max(1) as f64,
         in_flight_sum as f64 / in_flight_samples.max(1) as f64,
+        writer.map_or("unknown".to_string(), |cpu| format!(
+            "{:.1} µs",
+            cpu.as_secs_f64() * 1e6 / settings.events as f64
+        )),
     );
+}
+
+/// The CPU time the writer thread (`db-writer`) has used so far, from the kernel's
+/// scheduler statistics (nanoseconds; `None` where there is no `/proc`): what the outbox's
+/// claims and records cost the writer while the events drain and nothing else writes.
+fn writer_cpu() -> Option<Duration> {
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = task.ok()?.path();
+        if std::fs::read_to_string(path.join("comm")).ok()?.trim() == "db-writer" {
+            let stat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+            let nanos: u64 = stat.split_whitespace().next()?.parse().ok()?;
+            return Some(Duration::from_nanos(nanos));
+        }
+    }
+    None
 }
 
 fn hanging(settings: &Settings, hanging: usize, delay: Duration) {

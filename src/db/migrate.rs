@@ -73,7 +73,30 @@ const MIGRATIONS: &[Migration] = &[
     },
     // One index fewer per ping: `pings_source_created` had no reader.
     sql(include_str!("../../migrations/0021_ping_source_index.sql")),
+    // The CHECKs written per delivery and outbox event compare with OR, not IN: no
+    // temporary b-tree per insert (the tables' text only, see the file).
+    Migration {
+        sql: include_str!("../../migrations/0024_checks_without_in.sql"),
+        then: Some(checks_rewritten),
+    },
 ];
+
+/// Migration 24's step: moves the schema version on after the tables' SQL was rewritten in
+/// `sqlite_schema`, so that every connection parses it again, and reads each table once so
+/// that a text SQLite cannot parse fails the migration (and rolls it back) instead of the
+/// next open.
+fn checks_rewritten(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "schema_version", |row| row.get(0))?;
+    conn.pragma_update(None, "schema_version", version + 1)?;
+    for table in ["outbox_events", "outbox_attempts", "transactions"] {
+        conn.query_row(
+            &format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1)"),
+            [],
+            |_| Ok(()),
+        )?;
+    }
+    Ok(())
+}
 
 /// Migration 20: every column that names a lead or a lead request to the ids' stored form
 /// (`ids::compact`, as SQL `leadrelay_compact_id`), parents first. A chunk of rows per
