@@ -8,8 +8,8 @@
 -- Only the text of the constraints changes, to an equivalent expression, so no row is read
 -- or written: the tables' SQL is rewritten in `sqlite_schema` (SQLite's documented procedure
 -- for changing CHECK constraints without rebuilding a table); the step in Rust
--- (`db::migrate::checks_rewritten`) then moves the schema version on, so every connection
--- reads the new text, and checks that the tables still parse. `replace` leaves a text it
+-- (`db::migrate::checks_rewritten`) then moves the schema version on, so every other
+-- connection reads the new text too, and checks that the tables still parse. `replace` leaves a text it
 -- does not find as it is: running this again is harmless.
 PRAGMA writable_schema = ON;
 
@@ -34,4 +34,6 @@ UPDATE sqlite_schema SET sql = replace(replace(sql,
                                 OR delivery_status = ''failed'')')
 WHERE type = 'table' AND name = 'transactions';
 
-PRAGMA writable_schema = OFF;
+-- RESET: off again, and this connection parses the schema again (the writer's, which
+-- migrates the file and would otherwise keep the old CHECKs until it closes).
+PRAGMA writable_schema = RESET;

@@ -522,3 +522,136 @@ fn public_outbound_only_refuses_a_host_name_resolving_to_loopback_at_send_time()
         "the refused event never reached the receiver"
     );
 }
+
+/// The statements that write the CHECKed columns of a delivery's rows, each with a value
+/// its CHECK allows and one it refuses, for the event `event_id` of transaction `txn`.
+fn checked_writes(event_id: &str, txn: &str) -> Vec<(String, &'static str)> {
+    vec![
+        (
+            format!("UPDATE outbox_events SET status = ?1 WHERE id = '{event_id}'"),
+            "failed",
+        ),
+        (
+            format!(
+                "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
+                    outcome) VALUES ('{event_id}', 99, 'http://x', 0, 0, ?1)"
+            ),
+            "refused",
+        ),
+        (
+            format!("UPDATE transactions SET status = ?1 WHERE id = '{txn}'"),
+            "payout_pending",
+        ),
+        (
+            format!("UPDATE transactions SET delivery_status = ?1 WHERE id = '{txn}'"),
+            "failed",
+        ),
+    ]
+}
+
+/// Migration 24: the CHECKs of the rows a delivery writes compare with OR, so SQLite
+/// evaluates them without building a temporary b-tree (an `OpenEphemeral` in the
+/// statement's program, which an IN list of three or more constants needs on every run),
+/// and they still refuse what they refused.
+fn assert_checks_without_in_that_still_refuse(db: &Path, event_id: &str, txn: &str) {
+    let mut conn = rusqlite::Connection::open(db).unwrap();
+    for (sql, allowed) in checked_writes(event_id, txn) {
+        let program: Vec<String> = conn
+            .prepare(&format!("EXPLAIN {sql}"))
+            .unwrap()
+            .query_map([allowed], |row| row.get::<_, String>(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            !program.iter().any(|op| op == "OpenEphemeral"),
+            "{sql} builds a temporary b-tree: {program:?}"
+        );
+        let tx = conn.transaction().unwrap();
+        assert_eq!(tx.execute(&sql, [allowed]).unwrap(), 1, "{sql}");
+        let refused = tx.execute(&sql, ["bogus"]).unwrap_err().to_string();
+        assert!(
+            refused.contains("CHECK constraint failed"),
+            "{sql}: {refused}"
+        );
+        tx.rollback().unwrap();
+    }
+}
+
+#[test]
+fn the_checks_a_delivery_writes_need_no_temporary_b_tree_and_still_refuse_other_values() {
+    let (server, _receiver) = started("/ok");
+    let db = &server.db.path;
+    let (txn, event_id) = new_delivery(&server, 1, "b");
+    wait_for_status(db, &event_id, "delivered");
+    assert_checks_without_in_that_still_refuse(db, &event_id, &txn);
+}
+
+#[test]
+fn migration_24_rewrites_the_checks_of_a_file_written_before_it_and_it_reads_the_same() {
+    let (server, _receiver) = started("/ok");
+    let db = server.db.path.clone();
+    let (txn, event_id) = new_delivery(&server, 1, "b");
+    let before = wait_for_status(&db, &event_id, "delivered");
+    let transaction = lr(&db, format!("transaction show {txn}")).json();
+    let _file = server.stop();
+
+    // The file as a build before migration 24 left it: the CHECKs with their IN lists,
+    // schema version 21 (the migrations after it run again and must not mind).
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "schema_version", |r| r.get(0))
+            .unwrap();
+        conn.execute_batch(&format!(
+            "BEGIN;
+             PRAGMA writable_schema = ON;
+             UPDATE sqlite_schema SET sql = replace(sql,
+                 'CHECK (status = ''pending'' OR status = ''delivered'' OR status = ''failed'')',
+                 'CHECK (status IN (''pending'', ''delivered'', ''failed''))')
+             WHERE name = 'outbox_events';
+             UPDATE sqlite_schema SET sql = replace(sql,
+                 'CHECK (delivery_status = ''pending'' OR delivery_status = ''sent''
+                                OR delivery_status = ''failed'')',
+                 'CHECK (delivery_status IN (''pending'', ''sent'', ''failed''))')
+             WHERE name = 'transactions';
+             PRAGMA writable_schema = RESET;
+             PRAGMA schema_version = {};
+             PRAGMA user_version = 21;
+             COMMIT;",
+            version + 1
+        ))
+        .unwrap();
+        let program: Vec<String> = conn
+            .prepare(&format!(
+                "EXPLAIN UPDATE outbox_events SET status = 'failed' WHERE id = '{event_id}'"
+            ))
+            .unwrap()
+            .query_map([], |row| row.get::<_, String>(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            program.iter().any(|op| op == "OpenEphemeral"),
+            "the IN list is back: {program:?}"
+        );
+    }
+
+    // Any command opens the file and migrates it.
+    assert_eq!(event(&db, &event_id), before);
+    assert_eq!(
+        lr(&db, format!("transaction show {txn}")).json(),
+        transaction
+    );
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, leadrelay::db::SCHEMA_VERSION);
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok");
+    drop(conn);
+    assert_checks_without_in_that_still_refuse(&db, &event_id, &txn);
+}

@@ -82,9 +82,9 @@ const MIGRATIONS: &[Migration] = &[
 ];
 
 /// Migration 24's step: moves the schema version on after the tables' SQL was rewritten in
-/// `sqlite_schema`, so that every connection parses it again, and reads each table once so
-/// that a text SQLite cannot parse fails the migration (and rolls it back) instead of the
-/// next open.
+/// `sqlite_schema`, so that every other connection parses it again (this one did at
+/// `writable_schema = RESET`), and reads each table once so that a text SQLite cannot parse
+/// fails the migration (and rolls it back) instead of the next open.
 fn checks_rewritten(conn: &Connection) -> rusqlite::Result<()> {
     let version: i64 = conn.pragma_query_value(None, "schema_version", |row| row.get(0))?;
     conn.pragma_update(None, "schema_version", version + 1)?;

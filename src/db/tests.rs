@@ -330,3 +330,47 @@ fn a_new_file_vacuums_incrementally_and_zeroes_what_it_deletes() {
     assert!(freed.0 > 10, "{freed:?}");
     assert_eq!(freed.1, freed.0 - 10, "{freed:?}");
 }
+
+/// Whether `sql` compiles, on `conn`, to a program that builds a temporary b-tree.
+fn builds_a_temporary_b_tree(conn: &Connection, sql: &str) -> rusqlite::Result<bool> {
+    let mut explain = conn.prepare(&format!("EXPLAIN {sql}"))?;
+    let mut ops = explain.query_map([], |row| row.get::<_, String>(1))?;
+    ops.try_fold(false, |found, op| Ok(found || op? == "OpenEphemeral"))
+}
+
+#[test]
+fn the_writer_that_ran_migration_24_writes_with_the_new_checks() {
+    const UPDATE: &str = "UPDATE outbox_events SET status = 'failed' WHERE id = 'evt_x'";
+    let dir = tempfile::tempdir().expect("a temp dir can be made");
+    let path = dir.path().join("test.db");
+    Db::open(&path).expect("a new database opens").close();
+    // Back to the text before migration 24, schema version 21.
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "schema_version", |r| r.get(0))
+        .unwrap();
+    conn.execute_batch(&format!(
+        "BEGIN;
+         PRAGMA writable_schema = ON;
+         UPDATE sqlite_schema SET sql = replace(sql,
+             'CHECK (status = ''pending'' OR status = ''delivered'' OR status = ''failed'')',
+             'CHECK (status IN (''pending'', ''delivered'', ''failed''))')
+         WHERE name = 'outbox_events';
+         PRAGMA writable_schema = RESET;
+         PRAGMA schema_version = {};
+         PRAGMA user_version = 21;
+         COMMIT;",
+        version + 1
+    ))
+    .unwrap();
+    assert!(builds_a_temporary_b_tree(&conn, UPDATE).unwrap());
+    drop(conn);
+
+    // The writer's connection migrates the file as it opens, and then writes with it.
+    let db = Db::open(&path).expect("the file opens and migrates");
+    let on_writer = db
+        .write_blocking(|conn| builds_a_temporary_b_tree(conn, UPDATE).map_err(DbError::from))
+        .unwrap();
+    assert!(!on_writer, "the writer still compiles the CHECK's IN list");
+    db.close();
+}

@@ -157,7 +157,7 @@ const CLAIM_BUYER: &str = "SELECT webhook_url, signing_secret,
 macro_rules! claim_select {
     ($where:literal) => {
         concat!(
-            "SELECT e.rowid, e.id, e.payload, r.request_id
+            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims
              FROM outbox_events e
              LEFT JOIN transactions t ON t.id = e.transaction_id
              LEFT JOIN lead_requests r ON r.id = t.lead_request_id
@@ -222,7 +222,8 @@ pub(crate) fn claim_for_buyer(
                 signing_secret: signing_secret.clone(),
                 payload: row.get(2)?,
                 previous_signing_secret: previous_signing_secret.clone(),
-                claim: 0,
+                // The claim about to be made: the job that reads the row also writes it.
+                claim: row.get::<_, i64>(4)? + 1,
                 probe,
                 request_id: crate::ids::expand_at(row, 3, "req")?,
                 integration: integration.clone().map(|document| {
@@ -242,12 +243,14 @@ pub(crate) fn claim_for_buyer(
             integration.secrets = secrets.clone();
         }
     }
+    // Without `RETURNING`: SQLite runs a statement with one as a trigger, with a statement
+    // journal and a temporary table for the rows it returns, which cost more than the update.
     let mut take = conn.prepare_cached(
-        "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = claims + 1
-         WHERE rowid = ?1 RETURNING claims",
+        "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = ?3
+         WHERE rowid = ?1",
     )?;
-    for candidate in &mut candidates {
-        candidate.claim = take.query_row(params![candidate.row, lease_until], |row| row.get(0))?;
+    for candidate in &candidates {
+        take.execute(params![candidate.row, lease_until, candidate.claim])?;
     }
     Ok(candidates)
 }

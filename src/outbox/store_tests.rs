@@ -391,3 +391,41 @@ fn a_probe_takes_the_earliest_event_not_in_flight_and_its_failure_costs_no_retry
         Some(Outcome::Failed)
     );
 }
+
+#[test]
+fn an_attempt_whose_rowid_no_longer_names_its_event_is_recorded_on_the_event_of_its_id() {
+    let (_dir, conn) = database();
+    let schedule = RetrySchedule::from_secs(&[10]);
+    let other = event(&conn, "b", 0);
+    let id = event(&conn, "a", 0);
+    let claimed = claim(&conn, 100, 200, 1).remove(0);
+    assert_eq!(claimed.id, id);
+    let other_row: i64 = conn
+        .query_row(
+            "SELECT rowid FROM outbox_events WHERE id = ?1",
+            [&other],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_ne!(claimed.row, other_row);
+
+    // The claim's rowid now names another event (the file was vacuumed while the server was
+    // down, say): the attempt still moves its own event, and only it.
+    let mut moved = attempt(
+        &claimed,
+        Verdict::Delivered {
+            partner_external_id: None,
+        },
+    );
+    moved.row = other_row;
+    assert_eq!(
+        record(&conn, &moved, &schedule, 1_000).unwrap(),
+        Some(Outcome::Delivered)
+    );
+    assert_eq!(state(&conn, &id), ("delivered".into(), 1, 200, None));
+    assert_eq!(state(&conn, &other), ("pending".into(), 0, 0, None));
+
+    // An attempt whose event is gone altogether is not recorded.
+    moved.event_id = "evt_gone".into();
+    assert_eq!(record(&conn, &moved, &schedule, 1_000).unwrap(), None);
+}
