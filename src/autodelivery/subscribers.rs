@@ -448,7 +448,11 @@ mod tests {
             .unwrap();
         assert_eq!(kept_balances(&conn), [("a".into(), 300)]);
         conn.execute_batch("ROLLBACK").unwrap();
-        assert_eq!(kept_balances(&conn), [("a".into(), 0)], "transaction rolled back");
+        assert_eq!(
+            kept_balances(&conn),
+            [("a".into(), 0)],
+            "transaction rolled back"
+        );
     }
 
     #[test]

@@ -230,7 +230,11 @@ mod tests {
         );
         let ping = r#"{"pingId":"png_01","outcome":"delivered"}"#;
         let stored = encode(ping, ID);
-        assert_eq!(stored, encode_v1(ping, ID), "not a request's trace: format 1");
+        assert_eq!(
+            stored,
+            encode_v1(ping, ID),
+            "not a request's trace: format 1"
+        );
         assert_eq!(
             decode(ValueRef::Blob(&stored), ID).unwrap().as_deref(),
             Some(ping)
