@@ -13,7 +13,7 @@
 //! - this connection's own writes: temporary triggers on `buyers`, `subscriptions`,
 //!   `buyer_health` and `cap_usage`, installed on the connection by the first [`kept`] read,
 //!   name each buyer whose row changed (or "all", for a change of the subscriptions or of a
-//!   buyer's id or workspace) to [`changed`], and only those buyers are read again, whoever
+//!   buyer's id or workspace) to [`mark`], and only those buyers are read again, whoever
 //!   wrote (a delivery, a lifecycle call, the outbox's health, a ping's hold);
 //! - a rolled-back savepoint or transaction (the writer rolls back a failed job), which
 //!   undoes writes without a trigger: every change to what is kept writes a new stamp into a
@@ -62,9 +62,9 @@ pub(crate) struct Subscribed {
     pub(crate) caps: Counters,
 }
 
-/// The join, for every subscribed buyer (`?3` NULL) or one.
-fn select_sql() -> String {
-    format!(
+/// The join's columns, each row a [`Subscribed`] ([`from_row`]).
+fn select_sql(one_buyer: bool) -> String {
+    let sql = format!(
         "SELECT b.id, b.status, b.plan, b.balance_cents - b.held_cents, b.credit_limit_cents,
                 b.last_served_at, b.created_at,
                 s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
@@ -74,7 +74,12 @@ fn select_sql() -> String {
          LEFT JOIN cap_usage u ON u.buyer_id = s.buyer_id AND u.product_id = s.product_id
          WHERE s.product_id = ?1 AND b.workspace_id = ?2",
         caps::COUNTER_COLUMNS
-    )
+    );
+    if one_buyer {
+        sql + " AND s.buyer_id = ?3"
+    } else {
+        sql
+    }
 }
 
 fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Subscribed> {
@@ -104,7 +109,7 @@ pub(crate) fn read(
     workspace_id: &str,
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
-    let mut stmt = conn.prepare_cached(&select_sql())?;
+    let mut stmt = conn.prepare_cached(&select_sql(false))?;
     let rows = stmt.query_map([product_id, workspace_id], |row| from_row(row).map(Rc::new))?;
     rows.collect()
 }
@@ -116,7 +121,7 @@ fn read_one(
     product_id: &str,
     buyer_id: &str,
 ) -> rusqlite::Result<Option<Subscribed>> {
-    conn.prepare_cached(&format!("{} AND s.buyer_id = ?3", select_sql()))?
+    conn.prepare_cached(&select_sql(true))?
         .query_row([product_id, workspace_id, buyer_id], from_row)
         .optional()
 }
@@ -266,10 +271,10 @@ thread_local! {
 /// Tokens tell apart the connections that install the triggers (0 is none).
 static NEXT_TOKEN: AtomicI64 = AtomicI64::new(1);
 
-/// The name of the SQL function the triggers call: (token, buyer id or NULL for all).
+/// The name of the SQL function the triggers call with a buyer's id, or NULL for all.
 const CHANGED_FUNCTION: &str = "leadrelay_subscribers_changed";
 
-/// The trigger's call of [`changed`], marking `buyer` (NULL: all).
+/// What the triggers' function does for the connection of `token`: marks `buyer` (NULL: all).
 fn mark(token: i64, buyer: Option<String>) {
     CHANGED.with(|changed| {
         let mut changed = changed.borrow_mut();
@@ -304,82 +309,77 @@ fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
         .optional()
 }
 
-/// Creates the stamp table and the triggers (with a new token) on `conn`, and the function
-/// they call; returns the (token, stamp).
+/// The stamp table and the triggers, which call [`CHANGED_FUNCTION`] with the buyer whose
+/// row changed, or NULL when the rows themselves may have (a subscription, a buyer's id or
+/// workspace). A new buyer has no subscription yet: its first one marks all.
+const INSTALL: &str = "
+    DROP TABLE IF EXISTS temp.leadrelay_kept_subscribers;
+    CREATE TEMP TABLE leadrelay_kept_subscribers (token INTEGER NOT NULL, stamp INTEGER NOT NULL);
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_subscriptions_insert;
+    CREATE TEMP TRIGGER leadrelay_kept_subscriptions_insert AFTER INSERT ON subscriptions
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_subscriptions_update;
+    CREATE TEMP TRIGGER leadrelay_kept_subscriptions_update AFTER UPDATE ON subscriptions
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_subscriptions_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_subscriptions_delete AFTER DELETE ON subscriptions
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_moved;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_moved AFTER UPDATE ON buyers
+    WHEN OLD.id IS NOT NEW.id OR OLD.workspace_id IS NOT NEW.workspace_id
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_update;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_update AFTER UPDATE ON buyers
+    WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
+    BEGIN SELECT leadrelay_subscribers_changed(NEW.id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_delete AFTER DELETE ON buyers
+    BEGIN SELECT leadrelay_subscribers_changed(OLD.id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_insert;
+    CREATE TEMP TRIGGER leadrelay_kept_health_insert AFTER INSERT ON buyer_health
+    BEGIN SELECT leadrelay_subscribers_changed(NEW.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_update;
+    CREATE TEMP TRIGGER leadrelay_kept_health_update AFTER UPDATE ON buyer_health
+    WHEN OLD.state IS NOT NEW.state OR OLD.buyer_id IS NOT NEW.buyer_id
+    BEGIN
+        SELECT leadrelay_subscribers_changed(OLD.buyer_id);
+        SELECT leadrelay_subscribers_changed(NEW.buyer_id);
+    END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_health_delete AFTER DELETE ON buyer_health
+    BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_insert;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_insert AFTER INSERT ON cap_usage
+    BEGIN SELECT leadrelay_subscribers_changed(NEW.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_update;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_update AFTER UPDATE ON cap_usage
+    BEGIN
+        SELECT leadrelay_subscribers_changed(OLD.buyer_id);
+        SELECT leadrelay_subscribers_changed(NEW.buyer_id);
+    END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_delete AFTER DELETE ON cap_usage
+    BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
+";
+
+/// Creates the stamp table and the triggers on `conn` with a new token, and the function
+/// they call, which marks for that token; returns the (token, stamp).
 fn install(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
     let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-    conn.create_scalar_function(CHANGED_FUNCTION, 2, FunctionFlags::SQLITE_UTF8, |ctx| {
-        mark(ctx.get(0)?, ctx.get(1)?);
-        Ok(0_i64)
-    })?;
-    let f = CHANGED_FUNCTION;
-    let on = |table: &str, event: &str, when: &str, body: &str| {
-        format!(
-            "CREATE TEMP TRIGGER leadrelay_kept_{table}_{event} AFTER {event} ON {table}
-             {when} BEGIN {body} END;"
-        )
-    };
-    let buyer = |of: &str| format!("SELECT {f}({token}, {of}.buyer_id);");
-    let all = format!("SELECT {f}({token}, NULL);");
-    let both = format!("{} {}", buyer("OLD"), buyer("NEW"));
-    let sql = [
-        format!(
-            "DROP TABLE IF EXISTS temp.leadrelay_kept_subscribers;
-             CREATE TEMP TABLE leadrelay_kept_subscribers (token INTEGER NOT NULL,
-                                                           stamp INTEGER NOT NULL);
-             INSERT INTO temp.leadrelay_kept_subscribers (token, stamp) VALUES ({token}, 0);"
-        ),
-        on("subscriptions", "INSERT", "", &all),
-        on("subscriptions", "UPDATE", "", &all),
-        on("subscriptions", "DELETE", "", &all),
-        // A new buyer has no subscription yet; its first one marks all.
-        on(
-            "buyers",
-            "UPDATE",
-            "WHEN OLD.id IS NOT NEW.id OR OLD.workspace_id IS NOT NEW.workspace_id",
-            &all,
-        ),
-        format!(
-            "CREATE TEMP TRIGGER leadrelay_kept_buyers_standing AFTER UPDATE ON buyers
-             WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
-             BEGIN SELECT {f}({token}, NEW.id); END;"
-        ),
-        format!(
-            "CREATE TEMP TRIGGER leadrelay_kept_buyers_DELETE AFTER DELETE ON buyers
-             BEGIN SELECT {f}({token}, OLD.id); END;"
-        ),
-        on("buyer_health", "INSERT", "", &buyer("NEW")),
-        on(
-            "buyer_health",
-            "UPDATE",
-            "WHEN OLD.state IS NOT NEW.state OR OLD.buyer_id IS NOT NEW.buyer_id",
-            &both,
-        ),
-        on("buyer_health", "DELETE", "", &buyer("OLD")),
-        on("cap_usage", "INSERT", "", &buyer("NEW")),
-        on("cap_usage", "UPDATE", "", &both),
-        on("cap_usage", "DELETE", "", &buyer("OLD")),
-    ]
-    .concat();
-    for name in [
-        "subscriptions_INSERT",
-        "subscriptions_UPDATE",
-        "subscriptions_DELETE",
-        "buyers_UPDATE",
-        "buyers_standing",
-        "buyers_DELETE",
-        "buyer_health_INSERT",
-        "buyer_health_UPDATE",
-        "buyer_health_DELETE",
-        "cap_usage_INSERT",
-        "cap_usage_UPDATE",
-        "cap_usage_DELETE",
-    ] {
-        conn.execute_batch(&format!(
-            "DROP TRIGGER IF EXISTS temp.leadrelay_kept_{name};"
-        ))?;
-    }
-    conn.execute_batch(&sql)?;
+    conn.create_scalar_function(
+        CHANGED_FUNCTION,
+        1,
+        FunctionFlags::SQLITE_UTF8,
+        move |ctx| {
+            mark(token, ctx.get(0)?);
+            Ok(0_i64)
+        },
+    )?;
+    conn.execute_batch(INSTALL)?;
+    conn.execute(
+        "INSERT INTO temp.leadrelay_kept_subscribers (token, stamp) VALUES (?1, 0)",
+        [token],
+    )?;
     Ok((token, 0))
 }
 
