@@ -899,6 +899,94 @@ fn a_lead_table_with_auto_delivery_on_uses_its_own_threshold() {
     receiver.wait_for_on("/anyone", 1, WAIT);
 }
 
+/// The writer keeps the subscribed buyers between leads (`autodelivery::subscribers`); the
+/// CLI changes them from its own process while the server runs, and the server's own
+/// deliveries and lifecycle calls change them too. Each change decides the very next lead: a
+/// pause and a resume, a top-up, a balance spent by the server's own delivery, a price, a
+/// daily cap, a rejection over HTTP that gives a cap's place back, an unsubscription.
+#[test]
+fn buyers_changed_through_the_cli_decide_the_very_next_lead() {
+    let (server, receiver) = start();
+    add_buyer(&server, &receiver, "high", "30", "", "");
+    let low_secret = "low-secret-0123456789abcdef";
+    let create_low = format!("--plan prepaid --secret {low_secret}");
+    add_buyer(&server, &receiver, "low", "20", create_low.as_str(), "");
+    let path = lead_path("web", "landing");
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        post(&server, &path, &lead(n)).1["autoDelivery"]["requests"][0].clone()
+    };
+    let taker = |request: &Value| request["deliveries"][0]["buyerAccountId"].clone();
+    let verdict = |request: &Value, buyer: &str| {
+        verdicts(request)
+            .into_iter()
+            .find(|(id, _, _)| id == buyer)
+            .map(|(_, _, reason)| reason)
+    };
+
+    assert_eq!(taker(&next()), "high");
+    lr(&server, "buyer pause high").json();
+    let paused = next();
+    assert_eq!(paused["reason"], "no_eligible_buyer", "{paused}");
+    assert_eq!(verdict(&paused, "high").as_deref(), Some("buyer_paused"));
+    assert_eq!(
+        verdict(&paused, "low").as_deref(),
+        Some("insufficient_balance")
+    );
+
+    lr(&server, "buyer fund low --amount 20").json();
+    assert_eq!(taker(&next()), "low", "topped up");
+    let spent = next();
+    assert_eq!(
+        verdict(&spent, "low").as_deref(),
+        Some("insufficient_balance"),
+        "the server's own charge: {spent}"
+    );
+
+    lr(&server, "buyer resume high").json();
+    assert_eq!(taker(&next()), "high", "resumed");
+
+    lr(&server, "buyer fund low --amount 100").json();
+    lr(&server, "buyer terms set high --product solar --price 10").json();
+    let cheaper = next();
+    assert_eq!(taker(&cheaper), "low", "a lower price for high");
+
+    // low has two deliveries today.
+    lr(&server, "buyer terms set low --product solar --daily-cap 2").json();
+    let capped = next();
+    assert_eq!(taker(&capped), "high");
+    assert_eq!(
+        verdict(&capped, "low").as_deref(),
+        Some("daily_cap_reached")
+    );
+
+    let rejection = json!({
+        "transactionId": cheaper["deliveries"][0]["transactionId"],
+        "status": "rejected",
+    });
+    let reply = server
+        .post("/api/webhooks/partner-confirmation")
+        .secret(low_secret)
+        .json(&rejection)
+        .send();
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        taker(&next()),
+        "low",
+        "the rejection gave the cap's place back"
+    );
+
+    lr(&server, "buyer unsubscribe high --product solar").json();
+    let unsubscribed = next();
+    assert_eq!(unsubscribed["reason"], "no_eligible_buyer");
+    assert_eq!(
+        verdicts(&unsubscribed),
+        [("low".to_string(), false, "daily_cap_reached".to_string())],
+        "an ended subscription is no candidate"
+    );
+}
+
 /// The decision trace is stored compressed (`ingest::trace`) and shown as the JSON it was;
 /// a trace stored as text by an older build reads the same, and `vacuum` compresses it.
 #[test]

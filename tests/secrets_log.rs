@@ -609,7 +609,7 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "` LIMIT ?` or nothing; the limit is bound",
     ),
     (
-        "src/autodelivery/eligibility.rs",
+        "src/autodelivery/subscribers.rs",
         "caps::COUNTER_COLUMNS",
         "the constant column list of `cap_usage` that `caps` reads rows with",
     ),

@@ -7,9 +7,9 @@
 //! is open, DESIGN.md section 13), `filter_mismatch`, `schedule_closed`,
 //! `daily_cap_reached`, `monthly_cap_reached`, `insufficient_balance`, `already_delivered`.
 //!
-//! Owns the checks and the SQL that feeds them: one query for the subscribed buyers with
-//! their endpoint's health and their cap counters, and the request's holders from
-//! `delivery::transaction`. Nothing here grows with the file's history. The rules
+//! Owns the checks. What feeds them: the subscribed buyers with their endpoint's health and
+//! their cap counters from `subscribers` (read fresh, or in the ingest job as kept between
+//! leads), and the request's holders from `delivery::transaction`. Nothing here grows with the file's history. The rules
 //! themselves are stated once where they belong: a cap
 //! reached in `caps::Limits::reached`, balance plus credit covering the price in
 //! `ledger::covers` (the same rule that `delivery::deliver` re-checks). A buyer that ever
@@ -28,8 +28,9 @@ use serde_json::{Value, json};
 
 use super::filters;
 use super::schedule::Schedule;
-use crate::caps::{self, Counters, Windows};
-use crate::config::buyer::{BuyerStatus, Filter, Plan};
+use super::subscribers::{self, Subscribed};
+use crate::caps::{self, Windows};
+use crate::config::buyer::{Filter, Plan};
 use crate::delivery::transaction::{self, BidRef};
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ledger;
@@ -141,54 +142,38 @@ impl KnownBids {
     }
 }
 
-/// A subscribed buyer as read, before the checks.
-struct Subscribed {
-    buyer_id: String,
-    paused: bool,
-    unhealthy: bool,
-    plan: Plan,
-    /// The balance less what ping reservations hold of it (`ledger::hold`).
-    balance_cents: i64,
-    credit_limit_cents: i64,
-    last_served_at: Option<i64>,
-    created_at: i64,
-    price_cents: i64,
-    /// Bid-priced: the price is the buyer's bid, so the balance is checked when it is known
-    /// ([`apply_bids`]).
-    bids: bool,
-    daily_cap: Option<i64>,
-    monthly_cap: Option<i64>,
-    priority: i64,
-    filters: String,
-    schedule: Option<String>,
-    caps: Counters,
-}
-
 /// Every buyer of the workspace subscribed to the interest's product, each checked.
 pub(crate) fn candidates(conn: &Connection, context: &Context) -> rusqlite::Result<Vec<Candidate>> {
-    checked(conn, context, None)
-}
-
-/// [`candidates`] of a request that no transaction holds (stored in this same job), whose
-/// holders need no read.
-pub(crate) fn candidates_unsold(
-    conn: &Connection,
-    context: &Context,
-) -> rusqlite::Result<Vec<Candidate>> {
-    checked(conn, context, Some(HashSet::new()))
-}
-
-/// The subscribed buyers checked against the request's `holders` (read when `None`).
-fn checked(
-    conn: &Connection,
-    context: &Context,
-    holders: Option<HashSet<String>>,
-) -> rusqlite::Result<Vec<Candidate>> {
-    let subscribed = subscribed_buyers(
+    let subscribed = subscribers::read(
         conn,
         &context.lead.workspace_id,
         &context.request.interest.product_id,
     )?;
+    checked(conn, context, &subscribed, None)
+}
+
+/// [`candidates`] of a request that no transaction holds (stored in this same job), whose
+/// holders need no read. Runs in the ingest writer job, whose thread keeps the subscribed
+/// buyers between leads (`subscribers::kept`).
+pub(crate) fn candidates_unsold(
+    conn: &Connection,
+    context: &Context,
+) -> rusqlite::Result<Vec<Candidate>> {
+    let subscribed = subscribers::kept(
+        conn,
+        &context.lead.workspace_id,
+        &context.request.interest.product_id,
+    )?;
+    checked(conn, context, &subscribed, Some(HashSet::new()))
+}
+
+/// The `subscribed` buyers checked against the request's `holders` (read when `None`).
+fn checked(
+    conn: &Connection,
+    context: &Context,
+    subscribed: &[Rc<Subscribed>],
+    holders: Option<HashSet<String>>,
+) -> rusqlite::Result<Vec<Candidate>> {
     if subscribed.is_empty() {
         return Ok(Vec::new());
     }
@@ -198,9 +183,9 @@ fn checked(
     };
     let mut candidates = Vec::with_capacity(subscribed.len());
     for buyer in subscribed {
-        let (reason, detail) = check(context, &buyer, &holders);
+        let (reason, detail) = check(context, buyer, &holders);
         candidates.push(Candidate {
-            buyer_id: buyer.buyer_id,
+            buyer_id: buyer.buyer_id.clone(),
             price_cents: buyer.price_cents,
             priority: buyer.priority,
             last_served_at: buyer.last_served_at,
@@ -210,45 +195,6 @@ fn checked(
         });
     }
     Ok(candidates)
-}
-
-fn subscribed_buyers(
-    conn: &Connection,
-    workspace_id: &str,
-    product_id: &str,
-) -> rusqlite::Result<Vec<Subscribed>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT b.id, b.status, b.plan, b.balance_cents - b.held_cents, b.credit_limit_cents,
-                b.last_served_at, b.created_at,
-                s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
-                h.state = 'unhealthy', s.pricing = 'bid', {}
-         FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
-         LEFT JOIN buyer_health h ON h.buyer_id = b.id
-         LEFT JOIN cap_usage u ON u.buyer_id = s.buyer_id AND u.product_id = s.product_id
-         WHERE s.product_id = ?1 AND b.workspace_id = ?2",
-        caps::COUNTER_COLUMNS
-    ))?;
-    let rows = stmt.query_map([product_id, workspace_id], |row| {
-        Ok(Subscribed {
-            buyer_id: row.get(0)?,
-            paused: row.get::<_, BuyerStatus>(1)? == BuyerStatus::Paused,
-            plan: row.get(2)?,
-            balance_cents: row.get(3)?,
-            credit_limit_cents: row.get(4)?,
-            last_served_at: row.get(5)?,
-            created_at: row.get(6)?,
-            price_cents: row.get(7)?,
-            daily_cap: row.get(8)?,
-            monthly_cap: row.get(9)?,
-            priority: row.get(10)?,
-            filters: row.get(11)?,
-            schedule: row.get(12)?,
-            unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
-            bids: row.get(14)?,
-            caps: caps::counters_from_row(row, 15)?,
-        })
-    })?;
-    rows.collect()
 }
 
 fn check(

@@ -23,6 +23,7 @@ pub(crate) mod filters;
 pub(crate) mod schedule;
 pub(crate) mod select;
 pub(crate) mod stored_features;
+pub(crate) mod subscribers;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod waterfall;

@@ -5,6 +5,10 @@
 //! costs more than compressing a body. Every frame carries a checksum, so a frame decoded
 //! against another dictionary is refused rather than returned wrong.
 //!
+//! A format whose dictionary never changes prepares it once ([`Prepared`]): compressing
+//! against a prepared dictionary only refers to it, where loading a raw one builds its
+//! tables anew for every frame (for a trace, most of the compression's time).
+//!
 //! The level and the checksum are part of both stored formats' frames as written; the
 //! formats themselves (their dictionaries, their format bytes) are their owners'.
 
@@ -14,7 +18,27 @@ use std::cell::RefCell;
 /// find little more and cost more time on the request's task or the writer.
 const LEVEL: i32 = 3;
 
+/// A raw dictionary prepared for compressing and decompressing, for a format's lifetime.
+pub(super) struct Prepared {
+    encoder: zstd::dict::EncoderDictionary<'static>,
+    decoder: zstd::dict::DecoderDictionary<'static>,
+}
+
+impl Prepared {
+    /// `dict` prepared for compressing at zstd's `level`.
+    pub(super) fn new(dict: &[u8], level: i32) -> Prepared {
+        Prepared {
+            encoder: zstd::dict::EncoderDictionary::copy(dict, level),
+            decoder: zstd::dict::DecoderDictionary::copy(dict),
+        }
+    }
+}
+
 thread_local! {
+    static PREPARED_COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    static PREPARED_DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
         const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
@@ -53,6 +77,47 @@ pub(super) fn decompress(dict: &[u8], frame: &[u8], max: usize) -> std::io::Resu
         };
         decompressor
             .set_dictionary(dict)
+            .and_then(|()| decompressor.decompress(frame, max))
+    })
+}
+
+/// `data` as a zstd frame (with its checksum) against the prepared dictionary `dict`, at its
+/// level; [`decompress`] against the same raw bytes reads it too.
+pub(super) fn compress_prepared(dict: &'static Prepared, data: &[u8]) -> Vec<u8> {
+    PREPARED_COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(compressor) => compressor,
+            None => {
+                slot.insert(zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made"))
+            }
+        };
+        compressor
+            .set_prepared_dictionary(&dict.encoder)
+            .and_then(|()| compressor.include_checksum(true))
+            .and_then(|()| compressor.compress(data))
+            // zstd fails only to allocate, which aborts the process anyway.
+            .expect("zstd compresses any input into a buffer of its bound")
+    })
+}
+
+/// What `frame` holds, decoded against the prepared dictionary `dict`; refused as
+/// [`decompress`] refuses.
+pub(super) fn decompress_prepared(
+    dict: &'static Prepared,
+    frame: &[u8],
+    max: usize,
+) -> std::io::Result<Vec<u8>> {
+    PREPARED_DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let decompressor = match slot.as_mut() {
+            Some(decompressor) => decompressor,
+            None => {
+                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
+            }
+        };
+        decompressor
+            .set_prepared_dictionary(&dict.decoder)
             .and_then(|()| decompressor.decompress(frame, max))
     })
 }

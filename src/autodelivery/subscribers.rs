@@ -1,0 +1,478 @@
+//! The buyers subscribed to a product in a workspace, as eligibility checks them: each
+//! subscription's terms with its buyer's standing (status, plan, balance less holds, credit,
+//! when last served), its endpoint's health and its cap counters.
+//!
+//! Read fresh ([`read`]), or kept between leads on the thread that decides ([`kept`]): the
+//! ingest job's auto-delivery ran the same twenty-row join for every lead (15% of the writer
+//! thread, which sets how many leads a second can be routed), although between two leads
+//! only the buyer that got the earlier one changed. What is kept must be exactly what the
+//! join would read now, so every answer is checked against three things first:
+//!
+//! - another connection's commit (the CLI changes buyers, subscriptions and balances from its
+//!   own process): `PRAGMA data_version` moved, and everything kept is dropped;
+//! - this connection's own writes: temporary triggers on `buyers`, `subscriptions`,
+//!   `buyer_health` and `cap_usage`, installed on the connection by the first [`kept`] read,
+//!   name each buyer whose row changed (or "all", for a change of the subscriptions or of a
+//!   buyer's id or workspace) to [`mark`], and only those buyers are read again, whoever
+//!   wrote (a delivery, a lifecycle call, the outbox's health, a ping's hold);
+//! - a rolled-back savepoint or transaction (the writer rolls back a failed job), which
+//!   undoes writes without a trigger: every change to what is kept writes a new stamp into a
+//!   temporary table, which the rollback undoes with the rest, and a stamp that no longer
+//!   matches drops everything kept. The triggers and the stamp table are created in the same
+//!   savepoint, so a rollback that undoes one undoes the other, and the next read installs
+//!   both again.
+//!
+//! The kept rows keep the join's order; readers rank them anyway (`select`).
+//!
+//! Owns the SQL that reads subscribed buyers, the kept copy, and the temporary table and
+//! triggers it installs (nothing in the file: they live and die with the connection).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use rusqlite::functions::FunctionFlags;
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::caps::{self, Counters};
+use crate::config::buyer::{BuyerStatus, Plan};
+
+/// A subscribed buyer as read, before the checks.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Subscribed {
+    pub(crate) buyer_id: String,
+    pub(crate) paused: bool,
+    pub(crate) unhealthy: bool,
+    pub(crate) plan: Plan,
+    /// The balance less what ping reservations hold of it (`ledger::hold`).
+    pub(crate) balance_cents: i64,
+    pub(crate) credit_limit_cents: i64,
+    pub(crate) last_served_at: Option<i64>,
+    pub(crate) created_at: i64,
+    pub(crate) price_cents: i64,
+    /// Bid-priced: the price is the buyer's bid, so the balance is checked when it is known
+    /// (`eligibility::apply_bids`).
+    pub(crate) bids: bool,
+    pub(crate) daily_cap: Option<i64>,
+    pub(crate) monthly_cap: Option<i64>,
+    pub(crate) priority: i64,
+    pub(crate) filters: String,
+    pub(crate) schedule: Option<String>,
+    pub(crate) caps: Counters,
+}
+
+/// The join's columns, each row a [`Subscribed`] ([`from_row`]).
+fn select_sql(one_buyer: bool) -> String {
+    let sql = format!(
+        "SELECT b.id, b.status, b.plan, b.balance_cents - b.held_cents, b.credit_limit_cents,
+                b.last_served_at, b.created_at,
+                s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
+                h.state = 'unhealthy', s.pricing = 'bid', {}
+         FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
+         LEFT JOIN buyer_health h ON h.buyer_id = b.id
+         LEFT JOIN cap_usage u ON u.buyer_id = s.buyer_id AND u.product_id = s.product_id
+         WHERE s.product_id = ?1 AND b.workspace_id = ?2",
+        caps::COUNTER_COLUMNS
+    );
+    if one_buyer {
+        sql + " AND s.buyer_id = ?3"
+    } else {
+        sql
+    }
+}
+
+fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Subscribed> {
+    Ok(Subscribed {
+        buyer_id: row.get(0)?,
+        paused: row.get::<_, BuyerStatus>(1)? == BuyerStatus::Paused,
+        plan: row.get(2)?,
+        balance_cents: row.get(3)?,
+        credit_limit_cents: row.get(4)?,
+        last_served_at: row.get(5)?,
+        created_at: row.get(6)?,
+        price_cents: row.get(7)?,
+        daily_cap: row.get(8)?,
+        monthly_cap: row.get(9)?,
+        priority: row.get(10)?,
+        filters: row.get(11)?,
+        schedule: row.get(12)?,
+        unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
+        bids: row.get(14)?,
+        caps: caps::counters_from_row(row, 15)?,
+    })
+}
+
+/// Every buyer of `workspace_id` subscribed to `product_id`, read now.
+pub(crate) fn read(
+    conn: &Connection,
+    workspace_id: &str,
+    product_id: &str,
+) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
+    let mut stmt = conn.prepare_cached(&select_sql(false))?;
+    let rows = stmt.query_map([product_id, workspace_id], |row| from_row(row).map(Rc::new))?;
+    rows.collect()
+}
+
+/// Buyer `buyer_id`'s row of [`read`]; `None` when it is no longer one of them.
+fn read_one(
+    conn: &Connection,
+    workspace_id: &str,
+    product_id: &str,
+    buyer_id: &str,
+) -> rusqlite::Result<Option<Subscribed>> {
+    conn.prepare_cached(&select_sql(true))?
+        .query_row([product_id, workspace_id, buyer_id], from_row)
+        .optional()
+}
+
+/// What [`read`] answers now, from the copy kept on this thread where it is still exact
+/// (see the module header); use it only on a connection whose writes this thread makes.
+pub(crate) fn kept(
+    conn: &Connection,
+    workspace_id: &str,
+    product_id: &str,
+) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
+    let data_version: i64 = conn
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |row| row.get(0))?;
+    let (token, stamp) = match stamp_of(conn)? {
+        Some(found) => found,
+        None => install(conn)?,
+    };
+    let mut kept = KEPT.with(|kept| kept.take());
+    if kept.token != token || kept.stamp != stamp || kept.data_version != data_version {
+        kept = Kept {
+            token,
+            stamp,
+            data_version,
+            entries: HashMap::new(),
+        };
+        // Marks made before were for what is dropped now.
+        CHANGED.with(|changed| changed.replace(Changed::for_token(token)));
+    }
+    // Put back whatever happens below: an error leaves the copy as it was, which is still
+    // exact for the marks not yet taken (they are put back too).
+    let result = refresh(conn, &mut kept, workspace_id, product_id);
+    KEPT.with(|slot| slot.replace(kept));
+    result
+}
+
+/// Brings the kept rows of (`workspace_id`, `product_id`) up to date with this connection's
+/// marked changes and returns them.
+fn refresh(
+    conn: &Connection,
+    kept: &mut Kept,
+    workspace_id: &str,
+    product_id: &str,
+) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
+    let marks = CHANGED.with(|changed| changed.borrow_mut().take());
+    let key = (workspace_id.to_owned(), product_id.to_owned());
+    let mut modified = false;
+    if marks.all {
+        kept.entries.clear();
+    } else if !marks.buyers.is_empty() {
+        // Another product's or workspace's rows that name a changed buyer are read again
+        // when next asked for; this one's changed rows are read again now.
+        kept.entries.retain(|other, rows| {
+            other == &key || !rows.iter().any(|row| marks.buyers.contains(&row.buyer_id))
+        });
+        if let Some(rows) = kept.entries.get_mut(&key) {
+            let mut index = 0;
+            while index < rows.len() {
+                if !marks.buyers.contains(&rows[index].buyer_id) {
+                    index += 1;
+                    continue;
+                }
+                let fresh = read_one(conn, workspace_id, product_id, &rows[index].buyer_id);
+                let fresh = match fresh {
+                    Ok(fresh) => fresh,
+                    Err(e) => {
+                        // Not read again: drop the rows rather than keep them stale.
+                        kept.entries.remove(&key);
+                        return Err(e);
+                    }
+                };
+                modified = true;
+                match fresh {
+                    Some(fresh) => {
+                        rows[index] = Rc::new(fresh);
+                        index += 1;
+                    }
+                    None => {
+                        rows.remove(index);
+                    }
+                }
+            }
+        }
+    }
+    let rows = match kept.entries.get(&key) {
+        Some(rows) => rows.clone(),
+        None => {
+            let rows = read(conn, workspace_id, product_id)?;
+            kept.entries.insert(key, rows.clone());
+            modified = true;
+            rows
+        }
+    };
+    if modified {
+        // What is kept now may hold this savepoint's writes: stamped in it, so that
+        // rolling it back shows.
+        let stamp = kept.stamp + 1;
+        if let Err(e) = conn
+            .prepare_cached("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")?
+            .execute([stamp])
+        {
+            kept.entries.clear();
+            return Err(e);
+        }
+        kept.stamp = stamp;
+    }
+    Ok(rows)
+}
+
+/// The copy kept on this thread, for the connection whose stamp table holds `token`.
+#[derive(Default)]
+struct Kept {
+    token: i64,
+    stamp: i64,
+    data_version: i64,
+    entries: HashMap<(String, String), Vec<Rc<Subscribed>>>,
+}
+
+/// The buyers whose rows changed through the connection of `token` since they were last
+/// read again; `all` when the set of rows itself may have changed.
+#[derive(Default)]
+struct Changed {
+    token: i64,
+    all: bool,
+    buyers: HashSet<String>,
+}
+
+impl Changed {
+    fn for_token(token: i64) -> Changed {
+        Changed {
+            token,
+            ..Changed::default()
+        }
+    }
+
+    /// The marks, leaving none (for the same token).
+    fn take(&mut self) -> Changed {
+        std::mem::replace(self, Changed::for_token(self.token))
+    }
+}
+
+thread_local! {
+    static KEPT: RefCell<Kept> = RefCell::new(Kept::default());
+    static CHANGED: RefCell<Changed> = RefCell::new(Changed::default());
+}
+
+/// Tokens tell apart the connections that install the triggers (0 is none).
+static NEXT_TOKEN: AtomicI64 = AtomicI64::new(1);
+
+/// The name of the SQL function the triggers call with a buyer's id, or NULL for all.
+const CHANGED_FUNCTION: &str = "leadrelay_subscribers_changed";
+
+/// What the triggers' function does for the connection of `token`: marks `buyer` (NULL: all).
+fn mark(token: i64, buyer: Option<String>) {
+    CHANGED.with(|changed| {
+        let mut changed = changed.borrow_mut();
+        // Another connection's writes on this thread: what is kept here sees them once
+        // committed (`data_version`).
+        if changed.token != token {
+            return;
+        }
+        match buyer {
+            Some(buyer) => {
+                changed.buyers.insert(buyer);
+            }
+            None => changed.all = true,
+        }
+    });
+}
+
+/// The connection's (token, stamp); `None` when it has no stamp table (not installed yet,
+/// or its installation was rolled back).
+fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
+    let installed: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM temp.sqlite_master
+                            WHERE type = 'table' AND name = 'leadrelay_kept_subscribers')",
+        )?
+        .query_row([], |row| row.get(0))?;
+    if !installed {
+        return Ok(None);
+    }
+    conn.prepare_cached("SELECT token, stamp FROM temp.leadrelay_kept_subscribers")?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()
+}
+
+/// The stamp table and the triggers, which call [`CHANGED_FUNCTION`] with the buyer whose
+/// row changed, or NULL when the rows themselves may have (a subscription, a buyer's id or
+/// workspace). A new buyer has no subscription yet: its first one marks all.
+const INSTALL: &str = "
+    DROP TABLE IF EXISTS temp.leadrelay_kept_subscribers;
+    CREATE TEMP TABLE leadrelay_kept_subscribers (token INTEGER NOT NULL, stamp INTEGER NOT NULL);
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_subscriptions_insert;
+    CREATE TEMP TRIGGER leadrelay_kept_subscriptions_insert AFTER INSERT ON subscriptions
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_subscriptions_update;
+    CREATE TEMP TRIGGER leadrelay_kept_subscriptions_update AFTER UPDATE ON subscriptions
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_subscriptions_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_subscriptions_delete AFTER DELETE ON subscriptions
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_moved;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_moved AFTER UPDATE ON buyers
+    WHEN OLD.id IS NOT NEW.id OR OLD.workspace_id IS NOT NEW.workspace_id
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_update;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_update AFTER UPDATE ON buyers
+    WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
+    BEGIN SELECT leadrelay_subscribers_changed(NEW.id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_delete AFTER DELETE ON buyers
+    BEGIN SELECT leadrelay_subscribers_changed(OLD.id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_insert;
+    CREATE TEMP TRIGGER leadrelay_kept_health_insert AFTER INSERT ON buyer_health
+    BEGIN SELECT leadrelay_subscribers_changed(NEW.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_update;
+    CREATE TEMP TRIGGER leadrelay_kept_health_update AFTER UPDATE ON buyer_health
+    WHEN OLD.state IS NOT NEW.state OR OLD.buyer_id IS NOT NEW.buyer_id
+    BEGIN
+        SELECT leadrelay_subscribers_changed(OLD.buyer_id);
+        SELECT leadrelay_subscribers_changed(NEW.buyer_id);
+    END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_health_delete AFTER DELETE ON buyer_health
+    BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_insert;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_insert AFTER INSERT ON cap_usage
+    BEGIN SELECT leadrelay_subscribers_changed(NEW.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_update;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_update AFTER UPDATE ON cap_usage
+    BEGIN
+        SELECT leadrelay_subscribers_changed(OLD.buyer_id);
+        SELECT leadrelay_subscribers_changed(NEW.buyer_id);
+    END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_delete AFTER DELETE ON cap_usage
+    BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
+";
+
+/// Creates the stamp table and the triggers on `conn` with a new token, and the function
+/// they call, which marks for that token; returns the (token, stamp).
+fn install(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+    conn.create_scalar_function(
+        CHANGED_FUNCTION,
+        1,
+        FunctionFlags::SQLITE_UTF8,
+        move |ctx| {
+            mark(token, ctx.get(0)?);
+            Ok(0_i64)
+        },
+    )?;
+    conn.execute_batch(INSTALL)?;
+    conn.execute(
+        "INSERT INTO temp.leadrelay_kept_subscribers (token, stamp) VALUES (?1, 0)",
+        [token],
+    )?;
+    Ok((token, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{BuyerFixture, add_buyer, database};
+    use super::*;
+
+    fn balances(rows: &[Rc<Subscribed>]) -> Vec<(String, i64)> {
+        rows.iter()
+            .map(|row| (row.buyer_id.clone(), row.balance_cents))
+            .collect()
+    }
+
+    fn kept_balances(conn: &Connection) -> Vec<(String, i64)> {
+        balances(&kept(conn, "ws", "solar").unwrap())
+    }
+
+    fn fresh_balances(conn: &Connection) -> Vec<(String, i64)> {
+        balances(&read(conn, "ws", "solar").unwrap())
+    }
+
+    #[test]
+    fn the_kept_rows_follow_every_write_of_the_connection() {
+        let conn = database();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        add_buyer(&conn, "b", &BuyerFixture::default());
+        assert_eq!(kept_balances(&conn), fresh_balances(&conn));
+        conn.execute_batch("UPDATE buyers SET balance_cents = 700 WHERE id = 'b'")
+            .unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 0), ("b".into(), 700)]);
+        conn.execute_batch(
+            "UPDATE buyers SET status = 'paused' WHERE id = 'a';
+             INSERT INTO buyer_health (buyer_id, state) VALUES ('b', 'unhealthy');",
+        )
+        .unwrap();
+        let rows = kept(&conn, "ws", "solar").unwrap();
+        assert!(rows[0].paused && !rows[1].paused);
+        assert!(rows[1].unhealthy && !rows[0].unhealthy);
+        assert_eq!(rows, read(&conn, "ws", "solar").unwrap());
+        conn.execute_batch("DELETE FROM subscriptions WHERE buyer_id = 'a'")
+            .unwrap();
+        assert_eq!(kept_balances(&conn), [("b".into(), 700)]);
+        add_buyer(&conn, "c", &BuyerFixture::default());
+        assert_eq!(kept_balances(&conn), fresh_balances(&conn));
+        assert_eq!(kept_balances(&conn).len(), 2);
+    }
+
+    #[test]
+    fn a_rolled_back_savepoint_leaves_nothing_kept_ahead_of_the_file() {
+        let conn = database();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        conn.execute_batch("BEGIN").unwrap();
+        // Installed inside a savepoint that is rolled back: installed again afterwards.
+        conn.execute_batch("SAVEPOINT job").unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 0)]);
+        conn.execute_batch("ROLLBACK TO job; RELEASE job").unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 0)]);
+        conn.execute_batch("SAVEPOINT job").unwrap();
+        conn.execute_batch("UPDATE buyers SET balance_cents = 900 WHERE id = 'a'")
+            .unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 900)]);
+        conn.execute_batch("ROLLBACK TO job; RELEASE job").unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 0)], "rolled back");
+        conn.execute_batch("UPDATE buyers SET balance_cents = 300 WHERE id = 'a'")
+            .unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 300)]);
+        conn.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(
+            kept_balances(&conn),
+            [("a".into(), 0)],
+            "transaction rolled back"
+        );
+    }
+
+    #[test]
+    fn another_connections_commit_drops_what_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kept.db");
+        let mut conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        crate::db::apply_migrations(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0);
+             INSERT INTO products (id, workspace_id, slug, name, created_at)
+                 VALUES ('solar', 'ws', 'solar', 'Solar', 0);",
+        )
+        .unwrap();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        assert_eq!(kept_balances(&conn), [("a".into(), 0)]);
+        let cli = Connection::open(&path).unwrap();
+        cli.execute_batch("UPDATE buyers SET balance_cents = 50 WHERE id = 'a'")
+            .unwrap();
+        assert_eq!(kept_balances(&conn), [("a".into(), 50)]);
+    }
+}
