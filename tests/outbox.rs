@@ -549,7 +549,7 @@ fn checked_writes(event_id: &str, txn: &str) -> Vec<(String, &'static str)> {
     ]
 }
 
-/// Migration 24: the CHECKs of the rows a delivery writes compare with OR, so SQLite
+/// Migration 22: the CHECKs of the rows a delivery writes compare with OR, so SQLite
 /// evaluates them without building a temporary b-tree (an `OpenEphemeral` in the
 /// statement's program, which an IN list of three or more constants needs on every run),
 /// and they still refuse what they refused.
@@ -588,7 +588,7 @@ fn the_checks_a_delivery_writes_need_no_temporary_b_tree_and_still_refuse_other_
 }
 
 #[test]
-fn migration_24_rewrites_the_checks_of_a_file_written_before_it_and_it_reads_the_same() {
+fn migration_22_rewrites_the_checks_of_a_file_written_before_it_and_it_reads_the_same() {
     let (server, _receiver) = started("/ok");
     let db = server.db.path.clone();
     let (txn, event_id) = new_delivery(&server, 1, "b");
@@ -596,7 +596,7 @@ fn migration_24_rewrites_the_checks_of_a_file_written_before_it_and_it_reads_the
     let transaction = lr(&db, format!("transaction show {txn}")).json();
     let _file = server.stop();
 
-    // The file as a build before migration 24 left it: the CHECKs with their IN lists,
+    // The file as a build before migration 22 left it: the CHECKs with their IN lists,
     // schema version 21 (the migrations after it run again and must not mind).
     {
         let conn = rusqlite::Connection::open(&db).unwrap();

@@ -76,12 +76,12 @@ const MIGRATIONS: &[Migration] = &[
     // The CHECKs written per delivery and outbox event compare with OR, not IN: no
     // temporary b-tree per insert (the tables' text only, see the file).
     Migration {
-        sql: include_str!("../../migrations/0024_checks_without_in.sql"),
+        sql: include_str!("../../migrations/0022_checks_without_in.sql"),
         then: Some(checks_rewritten),
     },
 ];
 
-/// Migration 24's step: moves the schema version on after the tables' SQL was rewritten in
+/// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in
 /// `sqlite_schema`, so that every other connection parses it again (this one did at
 /// `writable_schema = RESET`), and reads each table once so that a text SQLite cannot parse
 /// fails the migration (and rolls it back) instead of the next open.

@@ -339,12 +339,12 @@ fn builds_a_temporary_b_tree(conn: &Connection, sql: &str) -> rusqlite::Result<b
 }
 
 #[test]
-fn the_writer_that_ran_migration_24_writes_with_the_new_checks() {
+fn the_writer_that_ran_migration_22_writes_with_the_new_checks() {
     const UPDATE: &str = "UPDATE outbox_events SET status = 'failed' WHERE id = 'evt_x'";
     let dir = tempfile::tempdir().expect("a temp dir can be made");
     let path = dir.path().join("test.db");
     Db::open(&path).expect("a new database opens").close();
-    // Back to the text before migration 24, schema version 21.
+    // Back to the text before migration 22, schema version 21.
     let conn = Connection::open(&path).unwrap();
     let version: i64 = conn
         .pragma_query_value(None, "schema_version", |r| r.get(0))

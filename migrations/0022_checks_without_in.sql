@@ -1,4 +1,4 @@
--- leadrelay schema, migration 24: the CHECKs of the outbox's tables and of `transactions`
+-- leadrelay schema, migration 22: the CHECKs of the outbox's tables and of `transactions`
 -- compare with OR, not IN, as those of `leads` always have (see `leads.quality_status` in
 -- migration 1). SQLite evaluates an IN list of three or more constants through a temporary
 -- b-tree that it builds and drops each time the CHECK runs: on every insert of a
