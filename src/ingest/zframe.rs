@@ -45,16 +45,37 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
+type Slot<T> = std::thread::LocalKey<RefCell<Option<T>>>;
+
+/// `f` with this thread's compression context in `slot`, made on first use.
+fn with_compressor<R>(
+    slot: &'static Slot<zstd::bulk::Compressor<'static>>,
+    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> R,
+) -> R {
+    slot.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        f(slot.get_or_insert_with(|| {
+            zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made")
+        }))
+    })
+}
+
+/// `f` with this thread's decompression context in `slot`, made on first use.
+fn with_decompressor<R>(
+    slot: &'static Slot<zstd::bulk::Decompressor<'static>>,
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> R,
+) -> R {
+    slot.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        f(slot.get_or_insert_with(|| {
+            zstd::bulk::Decompressor::new().expect("a zstd context can be made")
+        }))
+    })
+}
+
 /// `data` as a zstd frame (with its checksum) against the raw dictionary `dict`.
 pub(super) fn compress(dict: &[u8], data: &[u8]) -> Vec<u8> {
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(compressor) => compressor,
-            None => {
-                slot.insert(zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made"))
-            }
-        };
+    with_compressor(&COMPRESSOR, |compressor| {
         compressor
             .set_dictionary(LEVEL, dict)
             .and_then(|()| compressor.include_checksum(true))
@@ -67,14 +88,7 @@ pub(super) fn compress(dict: &[u8], data: &[u8]) -> Vec<u8> {
 /// What `frame` holds, decoded against the raw dictionary `dict`; refused when it would be
 /// longer than `max` bytes, is not a frame, or its checksum does not match.
 pub(super) fn decompress(dict: &[u8], frame: &[u8], max: usize) -> std::io::Result<Vec<u8>> {
-    DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let decompressor = match slot.as_mut() {
-            Some(decompressor) => decompressor,
-            None => {
-                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
-            }
-        };
+    with_decompressor(&DECOMPRESSOR, |decompressor| {
         decompressor
             .set_dictionary(dict)
             .and_then(|()| decompressor.decompress(frame, max))
@@ -84,14 +98,7 @@ pub(super) fn decompress(dict: &[u8], frame: &[u8], max: usize) -> std::io::Resu
 /// `data` as a zstd frame (with its checksum) against the prepared dictionary `dict`, at its
 /// level; [`decompress`] against the same raw bytes reads it too.
 pub(super) fn compress_prepared(dict: &'static Prepared, data: &[u8]) -> Vec<u8> {
-    PREPARED_COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(compressor) => compressor,
-            None => {
-                slot.insert(zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made"))
-            }
-        };
+    with_compressor(&PREPARED_COMPRESSOR, |compressor| {
         compressor
             .set_prepared_dictionary(&dict.encoder)
             .and_then(|()| compressor.include_checksum(true))
@@ -108,14 +115,7 @@ pub(super) fn decompress_prepared(
     frame: &[u8],
     max: usize,
 ) -> std::io::Result<Vec<u8>> {
-    PREPARED_DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let decompressor = match slot.as_mut() {
-            Some(decompressor) => decompressor,
-            None => {
-                slot.insert(zstd::bulk::Decompressor::new().expect("a zstd context can be made"))
-            }
-        };
+    with_decompressor(&PREPARED_DECOMPRESSOR, |decompressor| {
         decompressor
             .set_prepared_dictionary(&dict.decoder)
             .and_then(|()| decompressor.decompress(frame, max))
