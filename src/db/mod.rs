@@ -49,6 +49,10 @@ pub fn busy_timeout() -> Duration {
     Duration::from_millis(BUSY_TIMEOUT_MS.load(Ordering::Relaxed))
 }
 
+/// The writer connection's page cache: 64 MiB (`PRAGMA cache_size` reads a negative
+/// count as KiB).
+const WRITER_CACHE_KIB: i64 = -65_536;
+
 /// Prepared statements kept per connection (see [`configure`]).
 const STATEMENT_CACHE_CAPACITY: usize = 128;
 
@@ -274,6 +278,13 @@ impl Db {
             write_conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         }
         configure(&mut write_conn)?;
+        // The writer's page cache holds the b-tree pages its jobs walk; with SQLite's default
+        // of 2 MB, a file of a million delivered leads made every delivery fetch the leaf
+        // pages of its random-keyed indexes again from the OS, and auto-delivery ran 6-7%
+        // slower than on a fresh file (BENCHMARKS.md, session 8). Only the writer's: the
+        // readers are many and short-lived, and its pages stay valid between jobs since no
+        // other connection writes.
+        write_conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
         migrate::apply(&mut write_conn)?;
 
         let manager = SqliteConnectionManager::file(&path).with_init(configure);
