@@ -267,7 +267,7 @@ fn tally(bidders: &[Bidder], results: Vec<BidResult>) -> Bids {
 
 /// What a recorded bid was asked for.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Owner<'a> {
+pub enum Owner<'a> {
     Ping(&'a str),
     /// A lead request decided by auto-delivery.
     Request(&'a str),
@@ -353,7 +353,7 @@ pub(crate) fn known(conn: &Connection, owner: Owner) -> rusqlite::Result<KnownBi
 }
 
 /// The bids of `owner` as the operator sees them (`ping show`, `lead show`).
-pub(crate) fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Value>> {
+pub fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Value>> {
     let (sql, id) = of_owner(owner);
     conn.prepare_cached(sql)?
         .query_map([id], |row| {

@@ -19,55 +19,17 @@
 //! the transactions (the migration that introduced them, a workspace's new time zone).
 //! [`usage_now`] is the one read of "cap use of buyer × product now" for every caller.
 
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
 
-/// Half-open `[start, end)` intervals in milliseconds UTC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Windows {
-    pub day: (i64, i64),
-    pub month: (i64, i64),
-}
-
-impl Windows {
-    /// The local day and month that `now_ms` falls in, in `tz`. Days are 23 or 25 hours
-    /// long on daylight-saving changes, and a day that starts in a gap starts when the
-    /// clocks allow: the time zone database decides, never a fixed 24 hours.
-    pub(crate) fn at(now_ms: i64, tz: &TimeZone) -> Windows {
-        let now = Timestamp::from_millisecond(now_ms).unwrap_or(Timestamp::UNIX_EPOCH);
-        let date = now.to_zoned(tz.clone()).date();
-        let start_of = |date: jiff::civil::Date| -> i64 {
-            date.to_zoned(tz.clone())
-                .map(|z| z.timestamp().as_millisecond())
-                // Only dates near the end of jiff's range fail; no stored time is there.
-                .unwrap_or(i64::MAX)
-        };
-        let tomorrow = date.tomorrow().unwrap_or(date);
-        let first = date.first_of_month();
-        let next_month = first
-            .checked_add(jiff::Span::new().months(1))
-            .unwrap_or(first);
-        Windows {
-            day: (start_of(date), start_of(tomorrow)),
-            month: (start_of(first), start_of(next_month)),
-        }
-    }
-}
+pub use leadrelay_rules::windows::Windows;
 
 /// What a buyer uses of its caps for a product in today's and this month's window:
 /// live transactions plus held places.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Usage {
+pub struct Usage {
     pub today: i64,
     pub this_month: i64,
-}
-
-impl Windows {
-    /// Whether `at` falls in these windows' day.
-    pub(crate) fn contains(&self, at: i64) -> bool {
-        (self.day.0..self.day.1).contains(&at)
-    }
 }
 
 /// A subscription's caps; `None` is no cap.
@@ -158,7 +120,7 @@ pub(crate) fn counters_from_row(row: &rusqlite::Row, first: usize) -> rusqlite::
 
 /// The workspace's time zone (UTC when the workspace is missing or names a zone the
 /// bundled database no longer knows).
-pub(crate) fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<TimeZone> {
+pub fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<TimeZone> {
     let zone: Option<String> = conn
         .prepare_cached("SELECT timezone FROM workspaces WHERE id = ?1")?
         .query_row([workspace_id], |row| row.get(0))
@@ -171,7 +133,7 @@ pub(crate) fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Re
 /// Cap use of a buyer for a product now: the one read for `buyer terms`, auto-delivery
 /// and ping reservations. `windows` are the current ones in the workspace's time zone
 /// ([`Windows::at`] with [`timezone_of`]).
-pub(crate) fn usage_now(
+pub fn usage_now(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,
@@ -365,6 +327,8 @@ pub(crate) fn rebuild(
 
 #[cfg(test)]
 mod tests {
+    use jiff::Timestamp;
+
     use super::*;
     use crate::autodelivery::testing::{BuyerFixture, add_buyer, add_transaction, database};
 

@@ -28,7 +28,7 @@ pub(crate) const MIN_FREE_BYTES: u64 = 1024 * 1024;
 
 /// Why the service cannot serve now.
 #[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum Unhealthy {
+pub enum Unhealthy {
     #[error("shutting down")]
     ShuttingDown,
     #[error("database cannot be read: {0}")]
@@ -42,7 +42,7 @@ pub(crate) enum Unhealthy {
 
 impl Unhealthy {
     /// The storage fault behind the answer, if that is the cause.
-    pub(crate) fn storage_fault(&self) -> Option<StorageFault> {
+    pub fn storage_fault(&self) -> Option<StorageFault> {
         match self {
             Unhealthy::Unwritable { fault, .. } => *fault,
             _ => None,
@@ -60,7 +60,7 @@ impl Unhealthy {
 /// The write probe of one service and its latest result. Concurrent checks share one
 /// probe: the first runs it, the others wait for it and take its result.
 #[derive(Default)]
-pub(crate) struct Prober {
+pub struct Prober {
     last: tokio::sync::Mutex<Option<Probe>>,
 }
 
@@ -72,7 +72,7 @@ struct Probe {
 
 /// Reads the outbox figures through the read pool, then checks that a write can be
 /// committed: room on the file system, the probe (run or cached), the latest commit.
-pub(crate) async fn check(db: &Db, prober: &Prober) -> Result<Figures, Unhealthy> {
+pub async fn check(db: &Db, prober: &Prober) -> Result<Figures, Unhealthy> {
     let figures = db
         .read(|conn| crate::outbox::store::figures(conn).map_err(DbError::from))
         .await

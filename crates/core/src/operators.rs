@@ -19,13 +19,13 @@ use serde_json::{Value, json};
 use crate::db::{Db, DbError};
 
 /// How long a session lasts after login; the operator signs in again after that.
-pub(crate) const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;
+pub const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;
 
 /// Longest operator name, in characters.
 const MAX_NAME_CHARS: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OperatorError {
+pub enum OperatorError {
     #[error("unknown operator '{0}'")]
     NotFound(String),
     #[error("{0}")]
@@ -42,7 +42,7 @@ impl From<rusqlite::Error> for OperatorError {
 
 /// An operator as listed: never the token or its hash.
 #[derive(Debug, Clone)]
-pub(crate) struct Operator {
+pub struct Operator {
     pub id: String,
     pub name: String,
     pub created_at: i64,
@@ -51,7 +51,7 @@ pub(crate) struct Operator {
 }
 
 impl Operator {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "id": self.id,
             "name": self.name,
@@ -64,13 +64,13 @@ impl Operator {
 
 /// A new operator with its token, which exists in clear only here.
 #[derive(Debug)]
-pub(crate) struct Created {
+pub struct Created {
     pub operator: Operator,
     pub token: String,
 }
 
 /// Creates an operator named `name` and returns it with its token.
-pub(crate) fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, OperatorError> {
+pub fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, OperatorError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(OperatorError::Invalid(format!(
@@ -108,7 +108,7 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Operator> {
 const COLUMNS: &str = "id, name, created_at, revoked_at, last_login_at";
 
 /// Every operator, revoked ones included, oldest first.
-pub(crate) fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
+pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
     let mut statement =
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operators ORDER BY id"))?;
     let rows = statement.query_map([], from_row)?;
@@ -123,7 +123,7 @@ pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Opera
 
 /// Revokes operator `id`: its token stops working and its sessions end now. Revoking a
 /// revoked operator changes nothing.
-pub(crate) fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, OperatorError> {
+pub fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, OperatorError> {
     let Some(operator) = find(conn, id)? else {
         return Err(OperatorError::NotFound(id.to_string()));
     };
@@ -138,13 +138,13 @@ pub(crate) fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, 
 
 /// A signed-in operator, as a console page sees it.
 #[derive(Debug, Clone)]
-pub(crate) struct Session {
+pub struct Session {
     pub operator_name: String,
 }
 
 /// A session just opened: its id exists in clear only here (for the cookie).
 #[derive(Debug)]
-pub(crate) struct Opened {
+pub struct Opened {
     pub session_id: String,
 }
 
@@ -192,11 +192,7 @@ pub(crate) fn login(
 }
 
 /// The live session whose id is `session_id`: not expired, its operator not revoked.
-pub(crate) fn session(
-    conn: &Connection,
-    session_id: &str,
-    now: i64,
-) -> rusqlite::Result<Option<Session>> {
+pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
     conn.prepare_cached(
         "SELECT o.name FROM operator_sessions s \
          JOIN operators o ON o.id = s.operator_id \
@@ -211,16 +207,12 @@ pub(crate) fn session(
 }
 
 /// [`login`] as one writer job, for the console's login form.
-pub(crate) async fn sign_in(
-    db: &Db,
-    token: String,
-    now: i64,
-) -> Result<Option<Opened>, OperatorError> {
+pub async fn sign_in(db: &Db, token: String, now: i64) -> Result<Option<Opened>, OperatorError> {
     db.write(move |conn| login(conn, &token, now)).await
 }
 
 /// [`logout`] as one writer job, for the console's sign-out button.
-pub(crate) async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
+pub async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
     db.write(move |conn| Ok::<_, DbError>(logout(conn, &session_id)?))
         .await
 }

@@ -6,7 +6,7 @@
 //! `DESIGN.md`; a test keeps its paths and methods equal to the router's `ROUTES`.
 
 /// The document, exactly as committed.
-pub const DOCUMENT: &str = include_str!("../openapi.json");
+pub const DOCUMENT: &str = include_str!("../../../openapi.json");
 
 #[cfg(test)]
 mod tests {

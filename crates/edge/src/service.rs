@@ -46,7 +46,7 @@ pub async fn run_with_console(
 ) -> std::io::Result<()> {
     let mut state = AppState::new(db.clone(), options.server);
     state.outbox = options.outbox.clone();
-    state.bids = crate::outbox::bid::BidClient::new(crate::outbound_url::Reach::public_only(
+    state.bids = crate::outbox::bid::client(crate::outbound_url::Reach::public_only(
         options.delivery.public_outbound_only,
     ));
     let state = Arc::new(state);

@@ -30,7 +30,7 @@ pub enum DurationError {
 }
 
 /// Parses `500ms`, `30s`, `5m`, `2h`, `7d` or `0`.
-pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     let digits = text
         .find(|c: char| !c.is_ascii_digit())
@@ -56,7 +56,7 @@ pub(crate) fn parse(text: &str) -> Result<Duration, DurationError> {
 }
 
 /// Like [`parse`], and a bare number is that many seconds (the flags of 0.1.0 took those).
-pub(crate) fn parse_or_seconds(text: &str) -> Result<Duration, DurationError> {
+pub fn parse_or_seconds(text: &str) -> Result<Duration, DurationError> {
     let trimmed = text.trim();
     match trimmed.parse::<u64>() {
         Ok(seconds) => Ok(Duration::from_secs(seconds)),
@@ -65,7 +65,7 @@ pub(crate) fn parse_or_seconds(text: &str) -> Result<Duration, DurationError> {
 }
 
 /// [`parse_or_seconds`] for a setting stored in whole seconds (`--cancellation-window`).
-pub(crate) fn parse_whole_seconds(text: &str) -> Result<i64, DurationError> {
+pub fn parse_whole_seconds(text: &str) -> Result<i64, DurationError> {
     let duration = parse_or_seconds(text)?;
     if duration.subsec_nanos() != 0 {
         return Err(DurationError::NotWholeSeconds(text.trim().to_string()));
@@ -75,7 +75,7 @@ pub(crate) fn parse_whole_seconds(text: &str) -> Result<i64, DurationError> {
 
 /// `duration` in the largest unit that states it exactly: `5m`, not `300s`; `1500ms`.
 /// Below a millisecond it is truncated to whole milliseconds (no flag takes less).
-pub(crate) fn format(duration: Duration) -> String {
+pub fn format(duration: Duration) -> String {
     let millis = duration.as_millis();
     if millis == 0 {
         return "0s".to_string();

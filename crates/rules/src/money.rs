@@ -21,11 +21,11 @@ pub(crate) const MAX_CENTS: i64 = 100_000_000_000;
 pub(crate) const MAX_BALANCE_CENTS: i64 = MAX_CENTS;
 
 /// [`MAX_CENTS`] as people read it, for messages.
-pub(crate) const BOUND_TEXT: &str = "1,000,000,000.00";
+pub const BOUND_TEXT: &str = "1,000,000,000.00";
 
 /// Why a text is not an acceptable amount.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum AmountError {
+pub enum AmountError {
     #[error("invalid amount '{0}': expected a number like 12, 12.5 or 12.50")]
     Invalid(String),
     #[error("amount '{0}' is out of range: amounts are bounded to ±{BOUND_TEXT}")]
@@ -139,7 +139,7 @@ fn parse_exponent(text: &str) -> Option<i64> {
 
 /// A non-negative amount typed by the operator (`--price 12.50`, `--credit-limit 500`),
 /// in cents.
-pub(crate) fn parse_cents(text: &str) -> Result<i64, AmountError> {
+pub fn parse_cents(text: &str) -> Result<i64, AmountError> {
     let cents = parse_signed_cents(text)?;
     if cents < 0 {
         return Err(AmountError::Negative(text.to_string()));
@@ -149,12 +149,12 @@ pub(crate) fn parse_cents(text: &str) -> Result<i64, AmountError> {
 
 /// An amount typed by the operator that may be negative (`--amount=-5` of an adjustment),
 /// in cents.
-pub(crate) fn parse_signed_cents(text: &str) -> Result<i64, AmountError> {
+pub fn parse_signed_cents(text: &str) -> Result<i64, AmountError> {
     parse(text.trim(), Syntax::Plain)
 }
 
 /// A JSON number's text as sent (e.g. a buyer's `buyerPrice`), in cents.
-pub(crate) fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
+pub fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
     parse(text, Syntax::Json)
 }
 
@@ -163,18 +163,18 @@ pub(crate) fn cents_from_json_text(text: &str) -> Result<i64, AmountError> {
 /// keeps: cents below 2^53 are exact in a float, the division by 100 is correctly rounded
 /// to the float nearest the decimal, and its shortest form (what serde_json writes) is that
 /// decimal; serde_json writes an exponent only from 10^16 on, far past any bound here.
-pub(crate) fn to_json(cents: i64) -> Value {
+pub fn to_json(cents: i64) -> Value {
     Value::from(as_f64(cents))
 }
 
 /// Cents as the JSON number of euros that [`to_json`] gives, for typed serialisation.
-pub(crate) fn as_f64(cents: i64) -> f64 {
+pub fn as_f64(cents: i64) -> f64 {
     cents as f64 / 100.0
 }
 
 /// Cents as text with two decimals: 1250 → "12.50", -5 → "-0.05". Takes any integer up
 /// to `i128`, so a message can show a sum that leaves `i64`.
-pub(crate) fn display(cents: impl Into<i128>) -> String {
+pub fn display(cents: impl Into<i128>) -> String {
     let cents: i128 = cents.into();
     let sign = if cents < 0 { "-" } else { "" };
     let abs = cents.unsigned_abs();
@@ -183,7 +183,7 @@ pub(crate) fn display(cents: impl Into<i128>) -> String {
 
 /// A balance moved by `delta`, if it stays within ±[`MAX_BALANCE_CENTS`]; `None` when it
 /// would leave that range (or overflow, which a bounded balance never does).
-pub(crate) fn moved_balance(balance_cents: i64, delta_cents: i64) -> Option<i64> {
+pub fn moved_balance(balance_cents: i64, delta_cents: i64) -> Option<i64> {
     balance_cents
         .checked_add(delta_cents)
         .filter(|after| after.unsigned_abs() <= MAX_BALANCE_CENTS as u64)

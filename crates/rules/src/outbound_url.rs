@@ -24,7 +24,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 /// Why a URL is not one leadrelay sends to. The messages never repeat a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum OutboundUrlError {
+pub enum OutboundUrlError {
     #[error("'{url}' is not an absolute http:// or https:// URL")]
     NotHttp { url: String },
     #[error(
@@ -47,7 +47,7 @@ pub(crate) enum OutboundUrlError {
 
 /// Which addresses leadrelay sends to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Reach {
+pub enum Reach {
     /// DESIGN.md section 16: any address but a link-local one.
     #[default]
     AnyButLinkLocal,
@@ -57,7 +57,7 @@ pub(crate) enum Reach {
 
 impl Reach {
     /// The reach `serve --public-outbound-only` asks for.
-    pub(crate) fn public_only(public_only: bool) -> Reach {
+    pub fn public_only(public_only: bool) -> Reach {
         if public_only {
             Reach::PublicOnly
         } else {
@@ -68,13 +68,13 @@ impl Reach {
 
 /// Whether leadrelay may send requests to `url` under the default reach (the rule when a
 /// URL is set).
-pub(crate) fn check(url: &str) -> Result<(), OutboundUrlError> {
+pub fn check(url: &str) -> Result<(), OutboundUrlError> {
     check_with(url, Reach::default())
 }
 
 /// Whether leadrelay may send requests to `url` under `reach` (the rule before each send).
 /// A host name passes here; its addresses are checked by [`check_resolved`].
-pub(crate) fn check_with(url: &str, reach: Reach) -> Result<(), OutboundUrlError> {
+pub fn check_with(url: &str, reach: Reach) -> Result<(), OutboundUrlError> {
     let not_http = || OutboundUrlError::NotHttp {
         url: url.chars().take(200).collect(),
     };
@@ -98,7 +98,7 @@ pub(crate) fn check_with(url: &str, reach: Reach) -> Result<(), OutboundUrlError
 }
 
 /// Whether leadrelay may connect to `ip`, which the host name `name` resolved to.
-pub(crate) fn check_resolved(name: &str, ip: IpAddr, reach: Reach) -> Result<(), OutboundUrlError> {
+pub fn check_resolved(name: &str, ip: IpAddr, reach: Reach) -> Result<(), OutboundUrlError> {
     check_address(ip, reach, || format!("{name} (resolved to {ip})"))
 }
 

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 /// A request's id, cheap to clone into jobs and log lines.
-pub(crate) type RequestId = Arc<str>;
+pub type RequestId = Arc<str>;
 
 /// The longest id taken from a client; a longer one is replaced by a new id.
 pub(crate) const MAX_LEN: usize = 128;
@@ -40,12 +40,12 @@ pub(crate) fn is_sane(id: &str) -> bool {
 }
 
 /// A new id: `req_` and a ULID, so ids sort by arrival.
-pub(crate) fn generate() -> RequestId {
+pub fn generate() -> RequestId {
     crate::ids::new("req").into()
 }
 
 /// The client's id when it sent a sane one (as bytes of a header value), else a new one.
-pub(crate) fn from_client(sent: Option<&[u8]>) -> RequestId {
+pub fn from_client(sent: Option<&[u8]>) -> RequestId {
     match sent.and_then(|bytes| std::str::from_utf8(bytes).ok()) {
         Some(id) if is_sane(id) => id.into(),
         _ => generate(),
@@ -53,13 +53,13 @@ pub(crate) fn from_client(sent: Option<&[u8]>) -> RequestId {
 }
 
 /// Runs `future` (a request's handling) with `id` as the current request id.
-pub(crate) async fn scope<F: Future>(id: RequestId, future: F) -> F::Output {
+pub async fn scope<F: Future>(id: RequestId, future: F) -> F::Output {
     TASK.scope(id, future).await
 }
 
 /// Runs `f` on this thread with `id` as the current request id (none when `None`), and
 /// restores the previous one after.
-pub(crate) fn on_thread<R>(id: Option<&RequestId>, f: impl FnOnce() -> R) -> R {
+pub fn on_thread<R>(id: Option<&RequestId>, f: impl FnOnce() -> R) -> R {
     let previous = THREAD.with(|current| current.replace(id.cloned()));
     let result = f();
     THREAD.with(|current| *current.borrow_mut() = previous);
@@ -67,7 +67,7 @@ pub(crate) fn on_thread<R>(id: Option<&RequestId>, f: impl FnOnce() -> R) -> R {
 }
 
 /// The id of the request the running code works for, if any.
-pub(crate) fn current() -> Option<RequestId> {
+pub fn current() -> Option<RequestId> {
     TASK.try_with(Clone::clone)
         .ok()
         .or_else(|| THREAD.with(|current| current.borrow().clone()))

@@ -23,7 +23,7 @@ pub(crate) const VERSION: &str = "1.0";
 /// Why a request's evaluation ended as it did: the request's `reason` (its `outcome` is
 /// only whether anything was delivered).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RequestReason {
+pub enum RequestReason {
     Delivered,
     NotRoutingReady,
     DuplicateReview,
@@ -49,7 +49,7 @@ impl RequestReason {
 
 /// One transaction auto-delivery created.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Delivery {
+pub struct Delivery {
     pub transaction_id: String,
     pub buyer_id: String,
     pub price_cents: i64,
@@ -58,7 +58,7 @@ pub(crate) struct Delivery {
 
 /// The decision for one interest.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RequestDecision {
+pub struct RequestDecision {
     pub request_id: String,
     pub reason: RequestReason,
     /// `None` when an earlier step ended the evaluation.
@@ -232,7 +232,7 @@ fn candidate_shown(candidate: &Candidate, view: View) -> CandidateShown<'_> {
 
 /// Every evaluated interest of one lead: the ingest result's `autoDelivery`.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct AutoDelivery {
+pub struct AutoDelivery {
     pub requests: Vec<RequestDecision>,
 }
 
@@ -282,7 +282,7 @@ impl Serialize for Requests<'_> {
 
 impl AutoDelivery {
     /// The operator's view (`lead reroute`): every candidate with its price and detail.
-    pub(crate) fn to_operator_json(&self) -> Value {
+    pub fn to_operator_json(&self) -> Value {
         json!({
             "version": VERSION,
             "delivered": self.delivered(),

@@ -37,7 +37,7 @@ use crate::ledger;
 
 /// A candidate's standing, from ineligible through the selection's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reason {
+pub enum Reason {
     BuyerPaused,
     BuyerUnhealthy,
     FilterMismatch,
@@ -86,7 +86,7 @@ impl Reason {
 
 /// A subscribed buyer with the terms that rank it and its verdict.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Candidate {
+pub struct Candidate {
     pub buyer_id: String,
     pub price_cents: i64,
     pub priority: i64,

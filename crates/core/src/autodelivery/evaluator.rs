@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use super::features::{CATEGORIES, Category, FEATURES, Feature, Features, rounded};
 
 /// The model's name in every evaluation, so a stored decision says what produced it.
-pub(crate) const MODEL: &str = "leadrelay-logistic-v1";
+pub const MODEL: &str = "leadrelay-logistic-v1";
 
 /// The name of the constant term among the weights and factors.
 pub(crate) const INTERCEPT: &str = "intercept";
@@ -33,7 +33,7 @@ pub(crate) const INTERCEPT: &str = "intercept";
 const MAX_WEIGHT: f64 = 100.0;
 
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Weights {
+pub struct Weights {
     pub intercept: f64,
     /// Indexed by [`Feature::index`].
     pub features: [f64; FEATURES.len()],
@@ -47,7 +47,7 @@ pub(crate) struct Weights {
 /// quality is `invalid`, which ends auto-delivery before the evaluation. Features added
 /// later (`duplicatesSeen`) and the categories start at 0, so they change no score until
 /// an operator sets or trains them.
-pub(crate) const DEFAULT_WEIGHTS: Weights = Weights {
+pub const DEFAULT_WEIGHTS: Weights = Weights {
     intercept: -3.0,
     features: [1.5, 1.5, 1.0, 1.0, 1.5, 1.0, -1.0, 0.0],
     categories: BTreeMap::new(),
@@ -114,7 +114,7 @@ impl Weights {
 
     /// Sets one weight by name: `intercept`, a feature name or a category factor
     /// (`source:web`; 0 removes its weight).
-    pub(crate) fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
         if !value.is_finite() || value.abs() > MAX_WEIGHT {
             return Err(format!(
                 "weight {name} must be a number from -{MAX_WEIGHT} to {MAX_WEIGHT}"
@@ -145,7 +145,7 @@ impl Weights {
 
     /// Applies every weight of a JSON object on top of `self`; names it does not give keep
     /// their value.
-    pub(crate) fn merge_json(&mut self, object: &Value) -> Result<(), String> {
+    pub fn merge_json(&mut self, object: &Value) -> Result<(), String> {
         let map = object
             .as_object()
             .ok_or("weights are a JSON object of name to number")?;
@@ -160,7 +160,7 @@ impl Weights {
 
     /// `{"intercept": …, "validEmail": …, …, "source:web": …}`: the intercept, the
     /// features in their fixed order, then the categories by name.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert(INTERCEPT.into(), Value::from(self.intercept));
         for feature in FEATURES {
@@ -175,7 +175,7 @@ impl Weights {
 
 /// One line of the explanation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Factor {
+pub struct Factor {
     pub name: Cow<'static, str>,
     pub value: f64,
     pub weight: f64,
@@ -184,7 +184,7 @@ pub(crate) struct Factor {
 
 /// The `evaluation` object of a Delivery 1.0 request result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Evaluation {
+pub struct Evaluation {
     pub model: &'static str,
     pub score: i64,
     pub threshold: i64,

@@ -138,7 +138,7 @@ impl Category {
 /// What `evaluator train --features` selects: the base features, one later numeric
 /// feature, or a family of categories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Group {
+pub enum Group {
     Base,
     DuplicatesSeen,
     Source,
@@ -146,7 +146,7 @@ pub(crate) enum Group {
     HourOfDay,
 }
 
-pub(crate) const GROUPS: [Group; 5] = [
+pub const GROUPS: [Group; 5] = [
     Group::Base,
     Group::DuplicatesSeen,
     Group::Source,
@@ -155,7 +155,7 @@ pub(crate) const GROUPS: [Group; 5] = [
 ];
 
 impl Group {
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Group::Base => "base",
             Group::DuplicatesSeen => "duplicatesSeen",
@@ -165,7 +165,7 @@ impl Group {
         }
     }
 
-    pub(crate) fn from_name(name: &str) -> Option<Group> {
+    pub fn from_name(name: &str) -> Option<Group> {
         GROUPS.into_iter().find(|g| g.name() == name)
     }
 

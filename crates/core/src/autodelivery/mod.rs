@@ -17,17 +17,17 @@
 
 pub(crate) mod decision;
 pub(crate) mod eligibility;
-pub(crate) mod evaluator;
-pub(crate) mod features;
+pub mod evaluator;
+pub mod features;
 pub(crate) mod filters;
-pub(crate) mod schedule;
+pub mod schedule;
 pub(crate) mod select;
 pub(crate) mod stored_features;
 pub(crate) mod subscribers;
-#[cfg(test)]
-pub(crate) mod testing;
-pub(crate) mod waterfall;
-pub(crate) mod weights;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod waterfall;
+pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
@@ -548,7 +548,7 @@ pub(crate) fn refusal_of<T>(
 
 /// Why `lead reroute` was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum RerouteError {
+pub enum RerouteError {
     #[error("unknown lead '{0}'")]
     NotFound(String),
     #[error("lead '{lead_id}' is {status} and cannot be delivered")]
@@ -577,7 +577,7 @@ impl From<DbError> for RerouteError {
 /// buyer that held the request before, its transaction voided or rejected, is not eligible
 /// again (`already_delivered`). Each decision replaces the request's stored one; the
 /// operator's view of them is returned.
-pub(crate) fn reroute(
+pub fn reroute(
     conn: &Connection,
     lead_id: &str,
     now_ms: i64,

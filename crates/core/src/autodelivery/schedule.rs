@@ -161,12 +161,12 @@ impl Window {
 /// A subscription's schedule: open when any window is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub(crate) struct Schedule {
+pub struct Schedule {
     windows: Vec<Window>,
 }
 
 impl Schedule {
-    pub(crate) fn new(windows: Vec<Window>) -> Schedule {
+    pub fn new(windows: Vec<Window>) -> Schedule {
         Schedule { windows }
     }
 
@@ -181,7 +181,7 @@ impl Schedule {
         Ok(Schedule { windows })
     }
 
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("a schedule always serialises")
     }
 

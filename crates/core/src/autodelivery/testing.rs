@@ -13,7 +13,7 @@ use crate::ingest::status::{LeadStatus, RequestStatus};
 
 /// Lead `lead_test` with `fields` set by interface name (read as ingest's validation reads
 /// a Lead), quality ok and unique, with request [`request`] and no answers.
-pub(crate) fn lead(fields: &[(&str, &str)]) -> StoredLead {
+pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
     let body: Map<String, Value> = fields
         .iter()
         .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
@@ -39,7 +39,7 @@ pub(crate) fn lead(fields: &[(&str, &str)]) -> StoredLead {
 }
 
 /// An interest in `solar` with `answers`, asking for auto-delivery.
-pub(crate) fn interest(answers: &[(&str, &str)]) -> Interest {
+pub fn interest(answers: &[(&str, &str)]) -> Interest {
     Interest {
         product_id: "solar".into(),
         product_slug: "solar".into(),
@@ -54,7 +54,7 @@ pub(crate) fn interest(answers: &[(&str, &str)]) -> Interest {
 }
 
 /// Request `lreq_test` of `lead_test`: an interest in `solar` with `answers`.
-pub(crate) fn request(answers: &[(&str, &str)]) -> StoredRequest {
+pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
     StoredRequest {
         id: "lreq_test".into(),
         position: 0,
@@ -68,7 +68,7 @@ pub(crate) fn request(answers: &[(&str, &str)]) -> StoredRequest {
 /// An in-memory database with the schema; workspaces `ws` and `other`; products `solar` and
 /// `heat`; channel `web` with source `src`; lead `lead_test` with requests `lreq_test` and
 /// `lreq_old` for `solar`.
-pub(crate) fn database() -> Connection {
+pub fn database() -> Connection {
     let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
     crate::db::apply_migrations(&mut conn).expect("the schema applies");
     conn.execute_batch(
@@ -92,7 +92,7 @@ pub(crate) fn database() -> Connection {
 
 /// A buyer and its subscription as the tests vary them; the default is an active postpaid
 /// buyer subscribed to `solar` at 10.00 with no caps, filters or schedule.
-pub(crate) struct BuyerFixture<'a> {
+pub struct BuyerFixture<'a> {
     pub status: &'a str,
     pub plan: &'a str,
     pub balance_cents: i64,
@@ -123,7 +123,7 @@ impl Default for BuyerFixture<'_> {
 }
 
 /// A buyer `id` of `ws` with its subscription as `fixture` says.
-pub(crate) fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
+pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
     conn.execute(
         "INSERT INTO buyers (id, workspace_id, name, webhook_url, signing_secret, status, plan,
              credit_limit_cents, created_at)
@@ -166,7 +166,7 @@ pub(crate) fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
 
 /// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at` and
 /// moved to `status`, written through the transaction's owner.
-pub(crate) fn add_transaction(
+pub fn add_transaction(
     conn: &Connection,
     request: &str,
     buyer: &str,

@@ -58,7 +58,7 @@ fn sold_by_auto_delivery(conn: &Connection, refused: &Transaction) -> rusqlite::
 /// `reason`: decides again for its request when the waterfall applies, and records the
 /// step in the request's trace. Returns how many new transactions were written (their
 /// events are due at once).
-pub(crate) fn after_refusal(
+pub fn after_refusal(
     conn: &Connection,
     refused: &Transaction,
     reason: &str,

@@ -18,7 +18,7 @@ use crate::db::stored::stored_enum;
 
 stored_enum! {
     /// How a version of the weights came to be.
-    pub(crate) enum Origin as "evaluator version origin" {
+    pub enum Origin as "evaluator version origin" {
         /// What the workspace had before its first recorded change.
         Initial = "initial",
         /// `evaluator set --weight/--file`.
@@ -34,7 +34,7 @@ stored_enum! {
 
 /// The weights a workspace scores with now.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Current {
+pub struct Current {
     pub weights: Weights,
     /// Whether they are the workspace's own (else the built-in defaults).
     pub custom: bool,
@@ -43,7 +43,7 @@ pub(crate) struct Current {
 }
 
 /// The weights of `workspace_id` now; `None` when the workspace does not exist.
-pub(crate) fn current(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<Current>> {
+pub fn current(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<Current>> {
     let stored: Option<(Option<String>, Option<i64>)> = conn
         .prepare_cached(
             "SELECT evaluator_weights,
@@ -64,7 +64,7 @@ pub(crate) fn current(conn: &Connection, workspace_id: &str) -> rusqlite::Result
 
 /// One entry of the history.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Version {
+pub struct Version {
     pub version: i64,
     /// `None` for the built-in defaults.
     pub weights: Option<Weights>,
@@ -76,7 +76,7 @@ pub(crate) struct Version {
 impl Version {
     /// `{"version", "createdAt", "origin", "custom", "weights", "detail"?}`; the defaults'
     /// weights are shown as they are now.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let weights = self.weights.clone().unwrap_or_default();
         let mut shown = json!({
             "version": self.version,
@@ -94,7 +94,7 @@ impl Version {
 
 /// Makes `weights` (`None`: the defaults) the workspace's weights and records them as a
 /// new version; returns its number. Run inside one writer job.
-pub(crate) fn change(
+pub fn change(
     conn: &Connection,
     workspace_id: &str,
     weights: Option<&Weights>,
@@ -130,7 +130,7 @@ pub(crate) fn change(
 }
 
 /// Makes version `version` the workspace's weights again, as a new version.
-pub(crate) fn restore(
+pub fn restore(
     conn: &Connection,
     workspace_id: &str,
     version: i64,
@@ -160,7 +160,7 @@ pub(crate) fn restore(
 
 /// Every version of the workspace's weights, newest first; empty while it never changed
 /// them. `NotFound` when the workspace does not exist.
-pub(crate) fn history(conn: &Connection, workspace_id: &str) -> Result<Vec<Version>, ConfigError> {
+pub fn history(conn: &Connection, workspace_id: &str) -> Result<Vec<Version>, ConfigError> {
     if current(conn, workspace_id)?.is_none() {
         return Err(ConfigError::NotFound {
             kind: "workspace",

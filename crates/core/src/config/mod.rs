@@ -11,13 +11,13 @@
 pub mod buyer;
 pub mod container;
 pub mod product;
-pub(crate) mod retire;
+pub mod retire;
 pub(crate) mod rotation;
 pub mod source;
-pub(crate) mod subscription;
+pub mod subscription;
 pub mod supplier;
-#[cfg(test)]
-pub(crate) mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod workspace;
 
 use crate::db::DbError;

@@ -16,7 +16,7 @@ use super::{ConfigError, buyer, container, product, source, subscription, suppli
 
 /// What `delete` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retired {
+pub enum Retired {
     /// Gone; its id may be used again.
     Deleted,
     /// Kept with its history and hidden; its id is never used again.
@@ -24,7 +24,7 @@ pub(crate) enum Retired {
 }
 
 impl Retired {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Retired::Deleted => "deleted",
             Retired::Archived => "archived",
@@ -34,7 +34,7 @@ impl Retired {
 
 /// The record kinds that can be retired, each with its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Workspace,
     Container(ContainerKind),
     Source,
@@ -44,7 +44,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Kind::Workspace => "workspace",
             Kind::Container(kind) => kind.as_str(),
@@ -69,7 +69,7 @@ impl Kind {
 
 /// Deletes record `id` of `kind`, archives it when it has history, or refuses when live
 /// records depend on it. Deleting an archived record again changes nothing.
-pub(crate) fn delete(conn: &Connection, kind: Kind, id: &str) -> Result<Retired, ConfigError> {
+pub fn delete(conn: &Connection, kind: Kind, id: &str) -> Result<Retired, ConfigError> {
     let archived_at = archived_at(conn, kind, id)?;
     if archived_at.is_some() {
         return Ok(Retired::Archived);

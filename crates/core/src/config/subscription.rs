@@ -120,7 +120,7 @@ pub struct BidTerms {
 }
 
 /// How long a buyer has to answer a bid request unless its subscription says otherwise.
-pub(crate) const DEFAULT_BID_TIMEOUT_MS: i64 = 300;
+pub const DEFAULT_BID_TIMEOUT_MS: i64 = 300;
 
 impl Pricing {
     pub fn name(&self) -> &'static str {
@@ -164,7 +164,7 @@ pub struct NewSubscription<'a> {
 /// A `buyer terms set`: only the terms given change. `Some(None)` removes a cap or the
 /// schedule; `filters: Some(vec![])` removes every filter.
 #[derive(Debug, Default)]
-pub(crate) struct TermsChanges {
+pub struct TermsChanges {
     /// A new way of pricing; `price_cents` must come with a change to fixed pricing.
     pub pricing: Option<Pricing>,
     pub price_cents: Option<i64>,
@@ -178,7 +178,7 @@ pub(crate) struct TermsChanges {
 /// A subscription with its product's slug and today's and this month's cap use: one entry
 /// of `buyer terms`.
 #[derive(Debug, Clone)]
-pub(crate) struct Terms {
+pub struct Terms {
     pub subscription: Subscription,
     pub product_slug: String,
     pub used_today: i64,
@@ -186,7 +186,7 @@ pub(crate) struct Terms {
 }
 
 impl Terms {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let s = &self.subscription;
         let schedules = s
             .schedule
@@ -318,7 +318,7 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
 
 /// Changes the given terms of the buyer's subscription to `product`; auto-delivery reads
 /// them from the next lead on.
-pub(crate) fn set_terms(
+pub fn set_terms(
     conn: &Connection,
     buyer_id: &str,
     product: &str,
@@ -408,11 +408,7 @@ fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {
 
 /// Ends the buyer's subscription to `product`; the buyer gets no more of its leads from
 /// auto-delivery. Its transactions stay as they are.
-pub(crate) fn unsubscribe(
-    conn: &Connection,
-    buyer_id: &str,
-    product: &str,
-) -> Result<(), ConfigError> {
+pub fn unsubscribe(conn: &Connection, buyer_id: &str, product: &str) -> Result<(), ConfigError> {
     let buyer = buyer::get(conn, buyer_id)?;
     let product = product::resolve(conn, &buyer.workspace_id, product)?;
     let removed = conn.execute(
@@ -427,11 +423,7 @@ pub(crate) fn unsubscribe(
 
 /// The buyer's subscriptions, by product slug, each with its cap use today and this month
 /// in the workspace's time zone at `now_ms`.
-pub(crate) fn terms(
-    conn: &Connection,
-    buyer_id: &str,
-    now_ms: i64,
-) -> Result<Vec<Terms>, ConfigError> {
+pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms>, ConfigError> {
     let buyer = buyer::get(conn, buyer_id)?;
     let tz = super::workspace::get(conn, &buyer.workspace_id)?.tz();
     let windows = Windows::at(now_ms, &tz);
@@ -463,7 +455,7 @@ pub(crate) fn terms(
 }
 
 /// The one entry of `terms` for `product`.
-pub(crate) fn terms_of(
+pub fn terms_of(
     conn: &Connection,
     buyer_id: &str,
     product_id: &str,

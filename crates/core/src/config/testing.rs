@@ -11,7 +11,7 @@ use super::workspace::{self, NewWorkspace};
 
 /// A migrated database file in a fresh temp dir (kept while the `TempDir` lives), opened as
 /// a plain connection so a test can run one statement at a time.
-pub(crate) fn migrated() -> (tempfile::TempDir, Connection) {
+pub fn migrated() -> (tempfile::TempDir, Connection) {
     let dir = tempfile::tempdir().expect("a temp dir can be made");
     let path = dir.path().join("test.db");
     crate::db::Db::open(&path)
@@ -22,7 +22,7 @@ pub(crate) fn migrated() -> (tempfile::TempDir, Connection) {
 }
 
 /// Workspace `ws` in `timezone`.
-pub(crate) fn workspace(conn: &Connection, timezone: &str) {
+pub fn workspace(conn: &Connection, timezone: &str) {
     workspace::create(
         conn,
         &NewWorkspace {
@@ -36,15 +36,15 @@ pub(crate) fn workspace(conn: &Connection, timezone: &str) {
 }
 
 /// How [`channel`] makes channel `web`.
-pub(crate) struct Channel {
-    pub(crate) auto_delivery: bool,
-    pub(crate) mode: DeliveryMode,
-    pub(crate) max_buyers: i64,
-    pub(crate) score_threshold: i64,
+pub struct Channel {
+    pub auto_delivery: bool,
+    pub mode: DeliveryMode,
+    pub max_buyers: i64,
+    pub score_threshold: i64,
 }
 
 /// Channel `web` of `ws` with source `src` (no secret; `supplier_cost_cents` per lead).
-pub(crate) fn channel(conn: &Connection, channel: Channel, supplier_cost_cents: Option<i64>) {
+pub fn channel(conn: &Connection, channel: Channel, supplier_cost_cents: Option<i64>) {
     container::create(
         conn,
         &NewContainer {
@@ -84,7 +84,7 @@ pub(crate) fn channel(conn: &Connection, channel: Channel, supplier_cost_cents: 
 }
 
 /// Buyer `id` of `ws`: postpaid without credit, no capabilities, a webhook nobody answers.
-pub(crate) fn buyer(conn: &Connection, id: &str) {
+pub fn buyer(conn: &Connection, id: &str) {
     buyer::create(
         conn,
         &NewBuyer {

@@ -9,8 +9,8 @@
 
 mod deliver;
 pub(crate) mod event;
-pub(crate) mod preview;
-pub(crate) mod transaction;
+pub mod preview;
+pub mod transaction;
 
 pub use deliver::{Delivered, DeliveryOrder, deliver};
 pub(crate) use deliver::{DeliveryTerms, Known, LeadDelivery, deliver_known, deliver_lead};

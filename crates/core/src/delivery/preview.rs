@@ -14,7 +14,7 @@ use crate::config::buyer::{self, Buyer};
 use crate::ingest::model::StoredLead;
 
 /// The event `buyer` would get for `lead`.
-pub(crate) fn event_for(
+pub fn event_for(
     conn: &Connection,
     lead: &StoredLead,
     buyer: &Buyer,

@@ -23,7 +23,7 @@ use crate::report::Counted;
 
 stored_enum! {
     /// The commercial state of a transaction (DESIGN.md section 4).
-    pub(crate) enum Status as "transaction status" {
+    pub enum Status as "transaction status" {
         Delivered = "delivered",
         Acknowledged = "acknowledged",
         Rejected = "rejected",
@@ -43,7 +43,7 @@ impl Status {
 
 stored_enum! {
     /// Where the transaction's `lead.delivered` event stands.
-    pub(crate) enum DeliveryStatus as "transaction delivery status" {
+    pub enum DeliveryStatus as "transaction delivery status" {
         Pending = "pending",
         Sent = "sent",
         Failed = "failed",
@@ -51,7 +51,7 @@ stored_enum! {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Transaction {
+pub struct Transaction {
     pub id: String,
     pub lead_request_id: String,
     pub lead_id: String,
@@ -76,7 +76,7 @@ pub(crate) struct Transaction {
 
 /// A winning bid as a transaction and its event name it (DESIGN.md section 14).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BidRef {
+pub struct BidRef {
     pub bid_request_id: String,
     pub bid_id: Option<String>,
 }
@@ -89,7 +89,7 @@ impl BidRef {
 
 impl Transaction {
     /// The transaction as partners and the operator see it (camelCase, money as numbers).
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "transactionId": self.id,
             "leadRequestId": self.lead_request_id,
@@ -145,17 +145,14 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     })
 }
 
-pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM transactions WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
 }
 
 /// Every transaction of a lead request, oldest first.
-pub(crate) fn of_request(
-    conn: &Connection,
-    lead_request_id: &str,
-) -> rusqlite::Result<Vec<Transaction>> {
+pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_request_id = ?1 ORDER BY created_at, id"
     ))?;
@@ -166,7 +163,7 @@ pub(crate) fn of_request(
 /// What `transaction list` and `transaction export` may narrow by; `None` means any.
 /// Times are `[from, to)` in ms, of the delivery (`created_at`).
 #[derive(Debug, Default, Clone)]
-pub(crate) struct ListFilter {
+pub struct ListFilter {
     pub buyer_id: Option<String>,
     pub lead_id: Option<String>,
     pub status: Option<Status>,
@@ -283,7 +280,7 @@ impl ListFilter {
 }
 
 /// Transactions matching `filter`, newest first, at most `filter.limit`.
-pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
+pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Transaction>> {
     let (sql, values) = filter.query(conn, "DESC", Some(filter.limit))?;
     let mut stmt = conn.prepare(&sql)?;
     let rows = stmt.query_map(params_from_iter(values), from_row)?;
@@ -294,7 +291,7 @@ pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<V
 /// with its lead's source as it is read: one statement, so memory stays what one
 /// transaction takes however many match (`transaction export`). `each` may stop the walk
 /// with its error.
-pub(crate) fn for_each<E: From<rusqlite::Error>>(
+pub fn for_each<E: From<rusqlite::Error>>(
     conn: &Connection,
     filter: &ListFilter,
     mut each: impl FnMut(&Transaction, &str) -> Result<(), E>,
@@ -313,7 +310,7 @@ pub(crate) fn for_each<E: From<rusqlite::Error>>(
 
 /// One move in a transaction's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HistoryEntry {
+pub struct HistoryEntry {
     /// `None` for the entry that created the transaction.
     pub from: Option<Status>,
     pub to: Status,
@@ -323,7 +320,7 @@ pub(crate) struct HistoryEntry {
 }
 
 impl HistoryEntry {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "from": self.from.map(Status::as_str),
             "to": self.to.as_str(),
@@ -659,10 +656,7 @@ pub(crate) fn buyers_of_request(
 }
 
 /// The history of a transaction, in the order the moves happened.
-pub(crate) fn history(
-    conn: &Connection,
-    transaction_id: &str,
-) -> rusqlite::Result<Vec<HistoryEntry>> {
+pub fn history(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<HistoryEntry>> {
     let mut stmt = conn.prepare_cached(
         "SELECT from_status, to_status, actor, reason, at FROM transaction_history
          WHERE transaction_id = ?1 ORDER BY id",

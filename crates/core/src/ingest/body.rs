@@ -201,7 +201,7 @@ pub(crate) fn encode(raw: &str, columns: &Columns) -> Vec<u8> {
 
 /// Why a stored body could not be read back.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum BodyError {
+pub enum BodyError {
     #[error("stored body has unknown format {0}")]
     UnknownFormat(u8),
     #[error("stored body does not decode against the lead's columns: {0}")]

@@ -31,18 +31,18 @@ use crate::outbox::bid::BidClient;
 /// What an ingest request uses besides its own input: the database, the outbox workers'
 /// wake-up, the counters, the bid client and when the HTTP request arrived (bid timeouts
 /// count from it).
-pub(crate) struct Services<'a> {
-    pub(crate) db: &'a Db,
-    pub(crate) outbox: &'a Notifier,
-    pub(crate) metrics: &'a Metrics,
-    pub(crate) bids: &'a BidClient,
-    pub(crate) arrived: std::time::Instant,
+pub struct Services<'a> {
+    pub db: &'a Db,
+    pub outbox: &'a Notifier,
+    pub metrics: &'a Metrics,
+    pub bids: &'a BidClient,
+    pub arrived: std::time::Instant,
 }
 
 /// The source a request names, if it exists, is enabled, is in the named container and
 /// `presented` holds its secret. Source (404) and secret (401) are decided before the body
 /// is read, as DESIGN.md orders them.
-pub(crate) fn admit(
+pub fn admit(
     db: &Db,
     kind: ContainerKind,
     container_id: String,
@@ -56,7 +56,7 @@ pub(crate) fn admit(
 
 /// Ingests the JSON `body` sent to `source` (`raw` is its text, stored as the lead's raw
 /// body) and returns the answer.
-pub(crate) async fn ingest(
+pub async fn ingest(
     services: &Services<'_>,
     source: Source,
     body: Value,

@@ -16,22 +16,22 @@
 
 pub(crate) mod body;
 pub mod catalog;
-pub(crate) mod dedupe;
+pub mod dedupe;
 pub(crate) mod erase;
-pub(crate) mod handler;
-pub(crate) mod model;
-pub mod normalize;
+pub mod handler;
+pub mod model;
+pub use leadrelay_rules::normalize;
 pub mod problem;
 pub mod quality;
 pub(crate) mod result;
 pub mod shape;
-pub(crate) mod status;
+pub mod status;
 pub mod store;
 #[cfg(test)]
 mod store_tests;
 pub(crate) mod trace;
 pub mod validate;
-pub(crate) mod view;
+pub mod view;
 mod zframe;
 
 use crate::db::DbError;

@@ -125,7 +125,7 @@ impl Interest {
 /// that wrote it, so auto-delivery and delivery never read it back) or what `view` reads
 /// from the file (the `deliver` command, `lead show`, `lead list`).
 #[derive(Debug, Clone)]
-pub(crate) struct StoredLead {
+pub struct StoredLead {
     pub(crate) id: String,
     pub(crate) source_id: String,
     pub(crate) container_id: String,
@@ -142,7 +142,7 @@ pub(crate) struct StoredLead {
     /// When the person was erased (or the lead purged): a tombstone.
     pub(crate) erased_at: Option<i64>,
     /// In the order the partner gave them.
-    pub(crate) requests: Vec<StoredRequest>,
+    pub requests: Vec<StoredRequest>,
 }
 
 impl StoredLead {
@@ -154,8 +154,8 @@ impl StoredLead {
 
 /// A stored lead request: one interest of a stored lead, with its state.
 #[derive(Debug, Clone)]
-pub(crate) struct StoredRequest {
-    pub(crate) id: String,
+pub struct StoredRequest {
+    pub id: String,
     pub(crate) position: i64,
     pub(crate) interest: Interest,
     pub(crate) status: RequestStatus,

@@ -385,9 +385,9 @@ impl Serialize for AnswerJson<'_> {
 
 /// A whole answer, serialised, and whether it created a lead (201) or not (200).
 #[derive(Debug)]
-pub(crate) struct Reply {
-    pub(crate) created: bool,
-    pub(crate) body: Vec<u8>,
+pub struct Reply {
+    pub created: bool,
+    pub body: Vec<u8>,
 }
 
 /// The answer to a single lead: `{"item": …}`, 201 when a lead was created, else 200.

@@ -13,7 +13,7 @@ use crate::db::stored::stored_enum;
 
 stored_enum! {
     /// Where a lead stands with its supplier (DESIGN.md section 1).
-    pub(crate) enum LeadStatus as "lead status" {
+    pub enum LeadStatus as "lead status" {
         Active = "active",
         /// A supplier cancellation is open.
         CancellationPending = "cancellation_pending",

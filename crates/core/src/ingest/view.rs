@@ -77,21 +77,13 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
 /// Up to `limit` leads, not yet erased, whose email has duplicate key `key`
 /// (`normalize::email_key`), oldest first: found by the key's hash on the `leads_email`
 /// index, each confirmed against its stored email (an erased lead has no hash).
-pub(crate) fn with_email(
-    conn: &Connection,
-    key: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<String>> {
+pub fn with_email(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
     let sql = "SELECT id, email FROM leads WHERE email_key = ?1 ORDER BY created_at";
     confirmed(conn, sql, key, limit, normalize::email_matches)
 }
 
 /// [`with_email`] by the phone's digits (`normalize::phone_key`).
-pub(crate) fn with_phone(
-    conn: &Connection,
-    key: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<String>> {
+pub fn with_phone(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
     let sql = "SELECT id, phone FROM leads WHERE phone_key = ?1 ORDER BY created_at";
     confirmed(conn, sql, key, limit, normalize::phone_matches)
 }
@@ -118,7 +110,7 @@ fn confirmed(
 }
 
 /// The lead `id` with its requests, or `None`.
-pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredLead>> {
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredLead>> {
     let found = conn
         .prepare_cached(&format!(
             "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
@@ -186,7 +178,7 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
 
 /// The raw body the lead came in (the batch item for a batch), as received; `None` for an
 /// unknown lead or one without a body (erased).
-pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError> {
+pub fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT body, {} FROM leads WHERE id = ?1",
         body::COLUMN_NAMES
@@ -204,7 +196,7 @@ pub(crate) fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, Vi
 
 /// Why a stored lead could not be read.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ViewError {
+pub enum ViewError {
     #[error("the raw body of lead '{lead_id}' cannot be read: {error}")]
     Body {
         lead_id: String,
@@ -223,16 +215,16 @@ impl From<rusqlite::Error> for ViewError {
 /// What `lead list` and `lead export` narrow by; `None` means any. Times are `[from, to)`
 /// in ms.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct LeadFilter {
-    pub(crate) source_id: Option<String>,
+pub struct LeadFilter {
+    pub source_id: Option<String>,
     /// Only leads that have a transaction of this buyer.
-    pub(crate) buyer_id: Option<String>,
-    pub(crate) status: Option<LeadStatus>,
-    pub(crate) from_ms: Option<i64>,
-    pub(crate) to_ms: Option<i64>,
+    pub buyer_id: Option<String>,
+    pub status: Option<LeadStatus>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
     /// Only the leads after this one in the list's order (newest first: older ones), for
     /// paging with the last id of the previous page.
-    pub(crate) after_id: Option<String>,
+    pub after_id: Option<String>,
 }
 
 /// The order leads are read in: by creation time, then rowid (rows are inserted by the one
@@ -400,7 +392,7 @@ pub(crate) fn stored_statuses() -> impl Iterator<Item = (QualityStatus, Duplicat
 }
 
 /// Newest leads first that match `filter`, at most `limit`.
-pub(crate) fn list(
+pub fn list(
     conn: &Connection,
     filter: &LeadFilter,
     limit: usize,
@@ -419,7 +411,7 @@ pub(crate) fn list(
 /// Every lead matching `filter`, oldest first, each with its requests handed to `each` as
 /// it is read: one statement over the file, so memory stays what one lead takes, however
 /// many match (`lead export`). `each` may stop the walk with its error.
-pub(crate) fn for_each<E: From<rusqlite::Error>>(
+pub fn for_each<E: From<rusqlite::Error>>(
     conn: &Connection,
     filter: &LeadFilter,
     mut each: impl FnMut(&StoredLead) -> Result<(), E>,
@@ -437,7 +429,7 @@ pub(crate) fn for_each<E: From<rusqlite::Error>>(
 
 impl StoredLead {
     /// Everything stored about the lead, for `leadrelay lead show`.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let fields = &self.fields;
         let mut person = Map::new();
         person.insert("firstName".into(), fields.person.first_name.as_str().into());
@@ -487,7 +479,7 @@ impl StoredLead {
     }
 
     /// One line's worth of the lead, for `leadrelay lead list`.
-    pub(crate) fn summary_json(&self) -> Value {
+    pub fn summary_json(&self) -> Value {
         let person = &self.fields.person;
         json!({
             "id": self.id,

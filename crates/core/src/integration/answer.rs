@@ -16,7 +16,7 @@ const PARTNER_ID_MAX: usize = 128;
 const REASON_MAX: usize = 500;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Judged {
+pub enum Judged {
     /// The answer meets `accept`.
     Accepted { external_id: Option<String> },
     /// A 2xx that does not meet `accept`, or a 4xx other than 408 and 429.
@@ -28,7 +28,7 @@ pub(crate) enum Judged {
 }
 
 /// Judges an answer of `status` with `body` under `document`'s rules.
-pub(crate) fn judge(document: &IntegrationDocument, status: u16, body: &[u8]) -> Judged {
+pub fn judge(document: &IntegrationDocument, status: u16, body: &[u8]) -> Judged {
     match status {
         408 | 429 | 500..=599 => return Judged::Retry,
         300..=399 => return Judged::Redirect,

@@ -46,7 +46,7 @@ const HEADER_VALUE_MAX: usize = 4096;
 const SECRET_NAME_MAX: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
+pub enum Format {
     Json,
     Form,
 }
@@ -62,14 +62,14 @@ impl Format {
 
 /// A header's value: written in the document, or a named secret of the buyer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum HeaderSource {
+pub enum HeaderSource {
     Constant(String),
     Secret(String),
 }
 
 /// When an answer is the buyer taking the lead.
 #[derive(Debug, Clone)]
-pub(crate) struct Accept {
+pub struct Accept {
     /// The statuses that may accept; empty means any 2xx.
     pub status: Vec<u16>,
     /// A value in the answer's JSON body that must be there (and equal `equals` if given).
@@ -79,7 +79,7 @@ pub(crate) struct Accept {
 
 /// A checked integration document.
 #[derive(Debug, Clone)]
-pub(crate) struct IntegrationDocument {
+pub struct IntegrationDocument {
     pub method: &'static str,
     pub format: Format,
     /// Where the request goes; `None` is the buyer's webhook URL.
@@ -95,7 +95,7 @@ pub(crate) struct IntegrationDocument {
 
 impl IntegrationDocument {
     /// Checks `document`; every problem has a path into it.
-    pub(crate) fn parse(document: &Value) -> Result<IntegrationDocument, Problems> {
+    pub fn parse(document: &Value) -> Result<IntegrationDocument, Problems> {
         let mut problems = Problems::default();
         let parsed = parse(document, &mut problems);
         match parsed {
@@ -106,7 +106,7 @@ impl IntegrationDocument {
 
     /// Parses a stored document (checked when it was stored). The error names the first
     /// problem.
-    pub(crate) fn from_stored(text: &str) -> Result<IntegrationDocument, String> {
+    pub fn from_stored(text: &str) -> Result<IntegrationDocument, String> {
         let value: Value =
             serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
         IntegrationDocument::parse(&value).map_err(|problems| match problems.list.first() {
@@ -127,7 +127,7 @@ impl IntegrationDocument {
     }
 
     /// The secrets its headers send that `is_set` says are not stored yet.
-    pub(crate) fn missing_secrets(&self, is_set: impl Fn(&str) -> bool) -> Vec<&str> {
+    pub fn missing_secrets(&self, is_set: impl Fn(&str) -> bool) -> Vec<&str> {
         let mut missing = self.secret_names();
         missing.retain(|name| !is_set(name));
         missing

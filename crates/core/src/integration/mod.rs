@@ -10,20 +10,20 @@
 //! asks it for the request and the verdict of a mapped buyer. What a refusal does to the
 //! transaction is `lifecycle::refusal`'s, and the waterfall `autodelivery::waterfall`'s.
 
-pub(crate) mod answer;
+pub mod answer;
 pub(crate) mod document;
-pub(crate) mod request;
-pub(crate) mod store;
+pub mod request;
+pub mod store;
 
 use serde_json::{Value, json};
 
-pub(crate) use document::IntegrationDocument;
+pub use document::IntegrationDocument;
 
 use crate::db::DbError;
 use crate::mapping::{MappingProblem, count_text};
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum IntegrationError {
+pub enum IntegrationError {
     /// The document breaks the rules; paths point into it.
     #[error(
         "the integration document is not valid: {}",
@@ -74,7 +74,7 @@ impl IntegrationError {
     }
 
     /// `{"error": {"code", "message", "details"?}}`, the form of every `--json` error.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let mut error = json!({"code": self.code(), "message": self.to_string()});
         if let IntegrationError::InvalidDocument { problems, .. } = self {
             error["details"] = json!(problems);

@@ -13,13 +13,13 @@ use crate::mapping::count_text;
 use crate::mapping::engine::{map_object, scalar_text};
 
 /// How a secret header is shown wherever a request is printed or recorded.
-pub(crate) fn masked(name: &str) -> String {
+pub fn masked(name: &str) -> String {
     format!("[secret {name}]")
 }
 
 /// A request ready to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Built {
+pub struct Built {
     pub method: &'static str,
     pub url: String,
     pub content_type: &'static str,
@@ -29,7 +29,7 @@ pub(crate) struct Built {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Header {
+pub struct Header {
     pub name: String,
     pub value: String,
     pub secret: Option<String>,
@@ -37,7 +37,7 @@ pub(crate) struct Header {
 
 /// Why a request cannot be built (the attempt fails; nothing is sent).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum BuildError {
+pub enum BuildError {
     #[error(
         "the integration sends secret '{0}', which is not set; store it with \
          `buyer integration secret BUYER {0} --value -`"
@@ -49,7 +49,7 @@ pub(crate) enum BuildError {
 
 /// The request of `document` for `event` (the `lead.delivered` object), to the document's
 /// URL or else `webhook_url`, with `secret(name)` giving each named secret's value.
-pub(crate) fn build(
+pub fn build(
     document: &IntegrationDocument,
     event: &Value,
     webhook_url: &str,
@@ -112,7 +112,7 @@ fn form_body(fields: &Map<String, Value>) -> String {
 impl Built {
     /// The request as printed and recorded: secrets masked, the body as text (JSON bodies
     /// as JSON).
-    pub(crate) fn masked_json(&self) -> Value {
+    pub fn masked_json(&self) -> Value {
         let mut headers = Map::new();
         headers.insert("Content-Type".into(), json!(self.content_type));
         for header in &self.headers {

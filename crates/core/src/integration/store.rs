@@ -24,11 +24,7 @@ fn live_buyer(conn: &Connection, id: &str) -> Result<Buyer, IntegrationError> {
 }
 
 /// Checks `text` as an integration document and stores it as buyer `buyer_id`'s.
-pub(crate) fn set(
-    conn: &Connection,
-    buyer_id: &str,
-    text: &str,
-) -> Result<Value, IntegrationError> {
+pub fn set(conn: &Connection, buyer_id: &str, text: &str) -> Result<Value, IntegrationError> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| IntegrationError::NotJson(e.to_string()))?;
     Document::parse(&value).map_err(|problems| IntegrationError::InvalidDocument {
@@ -44,7 +40,7 @@ pub(crate) fn set(
 }
 
 /// Back to the generic webhook; the integration's secrets are deleted with it.
-pub(crate) fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
+pub fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
     let buyer = live_buyer(conn, buyer_id)?;
     conn.execute(
         "UPDATE buyers SET integration = NULL WHERE id = ?1",
@@ -58,7 +54,7 @@ pub(crate) fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, Integrat
 }
 
 /// Stores secret `name` of buyer `buyer_id` (a new value replaces the old one).
-pub(crate) fn set_secret(
+pub fn set_secret(
     conn: &Connection,
     buyer_id: &str,
     name: &str,
@@ -95,7 +91,7 @@ pub(crate) fn document_text(conn: &Connection, buyer_id: &str) -> rusqlite::Resu
 }
 
 /// The parsed document of buyer `buyer_id`, `None` for the generic webhook.
-pub(crate) fn document(
+pub fn document(
     conn: &Connection,
     buyer_id: &str,
 ) -> Result<Option<IntegrationDocument>, IntegrationError> {
@@ -122,10 +118,7 @@ pub(crate) fn secrets(
 }
 
 /// Buyer `buyer_id`'s secret names and when each was set: never the values.
-pub(crate) fn secret_names(
-    conn: &Connection,
-    buyer_id: &str,
-) -> rusqlite::Result<Vec<(String, i64)>> {
+pub fn secret_names(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(String, i64)>> {
     conn.prepare_cached(
         "SELECT name, updated_at FROM buyer_integration_secrets WHERE buyer_id = ?1
          ORDER BY name",
@@ -136,7 +129,7 @@ pub(crate) fn secret_names(
 
 /// `buyer integration show`: the kind, the document, the URL requests go to, and which
 /// secrets are set or still missing. No secret value.
-pub(crate) fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
+pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
     let buyer = buyer::find(conn, buyer_id)?
         .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
     let text = document_text(conn, &buyer.id)?;

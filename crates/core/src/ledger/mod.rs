@@ -21,17 +21,17 @@
 //! Postpaid buyers are invoiced from their transactions; they have no prepaid balance, so a
 //! delivery to one moves no money here (its `charged_cents` is 0).
 
-pub(crate) mod query;
+pub mod query;
 
 use rusqlite::{Connection, params};
 
 use crate::db::stored::stored_enum;
 
-pub(crate) use query::ListFilter;
+pub use query::ListFilter;
 
 stored_enum! {
     /// What moved the money.
-    pub(crate) enum Kind as "ledger kind" {
+    pub enum Kind as "ledger kind" {
         /// The operator added money to a prepaid balance (`buyer fund`).
         Fund = "fund",
         /// A delivery charged a prepaid buyer.

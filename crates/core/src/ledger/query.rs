@@ -9,7 +9,7 @@ use super::Kind;
 
 /// A ledger row as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Entry {
+pub struct Entry {
     pub id: i64,
     pub at: i64,
     pub workspace_id: String,
@@ -24,7 +24,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// The row as `ledger list --json` prints it (DESIGN.md section 11).
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "id": self.id,
             "at": crate::clock::iso(self.at),
@@ -60,7 +60,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Entry> {
 
 /// What `ledger list` narrows by; `None` means any. Times are `[from, to)` in ms.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ListFilter {
+pub struct ListFilter {
     pub buyer_id: Option<String>,
     pub supplier_id: Option<String>,
     pub transaction_id: Option<String>,
@@ -72,7 +72,7 @@ pub(crate) struct ListFilter {
 /// Rows matching `filter`, oldest first (a statement reads top to bottom). Each narrowing
 /// has its own statement so that SQLite uses its index: by buyer or supplier and time, by
 /// transaction, by time.
-pub(crate) fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Entry>> {
+pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Entry>> {
     const RANGE: &str = "at >= coalesce(?2, -9223372036854775808) \
         AND at < coalesce(?3, 9223372036854775807) ORDER BY at, id LIMIT ?4";
     let (sql, party) = match (

@@ -19,7 +19,7 @@ use crate::db::Db;
 
 /// Which of the four buyer calls a request makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     Confirmation,
     PayoutPending,
     Payout,
@@ -61,7 +61,7 @@ impl Kind {
 /// the answer's body. `price_text` is `buyerPrice` as it was sent
 /// ([`input::buyer_price_text`]), read instead of the parsed number so that no float
 /// rounds it.
-pub(crate) async fn call(
+pub async fn call(
     db: &Db,
     kind: Kind,
     presented: Vec<String>,

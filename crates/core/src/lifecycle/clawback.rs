@@ -18,7 +18,7 @@ use crate::ingest::status::{self, LeadStatus};
 
 stored_enum! {
     /// Who opened a supplier cancellation.
-    pub(crate) enum Origin as "supplier cancellation origin" {
+    pub enum Origin as "supplier cancellation origin" {
         /// Opened by the service when the lead's last transaction ended.
         Auto = "auto",
         /// Opened by the operator with `leadrelay lead cancel`.
@@ -29,7 +29,7 @@ stored_enum! {
 stored_enum! {
     /// Where a supplier cancellation stands: `pending` until the supplier answers, then
     /// `acknowledged` (the lead is cancelled) or `rejected` (the supplier disputes it).
-    pub(crate) enum CancellationStatus as "supplier cancellation status" {
+    pub enum CancellationStatus as "supplier cancellation status" {
         Pending = "pending",
         Acknowledged = "acknowledged",
         Rejected = "rejected",
@@ -37,7 +37,7 @@ stored_enum! {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct SupplierCancellation {
+pub struct SupplierCancellation {
     pub id: String,
     pub lead_id: String,
     pub supplier_id: String,
@@ -50,7 +50,7 @@ pub(crate) struct SupplierCancellation {
 }
 
 impl SupplierCancellation {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "id": self.id,
             "leadId": self.lead_id,
@@ -215,7 +215,7 @@ pub(crate) fn erase_reasons(conn: &Connection, lead_id: &str) -> rusqlite::Resul
 }
 
 /// `leadrelay lead cancel ID --reason R`: opens a supplier cancellation by hand.
-pub(crate) fn open_by_operator(
+pub fn open_by_operator(
     conn: &Connection,
     lead_id: &str,
     reason: &str,

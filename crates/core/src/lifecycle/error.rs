@@ -9,7 +9,7 @@ use crate::db::DbError;
 pub(crate) use crate::ingest::problem::Problem;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LifecycleError {
+pub enum LifecycleError {
     /// The body is not what the endpoint takes; every problem is named.
     #[error("invalid request body: {}", problem_list(.0))]
     Validation(Vec<Problem>),
@@ -89,7 +89,7 @@ impl From<rusqlite::Error> for LifecycleError {
 }
 
 impl LifecycleError {
-    pub(crate) fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             LifecycleError::Validation(_) => "validation_failed",
             LifecycleError::MissingCredential | LifecycleError::InvalidCredential => "unauthorized",

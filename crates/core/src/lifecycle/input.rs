@@ -121,7 +121,7 @@ fn confirmation_status(fields: &Map<String, Value>, problems: &mut Vec<Problem>)
 /// `buyerPrice` as it was sent (the JSON text of its value), when the body is an object
 /// that has it: the number is then read from its digits rather than from the float the
 /// JSON parser made of it. `None` otherwise (the parsed value's text is used instead).
-pub(crate) fn buyer_price_text(body: &[u8]) -> Option<String> {
+pub fn buyer_price_text(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Price<'a> {
         #[serde(rename = "buyerPrice", borrow, default)]

@@ -11,14 +11,14 @@
 //! history table (`delivery::transaction`), nor buyers and suppliers (`config`).
 
 pub(crate) mod apply;
-pub(crate) mod buyer;
-pub(crate) mod clawback;
+pub mod buyer;
+pub mod clawback;
 pub(crate) mod error;
-pub(crate) mod input;
+pub mod input;
 pub(crate) mod lookup;
-pub(crate) mod refusal;
-pub(crate) mod state;
-pub(crate) mod supplier;
-pub(crate) mod void;
+pub mod refusal;
+pub mod state;
+pub mod supplier;
+pub mod void;
 
-pub(crate) use error::LifecycleError;
+pub use error::LifecycleError;

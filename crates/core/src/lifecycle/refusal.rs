@@ -19,7 +19,7 @@ pub(crate) const ACTOR: &str = "buyer-api";
 
 /// A refusal that took a sale back.
 #[derive(Debug, Clone)]
-pub(crate) struct Refused {
+pub struct Refused {
     pub transaction: Transaction,
     pub refunded: bool,
 }
@@ -27,7 +27,7 @@ pub(crate) struct Refused {
 /// Applies the refusal of transaction `transaction_id` with the buyer's `reason` at `now`.
 /// `None` when there is nothing to take back: the transaction ended already (voided
 /// meanwhile) or was paid.
-pub(crate) fn refuse(
+pub fn refuse(
     conn: &Connection,
     transaction_id: &str,
     reason: &str,

@@ -6,7 +6,7 @@
 //! ([`Status`] of `delivery::transaction`). It does not touch the database, money or
 //! history: `lifecycle::apply` acts on the verdict.
 
-pub(crate) use crate::delivery::transaction::Status;
+pub use crate::delivery::transaction::Status;
 
 /// The rule "the cancellation window is open": a transaction delivered at `delivered_at`
 /// (ms) may be cancelled while less than `window_secs` have passed. Half-open, so a window
@@ -28,7 +28,7 @@ pub(crate) fn is_void(status: Status) -> bool {
 
 /// What a lifecycle call asks for. Each move has exactly one target state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Move {
+pub enum Move {
     /// partner-confirmation with `acknowledged`.
     Acknowledge,
     /// partner-confirmation with `rejected`.
@@ -51,7 +51,7 @@ impl Move {
         Move::Cancel,
     ];
 
-    pub(crate) fn target(self) -> Status {
+    pub fn target(self) -> Status {
         match self {
             Move::Acknowledge => Status::Acknowledged,
             Move::Reject => Status::Rejected,

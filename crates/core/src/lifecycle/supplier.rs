@@ -22,7 +22,7 @@ use crate::ledger;
 
 /// What an answer did.
 #[derive(Debug, Clone)]
-pub(crate) struct Answered {
+pub struct Answered {
     pub cancellation: SupplierCancellation,
     pub already_applied: bool,
 }
@@ -42,7 +42,7 @@ impl Answered {
         }
     }
 
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "accepted": true,
             "code": self.code(),
@@ -171,7 +171,7 @@ fn reverse_supplier_cost(
 /// A supplier's answer in `body`, by whoever holds one of the `presented` keys. Order
 /// (after the HTTP layer has read the body: 413, 415, 400 `invalid_json`): credential (401)
 /// → body shape (400 `validation_failed`) → the answer, in one writer job.
-pub(crate) async fn call(
+pub async fn call(
     db: &Db,
     presented: Vec<String>,
     body: &Value,

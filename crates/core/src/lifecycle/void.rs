@@ -23,7 +23,7 @@ pub(crate) const ACTOR: &str = "operator";
 
 /// Why a void was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum VoidError {
+pub enum VoidError {
     #[error("unknown transaction '{0}'")]
     NotFound(String),
     #[error("transaction '{0}' is paid and cannot be voided")]
@@ -47,7 +47,7 @@ impl From<rusqlite::Error> for VoidError {
 
 /// What a void did.
 #[derive(Debug, Clone)]
-pub(crate) struct Voided {
+pub struct Voided {
     /// The transaction after the void.
     pub item: Value,
     /// Whether a prepaid charge went back to the buyer.
@@ -59,7 +59,7 @@ pub(crate) struct Voided {
 }
 
 impl Voided {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "item": self.item,
             "refunded": self.refunded,
@@ -115,12 +115,7 @@ pub(super) fn take_back(
 }
 
 /// Voids transaction `id` for `reason` at `now`.
-pub(crate) fn void(
-    conn: &Connection,
-    id: &str,
-    reason: &str,
-    now: i64,
-) -> Result<Voided, VoidError> {
+pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voided, VoidError> {
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(VoidError::NoReason);

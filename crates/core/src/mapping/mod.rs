@@ -11,7 +11,7 @@
 pub mod document;
 pub mod engine;
 pub(crate) mod pointer;
-pub(crate) mod store;
+pub mod store;
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use super::{MappingDocument, MappingError};
 
 /// Both versions of a source's mapping.
 #[derive(Debug, Clone)]
-pub(crate) struct MappingState {
+pub struct MappingState {
     pub source_id: String,
     pub draft: Option<StoredDocument>,
     pub published: Option<StoredDocument>,
@@ -23,7 +23,7 @@ pub(crate) struct MappingState {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct StoredDocument {
+pub struct StoredDocument {
     pub text: String,
     /// When the draft was stored or the published version published (ms UTC).
     pub at: i64,
@@ -41,7 +41,7 @@ impl MappingState {
 
     /// `{"sourceId", "version", "draft": {"document", "updatedAt"} | null, "published":
     /// {"document", "version", "publishedAt"} | null, "unpublishedChanges"}`.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "sourceId": self.source_id,
             "version": self.version,
@@ -72,7 +72,7 @@ pub(crate) fn check(document: &Value) -> Result<MappingDocument, MappingError> {
     })
 }
 
-pub(crate) fn state(conn: &Connection, source_id: &str) -> Result<MappingState, MappingError> {
+pub fn state(conn: &Connection, source_id: &str) -> Result<MappingState, MappingError> {
     conn.query_row(
         "SELECT mapping_draft, mapping_draft_at, mapping_published, mapping_published_at,
                 mapping_version
@@ -98,7 +98,7 @@ pub(crate) fn state(conn: &Connection, source_id: &str) -> Result<MappingState, 
 }
 
 /// Checks `document` and stores it as the source's draft; what ingest uses is unchanged.
-pub(crate) fn set_draft(
+pub fn set_draft(
     conn: &Connection,
     source_id: &str,
     document: &Value,
@@ -118,10 +118,7 @@ pub(crate) fn set_draft(
 /// Makes the draft the published mapping, from the next ingest request on, and counts a
 /// new version. Publishing a draft that equals the published mapping changes nothing;
 /// the flag says whether anything changed.
-pub(crate) fn publish(
-    conn: &Connection,
-    source_id: &str,
-) -> Result<(MappingState, bool), MappingError> {
+pub fn publish(conn: &Connection, source_id: &str) -> Result<(MappingState, bool), MappingError> {
     let current = state(conn, source_id)?;
     let Some(draft) = &current.draft else {
         return Err(MappingError::NoDraft(source_id.to_string()));
@@ -147,10 +144,7 @@ pub(crate) fn publish(
 
 /// Withdraws the published mapping: from the next request on the source takes the native
 /// shapes again. The draft stays, so publishing brings the mapping back.
-pub(crate) fn unpublish(
-    conn: &Connection,
-    source_id: &str,
-) -> Result<(MappingState, bool), MappingError> {
+pub fn unpublish(conn: &Connection, source_id: &str) -> Result<(MappingState, bool), MappingError> {
     let current = state(conn, source_id)?;
     if current.published.is_none() {
         return Ok((current, false));

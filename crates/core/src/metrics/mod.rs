@@ -11,7 +11,7 @@
 //! `Notifier`), group sizes (the writer), the rate limiter's table.
 
 mod instruments;
-pub(crate) mod process;
+pub mod process;
 mod text;
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -19,13 +19,13 @@ use std::time::Instant;
 
 pub(crate) use instruments::{Histogram, HistogramReading, LabelledCounter};
 pub(crate) use process::ProcessStats;
-pub(crate) use text::CONTENT_TYPE;
+pub use text::CONTENT_TYPE;
 
 use crate::db::WriterStats;
 use text::TextWriter;
 
 /// The endpoint label of a request that matched no route (404, 405).
-pub(crate) const UNMATCHED: &str = "unmatched";
+pub const UNMATCHED: &str = "unmatched";
 
 /// The per-lead ingest results of SPEC.md section 2.5, always exported (zero included).
 pub(crate) const INGEST_STATUSES: &[&str] =

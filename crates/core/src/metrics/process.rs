@@ -23,7 +23,7 @@ pub struct ProcessStats {
 }
 
 /// This process's figures, or `None` where `/proc` is not there to read.
-pub(crate) fn read() -> Option<ProcessStats> {
+pub fn read() -> Option<ProcessStats> {
     let proc = Path::new("/proc");
     let stat = std::fs::read_to_string(proc.join("self/stat")).ok()?;
     let boot_time = boot_time_seconds(&std::fs::read_to_string(proc.join("stat")).ok()?)?;

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use super::instruments::HistogramReading;
 
 /// The `Content-Type` of a scrape answer.
-pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub(super) struct TextWriter {
     out: String,

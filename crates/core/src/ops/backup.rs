@@ -29,7 +29,7 @@ const BUSY_PAUSE: Duration = Duration::from_millis(10);
 /// No variant names its inner error as a `source`: the message already contains it, and
 /// the CLI prints the whole chain (`{e:#}`), which would repeat it.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum BackupError {
+pub enum BackupError {
     /// The database to copy does not exist (nothing is created).
     #[error("database file {} does not exist", .0.display())]
     SourceMissing(PathBuf),
@@ -64,7 +64,7 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> BackupError {
 
 /// What a finished backup wrote.
 #[derive(Debug, Clone)]
-pub(crate) struct BackupReport {
+pub struct BackupReport {
     pub out: PathBuf,
     pub bytes: u64,
     pub pages: u64,
@@ -74,11 +74,7 @@ pub(crate) struct BackupReport {
 
 /// Copies the database at `source` to `out`. `overwrite` allows replacing an existing
 /// `out` (never the source itself).
-pub(crate) fn backup(
-    source: &Path,
-    out: &Path,
-    overwrite: bool,
-) -> Result<BackupReport, BackupError> {
+pub fn backup(source: &Path, out: &Path, overwrite: bool) -> Result<BackupReport, BackupError> {
     let started = Instant::now();
     if !source.is_file() {
         return Err(BackupError::SourceMissing(source.to_path_buf()));

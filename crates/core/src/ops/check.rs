@@ -24,7 +24,7 @@ use crate::ledger::query::BalanceMismatch;
 const MAX_LISTED: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CheckError {
+pub enum CheckError {
     /// Nothing to check: the file is not there (and was not created).
     #[error("database file {} does not exist", .0.display())]
     Missing(PathBuf),
@@ -36,7 +36,7 @@ pub(crate) enum CheckError {
 /// One row that points at a parent row that does not exist.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct ForeignKeyViolation {
+pub struct ForeignKeyViolation {
     pub table: String,
     pub rowid: Option<i64>,
     pub parent: String,
@@ -45,7 +45,7 @@ pub(crate) struct ForeignKeyViolation {
 /// The verdict. `ok` is true exactly when `problems` is empty.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct CheckReport {
+pub struct CheckReport {
     pub database: String,
     pub ok: bool,
     /// SQLite's integrity check messages; `["ok"]` for a sound file.
@@ -67,7 +67,7 @@ pub(crate) struct CheckReport {
 }
 
 /// Checks the database at `path`.
-pub(crate) fn check(path: &Path) -> Result<CheckReport, CheckError> {
+pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
     if !path.exists() {
         return Err(CheckError::Missing(path.to_path_buf()));
     }

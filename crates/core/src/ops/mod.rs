@@ -9,11 +9,11 @@
 //! line (`cli::ops`), the schema (`db::migrate`) or the names, modes and lock of the
 //! database's files (`db::files`).
 
-pub(crate) mod backup;
-pub(crate) mod check;
-pub(crate) mod restore;
+pub mod backup;
+pub mod check;
+pub mod restore;
 pub(crate) mod states;
-pub(crate) mod vacuum;
+pub mod vacuum;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

@@ -41,7 +41,7 @@ pub(crate) fn kept_path(path: &Path) -> PathBuf {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum RestoreError {
+pub enum RestoreError {
     #[error("backup file {} does not exist", .0.display())]
     BackupMissing(PathBuf),
     #[error("{} is the database itself; give the backup file to restore from", .0.display())]
@@ -80,7 +80,7 @@ fn io(action: impl Into<String>) -> impl FnOnce(std::io::Error) -> RestoreError 
 
 /// What a finished restore did.
 #[derive(Debug, Clone)]
-pub(crate) struct RestoreReport {
+pub struct RestoreReport {
     pub database: PathBuf,
     pub from: PathBuf,
     /// Where the replaced database is now; `None` when there was none.
@@ -93,11 +93,7 @@ pub(crate) struct RestoreReport {
 
 /// Replaces the database at `target` with a checked copy of `backup` (see the module
 /// header). `force` replaces an existing `PATH.before-restore`.
-pub(crate) fn restore(
-    target: &Path,
-    backup: &Path,
-    force: bool,
-) -> Result<RestoreReport, RestoreError> {
+pub fn restore(target: &Path, backup: &Path, force: bool) -> Result<RestoreReport, RestoreError> {
     let started = Instant::now();
     if !backup.is_file() {
         return Err(RestoreError::BackupMissing(backup.to_path_buf()));

@@ -101,7 +101,7 @@ const STATUS_COLUMNS: &[Table] = &[
 /// Rows of one column holding one value its enum does not know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct UnknownState {
+pub struct UnknownState {
     pub table: String,
     pub column: String,
     /// The stored value, as text (a number or blob as SQLite shows it).

@@ -26,7 +26,7 @@ use crate::db::files::UseLock;
 const BODIES_PER_TRANSACTION: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum VacuumError {
+pub enum VacuumError {
     #[error("database {} does not exist", .0.display())]
     Missing(PathBuf),
     #[error("a leadrelay server or command is using {}; stop it first (systemctl stop leadrelay)", .0.display())]
@@ -41,7 +41,7 @@ pub(crate) enum VacuumError {
 
 /// What a vacuum did.
 #[derive(Debug, Clone)]
-pub(crate) struct VacuumReport {
+pub struct VacuumReport {
     pub database: PathBuf,
     /// The file and its WAL before and after.
     pub bytes_before: u64,
@@ -58,7 +58,7 @@ fn size_on_disk(path: &Path) -> u64 {
 }
 
 /// Vacuums the database at `path` (see the module header).
-pub(crate) fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
+pub fn vacuum(path: &Path) -> Result<VacuumReport, VacuumError> {
     let started = Instant::now();
     if !path.is_file() {
         return Err(VacuumError::Missing(path.to_path_buf()));

@@ -26,7 +26,7 @@ use crate::db::stored::stored_enum;
 
 stored_enum! {
     /// Whether a buyer's endpoint takes leads.
-    pub(crate) enum State as "buyer health state" {
+    pub enum State as "buyer health state" {
         Healthy = "healthy",
         Unhealthy = "unhealthy",
     }
@@ -60,7 +60,7 @@ impl Default for BreakerConfig {
 
 /// What one attempt says about the endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Observation {
+pub enum Observation {
     /// A 2xx.
     Success,
     /// An answer that is not a success but shows the endpoint up (a 4xx other than 408
@@ -72,7 +72,7 @@ pub(crate) enum Observation {
 
 /// One buyer's breaker as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Breaker {
+pub struct Breaker {
     pub buyer_id: String,
     pub state: State,
     pub consecutive_failures: i64,
@@ -87,7 +87,7 @@ pub(crate) struct Breaker {
 
 /// A change of state that [`Breaker::observe`] made, for the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Transition {
+pub enum Transition {
     BecameUnhealthy,
     Recovered,
 }
@@ -112,7 +112,7 @@ impl Breaker {
     /// Takes one attempt's outcome into account. `probe` says whether the attempt was the
     /// probe of an unhealthy endpoint: only a failed probe moves the next probe later (an
     /// attempt that was already under way when the endpoint went unhealthy does not).
-    pub(crate) fn observe(
+    pub fn observe(
         &mut self,
         observation: Observation,
         error: Option<&str>,
@@ -195,7 +195,7 @@ fn breaker_from_row(row: &rusqlite::Row) -> rusqlite::Result<Breaker> {
 }
 
 /// The stored breaker of `buyer_id`, or a fresh one when it was never tried.
-pub(crate) fn load(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Breaker> {
+pub fn load(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Breaker> {
     Ok(conn
         .prepare_cached(&format!(
             "SELECT {BREAKER_COLUMNS} FROM buyer_health WHERE buyer_id = ?1"
@@ -206,7 +206,7 @@ pub(crate) fn load(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Breake
 }
 
 /// Stores the breaker (the reported figures stay as they are).
-pub(crate) fn save(conn: &Connection, breaker: &Breaker) -> rusqlite::Result<()> {
+pub fn save(conn: &Connection, breaker: &Breaker) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO buyer_health (buyer_id, state, consecutive_failures, failing_since,
             last_success_at, last_failure_at, last_error, unhealthy_since, next_probe_at,
@@ -236,7 +236,7 @@ pub(crate) fn save(conn: &Connection, breaker: &Breaker) -> rusqlite::Result<()>
 
 /// Lets an unhealthy buyer's next probe go out now (`outbox retry --buyer`: the operator
 /// says the endpoint is back). Nothing changes for a healthy buyer.
-pub(crate) fn probe_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<()> {
+pub fn probe_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE buyer_health SET next_probe_at = ?2 WHERE buyer_id = ?1 AND state = 'unhealthy'",
     )?
@@ -246,7 +246,7 @@ pub(crate) fn probe_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite
 
 /// What the running server knows of one buyer that the database does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Figures {
+pub struct Figures {
     pub in_flight: i64,
     pub p50_ms: Option<i64>,
     pub p99_ms: Option<i64>,
@@ -256,7 +256,7 @@ pub(crate) struct Figures {
 pub(crate) const HEARTBEAT_FRESH_MS: i64 = 20_000;
 
 /// Records that the outbox workers started at `started_at` are alive at `now`.
-pub(crate) fn heartbeat(conn: &Connection, started_at: i64, now: i64) -> rusqlite::Result<()> {
+pub fn heartbeat(conn: &Connection, started_at: i64, now: i64) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO outbox_workers (id, started_at, heartbeat_at) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at,
@@ -267,7 +267,7 @@ pub(crate) fn heartbeat(conn: &Connection, started_at: i64, now: i64) -> rusqlit
 }
 
 /// The workers stopped: nothing is in flight any more.
-pub(crate) fn stopped(conn: &Connection) -> rusqlite::Result<()> {
+pub fn stopped(conn: &Connection) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM outbox_workers")?
         .execute([])?;
     conn.prepare_cached("UPDATE buyer_health SET in_flight = 0 WHERE in_flight <> 0")?
@@ -276,7 +276,7 @@ pub(crate) fn stopped(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Stores the running server's figures of `buyer_id` as of `now`.
-pub(crate) fn report(
+pub fn report(
     conn: &Connection,
     buyer_id: &str,
     figures: &Figures,
@@ -302,7 +302,7 @@ pub(crate) fn report(
 
 /// One buyer's health as `buyer health` and the console show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BuyerHealth {
+pub struct BuyerHealth {
     pub breaker: Breaker,
     /// Sends in flight now; `None` when no server's outbox is running.
     pub in_flight: Option<i64>,
@@ -316,7 +316,7 @@ pub(crate) struct BuyerHealth {
 impl BuyerHealth {
     /// `{"buyerId", "state", "consecutiveFailures", "lastSuccessAt", "lastError",
     /// "inFlight", "latencyMs": {"p50", "p99"}, …}` (DESIGN.md section 13).
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let b = &self.breaker;
         json!({
             "buyerId": b.buyer_id,
@@ -338,7 +338,7 @@ impl BuyerHealth {
 /// every buyer, by id, as of `now`. The one read of buyer health for the CLI and the
 /// operator console: the breaker from `buyer_health`, in-flight and latency as the running
 /// server last reported them (in flight only while a server's heartbeat is fresh).
-pub(crate) fn read(
+pub fn read(
     conn: &Connection,
     buyer_id: Option<&str>,
     now: i64,

@@ -14,16 +14,12 @@
 //! (`delivery::event`) or when one is created (`delivery::deliver`). It is the only module
 //! that makes outbound HTTP calls.
 
-pub(crate) mod bid;
-mod connect;
-pub(crate) mod health;
-mod pool;
-pub(crate) mod schedule;
-pub(crate) mod sender;
-pub(crate) mod signing;
-pub(crate) mod stats;
-pub(crate) mod store;
-mod worker;
+pub mod bid;
+pub mod health;
+pub mod schedule;
+pub mod signing;
+pub mod stats;
+pub mod store;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -32,7 +28,6 @@ use std::time::{Duration, Instant};
 pub use health::BreakerConfig;
 pub use schedule::RetrySchedule;
 pub use stats::BuyerFigures;
-pub use worker::{Workers, start};
 
 /// How the workers run (`serve --delivery-concurrency`, `--delivery-per-buyer`,
 /// `--retry-schedule`, `--delivery-timeout`, `--public-outbound-only`).
@@ -103,12 +98,12 @@ struct Shared {
 
 /// What the coordinating worker thread is told between its rounds.
 #[derive(Default)]
-struct Inbox {
+pub struct Inbox {
     /// New events were committed.
-    woken: bool,
+    pub woken: bool,
     /// Attempts that senders finished, to record.
-    finished: Vec<store::Attempt>,
-    stopping: bool,
+    pub finished: Vec<store::Attempt>,
+    pub stopping: bool,
 }
 
 /// Attempts recorded by the workers of this notifier, by what they did to their event.
@@ -148,7 +143,7 @@ impl Notifier {
         self.inner.buyers.read()
     }
 
-    fn stats(&self) -> &stats::Stats {
+    pub fn stats(&self) -> &stats::Stats {
         &self.inner.buyers
     }
 
@@ -160,18 +155,18 @@ impl Notifier {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn finished(&self, attempt: store::Attempt) {
+    pub fn finished(&self, attempt: store::Attempt) {
         self.lock().finished.push(attempt);
         self.inner.changed.notify_all();
     }
 
-    fn set_stopping(&self, stopping: bool) {
+    pub fn set_stopping(&self, stopping: bool) {
         self.lock().stopping = stopping;
         self.inner.changed.notify_all();
     }
 
     /// Waits until something arrives or `deadline` passes, and takes what arrived.
-    fn wait(&self, deadline: Instant) -> Inbox {
+    pub fn wait(&self, deadline: Instant) -> Inbox {
         let mut inbox = self.lock();
         while !inbox.woken && inbox.finished.is_empty() && !inbox.stopping {
             let now = Instant::now();
@@ -192,7 +187,7 @@ impl Notifier {
         }
     }
 
-    fn count(&self, outcome: store::Outcome) {
+    pub fn count(&self, outcome: store::Outcome) {
         let counter = match outcome {
             store::Outcome::Delivered => &self.inner.delivered,
             store::Outcome::Retry => &self.inner.retried,

@@ -94,7 +94,7 @@ impl fmt::Display for RetrySchedule {
 }
 
 /// A `Retry-After` header value: seconds, or an HTTP date (RFC 9110 section 10.2.3).
-pub(crate) fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
+pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));

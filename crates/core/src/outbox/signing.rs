@@ -9,15 +9,15 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The signing key in a `whsec_…` secret.
-pub(crate) struct SigningKey(Vec<u8>);
+pub struct SigningKey(Vec<u8>);
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the buyer's signing secret is not 'whsec_' followed by base64")]
-pub(crate) struct InvalidSecret;
+pub struct InvalidSecret;
 
 impl SigningKey {
     /// Reads a `whsec_…` secret. The prefix is optional, as in the reference libraries.
-    pub(crate) fn from_secret(secret: &str) -> Result<SigningKey, InvalidSecret> {
+    pub fn from_secret(secret: &str) -> Result<SigningKey, InvalidSecret> {
         let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
         match STANDARD.decode(encoded) {
             Ok(key) if !key.is_empty() => Ok(SigningKey(key)),
@@ -26,7 +26,7 @@ impl SigningKey {
     }
 
     /// The `webhook-signature` header value for one message.
-    pub(crate) fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC-SHA256 takes a key of any length");
         mac.update(id.as_bytes());

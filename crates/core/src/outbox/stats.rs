@@ -58,7 +58,7 @@ pub struct BuyerFigures {
 }
 
 #[derive(Default)]
-pub(crate) struct Stats {
+pub struct Stats {
     buyers: Mutex<HashMap<String, Entry>>,
 }
 
@@ -79,7 +79,7 @@ impl Stats {
     }
 
     /// Counts a recorded attempt and its duration.
-    pub(crate) fn attempt(&self, buyer_id: &str, outcome: Outcome, duration_ms: i64) {
+    pub fn attempt(&self, buyer_id: &str, outcome: Outcome, duration_ms: i64) {
         self.with(buyer_id, |entry| {
             let slot = match outcome {
                 Outcome::Delivered => 0,
@@ -96,11 +96,11 @@ impl Stats {
         });
     }
 
-    pub(crate) fn set_in_flight(&self, buyer_id: &str, in_flight: usize) {
+    pub fn set_in_flight(&self, buyer_id: &str, in_flight: usize) {
         self.with(buyer_id, |entry| entry.in_flight = in_flight);
     }
 
-    pub(crate) fn set_unhealthy(&self, buyer_id: &str, unhealthy: bool) {
+    pub fn set_unhealthy(&self, buyer_id: &str, unhealthy: bool) {
         self.with(buyer_id, |entry| entry.unhealthy = unhealthy);
     }
 

@@ -18,7 +18,7 @@ use crate::delivery::transaction::{self, DeliveryStatus};
 
 stored_enum! {
     /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
-    pub(crate) enum EventStatus as "outbox event status" {
+    pub enum EventStatus as "outbox event status" {
         Pending = "pending",
         Delivered = "delivered",
         Failed = "failed",
@@ -27,13 +27,13 @@ stored_enum! {
 
 stored_enum! {
     /// What an event tells its buyer.
-    pub(crate) enum EventKind as "outbox event kind" {
+    pub enum EventKind as "outbox event kind" {
         LeadDelivered = "lead.delivered",
     }
 }
 
 /// The longest response excerpt kept per attempt.
-pub(crate) const EXCERPT_LIMIT: usize = 1024;
+pub const EXCERPT_LIMIT: usize = 1024;
 
 pub(crate) struct NewEvent<'a> {
     pub transaction_id: &'a str,
@@ -68,7 +68,7 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
 
 /// A due event taken by a claim, with what sending it needs.
 #[derive(Debug, Clone)]
-pub(crate) struct Claimed {
+pub struct Claimed {
     pub id: String,
     /// The event's rowid when it was claimed: its attempt is recorded through it, without
     /// a search of the id index ([`record_attempt`] checks that it still names `id`).
@@ -95,7 +95,7 @@ pub(crate) struct Claimed {
 
 /// A mapped buyer's integration as a claim carries it.
 #[derive(Debug, Clone)]
-pub(crate) struct BuyerIntegration {
+pub struct BuyerIntegration {
     /// The stored document (checked when it was set).
     pub document: String,
     /// The buyer's integration secrets by name.
@@ -105,7 +105,7 @@ pub(crate) struct BuyerIntegration {
 /// A buyer with pending events: when the earliest falls due (an event in flight is not due
 /// before its lease ends), and its endpoint's breaker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DueBuyer {
+pub struct DueBuyer {
     pub buyer_id: String,
     pub next_due: i64,
     pub unhealthy: bool,
@@ -133,7 +133,7 @@ const DUE_BUYERS: &str = "WITH RECURSIVE buyer(id) AS (
     WHERE buyer.id IS NOT NULL";
 
 /// Every buyer with pending events, by id ([`DUE_BUYERS`]).
-pub(crate) fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
+pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
     let mut stmt = conn.prepare_cached(DUE_BUYERS)?;
     let rows = stmt.query_map([], |row| {
         Ok(DueBuyer {
@@ -186,7 +186,7 @@ const CLAIM_PROBE: &str = claim_select!("(e.lease_until IS NULL OR e.lease_until
 /// value would compile the statement again (every claim, as the number of free places
 /// changes). The rows come in `outbox_buyer_due` order, so reading only `limit` of them
 /// costs the same as the LIMIT did.
-pub(crate) fn claim_for_buyer(
+pub fn claim_for_buyer(
     conn: &Connection,
     buyer_id: &str,
     now: i64,
@@ -257,11 +257,7 @@ pub(crate) fn claim_for_buyer(
 
 /// Extends the leases of events still in flight here, so no claim elsewhere takes them
 /// while this process still owns them.
-pub(crate) fn renew(
-    conn: &Connection,
-    held: &[(String, i64)],
-    lease_until: i64,
-) -> rusqlite::Result<()> {
+pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -275,7 +271,7 @@ pub(crate) fn renew(
 /// Makes the buyer's waiting events due now (its endpoint answers again after being
 /// unhealthy: what failed while it was down goes out at once, not hours later on its own
 /// schedule). Events in flight are left alone; each keeps its place in its schedule.
-pub(crate) fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
     conn.prepare_cached(
         "UPDATE outbox_events SET next_attempt_at = ?2
          WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
@@ -285,7 +281,7 @@ pub(crate) fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::
 }
 
 /// Gives up claims that were never sent (shutdown), so the events are due again at once.
-pub(crate) fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
+pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -298,7 +294,7 @@ pub(crate) fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> ru
 
 /// How the buyer's system answered one attempt, as the sender judged it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// A 2xx; the partner's own id for the transaction when the body named one.
     Delivered { partner_external_id: Option<String> },
     /// 408, 429, 5xx, a timeout or a connection error; the buyer's `Retry-After` if given.
@@ -313,7 +309,7 @@ pub(crate) enum Verdict {
 
 /// One attempt, ready to record.
 #[derive(Debug, Clone)]
-pub(crate) struct Attempt {
+pub struct Attempt {
     pub event_id: String,
     /// The event's rowid when it was claimed ([`Claimed::row`]).
     pub row: i64,
@@ -337,7 +333,7 @@ pub(crate) struct Attempt {
 
 stored_enum! {
     /// What recording an attempt did to its event (`outbox_attempts.outcome`).
-    pub(crate) enum Outcome as "attempt outcome" {
+    pub enum Outcome as "attempt outcome" {
         Delivered = "delivered",
         /// Due again later.
         Retry = "retry",
@@ -350,7 +346,7 @@ stored_enum! {
 /// A refusal recorded on a pending event: what the transaction's owner and the waterfall
 /// do next, in the same job.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     pub transaction_id: String,
     pub buyer_id: String,
     pub reason: String,
@@ -379,7 +375,7 @@ const EVENT_STATE: &str =
 
 /// [`record`], also returning the refusal a refused attempt of the event's latest claim
 /// made, for the caller to apply to the transaction in the same job.
-pub(crate) fn record_attempt(
+pub fn record_attempt(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
@@ -567,7 +563,7 @@ fn mark_failed(
 
 /// How the outbox stands, for `GET /api/health` and `GET /metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Figures {
+pub struct Figures {
     pub pending: i64,
     pub failed: i64,
     /// When the oldest pending event was made; `None` when nothing is pending.
@@ -576,7 +572,7 @@ pub(crate) struct Figures {
 
 /// Counts pending and failed events and finds the oldest pending one (three lookups on
 /// `outbox_status_created`).
-pub(crate) fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
+pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
     conn.prepare_cached(
         "SELECT
             (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
@@ -594,7 +590,7 @@ pub(crate) fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
 
 /// Why an operator command on an event was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum OutboxError {
+pub enum OutboxError {
     #[error("unknown event '{0}'")]
     NotFound(String),
     #[error("event '{0}' was delivered already; there is nothing to retry")]
@@ -622,7 +618,7 @@ impl From<rusqlite::Error> for OutboxError {
 
 /// An event as the operator sees it.
 #[derive(Debug, Clone)]
-pub(crate) struct Event {
+pub struct Event {
     pub id: String,
     pub kind: EventKind,
     pub transaction_id: Option<String>,
@@ -661,7 +657,7 @@ fn event_from_row(row: &Row) -> rusqlite::Result<Event> {
 
 impl Event {
     /// The summary shown by `outbox list` (without the body).
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let pending = self.status == EventStatus::Pending;
         json!({
             "id": self.id,
@@ -682,7 +678,7 @@ impl Event {
     }
 }
 
-pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
     conn.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE id = ?1"
     ))?
@@ -691,7 +687,7 @@ pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event
 }
 
 /// Events, newest first, optionally of one status.
-pub(crate) fn list(
+pub fn list(
     conn: &Connection,
     status: Option<EventStatus>,
     limit: i64,
@@ -706,10 +702,7 @@ pub(crate) fn list(
 }
 
 /// The events of one transaction, oldest first.
-pub(crate) fn of_transaction(
-    conn: &Connection,
-    transaction_id: &str,
-) -> rusqlite::Result<Vec<Event>> {
+pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<Event>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE transaction_id = ?1
          ORDER BY created_at, id"
@@ -738,7 +731,7 @@ pub(crate) fn latest_payload(
 
 /// One recorded attempt.
 #[derive(Debug, Clone)]
-pub(crate) struct AttemptRecord {
+pub struct AttemptRecord {
     pub attempt: i64,
     pub url: String,
     pub started_at: i64,
@@ -752,7 +745,7 @@ pub(crate) struct AttemptRecord {
 }
 
 impl AttemptRecord {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "attempt": self.attempt,
             "at": crate::clock::iso(self.started_at),
@@ -768,7 +761,7 @@ impl AttemptRecord {
 }
 
 /// Every attempt of an event, in order.
-pub(crate) fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
+pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
             outcome, request
@@ -795,7 +788,7 @@ pub(crate) fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Ve
 /// Makes a failed or pending event due now. A failed event starts the retry schedule
 /// again; its transaction's delivery status goes back to pending. Refused for an event of
 /// a sale taken back ([`requeue`]).
-pub(crate) fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
+pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
     if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.to_string()));
@@ -819,7 +812,7 @@ pub(crate) fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, Outb
 /// narrows (`None`: both), as [`retry`] does each of them: the events of a sale taken back
 /// stay as they are. Returns how many events it retried and the last id it looked at
 /// (`None` when there were none: the caller is done).
-pub(crate) fn retry_buyer(
+pub fn retry_buyer(
     conn: &Connection,
     buyer_id: &str,
     status: Option<EventStatus>,

@@ -20,7 +20,7 @@
 pub(crate) mod input;
 pub(crate) mod post;
 pub(crate) mod route;
-pub(crate) mod store;
+pub mod store;
 
 use std::time::Instant;
 
@@ -43,7 +43,7 @@ use route::{PingAnswer, PreparedPing};
 
 /// Why a ping got no answer of its own (an accepted or rejected ping is an answer).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum PingError {
+pub enum PingError {
     /// Names, email, phone, street or house number in a ping: every path.
     #[error("{}", personal_data_message(.0))]
     PersonalData(Vec<Problem>),
@@ -57,7 +57,7 @@ pub(crate) enum PingError {
 }
 
 /// The message of a ping refused for personal data: the paths to remove.
-pub(crate) fn personal_data_message(problems: &[Problem]) -> String {
+pub fn personal_data_message(problems: &[Problem]) -> String {
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
     format!(
         "a ping carries no personal data (names, email, phone, street, house number); remove {}",
@@ -83,7 +83,7 @@ impl From<crate::autodelivery::AutoDeliveryError> for PingError {
 /// Answers a ping sent to `source` (admitted by `ingest::handler::admit`, so 404 and 401
 /// came first) with `body`: checks it, then decides and reserves in one writer job.
 /// `arrived`: when the HTTP request arrived, from which the bid timeouts count.
-pub(crate) async fn answer(
+pub async fn answer(
     db: &Db,
     metrics: &Metrics,
     bid_client: &BidClient,
@@ -228,7 +228,7 @@ async fn ask_bidders(
 /// `stopped` completes. Lazy freeing (every job that reads caps or balances ends lapsed
 /// pings first) makes the sweep a matter of tidiness, not of correctness. A read finds
 /// whether anything is due, so an idle server writes nothing.
-pub(crate) async fn run_sweep(db: Db, stopped: impl std::future::Future<Output = ()>) {
+pub async fn run_sweep(db: Db, stopped: impl std::future::Future<Output = ()>) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stopped);

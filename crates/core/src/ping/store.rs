@@ -21,7 +21,7 @@ use crate::ledger;
 
 stored_enum! {
     /// Where a ping stands.
-    pub(crate) enum PingStatus as "ping status" {
+    pub enum PingStatus as "ping status" {
         /// Sold: its reservations hold until `expiresAt`.
         Accepted = "accepted",
         /// No buyer (or routing off, or the score too low): nothing held.
@@ -86,7 +86,7 @@ pub(crate) fn insert(conn: &Connection, ping: &NewPing) -> rusqlite::Result<()> 
 
 /// One buyer's reservation of an accepted ping.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reservation {
+pub struct Reservation {
     pub position: i64,
     pub buyer_id: String,
     pub product_id: String,
@@ -101,7 +101,7 @@ pub(crate) struct Reservation {
 }
 
 impl Reservation {
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "buyerAccountId": self.buyer_id,
             "buyerPrice": crate::money::to_json(self.price_cents),
@@ -157,7 +157,7 @@ pub(crate) fn reserve(
 }
 
 /// The reservations of a ping, in rank order.
-pub(crate) fn reservations(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
+pub fn reservations(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
     conn.prepare_cached(
         "SELECT position, buyer_id, product_id, price_cents, held_cents, cap_day_start,
                 cap_month_start, bid_request_id, bid_id
@@ -375,7 +375,7 @@ pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64>
 
 /// A ping as stored.
 #[derive(Debug, Clone)]
-pub(crate) struct Ping {
+pub struct Ping {
     pub id: String,
     pub source_id: String,
     pub container_id: String,
@@ -405,7 +405,7 @@ impl Ping {
     }
 
     /// The operator's view (`ping list`, `ping show`).
-    pub(crate) fn to_json(&self, now: i64) -> Value {
+    pub fn to_json(&self, now: i64) -> Value {
         json!({
             "id": self.id,
             "sourceId": self.source_id,
@@ -456,7 +456,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Ping> {
     })
 }
 
-pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
@@ -473,7 +473,7 @@ pub(crate) fn posted_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Resu
 
 /// What `ping list` selects.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ListFilter {
+pub struct ListFilter {
     pub source_id: Option<String>,
     pub status: Option<PingStatus>,
     pub limit: i64,
@@ -481,11 +481,7 @@ pub(crate) struct ListFilter {
 
 /// The newest pings first, by source and status as of `now` (an accepted ping past its
 /// time lists as expired).
-pub(crate) fn list(
-    conn: &Connection,
-    filter: &ListFilter,
-    now: i64,
-) -> rusqlite::Result<Vec<Ping>> {
+pub fn list(conn: &Connection, filter: &ListFilter, now: i64) -> rusqlite::Result<Vec<Ping>> {
     // Accepted and expired are told apart by the clock, not only the column.
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM pings

@@ -23,7 +23,7 @@
 //! Owns the `erasures` table (the log: what was asked and by whom, when, how many records
 //! changed; never the erased values).
 
-pub(crate) mod purge;
+pub mod purge;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};

@@ -47,7 +47,7 @@ pub(crate) const VACUUM_PAGES_PER_JOB: i64 = 256;
 
 /// Who purges: the hourly run of `serve` or an operator's `purge` command.
 #[derive(Debug, Clone)]
-pub(crate) enum Trigger {
+pub enum Trigger {
     Retention,
     Operator { actor: String },
 }
@@ -70,7 +70,7 @@ impl Trigger {
 
 /// What a purge did (or, with `dry_run`, would do).
 #[derive(Debug, Default, Clone)]
-pub(crate) struct PurgeReport {
+pub struct PurgeReport {
     pub counts: Counts,
     /// Pings deleted (or, with `dry_run`, due): created before the cutoff and never
     /// posted.
@@ -96,12 +96,12 @@ pub(crate) fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Ve
 }
 
 /// How often `serve` purges by retention (and once at start).
-pub(crate) const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
+pub const RETENTION_INTERVAL: Duration = Duration::from_secs(3_600);
 
 /// Tells a running purge to stop between two jobs; the pauses between jobs wait on it, so a
 /// stopping server does not wait out a pause.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Cancel(Arc<(Mutex<bool>, Condvar)>);
+pub struct Cancel(Arc<(Mutex<bool>, Condvar)>);
 
 impl Cancel {
     pub(crate) fn cancel(&self) {
@@ -122,13 +122,13 @@ impl Cancel {
 }
 
 /// The thread of `serve` that purges by retention at start and then every `interval`.
-pub(crate) struct RetentionWorker {
+pub struct RetentionWorker {
     cancel: Cancel,
     thread: Option<JoinHandle<()>>,
 }
 
 impl RetentionWorker {
-    pub(crate) fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
+    pub fn start(db: Db, interval: Duration) -> std::io::Result<RetentionWorker> {
         let cancel = Cancel::default();
         let thread = std::thread::Builder::new()
             .name("retention".into())
@@ -161,7 +161,7 @@ impl RetentionWorker {
     }
 
     /// Stops after the job in progress and waits for the thread.
-    pub(crate) fn stop(mut self) {
+    pub fn stop(mut self) {
         self.stop_and_join();
     }
 
@@ -206,7 +206,7 @@ pub(crate) fn run_retention(db: &Db, cancel: &Cancel) -> Result<PurgeReport, Pri
 
 /// `leadrelay purge --older-than AGE [--workspace W] [--dry-run]`: makes tombstones of the
 /// leads created before `cutoff`, in workspace `workspace` or in all.
-pub(crate) fn purge(
+pub fn purge(
     db: &Db,
     workspace: Option<&str>,
     cutoff: i64,

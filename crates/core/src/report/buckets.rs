@@ -16,7 +16,7 @@ use crate::delivery::transaction::Status;
 pub(crate) const BUCKET_MS: i64 = 15 * 60 * 1000;
 
 /// The start of the quarter hour holding `at_ms`.
-pub(crate) fn bucket_of(at_ms: i64) -> i64 {
+pub fn bucket_of(at_ms: i64) -> i64 {
     at_ms.div_euclid(BUCKET_MS) * BUCKET_MS
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn day_of(at_ms: i64) -> i64 {
 
 /// Which table a [`Span`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Grain {
+pub enum Grain {
     /// `report_buckets`: quarter hours.
     QuarterHour,
     /// `report_days`: whole UTC days.
@@ -48,7 +48,7 @@ pub(crate) enum Grain {
 
 impl Grain {
     /// The table and the name of its time column.
-    pub(crate) fn table(self) -> (&'static str, &'static str) {
+    pub fn table(self) -> (&'static str, &'static str) {
         match self {
             Grain::QuarterHour => ("report_buckets", "bucket"),
             Grain::Day => ("report_days", "day"),
@@ -58,17 +58,17 @@ impl Grain {
 
 /// A range of one of the aggregate's tables: rows whose time is in `from..to` (ms UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Span {
-    pub(crate) grain: Grain,
-    pub(crate) from: i64,
-    pub(crate) to: i64,
+pub struct Span {
+    pub grain: Grain,
+    pub from: i64,
+    pub to: i64,
 }
 
 /// The ranges of the aggregate that together hold exactly the time `start..end` (both on
 /// quarter hours, as every local midnight is): the whole UTC days inside it from
 /// `report_days`, the quarter hours before the first and after the last of them from
 /// `report_buckets`. Empty ranges are left out.
-pub(crate) fn spans(start: i64, end: i64) -> Vec<Span> {
+pub fn spans(start: i64, end: i64) -> Vec<Span> {
     let mut found = Vec::with_capacity(3);
     if start >= end {
         return found;

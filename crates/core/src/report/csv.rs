@@ -8,14 +8,14 @@ use std::io::Write;
 use super::{Figures, Report};
 
 /// A CSV writer onto `out` with RFC 4180's record terminator.
-pub(crate) fn writer<W: Write>(out: W) -> ::csv::Writer<W> {
+pub fn writer<W: Write>(out: W) -> ::csv::Writer<W> {
     ::csv::WriterBuilder::new()
         .terminator(::csv::Terminator::CRLF)
         .from_writer(out)
 }
 
 /// The report's columns after its `by` keys, named as in `--json`.
-pub(crate) const COLUMNS: &[&str] = &[
+pub const COLUMNS: &[&str] = &[
     "received",
     "accepted",
     "duplicates",
@@ -31,7 +31,7 @@ pub(crate) const COLUMNS: &[&str] = &[
 ];
 
 /// A row's figures as CSV fields, in [`COLUMNS`]' order.
-pub(crate) fn fields(f: &Figures) -> Vec<String> {
+pub fn fields(f: &Figures) -> Vec<String> {
     vec![
         f.received.to_string(),
         f.accepted.to_string(),
@@ -53,7 +53,7 @@ pub(crate) fn fields(f: &Figures) -> Vec<String> {
 /// The report as CSV: a header (the `by` dimensions, then [`COLUMNS`]) and one record per
 /// row; a dimension without a value (the buyer of lead counts) is an empty field. The
 /// totals are not a record: a sum of the rows gives them.
-pub(crate) fn write_report<W: Write>(out: W, report: &Report) -> ::csv::Result<()> {
+pub fn write_report<W: Write>(out: W, report: &Report) -> ::csv::Result<()> {
     let mut csv = writer(out);
     let header: Vec<&str> = report
         .query

@@ -20,8 +20,8 @@
 //! under its lead's source, its buyer and product. The supplier of a row is its source's
 //! supplier as configured when the report is read.
 
-pub(crate) mod buckets;
-pub(crate) mod csv;
+pub mod buckets;
+pub mod csv;
 
 use std::collections::HashMap;
 
@@ -34,7 +34,7 @@ pub(crate) use buckets::{Counted, Received, leads_received, mismatches, transact
 
 /// The counters and sums of a report row (and of a bucket row, and of the totals).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Figures {
+pub struct Figures {
     /// Leads received: accepted + duplicates + rejected.
     pub received: i64,
     /// Stored as unique.
@@ -96,7 +96,7 @@ impl Figures {
         *self == Figures::default()
     }
 
-    pub(crate) fn margin_cents(&self) -> i64 {
+    pub fn margin_cents(&self) -> i64 {
         self.revenue_cents - self.supplier_cost_cents
     }
 
@@ -129,7 +129,7 @@ impl Figures {
 
 /// A dimension a report is cut by (`--by`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum By {
+pub enum By {
     Day,
     Week,
     Month,
@@ -140,7 +140,7 @@ pub(crate) enum By {
 }
 
 impl By {
-    pub(crate) const ALL: [By; 7] = [
+    pub const ALL: [By; 7] = [
         By::Day,
         By::Week,
         By::Month,
@@ -150,7 +150,7 @@ impl By {
         By::Product,
     ];
 
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             By::Day => "day",
             By::Week => "week",
@@ -163,7 +163,7 @@ impl By {
     }
 
     /// `--by`'s value (and the console's `by` parameter).
-    pub(crate) fn parse(text: &str) -> Result<By, String> {
+    pub fn parse(text: &str) -> Result<By, String> {
         By::ALL
             .into_iter()
             .find(|by| by.as_str() == text)
@@ -183,7 +183,7 @@ impl By {
 /// What to report: one workspace's local dates `from` to `to` (both included), cut by
 /// `by` in that order (none: one row).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ReportQuery {
+pub struct ReportQuery {
     pub workspace_id: String,
     pub from: Date,
     pub to: Date,
@@ -194,13 +194,13 @@ pub(crate) struct ReportQuery {
 /// has none, e.g. the buyer of lead counts, or the supplier of a source without one) and
 /// its figures.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ReportRow {
+pub struct ReportRow {
     pub keys: Vec<Option<String>>,
     pub figures: Figures,
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Report {
+pub struct Report {
     pub query: ReportQuery,
     /// The workspace's time zone the dates are in.
     pub timezone: String,
@@ -211,7 +211,7 @@ pub(crate) struct Report {
 impl Report {
     /// `{"from", "to", "by", "rows", "totals"}` (DESIGN.md section 11) with the workspace
     /// and its time zone; each row has its `by` keys, then every column.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let rows: Vec<Value> = self
             .rows
             .iter()
@@ -240,7 +240,7 @@ impl Report {
 
 /// Why a report cannot be made.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReportError {
+pub enum ReportError {
     #[error("unknown workspace '{0}'")]
     UnknownWorkspace(String),
     #[error("the report starts ({from}) after it ends ({to})")]
@@ -463,7 +463,7 @@ fn grouped_text<'r>(
 /// ([`buckets::spans`]), sums them in SQLite by a prefix of the key ([`bucket_query`]) and
 /// adds those sums up by the dimensions' values. When every dimension is a period, every
 /// period of the range has a row, also one without data.
-pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
+pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
     if query.from > query.to {
         return Err(ReportError::Backwards {
             from: query.from,
@@ -623,7 +623,7 @@ pub(crate) fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, Repo
 /// local midnights are): what a report of those times would total, read from the whole
 /// UTC days' rows and the quarter hours at the edges ([`buckets::spans`]). The console's
 /// overview reads its days so, so its money is the report's.
-pub(crate) fn totals_between(conn: &Connection, start: i64, end: i64) -> rusqlite::Result<Figures> {
+pub fn totals_between(conn: &Connection, start: i64, end: i64) -> rusqlite::Result<Figures> {
     let mut totals = Figures::default();
     for span in buckets::spans(start, end) {
         let (table, time) = span.grain.table();

@@ -25,7 +25,7 @@ use crate::delivery::transaction::Status;
 
 /// Which transactions to learn from.
 #[derive(Debug, Clone)]
-pub(crate) struct Selection {
+pub struct Selection {
     pub workspace_id: String,
     /// Transactions created at or after this time.
     pub since_ms: i64,
@@ -43,7 +43,7 @@ pub(crate) fn label(status: Status) -> Option<bool> {
 
 /// The rows, their columns, and what was left out.
 #[derive(Debug, Clone)]
-pub(crate) struct Dataset {
+pub struct Dataset {
     pub rows: Rows,
     /// The name of column `j` is `names[j - 1]` (column 0 is the intercept).
     pub names: Vec<String>,
@@ -87,7 +87,7 @@ struct Pending {
 /// Reads the labelled rows of `selection` in creation order (then by id), with columns
 /// for the features of `groups`; `current` scores each row's full stored features. One
 /// pass over the rows.
-pub(crate) fn load(
+pub fn load(
     conn: &Connection,
     selection: &Selection,
     groups: &[Group],

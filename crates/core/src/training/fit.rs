@@ -25,7 +25,7 @@ use std::ops::Range;
 /// Rows of a design matrix in compressed sparse row form, with their labels. Column 0 is
 /// the intercept, implicit in every row; feature columns are `1..=dims`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Rows {
+pub struct Rows {
     /// The highest feature column (at least the one given to [`Rows::new`]).
     dims: usize,
     offsets: Vec<usize>,
@@ -96,7 +96,7 @@ pub(crate) struct Fit {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub(crate) enum FitError {
+pub enum FitError {
     #[error("nothing to fit: no rows")]
     NoRows,
     #[error("the fit did not converge in {0} iterations")]

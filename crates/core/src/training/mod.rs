@@ -11,7 +11,7 @@
 //! Deterministic: the same rows in the same order give bit-identical weights. Owns the
 //! procedure and its report; it writes nothing.
 
-pub(crate) mod dataset;
+pub mod dataset;
 pub(crate) mod fit;
 pub(crate) mod metrics;
 
@@ -23,9 +23,9 @@ use dataset::Dataset;
 use fit::FitError;
 
 /// The fewest labelled rows `train` fits on, unless told otherwise.
-pub(crate) const DEFAULT_MIN_ROWS: usize = 200;
+pub const DEFAULT_MIN_ROWS: usize = 200;
 /// The fewest rows of each label, unless told otherwise.
-pub(crate) const DEFAULT_MIN_PER_LABEL: usize = 20;
+pub const DEFAULT_MIN_PER_LABEL: usize = 20;
 /// The L2 penalty λ on every weight but the intercept (scikit-learn's `C = 1`). Features
 /// are 0/1 flags, shares and small counts, so one λ suits them all unscaled.
 pub(crate) const LAMBDA: f64 = 1.0;
@@ -36,13 +36,13 @@ const MIN_CATEGORY_ROWS: usize = 10;
 
 /// What `train` needs besides the rows.
 #[derive(Debug, Clone)]
-pub(crate) struct Limits {
+pub struct Limits {
     pub min_rows: usize,
     pub min_per_label: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TrainError {
+pub enum TrainError {
     #[error(
         "not enough outcomes to train on: {rows} labelled transactions with stored features \
          ({good} good, {bad} bad); at least {min_rows} are needed, with at least \
@@ -72,7 +72,7 @@ pub(crate) enum TrainError {
 
 /// How one set of weights does on the holdout.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Comparison {
+pub struct Comparison {
     pub auc: f64,
     pub log_loss: f64,
     /// Share of good holdout leads whose score reaches their container's threshold.
@@ -94,7 +94,7 @@ impl Comparison {
 
 /// What a training run found.
 #[derive(Debug, Clone)]
-pub(crate) struct Report {
+pub struct Report {
     pub rows: usize,
     pub training: usize,
     pub holdout: usize,
@@ -113,7 +113,7 @@ pub(crate) struct Report {
 impl Report {
     /// The figures kept with an applied version and printed by `--json` (without
     /// `applied`, which the caller adds).
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         json!({
             "rows": self.rows,
             "training": self.training,
@@ -132,7 +132,7 @@ impl Report {
 }
 
 /// Fits and compares on `data` (rows in time order, from [`dataset::load`]).
-pub(crate) fn train(mut data: Dataset, limits: &Limits) -> Result<Report, TrainError> {
+pub fn train(mut data: Dataset, limits: &Limits) -> Result<Report, TrainError> {
     let rows = data.rows.len();
     let good = data.good();
     let bad = rows - good;

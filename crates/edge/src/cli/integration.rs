@@ -327,10 +327,10 @@ mod tests {
     #[test]
     fn the_readme_documents_parse() {
         assert!(super::parses(include_str!(
-            "../../docs/examples/crm-integration.json"
+            "../../../../docs/examples/crm-integration.json"
         )));
         assert!(super::parses(include_str!(
-            "../../docs/examples/form-integration.json"
+            "../../../../docs/examples/form-integration.json"
         )));
     }
 }

@@ -379,7 +379,7 @@ fn lifecycle_error_object(e: &LifecycleError) -> Value {
 #[derive(Debug)]
 struct Reply {
     status: StatusCode,
-    body: Value,
+    pub body: Value,
     headers: Vec<(HeaderName, HeaderValue)>,
     code: String,
 }

@@ -122,7 +122,7 @@ impl AppState {
             outbox: crate::outbox::Notifier::new(),
             started: Instant::now(),
             metrics: Arc::new(Metrics::new(&endpoints)),
-            bids: Default::default(),
+            bids: crate::outbox::bid::client(crate::outbound_url::Reach::default()),
             health: crate::health::Prober::default(),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             write_requests: Arc::new(Semaphore::new(config.max_write_requests.max(1))),

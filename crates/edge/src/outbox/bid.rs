@@ -22,6 +22,9 @@ use serde_json::Value;
 use super::connect::{self, Connector};
 use super::signing::SigningKey;
 use crate::outbound_url::Reach;
+pub(crate) use leadrelay_core::outbox::bid::{
+    BidCall, BidClient, BidOutcome, BidResult, Bidder, Collected,
+};
 
 /// The pooled client, or why it could not be built.
 type Built = Result<Client<Connector, Full<Bytes>>, String>;
@@ -32,79 +35,29 @@ const ANSWER_LIMIT: usize = 16 * 1024;
 /// The longest bid id taken from an answer.
 const BID_ID_MAX: usize = 128;
 
-/// One bid request to send.
-#[derive(Debug, Clone)]
-pub struct BidCall {
-    pub buyer_id: String,
-    pub bid_request_id: String,
-    pub url: String,
-    pub signing_secret: String,
-    /// From the arrival of the request that asks (`BidClient::collect`).
-    pub timeout: Duration,
-    /// The `lead.bid_request` body.
-    pub body: Value,
-}
-
-/// What a bid request came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BidOutcome {
-    /// A price in cents, with the buyer's id of the bid when it gave one.
-    Bid {
-        price_cents: i64,
-        bid_id: Option<String>,
-    },
-    /// The buyer passed (`{"bid": null}` or 204).
-    Pass,
-    /// No answer within the bid's timeout.
-    Timeout,
-    /// No usable answer: a connection error, an error status, a body that does not read.
-    Error(String),
-}
-
-impl BidOutcome {
-    /// The outcome's name as recorded (`bids.outcome`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            BidOutcome::Bid { .. } => "bid",
-            BidOutcome::Pass => "pass",
-            BidOutcome::Timeout => "timeout",
-            BidOutcome::Error(_) => "error",
-        }
-    }
-}
-
-/// One answered (or unanswered) bid request.
-#[derive(Debug, Clone)]
-pub struct BidResult {
-    pub buyer_id: String,
-    pub bid_request_id: String,
-    pub outcome: BidOutcome,
-    pub latency_ms: i64,
-}
-
-/// The bid client of one service. Built on first use.
+/// The bid client of one service that sends over HTTP: [`client`]. Built on first use.
 #[derive(Clone, Default)]
-pub struct BidClient {
+struct HttpBidder {
     client: Arc<OnceLock<Built>>,
     /// Where it may send (`serve --public-outbound-only`).
     reach: Reach,
 }
 
-impl std::fmt::Debug for BidClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BidClient")
+/// The service's bid client: it sends only where `reach` allows.
+pub(crate) fn client(reach: Reach) -> BidClient {
+    BidClient::new(HttpBidder {
+        client: Arc::default(),
+        reach,
+    })
+}
+
+impl Bidder for HttpBidder {
+    fn collect(&self, calls: Vec<BidCall>, arrived: Instant) -> Collected<'_> {
+        Box::pin(HttpBidder::collect(self, calls, arrived))
     }
 }
 
-impl BidClient {
-    /// A client that sends only where `reach` allows.
-    pub(crate) fn new(reach: Reach) -> BidClient {
-        BidClient {
-            client: Arc::default(),
-            reach,
-        }
-    }
-
+impl HttpBidder {
     fn client(&self) -> Built {
         self.client
             .get_or_init(|| {
@@ -122,14 +75,14 @@ impl BidClient {
     /// `arrived` (when the request that asks arrived: what its sender waits for), so the
     /// reads and checks before the bids come out of the bidders' time, not on top of it;
     /// the results in the calls' order. Must run on a tokio runtime.
-    pub async fn collect(&self, calls: Vec<BidCall>, arrived: Instant) -> Vec<BidResult> {
+    async fn collect(&self, calls: Vec<BidCall>, arrived: Instant) -> Vec<BidResult> {
         let client = self.client();
         let reach = self.reach;
         collect_with(calls, move |call| ask(client.clone(), reach, call, arrived)).await
     }
 }
 
-/// [`BidClient::collect`] with `ask` sending each call: one task per call, all at once. A
+/// [`HttpBidder::collect`] with `ask` sending each call: one task per call, all at once. A
 /// task that panics (or is cancelled) is an `error` outcome of its call, logged with the
 /// buyer and the bid request id (nothing of the lead, nor the panic's message, which may
 /// hold anything).

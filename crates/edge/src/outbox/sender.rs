@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn a_document_is_parsed_once_per_version_and_buyer() {
         let documents = Documents::default();
-        let form = include_str!("../../docs/examples/form-integration.json");
+        let form = include_str!("../../../../docs/examples/form-integration.json");
         let first = documents.get("b1", form).unwrap();
         let again = documents.get("b1", form).unwrap();
         assert!(
@@ -506,7 +506,7 @@ mod tests {
         );
         let other_buyer = documents.get("b2", form).unwrap();
         assert!(!Arc::ptr_eq(&first, &other_buyer), "one entry per buyer");
-        let crm = include_str!("../../docs/examples/crm-integration.json");
+        let crm = include_str!("../../../../docs/examples/crm-integration.json");
         let changed = documents.get("b1", crm).unwrap();
         assert!(!Arc::ptr_eq(&first, &changed), "a new version is parsed");
         assert_ne!(changed.url, first.url);

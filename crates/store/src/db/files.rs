@@ -18,23 +18,23 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The suffixes SQLite gives the files it keeps beside a database.
-pub(crate) const SQLITE_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+pub const SQLITE_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
 
 /// `path` with `suffix` appended to its file name (`db` + `-wal` → `db-wal`), the way
 /// SQLite names its side files.
-pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
     name.push(suffix);
     PathBuf::from(name)
 }
 
 /// The write-ahead log beside `path`.
-pub(crate) fn wal(path: &Path) -> PathBuf {
+pub fn wal(path: &Path) -> PathBuf {
     with_suffix(path, "-wal")
 }
 
 /// The directory holding `path` (`.` for a bare file name).
-pub(crate) fn parent_dir(path: &Path) -> &Path {
+pub fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -43,7 +43,7 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 
 /// Options that create a new file readable and writable by its owner only, whatever the
 /// umask.
-pub(crate) fn private_new_file() -> OpenOptions {
+pub fn private_new_file() -> OpenOptions {
     let mut options = OpenOptions::new();
     options.read(true).write(true).create_new(true);
     #[cfg(unix)]
@@ -77,7 +77,7 @@ pub(crate) fn prepare(path: &Path) -> io::Result<()> {
 /// Removes the group and other permission bits of an existing file (0644 → 0600) and logs
 /// the change; a file that is private already is left alone.
 #[cfg(unix)]
-pub(crate) fn make_private(path: &Path) -> io::Result<()> {
+pub fn make_private(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o7777;
     if mode & 0o077 == 0 {
@@ -109,7 +109,7 @@ pub(crate) fn make_private(_path: &Path) -> io::Result<()> {
 /// for anyone else the file is theirs already, and a failure changes nothing. It keeps a
 /// file that `sudo leadrelay …` created from locking the service user out, as SQLite does
 /// for its own side files.
-pub(crate) fn match_owner(file: &File, reference: &Path) {
+pub fn match_owner(file: &File, reference: &Path) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -127,14 +127,14 @@ pub(crate) fn match_owner(file: &File, reference: &Path) {
 /// What the file system holding the database can take: the bytes an unprivileged process
 /// may still write, and whether it is mounted read-only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Space {
-    pub(crate) available_bytes: u64,
-    pub(crate) read_only: bool,
+pub struct Space {
+    pub available_bytes: u64,
+    pub read_only: bool,
 }
 
 /// [`Space`] of the file system holding `path` (`statvfs`); `None` where the platform
 /// cannot say.
-pub(crate) fn space(path: &Path) -> io::Result<Option<Space>> {
+pub fn space(path: &Path) -> io::Result<Option<Space>> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -169,7 +169,7 @@ pub(crate) fn space(path: &Path) -> io::Result<Option<Space>> {
 
 /// Makes a new directory entry durable. Best effort: not every platform can open a
 /// directory for syncing, and the data itself is synced already.
-pub(crate) fn sync_dir(path: &Path) {
+pub fn sync_dir(path: &Path) {
     if let Ok(dir) = File::open(parent_dir(path)) {
         let _ = dir.sync_all();
     }
@@ -180,7 +180,7 @@ pub(crate) fn sync_dir(path: &Path) {
 /// restore. The lock file is never removed: removing it would let two processes lock two
 /// different files of the same name.
 #[derive(Debug)]
-pub(crate) struct UseLock {
+pub struct UseLock {
     _file: File,
 }
 
@@ -233,7 +233,7 @@ impl UseLock {
 
     /// Takes the lock exclusively without waiting: `None` while any leadrelay process
     /// (`serve`, another command) has the database open.
-    pub(crate) fn try_exclusive(path: &Path) -> io::Result<Option<UseLock>> {
+    pub fn try_exclusive(path: &Path) -> io::Result<Option<UseLock>> {
         let file = open_lock_file(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(UseLock { _file: file })),

@@ -39,7 +39,7 @@ const MIGRATIONS: &[Migration] = &[
     // time zone.
     Migration {
         sql: include_str!("../../migrations/0008_delivery.sql"),
-        then: Some(|conn| crate::caps::rebuild(conn, None, crate::clock::now_ms())),
+        then: Some(count_caps),
     },
     // The console's counts by group: indexes that lead with the source, buyer or status.
     sql(include_str!("../../migrations/0009_console_counts.sql")),
@@ -80,6 +80,40 @@ const MIGRATIONS: &[Migration] = &[
         then: Some(checks_rewritten),
     },
 ];
+
+/// Migration 8's step: the new cap counters counted from the live transactions of each
+/// workspace's current local day and month. Frozen with the migration, as its SQL is: the
+/// caps owner (`caps::rebuild` in the domain crate) recounts the same way today, but it may
+/// change with the schema of a later migration, and this step must run on migration 8's.
+fn count_caps(conn: &Connection) -> rusqlite::Result<()> {
+    let now = leadrelay_rules::clock::now_ms();
+    let workspaces: Vec<(String, String)> = conn
+        .prepare("SELECT id, timezone FROM workspaces")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (workspace, zone) in workspaces {
+        let tz = jiff::tz::TimeZone::get(&zone).unwrap_or(jiff::tz::TimeZone::UTC);
+        let windows = leadrelay_rules::windows::Windows::at(now, &tz);
+        conn.execute(
+            "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start,
+                month_count)
+             SELECT buyer_id, product_id, ?2,
+                    count(*) FILTER (WHERE created_at >= ?2 AND created_at < ?3), ?4, count(*)
+             FROM transactions
+             WHERE workspace_id = ?1 AND created_at >= ?4 AND created_at < ?5
+               AND status NOT IN ('rejected', 'cancelled')
+             GROUP BY buyer_id, product_id",
+            rusqlite::params![
+                workspace,
+                windows.day.0,
+                windows.day.1,
+                windows.month.0,
+                windows.month.1
+            ],
+        )?;
+    }
+    Ok(())
+}
 
 /// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in
 /// `sqlite_schema`, so that every other connection parses it again (this one did at
@@ -193,7 +227,7 @@ fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
         |ctx| {
             Ok(ctx
                 .get::<Option<String>>(0)?
-                .map(|key| crate::ingest::normalize::key_hash(&key)))
+                .map(|key| leadrelay_rules::normalize::key_hash(&key)))
         },
     )
 }

@@ -8,10 +8,10 @@
 //! own statements and runs them through [`Db::read`] and [`Db::write`].
 
 mod checkpoint;
-pub(crate) mod files;
+pub mod files;
 mod migrate;
 pub mod sqlite_memory;
-pub(crate) mod stored;
+pub mod stored;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -427,12 +427,8 @@ impl Db {
 
 /// The steps of SQLite's plan for `sql` with `params` (EXPLAIN QUERY PLAN's detail column):
 /// the unit tests that pin a statement to an index read them.
-#[cfg(test)]
-pub(crate) fn query_plan(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> Vec<String> {
+#[cfg(any(test, feature = "testing"))]
+pub fn query_plan(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<String> {
     conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
         .expect("the statement under test compiles")
         .query_map(params, |row| row.get::<_, String>(3))

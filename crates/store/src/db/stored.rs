@@ -14,7 +14,7 @@
 /// A stored value that the column's enum does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} '{value}' stored in the database (run leadrelay check)")]
-pub(crate) struct UnknownValue {
+pub struct UnknownValue {
     /// What the column holds, e.g. `transaction status`.
     pub what: &'static str,
     pub value: String,
@@ -24,6 +24,7 @@ pub(crate) struct UnknownValue {
 /// Delivered = "delivered", … } }`. It gets `ALL`, `NAMES`, `as_str`, `parse` (`None` for
 /// an unknown text), `Display`, and rusqlite's `ToSql` and `FromSql` (an unknown text is an
 /// [`UnknownValue`] error). Attributes before `enum` (docs, more derives) are kept.
+#[macro_export]
 macro_rules! stored_enum {
     (
         $(#[$meta:meta])*
@@ -92,7 +93,7 @@ macro_rules! stored_enum {
     };
 }
 
-pub(crate) use stored_enum;
+pub use crate::stored_enum;
 
 #[cfg(test)]
 mod tests {
