@@ -11,6 +11,7 @@ mod config;
 mod console;
 mod console_browser;
 mod crash;
+mod crates;
 mod delivery;
 mod delivery_conditions;
 mod demo;
