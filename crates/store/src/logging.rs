@@ -17,9 +17,25 @@ use std::time::{Duration, Instant};
 /// How often a [`Repeated`] warning is written at most.
 pub const REPEAT_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The crates whose modules log. Their modules are named as `leadrelay::…` in the log and in
+/// `RUST_LOG` (`leadrelay::db=debug`), as they were before the code was split into crates:
+/// which crate a module is in is not the operator's business.
+const CRATES: [&str; 4] = [
+    "leadrelay_rules",
+    "leadrelay_store",
+    "leadrelay_core",
+    "leadrelay_edge",
+];
+
 /// Sets up the process's logger: `RUST_LOG` when set, else `default_level`.
 pub fn init(default_level: &str) {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level));
+    let crates = crate_directives(&std::env::var("RUST_LOG").unwrap_or_default());
+    if !crates.is_empty() {
+        builder.parse_filters(&crates);
+    }
+    builder
         .format(|buf, record| {
             let style = buf.default_level_style(record.level());
             write!(
@@ -27,7 +43,7 @@ pub fn init(default_level: &str) {
                 "[{} {style}{:<5}{style:#} {}] {}",
                 buf.timestamp_millis(),
                 record.level(),
-                record.target(),
+                shown_target(record.target()),
                 record.args()
             )?;
             if let Some(id) = crate::request_id::current() {
@@ -43,7 +59,7 @@ pub fn init(default_level: &str) {
 /// site:
 ///
 /// ```
-/// use leadrelay::logging::Repeated;
+/// use leadrelay_store::logging::Repeated;
 ///
 /// fn round_failed(e: &std::io::Error) {
 ///     static ROUND_FAILED: Repeated = Repeated::new();
@@ -124,6 +140,31 @@ impl Repeated {
     }
 }
 
+/// `target` as the log shows it: `leadrelay_store::db::writer` is `leadrelay::db::writer`.
+fn shown_target(target: &str) -> std::borrow::Cow<'_, str> {
+    CRATES
+        .iter()
+        .find_map(|name| {
+            let rest = target.strip_prefix(name)?;
+            (rest.is_empty() || rest.starts_with("::")).then(|| format!("leadrelay{rest}").into())
+        })
+        .unwrap_or(target.into())
+}
+
+/// The directives of `spec` (`RUST_LOG`'s syntax) that name a module as `leadrelay::…`,
+/// once for each crate the module may be in (`leadrelay::db=debug` is
+/// `leadrelay_store::db=debug` and the same in the other crates).
+fn crate_directives(spec: &str) -> String {
+    let directives = spec.split('/').next().unwrap_or_default();
+    directives
+        .split(',')
+        .map(str::trim)
+        .filter_map(|directive| directive.strip_prefix("leadrelay::"))
+        .flat_map(|rest| CRATES.iter().map(move |name| format!("{name}::{rest}")))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl Default for Repeated {
     fn default() -> Self {
         Repeated::new()
@@ -133,6 +174,27 @@ impl Default for Repeated {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modules_are_named_as_leadrelay_in_lines_and_in_rust_log() {
+        assert_eq!(
+            shown_target("leadrelay_store::db::writer"),
+            "leadrelay::db::writer"
+        );
+        assert_eq!(shown_target("leadrelay_edge"), "leadrelay");
+        assert_eq!(shown_target("leadrelay"), "leadrelay");
+        assert_eq!(
+            shown_target("leadrelay_storefront::x"),
+            "leadrelay_storefront::x"
+        );
+        assert_eq!(shown_target("hyper::proto"), "hyper::proto");
+        assert_eq!(
+            crate_directives("info, leadrelay::db=debug,hyper=warn/regex"),
+            "leadrelay_rules::db=debug,leadrelay_store::db=debug,\
+             leadrelay_core::db=debug,leadrelay_edge::db=debug"
+        );
+        assert_eq!(crate_directives("info"), "");
+    }
 
     #[test]
     fn one_line_per_interval_with_the_count_of_the_others() {
