@@ -8,9 +8,12 @@
 
 pub mod clock;
 pub mod duration;
+pub mod fields;
 pub mod money;
 pub mod normalize;
 pub mod outbound_url;
+pub mod problem;
 pub mod ratelimit;
+pub mod schedule;
 pub mod secrets;
 pub mod windows;

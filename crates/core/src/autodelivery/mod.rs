@@ -20,7 +20,7 @@ pub(crate) mod eligibility;
 pub mod evaluator;
 pub mod features;
 pub(crate) mod filters;
-pub mod schedule;
+pub use leadrelay_rules::schedule;
 pub(crate) mod select;
 pub(crate) mod stored_features;
 pub(crate) mod subscribers;

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::product::{FieldDef, Product};
 use super::{ConfigError, buyer, product};
-use crate::autodelivery::schedule::Schedule;
 use crate::caps::{self, Windows};
+use leadrelay_rules::schedule::Schedule;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -71,7 +71,7 @@ impl Filter {
 
 /// The field names a filter may use for a lead interested in `product`.
 pub(crate) fn known_fields(product: &Product) -> Vec<String> {
-    crate::ingest::model::FIELD_NAMES
+    leadrelay_rules::fields::FIELD_NAMES
         .iter()
         .map(|name| name.to_string())
         .chain(

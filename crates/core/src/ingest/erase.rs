@@ -18,10 +18,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
 use super::dedupe::DuplicateStatus;
-use super::model::FIELD_NAMES;
 use super::quality::QualityStatus;
 pub(crate) use super::view::stored_statuses;
 use super::{normalize, view};
+use leadrelay_rules::fields::FIELD_NAMES;
 
 /// The leads, not erased, an erasure by email or phone takes (found by the key's hash and
 /// confirmed against the stored value).

@@ -21,7 +21,7 @@ pub(crate) mod erase;
 pub mod handler;
 pub mod model;
 pub use leadrelay_rules::normalize;
-pub mod problem;
+pub use leadrelay_rules::problem;
 pub mod quality;
 pub(crate) mod result;
 pub mod shape;

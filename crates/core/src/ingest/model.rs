@@ -16,6 +16,7 @@ use super::dedupe::DuplicateStatus;
 use super::quality::QualityStatus;
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::container::ContainerKind;
+use leadrelay_rules::fields::FIELD_NAMES;
 
 /// A validated lead, every interest resolved to a product of the source's workspace: what
 /// ingest stores. (A lead before its products are resolved is a `validate::LeadDraft`,
@@ -27,30 +28,6 @@ pub struct Lead {
     /// The ping this lead is the post of (DESIGN.md section 14); not passed on to buyers.
     pub ping_id: Option<String>,
 }
-
-/// The Lead's text fields by their interface names (SPEC.md 2.1), in the order buyers get
-/// them: what subscription filters may name besides `fieldValues.NAME`.
-pub(crate) const FIELD_NAMES: [&str; 19] = [
-    "externalId",
-    "firstName",
-    "lastName",
-    "email",
-    "phone",
-    "street",
-    "houseNumber",
-    "postalCode",
-    "city",
-    "country",
-    "consentStatus",
-    "legalBasis",
-    "consentCapturedAt",
-    "consentTextVersion",
-    "capturedByExternalId",
-    "capturedByName",
-    "capturedByTeam",
-    "capturedAt",
-    "captureMethod",
-];
 
 /// The lead's own fields (the native Lead without its interests): what the partner said
 /// about the person and what buyers get as `lead`. Kept apart from the interests because

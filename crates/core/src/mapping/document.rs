@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::pointer::{Pointer, escape};
 use super::{MappingProblem, Problems};
-use crate::ingest::model::FIELD_NAMES;
+use leadrelay_rules::fields::FIELD_NAMES;
 
 /// Interest shortcuts that take a string value.
 const INTEREST_TEXT_TARGETS: &[&str] = &["productSlug", "productId"];

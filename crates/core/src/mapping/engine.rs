@@ -14,7 +14,7 @@ use super::document::{
 };
 use super::pointer::Pointer;
 use super::{MappingProblem, Problems};
-use crate::ingest::problem::type_name;
+use leadrelay_rules::problem::type_name;
 
 /// Transforms `body` with `document`: one native Lead object, or a native batch
 /// `{"leads": [...]}` when the document has `items`. On failure every problem found (up

@@ -171,7 +171,7 @@ impl Schedule {
     }
 
     /// Reads the stored JSON: an array of windows or a single window object.
-    pub(crate) fn from_json(value: &Value) -> Result<Schedule, String> {
+    pub fn from_json(value: &Value) -> Result<Schedule, String> {
         let windows = match value {
             Value::Array(_) => serde_json::from_value(value.clone()),
             Value::Object(_) => serde_json::from_value(value.clone()).map(|w| vec![w]),
@@ -186,12 +186,12 @@ impl Schedule {
     }
 
     /// Each window in the operator's syntax, as `--schedule` takes it back.
-    pub(crate) fn to_texts(&self) -> Vec<String> {
+    pub fn to_texts(&self) -> Vec<String> {
         self.windows.iter().map(Window::to_text).collect()
     }
 
     /// Whether the schedule is open at `at` in the time zone `tz` (local weekday and time).
-    pub(crate) fn is_open(&self, at: Timestamp, tz: &TimeZone) -> bool {
+    pub fn is_open(&self, at: Timestamp, tz: &TimeZone) -> bool {
         let local = at.to_zoned(tz.clone());
         let day = local.weekday().to_monday_one_offset() as u8;
         let minute = local.hour() as u16 * 60 + local.minute() as u16;
