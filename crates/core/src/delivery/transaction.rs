@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
-use crate::report::Counted;
+use crate::report::{Counted, Standing};
 
 stored_enum! {
     /// The commercial state of a transaction (DESIGN.md section 4).
@@ -38,6 +38,16 @@ impl Status {
     /// rejected or cancelled one no longer holds its lead request.
     pub(crate) fn is_live(self) -> bool {
         !matches!(self, Status::Rejected | Status::Cancelled)
+    }
+
+    /// Where a transaction in this status stands in the reports.
+    fn standing(self) -> Standing {
+        match self {
+            Status::Delivered => Standing::Delivered,
+            Status::Acknowledged | Status::PayoutPending => Standing::Acknowledged,
+            Status::Paid => Standing::Paid,
+            Status::Rejected | Status::Cancelled => Standing::Returned,
+        }
     }
 }
 
@@ -429,7 +439,7 @@ pub(crate) fn create(
             buyer_id: new.buyer_id,
             product_id: new.product_id,
             delivered_at: now,
-            status: Status::Delivered,
+            standing: Status::Delivered.standing(),
             buyer_price_cents: new.buyer_price_cents,
             supplier_cost_cents,
         },
@@ -490,7 +500,7 @@ impl Transaction {
             buyer_id: &self.buyer_id,
             product_id: &self.product_id,
             delivered_at: self.created_at,
-            status: self.status,
+            standing: self.status.standing(),
             buyer_price_cents: self.buyer_price_cents,
             supplier_cost_cents: report_cost(conn, &self.id, self.supplier_cost_cents)?,
         })
@@ -528,7 +538,7 @@ pub(crate) fn move_to(
     let source_id = source_of_lead(conn, &moved.lead_id)?;
     let after = moved.counted(conn, &source_id)?;
     let before = Counted {
-        status: from,
+        standing: from.standing(),
         ..after
     };
     count(conn, Some(&before), &after)
@@ -710,6 +720,27 @@ mod tests {
         assert!(Status::Paid.is_live());
         assert!(!Status::Rejected.is_live());
         assert!(!Status::Cancelled.is_live());
+    }
+
+    #[test]
+    fn every_status_stands_somewhere_in_the_reports() {
+        let table = [
+            (Status::Delivered, Standing::Delivered),
+            (Status::Acknowledged, Standing::Acknowledged),
+            (Status::PayoutPending, Standing::Acknowledged),
+            (Status::Paid, Standing::Paid),
+            (Status::Rejected, Standing::Returned),
+            (Status::Cancelled, Standing::Returned),
+        ];
+        assert_eq!(table.len(), Status::ALL.len());
+        for (status, standing) in table {
+            assert_eq!(status.standing(), standing, "{status:?}");
+            assert_eq!(
+                status.is_live(),
+                standing != Standing::Returned,
+                "{status:?}"
+            );
+        }
     }
 
     #[test]

@@ -30,7 +30,9 @@ use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Value, json};
 
-pub(crate) use buckets::{Counted, Received, leads_received, mismatches, transaction_changed};
+pub(crate) use buckets::{
+    Counted, Received, Standing, leads_received, mismatches, transaction_changed,
+};
 
 /// The counters and sums of a report row (and of a bucket row, and of the totals).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

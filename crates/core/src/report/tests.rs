@@ -201,7 +201,7 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
                 buyer_id: buyers[n % 3],
                 product_id: "",
                 delivered_at: *when,
-                status: crate::delivery::transaction::Status::Delivered,
+                standing: super::Standing::Delivered,
                 buyer_price_cents: 100 + n as i64,
                 supplier_cost_cents: 10,
             };
