@@ -31,6 +31,7 @@ mod lead_bids;
 mod lifecycle;
 mod mapping;
 mod metrics;
+mod modules;
 mod money;
 mod openapi;
 mod ops;
