@@ -25,6 +25,7 @@ pub mod outbox;
 pub mod ping;
 pub mod privacy;
 pub mod report;
+pub mod suppression;
 pub mod training;
 pub mod waterfall;
 

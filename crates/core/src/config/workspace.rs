@@ -4,7 +4,24 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
+use crate::db::stored::stored_enum;
+
 use super::{ConfigError, check_name, choose_id, ensure_live, insert_error};
+
+stored_enum! {
+    /// What ingest does with a lead whose email or phone is suppressed (DESIGN.md 22):
+    /// refuse it (`rejected`, code `suppressed`), or store it flagged and never deliver it.
+    pub enum SuppressionAction as "suppression action" {
+        Reject = "reject",
+        Flag = "flag",
+    }
+}
+
+impl Serialize for SuppressionAction {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -20,6 +37,7 @@ pub struct Workspace {
     /// the one duration syntax (`180d`).
     #[serde(rename = "retention", serialize_with = "serialize_retention")]
     pub retention_ms: Option<i64>,
+    pub suppression_action: SuppressionAction,
 }
 
 fn serialize_retention<S: serde::Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
@@ -44,6 +62,8 @@ pub struct NewWorkspace<'a> {
     pub name: &'a str,
     pub timezone: &'a str,
     pub retention: Option<std::time::Duration>,
+    /// `None`: the default, `reject`.
+    pub suppression_action: Option<SuppressionAction>,
 }
 
 /// An `update`: only the fields given change.
@@ -53,9 +73,11 @@ pub struct WorkspaceChanges {
     pub timezone: Option<String>,
     /// `Some(None)`: keep leads for ever from now on.
     pub retention: Option<Option<std::time::Duration>>,
+    pub suppression_action: Option<SuppressionAction>,
 }
 
-const COLUMNS: &str = "id, name, timezone, created_at, archived_at, retention_ms";
+const COLUMNS: &str =
+    "id, name, timezone, created_at, archived_at, retention_ms, suppression_action";
 
 fn from_row(row: &Row) -> rusqlite::Result<Workspace> {
     Ok(Workspace {
@@ -65,6 +87,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Workspace> {
         created_at: row.get(3)?,
         archived_at: row.get(4)?,
         retention_ms: row.get(5)?,
+        suppression_action: row.get(6)?,
     })
 }
 
@@ -100,16 +123,19 @@ pub fn create(conn: &Connection, new: &NewWorkspace) -> Result<Workspace, Config
         created_at: crate::clock::now_ms(),
         archived_at: None,
         retention_ms: retention_ms(new.retention)?,
+        suppression_action: new.suppression_action.unwrap_or(SuppressionAction::Reject),
     };
     conn.execute(
-        "INSERT INTO workspaces (id, name, timezone, created_at, retention_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO workspaces (id, name, timezone, created_at, retention_ms,
+            suppression_action)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
             workspace.id,
             workspace.name,
             workspace.timezone,
             workspace.created_at,
-            workspace.retention_ms
+            workspace.retention_ms,
+            workspace.suppression_action
         ],
     )
     .map_err(|e| insert_error(e, "workspace", &workspace.id))?;
@@ -167,13 +193,18 @@ pub fn update(
     if let Some(retention) = changes.retention {
         workspace.retention_ms = retention_ms(retention)?;
     }
+    if let Some(action) = changes.suppression_action {
+        workspace.suppression_action = action;
+    }
     conn.execute(
-        "UPDATE workspaces SET name = ?2, timezone = ?3, retention_ms = ?4 WHERE id = ?1",
+        "UPDATE workspaces SET name = ?2, timezone = ?3, retention_ms = ?4,
+            suppression_action = ?5 WHERE id = ?1",
         params![
             workspace.id,
             workspace.name,
             workspace.timezone,
-            workspace.retention_ms
+            workspace.retention_ms,
+            workspace.suppression_action
         ],
     )?;
     if changes.timezone.is_some() {

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use crate::autodelivery::schedule::Window;
 use crate::config::buyer::Filter;
 use crate::config::product::FieldDef;
+use crate::config::workspace::SuppressionAction;
 
 /// A non-negative amount (`--price 12.50`), rounded half away from zero to cents. An
 /// amount flag's value out of range never gets here: [`super::parse_from`] refuses it first
@@ -91,6 +92,12 @@ pub(super) fn positive_duration(text: &str) -> Result<Duration, String> {
         d if d.is_zero() => Err("the duration must be greater than 0".into()),
         d => Ok(d),
     }
+}
+
+/// A workspace's `--suppression-action`.
+fn suppression_action(text: &str) -> Result<SuppressionAction, String> {
+    SuppressionAction::parse(text)
+        .ok_or_else(|| format!("unknown action '{text}': use reject or flag"))
 }
 
 /// A workspace's retention: a duration (`180d`) or `none` (kept for ever).
@@ -310,6 +317,10 @@ pub enum WorkspaceCommand {
         /// hour, leaving a tombstone (ids, statuses and money stay). Default: kept for ever.
         #[arg(long, value_parser = retention)]
         retention: Option<Retention>,
+        /// What a lead whose email or phone is suppressed gets: `reject` (refused, code
+        /// `suppressed`; the default) or `flag` (stored, never delivered).
+        #[arg(long, value_parser = suppression_action)]
+        suppression_action: Option<SuppressionAction>,
     },
     /// List workspaces (archived ones with --all).
     #[command(after_help = "Example:\n  leadrelay workspace list --all")]
@@ -339,6 +350,9 @@ pub enum WorkspaceCommand {
         /// ones within the hour, leaving a tombstone.
         #[arg(long, value_parser = retention)]
         retention: Option<Retention>,
+        /// `reject` or `flag`: what a lead whose email or phone is suppressed gets.
+        #[arg(long, value_parser = suppression_action)]
+        suppression_action: Option<SuppressionAction>,
     },
     /// Delete a workspace that holds nothing; archive one with history. Refused while it
     /// has live channels, tables, products, buyers or suppliers.

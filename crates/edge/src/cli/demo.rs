@@ -41,6 +41,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
             name: "Demo Leads",
             timezone: "UTC",
             retention: None,
+            suppression_action: None,
         },
     )?;
     for (id, kind, name) in [

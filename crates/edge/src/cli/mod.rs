@@ -24,6 +24,7 @@ mod privacy;
 mod report;
 mod serve;
 mod setup;
+mod suppression;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -170,6 +171,9 @@ pub enum Command {
     /// Pings (ping/post): what partners asked, what was reserved, what was posted.
     #[command(subcommand)]
     Ping(ping::PingCommand),
+    /// Suppression lists: contacts never sold again, stored as keyed hashes only.
+    #[command(subcommand)]
+    Suppression(suppression::SuppressionCommand),
     /// What came in, what sold and what it earned, per day, week or month of the
     /// workspace's time zone and per source, supplier, buyer or product (default: the last
     /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
@@ -355,5 +359,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Operator(command) => operator::run(&cli.db, &out, command),
         Command::Ping(command) => ping::run(&cli.db, &out, command),
         Command::Report(args) => report::run(&cli.db, &out, args),
+        Command::Suppression(command) => suppression::run(&cli.db, &out, command),
     }
 }

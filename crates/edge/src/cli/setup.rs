@@ -123,6 +123,7 @@ pub(super) fn workspace(
             id,
             timezone,
             retention,
+            suppression_action,
         } => {
             let created = write(&db, move |conn| {
                 workspace::create(
@@ -132,6 +133,7 @@ pub(super) fn workspace(
                         name: &name,
                         timezone: &timezone,
                         retention: retention.and_then(|r| r.0),
+                        suppression_action,
                     },
                 )
             })?;
@@ -149,11 +151,13 @@ pub(super) fn workspace(
             name,
             timezone,
             retention,
+            suppression_action,
         } => {
             let changes = workspace::WorkspaceChanges {
                 name,
                 timezone,
                 retention: retention.map(|r| r.0),
+                suppression_action,
             };
             let updated = write(&db, move |conn| workspace::update(conn, &id, &changes))?;
             out.print(&to_value(&updated));

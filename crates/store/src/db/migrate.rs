@@ -79,6 +79,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0022_checks_without_in.sql"),
         then: Some(checks_rewritten),
     },
+    // Suppression lists: keyed hashes per workspace and the workspace's action.
+    sql(include_str!("../../migrations/0026_suppression.sql")),
 ];
 
 /// Migration 8's step: the new cap counters counted from the live transactions of each

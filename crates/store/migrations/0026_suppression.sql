@@ -1,0 +1,27 @@
+-- leadrelay schema, migration 26: suppression lists (DESIGN.md section 22).
+--
+-- A list holds keyed hashes only: HMAC-SHA-256, under a random key per workspace, of the
+-- SHA-256 of the email or phone normalised as the duplicate rule does. Neither table holds
+-- a readable value, so a copy of the file leaks no suppressed contact.
+
+-- The workspace's key, made when its list is first written.
+CREATE TABLE suppression_keys (
+    workspace_id TEXT PRIMARY KEY REFERENCES workspaces(id),
+    hmac_key     BLOB NOT NULL,
+    created_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- One entry per suppressed contact; `digest` is the keyed hash (32 bytes).
+CREATE TABLE suppressions (
+    workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+    digest       BLOB NOT NULL,
+    kind         TEXT NOT NULL CHECK (kind = 'email' OR kind = 'phone'),
+    reason       TEXT,
+    added_at     INTEGER NOT NULL,
+    PRIMARY KEY (workspace_id, digest)
+) WITHOUT ROWID;
+
+-- What a workspace does with a lead whose contact is suppressed: refuse it, or store it
+-- flagged (quality reason `suppressed`, never delivered).
+ALTER TABLE workspaces ADD COLUMN suppression_action TEXT NOT NULL DEFAULT 'reject'
+    CHECK (suppression_action = 'reject' OR suppression_action = 'flag');
