@@ -31,6 +31,8 @@ pub enum RequestReason {
     AutoDeliveryDisabled,
     ScoreBelowThreshold,
     NoEligibleBuyer,
+    /// A ping whose email or phone hash is on the workspace's suppression list.
+    Suppressed,
 }
 
 impl RequestReason {
@@ -43,6 +45,7 @@ impl RequestReason {
             RequestReason::AutoDeliveryDisabled => "auto_delivery_disabled",
             RequestReason::ScoreBelowThreshold => "score_below_threshold",
             RequestReason::NoEligibleBuyer => "no_eligible_buyer",
+            RequestReason::Suppressed => "suppressed",
         }
     }
 }

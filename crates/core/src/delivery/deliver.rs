@@ -224,6 +224,13 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
     if lead.erased_at.is_some() {
         return Err(DeliveryError::LeadErased(lead.id.clone()));
     }
+    if lead
+        .quality_reasons
+        .iter()
+        .any(|r| r == crate::suppression::SUPPRESSED)
+    {
+        return Err(DeliveryError::LeadSuppressed(lead.id.clone()));
+    }
     if lead.status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
             lead_id: lead.id.clone(),

@@ -37,6 +37,9 @@ pub enum DeliveryError {
     /// The lead's person was erased (or the lead purged): there is nobody to deliver.
     #[error("lead '{0}' was erased and cannot be delivered")]
     LeadErased(String),
+    /// The lead's email or phone is suppressed (stored flagged, DESIGN.md 22): never sold.
+    #[error("lead '{0}' has a suppressed email or phone and cannot be delivered")]
+    LeadSuppressed(String),
     #[error("buyer '{0}' is paused")]
     BuyerPaused(String),
     /// No subscription to the product and no price given.
@@ -97,6 +100,7 @@ impl DeliveryError {
             DeliveryError::OtherWorkspace { .. } => "buyer_in_other_workspace",
             DeliveryError::LeadNotActive { .. } => "lead_not_active",
             DeliveryError::LeadErased(_) => "lead_erased",
+            DeliveryError::LeadSuppressed(_) => "lead_suppressed",
             DeliveryError::BuyerPaused(_) => "buyer_paused",
             DeliveryError::NotSubscribed { .. } => "not_subscribed",
             DeliveryError::AlreadyDelivered { .. } => "already_delivered",

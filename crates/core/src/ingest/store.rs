@@ -93,6 +93,23 @@ impl PreparedLead {
     }
 }
 
+impl PreparedLead {
+    /// Marks the lead as one whose contact is suppressed, under the workspace's `flag`
+    /// action: quality `invalid` with reason `suppressed`, so that it is stored but never
+    /// delivered (auto-delivery stops at quality, delivery refuses the reason).
+    pub(crate) fn flag_suppressed(&mut self) {
+        self.quality.status = super::quality::QualityStatus::Invalid;
+        if !self
+            .quality
+            .reasons
+            .contains(&crate::suppression::SUPPRESSED)
+        {
+            self.quality.reasons.push(crate::suppression::SUPPRESSED);
+        }
+        self.reasons_json = json_text(&self.quality.reasons);
+    }
+}
+
 /// The text of a JSON column.
 fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("maps and lists of JSON values always serialise")

@@ -105,6 +105,27 @@ pub(crate) fn payout(
     i64::try_from(rounded).unwrap_or(i64::MAX)
 }
 
+/// Whether the ping's email or phone hash is on its workspace's suppression list: it gets
+/// no offer (either action: a flagged lead is never sold, so no buyer is reserved for it).
+fn is_suppressed(conn: &rusqlite::Connection, ping: &PreparedPing) -> rusqlite::Result<bool> {
+    use crate::suppression::{self, Kind};
+    let workspace_id = &ping.lead.workspace_id;
+    let Some(list) = suppression::lookup(conn, workspace_id)? else {
+        return Ok(false);
+    };
+    for (kind, hash) in [
+        (Kind::Email, &ping.email_sha256),
+        (Kind::Phone, &ping.phone_sha256),
+    ] {
+        if let Some(hash) = hash
+            && list.holds_hash(conn, workspace_id, kind, hash)?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Decides a ping and writes it: runs as one writer job. Lapsed reservations are freed
 /// first, so that they hold nothing the decision reads.
 pub(crate) fn decide(
@@ -131,7 +152,9 @@ pub(crate) fn decide(
     let mut evaluation = None;
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut reserved: Vec<Reservation> = Vec::new();
-    let reason = if !settings.auto_delivery {
+    let reason = if is_suppressed(conn, ping)? {
+        RequestReason::Suppressed
+    } else if !settings.auto_delivery {
         RequestReason::AutoDeliveryDisabled
     } else {
         let evaluated = evaluator::evaluate(

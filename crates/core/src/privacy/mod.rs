@@ -103,6 +103,8 @@ pub enum PrivacyError {
     #[error("unknown workspace '{0}'")]
     UnknownWorkspace(String),
     #[error(transparent)]
+    Suppression(#[from] crate::suppression::SuppressionError),
+    #[error(transparent)]
     Db(#[from] DbError),
 }
 
@@ -319,11 +321,14 @@ pub struct ErasureReport {
 /// it, in jobs of [`LEADS_PER_JOB`] leads, logging the erasure, then empties the WAL
 /// (old copies of the changed pages). `actor` is who asked, `reason` their note (never
 /// the erased value).
+/// `suppress`: the erased leads' emails and phones go on their workspaces' suppression
+/// lists (reason `erased`) in the same jobs, before the values are wiped.
 pub fn erase(
     db: &Db,
     selector: Selector,
     actor: &str,
     reason: Option<&str>,
+    suppress: bool,
 ) -> Result<ErasureReport, PrivacyError> {
     if reason.is_some_and(|r| selector.appears_in(r)) {
         return Err(PrivacyError::ReasonHoldsValue);
@@ -364,7 +369,15 @@ pub fn erase(
         let (step, done) = db.write_blocking({
             let selector = selector.clone();
             let erasure_id = erasure_id.clone();
-            move |conn| erase_step(conn, &selector, &erasure_id, crate::clock::now_ms())
+            move |conn| {
+                erase_step(
+                    conn,
+                    &selector,
+                    &erasure_id,
+                    suppress,
+                    crate::clock::now_ms(),
+                )
+            }
         })?;
         counts.add(step);
         if done {
@@ -382,6 +395,29 @@ pub fn erase(
     })
 }
 
+/// Puts lead `id`'s email and phone (unless erased already) on its workspace's
+/// suppression list, reason `erased`.
+fn suppress_contact(conn: &Connection, id: &str, now: i64) -> Result<(), PrivacyError> {
+    use crate::suppression::{self, Kind};
+    let contact: Option<(String, Option<String>, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT workspace_id, email, phone FROM leads WHERE id = ?1 AND erased_at IS NULL",
+        )?
+        .query_row([crate::ids::lead(id)], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    let Some((workspace_id, email, phone)) = contact else {
+        return Ok(());
+    };
+    for (kind, value) in [(Kind::Email, email), (Kind::Phone, phone)] {
+        if let Some(key) = value.as_deref().and_then(|v| kind.normalise(v)) {
+            suppression::add_key(conn, &workspace_id, kind, &key, Some("erased"), now)?;
+        }
+    }
+    Ok(())
+}
+
 /// One job of an erasure: the leads `selector` matches now (up to [`LEADS_PER_JOB`]),
 /// erased, and the log row moved on; the job that finds fewer than a whole batch closes the
 /// row. Returns what it changed and whether it was the last.
@@ -389,6 +425,7 @@ fn erase_step(
     conn: &Connection,
     selector: &Selector,
     erasure_id: &str,
+    suppress: bool,
     now: i64,
 ) -> Result<(Counts, bool), PrivacyError> {
     let ids = match selector {
@@ -401,6 +438,9 @@ fn erase_step(
     let done = ids.len() < LEADS_PER_JOB || matches!(selector, Selector::Lead(_));
     let mut counts = Counts::default();
     for id in &ids {
+        if suppress {
+            suppress_contact(conn, id, now)?;
+        }
         counts.add(erase_lead(conn, id, now)?);
     }
     // Pings that promised the person's hash, posted or not (a posted one went with its

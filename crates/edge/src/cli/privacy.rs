@@ -33,6 +33,10 @@ pub struct EraseArgs {
     /// phone itself).
     #[arg(long)]
     pub reason: Option<String>,
+    /// Also put the erased person's email and phone on their workspace's suppression list
+    /// (reason `erased`): a later lead of theirs is refused.
+    #[arg(long)]
+    pub suppress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -88,7 +92,7 @@ pub(super) fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<Ex
             anyhow::bail!("not erased");
         }
     }
-    let report = privacy::erase(db, selector, &operator(), reason)?;
+    let report = privacy::erase(db, selector, &operator(), reason, args.suppress)?;
     let mut shown = json!({
         "erasureId": report.erasure_id,
         "by": report.selector,
