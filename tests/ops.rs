@@ -31,6 +31,7 @@ fn write_pair(db: &Db, n: u64) -> Result<(), ConfigError> {
                 name: "Load",
                 timezone: "UTC",
                 retention: None,
+                suppression_action: None,
             },
         )?;
         container::create(
@@ -65,6 +66,7 @@ fn grow(db: &Db) {
                     name: &format!("{padding}{n}"),
                     timezone: "UTC",
                     retention: None,
+                    suppression_action: None,
                 },
             )?;
         }

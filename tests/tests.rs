@@ -50,4 +50,5 @@ mod secrets_log;
 mod state_machine;
 mod stored_ids;
 mod supplier;
+mod suppression;
 mod tidy;

@@ -30,6 +30,7 @@ pub fn workspace(conn: &Connection, timezone: &str) {
             name: "W",
             timezone,
             retention: None,
+            suppression_action: None,
         },
     )
     .expect("the workspace is new");
