@@ -198,7 +198,7 @@ fn a_restored_backup_serves_the_same_data() {
     basic_setup(&db);
     let copy = db.dir.path().join("copy.db");
     lr(&db, "backup --out").arg(&copy).json();
-    // Restore as the README says: stop, copy the file back, start.
+    // Restore as docs/operations.md says: stop, copy the file back, start.
     let restored = TempDb::new();
     std::fs::copy(&copy, &restored.path).unwrap();
     let server = TestServer::start_with(restored, Default::default());

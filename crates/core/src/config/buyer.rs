@@ -281,8 +281,8 @@ fn check_signing_secret(secret: &str) -> Result<(), ConfigError> {
 }
 
 /// Cached: every delivery (auto-delivery's and a post's, on the writer) looks its buyer up
-/// here, and preparing the statement anew cost a fifth of a post's delivery (BENCHMARKS.md,
-/// "Ping/post").
+/// here, and preparing the statement anew cost 30% of a post's delivery (perf of `serve`
+/// during `bench/ping.sh`'s ping-then-post pairs).
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Buyer>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM buyers WHERE id = ?1"))?
         .query_row([id], from_row)
