@@ -432,3 +432,50 @@ fn filters_refuse_what_users_get_wrong_and_exports_hold_no_erased_data() {
         assert!(text.contains("Batch3"), "the others stay");
     }
 }
+
+/// A spreadsheet runs a cell that starts with `=`, `+`, `-` or `@` (and one after a tab or
+/// a carriage return) as a formula: what a partner sent is made inert with a leading `'`
+/// in every CSV; numbers leadrelay writes stay numbers.
+#[test]
+fn csv_cells_a_spreadsheet_would_run_are_inert() {
+    let f = Fixture::new();
+    let reply = f.server.post_json(
+        "/api/webhooks/channels/web/sources/src/leads",
+        &json!({"firstName": "=HYPERLINK(\"http://evil.example\",\"x\")",
+                "lastName": "+49 30 1234", "city": "-1", "street": "@SUM(A1)",
+                "postalCode": "\t10115", "country": "\rDE", "email": "ok=fine@example.org"}),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let text = lr(&f.server, "lead export --format csv").ok();
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let record = &records[0];
+    for (name, written) in [
+        (
+            "person.firstName",
+            "'=HYPERLINK(\"http://evil.example\",\"x\")",
+        ),
+        ("person.lastName", "'+49 30 1234"),
+        ("person.city", "'-1"),
+        ("person.street", "'@SUM(A1)"),
+        ("person.postalCode", "'\t10115"),
+        ("person.country", "'\rDE"),
+        ("person.email", "ok=fine@example.org"),
+    ] {
+        assert_eq!(&record[column(name)], written, "{name}");
+    }
+
+    // A negative amount leadrelay computed stays a number (a report's margin).
+    let a = f.buyer("a", &[]);
+    let t = f.delivered("a");
+    let reply = f.call(
+        crate::lifecycle::CANCELLATION,
+        &a,
+        &json!({"transactionId": t, "reason": "no answer"}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let report = lr(&f.server, "report --csv --by source").ok();
+    assert!(!report.contains('\''), "{report}");
+}

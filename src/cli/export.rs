@@ -17,6 +17,7 @@ use super::period::{self, Bound};
 use crate::db::{Db, DbError};
 use crate::delivery::transaction::{self, Transaction};
 use crate::ingest::view::{self, LeadFilter};
+use crate::report::csv::{Cell, Writer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Format {
@@ -133,25 +134,26 @@ fn transaction_json(transaction: &Transaction, source_id: &str) -> Value {
     shown
 }
 
-/// The value at a CSV column's key (`person.email`: one level down) as a field: text as
-/// it is, null as nothing, numbers and booleans as JSON prints them, objects and arrays
-/// as compact JSON.
-fn field(record: &Value, column: &str) -> String {
+/// The value at a CSV column's key (`person.email`: one level down) as a cell: text as
+/// it is, null as nothing, numbers as numbers, booleans as JSON prints them, objects and
+/// arrays as compact JSON text.
+fn field<'a>(record: &'a Value, column: &str) -> Cell<'a> {
     let value = match column.split_once('.') {
         Some((outer, inner)) => &record[outer][inner],
         None => &record[column],
     };
     match value {
-        Value::Null => String::new(),
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
+        Value::Null => Cell::text(""),
+        Value::String(text) => Cell::text(text.as_str()),
+        Value::Number(number) => Cell::number(number),
+        other => Cell::text(other.to_string()),
     }
 }
 
 /// Where the records go: NDJSON lines or CSV records on `out`.
 enum Sink<W: Write> {
     Ndjson(W),
-    Csv(Box<csv::Writer<W>>, &'static [&'static str]),
+    Csv(Box<Writer<W>>, &'static [&'static str]),
 }
 
 impl<W: Write> Sink<W> {
@@ -159,8 +161,8 @@ impl<W: Write> Sink<W> {
         Ok(match format {
             Format::Ndjson => Sink::Ndjson(out),
             Format::Csv => {
-                let mut csv = crate::report::csv::writer(out);
-                csv.write_record(columns)?;
+                let mut csv = Writer::new(out);
+                csv.header(columns.iter().copied())?;
                 Sink::Csv(Box::new(csv), columns)
             }
         })
@@ -173,7 +175,7 @@ impl<W: Write> Sink<W> {
                 out.write_all(b"\n")?;
             }
             Sink::Csv(csv, columns) => {
-                csv.write_record(columns.iter().map(|c| field(record, c)))?;
+                csv.record(columns.iter().map(|c| field(record, c)))?;
             }
         }
         Ok(())
@@ -310,11 +312,11 @@ mod tests {
     #[test]
     fn a_field_is_text_as_is_and_nested_values_as_json() {
         let record = json!({"a": "x,y", "n": null, "p": {"email": "e"}, "r": [1], "b": true});
-        assert_eq!(field(&record, "a"), "x,y");
-        assert_eq!(field(&record, "n"), "");
-        assert_eq!(field(&record, "p.email"), "e");
-        assert_eq!(field(&record, "r"), "[1]");
-        assert_eq!(field(&record, "b"), "true");
-        assert_eq!(field(&record, "missing"), "");
+        assert_eq!(field(&record, "a"), Cell::text("x,y"));
+        assert_eq!(field(&record, "n"), Cell::text(""));
+        assert_eq!(field(&record, "p.email"), Cell::text("e"));
+        assert_eq!(field(&record, "r"), Cell::text("[1]"));
+        assert_eq!(field(&record, "b"), Cell::text("true"));
+        assert_eq!(field(&record, "missing"), Cell::text(""));
     }
 }
