@@ -91,21 +91,35 @@ fn exports_print_every_record_with_all_its_fields() {
         .fails(1)
         .stderr_contains("unknown source 'nope'");
 
-    // CSV: a header, then one record per lead; nested values as JSON text.
+    // CSV: a header, then one record per lead request and sale, flat; the lead's own
+    // columns on each; a lead without requests has one record.
     let text = lr(&f.server, "lead export --format csv").ok();
     let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(header[0], "id");
     assert!(header.contains(&"person.email".to_string()), "{header:?}");
+    assert!(!header.contains(&"requests".to_string()), "{header:?}");
     let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
     assert_eq!(records.len(), 3);
     let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let sold = &records[0];
+    assert_eq!(&sold[column("productSlug")], "solar");
+    assert_eq!(&sold[column("requestStatus")], "delivered");
+    assert_eq!(&sold[column("transactionId")], t1.as_str());
+    assert_eq!(&sold[column("transactionStatus")], "acknowledged");
+    assert_eq!(&sold[column("buyerId")], "a");
+    assert_eq!(&sold[column("buyerPrice")], "30.00");
+    assert!(sold[column("deliveredAt")].starts_with("20"), "{sold:?}");
+    assert_eq!(&sold[column("returned")], "false");
+    let unsold = &records[1];
+    assert_eq!(&unsold[column("productSlug")], "solar");
+    assert_eq!(&unsold[column("transactionId")], "");
+    assert_eq!(&unsold[column("buyerPrice")], "");
     let last = &records[2];
     assert_eq!(&last[column("id")], odd.as_str());
     assert_eq!(&last[column("person.lastName")], "Lee, Jr.\nII");
     assert_eq!(&last[column("person.firstName")], "Ann \"Nan\"");
-    let requests: Value = serde_json::from_str(&records[0][column("requests")]).unwrap();
-    assert_eq!(requests[0]["productSlug"], "solar");
+    assert_eq!(&last[column("requestId")], "");
     assert!(text.contains("\"Lee, Jr.\nII\""), "{text}");
 
     // Transactions: every field of `transaction show` but its history, events and ledger,

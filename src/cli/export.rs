@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::period::{self, Bound};
 use crate::db::{Db, DbError};
 use crate::delivery::transaction::{self, Transaction};
+use crate::ingest::model::StoredLead;
 use crate::ingest::view::{self, LeadFilter};
 use crate::report::csv::{Cell, Writer};
 
@@ -67,8 +68,9 @@ impl From<csv::Error> for ExportError {
     }
 }
 
-/// The lead CSV's columns: the keys of `lead show --json`, one level of `person` and
-/// `consent` spelt `person.email`; other objects and arrays are JSON text in their column.
+/// The lead CSV's own columns: the keys of `lead show --json` but `requests` (they are
+/// [`REQUEST_COLUMNS`]), one level of `person` and `consent` spelt `person.email`; other
+/// objects and arrays are JSON text in their column.
 const LEAD_COLUMNS: &[&str] = &[
     "id",
     "sourceId",
@@ -96,10 +98,26 @@ const LEAD_COLUMNS: &[&str] = &[
     "qualityReasons",
     "duplicateStatus",
     "duplicateMatch",
-    "requests",
     "createdAt",
     "erased",
     "erasedAt",
+];
+
+/// The lead CSV's columns after the lead's own: one record per lead request and sale of
+/// it (a request sold to several buyers in multi mode has a record per buyer, one not
+/// sold a record with the sale's columns empty, a lead without requests one record with
+/// these columns empty). `returned` is a sale the buyer rejected
+/// or cancelled. The request's trace (its auto-delivery decision) is in the NDJSON only.
+const REQUEST_COLUMNS: &[&str] = &[
+    "requestId",
+    "productSlug",
+    "requestStatus",
+    "transactionId",
+    "transactionStatus",
+    "buyerId",
+    "buyerPrice",
+    "deliveredAt",
+    "returned",
 ];
 
 /// The transaction CSV's columns: the keys of its export JSON (`bid` as JSON text).
@@ -222,6 +240,58 @@ fn to_stdout(
     }
 }
 
+/// The lead's records in the lead CSV: its own cells, then a request's and its sale's.
+fn write_lead_rows<W: Write>(
+    conn: &rusqlite::Connection,
+    csv: &mut Writer<W>,
+    lead: &StoredLead,
+) -> Result<(), ExportError> {
+    let shown = lead.to_json();
+    let own: Vec<Cell> = LEAD_COLUMNS.iter().map(|c| field(&shown, c)).collect();
+    if lead.requests.is_empty() {
+        let none = std::iter::repeat_n(Cell::text(""), REQUEST_COLUMNS.len());
+        csv.record(own.iter().cloned().chain(none))?;
+    }
+    for request in &lead.requests {
+        let request_cells = [
+            Cell::text(request.id.as_str()),
+            Cell::text(request.interest.product_slug.as_str()),
+            Cell::text(request.status.as_str()),
+        ];
+        let sales = transaction::of_request(conn, &request.id)?;
+        if sales.is_empty() {
+            let unsold = std::iter::repeat_n(Cell::text(""), REQUEST_COLUMNS.len() - 3);
+            csv.record(
+                own.iter()
+                    .cloned()
+                    .chain(request_cells.clone())
+                    .chain(unsold),
+            )?;
+        }
+        for sale in &sales {
+            let sale_cells = [
+                Cell::text(sale.id.as_str()),
+                Cell::text(sale.status.as_str()),
+                Cell::text(sale.buyer_id.as_str()),
+                Cell::number(crate::money::display(sale.buyer_price_cents)),
+                Cell::text(crate::clock::iso(sale.created_at)),
+                Cell::text(if sale.status.is_live() {
+                    "false"
+                } else {
+                    "true"
+                }),
+            ];
+            csv.record(
+                own.iter()
+                    .cloned()
+                    .chain(request_cells.clone())
+                    .chain(sale_cells),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn leads(db: &Db, args: ExportArgs) -> anyhow::Result<ExitCode> {
     to_stdout(|out| {
         db.read_blocking(|conn| {
@@ -232,9 +302,19 @@ pub(crate) fn leads(db: &Db, args: ExportArgs) -> anyhow::Result<ExitCode> {
                 to_ms,
                 ..LeadFilter::default()
             };
-            let mut sink = Sink::new(out, args.format, LEAD_COLUMNS)?;
-            view::for_each(conn, &filter, |lead| sink.write(&lead.to_json()))?;
-            sink.finish()
+            match args.format {
+                Format::Ndjson => {
+                    let mut sink = Sink::new(out, args.format, LEAD_COLUMNS)?;
+                    view::for_each(conn, &filter, |lead| sink.write(&lead.to_json()))?;
+                    sink.finish()
+                }
+                Format::Csv => {
+                    let mut csv = Writer::new(out);
+                    csv.header(LEAD_COLUMNS.iter().chain(REQUEST_COLUMNS).copied())?;
+                    view::for_each(conn, &filter, |lead| write_lead_rows(conn, &mut csv, lead))?;
+                    Ok(csv.flush()?)
+                }
+            }
         })
     })
 }
@@ -280,7 +360,10 @@ mod tests {
     fn every_field_of_a_lead_and_a_transaction_has_a_csv_column() {
         let lead = crate::autodelivery::testing::lead(&[("email", "a@example.org")]);
         for key in keys(&lead.to_json()) {
-            assert!(LEAD_COLUMNS.contains(&key.as_str()), "no column for {key}");
+            assert!(
+                LEAD_COLUMNS.contains(&key.as_str()) || key == "requests",
+                "no column for {key}"
+            );
         }
         let conn = crate::autodelivery::testing::database();
         crate::autodelivery::testing::add_buyer(
