@@ -29,6 +29,8 @@ struct Sale {
 
 struct LeadPage {
     lead: Value,
+    /// When the person was erased (or the lead purged).
+    erased_at: Option<i64>,
     sales: Vec<Sale>,
 }
 
@@ -57,7 +59,7 @@ pub(crate) async fn get(db: &Db, operator: &Session, id: String) -> Result<Respo
         "/leads",
         operator,
         &zone,
-        render(&page),
+        render(&page, &zone),
     ))
 }
 
@@ -89,6 +91,7 @@ fn load(conn: &Connection, id: &str) -> Result<Option<LeadPage>, DbError> {
     }
     Ok(Some(LeadPage {
         lead: lead.to_json(),
+        erased_at: lead.erased_at,
         sales,
     }))
 }
@@ -122,8 +125,10 @@ fn fields(value: &Value) -> Markup {
     }
 }
 
-fn render(page: &LeadPage) -> Markup {
+fn render(page: &LeadPage, zone: &Zone) -> Markup {
     let lead = &page.lead;
+    // An erased person's fields are blank by design: the cards say so instead.
+    let erased = page.erased_at.map(|at| format!("Erased {}", zone.when(at)));
     let summary = [
         "id",
         "createdAt",
@@ -140,7 +145,35 @@ fn render(page: &LeadPage) -> Markup {
     ];
     let empty = Vec::new();
     let requests = lead["requests"].as_array().unwrap_or(&empty);
+    // What the erasure kept of a card (the country of the person): its fields that are
+    // not blank, after the erasure's date.
+    let person_card = |id: &str, title: &str, value: &Value| {
+        let kept: serde_json::Map<String, Value> = value
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| !matches!(v, Value::Null) && v.as_str() != Some(""))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        html! {
+            div class="card" id=(id) {
+                h2 { (title) }
+                @if let Some(erased) = &erased {
+                    p class="erased" { (erased) }
+                    @if !kept.is_empty() { (fields(&Value::Object(kept))) }
+                } @else {
+                    (fields(value))
+                }
+            }
+        }
+    };
     html! {
+        @if let Some(erased) = &erased {
+            p class="erased" id="erased" {
+                (erased) ": the person's data was removed. Ids, times, products, statuses and "
+                "money are kept, so reports and the ledger still add up."
+            }
+        }
         section class="cards" {
             div class="card" id="lead-summary" {
                 h2 { "Lead" }
@@ -148,18 +181,19 @@ fn render(page: &LeadPage) -> Markup {
                     @for key in summary {
                         @if let Some(value) = lead.get(key) {
                             dt { (key) }
-                            dd { @if value.is_object() { (fields(value)) } @else { (text(value)) } }
+                            dd {
+                                @if key == "status" && erased.is_some() { "erased" }
+                                @else if value.is_object() { (fields(value)) }
+                                @else { (text(value)) }
+                            }
                         }
                     }
                 }
             }
-            div class="card" id="person" { h2 { "Person" } (fields(&lead["person"])) }
+            (person_card("person", "Person", &lead["person"]))
             div class="card" id="consent" { h2 { "Consent" } (fields(&lead["consent"])) }
             div class="card" id="capture" { h2 { "Capture" } (fields(&lead["capture"])) }
-            div class="card" id="additional" {
-                h2 { "Additional properties" }
-                (fields(&lead["additionalProperties"]))
-            }
+            (person_card("additional", "Additional properties", &lead["additionalProperties"]))
         }
         h2 { "Requests and routing" }
         @if requests.is_empty() { (layout::none_yet("This lead has no requests.")) }
