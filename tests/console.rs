@@ -495,8 +495,16 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
         "validEmail",
         "auto-delivery",
         "lead.delivered",
+        // Labels people read, amounts with two decimals, each factor's weight.
+        "<th>Weight</th>",
+        "<dt>Buyer price</dt><dd>30.00</dd>",
+        "<dt>Quality status</dt>",
+        "<td>30.00</td>",
     ] {
         assert!(lead.text.contains(shown), "the lead page shows {shown}");
+    }
+    for raw in ["<dt>buyerPrice</dt>", "<dt>qualityStatus</dt>", ">30.0<"] {
+        assert!(!lead.text.contains(raw), "the lead page shows {raw}");
     }
     let refused = get(&server, &format!("/leads/{other_lead}"), &cookie);
     assert_escaped("/leads/{other}", &refused, &[EXCERPT_SHOWN]);
@@ -1023,7 +1031,7 @@ fn an_erased_lead_shows_as_erased_with_its_date() {
         page.text
     );
     let summary = page.text.split("id=\"lead-summary\"").nth(1).unwrap();
-    let status = summary.split("<dt>status</dt>").nth(1).unwrap();
+    let status = summary.split("<dt>Status</dt>").nth(1).unwrap();
     assert!(status.starts_with("<dd>erased</dd>"), "{status}");
     let page = get(&server, &format!("/leads/{kept}"), &cookie);
     assert!(!page.text.contains("Erased"), "{}", page.text);

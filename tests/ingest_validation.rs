@@ -375,6 +375,9 @@ fn invalid_json_is_400_invalid_json() {
             .send();
         assert_eq!(reply.status, 400, "{body:?}: {}", reply.text);
         assert_eq!(reply.json["error"]["code"], "invalid_json", "{body:?}");
+        // The position is said once.
+        let message = reply.json["error"]["message"].as_str().unwrap();
+        assert_eq!(message.matches("line 1").count(), 1, "{message}");
     }
     assert_eq!(lead_count(&server, "landing"), 0);
 }

@@ -297,6 +297,10 @@ fn check_prints_a_readable_verdict() {
             "schema version: {0} (this binary: {0})",
             leadrelay::db::SCHEMA_VERSION
         ),
+        "schema objects: ok",
+        "states: ok",
+        "balances: ok",
+        "report: ok",
         "result: ok",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");

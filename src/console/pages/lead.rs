@@ -105,16 +105,58 @@ fn text(value: &Value) -> String {
     }
 }
 
-/// An object's fields as a definition list; nested objects as nested lists.
+/// The keys whose numbers are amounts of money: shown with two decimals (`30.00`).
+const MONEY_KEYS: &[&str] = &[
+    "buyerPrice",
+    "supplierCost",
+    "marginAmount",
+    "chargedAmount",
+    "amount",
+    "price",
+];
+
+/// A field's value as text: an amount with two decimals, the rest as [`text`].
+fn value_text(key: &str, value: &Value) -> String {
+    match value.as_f64() {
+        Some(amount) if MONEY_KEYS.contains(&key) => format!("{amount:.2}"),
+        _ => text(value),
+    }
+}
+
+/// A JSON key as a label people read: `buyerPrice` → `Buyer price`, `transactionId` →
+/// `Transaction id`. Keys a partner chose (additional properties, field values) are shown
+/// as they are: they are the partner's names, not ours.
+fn label(key: &str) -> String {
+    let mut shown = String::with_capacity(key.len() + 4);
+    for (at, c) in key.chars().enumerate() {
+        if at == 0 {
+            shown.extend(c.to_uppercase());
+        } else if c.is_ascii_uppercase() {
+            shown.push(' ');
+            shown.push(c.to_ascii_lowercase());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
+/// An object's fields as a definition list with [`label`]s; nested objects as nested lists.
 fn fields(value: &Value) -> Markup {
+    fields_as(value, true)
+}
+
+/// [`fields`] with the keys as they are (`labelled` false): for the partner's own names.
+fn fields_as(value: &Value, labelled: bool) -> Markup {
     html! {
         @match value {
             Value::Object(map) if !map.is_empty() => {
                 dl class="fields" {
                     @for (key, value) in map {
-                        dt { (key) }
+                        dt { @if labelled { (label(key)) } @else { (key) } }
                         dd {
-                            @if value.is_object() { (fields(value)) } @else { (text(value)) }
+                            @if value.is_object() { (fields_as(value, labelled)) }
+                            @else { (value_text(key, value)) }
                         }
                     }
                 }
@@ -180,7 +222,7 @@ fn render(page: &LeadPage, zone: &Zone) -> Markup {
                 dl class="fields" {
                     @for key in summary {
                         @if let Some(value) = lead.get(key) {
-                            dt { (key) }
+                            dt { (label(key)) }
                             dd {
                                 @if key == "status" && erased.is_some() { "erased" }
                                 @else if value.is_object() { (fields(value)) }
@@ -193,7 +235,14 @@ fn render(page: &LeadPage, zone: &Zone) -> Markup {
             (person_card("person", "Person", &lead["person"]))
             div class="card" id="consent" { h2 { "Consent" } (fields(&lead["consent"])) }
             div class="card" id="capture" { h2 { "Capture" } (fields(&lead["capture"])) }
-            (person_card("additional", "Additional properties", &lead["additionalProperties"]))
+            div class="card" id="additional" {
+                h2 { "Additional properties" }
+                @if let Some(erased) = &erased {
+                    p class="erased" { (erased) }
+                } @else {
+                    (fields_as(&lead["additionalProperties"], false))
+                }
+            }
         }
         h2 { "Requests and routing" }
         @if requests.is_empty() { (layout::none_yet("This lead has no requests.")) }
@@ -215,10 +264,10 @@ fn request_section(request: &Value) -> Markup {
         section class="request" id={ "request-" (text(&request["id"])) } {
             h3 { (text(&request["productSlug"])) " · " (text(&request["id"])) }
             dl class="fields" {
-                dt { "status" } dd { (text(&request["status"])) }
-                dt { "routingReady" } dd { (text(&request["routingReady"])) }
-                dt { "triggerAutoDelivery" } dd { (text(&request["triggerAutoDelivery"])) }
-                dt { "fieldValues" } dd { (fields(&request["fieldValues"])) }
+                dt { "Status" } dd { (text(&request["status"])) }
+                dt { "Routing ready" } dd { (text(&request["routingReady"])) }
+                dt { "Trigger auto-delivery" } dd { (text(&request["triggerAutoDelivery"])) }
+                dt { "Field values" } dd { (fields_as(&request["fieldValues"], false)) }
             }
             @if decision.is_null() {
                 (layout::none_yet("No automated routing ran for this request."))
@@ -236,12 +285,15 @@ fn request_section(request: &Value) -> Markup {
                     div class="scroll" {
                         table class="list factors" {
                             caption { "Evaluation factors" }
-                            thead { tr { th { "Factor" } th { "Value" } th { "Contribution" } } }
+                            thead { tr {
+                                th { "Factor" } th { "Value" } th { "Weight" } th { "Contribution" }
+                            } }
                             tbody {
                                 @for factor in factors {
                                     tr {
                                         td { (text(&factor["name"])) }
                                         td { (text(&factor["value"])) }
+                                        td { (text(&factor["weight"])) }
                                         td { (text(&factor["contribution"])) }
                                     }
                                 }
@@ -262,7 +314,7 @@ fn request_section(request: &Value) -> Markup {
                                     td { (text(&candidate["buyerAccountId"])) }
                                     td { @if candidate["eligible"] == true { "yes" } @else { "no" } }
                                     td { (text(&candidate["reason"])) }
-                                    td { (text(&candidate["buyerPrice"])) }
+                                    td { (value_text("buyerPrice", &candidate["buyerPrice"])) }
                                     td { (text(&candidate["priority"])) }
                                     td { (text(&candidate["lastServedAt"])) }
                                     td { (text(&candidate["detail"])) }
