@@ -191,7 +191,12 @@ pub(crate) fn lock_path(path: &Path) -> PathBuf {
 }
 
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    let lock = lock_path(path);
+    open_side_lock(path, lock_path(path))
+}
+
+/// Opens (or creates, private and owned like the database) `lock`, a lock file beside the
+/// database at `path`.
+fn open_side_lock(path: &Path, lock: PathBuf) -> io::Result<File> {
     let opened = match private_new_file().open(&lock) {
         Ok(file) => {
             // Created by us: give it the owner of the database (or its directory), so a
@@ -276,16 +281,7 @@ impl ServeLock {
     /// process holds it.
     pub(crate) fn take(path: &Path) -> Result<ServeLock, ServeLockError> {
         use std::io::{Read, Seek, Write};
-        let lock = serve_lock_path(path);
-        let opened = match private_new_file().open(&lock) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                OpenOptions::new().read(true).write(true).open(&lock)
-            }
-            other => other,
-        };
-        let mut file = opened.map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot open {}: {e}", lock.display()))
-        })?;
+        let mut file = open_side_lock(path, serve_lock_path(path))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
