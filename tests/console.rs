@@ -495,8 +495,16 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
         "validEmail",
         "auto-delivery",
         "lead.delivered",
+        // Labels people read, amounts with two decimals, each factor's weight.
+        "<th>Weight</th>",
+        "<dt>Buyer price</dt><dd>30.00</dd>",
+        "<dt>Quality status</dt>",
+        "<td>30.00</td>",
     ] {
         assert!(lead.text.contains(shown), "the lead page shows {shown}");
+    }
+    for raw in ["<dt>buyerPrice</dt>", "<dt>qualityStatus</dt>", ">30.0<"] {
+        assert!(!lead.text.contains(raw), "the lead page shows {raw}");
     }
     let refused = get(&server, &format!("/leads/{other_lead}"), &cookie);
     assert_escaped("/leads/{other}", &refused, &[EXCERPT_SHOWN]);
@@ -983,4 +991,48 @@ fn bad_report_input_gets_the_form_again() {
     // Empty fields are the defaults.
     let reply = get(&server, "/reports?from=&to=&by=", &cookie);
     assert_eq!(reply.status, 200, "{}", reply.text);
+}
+
+/// An erased lead is shown as erased, with the date, in the list and on its page: never
+/// as a blank row with status `active`, which looks like data loss.
+#[test]
+fn an_erased_lead_shows_as_erased_with_its_date() {
+    let server = start();
+    setup(&server);
+    let (kept, _) = lead_request(&server, &simple_lead(1));
+    let (erased, _) = lead_request(&server, &simple_lead(2));
+    lr(&server, format!("lead erase --lead {erased} --yes")).json();
+    let erased_at = lr(&server, format!("lead show {erased}")).json()["erasedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The console shows times in the workspace's zone (UTC here) to the second.
+    let date = erased_at[..19].replace('T', " ");
+    let cookie = login(&server);
+
+    let list = get(&server, "/leads", &cookie);
+    assert_eq!(list.status, 200);
+    let cells = row_cells(&list.text, &format!("href=\"/leads/{erased}\""));
+    assert!(
+        cells.iter().any(|c| *c == format!("Erased {date}")),
+        "{cells:?}"
+    );
+    assert_eq!(cells.last(), Some(&"erased"), "{cells:?}");
+    let cells = row_cells(&list.text, &format!("href=\"/leads/{kept}\""));
+    assert!(cells.contains(&"Ada Lovelace 1"), "{cells:?}");
+    assert!(!cells.iter().any(|c| c.contains("Erased")), "{cells:?}");
+
+    let page = get(&server, &format!("/leads/{erased}"), &cookie);
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text
+            .contains(&format!("Erased {date}: the person's data was removed")),
+        "{}",
+        page.text
+    );
+    let summary = page.text.split("id=\"lead-summary\"").nth(1).unwrap();
+    let status = summary.split("<dt>Status</dt>").nth(1).unwrap();
+    assert!(status.starts_with("<dd>erased</dd>"), "{status}");
+    let page = get(&server, &format!("/leads/{kept}"), &cookie);
+    assert!(!page.text.contains("Erased"), "{}", page.text);
 }

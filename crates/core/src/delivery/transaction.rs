@@ -36,7 +36,7 @@ stored_enum! {
 impl Status {
     /// Live transactions count against exclusivity and the multi-mode buyer limit; a
     /// rejected or cancelled one no longer holds its lead request.
-    pub(crate) fn is_live(self) -> bool {
+    pub fn is_live(self) -> bool {
         !matches!(self, Status::Rejected | Status::Cancelled)
     }
 

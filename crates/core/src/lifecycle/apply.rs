@@ -117,6 +117,15 @@ fn apply(
         auto_status_changed_to = Some(after);
     }
     if state::is_void(next) {
+        let reason = format!("voided: the transaction was {next} before its first attempt");
+        if crate::outbox::store::void_unsent(conn, &current.id, &reason, now)? > 0 {
+            transaction::set_delivery_status(
+                conn,
+                &current.id,
+                transaction::DeliveryStatus::Failed,
+                None,
+            )?;
+        }
         super::clawback::open_when_all_void(conn, &current.lead_id, now)?;
     }
     let updated = transaction::find(conn, &current.id)?

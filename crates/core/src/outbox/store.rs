@@ -17,11 +17,13 @@ use crate::db::stored::stored_enum;
 use crate::delivery::transaction::{self, DeliveryStatus};
 
 stored_enum! {
-    /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
+    /// Where an event stands: due (or in flight), delivered after a 2xx, given up, or
+    /// voided: never sent, because its sale ended before its first attempt.
     pub enum EventStatus as "outbox event status" {
         Pending = "pending",
         Delivered = "delivered",
         Failed = "failed",
+        Voided = "voided",
     }
 }
 
@@ -907,6 +909,24 @@ pub(crate) fn cancel_pending(
          WHERE transaction_id = ?1 AND status = 'pending'",
     )?
     .execute(params![transaction_id, reason])
+}
+
+/// Voids the events of transaction `transaction_id` (just rejected or cancelled) that were
+/// never tried and are not being tried: the person's data is not sent for a sale that no
+/// longer exists. An event whose first attempt is in flight (leased) is not recalled, and
+/// one tried before goes on as it was. Returns how many were voided.
+pub(crate) fn void_unsent(
+    conn: &Connection,
+    transaction_id: &str,
+    reason: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET status = 'voided', lease_until = NULL, last_error = ?2
+         WHERE transaction_id = ?1 AND status = 'pending' AND attempts = 0
+           AND (lease_until IS NULL OR lease_until <= ?3)",
+    )?
+    .execute(params![transaction_id, reason, now])
 }
 
 /// The events of a transaction as an erasure rewrites them: id and payload.

@@ -15,8 +15,15 @@ use crate::config::product::FieldDef;
 /// amount flag's value out of range never gets here: [`super::parse_from`] refuses it first
 /// (exit 1, DESIGN.md section 11).
 pub(crate) fn money(text: &str) -> Result<i64, String> {
-    crate::money::parse_cents(text).map_err(|e| e.to_string())
+    crate::money::parse_cents(text).map_err(|e| match e {
+        crate::money::AmountError::Negative(_) => format!("{e}; {DEBIT_HINT}"),
+        e => e.to_string(),
+    })
 }
+
+/// Where a user who typed a negative price or amount is sent: the one command that debits.
+pub(crate) const DEBIT_HINT: &str =
+    "to debit a buyer's balance use `leadrelay buyer adjust BUYER --amount=-5 --reason R`";
 
 /// An amount that may be negative (`--amount=-5` of an adjustment).
 pub(crate) fn signed_money(text: &str) -> Result<i64, String> {

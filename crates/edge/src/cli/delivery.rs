@@ -121,6 +121,8 @@ pub enum EventStatusArg {
     Pending,
     Delivered,
     Failed,
+    /// Never sent: its transaction was rejected or cancelled before its first attempt.
+    Voided,
 }
 
 impl EventStatusArg {
@@ -129,6 +131,7 @@ impl EventStatusArg {
             EventStatusArg::Pending => EventStatus::Pending,
             EventStatusArg::Delivered => EventStatus::Delivered,
             EventStatusArg::Failed => EventStatus::Failed,
+            EventStatusArg::Voided => EventStatus::Voided,
         }
     }
 }

@@ -39,6 +39,10 @@ pub use output::Output;
 pub use privacy::{EraseArgs, PurgeArgs};
 pub use setup::NoDatabase;
 
+/// The heading of the flags every command takes, shown after the command's own options so
+/// that `buyer create --help` lists its own flags together.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "leadrelay",
@@ -51,6 +55,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "LEADRELAY_DB",
         default_value = "leadrelay.db"
     )]
@@ -58,7 +63,7 @@ pub struct Cli {
 
     /// Print one JSON object or array on stdout instead of text (and errors as JSON on
     /// stderr).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// How long to wait for another process's write lock on the database (the running
@@ -66,6 +71,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "LEADRELAY_BUSY_TIMEOUT",
         default_value = "30s",
         value_parser = args::positive_duration
@@ -74,7 +80,7 @@ pub struct Cli {
 
     /// Print only the value at PATH of the JSON output, as plain text: keys and array
     /// indexes joined by '.' (e.g. id, 0.id, transactionId).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "PATH")]
     pub get: Option<String>,
 
     #[command(subcommand)]
@@ -234,9 +240,14 @@ pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, Usage> {
             .strip_prefix('-')
             .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.'));
         if AMOUNT_FLAGS.contains(&flag.as_ref()) && negative {
-            return Err(Usage::NegativeAmount(format!(
-                "write negative amounts as {flag}={value}"
-            )));
+            // Only an adjustment's amount may be negative: anywhere else the advice to
+            // write `--price=-3` would only lead to the next refusal.
+            let adjustment = flag == "--amount" && args.iter().any(|a| a == "adjust");
+            return Err(Usage::NegativeAmount(if adjustment {
+                format!("write negative amounts as {flag}={value}")
+            } else {
+                format!("{flag} must not be negative; {}", args::DEBIT_HINT)
+            }));
         }
     }
     for amount in amount_values(args) {

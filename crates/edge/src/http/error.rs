@@ -51,11 +51,8 @@ pub(crate) enum HttpError {
     BodyTimeout,
     #[error("request body could not be read: {0}")]
     BodyUnreadable(String),
-    #[error(
-        "request body is not valid JSON: {json} (line {}, column {})",
-        .json.line(),
-        .json.column()
-    )]
+    /// serde_json's message names the line and column itself.
+    #[error("request body is not valid JSON: {json}")]
     InvalidJson { json: serde_json::Error },
     #[error("too many requests from this address; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },

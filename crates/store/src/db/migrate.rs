@@ -79,6 +79,12 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0022_checks_without_in.sql"),
         then: Some(checks_rewritten),
     },
+    // An outbox event may be `voided` (its sale ended before its first attempt): the
+    // status CHECK's text only, as in migration 22.
+    Migration {
+        sql: include_str!("../../migrations/0024_outbox_voided.sql"),
+        then: Some(checks_rewritten),
+    },
 ];
 
 /// Migration 8's step: the new cap counters counted from the live transactions of each
@@ -115,7 +121,7 @@ fn count_caps(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in
+/// The step of migrations 22 and 24: moves the schema version on after the tables' SQL was rewritten in
 /// `sqlite_schema`, so that every other connection parses it again (this one did at
 /// `writable_schema = RESET`), and reads each table once so that a text SQLite cannot parse
 /// fails the migration (and rolls it back) instead of the next open.
