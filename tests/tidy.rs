@@ -197,6 +197,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("report_buckets", &["src/report/buckets.rs"]),
     ("report_days", &["src/report/buckets.rs"]),
     ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
+    ("returns", &["src/lifecycle/returns.rs"]),
+    ("return_reasons", &["src/config/return_reason.rs"]),
     ("health_probe", &["src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them
     // through a table name it chooses); a source's mapping columns are `mapping::store`'s.

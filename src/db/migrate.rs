@@ -79,7 +79,43 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0022_checks_without_in.sql"),
         then: Some(checks_rewritten),
     },
+    // Returns: the state `return_requested` (the CHECK's text only), reason codes (the
+    // defaults written for every workspace), the buyers' return policy, the returns.
+    Migration {
+        sql: include_str!("../../migrations/0023_returns.sql"),
+        then: Some(returns_added),
+    },
 ];
+
+/// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
+/// buyers' return policy columns are added where missing; every workspace gets the default
+/// reason codes.
+fn returns_added(conn: &Connection) -> rusqlite::Result<()> {
+    checks_rewritten(conn)?;
+    let columns = [
+        (
+            "return_cap_bp",
+            "ALTER TABLE buyers ADD COLUMN return_cap_bp INTEGER
+                CHECK (return_cap_bp IS NULL OR (return_cap_bp >= 0 AND return_cap_bp <= 10000))",
+        ),
+        (
+            "return_review",
+            "ALTER TABLE buyers ADD COLUMN return_review TEXT NOT NULL DEFAULT 'auto'
+                CHECK (return_review = 'auto' OR return_review = 'manual')",
+        ),
+    ];
+    for (column, add) in columns {
+        let present: bool = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('buyers') WHERE name = ?1",
+            [column],
+            |row| row.get(0),
+        )?;
+        if !present {
+            conn.execute_batch(add)?;
+        }
+    }
+    crate::config::return_reason::seed_every_workspace(conn)
+}
 
 /// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in
 /// `sqlite_schema`, so that every other connection parses it again (this one did at

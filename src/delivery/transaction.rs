@@ -30,6 +30,9 @@ stored_enum! {
         PayoutPending = "payout_pending",
         Paid = "paid",
         Cancelled = "cancelled",
+        /// A buyer's return waits for the operator's review (DESIGN.md section 19). Still
+        /// a sale: it holds its request and its cap place until the return is approved.
+        ReturnRequested = "return_requested",
     }
 }
 
@@ -622,6 +625,21 @@ pub(crate) fn reverse_supplier_cost(
         ..before
     };
     count(conn, Some(&before), &after)
+}
+
+/// How many transactions were delivered to `buyer_id` in `[from, to)` (ms), whatever
+/// became of them: the base of the buyer's return cap.
+pub(crate) fn delivered_to_buyer(
+    conn: &Connection,
+    buyer_id: &str,
+    from: i64,
+    to: i64,
+) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "SELECT count(*) FROM transactions
+         WHERE buyer_id = ?1 AND created_at >= ?2 AND created_at < ?3",
+    )?
+    .query_row(params![buyer_id, from, to], |row| row.get(0))
 }
 
 /// Every transaction of a lead, oldest first.

@@ -134,6 +134,8 @@ pub(crate) fn void(
                 status: current.status,
             });
         }
+        // Its return is decided first: approving it ends the sale with the refund.
+        Status::ReturnRequested => return Err(LifecycleError::ReturnPending.into()),
         Status::Delivered | Status::Acknowledged | Status::PayoutPending => {}
     }
     let (refunded, event_cancelled, request_open) = take_back(

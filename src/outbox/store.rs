@@ -29,6 +29,8 @@ stored_enum! {
     /// What an event tells its buyer.
     pub(crate) enum EventKind as "outbox event kind" {
         LeadDelivered = "lead.delivered",
+        /// The operator's decision on a buyer's return (DESIGN.md section 19).
+        ReturnDecided = "transaction.return_decided",
     }
 }
 
@@ -62,6 +64,39 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
         event.payload,
         EventStatus::Pending,
         event.created_at
+    ])?;
+    Ok(id)
+}
+
+/// An event that tells a buyer of a change (not a lead's delivery), for the generic
+/// integration only.
+pub(crate) struct NewNotice<'a> {
+    pub kind: EventKind,
+    pub buyer_id: &'a str,
+    pub url: &'a str,
+    pub payload: &'a str,
+    pub created_at: i64,
+}
+
+/// Writes a notice, due at once, and returns its id. It names no transaction in
+/// `transaction_id`, which ties an event to the transaction it delivers: its outcome must
+/// not move that transaction's delivery status, nor a refusal take the sale back (the
+/// payload names the transaction).
+pub(crate) fn insert_notice(conn: &Connection, notice: &NewNotice) -> rusqlite::Result<String> {
+    let id = crate::ids::new("evt");
+    conn.prepare_cached(
+        "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
+            next_attempt_at, created_at)
+         VALUES (?1, ?2, NULL, ?3, ?4, ?5, ?6, ?7, ?7)",
+    )?
+    .execute(params![
+        id,
+        notice.kind,
+        notice.buyer_id,
+        notice.url,
+        notice.payload,
+        EventStatus::Pending,
+        notice.created_at
     ])?;
     Ok(id)
 }
@@ -157,7 +192,7 @@ const CLAIM_BUYER: &str = "SELECT webhook_url, signing_secret,
 macro_rules! claim_select {
     ($where:literal) => {
         concat!(
-            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims
+            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims, e.kind
              FROM outbox_events e
              LEFT JOIN transactions t ON t.id = e.transaction_id
              LEFT JOIN lead_requests r ON r.id = t.lead_request_id
@@ -214,6 +249,7 @@ pub(crate) fn claim_for_buyer(
     let mut candidates: Vec<Claimed> = conn
         .prepare_cached(sql)?
         .query_map(params![buyer_id, now], |row| {
+            let delivery = row.get::<_, EventKind>(5)? == EventKind::LeadDelivered;
             Ok(Claimed {
                 row: row.get(0)?,
                 id: row.get(1)?,
@@ -226,7 +262,9 @@ pub(crate) fn claim_for_buyer(
                 claim: row.get::<_, i64>(4)? + 1,
                 probe,
                 request_id: crate::ids::expand_at(row, 3, "req")?,
-                integration: integration.clone().map(|document| {
+                // A buyer's document maps `lead.delivered`; any other event goes as the
+                // generic signed webhook.
+                integration: integration.clone().filter(|_| delivery).map(|document| {
                     Box::new(BuyerIntegration {
                         document,
                         secrets: Vec::new(),

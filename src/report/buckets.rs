@@ -451,6 +451,8 @@ mod tests {
             // The supplier is owed the lead until a confirmed cancellation reverses it.
             (Status::Rejected, 0, 1, 0, 0, 400),
             (Status::Cancelled, 0, 1, 0, 0, 400),
+            // A pending return is still a sale: returned once approved.
+            (Status::ReturnRequested, 0, 0, 0, 2500, 400),
         ];
         assert_eq!(table.len(), Status::ALL.len());
         for (status, acknowledged, returned, paid, revenue, cost) in table {
