@@ -295,14 +295,14 @@ fn manual_review_waits_moves_no_money_and_an_approval_refunds_and_claws_back() {
     assert_eq!(
         keys,
         [
+            "transactionId",
             "buyerId",
-            "decidedAt",
-            "note",
-            "reason",
             "reasonCode",
+            "reason",
             "requestedAt",
             "status",
-            "transactionId"
+            "decidedAt",
+            "note"
         ]
     );
     assert_eq!(pending[0]["reasonCode"], "fake");
@@ -351,7 +351,7 @@ fn manual_review_waits_moves_no_money_and_an_approval_refunds_and_claws_back() {
     let keys: Vec<&String> = event.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["decidedAt", "decision", "event", "note", "transactionId"]
+        ["event", "transactionId", "decision", "note", "decidedAt"]
     );
     assert_eq!(event["transactionId"], txn.as_str());
     assert_eq!(event["decision"], "approved");

@@ -313,6 +313,9 @@ fn error_code(error: &anyhow::Error) -> &'static str {
     if let Some(e) = error.downcast_ref::<crate::lifecycle::LifecycleError>() {
         return e.code();
     }
+    if let Some(crate::lifecycle::void::VoidError::Lifecycle(e)) = error.downcast_ref() {
+        return e.code();
+    }
     if error.downcast_ref::<NoDatabase>().is_some() {
         return "no_database";
     }
