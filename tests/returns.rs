@@ -810,3 +810,107 @@ fn random_returns_decisions_payouts_and_cancellations_keep_balances_equal_to_the
         })
         .unwrap();
 }
+
+/// A file written before migration 23: no reason codes, no return policy columns, no
+/// returns table, and the transactions' CHECK without `return_requested`.
+fn as_before_migration_23(path: &std::path::Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE returns;
+         DROP TABLE return_reasons;
+         ALTER TABLE buyers DROP COLUMN return_cap_bp;
+         ALTER TABLE buyers DROP COLUMN return_review;",
+    )
+    .unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "schema_version", |r| r.get(0))
+        .unwrap();
+    conn.execute_batch(&format!(
+        "BEGIN;
+         PRAGMA writable_schema = ON;
+         UPDATE sqlite_schema SET sql = replace(sql, ' OR status = ''return_requested'')', ')')
+         WHERE name = 'transactions';
+         PRAGMA writable_schema = RESET;
+         PRAGMA schema_version = {};
+         PRAGMA user_version = 22;
+         COMMIT;",
+        version + 1
+    ))
+    .unwrap();
+    let sql: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE name = 'transactions'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!sql.contains("return_requested"), "{sql}");
+    let refused = conn
+        .execute("UPDATE transactions SET status = 'return_requested'", [])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("CHECK constraint failed"), "{refused}");
+}
+
+#[test]
+fn migration_23_brings_an_existing_file_its_reason_codes_policy_and_state() {
+    let f = Fixture::new();
+    f.buyer("m", &[]);
+    let txn = f.delivered("m");
+    let crate::lifecycle::Fixture { server, .. } = f;
+    let db = server.stop();
+    let before = lr(&db, format!("transaction show {txn}")).json();
+    as_before_migration_23(&db.path);
+
+    // Any command opens the file and migrates it.
+    let codes = lr(&db, "return-reason list --workspace ws").json();
+    assert_eq!(codes.as_array().unwrap().len(), 6, "{codes}");
+    let buyer = lr(&db, "buyer show m").json();
+    assert_eq!(buyer["returnReview"], "auto");
+    assert_eq!(buyer["returnCap"], Value::Null);
+    assert_eq!(lr(&db, format!("transaction show {txn}")).json(), before);
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, leadrelay::db::SCHEMA_VERSION);
+    drop(conn);
+
+    // The migrated file takes a return waiting for review.
+    lr(&db, "buyer update m --return-review manual").json();
+    let shown = lr(
+        &db,
+        format!("transaction return request {txn} --reason-code fake"),
+    )
+    .json();
+    assert_eq!(shown["code"], "return_requested", "{shown}");
+    let out = lr(&db, "check").output();
+    assert!(out.status.success(), "leadrelay check: {out:?}");
+}
+
+#[test]
+fn the_return_decided_event_is_retried_like_lead_delivered() {
+    use crate::util::receiver::Answer;
+
+    let f = Fixture::new();
+    f.buyer("m", &["--return-review", "manual"]);
+    let txn = f.delivered("m");
+    f.receiver.wait_for_on("/m", 1, Duration::from_secs(10));
+    assert_eq!(cancel(&f, "m", &txn, "fake", None).status, 200);
+    // The buyer's endpoint fails once, then takes it.
+    f.receiver
+        .answer_sequence("/m", vec![Answer::status(503), Answer::ok()]);
+    lr(&f.server, format!("transaction return approve {txn}")).json();
+    let sent: Vec<_> = f
+        .receiver
+        .wait_for_on("/m", 3, Duration::from_secs(20))
+        .into_iter()
+        .skip(1)
+        .collect();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].text(), sent[1].text(), "the same event again");
+    assert_eq!(sent[0].header("webhook-id"), sent[1].header("webhook-id"));
+    assert_eq!(sent[1].json()["decision"], "approved");
+    // The transaction's own delivery status is the lead.delivered event's, untouched.
+    assert_eq!(f.transaction(&txn)["deliveryStatus"], "sent");
+}
