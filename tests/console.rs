@@ -965,15 +965,21 @@ fn the_reports_page_shows_return_rates_and_returns_per_reason() {
     lr(db, format!("transaction return deny {} --note no", sold[1])).json();
     let cookie = login(&server);
     let page = get(&server, "/reports", &cookie).text;
-    let rates = page.split("id=\"return-rates\"").nth(1).expect("the rates");
-    let rates = rates.split("</table>").next().unwrap();
-    let rows: Vec<Vec<&str>> = rates
-        .split("<tr class=\"row\">")
-        .skip(1)
-        .map(cells_of)
-        .collect();
+    // The cells of each row of the table with `id`.
+    let rows = |id: &str| -> Vec<Vec<String>> {
+        let table = page
+            .split(&format!("id=\"{id}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("table {id}"));
+        let table = table.split("</table>").next().unwrap();
+        table
+            .split("<tr class=\"row\">")
+            .skip(1)
+            .map(|row| cells_of(row).into_iter().map(String::from).collect())
+            .collect()
+    };
     assert_eq!(
-        rows,
+        rows("return-rates"),
         [
             vec!["source", "src", "4", "1", "25.0%"],
             vec![
@@ -987,18 +993,8 @@ fn the_reports_page_shows_return_rates_and_returns_per_reason() {
         ],
         "src has no supplier"
     );
-    let reasons = page
-        .split("id=\"return-reasons\"")
-        .nth(1)
-        .expect("the reasons");
-    let reasons = reasons.split("</table>").next().unwrap();
-    let rows: Vec<Vec<&str>> = reasons
-        .split("<tr class=\"row\">")
-        .skip(1)
-        .map(cells_of)
-        .collect();
     assert_eq!(
-        rows,
+        rows("return-reasons"),
         [
             vec![
                 "Duplicate lead <span class=\"id\">duplicate</span>",

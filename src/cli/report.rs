@@ -170,20 +170,27 @@ fn reason_table(report: &crate::report::ReasonReport) -> String {
     let mut totals = vec!["total".to_string(), String::new()];
     totals.extend(report.totals().iter().map(i64::to_string));
     lines.push(totals);
-    let widths: Vec<usize> = (0..lines[0].len())
-        .map(|column| lines.iter().map(|l| l[column].len()).max().unwrap_or(0))
-        .collect();
-    let mut text = format!(
+    let heading = format!(
         "workspace {} ({}), returns requested {} to {}\n",
         report.workspace_id, report.timezone, report.from, report.to
     );
-    for line in &lines {
+    aligned(heading, &lines, 2)
+}
+
+/// `heading`, then `lines` as columns two spaces apart, the first `keys` left-aligned and
+/// the figures after them right-aligned.
+fn aligned(heading: String, lines: &[Vec<String>], keys: usize) -> String {
+    let widths: Vec<usize> = (0..lines.first().map_or(0, Vec::len))
+        .map(|column| lines.iter().map(|l| l[column].len()).max().unwrap_or(0))
+        .collect();
+    let mut text = heading;
+    for line in lines {
         let cells: Vec<String> = line
             .iter()
             .zip(&widths)
             .enumerate()
             .map(|(at, (cell, width))| {
-                if at < 2 {
+                if at < keys {
                     format!("{cell:<width$}")
                 } else {
                     format!("{cell:>width$}")
@@ -235,28 +242,9 @@ fn table(report: &Report) -> String {
     }
     totals.extend(crate::report::csv::fields(&report.totals));
     lines.push(totals);
-    let widths: Vec<usize> = (0..lines[0].len())
-        .map(|column| lines.iter().map(|l| l[column].len()).max().unwrap_or(0))
-        .collect();
-    let mut text = format!(
+    let heading = format!(
         "workspace {} ({}), {} to {}\n",
         report.query.workspace_id, report.timezone, report.query.from, report.query.to
     );
-    for line in &lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(at, (cell, width))| {
-                if at < report.query.by.len() {
-                    format!("{cell:<width$}")
-                } else {
-                    format!("{cell:>width$}")
-                }
-            })
-            .collect();
-        text.push_str(cells.join("  ").trim_end());
-        text.push('\n');
-    }
-    text
+    aligned(heading, &lines, report.query.by.len())
 }

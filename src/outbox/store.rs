@@ -49,6 +49,25 @@ pub(crate) struct NewEvent<'a> {
 
 /// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
 pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+    insert_row(
+        conn,
+        Some(event.transaction_id),
+        &NewNotice {
+            kind: EventKind::LeadDelivered,
+            buyer_id: event.buyer_id,
+            url: event.url,
+            payload: event.payload,
+            created_at: event.created_at,
+        },
+    )
+}
+
+/// Writes `event` (of `transaction_id`, when it delivers one), due at once; its id.
+fn insert_row(
+    conn: &Connection,
+    transaction_id: Option<&str>,
+    event: &NewNotice,
+) -> rusqlite::Result<String> {
     let id = crate::ids::new("evt");
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
@@ -57,8 +76,8 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
     )?
     .execute(params![
         id,
-        EventKind::LeadDelivered,
-        event.transaction_id,
+        event.kind,
+        transaction_id,
         event.buyer_id,
         event.url,
         event.payload,
@@ -83,22 +102,7 @@ pub(crate) struct NewNotice<'a> {
 /// not move that transaction's delivery status, nor a refusal take the sale back (the
 /// payload names the transaction).
 pub(crate) fn insert_notice(conn: &Connection, notice: &NewNotice) -> rusqlite::Result<String> {
-    let id = crate::ids::new("evt");
-    conn.prepare_cached(
-        "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
-            next_attempt_at, created_at)
-         VALUES (?1, ?2, NULL, ?3, ?4, ?5, ?6, ?7, ?7)",
-    )?
-    .execute(params![
-        id,
-        notice.kind,
-        notice.buyer_id,
-        notice.url,
-        notice.payload,
-        EventStatus::Pending,
-        notice.created_at
-    ])?;
-    Ok(id)
+    insert_row(conn, None, notice)
 }
 
 /// A due event taken by a claim, with what sending it needs.
