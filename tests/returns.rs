@@ -914,3 +914,28 @@ fn the_return_decided_event_is_retried_like_lead_delivered() {
     // The transaction's own delivery status is the lead.delivered event's, untouched.
     assert_eq!(f.transaction(&txn)["deliveryStatus"], "sent");
 }
+
+#[test]
+fn an_erasure_removes_the_words_of_a_return_and_keeps_its_code_and_decision() {
+    let f = Fixture::new();
+    f.buyer("m", &["--return-review", "manual"]);
+    let (lead, requests) = f.lead_on("src", &["solar"]);
+    let txn = f.deliver(&requests[0], "m");
+    let reply = cancel(&f, "m", &txn, "Ada Lovelace hung up at once", Some("fake"));
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    lr(
+        &f.server,
+        format!("transaction return deny {txn} --note 'Ada answered the second call'"),
+    )
+    .json();
+    lr(
+        &f.server,
+        format!("lead erase --lead {lead} --yes --reason ticket-1"),
+    )
+    .json();
+    let erased = return_of(&f, &txn).unwrap();
+    assert_eq!(erased["reason"], Value::Null);
+    assert_eq!(erased["note"], Value::Null);
+    assert_eq!(erased["reasonCode"], "fake");
+    assert_eq!(erased["status"], "denied");
+}

@@ -106,6 +106,19 @@ pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Retur
     .optional()
 }
 
+/// Removes the free text of transaction `id`'s return (the buyer's reason, the operator's
+/// note) for an erasure: a person's words may name the person. The code, the decision and
+/// the times stay. Returns how many returns had any.
+pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE returns SET reason = NULL, note = NULL
+             WHERE transaction_id = ?1 AND (reason IS NOT NULL OR note IS NOT NULL)",
+        )?
+        .execute([id])?;
+    Ok(changed as u64)
+}
+
 /// What the review queue may narrow by; `None` means any.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct ListFilter {
