@@ -190,6 +190,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_reason_is_a_code_of_the_list_or_other_with_its_text() {
+        let (_dir, conn) = crate::config::testing::migrated();
+        crate::config::testing::workspace(&conn, "UTC");
+        let resolved = |code: Option<&str>, reason: Option<&str>| {
+            resolve(&conn, "ws", code, reason).expect("the list reads")
+        };
+        assert_eq!(resolved(Some("fake"), Some("x")), Ok("fake".into()));
+        assert_eq!(resolved(Some("FAKE"), None), Ok("fake".into()));
+        assert_eq!(
+            resolved(None, Some(" Out_Of_Area ")),
+            Ok("out_of_area".into())
+        );
+        assert_eq!(resolved(None, Some("he hung up")), Ok(OTHER.into()));
+        assert_eq!(resolved(None, None), Ok(OTHER.into()));
+        let unknown = resolved(Some("bogus"), Some("fake")).unwrap_err();
+        assert_eq!(unknown.given, "bogus");
+        assert_eq!(unknown.valid.len(), DEFAULTS.len());
+        remove(&conn, "ws", "fake").expect("fake is on the list");
+        assert_eq!(resolved(None, Some("fake")), Ok(OTHER.into()), "removed");
+        assert!(resolved(Some("fake"), None).is_err());
+    }
+
+    #[test]
     fn codes_are_plain_identifiers() {
         for good in ["fake", "out_of_area", "a1", &"x".repeat(40)] {
             assert!(check_code(good).is_ok(), "{good}");
