@@ -2,7 +2,10 @@
 //! rules around it (DESIGN.md section 4): the cancellation window, a new `buyerPrice` on
 //! acknowledge, refunds of prepaid charges on rejection and cancellation, the buyer's
 //! `autoPayoutPending`, the history entry of every move, and the supplier clawback when the
-//! lead's last live transaction ends.
+//! lead's last live transaction ends. A cancellation is a return (DESIGN.md section 19):
+//! `returns::file` checks and records it, and under the buyer's manual review the
+//! transaction waits in `return_requested` instead of ending; ending a sale is one
+//! function ([`end_sale`]) for a rejection, a cancellation and an approved return.
 //!
 //! Everything here runs inside one writer job, so two calls on the same transaction are
 //! serialised and can never both refund or both charge. It does not find or authorise the
