@@ -127,30 +127,25 @@ fn every_workspace_has_six_reason_codes_and_the_operator_changes_the_list() {
     let text = lr(&f.server, "return-reason list --workspace ws").ok();
     assert!(text.contains("Never answered"), "{text}");
 
-    lr(
-        &f.server,
-        "return-reason add --workspace ws --code no_answer --label Again",
-    )
-    .fails_json(1)
-    .stderr_contains("already_exists");
-    lr(
-        &f.server,
-        "return-reason add --workspace ws --code 'No Answer' --label X",
-    )
-    .fails_json(1)
-    .stderr_contains("invalid reason code");
-    lr(
-        &f.server,
-        "return-reason remove --workspace ws --code other",
-    )
-    .fails_json(1)
-    .stderr_contains("cannot be removed");
-    lr(&f.server, "return-reason remove --workspace ws --code nope")
-        .fails_json(1)
-        .stderr_contains("not_found");
-    lr(&f.server, "return-reason list --workspace nope")
-        .fails_json(1)
-        .stderr_contains("not_found");
+    // (command, what its error says)
+    let refused = [
+        (
+            "add --workspace ws --code no_answer --label Again",
+            "already_exists",
+        ),
+        (
+            "add --workspace ws --code 'No Answer' --label X",
+            "invalid reason code",
+        ),
+        ("remove --workspace ws --code other", "cannot be removed"),
+        ("remove --workspace ws --code nope", "not_found"),
+        ("list --workspace nope", "not_found"),
+    ];
+    for (command, says) in refused {
+        lr(&f.server, format!("return-reason {command}"))
+            .fails_json(1)
+            .stderr_contains(says);
+    }
     lr(
         &f.server,
         "return-reason remove --workspace ws --code no_answer",
