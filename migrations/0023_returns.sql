@@ -14,9 +14,8 @@ WHERE type = 'table' AND name = 'transactions';
 
 PRAGMA writable_schema = RESET;
 
--- A workspace's reason codes. The six defaults are written for every workspace by the step
--- in Rust (`config::return_reason::DEFAULTS`, the list new workspaces get too). They go with
--- their workspace: a workspace without history is still deleted, not archived.
+-- A workspace's reason codes. They go with their workspace: a workspace without history is
+-- still deleted, not archived.
 CREATE TABLE IF NOT EXISTS return_reasons (
     workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
     code         TEXT NOT NULL,
@@ -24,6 +23,19 @@ CREATE TABLE IF NOT EXISTS return_reasons (
     created_at   INTEGER NOT NULL,
     PRIMARY KEY (workspace_id, code)
 ) WITHOUT ROWID;
+
+-- Every workspace there is starts with the six codes a new workspace gets
+-- (`config::return_reason::DEFAULTS`; tests/returns.rs keeps the two lists the same), as
+-- of its own creation.
+INSERT OR IGNORE INTO return_reasons (workspace_id, code, label, created_at)
+SELECT w.id, d.column1, d.column2, w.created_at
+FROM workspaces w,
+     (VALUES ('wrong_contact', 'Wrong contact details'),
+             ('duplicate', 'Duplicate lead'),
+             ('not_interested', 'Not interested'),
+             ('fake', 'Fake or test lead'),
+             ('out_of_area', 'Out of the service area'),
+             ('other', 'Other')) d;
 
 -- A buyer's return policy (`buyers.return_cap_bp`, `buyers.return_review`) is added by the
 -- step in Rust, which adds a column only where it is missing: SQLite's ADD COLUMN has no

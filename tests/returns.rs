@@ -850,6 +850,8 @@ fn as_before_migration_23(path: &std::path::Path) {
 #[test]
 fn migration_23_brings_an_existing_file_its_reason_codes_policy_and_state() {
     let f = Fixture::new();
+    lr(&f.server, "workspace create --name New --id new").json();
+    let new_workspace = lr(&f.server, "return-reason list --workspace new").json();
     f.buyer("m", &[]);
     let txn = f.delivered("m");
     let crate::lifecycle::Fixture { server, .. } = f;
@@ -859,6 +861,10 @@ fn migration_23_brings_an_existing_file_its_reason_codes_policy_and_state() {
 
     // Any command opens the file and migrates it.
     let codes = lr(&db, "return-reason list --workspace ws").json();
+    assert_eq!(
+        codes, new_workspace,
+        "the migration's codes are those a new workspace gets"
+    );
     assert_eq!(codes.as_array().unwrap().len(), 6, "{codes}");
     let buyer = lr(&db, "buyer show m").json();
     assert_eq!(buyer["returnReview"], "auto");

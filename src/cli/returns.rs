@@ -2,8 +2,8 @@
 //! reason codes) and `transaction return list|request|approve|deny` (the review queue).
 //!
 //! Each opens the database and runs the domain function (`config::return_reason`,
-//! `lifecycle::returns`, `lifecycle::apply`) as one writer job or one read; the rules are
-//! theirs, so a return filed here meets the same checks as one over HTTP.
+//! `lifecycle::returns`) as one writer job or one read; the rules are theirs, so a return
+//! filed here meets the same checks as one over HTTP.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -15,9 +15,7 @@ use super::output::Output;
 use super::setup::open;
 use crate::config::return_reason;
 use crate::lifecycle::LifecycleError;
-use crate::lifecycle::input::{Address, BuyerCall};
 use crate::lifecycle::returns::{self, Decision, ReturnStatus};
-use crate::lifecycle::state::Move;
 
 #[derive(Debug, Subcommand)]
 pub enum ReturnReasonCommand {
@@ -194,9 +192,11 @@ pub(super) fn transaction_return(
             reason_code,
             note,
         } => db
-            .write_blocking(move |conn| request(conn, &id, reason_code, note, now))
+            .write_blocking(move |conn| {
+                returns::request(conn, &id, &reason_code, note.as_deref(), ACTOR, now)
+            })
             .map_err(anyhow::Error::from)
-            .map(|shown| out.print(&shown)),
+            .map(|filed| out.print(&filed.to_json())),
         ReturnCommand::Approve { id, note } => db
             .write_blocking(move |conn| {
                 returns::decide(conn, &id, Decision::Approve, note.as_deref(), ACTOR, now)
@@ -213,42 +213,4 @@ pub(super) fn transaction_return(
     db.close();
     result?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The operator's return of transaction `id`: the buyer's cancellation, taken through the
-/// same path as the buyer's own call (`lifecycle::apply::apply`), as the operator.
-fn request(
-    conn: &rusqlite::Connection,
-    id: &str,
-    reason_code: String,
-    note: Option<String>,
-    now: i64,
-) -> Result<serde_json::Value, LifecycleError> {
-    let current =
-        crate::delivery::transaction::find(conn, id)?.ok_or(LifecycleError::TransactionNotFound)?;
-    let buyer = crate::config::buyer::find(conn, &current.buyer_id)?
-        .ok_or(LifecycleError::TransactionNotFound)?;
-    let call = BuyerCall {
-        address: Address {
-            transaction_id: Some(id.to_string()),
-            external_id: None,
-            buyer_account_id: None,
-        },
-        requested: Move::Cancel,
-        reason: note,
-        buyer_price_cents: None,
-        reason_code: Some(reason_code),
-    };
-    let applied = crate::lifecycle::apply::apply(conn, current, &buyer, &call, ACTOR, now)?;
-    let mut shown = json!({
-        "code": applied.state.as_str(),
-        "alreadyApplied": applied.already_applied,
-        "economicsApplied": applied.economics_applied,
-        "item": applied.item,
-        "return": returns::find(conn, id)?.map(|r| r.to_json()),
-    });
-    if applied.state == crate::delivery::transaction::Status::ReturnRequested {
-        shown["outcome"] = json!("pending_review");
-    }
-    Ok(shown)
 }

@@ -39,8 +39,8 @@ impl ReturnReason {
     }
 }
 
-/// Writes the default codes a workspace lacks (a new workspace, or every workspace when
-/// the table was added).
+/// Writes the default codes for a new workspace (migration 23 wrote them for the
+/// workspaces there were).
 pub(crate) fn seed(conn: &Connection, workspace_id: &str, now: i64) -> rusqlite::Result<()> {
     let mut insert = conn.prepare_cached(
         "INSERT OR IGNORE INTO return_reasons (workspace_id, code, label, created_at)
@@ -48,19 +48,6 @@ pub(crate) fn seed(conn: &Connection, workspace_id: &str, now: i64) -> rusqlite:
     )?;
     for (code, label) in DEFAULTS {
         insert.execute(params![workspace_id, code, label, now])?;
-    }
-    Ok(())
-}
-
-/// [`seed`] for every workspace, archived ones too (their history is read).
-pub(crate) fn seed_every_workspace(conn: &Connection) -> rusqlite::Result<()> {
-    let ids = conn
-        .prepare("SELECT id FROM workspaces ORDER BY id")?
-        .query_map([], |row| row.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let now = crate::clock::now_ms();
-    for id in ids {
-        seed(conn, &id, now)?;
     }
     Ok(())
 }

@@ -80,7 +80,7 @@ const MIGRATIONS: &[Migration] = &[
         then: Some(checks_rewritten),
     },
     // Returns: the state `return_requested` (the CHECK's text only), reason codes (the
-    // defaults written for every workspace), the buyers' return policy, the returns.
+    // defaults for every workspace), the buyers' return policy, the returns.
     Migration {
         sql: include_str!("../../migrations/0023_returns.sql"),
         then: Some(returns_added),
@@ -88,8 +88,7 @@ const MIGRATIONS: &[Migration] = &[
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
-/// buyers' return policy columns are added where missing; every workspace gets the default
-/// reason codes.
+/// buyers' return policy columns are added where missing.
 fn returns_added(conn: &Connection) -> rusqlite::Result<()> {
     checks_rewritten(conn)?;
     let columns = [
@@ -114,7 +113,7 @@ fn returns_added(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(add)?;
         }
     }
-    crate::config::return_reason::seed_every_workspace(conn)
+    Ok(())
 }
 
 /// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in

@@ -57,7 +57,7 @@ pub(crate) fn buyer_call(
 /// Applies `call` to `current`, a transaction of `buyer`, as `actor`: the buyer's own calls
 /// and the operator's return filed for a buyer (`transaction return request`) take this
 /// one path.
-pub(crate) fn apply(
+pub(super) fn apply(
     conn: &Connection,
     current: Transaction,
     buyer: &Buyer,

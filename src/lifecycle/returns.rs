@@ -274,6 +274,62 @@ pub(super) fn file(
     Ok(review)
 }
 
+/// What the operator's return filed for a buyer did.
+#[derive(Debug, Clone)]
+pub(crate) struct Filed {
+    applied: apply::Applied,
+    filed: Option<Return>,
+}
+
+impl Filed {
+    pub(crate) fn to_json(&self) -> Value {
+        let mut shown = json!({
+            "code": self.applied.state.as_str(),
+            "alreadyApplied": self.applied.already_applied,
+            "economicsApplied": self.applied.economics_applied,
+            "item": self.applied.item,
+            "return": self.filed.as_ref().map(Return::to_json),
+        });
+        if self.applied.state == Status::ReturnRequested {
+            shown["outcome"] = json!("pending_review");
+        }
+        shown
+    }
+}
+
+/// The operator's return of transaction `id` for its buyer (`transaction return request`),
+/// with `reason_code` and `note` as the return's text, as `actor` at `now`: the buyer's
+/// cancellation, taken through the same path as the buyer's own call (`apply::apply`), so
+/// the same rules hold (window, state, denied, code, cap, review).
+pub(crate) fn request(
+    conn: &Connection,
+    id: &str,
+    reason_code: &str,
+    note: Option<&str>,
+    actor: &str,
+    now: i64,
+) -> Result<Filed, LifecycleError> {
+    let current = transaction::find(conn, id)?.ok_or(LifecycleError::TransactionNotFound)?;
+    let buyer = crate::config::buyer::find(conn, &current.buyer_id)?
+        .ok_or(LifecycleError::TransactionNotFound)?;
+    let call = super::input::BuyerCall {
+        address: super::input::Address {
+            transaction_id: Some(id.to_string()),
+            external_id: None,
+            buyer_account_id: None,
+        },
+        requested: state::Move::Cancel,
+        reason: note.map(str::to_string),
+        buyer_price_cents: None,
+        reason_code: Some(reason_code.to_string()),
+    };
+    let applied = apply::apply(conn, current, &buyer, &call, actor, now)?;
+    Ok(Filed {
+        applied,
+        filed: find(conn, id)?,
+    })
+}
+
 /// What a decision did.
 #[derive(Debug, Clone)]
 pub(crate) struct Decided {
