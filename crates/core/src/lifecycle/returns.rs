@@ -4,13 +4,17 @@
 //! Owns the `returns` table (one return per transaction, ever) and the rules around a
 //! return: its reason code (`config::return_reason::resolve`), the buyer's return cap
 //! (`state::return_cap_allows`), a denied return not asked again, and the operator's
-//! decision on a pending one with the `transaction.return_decided` event it sends. It does
+//! decision on a pending one with the `transaction.return_decided` event it sends, and
+//! `report --by reason` (the owner's report query, over the local dates `report` cuts). It does
 //! not move money or transactions itself: an approval ends the sale through
 //! `apply::end_sale`, exactly as a cancellation under `auto` review does; a denial moves the
 //! transaction back through its owner. Everything here runs inside one writer job, so a
 //! return racing another return, a payout or another decision is decided on what the
 //! job reads, never on an earlier read.
 
+use std::collections::HashMap;
+
+use jiff::civil::Date;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -22,6 +26,7 @@ use crate::config::buyer::{Buyer, ReturnReview};
 use crate::config::return_reason;
 use crate::db::stored::stored_enum;
 use crate::delivery::transaction::{self, Transaction};
+use crate::report::ReportError;
 
 stored_enum! {
     /// Where a return stands: waiting for the operator, or decided.
@@ -177,6 +182,108 @@ pub(crate) fn by_reason(
         })
     })?
     .collect()
+}
+
+/// `report --by reason` (DESIGN.md section 19): the workspace's returns requested on the
+/// local dates `from` to `to` (both included), per reason code, with each code's label
+/// (none for a code removed since). Read from the returns themselves, which are few.
+#[derive(Debug, Clone)]
+pub struct ReasonReport {
+    pub workspace_id: String,
+    pub timezone: String,
+    pub from: Date,
+    pub to: Date,
+    pub rows: Vec<(Option<String>, ReasonCount)>,
+}
+
+impl ReasonReport {
+    /// The counted columns, in order.
+    pub const COLUMNS: [&'static str; 4] = ["requested", "pending", "approved", "denied"];
+
+    pub fn figures(count: &ReasonCount) -> [i64; 4] {
+        [count.requested, count.pending, count.approved, count.denied]
+    }
+
+    pub fn totals(&self) -> [i64; 4] {
+        self.rows.iter().fold([0; 4], |mut sum, (_, count)| {
+            for (total, n) in sum.iter_mut().zip(Self::figures(count)) {
+                *total += n;
+            }
+            sum
+        })
+    }
+
+    pub fn to_json(&self) -> Value {
+        let row = |figures: [i64; 4]| -> serde_json::Map<String, Value> {
+            Self::COLUMNS
+                .iter()
+                .zip(figures)
+                .map(|(name, n)| (name.to_string(), json!(n)))
+                .collect()
+        };
+        let rows: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|(label, count)| {
+                let mut shown = serde_json::Map::new();
+                shown.insert("reason".into(), json!(count.reason_code));
+                shown.insert("label".into(), json!(label));
+                shown.extend(row(Self::figures(count)));
+                Value::Object(shown)
+            })
+            .collect();
+        json!({
+            "workspaceId": self.workspace_id,
+            "timezone": self.timezone,
+            "from": self.from.to_string(),
+            "to": self.to.to_string(),
+            "by": ["reason"],
+            "rows": rows,
+            "totals": Value::Object(row(self.totals())),
+        })
+    }
+}
+
+/// The [`ReasonReport`] of `workspace_id` for the local dates `from` to `to`.
+pub fn reason_report(
+    conn: &Connection,
+    workspace_id: &str,
+    from: Date,
+    to: Date,
+) -> Result<ReasonReport, ReportError> {
+    let (timezone, _, start, end) = crate::report::local_range(conn, workspace_id, from, to)?;
+    let labels: HashMap<String, String> = return_reason::codes(conn, workspace_id)?
+        .into_iter()
+        .map(|r| (r.code, r.label))
+        .collect();
+    let rows = by_reason(conn, workspace_id, start, end)?
+        .into_iter()
+        .map(|count| (labels.get(&count.reason_code).cloned(), count))
+        .collect();
+    Ok(ReasonReport {
+        workspace_id: workspace_id.to_string(),
+        timezone,
+        from,
+        to,
+        rows,
+    })
+}
+
+/// A `report --by reason` as CSV: a header line and one line per reason code.
+pub fn write_reasons_csv<W: std::io::Write>(out: W, report: &ReasonReport) -> csv::Result<()> {
+    let mut csv = crate::report::csv::writer(out);
+    let header: Vec<&str> = ["reason", "label"]
+        .into_iter()
+        .chain(ReasonReport::COLUMNS)
+        .collect();
+    csv.write_record(&header)?;
+    for (label, count) in &report.rows {
+        let mut record = vec![count.reason_code.clone(), label.clone().unwrap_or_default()];
+        record.extend(ReasonReport::figures(count).iter().map(i64::to_string));
+        csv.write_record(&record)?;
+    }
+    csv.flush()?;
+    Ok(())
 }
 
 /// The returns of `buyer_id` requested in `[from, to)` that count against its cap: pending

@@ -76,27 +76,6 @@ pub fn write_report<W: Write>(out: W, report: &Report) -> ::csv::Result<()> {
     Ok(())
 }
 
-/// A `report --by reason` as CSV: a header line and one line per reason code.
-pub fn write_reasons<W: Write>(out: W, report: &super::ReasonReport) -> ::csv::Result<()> {
-    let mut csv = writer(out);
-    let header: Vec<&str> = ["reason", "label"]
-        .into_iter()
-        .chain(super::ReasonReport::COLUMNS)
-        .collect();
-    csv.write_record(&header)?;
-    for (label, count) in &report.rows {
-        let mut record = vec![count.reason_code.clone(), label.clone().unwrap_or_default()];
-        record.extend(
-            super::ReasonReport::figures(count)
-                .iter()
-                .map(i64::to_string),
-        );
-        csv.write_record(&record)?;
-    }
-    csv.flush()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -465,114 +465,31 @@ fn grouped_text<'r>(
 /// ([`buckets::spans`]), sums them in SQLite by a prefix of the key ([`bucket_query`]) and
 /// adds those sums up by the dimensions' values. When every dimension is a period, every
 /// period of the range has a row, also one without data.
-/// `report --by reason` (DESIGN.md section 19): the workspace's returns requested on the
-/// local dates `from` to `to` (both included), per reason code, with each code's label
-/// (none for a code removed since). Read from the returns themselves, which are few.
-#[derive(Debug, Clone)]
-pub struct ReasonReport {
-    pub workspace_id: String,
-    pub timezone: String,
-    pub from: Date,
-    pub to: Date,
-    pub rows: Vec<(Option<String>, crate::lifecycle::returns::ReasonCount)>,
-}
-
-impl ReasonReport {
-    /// The counted columns, in order.
-    pub const COLUMNS: [&'static str; 4] = ["requested", "pending", "approved", "denied"];
-
-    pub fn figures(count: &crate::lifecycle::returns::ReasonCount) -> [i64; 4] {
-        [count.requested, count.pending, count.approved, count.denied]
-    }
-
-    pub fn totals(&self) -> [i64; 4] {
-        self.rows.iter().fold([0; 4], |mut sum, (_, count)| {
-            for (total, n) in sum.iter_mut().zip(Self::figures(count)) {
-                *total += n;
-            }
-            sum
-        })
-    }
-
-    pub fn to_json(&self) -> Value {
-        let row = |figures: [i64; 4]| -> serde_json::Map<String, Value> {
-            Self::COLUMNS
-                .iter()
-                .zip(figures)
-                .map(|(name, n)| (name.to_string(), json!(n)))
-                .collect()
-        };
-        let rows: Vec<Value> = self
-            .rows
-            .iter()
-            .map(|(label, count)| {
-                let mut shown = serde_json::Map::new();
-                shown.insert("reason".into(), json!(count.reason_code));
-                shown.insert("label".into(), json!(label));
-                shown.extend(row(Self::figures(count)));
-                Value::Object(shown)
-            })
-            .collect();
-        json!({
-            "workspaceId": self.workspace_id,
-            "timezone": self.timezone,
-            "from": self.from.to_string(),
-            "to": self.to.to_string(),
-            "by": ["reason"],
-            "rows": rows,
-            "totals": Value::Object(row(self.totals())),
-        })
-    }
-}
-
-/// The [`ReasonReport`] of `workspace_id` for the local dates `from` to `to`.
-pub fn by_reason(
+/// The workspace's time zone (its name and the zone) and the UTC range `[start, end)` in ms
+/// of its local dates `from` to `to`, both included: what a report of those dates reads.
+pub fn local_range(
     conn: &Connection,
     workspace_id: &str,
     from: Date,
     to: Date,
-) -> Result<ReasonReport, ReportError> {
+) -> Result<(String, TimeZone, i64, i64), ReportError> {
     if from > to {
         return Err(ReportError::Backwards { from, to });
     }
     let (timezone_name, tz) = timezone(conn, workspace_id)?;
     let start = start_of(from, &tz);
     let end = to.tomorrow().map_or(i64::MAX, |next| start_of(next, &tz));
-    let labels: HashMap<String, String> = crate::config::return_reason::codes(conn, workspace_id)?
-        .into_iter()
-        .map(|r| (r.code, r.label))
-        .collect();
-    let rows = crate::lifecycle::returns::by_reason(conn, workspace_id, start, end)?
-        .into_iter()
-        .map(|count| (labels.get(&count.reason_code).cloned(), count))
-        .collect();
-    Ok(ReasonReport {
-        workspace_id: workspace_id.to_string(),
-        timezone: timezone_name,
-        from,
-        to,
-        rows,
-    })
+    Ok((timezone_name, tz, start, end))
 }
 
 pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
-    if query.from > query.to {
-        return Err(ReportError::Backwards {
-            from: query.from,
-            to: query.to,
-        });
-    }
     for (at, by) in query.by.iter().enumerate() {
         if query.by[..at].contains(by) {
             return Err(ReportError::Repeated(by.as_str()));
         }
     }
-    let (timezone_name, tz) = timezone(conn, &query.workspace_id)?;
-    let start = start_of(query.from, &tz);
-    let end = query
-        .to
-        .tomorrow()
-        .map_or(i64::MAX, |next| start_of(next, &tz));
+    let (timezone_name, tz, start, end) =
+        local_range(conn, &query.workspace_id, query.from, query.to)?;
     let needs = |dims: &[By]| query.by.iter().any(|b| dims.contains(b));
     let suppliers: HashMap<String, Option<String>> = if needs(&[By::Supplier]) {
         let mut stmt = conn.prepare_cached("SELECT id, supplier_id FROM sources")?;

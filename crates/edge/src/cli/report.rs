@@ -85,12 +85,17 @@ pub(crate) fn run(path: &Path, out: &Output, args: ReportArgs) -> anyhow::Result
     if by_reason {
         let made = db.read_blocking(|conn| {
             let (workspace_id, from, to) = period(conn, &args)?;
-            Ok::<_, RunError>(crate::report::by_reason(conn, &workspace_id, from, to)?)
+            Ok::<_, RunError>(crate::lifecycle::returns::reason_report(
+                conn,
+                &workspace_id,
+                from,
+                to,
+            )?)
         });
         db.close();
         let report = made?;
         if args.csv {
-            crate::report::csv::write_reasons(std::io::stdout().lock(), &report)?;
+            crate::lifecycle::returns::write_reasons_csv(std::io::stdout().lock(), &report)?;
         } else if out.is_json() {
             out.print(&report.to_json());
         } else {
@@ -150,8 +155,8 @@ fn period(
 }
 
 /// The returns per reason code as a text table, with a totals line.
-fn reason_table(report: &crate::report::ReasonReport) -> String {
-    use crate::report::ReasonReport;
+fn reason_table(report: &crate::lifecycle::returns::ReasonReport) -> String {
+    use crate::lifecycle::returns::ReasonReport;
     let mut lines: Vec<Vec<String>> = vec![
         ["reason", "label"]
             .into_iter()

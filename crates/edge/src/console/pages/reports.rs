@@ -119,7 +119,7 @@ struct Returns {
     /// A report by source, one by supplier and one by buyer.
     rates: Vec<(By, Report)>,
     names: Names,
-    reasons: crate::report::ReasonReport,
+    reasons: crate::lifecycle::returns::ReasonReport,
 }
 
 /// Reads the returns section for `query`'s workspace and dates.
@@ -136,7 +136,12 @@ fn returns(conn: &Connection, query: &ReportQuery) -> Result<Returns, ReportErro
     Ok(Returns {
         rates,
         names: names(conn, &dimensions)?,
-        reasons: crate::report::by_reason(conn, &query.workspace_id, query.from, query.to)?,
+        reasons: crate::lifecycle::returns::reason_report(
+            conn,
+            &query.workspace_id,
+            query.from,
+            query.to,
+        )?,
     })
 }
 
