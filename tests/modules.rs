@@ -26,10 +26,6 @@ const KNOWN_UPWARD: &[(&str, &str, &str)] = &[
     ("crates/core", "ingest", "ping"),
     // The outbox records a send on its transaction (`delivery_status`).
     ("crates/core", "outbox", "delivery"),
-    // A waterfall decides again with the bids of a ping's reservation.
-    ("crates/core", "autodelivery", "ping"),
-    // Bids are checked with auto-delivery's eligibility and settings.
-    ("crates/core", "bids", "autodelivery"),
 ];
 
 /// Per crate (its folder), per top-level module: the top-level modules it imports, each

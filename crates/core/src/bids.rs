@@ -3,7 +3,7 @@
 //! owner for both callers: a ping (`ping`) and an auto-delivered lead (`ingest::handler`).
 //!
 //! Runs before the caller's writer job, on the request's task: the bidders and their
-//! eligibility are read from the pool ([`eligible_bidders`]), the requests go out through
+//! eligibility are read from the pool (`eligibility::eligible_bidders`), the requests go out through
 //! the outbox's bid client (`outbox::bid`, the only outbound HTTP), each within its
 //! buyer's `--bid-timeout`, and what comes back ([`Bids`]) is handed to the job, which
 //! re-checks eligibility with the bids as prices (`eligibility::apply_bids`) and records
@@ -18,8 +18,6 @@ use std::time::Duration;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
-use crate::autodelivery::Settings;
-use crate::autodelivery::eligibility::{self, Bidding, KnownBids, Reason};
 use crate::delivery::transaction::BidRef;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::outbox::bid::{BidCall, BidClient, BidOutcome, BidResult};
@@ -27,7 +25,7 @@ use crate::outbox::bid::{BidCall, BidClient, BidOutcome, BidResult};
 /// A bid-priced subscription of the request's product.
 #[derive(Debug, Clone)]
 pub(crate) struct Bidder {
-    buyer_id: String,
+    pub(crate) buyer_id: String,
     url: String,
     timeout_ms: i64,
     min_price_cents: Option<i64>,
@@ -72,7 +70,7 @@ impl Bids {
     }
 }
 
-fn bidders(
+pub(crate) fn bidders(
     conn: &Connection,
     workspace_id: &str,
     product_id: &str,
@@ -97,41 +95,23 @@ fn bidders(
     .collect()
 }
 
-/// The bidders of `request`'s product that are eligible for it now under `settings` (read
-/// from the pool; the writer job checks again): none when auto-delivery is off.
-pub(crate) fn eligible_bidders(
-    conn: &Connection,
-    lead: &StoredLead,
-    request: &StoredRequest,
-    settings: &Settings,
-) -> rusqlite::Result<Vec<Bidder>> {
-    if !settings.auto_delivery {
-        return Ok(Vec::new());
+/// The bids made for a request: who was asked, the usable bids (buyer → cents) and their
+/// ids (for the transaction and `lead.delivered`). The bids collected for a ping or an
+/// auto-delivered lead, or, when the waterfall decides again, the recorded ones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KnownBids {
+    pub(crate) asked: HashSet<String>,
+    pub(crate) prices: HashMap<String, i64>,
+    pub(crate) refs: HashMap<String, BidRef>,
+}
+
+impl KnownBids {
+    /// The bid that prices `buyer_id`, if it made a usable one.
+    pub(crate) fn bid_of(&self, buyer_id: &str) -> Option<&BidRef> {
+        self.refs
+            .get(buyer_id)
+            .filter(|_| self.prices.contains_key(buyer_id))
     }
-    let all = bidders(conn, &lead.workspace_id, &request.interest.product_id)?;
-    if all.is_empty() {
-        return Ok(all);
-    }
-    let candidates = eligibility::candidates(
-        conn,
-        &eligibility::Context {
-            lead,
-            request,
-            tz: &settings.tz,
-            now_ms: settings.now_ms,
-            windows: &settings.windows,
-            bidding: Bidding::Asking,
-        },
-    )?;
-    let eligible: HashSet<&str> = candidates
-        .iter()
-        .filter(|c| c.reason == Reason::Eligible)
-        .map(|c| c.buyer_id.as_str())
-        .collect();
-    Ok(all
-        .into_iter()
-        .filter(|b| eligible.contains(b.buyer_id.as_str()))
-        .collect())
 }
 
 /// The bid requests of one lead request, ready to go out with others.

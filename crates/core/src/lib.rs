@@ -26,6 +26,7 @@ pub mod ping;
 pub mod privacy;
 pub mod report;
 pub mod training;
+pub mod waterfall;
 
 // The layers below, under the paths the modules use (`crate::money::Cents`).
 use leadrelay_rules::{clock, duration, money, outbound_url, secrets};

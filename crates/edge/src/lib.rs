@@ -16,7 +16,7 @@ pub mod service;
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
     autodelivery, bids, caps, config, delivery, health, ingest, integration, ledger, lifecycle,
-    mapping, metrics, operators, ops, ping, privacy, report, training,
+    mapping, metrics, operators, ops, ping, privacy, report, training, waterfall,
 };
 use leadrelay_rules::{clock, duration, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

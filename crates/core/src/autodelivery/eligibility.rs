@@ -26,12 +26,14 @@ use jiff::tz::TimeZone;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
+use super::Settings;
 use super::filters;
 use super::schedule::Schedule;
 use super::subscribers::{self, Subscribed};
+pub(crate) use crate::bids::KnownBids;
 use crate::caps::{self, Windows};
 use crate::config::buyer::{Filter, Plan};
-use crate::delivery::transaction::{self, BidRef};
+use crate::delivery::transaction;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ledger;
 
@@ -123,23 +125,41 @@ pub(crate) enum Bidding<'a> {
     Asked(&'a KnownBids),
 }
 
-/// The bids made for a request: who was asked, the usable bids (buyer → cents) and their
-/// ids (for the transaction and `lead.delivered`). The bids collected for a ping or an
-/// auto-delivered lead, or, when the waterfall decides again, the recorded ones.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct KnownBids {
-    pub(crate) asked: HashSet<String>,
-    pub(crate) prices: HashMap<String, i64>,
-    pub(crate) refs: HashMap<String, BidRef>,
-}
-
-impl KnownBids {
-    /// The bid that prices `buyer_id`, if it made a usable one.
-    pub(crate) fn bid_of(&self, buyer_id: &str) -> Option<&BidRef> {
-        self.refs
-            .get(buyer_id)
-            .filter(|_| self.prices.contains_key(buyer_id))
+/// The bidders of `request`'s product that are eligible for it now under `settings` (read
+/// from the pool; the writer job checks again): none when auto-delivery is off.
+pub(crate) fn eligible_bidders(
+    conn: &Connection,
+    lead: &StoredLead,
+    request: &StoredRequest,
+    settings: &Settings,
+) -> rusqlite::Result<Vec<crate::bids::Bidder>> {
+    if !settings.auto_delivery {
+        return Ok(Vec::new());
     }
+    let all = crate::bids::bidders(conn, &lead.workspace_id, &request.interest.product_id)?;
+    if all.is_empty() {
+        return Ok(all);
+    }
+    let candidates = candidates(
+        conn,
+        &Context {
+            lead,
+            request,
+            tz: &settings.tz,
+            now_ms: settings.now_ms,
+            windows: &settings.windows,
+            bidding: Bidding::Asking,
+        },
+    )?;
+    let eligible: HashSet<&str> = candidates
+        .iter()
+        .filter(|c| c.reason == Reason::Eligible)
+        .map(|c| c.buyer_id.as_str())
+        .collect();
+    Ok(all
+        .into_iter()
+        .filter(|b| eligible.contains(b.buyer_id.as_str()))
+        .collect())
 }
 
 /// Every buyer of the workspace subscribed to the interest's product, each checked.

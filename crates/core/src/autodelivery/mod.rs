@@ -26,7 +26,6 @@ pub(crate) mod stored_features;
 pub(crate) mod subscribers;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod waterfall;
 pub mod weights;
 
 use jiff::tz::TimeZone;
@@ -158,7 +157,7 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    fn load(
+    pub(crate) fn load(
         conn: &Connection,
         lead: &StoredLead,
         now_ms: i64,
@@ -324,7 +323,7 @@ pub(crate) fn features_for(
 /// when the waterfall decides again), which price the bid-priced buyers asked; without
 /// them a bid-priced buyer is `no_bid`.
 /// `sold`: whether a transaction may hold the request already.
-fn decide(
+pub(crate) fn decide(
     conn: &Connection,
     lead: &StoredLead,
     request: &StoredRequest,
@@ -420,7 +419,7 @@ fn decide(
 
 /// Whether a transaction may hold a request when it is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sold {
+pub(crate) enum Sold {
     /// The request was stored in the deciding job: nothing holds it yet.
     Never,
     /// A decision again (`lead reroute`, the waterfall): its transactions are read.

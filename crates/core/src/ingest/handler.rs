@@ -331,7 +331,9 @@ async fn ask_for_bids(
             }
             let stored = store::unstored_lead(target, lead, now);
             let request = &stored.requests[position];
-            let bidders = crate::bids::eligible_bidders(conn, &stored, request, &settings)?;
+            let bidders = crate::autodelivery::eligibility::eligible_bidders(
+                conn, &stored, request, &settings,
+            )?;
             if bidders.is_empty() {
                 continue;
             }

@@ -199,8 +199,12 @@ async fn ask_bidders(
         else {
             return Ok(None);
         };
-        let bidders =
-            crate::bids::eligible_bidders(conn, &prepared.lead, prepared.request(), &settings)?;
+        let bidders = crate::autodelivery::eligibility::eligible_bidders(
+            conn,
+            &prepared.lead,
+            prepared.request(),
+            &settings,
+        )?;
         Ok::<_, PingError>(Some((
             bidders,
             settings.mode.as_str(),

@@ -599,7 +599,7 @@ fn after_refusal(
         refusal.transaction_id,
         refused.refunded
     );
-    match crate::autodelivery::waterfall::after_refusal(
+    match crate::waterfall::after_refusal(
         conn,
         &refused.transaction,
         &refusal.reason,

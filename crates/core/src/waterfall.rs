@@ -7,7 +7,7 @@
 //!
 //! Runs in the outbox's writer job that records the refusal, right after
 //! `lifecycle::refusal` took the sale back (no network here: the new buyer's event is sent
-//! by the outbox like any other). The decision is auto-delivery's own (`super::decide`,
+//! by the outbox like any other). The decision is auto-delivery's own (`autodelivery::decide`,
 //! as `lead reroute` runs it): a buyer that held the request before, its transaction
 //! refused, voided or live, is not eligible again (`already_delivered`), so each step
 //! leaves out every buyer that refused or holds it. The container bounds it
@@ -17,8 +17,8 @@
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use super::decision::{self, RequestReason};
-use super::{ACTOR, AutoDeliveryError, Settings};
+use crate::autodelivery::decision::{self, RequestReason};
+use crate::autodelivery::{ACTOR, AutoDeliveryError, Settings};
 use crate::delivery::transaction::{self, Transaction};
 use crate::ingest::status::{LeadStatus, RequestStatus};
 
@@ -145,13 +145,13 @@ pub fn after_refusal(
                 }
                 None => crate::bids::known(conn, crate::bids::Owner::Request(&request.id))?,
             };
-            let decided = super::decide(
+            let decided = crate::autodelivery::decide(
                 conn,
                 &lead,
                 request,
                 &settings,
                 Some(&bids),
-                super::Sold::Maybe,
+                crate::autodelivery::Sold::Maybe,
             )?;
             step["rerouted"] = json!(true);
             step["outcome"] = json!(decided.reason.code());
