@@ -941,6 +941,87 @@ fn the_reports_page_and_csv_are_the_cli_report() {
     );
 }
 
+/// The reports page's returns section: the return rate per source, supplier and buyer
+/// (approved returns: a pending one is no return yet) and the returns per reason code.
+#[test]
+fn the_reports_page_shows_return_rates_and_returns_per_reason() {
+    let (server, _receiver) = start_with_b();
+    let db = &server.db.path;
+    lr(db, "buyer update b --return-review manual").json();
+    let sold: Vec<String> = (1..=4)
+        .map(|n| {
+            let (_, request) = lead_request(&server, &simple_lead(n));
+            deliver(db, &request, "b", Some("30"))["transactionId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for (txn, code) in [
+        (&sold[0], "fake"),
+        (&sold[1], "fake"),
+        (&sold[2], "duplicate"),
+    ] {
+        let reply = server
+            .post("/api/webhooks/partner-cancellation")
+            .secret(B_SECRET)
+            .json(&json!({"transactionId": txn, "reason": "x", "reasonCode": code}))
+            .send();
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    lr(db, format!("transaction return approve {}", sold[0])).json();
+    lr(db, format!("transaction return deny {} --note no", sold[1])).json();
+    let cookie = login(&server);
+    let page = get(&server, "/reports", &cookie).text;
+    // The cells of each row of the table with `id`.
+    let rows = |id: &str| -> Vec<Vec<String>> {
+        let table = page
+            .split(&format!("id=\"{id}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("table {id}"));
+        let table = table.split("</table>").next().unwrap();
+        table
+            .split("<tr class=\"row\">")
+            .skip(1)
+            .map(|row| cells_of(row).into_iter().map(String::from).collect())
+            .collect()
+    };
+    assert_eq!(
+        rows("return-rates"),
+        [
+            vec!["source", "src", "4", "1", "25.0%"],
+            vec![
+                "supplier",
+                "<span class=\"none\">–</span>",
+                "4",
+                "1",
+                "25.0%"
+            ],
+            vec!["buyer", "b", "4", "1", "25.0%"],
+        ],
+        "src has no supplier"
+    );
+    assert_eq!(
+        rows("return-reasons"),
+        [
+            vec![
+                "Duplicate lead <span class=\"id\">duplicate</span>",
+                "1",
+                "1",
+                "0",
+                "0"
+            ],
+            vec![
+                "Fake or test lead <span class=\"id\">fake</span>",
+                "2",
+                "0",
+                "1",
+                "1"
+            ],
+        ]
+    );
+}
+
 /// A bad date, dimension, period or workspace gets the form again with the problem
 /// (400), on the page and on the CSV's address; nothing is a 500.
 #[test]

@@ -392,6 +392,60 @@ fn lifecycle_answers_have_the_documented_fields() {
     assert_documented(&doc, "ErrorObject", &refused.json["error"]);
 }
 
+#[test]
+fn return_answers_and_the_return_decided_event_have_the_documented_fields() {
+    use crate::lifecycle::{CANCELLATION, Fixture, PAYOUT, secret_of};
+    use serde_json::json;
+
+    let doc = document();
+    let f = Fixture::new();
+    f.buyer("m", &["--return-review", "manual"]);
+    f.buyer("capped", &["--return-cap", "0"]);
+    let (txn, other) = (f.delivered("m"), f.delivered("m"));
+    let secret = secret_of("m");
+    let pending = f.call(
+        CANCELLATION,
+        &secret,
+        &json!({"transactionId": txn, "reason": "fake", "reasonCode": "fake"}),
+    );
+    assert_eq!(pending.status, 200, "{}", pending.text);
+    assert_documented(&doc, "TransactionMoveResponse", &pending.json);
+    assert_documented(&doc, "Transaction", &pending.json["item"]);
+
+    let capped = f.delivered("capped");
+    for refused in [
+        f.call(PAYOUT, &secret, &json!({"transactionId": txn})),
+        f.call(
+            CANCELLATION,
+            &secret,
+            &json!({"transactionId": other, "reason": "x", "reasonCode": "bogus"}),
+        ),
+        f.call(
+            CANCELLATION,
+            &secret_of("capped"),
+            &json!({"transactionId": capped, "reason": "x"}),
+        ),
+    ] {
+        assert_eq!(refused.status, 400, "{}", refused.text);
+        assert_documented(&doc, "PartnerResult", &refused.json);
+        assert_documented(&doc, "ErrorObject", &refused.json["error"]);
+    }
+
+    lr(
+        &f.server,
+        format!("transaction return deny {txn} --note 'a real person'"),
+    )
+    .json();
+    let event = f
+        .receiver
+        .wait_for_on("/m", 3, WAIT)
+        .into_iter()
+        .map(|r| r.json())
+        .find(|e| e["event"] == "transaction.return_decided")
+        .expect("the decision was sent");
+    assert_documented(&doc, "ReturnDecidedEvent", &event);
+}
+
 /// Every answer the server gives that a test can provoke, on every endpoint, checked
 /// against the schema openapi.json documents for its status; and the request bodies the
 /// service takes are valid for the document while the ones it refuses for their shape are

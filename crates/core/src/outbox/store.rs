@@ -31,6 +31,8 @@ stored_enum! {
     /// What an event tells its buyer.
     pub enum EventKind as "outbox event kind" {
         LeadDelivered = "lead.delivered",
+        /// The operator's decision on a buyer's return (DESIGN.md section 19).
+        ReturnDecided = "transaction.return_decided",
     }
 }
 
@@ -49,6 +51,25 @@ pub(crate) struct NewEvent<'a> {
 
 /// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
 pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+    insert_row(
+        conn,
+        Some(event.transaction_id),
+        &NewNotice {
+            kind: EventKind::LeadDelivered,
+            buyer_id: event.buyer_id,
+            url: event.url,
+            payload: event.payload,
+            created_at: event.created_at,
+        },
+    )
+}
+
+/// Writes `event` (of `transaction_id`, when it delivers one), due at once; its id.
+fn insert_row(
+    conn: &Connection,
+    transaction_id: Option<&str>,
+    event: &NewNotice,
+) -> rusqlite::Result<String> {
     let id = crate::ids::new("evt");
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
@@ -57,8 +78,8 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
     )?
     .execute(params![
         id,
-        EventKind::LeadDelivered,
-        event.transaction_id,
+        event.kind,
+        transaction_id,
         event.buyer_id,
         event.url,
         event.payload,
@@ -66,6 +87,24 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
         event.created_at
     ])?;
     Ok(id)
+}
+
+/// An event that tells a buyer of a change (not a lead's delivery), for the generic
+/// integration only.
+pub(crate) struct NewNotice<'a> {
+    pub kind: EventKind,
+    pub buyer_id: &'a str,
+    pub url: &'a str,
+    pub payload: &'a str,
+    pub created_at: i64,
+}
+
+/// Writes a notice, due at once, and returns its id. It names no transaction in
+/// `transaction_id`, which ties an event to the transaction it delivers: its outcome must
+/// not move that transaction's delivery status, nor a refusal take the sale back (the
+/// payload names the transaction).
+pub(crate) fn insert_notice(conn: &Connection, notice: &NewNotice) -> rusqlite::Result<String> {
+    insert_row(conn, None, notice)
 }
 
 /// A due event taken by a claim, with what sending it needs.
@@ -159,7 +198,7 @@ const CLAIM_BUYER: &str = "SELECT webhook_url, signing_secret,
 macro_rules! claim_select {
     ($where:literal) => {
         concat!(
-            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims
+            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims, e.kind
              FROM outbox_events e
              LEFT JOIN transactions t ON t.id = e.transaction_id
              LEFT JOIN lead_requests r ON r.id = t.lead_request_id
@@ -216,6 +255,7 @@ pub fn claim_for_buyer(
     let mut candidates: Vec<Claimed> = conn
         .prepare_cached(sql)?
         .query_map(params![buyer_id, now], |row| {
+            let delivery = row.get::<_, EventKind>(5)? == EventKind::LeadDelivered;
             Ok(Claimed {
                 row: row.get(0)?,
                 id: row.get(1)?,
@@ -228,7 +268,9 @@ pub fn claim_for_buyer(
                 claim: row.get::<_, i64>(4)? + 1,
                 probe,
                 request_id: crate::ids::expand_at(row, 3, "req")?,
-                integration: integration.clone().map(|document| {
+                // A buyer's document maps `lead.delivered`; any other event goes as the
+                // generic signed webhook.
+                integration: integration.clone().filter(|_| delivery).map(|document| {
                     Box::new(BuyerIntegration {
                         document,
                         secrets: Vec::new(),

@@ -136,6 +136,8 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
                 auto_payout_pending: false,
                 plan,
                 credit_limit_cents: 0,
+                return_cap_bp: None,
+                return_review: buyer::ReturnReview::Auto,
             },
         )?;
         secrets.push(

@@ -22,6 +22,7 @@ mod period;
 mod ping;
 mod privacy;
 mod report;
+mod returns;
 mod serve;
 mod setup;
 
@@ -153,6 +154,9 @@ pub enum Command {
     /// Transactions created by deliveries.
     #[command(subcommand)]
     Transaction(TransactionCommand),
+    /// A workspace's return reason codes.
+    #[command(subcommand)]
+    ReturnReason(returns::ReturnReasonCommand),
     /// Outbound webhook events and their attempts.
     #[command(subcommand)]
     Outbox(OutboxCommand),
@@ -317,6 +321,12 @@ fn error_code(error: &anyhow::Error) -> &'static str {
     if let Some(e) = error.downcast_ref::<crate::config::ConfigError>() {
         return e.code();
     }
+    if let Some(e) = error.downcast_ref::<crate::lifecycle::LifecycleError>() {
+        return e.code();
+    }
+    if let Some(crate::lifecycle::void::VoidError::Lifecycle(e)) = error.downcast_ref() {
+        return e.code();
+    }
     if error.downcast_ref::<NoDatabase>().is_some() {
         return "no_database";
     }
@@ -358,6 +368,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
+        Command::ReturnReason(command) => returns::reason(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Ledger(command) => ledger::run(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),

@@ -366,6 +366,18 @@ fn lifecycle_error_object(e: &LifecycleError) -> Value {
         LifecycleError::CancellationAlreadyResolved { status } => {
             error.insert("status".into(), json!(status));
         }
+        LifecycleError::UnknownReasonCode { valid, .. } => {
+            error.insert("validReasonCodes".into(), json!(valid));
+        }
+        LifecycleError::ReturnCapReached {
+            cap_bp,
+            returned,
+            delivered,
+        } => {
+            error.insert("returnCap".into(), crate::money::to_json(*cap_bp));
+            error.insert("returned".into(), json!(returned));
+            error.insert("delivered".into(), json!(delivered));
+        }
         _ => {}
     }
     Value::Object(error)
