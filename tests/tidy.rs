@@ -213,6 +213,11 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         "supplier_cancellations",
         &["crates/core/src/lifecycle/clawback.rs"],
     ),
+    ("returns", &["crates/core/src/lifecycle/returns.rs"]),
+    (
+        "return_reasons",
+        &["crates/core/src/config/return_reason.rs"],
+    ),
     ("health_probe", &["crates/core/src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them
     // through a table name it chooses); a source's mapping columns are `mapping::store`'s.

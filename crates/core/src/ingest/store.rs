@@ -256,6 +256,7 @@ fn store_one(
                 request_ids: Vec::new(),
                 ingest: Some(ingest),
                 errors: Vec::new(),
+                warnings: Vec::new(),
                 auto_delivery: None,
             },
         });
@@ -290,6 +291,7 @@ fn store_one(
             .collect(),
         ingest: Some(ingest),
         errors: Vec::new(),
+        warnings: Vec::new(),
         auto_delivery: None,
     };
     insert_lead(conn, source, lead, &lead_id, &item, now)?;
