@@ -271,16 +271,16 @@ pub fn reason_report(
 
 /// A `report --by reason` as CSV: a header line and one line per reason code.
 pub fn write_reasons_csv<W: std::io::Write>(out: W, report: &ReasonReport) -> csv::Result<()> {
-    let mut csv = crate::report::csv::writer(out);
-    let header: Vec<&str> = ["reason", "label"]
-        .into_iter()
-        .chain(ReasonReport::COLUMNS)
-        .collect();
-    csv.write_record(&header)?;
+    use crate::report::csv::{Cell, Writer};
+    let mut csv = Writer::new(out);
+    csv.header(["reason", "label"].into_iter().chain(ReasonReport::COLUMNS))?;
     for (label, count) in &report.rows {
-        let mut record = vec![count.reason_code.clone(), label.clone().unwrap_or_default()];
-        record.extend(ReasonReport::figures(count).iter().map(i64::to_string));
-        csv.write_record(&record)?;
+        let cells = [
+            Cell::text(count.reason_code.as_str()),
+            Cell::text(label.as_deref().unwrap_or_default()),
+        ];
+        let figures = ReasonReport::figures(count).into_iter().map(Cell::number);
+        csv.record(cells.into_iter().chain(figures))?;
     }
     csv.flush()?;
     Ok(())
