@@ -32,8 +32,8 @@ echo "rows: $ROWS ($(du -h "$CSV" | cut -f1) of CSV)"
 timed() {
   local label="$1"; shift
   local out="$WORK/time.txt"
-  /usr/bin/time -f "%e s, max RSS %M KiB" -o "$out" "$@"
-  echo "$label: $(cat "$out")"
+  /usr/bin/time -f "%e s, max RSS %M KiB" -o "$out" "$@" >"$WORK/out.json"
+  echo "$label: $(cat "$out") $(tr -d "\n " <"$WORK/out.json")"
 }
 
 timed "import" "$BIN" --json suppression import --workspace bench --file "$CSV"
