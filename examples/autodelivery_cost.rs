@@ -288,6 +288,7 @@ fn setup(
             name: "Bench",
             timezone: "Europe/Berlin",
             retention: None,
+            suppression_action: None,
         },
     )?;
     for (id, mode) in [

@@ -80,6 +80,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             name: "Bench",
             timezone: "UTC",
             retention: None,
+            suppression_action: None,
         },
     )?;
     container::create(

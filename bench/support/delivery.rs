@@ -42,6 +42,7 @@ pub fn configure(db: &Db, urls: Vec<String>, setup: Setup) -> Option<String> {
                 name: "Bench",
                 timezone: "Europe/Berlin",
                 retention: None,
+                suppression_action: None,
             },
         )?;
         container::create(
