@@ -92,7 +92,10 @@ const MIGRATIONS: &[Migration] = &[
         then: Some(checks_rewritten),
     },
     // Suppression lists: keyed hashes per workspace and the workspace's action.
-    sql(include_str!("../../migrations/0026_suppression.sql")),
+    Migration {
+        sql: include_str!("../../migrations/0026_suppression.sql"),
+        then: Some(suppression_added),
+    },
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
@@ -120,6 +123,23 @@ fn returns_added(conn: &Connection) -> rusqlite::Result<()> {
         if !present {
             conn.execute_batch(add)?;
         }
+    }
+    Ok(())
+}
+
+/// Migration 26's step: what a workspace does with a lead whose contact is suppressed
+/// (reject or flag), added where the column is missing (the migration may run again).
+fn suppression_added(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('workspaces') WHERE name = 'suppression_action'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        conn.execute_batch(
+            "ALTER TABLE workspaces ADD COLUMN suppression_action TEXT NOT NULL DEFAULT 'reject'
+                CHECK (suppression_action = 'reject' OR suppression_action = 'flag')",
+        )?;
     }
     Ok(())
 }
