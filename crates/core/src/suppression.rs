@@ -264,6 +264,22 @@ pub fn import_batch(
     Ok(counts)
 }
 
+/// The keyed hash of `value` as typed in `workspace_id`'s list; `None` when the list was
+/// never written (it has no key: nothing is suppressed there).
+fn digest_of(
+    conn: &Connection,
+    workspace_id: &str,
+    kind: Kind,
+    value: &str,
+) -> Result<Option<[u8; 32]>, SuppressionError> {
+    let key = kind
+        .normalise(value)
+        .ok_or(SuppressionError::Unusable(kind.as_str()))?;
+    workspace::get(conn, workspace_id)?;
+    Ok(key_of(conn, workspace_id)?
+        .map(|hmac_key| digest(&hmac_key, kind, &crate::secrets::hash(&key))))
+}
+
 /// Removes `value`; `false` when it was not suppressed.
 pub fn remove(
     conn: &Connection,
@@ -271,14 +287,9 @@ pub fn remove(
     kind: Kind,
     value: &str,
 ) -> Result<bool, SuppressionError> {
-    let key = kind
-        .normalise(value)
-        .ok_or(SuppressionError::Unusable(kind.as_str()))?;
-    workspace::get(conn, workspace_id)?;
-    let Some(hmac_key) = key_of(conn, workspace_id)? else {
+    let Some(digest) = digest_of(conn, workspace_id, kind, value)? else {
         return Ok(false);
     };
-    let digest = digest(&hmac_key, kind, &crate::secrets::hash(&key));
     let removed = conn.execute(
         "DELETE FROM suppressions WHERE workspace_id = ?1 AND digest = ?2",
         params![workspace_id, digest.as_slice()],
@@ -293,14 +304,9 @@ pub fn check(
     kind: Kind,
     value: &str,
 ) -> Result<Option<Entry>, SuppressionError> {
-    let key = kind
-        .normalise(value)
-        .ok_or(SuppressionError::Unusable(kind.as_str()))?;
-    workspace::get(conn, workspace_id)?;
-    let Some(hmac_key) = key_of(conn, workspace_id)? else {
+    let Some(digest) = digest_of(conn, workspace_id, kind, value)? else {
         return Ok(None);
     };
-    let digest = digest(&hmac_key, kind, &crate::secrets::hash(&key));
     Ok(conn
         .query_row(
             "SELECT digest, kind, reason, added_at FROM suppressions
