@@ -357,7 +357,32 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self.inner.writer.submit(f, writer::Admission::Bounded)?;
+        self.write_as(f, writer::Rollup::Immediate).await
+    }
+
+    /// [`Db::write`] for a job that only adds to the reports what it counts and reads or
+    /// deletes nothing they refer to (ingest): its report figures are summed with the
+    /// other such jobs' of the group and written once, in the same transaction, before the
+    /// group commits (`report::buckets::deferred`), instead of two upserts per lead.
+    pub async fn write_deferring_reports<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        self.write_as(f, writer::Rollup::Deferred).await
+    }
+
+    async fn write_as<T, E, F>(&self, f: F, rollup: writer::Rollup) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        let reply = self
+            .inner
+            .writer
+            .submit(f, writer::Admission::Bounded, rollup)?;
         match reply.await {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),
@@ -373,7 +398,10 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self.inner.writer.submit(f, writer::Admission::Always)?;
+        let reply =
+            self.inner
+                .writer
+                .submit(f, writer::Admission::Always, writer::Rollup::Immediate)?;
         match reply.blocking_recv() {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),

@@ -38,6 +38,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use super::checkpoint::{self, CHECKPOINT_FRAMES, Nudge};
 use super::{DbError, StorageFault};
 use crate::logging::Repeated;
+use crate::report::buckets::deferred;
 use crate::request_id::RequestId;
 
 /// The most jobs one group transaction holds. Bounds the latency a late job in a big
@@ -58,6 +59,17 @@ pub(super) enum Admission {
     /// A worker's or a CLI command's job: always queued. These callers are few and each
     /// waits for one job at a time, so they cannot grow the queue without bound.
     Always,
+}
+
+/// How a job's report figures are written (`report::buckets::deferred`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rollup {
+    /// When the job writes them: what any job may do, and what one that reads or deletes
+    /// what the report rows refer to needs.
+    Immediate,
+    /// Summed with the other deferring jobs' of the group and written once before the
+    /// group commits.
+    Deferred,
 }
 
 /// How the writer's latest group transaction ended.
@@ -131,6 +143,9 @@ trait Job: Send {
     fn finish(self: Box<Self>, group_failure: Option<&GroupFailure>);
     /// The request the job works for.
     fn request_id(&self) -> Option<&RequestId>;
+    /// Whether the job leaves its report figures to the group's roll-up
+    /// (`report::buckets::deferred`).
+    fn defers_rollup(&self) -> bool;
 }
 
 struct TypedJob<T, E, F> {
@@ -138,6 +153,7 @@ struct TypedJob<T, E, F> {
     result: Option<Result<T, E>>,
     reply: oneshot::Sender<Result<T, E>>,
     request_id: Option<RequestId>,
+    defers_rollup: bool,
     /// The job's place in the bounded queue, given back when the job is answered.
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -186,6 +202,10 @@ where
 
     fn request_id(&self) -> Option<&RequestId> {
         self.request_id.as_ref()
+    }
+
+    fn defers_rollup(&self) -> bool {
+        self.defers_rollup
     }
 }
 
@@ -291,6 +311,7 @@ impl WriterHandle {
         &self,
         work: F,
         admission: Admission,
+        rollup: Rollup,
     ) -> Result<oneshot::Receiver<Result<T, E>>, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
@@ -313,6 +334,7 @@ impl WriterHandle {
             result: None,
             reply,
             request_id: crate::request_id::current(),
+            defers_rollup: rollup == Rollup::Deferred,
             _permit: permit,
         };
         self.sender
@@ -519,6 +541,7 @@ fn checkpoint_if_due(
 fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<StorageFault>> {
     let mut failures: Vec<Option<GroupFailure>> = vec![None; jobs.len()];
     let mut succeeded = vec![false; jobs.len()];
+    deferred::discard();
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let failure = GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
         if let Some(repeats) = BEGIN_FAILED.admit() {
@@ -533,7 +556,25 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     let mut first_in_transaction = 0;
     let mut rolled_back = false;
     for index in 0..jobs.len() {
-        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+        // A job that does not defer finds the figures of the deferring jobs before it
+        // written; writing them is part of the transaction, not of the job.
+        let flushed = if !jobs[index].defers_rollup() && deferred::pending() {
+            deferred::write(conn)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = flushed {
+            failures[index] = Some(GroupFailure::of(
+                format!("could not write the report roll-up: {e}"),
+                &e,
+            ));
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+        }
+        if conn.is_autocommit() {
+            // The roll-up's error rolled back the transaction: start it again below.
+        } else if let Err(e) = conn.execute_batch("SAVEPOINT job") {
             failures[index] = Some(GroupFailure::of(
                 format!("could not open a savepoint: {e}"),
                 &e,
@@ -542,8 +583,13 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         }
         let job = &mut jobs[index];
         let request_id = job.request_id().cloned();
-        let ok = crate::request_id::on_thread(request_id.as_ref(), || job.run(conn));
+        let defers = job.defers_rollup();
+        let ok = !conn.is_autocommit()
+            && crate::request_id::on_thread(request_id.as_ref(), || {
+                deferred::job(defers, || job.run(conn))
+            });
         if conn.is_autocommit() {
+            deferred::discard();
             // Some errors (disk full, I/O) roll back the whole transaction, not just the
             // savepoint: every earlier job of this transaction lost its writes too.
             rolled_back = true;
@@ -598,7 +644,13 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         succeeded[index] = ok;
     }
     let mut outcome = rolled_back.then_some(None);
-    if let Err(e) = conn.execute_batch("COMMIT") {
+    let committed = if deferred::pending() {
+        deferred::write(conn)
+    } else {
+        Ok(())
+    }
+    .and_then(|()| conn.execute_batch("COMMIT"));
+    if let Err(e) = committed {
         let failure = GroupFailure::of(format!("commit failed: {e}"), &e);
         if let Some(repeats) = COMMIT_FAILED.admit() {
             log::error!(
