@@ -542,7 +542,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     let mut failures: Vec<Option<GroupFailure>> = vec![None; jobs.len()];
     let mut succeeded = vec![false; jobs.len()];
     deferred::discard();
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
         let failure = GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
         if let Some(repeats) = BEGIN_FAILED.admit() {
             log::error!("{}{}{repeats}", failure.why, requests_of(&jobs));
@@ -574,7 +574,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         }
         if conn.is_autocommit() {
             // The roll-up's error rolled back the transaction: start it again below.
-        } else if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+        } else if let Err(e) = control(conn, "SAVEPOINT job") {
             failures[index] = Some(GroupFailure::of(
                 format!("could not open a savepoint: {e}"),
                 &e,
@@ -611,7 +611,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
                 );
             }
             first_in_transaction = index + 1;
-            if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
                 let failure =
                     GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
                 if let Some(repeats) = BEGIN_FAILED.admit() {
@@ -631,11 +631,11 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
             continue;
         }
         let end = if ok {
-            "RELEASE job"
+            control(conn, "RELEASE job")
         } else {
-            "ROLLBACK TO job; RELEASE job"
+            control(conn, "ROLLBACK TO job").and_then(|()| control(conn, "RELEASE job"))
         };
-        if let Err(e) = conn.execute_batch(end) {
+        if let Err(e) = end {
             failures[index] = Some(GroupFailure::of(
                 format!("could not close the savepoint: {e}"),
                 &e,
@@ -649,7 +649,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     } else {
         Ok(())
     }
-    .and_then(|()| conn.execute_batch("COMMIT"));
+    .and_then(|()| control(conn, "COMMIT"));
     if let Err(e) = committed {
         let failure = GroupFailure::of(format!("commit failed: {e}"), &e);
         if let Some(repeats) = COMMIT_FAILED.admit() {
@@ -672,6 +672,13 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     }
     finish_with(jobs, failures);
     outcome
+}
+
+/// Runs one of the group's transaction and savepoint statements, prepared once: parsed for
+/// every job (`execute_batch`) they cost the writer 18,800 instructions per single-lead job,
+/// prepared 8,200 (callgrind, BENCHMARKS.md "Plain ingest").
+fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 /// `; requests a, b, c and 12 more` for the request ids among `jobs`, for a line about a
