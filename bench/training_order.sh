@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The evaluator's training read (src/training/dataset.rs, IN_TIME_ORDER) with and without
+# The evaluator's training read (crates/core/src/training/dataset.rs, IN_TIME_ORDER) with and without
 # migration 13's index `transactions_workspace_created`: its query plan and the time
 # sqlite3 takes to read every row in order, alternating, on one file of synthetic rows.
 #

@@ -1,45 +1,13 @@
 //! leadrelay: a lead-distribution appliance on one SQLite file.
 //!
 //! The binary (`main.rs`) only parses the command line and dispatches to [`cli`]. The
-//! library holds everything else so that integration tests drive the real service: see
-//! `ARCHITECTURE.md` for the map.
+//! crates under `crates/` hold everything else, bottom to top: `leadrelay-rules` (types
+//! and pure functions), `leadrelay-store` (the database handle), `leadrelay-core` (the
+//! table owners and writer jobs) and `leadrelay-edge` (HTTP, console, CLI). This library
+//! re-exports their modules under one name so that the integration tests, benchmarks and
+//! fuzz targets drive the real service as `leadrelay::…`: see `ARCHITECTURE.md`.
 
-// Items are crate-visible unless the binary or tests/ name them: with every item `pub`,
-// the compiler cannot report dead code. clippy's -D warnings makes this an error in CI;
-// tools/visibility.sh applies the lint's suggestions after a merge opened things up.
-#![warn(unreachable_pub)]
-
-pub(crate) mod autodelivery;
-pub(crate) mod bids;
-pub(crate) mod caps;
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod console;
-pub mod db;
-pub mod delivery;
-pub(crate) mod duration;
-pub(crate) mod health;
-pub mod http;
-pub mod ids;
-pub mod ingest;
-pub(crate) mod integration;
-pub(crate) mod ledger;
-pub(crate) mod lifecycle;
-pub mod logging;
-pub mod mapping;
-pub(crate) mod metrics;
-pub(crate) mod money;
-pub mod openapi;
-pub(crate) mod operators;
-pub(crate) mod ops;
-pub(crate) mod outbound_url;
-pub mod outbox;
-pub(crate) mod ping;
-pub mod privacy;
-pub mod ratelimit;
-pub(crate) mod report;
-pub(crate) mod request_id;
-pub mod secrets;
-pub mod service;
-pub(crate) mod training;
+pub use leadrelay_core::{config, delivery, ingest, mapping, privacy};
+pub use leadrelay_edge::{cli, console, http, openapi, outbox, service};
+pub use leadrelay_rules::{clock, ratelimit, secrets};
+pub use leadrelay_store::{db, ids, logging};

@@ -222,7 +222,8 @@ fn check_reports_a_balance_that_is_not_the_sum_of_its_ledger() {
 /// supplier, and one whose margin does not match its price and cost.
 fn version_one_file(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
-    conn.execute_batch(include_str!("../schema.sql")).unwrap();
+    conn.execute_batch(include_str!("../crates/store/schema.sql"))
+        .unwrap();
     conn.execute_batch(
         "PRAGMA user_version = 1;
          INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'Acme', 1000);

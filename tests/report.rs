@@ -341,7 +341,7 @@ fn check_reports_a_day_roll_up_that_differs_from_its_quarter_hours() {
 /// the first one's, then the one that counts the supplier cost again (found by name: a
 /// migration's number is the next free one when it lands).
 fn backfill() -> String {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/migrations");
     let migration = |suffix: &str| {
         let file = std::fs::read_dir(&dir)
             .unwrap()

@@ -574,132 +574,132 @@ impl<'ast> Visit<'ast> for Branches<'_> {
 /// test until it is reviewed and added here (or, better, turned into a bound parameter).
 const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
     (
-        "src/config/mod.rs",
+        "crates/core/src/config/mod.rs",
         "table",
         "a `&'static str` table name chosen by the caller's code",
     ),
     (
-        "src/config/retire.rs",
+        "crates/core/src/config/retire.rs",
         "table",
         "a table name from `Kind::table`, a constant per record kind",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "rows",
         "one of two constant subqueries (a lead filter's driving rows); the buyer and time are bound",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "direction",
         "`DESC` or `ASC`, from the constant `Order` of the read",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "limit_clause",
         "` LIMIT ?` or nothing; the limit is bound",
     ),
     (
-        "src/delivery/transaction.rs",
+        "crates/core/src/delivery/transaction.rs",
         "direction",
         "`DESC` or `ASC`, a `&'static str` from the two constant calls (`list`, `for_each`)",
     ),
     (
-        "src/delivery/transaction.rs",
+        "crates/core/src/delivery/transaction.rs",
         "limit_clause",
         "` LIMIT ?` or nothing; the limit is bound",
     ),
     (
-        "src/autodelivery/subscribers.rs",
+        "crates/core/src/autodelivery/subscribers.rs",
         "caps::COUNTER_COLUMNS",
         "the constant column list of `cap_usage` that `caps` reads rows with",
     ),
     (
-        "src/ops/states.rs",
+        "crates/core/src/ops/states.rs",
         "table",
         "a table name from the constant list of status columns",
     ),
     (
-        "src/ops/states.rs",
+        "crates/core/src/ops/states.rs",
         "selected",
         "column names from the constant list of status columns",
     ),
     (
-        "src/ops/states.rs",
+        "crates/core/src/ops/states.rs",
         "unknown",
         "conditions on constant column names with one `?` per bound known value",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "body::COLUMN_NAMES",
         "the constant list of the lead columns a stored body is compressed against",
     ),
     (
-        "src/ingest/store.rs",
+        "crates/core/src/ingest/store.rs",
         "body::COLUMN_NAMES",
         "the constant list of the lead columns a stored body is compressed against",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "conditions",
         "conditions chosen from constants by the filter's fields, every value bound",
     ),
     (
-        "src/delivery/transaction.rs",
+        "crates/core/src/delivery/transaction.rs",
         "conditions",
         "conditions chosen from constants by the filter's fields, every value bound",
     ),
     (
-        "src/caps.rs",
+        "crates/core/src/caps.rs",
         "moved",
         "a counter's column suffix, `count` or `held`, from the two constant calls in `change`",
     ),
     (
-        "src/caps.rs",
+        "crates/core/src/caps.rs",
         "other",
         "a counter's column suffix, `held` or `count`, from the two constant calls in `change`",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "quality.as_str()",
         "a quality status name from the enum's constant spelling (`QualityStatus::ALL`), as a literal so each status pair's range of `leads_source_mix` is one index search",
     ),
     (
-        "src/ingest/view.rs",
+        "crates/core/src/ingest/view.rs",
         "duplicate.as_str()",
         "a duplicate status name from the enum's constant spelling (unique or review), as a literal like the quality status beside it",
     ),
     (
-        "src/report/mod.rs",
+        "crates/core/src/report/mod.rs",
         "list",
         "the group-by columns a report needs, chosen from a constant list by its dimensions",
     ),
     (
-        "src/report/mod.rs",
+        "crates/core/src/report/mod.rs",
         "table",
         "the aggregate's table of a grain, `report_buckets` or `report_days` (`Grain::table`'s constants)",
     ),
     (
-        "src/report/mod.rs",
+        "crates/core/src/report/mod.rs",
         "time",
         "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
     ),
     (
-        "src/console/pages/sources.rs",
+        "crates/edge/src/console/pages/sources.rs",
         "table",
         "the aggregate's table of a grain, `report_buckets` or `report_days` (`Grain::table`'s constants)",
     ),
     (
-        "src/console/pages/sources.rs",
+        "crates/edge/src/console/pages/sources.rs",
         "time",
         "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
     ),
     (
-        "src/db/migrate.rs",
+        "crates/store/src/db/migrate.rs",
         "table",
         "a table of migration 20's constant list of tables that name leads or lead requests",
     ),
     (
-        "src/db/migrate.rs",
+        "crates/store/src/db/migrate.rs",
         "set",
         "the constant assignments of that table's id columns in the same list",
     ),
@@ -725,7 +725,7 @@ fn sql_is_built_only_from_constants_and_reviewed_pieces() {
     let mut unreviewed = Vec::new();
     let mut sql_sites = 0;
     // Unit-test files (`tests.rs`) build SQL of their own to set up cases.
-    let sources = source::rust_files("src")
+    let sources = source::all_rust_files()
         .into_iter()
         .filter(|(path, _)| path.file_name().is_some_and(|n| n != "tests.rs"));
     for (file, text) in sources {

@@ -39,13 +39,13 @@ const BANS: &[Ban] = &[
             anywhere("execute"),
             anywhere("execute_batch"),
         ],
-        banned: &["src/console/"],
+        banned: &["crates/edge/src/console/"],
     },
     Ban {
         says: "the console escapes everything it shows: no raw markup (`PreEscaped`) in \
                console/, since lead fields and answer excerpts come from partners and buyers",
         names: &[anywhere("PreEscaped")],
-        banned: &["src/console/", "src/http/"],
+        banned: &["crates/edge/src/console/", "crates/edge/src/http/"],
     },
 ];
 
@@ -70,13 +70,13 @@ const fn anywhere(text: &'static str) -> Name {
 /// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks and of
 /// bid requests (ping/post), the places that speak HTTP.
 const HTTP_EDGES: &[&str] = &[
-    "src/http/",
-    "src/console/",
-    "src/service.rs",
-    "src/cli/serve.rs",
-    "src/outbox/sender.rs",
-    "src/outbox/bid.rs",
-    "src/outbox/connect.rs",
+    "crates/edge/src/http/",
+    "crates/edge/src/console/",
+    "crates/edge/src/service.rs",
+    "crates/edge/src/cli/serve.rs",
+    "crates/edge/src/outbox/sender.rs",
+    "crates/edge/src/outbox/bid.rs",
+    "crates/edge/src/outbox/connect.rs",
 ];
 
 const RULES: &[Rule] = &[
@@ -95,7 +95,11 @@ const RULES: &[Rule] = &[
         says: "no domain module uses the HTTP layer (`crate::http`); only the server entry \
                (service.rs) starts it, and the console (console/) serves through it",
         names: &[anywhere("crate::http")],
-        allowed: &["src/http/", "src/console/", "src/service.rs"],
+        allowed: &[
+            "crates/edge/src/http/",
+            "crates/edge/src/console/",
+            "crates/edge/src/service.rs",
+        ],
     },
     Rule {
         says: "domain modules know nothing of status codes or headers: only http/ and \
@@ -105,18 +109,18 @@ const RULES: &[Rule] = &[
             anywhere("HeaderMap"),
             anywhere("HeaderValue"),
         ],
-        allowed: &["src/http/", "src/console/"],
+        allowed: &["crates/edge/src/http/", "crates/edge/src/console/"],
     },
     Rule {
         says: "the `http` types crate is for the HTTP layer and the outbox's client; \
                outbound_url.rs uses its `Uri` to check a URL leadrelay sends to",
         names: &[root("http::")],
         allowed: &[
-            "src/http/",
-            "src/console/",
-            "src/outbox/sender.rs",
-            "src/outbox/bid.rs",
-            "src/outbound_url.rs",
+            "crates/edge/src/http/",
+            "crates/edge/src/console/",
+            "crates/edge/src/outbox/sender.rs",
+            "crates/edge/src/outbox/bid.rs",
+            "crates/rules/src/outbound_url.rs",
         ],
     },
     Rule {
@@ -127,7 +131,7 @@ const RULES: &[Rule] = &[
             anywhere("hyper_util::client"),
             anywhere("hyper::client"),
         ],
-        allowed: &["src/outbox/"],
+        allowed: &["crates/edge/src/outbox/"],
     },
     Rule {
         says: "only db/ and ops/ open connections to the database",
@@ -136,7 +140,7 @@ const RULES: &[Rule] = &[
             anywhere("SqliteConnectionManager"),
             anywhere("r2d2::Pool"),
         ],
-        allowed: &["src/db/", "src/ops/"],
+        allowed: &["crates/store/src/db/", "crates/core/src/ops/"],
     },
 ];
 
@@ -162,57 +166,78 @@ fn the_source_tree_keeps_the_architecture_invariants() {
 /// rest of `buyers` is `config::buyer`'s (`held_cents`, what ping reservations hold, is the
 /// ledger's too); `workspaces.evaluator_weights` is the evaluator's.
 const TABLE_OWNERS: &[(&str, &[&str])] = &[
-    ("transactions", &["src/delivery/transaction.rs"]),
-    ("transaction_history", &["src/delivery/transaction.rs"]),
-    ("ledger_entries", &["src/ledger/"]),
-    ("buyers SET balance_cents", &["src/ledger/"]),
+    ("transactions", &["crates/core/src/delivery/transaction.rs"]),
+    (
+        "transaction_history",
+        &["crates/core/src/delivery/transaction.rs"],
+    ),
+    ("ledger_entries", &["crates/core/src/ledger/"]),
+    ("buyers SET balance_cents", &["crates/core/src/ledger/"]),
     // What ping reservations hold of a prepaid balance is the ledger's too.
-    ("buyers SET held_cents", &["src/ledger/"]),
-    ("pings", &["src/ping/store.rs"]),
-    ("ping_reservations", &["src/ping/store.rs"]),
-    ("bids", &["src/bids.rs"]),
+    ("buyers SET held_cents", &["crates/core/src/ledger/"]),
+    ("pings", &["crates/core/src/ping/store.rs"]),
+    ("ping_reservations", &["crates/core/src/ping/store.rs"]),
+    ("bids", &["crates/core/src/bids.rs"]),
     // A buyer's integration document and secrets are `integration::store`'s.
-    ("buyers SET integration", &["src/integration/store.rs"]),
-    ("buyer_integration_secrets", &["src/integration/store.rs"]),
-    ("outbox_events", &["src/outbox/store.rs"]),
-    ("outbox_attempts", &["src/outbox/store.rs"]),
+    (
+        "buyers SET integration",
+        &["crates/core/src/integration/store.rs"],
+    ),
+    (
+        "buyer_integration_secrets",
+        &["crates/core/src/integration/store.rs"],
+    ),
+    ("outbox_events", &["crates/core/src/outbox/store.rs"]),
+    ("outbox_attempts", &["crates/core/src/outbox/store.rs"]),
     // `ingest::erase` makes a lead (and its requests) a tombstone for `privacy`.
     (
         "leads",
         &[
-            "src/ingest/store.rs",
-            "src/ingest/status.rs",
-            "src/ingest/erase.rs",
+            "crates/core/src/ingest/store.rs",
+            "crates/core/src/ingest/status.rs",
+            "crates/core/src/ingest/erase.rs",
         ],
     ),
     (
         "lead_requests",
         &[
-            "src/ingest/store.rs",
-            "src/ingest/status.rs",
-            "src/ingest/erase.rs",
+            "crates/core/src/ingest/store.rs",
+            "crates/core/src/ingest/status.rs",
+            "crates/core/src/ingest/erase.rs",
         ],
     ),
-    ("erasures", &["src/privacy/"]),
-    ("report_buckets", &["src/report/buckets.rs"]),
-    ("report_days", &["src/report/buckets.rs"]),
-    ("supplier_cancellations", &["src/lifecycle/clawback.rs"]),
-    ("health_probe", &["src/health.rs"]),
+    ("erasures", &["crates/core/src/privacy/"]),
+    ("report_buckets", &["crates/core/src/report/buckets.rs"]),
+    ("report_days", &["crates/core/src/report/buckets.rs"]),
+    (
+        "supplier_cancellations",
+        &["crates/core/src/lifecycle/clawback.rs"],
+    ),
+    ("health_probe", &["crates/core/src/health.rs"]),
     // Configuration: `config` writes its records (`retire.rs` deletes and archives them
     // through a table name it chooses); a source's mapping columns are `mapping::store`'s.
-    ("subscriptions", &["src/config/subscription.rs"]),
-    ("containers", &["src/config/"]),
-    ("products", &["src/config/"]),
-    ("suppliers", &["src/config/"]),
-    ("sources", &["src/config/", "src/mapping/store.rs"]),
+    ("subscriptions", &["crates/core/src/config/subscription.rs"]),
+    ("containers", &["crates/core/src/config/"]),
+    ("products", &["crates/core/src/config/"]),
+    ("suppliers", &["crates/core/src/config/"]),
+    (
+        "sources",
+        &[
+            "crates/core/src/config/",
+            "crates/core/src/mapping/store.rs",
+        ],
+    ),
     (
         "workspaces SET evaluator_weights",
-        &["src/autodelivery/weights.rs"],
+        &["crates/core/src/autodelivery/weights.rs"],
     ),
-    ("evaluator_versions", &["src/autodelivery/weights.rs"]),
+    (
+        "evaluator_versions",
+        &["crates/core/src/autodelivery/weights.rs"],
+    ),
     (
         "evaluation_features",
-        &["src/autodelivery/stored_features.rs"],
+        &["crates/core/src/autodelivery/stored_features.rs"],
     ),
 ];
 
@@ -225,7 +250,7 @@ fn each_state_and_money_table_is_written_by_its_owner_only() {
         let file = path.to_string_lossy().replace('\\', "/");
         // Migrations bring every table's rows to a new schema: `migrations/*.sql` (not
         // scanned) and their steps in Rust, in `db::migrate`.
-        if file.ends_with("src/db/migrate.rs") {
+        if file.ends_with("crates/store/src/db/migrate.rs") {
             continue;
         }
         for (n, line) in production_code(&text).lines().enumerate() {
@@ -268,7 +293,7 @@ fn writes_table(line: &str, verb: &str, table: &str) -> bool {
 
 #[test]
 fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
-    let domain = Path::new("src/ingest/example.rs");
+    let domain = Path::new("crates/core/src/ingest/example.rs");
     let text = "//! Not hyper::Request, only text: crate::http::Response.\n\
                 use crate::{db::Db,\n    http::{AppState, Request}};\n\
                 fn a() { let s = \"hyper::Body\"; } // hyper::StatusCode\n\
@@ -285,29 +310,29 @@ fn the_checker_finds_imports_in_any_form_and_ignores_comments_and_strings() {
     assert_eq!(
         lines,
         [
-            "src/ingest/example.rs:2",
-            "src/ingest/example.rs:5",
-            "src/ingest/example.rs:5",
-            "src/ingest/example.rs:7",
-            "src/ingest/example.rs:8",
-            "src/ingest/example.rs:8",
+            "crates/core/src/ingest/example.rs:2",
+            "crates/core/src/ingest/example.rs:5",
+            "crates/core/src/ingest/example.rs:5",
+            "crates/core/src/ingest/example.rs:7",
+            "crates/core/src/ingest/example.rs:8",
+            "crates/core/src/ingest/example.rs:8",
         ],
         "{found:#?}"
     );
     assert!(found[0].contains("crate::http::AppState"), "{}", found[0]);
     assert!(found[0].contains("no domain module uses the HTTP layer"));
     // The console may use hyper but not write, nor splice raw markup.
-    let console = Path::new("src/console/pages/example.rs");
+    let console = Path::new("crates/edge/src/console/pages/example.rs");
     let found = check(
         console,
         "use hyper::StatusCode;\nfn a(db: &Db) { db.write(|c| c.execute(\"\", [])); }\n\
          fn b() -> maud::Markup { maud::html! { (maud::PreEscaped(x)) } }\n",
     );
     assert_eq!(found.len(), 3, "{found:#?}");
-    assert!(found[0].starts_with("src/console/pages/example.rs:2: `write`"));
+    assert!(found[0].starts_with("crates/edge/src/console/pages/example.rs:2: `write`"));
     assert!(found[2].contains("PreEscaped"));
     // The same text is allowed where the rules allow it.
-    let http_layer = Path::new("src/http/example.rs");
+    let http_layer = Path::new("crates/edge/src/http/example.rs");
     assert!(
         check(
             http_layer,
@@ -599,7 +624,7 @@ fn flatten(prefix: &str, tree: &str, paths: &mut Vec<String>) {
 /// Every `.rs` file under `src/` with its text, but the files that a `#[cfg(test)]`
 /// declaration names (unit tests kept in their own file).
 fn production_sources(root: &Path) -> Vec<(PathBuf, String)> {
-    let found: Vec<(PathBuf, String)> = crate::util::source::rust_files("src")
+    let found: Vec<(PathBuf, String)> = crate::util::source::all_rust_files()
         .into_iter()
         .map(|(path, text)| (root.join(path), text))
         .collect();
@@ -636,7 +661,8 @@ fn test_modules(path: &Path, text: &str) -> Vec<PathBuf> {
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
     let mut modules = Vec::new();
     for (n, line) in lines.iter().enumerate() {
-        if *line != "#[cfg(test)]" {
+        // Test fixtures that crates above share: `#[cfg(any(test, feature = "testing"))]`.
+        if *line != "#[cfg(test)]" && *line != "#[cfg(any(test, feature = \"testing\"))]" {
             continue;
         }
         let mut explicit = None;

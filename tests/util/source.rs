@@ -1,4 +1,4 @@
-//! The production code of `src/`, parsed with `syn`, for the few tests that check a property
+//! The production code (`src/` and each crate's `crates/*/src/`), parsed with `syn`, for the few tests that check a property
 //! a test of behaviour cannot see (that secrets are compared in constant time). Parsed, not
 //! grepped: layout, comments, string contents and names do not change what a check finds.
 //!
@@ -39,13 +39,29 @@ pub fn rust_files(dir: &str) -> Vec<(PathBuf, String)> {
             }
         }
     }
+    found
+}
+
+/// Every `.rs` file of the production code: the root package's `src/` and the `src/` of
+/// each crate under `crates/`, as [`rust_files`] gives them.
+pub fn all_rust_files() -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec!["src".to_string()];
+    let mut crates: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .expect("the crates folder reads")
+        .map(|entry| entry.expect("a directory entry").file_name())
+        .map(|name| format!("crates/{}/src", name.to_string_lossy()))
+        .collect();
+    crates.sort();
+    dirs.extend(crates);
+    let found: Vec<(PathBuf, String)> = dirs.iter().flat_map(|dir| rust_files(dir)).collect();
     assert!(found.len() > 20, "the sources are found");
     found
 }
 
-/// Every production `.rs` file under `src/`, parsed.
+/// Every production `.rs` file ([`all_rust_files`]), parsed.
 pub fn production_sources() -> Vec<SourceFile> {
-    let mut files: Vec<SourceFile> = rust_files("src")
+    let mut files: Vec<SourceFile> = all_rust_files()
         .into_iter()
         .map(|(path, text)| {
             let ast = syn::parse_file(&text)
@@ -95,10 +111,15 @@ pub fn function<'a>(files: &'a [SourceFile], name: &str) -> (&'a SourceFile, &'a
     found.remove(0)
 }
 
-/// Whether `attrs` hold `#[cfg(test)]`.
+/// Whether `attrs` hold `#[cfg(test)]`, or `#[cfg(any(test, feature = "testing"))]`: the
+/// fixtures a crate's unit tests share with the unit tests of the crates above.
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|attr| match &attr.meta {
-        syn::Meta::List(list) => list.path.is_ident("cfg") && list.tokens.to_string() == "test",
+        syn::Meta::List(list) => {
+            let cfg = list.tokens.to_string();
+            list.path.is_ident("cfg")
+                && (cfg == "test" || cfg == "any (test , feature = \"testing\")")
+        }
         _ => false,
     })
 }

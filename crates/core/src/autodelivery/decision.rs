@@ -1,0 +1,535 @@
+//! The Delivery 1.0 decision: what auto-delivery decided for each interest and why, as the
+//! ingest result's `autoDelivery` object and as stored in `lead_requests.decision`.
+//!
+//! Two views of one decision. The ingest result goes back to the partner who sent the lead,
+//! so its candidates carry DESIGN.md's keys (`buyerAccountId`, `eligible`, `reason`) and, for
+//! `filter_mismatch`, the field in `detail`; the buyers' prices, priorities, cap counts and
+//! balances are not the partner's business. The stored decision is the operator's: each
+//! candidate also has `buyerPrice`, `priority`, `lastServedAt` and the full `detail`, which
+//! `leadrelay lead show` prints. Owns both shapes and the write of the stored one.
+
+use rusqlite::Connection;
+use serde::{Serialize, Serializer};
+use serde_json::{Value, json};
+
+use super::eligibility::{Candidate, Reason};
+use super::evaluator::Evaluation;
+use crate::config::container::DeliveryMode;
+use crate::ingest::status::RequestStatus;
+
+/// The `version` of every `autoDelivery` object.
+pub(crate) const VERSION: &str = "1.0";
+
+/// Why a request's evaluation ended as it did: the request's `reason` (its `outcome` is
+/// only whether anything was delivered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestReason {
+    Delivered,
+    NotRoutingReady,
+    DuplicateReview,
+    QualityInvalid,
+    AutoDeliveryDisabled,
+    ScoreBelowThreshold,
+    NoEligibleBuyer,
+}
+
+impl RequestReason {
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            RequestReason::Delivered => "delivered",
+            RequestReason::NotRoutingReady => "not_routing_ready",
+            RequestReason::DuplicateReview => "duplicate_review",
+            RequestReason::QualityInvalid => "quality_invalid",
+            RequestReason::AutoDeliveryDisabled => "auto_delivery_disabled",
+            RequestReason::ScoreBelowThreshold => "score_below_threshold",
+            RequestReason::NoEligibleBuyer => "no_eligible_buyer",
+        }
+    }
+}
+
+/// One transaction auto-delivery created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub transaction_id: String,
+    pub buyer_id: String,
+    pub price_cents: i64,
+    pub mode: DeliveryMode,
+}
+
+/// The decision for one interest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestDecision {
+    pub request_id: String,
+    pub reason: RequestReason,
+    /// `None` when an earlier step ended the evaluation.
+    pub evaluation: Option<Evaluation>,
+    pub deliveries: Vec<Delivery>,
+    /// Ranked best first; empty when the evaluation ended before eligibility.
+    pub candidates: Vec<Candidate>,
+    pub decided_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum View {
+    /// The ingest result, answered to the partner.
+    Partner,
+    /// The stored decision, shown to the operator.
+    Operator,
+}
+
+impl RequestDecision {
+    pub(crate) fn to_json(&self, view: View) -> Value {
+        serde_json::to_value(self.shown(view, None))
+            .expect("a decision's view has string keys and finite numbers")
+    }
+
+    /// The operator's view as text, written straight from the decision: it is built for
+    /// every routed lead (and ping) on the writer thread, where a tree of `Value`s per
+    /// candidate cost a sixth of the routing. `Stored::Request` is what
+    /// `lead_requests.decision` holds (with its `version`); `Stored::Ping` what a ping
+    /// keeps (its outcome `reserved` or `rejected`, no version).
+    pub(crate) fn operator_text(&self, stored: Stored) -> String {
+        let (outcome, version) = match stored {
+            Stored::Request => (None, Some(VERSION)),
+            Stored::Ping { outcome } => (Some(outcome), None),
+        };
+        let mut shown = self.shown(View::Operator, outcome);
+        shown.version = version;
+        serde_json::to_string(&shown).expect("a decision's view has string keys")
+    }
+
+    /// The request's `outcome`: whether anything was delivered.
+    pub(crate) fn outcome(&self) -> &'static str {
+        if self.deliveries.is_empty() {
+            "not_delivered"
+        } else {
+            "delivered"
+        }
+    }
+
+    fn shown(&self, view: View, outcome: Option<&'static str>) -> Shown<'_> {
+        Shown {
+            request_id: &self.request_id,
+            outcome: outcome.unwrap_or(self.outcome()),
+            reason: self.reason.code(),
+            evaluation: self.evaluation.as_ref(),
+            deliveries: Deliveries(&self.deliveries),
+            candidates: Candidates(&self.candidates, view),
+            decided_at: crate::clock::iso(self.decided_at),
+            version: None,
+        }
+    }
+}
+
+/// Where an operator's view is stored.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stored {
+    Request,
+    Ping { outcome: &'static str },
+}
+
+/// One request's decision as shown: the keys of DESIGN.md section 5 in their order, the
+/// operator's `version` last (typed, so that no `Value` tree is built per candidate).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Shown<'a> {
+    request_id: &'a str,
+    outcome: &'a str,
+    reason: &'static str,
+    evaluation: Option<&'a Evaluation>,
+    deliveries: Deliveries<'a>,
+    candidates: Candidates<'a>,
+    decided_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'static str>,
+}
+
+struct Deliveries<'a>(&'a [Delivery]);
+
+impl Serialize for Deliveries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Shown<'a> {
+            transaction_id: &'a str,
+            buyer_account_id: &'a str,
+            buyer_price: f64,
+            delivery_mode: &'static str,
+        }
+        serializer.collect_seq(self.0.iter().map(|d| Shown {
+            transaction_id: &d.transaction_id,
+            buyer_account_id: &d.buyer_id,
+            buyer_price: crate::money::as_f64(d.price_cents),
+            delivery_mode: d.mode.as_str(),
+        }))
+    }
+}
+
+struct Candidates<'a>(&'a [Candidate], View);
+
+impl Serialize for Candidates<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|c| candidate_shown(c, self.1)))
+    }
+}
+
+/// A candidate as shown: to the partner only the buyer, its verdict and of a
+/// `filter_mismatch` the field; to the operator also the full detail, price, priority and
+/// when the buyer was last served.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CandidateShown<'a> {
+    buyer_account_id: &'a str,
+    eligible: bool,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<Detail<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    buyer_price: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<i64>,
+    /// `Some(None)` shows `null`: the operator sees the key for a buyer never served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_served_at: Option<Option<String>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Detail<'a> {
+    Full(&'a Value),
+    Field { field: &'a Value },
+}
+
+fn candidate_shown(candidate: &Candidate, view: View) -> CandidateShown<'_> {
+    let mut shown = CandidateShown {
+        buyer_account_id: &candidate.buyer_id,
+        eligible: candidate.reason.is_eligible(),
+        reason: candidate.reason.code(),
+        detail: None,
+        buyer_price: None,
+        priority: None,
+        last_served_at: None,
+    };
+    match view {
+        View::Partner => {
+            if candidate.reason == Reason::FilterMismatch {
+                shown.detail = candidate
+                    .detail
+                    .as_ref()
+                    .and_then(|d| d.get("field"))
+                    .map(|field| Detail::Field { field });
+            }
+        }
+        View::Operator => {
+            shown.detail = candidate.detail.as_ref().map(Detail::Full);
+            shown.buyer_price = Some(crate::money::as_f64(candidate.price_cents));
+            shown.priority = Some(candidate.priority);
+            shown.last_served_at = Some(candidate.last_served_at.map(crate::clock::iso));
+        }
+    }
+    shown
+}
+
+/// Every evaluated interest of one lead: the ingest result's `autoDelivery`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoDelivery {
+    pub requests: Vec<RequestDecision>,
+}
+
+impl AutoDelivery {
+    /// How many transactions were created, over all interests.
+    pub(crate) fn delivered(&self) -> usize {
+        self.requests.iter().map(|r| r.deliveries.len()).sum()
+    }
+
+    /// The `autoDelivery` object of the ingest result (the partner's view), serialised
+    /// straight from the typed decisions when the answer is written, after the writer job:
+    /// built there as a `Value` tree per candidate it cost the writer a tenth of an
+    /// auto-delivered lead.
+    pub(crate) fn partner_view(&self) -> impl Serialize + '_ {
+        PartnerView(self)
+    }
+
+    /// [`AutoDelivery::partner_view`] as a `Value`, for the tests that compare it.
+    #[cfg(test)]
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::to_value(self.partner_view()).expect("a decision's view has string keys")
+    }
+}
+
+/// The partner's `autoDelivery`: `version`, `delivered` and each request's partner view.
+struct PartnerView<'a>(&'a AutoDelivery);
+
+impl Serialize for PartnerView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let auto = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("version", VERSION)?;
+        map.serialize_entry("delivered", &auto.delivered())?;
+        map.serialize_entry("requests", &Requests(&auto.requests, View::Partner))?;
+        map.end()
+    }
+}
+
+struct Requests<'a>(&'a [RequestDecision], View);
+
+impl Serialize for Requests<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|r| r.shown(self.1, None)))
+    }
+}
+
+impl AutoDelivery {
+    /// The operator's view (`lead reroute`): every candidate with its price and detail.
+    pub fn to_operator_json(&self) -> Value {
+        json!({
+            "version": VERSION,
+            "delivered": self.delivered(),
+            "requests": self
+                .requests
+                .iter()
+                .map(|r| r.to_json(View::Operator))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The `autoDelivery` object of an idempotent replay, from the decisions stored on the
+/// lead's requests (the operator's views): each one as the partner first got it.
+pub(crate) fn replayed(stored: &[Value]) -> Value {
+    let requests: Vec<Value> = stored.iter().map(partner_view_of_stored).collect();
+    let delivered: usize = requests
+        .iter()
+        .map(|r| r["deliveries"].as_array().map_or(0, Vec::len))
+        .sum();
+    json!({"version": VERSION, "delivered": delivered, "requests": requests})
+}
+
+/// What [`RequestDecision::to_json`] gave the partner, from the operator's view that
+/// [`store`] kept: the request's `version` and each candidate's operator-only keys
+/// dropped, and of a `filter_mismatch` detail only the field.
+fn partner_view_of_stored(stored: &Value) -> Value {
+    let mut shown = stored.clone();
+    let Some(request) = shown.as_object_mut() else {
+        return shown;
+    };
+    request.remove("version");
+    if let Some(candidates) = request.get_mut("candidates").and_then(Value::as_array_mut) {
+        for candidate in candidates.iter_mut().filter_map(Value::as_object_mut) {
+            let detail = candidate.remove("detail");
+            for key in ["buyerPrice", "priority", "lastServedAt"] {
+                candidate.remove(key);
+            }
+            if candidate.get("reason").and_then(Value::as_str)
+                == Some(Reason::FilterMismatch.code())
+                && let Some(field) = detail.as_ref().and_then(|d| d.get("field"))
+            {
+                candidate.insert("detail".into(), json!({"field": field}));
+            }
+        }
+    }
+    shown
+}
+
+/// Stores the operator's view of `decision` on its lead request and sets the request's
+/// status to `delivered` or `not_delivered`.
+pub(crate) fn store(conn: &Connection, decision: &RequestDecision) -> rusqlite::Result<()> {
+    write(conn, decision, &decision.operator_text(Stored::Request))
+}
+
+/// [`store`], with `annotate` adding to the operator's view first: a post names its ping,
+/// the waterfall keeps its steps so far (`lead show` traces every step).
+pub(crate) fn store_with(
+    conn: &Connection,
+    decision: &RequestDecision,
+    annotate: impl FnOnce(&mut Value),
+) -> rusqlite::Result<()> {
+    let mut stored = decision.to_json(View::Operator);
+    stored["version"] = json!(VERSION);
+    annotate(&mut stored);
+    write(conn, decision, &stored.to_string())
+}
+
+/// Stores `text`, the operator's view of `decision`, on its lead request with the
+/// request's status.
+fn write(conn: &Connection, decision: &RequestDecision, text: &str) -> rusqlite::Result<()> {
+    let status = if decision.deliveries.is_empty() {
+        RequestStatus::NotDelivered
+    } else {
+        RequestStatus::Delivered
+    };
+    crate::ingest::status::record_decision(conn, &decision.request_id, text, status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::evaluator::{DEFAULT_WEIGHTS, evaluate};
+    use super::super::features::Features;
+    use super::*;
+
+    fn candidate(id: &str, reason: Reason, detail: Option<Value>) -> Candidate {
+        Candidate {
+            buyer_id: id.into(),
+            price_cents: 2500,
+            priority: 3,
+            last_served_at: None,
+            created_at: 0,
+            reason,
+            detail,
+        }
+    }
+
+    fn decision() -> RequestDecision {
+        RequestDecision {
+            request_id: "lreq_1".into(),
+            reason: RequestReason::Delivered,
+            evaluation: Some(evaluate(
+                &Features {
+                    values: [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+                    categories: Vec::new(),
+                },
+                &DEFAULT_WEIGHTS,
+                50,
+            )),
+            deliveries: vec![Delivery {
+                transaction_id: "txn_1".into(),
+                buyer_id: "sunco".into(),
+                price_cents: 2500,
+                mode: DeliveryMode::Exclusive,
+            }],
+            candidates: vec![
+                candidate("sunco", Reason::Selected, None),
+                candidate(
+                    "north",
+                    Reason::FilterMismatch,
+                    Some(json!({"field": "postalCode", "op": "prefix", "values": ["80"]})),
+                ),
+                candidate(
+                    "broke",
+                    Reason::InsufficientBalance,
+                    Some(json!({"buyerPrice": 25.0, "available": 3.0})),
+                ),
+            ],
+            decided_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_partner_view_has_the_designed_keys() {
+        let auto = AutoDelivery {
+            requests: vec![decision()],
+        };
+        let shown = auto.to_json();
+        assert_eq!(shown["version"], "1.0");
+        assert_eq!(shown["delivered"], 1);
+        let request = &shown["requests"][0];
+        assert_eq!(request["outcome"], "delivered");
+        assert_eq!(request["reason"], "delivered");
+        assert_eq!(request["evaluation"]["score"], 97, "one soft flag");
+        assert_eq!(request["evaluation"]["passed"], true);
+        assert_eq!(request["evaluation"]["factors"][1]["name"], "validEmail");
+        assert_eq!(
+            request["deliveries"][0],
+            json!({"transactionId": "txn_1", "buyerAccountId": "sunco", "buyerPrice": 25.0,
+                   "deliveryMode": "exclusive"})
+        );
+        assert_eq!(
+            request["candidates"],
+            json!([
+                {"buyerAccountId": "sunco", "eligible": true, "reason": "selected"},
+                {"buyerAccountId": "north", "eligible": false, "reason": "filter_mismatch",
+                 "detail": {"field": "postalCode"}},
+                {"buyerAccountId": "broke", "eligible": false, "reason": "insufficient_balance"},
+            ])
+        );
+    }
+
+    #[test]
+    fn the_operator_view_keeps_every_detail() {
+        let shown = decision().to_json(View::Operator);
+        let broke = &shown["candidates"][2];
+        assert_eq!(broke["detail"]["available"], 3.0);
+        assert_eq!(broke["buyerPrice"], 25.0);
+        assert_eq!(broke["priority"], 3);
+        assert_eq!(shown["candidates"][1]["detail"]["op"], "prefix");
+    }
+
+    #[test]
+    fn the_stored_text_keeps_the_shape_and_key_order() {
+        let mut decided = decision();
+        decided.evaluation = None;
+        decided.candidates[0].last_served_at = Some(0);
+        assert_eq!(
+            decided.operator_text(Stored::Request),
+            r#"{"requestId":"lreq_1","outcome":"delivered","reason":"delivered","evaluation":null,"#
+                .to_owned()
+                + r#""deliveries":[{"transactionId":"txn_1","buyerAccountId":"sunco","buyerPrice":25.0,"deliveryMode":"exclusive"}],"#
+                + r#""candidates":[{"buyerAccountId":"sunco","eligible":true,"reason":"selected","buyerPrice":25.0,"priority":3,"lastServedAt":"1970-01-01T00:00:00.000Z"},"#
+                + r#"{"buyerAccountId":"north","eligible":false,"reason":"filter_mismatch","detail":{"field":"postalCode","op":"prefix","values":["80"]},"buyerPrice":25.0,"priority":3,"lastServedAt":null},"#
+                + r#"{"buyerAccountId":"broke","eligible":false,"reason":"insufficient_balance","detail":{"buyerPrice":25.0,"available":3.0},"buyerPrice":25.0,"priority":3,"lastServedAt":null}],"#
+                + r#""decidedAt":"1970-01-01T00:00:00.000Z","version":"1.0"}"#
+        );
+        let full = decision();
+        let mut through_values = full.to_json(View::Operator);
+        through_values["version"] = json!(VERSION);
+        assert_eq!(
+            full.operator_text(Stored::Request),
+            through_values.to_string(),
+            "the evaluation's factors too"
+        );
+        let ping = full.operator_text(Stored::Ping {
+            outcome: "reserved",
+        });
+        let ping: Value = serde_json::from_str(&ping).unwrap();
+        assert_eq!(ping["outcome"], "reserved");
+        assert!(ping.get("version").is_none());
+    }
+
+    #[test]
+    fn an_early_stop_has_no_evaluation_and_no_candidates() {
+        let stopped = RequestDecision {
+            request_id: "lreq_2".into(),
+            reason: RequestReason::NotRoutingReady,
+            evaluation: None,
+            deliveries: Vec::new(),
+            candidates: Vec::new(),
+            decided_at: 0,
+        };
+        let shown = stopped.to_json(View::Partner);
+        assert_eq!(shown["outcome"], "not_delivered");
+        assert_eq!(shown["reason"], "not_routing_ready");
+        assert_eq!(shown["evaluation"], Value::Null);
+        assert_eq!(shown["candidates"], json!([]));
+    }
+
+    #[test]
+    fn a_replay_gives_the_partner_what_the_first_answer_did() {
+        let stopped = RequestDecision {
+            request_id: "lreq_2".into(),
+            reason: RequestReason::NotRoutingReady,
+            evaluation: None,
+            deliveries: Vec::new(),
+            candidates: Vec::new(),
+            decided_at: 7,
+        };
+        let auto = AutoDelivery {
+            requests: vec![decision(), stopped],
+        };
+        let stored: Vec<Value> = auto
+            .requests
+            .iter()
+            .map(|d| {
+                let mut stored = d.to_json(View::Operator);
+                stored["version"] = json!(VERSION);
+                // Through its text, as the column holds it.
+                serde_json::from_str(&stored.to_string()).unwrap()
+            })
+            .collect();
+        assert_eq!(
+            replayed(&stored).to_string(),
+            auto.to_json().to_string(),
+            "same keys, same order, same values"
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! leadrelay's domain: the owners of the tables and the writer jobs that compose them.
+//! Configuration (workspaces, sources, products, buyers), ingest, delivery and
+//! auto-delivery, caps, the ledger, the lifecycle, the outbox's events, reports, ping/post
+//! and bids, privacy, operators, operations on the file, training. No HTTP server or
+//! client: the edge crate serves these and sends what they decide.
+
+// Items are crate-visible unless a crate above names them (see the root crate's lib.rs).
+#![warn(unreachable_pub)]
+
+pub mod autodelivery;
+pub mod bids;
+pub mod caps;
+pub mod config;
+pub mod delivery;
+pub mod health;
+pub mod ingest;
+pub mod integration;
+pub mod ledger;
+pub mod lifecycle;
+pub mod mapping;
+pub mod metrics;
+pub mod operators;
+pub mod ops;
+pub mod outbox;
+pub mod ping;
+pub mod privacy;
+pub mod report;
+pub mod training;
+
+// The layers below, under the paths the modules use (`crate::money::Cents`).
+use leadrelay_rules::{clock, duration, money, outbound_url, secrets};
+use leadrelay_store::{db, ids, logging, request_id};

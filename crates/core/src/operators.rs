@@ -1,0 +1,288 @@
+//! Operators of the console and their sessions (DESIGN.md section 15): the owner of the
+//! `operators` and `operator_sessions` tables.
+//!
+//! An operator is a name and a console token (`lro_…`, 256 random bits) that `leadrelay
+//! operator create` prints once; only its SHA-256 is stored, like every inbound secret
+//! (`crate::secrets`). A login with a valid token opens a session: a second random value
+//! that travels in the console's cookie, also stored only as its SHA-256, with a fixed
+//! expiry. Revoking an operator deletes its sessions in the same job, so a revoked token's
+//! browser is signed out at its next request.
+//!
+//! Owns the rules of tokens and sessions and their writes ([`sign_in`] and [`sign_out`] are
+//! the console's writer jobs: the console itself only reads). It does not own cookies, forms
+//! or the login rate limit (the console's HTTP half, `crate::console`), nor the command line
+//! (`cli`).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use crate::db::{Db, DbError};
+
+/// How long a session lasts after login; the operator signs in again after that.
+pub const SESSION_TTL_MS: i64 = 12 * 60 * 60 * 1000;
+
+/// Longest operator name, in characters.
+const MAX_NAME_CHARS: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error("unknown operator '{0}'")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<rusqlite::Error> for OperatorError {
+    fn from(e: rusqlite::Error) -> Self {
+        OperatorError::Db(DbError::Sqlite(e))
+    }
+}
+
+/// An operator as listed: never the token or its hash.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+    pub last_login_at: Option<i64>,
+}
+
+impl Operator {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "createdAt": crate::clock::iso(self.created_at),
+            "revokedAt": self.revoked_at.map(crate::clock::iso),
+            "lastLoginAt": self.last_login_at.map(crate::clock::iso),
+        })
+    }
+}
+
+/// A new operator with its token, which exists in clear only here.
+#[derive(Debug)]
+pub struct Created {
+    pub operator: Operator,
+    pub token: String,
+}
+
+/// Creates an operator named `name` and returns it with its token.
+pub fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, OperatorError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(OperatorError::Invalid(format!(
+            "an operator name has 1 to {MAX_NAME_CHARS} characters"
+        )));
+    }
+    let id = crate::ids::new("opr");
+    let token = crate::secrets::generate("lro_");
+    conn.prepare_cached(
+        "INSERT INTO operators (id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![id, name, crate::secrets::hash(&token), now])?;
+    Ok(Created {
+        operator: Operator {
+            id,
+            name: name.to_string(),
+            created_at: now,
+            revoked_at: None,
+            last_login_at: None,
+        },
+        token,
+    })
+}
+
+fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Operator> {
+    Ok(Operator {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        created_at: row.get(2)?,
+        revoked_at: row.get(3)?,
+        last_login_at: row.get(4)?,
+    })
+}
+
+const COLUMNS: &str = "id, name, created_at, revoked_at, last_login_at";
+
+/// Every operator, revoked ones included, oldest first.
+pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
+    let mut statement =
+        conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operators ORDER BY id"))?;
+    let rows = statement.query_map([], from_row)?;
+    rows.collect()
+}
+
+pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Operator>> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operators WHERE id = ?1"))?
+        .query_row([id], from_row)
+        .optional()
+}
+
+/// Revokes operator `id`: its token stops working and its sessions end now. Revoking a
+/// revoked operator changes nothing.
+pub fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, OperatorError> {
+    let Some(operator) = find(conn, id)? else {
+        return Err(OperatorError::NotFound(id.to_string()));
+    };
+    if operator.revoked_at.is_none() {
+        conn.prepare_cached("UPDATE operators SET revoked_at = ?2 WHERE id = ?1")?
+            .execute(params![id, now])?;
+    }
+    conn.prepare_cached("DELETE FROM operator_sessions WHERE operator_id = ?1")?
+        .execute([id])?;
+    Ok(find(conn, id)?.expect("the operator was found in this job"))
+}
+
+/// A signed-in operator, as a console page sees it.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub operator_name: String,
+}
+
+/// A session just opened: its id exists in clear only here (for the cookie).
+#[derive(Debug)]
+pub struct Opened {
+    pub session_id: String,
+}
+
+/// Opens a session for the operator whose token is `token`, or `None` when no operator
+/// that is not revoked has it. Expired sessions are removed on the way, so the table
+/// holds only live ones.
+pub(crate) fn login(
+    conn: &Connection,
+    token: &str,
+    now: i64,
+) -> Result<Option<Opened>, OperatorError> {
+    conn.prepare_cached("DELETE FROM operator_sessions WHERE expires_at <= ?1")?
+        .execute([now])?;
+    let token_hash = crate::secrets::hash(token);
+    let found: Option<(String, String)> = conn
+        .prepare_cached(
+            "SELECT id, token_hash FROM operators \
+             WHERE token_hash = ?1 AND revoked_at IS NULL",
+        )?
+        .query_row([&token_hash], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    // The index found the row by its hash; the comparison that decides is the constant-time
+    // one, as everywhere a secret is checked.
+    let Some((operator_id, stored)) = found else {
+        return Ok(None);
+    };
+    if !crate::secrets::verify(token, &stored) {
+        return Ok(None);
+    }
+    let session_id = crate::secrets::generate("");
+    let expires_at = now + SESSION_TTL_MS;
+    conn.prepare_cached(
+        "INSERT INTO operator_sessions (id_hash, operator_id, created_at, expires_at) \
+         VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![
+        crate::secrets::hash(&session_id),
+        operator_id,
+        now,
+        expires_at
+    ])?;
+    conn.prepare_cached("UPDATE operators SET last_login_at = ?2 WHERE id = ?1")?
+        .execute(params![operator_id, now])?;
+    Ok(Some(Opened { session_id }))
+}
+
+/// The live session whose id is `session_id`: not expired, its operator not revoked.
+pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
+    conn.prepare_cached(
+        "SELECT o.name FROM operator_sessions s \
+         JOIN operators o ON o.id = s.operator_id \
+         WHERE s.id_hash = ?1 AND s.expires_at > ?2 AND o.revoked_at IS NULL",
+    )?
+    .query_row(params![crate::secrets::hash(session_id), now], |row| {
+        Ok(Session {
+            operator_name: row.get(0)?,
+        })
+    })
+    .optional()
+}
+
+/// [`login`] as one writer job, for the console's login form.
+pub async fn sign_in(db: &Db, token: String, now: i64) -> Result<Option<Opened>, OperatorError> {
+    db.write(move |conn| login(conn, &token, now)).await
+}
+
+/// [`logout`] as one writer job, for the console's sign-out button.
+pub async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
+    db.write(move |conn| Ok::<_, DbError>(logout(conn, &session_id)?))
+        .await
+}
+
+/// Ends the session `session_id` (nothing happens when there is none).
+pub(crate) fn logout(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM operator_sessions WHERE id_hash = ?1")?
+        .execute([crate::secrets::hash(session_id)])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        crate::db::apply_migrations(&mut conn).unwrap();
+        conn
+    }
+
+    #[test]
+    fn a_token_opens_a_session_until_it_expires_or_is_revoked() {
+        let conn = conn();
+        let created = create(&conn, "ana", 1_000).unwrap();
+        assert!(created.token.starts_with("lro_"));
+        assert!(login(&conn, "lro_wrong", 2_000).unwrap().is_none());
+        let opened = login(&conn, &created.token, 2_000).unwrap().unwrap();
+        let id = &opened.session_id;
+        assert_eq!(
+            session(&conn, id, 3_000).unwrap().unwrap().operator_name,
+            "ana"
+        );
+        assert!(session(&conn, id, 3_000).unwrap().is_some());
+        assert!(
+            session(&conn, id, 2_000 + SESSION_TTL_MS)
+                .unwrap()
+                .is_none(),
+            "expired"
+        );
+        revoke(&conn, &created.operator.id, 4_000).unwrap();
+        assert!(session(&conn, id, 4_001).unwrap().is_none(), "revoked");
+        assert!(login(&conn, &created.token, 5_000).unwrap().is_none());
+        let stored: String = conn
+            .query_row("SELECT token_hash FROM operators", [], |r| r.get(0))
+            .unwrap();
+        assert_ne!(stored, created.token, "only the hash is stored");
+    }
+
+    #[test]
+    fn logout_ends_only_that_session() {
+        let conn = conn();
+        let token = create(&conn, "ana", 1).unwrap().token;
+        let a = login(&conn, &token, 2).unwrap().unwrap().session_id;
+        let b = login(&conn, &token, 2).unwrap().unwrap().session_id;
+        logout(&conn, &a).unwrap();
+        assert!(session(&conn, &a, 3).unwrap().is_none());
+        assert!(session(&conn, &b, 3).unwrap().is_some());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let conn = conn();
+        assert!(matches!(
+            create(&conn, "  ", 1),
+            Err(OperatorError::Invalid(_))
+        ));
+        assert!(matches!(
+            revoke(&conn, "opr_nope", 1),
+            Err(OperatorError::NotFound(_))
+        ));
+    }
+}

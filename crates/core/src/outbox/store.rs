@@ -1,0 +1,960 @@
+//! The outbox tables: events (the only queue of outbound webhooks) and their attempts.
+//!
+//! Owns every statement on `outbox_events` and `outbox_attempts`: writing an event with its
+//! transaction, claiming due events under a lease, renewing and releasing leases, recording
+//! an attempt and moving the event (delivered, due again later, failed), and the operator's
+//! views. It does not own when these run (the worker) or how a request is sent (sender).
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::{Value, json};
+
+use super::health::Observation;
+use super::schedule::{self, RetrySchedule};
+use crate::db::DbError;
+use crate::db::stored::stored_enum;
+use crate::delivery::transaction::{self, DeliveryStatus};
+
+stored_enum! {
+    /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
+    pub enum EventStatus as "outbox event status" {
+        Pending = "pending",
+        Delivered = "delivered",
+        Failed = "failed",
+    }
+}
+
+stored_enum! {
+    /// What an event tells its buyer.
+    pub enum EventKind as "outbox event kind" {
+        LeadDelivered = "lead.delivered",
+    }
+}
+
+/// The longest response excerpt kept per attempt.
+pub const EXCERPT_LIMIT: usize = 1024;
+
+pub(crate) struct NewEvent<'a> {
+    pub transaction_id: &'a str,
+    pub buyer_id: &'a str,
+    /// The buyer's webhook URL when the event was made (each attempt records the URL it
+    /// actually used, which follows the buyer's current setting).
+    pub url: &'a str,
+    pub payload: &'a str,
+    pub created_at: i64,
+}
+
+/// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
+pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+    let id = crate::ids::new("evt");
+    conn.prepare_cached(
+        "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
+            next_attempt_at, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+    )?
+    .execute(params![
+        id,
+        EventKind::LeadDelivered,
+        event.transaction_id,
+        event.buyer_id,
+        event.url,
+        event.payload,
+        EventStatus::Pending,
+        event.created_at
+    ])?;
+    Ok(id)
+}
+
+/// A due event taken by a claim, with what sending it needs.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: String,
+    /// The event's rowid when it was claimed: its attempt is recorded through it, without
+    /// a search of the id index ([`record_attempt`] checks that it still names `id`).
+    pub row: i64,
+    pub buyer_id: String,
+    pub url: String,
+    pub signing_secret: String,
+    /// The buyer's previous signing secret while a rotation's overlap lasts: the event is
+    /// signed with both.
+    pub previous_signing_secret: Option<String>,
+    pub payload: String,
+    /// The event's claim counter after this claim: the outcome of the attempt moves the
+    /// event only while no later claim took it.
+    pub claim: i64,
+    /// Claimed as the probe of an unhealthy buyer's endpoint.
+    pub probe: bool,
+    /// The X-Request-Id of the ingest request that stored the event's lead request, so the
+    /// outbox's log lines about the event name it.
+    pub request_id: Option<String>,
+    /// The buyer's integration (`None`: the generic signed webhook). Boxed: most buyers
+    /// have none, and claims travel through the senders' queue.
+    pub integration: Option<Box<BuyerIntegration>>,
+}
+
+/// A mapped buyer's integration as a claim carries it.
+#[derive(Debug, Clone)]
+pub struct BuyerIntegration {
+    /// The stored document (checked when it was set).
+    pub document: String,
+    /// The buyer's integration secrets by name.
+    pub secrets: Vec<(String, String)>,
+}
+
+/// A buyer with pending events: when the earliest falls due (an event in flight is not due
+/// before its lease ends), and its endpoint's breaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueBuyer {
+    pub buyer_id: String,
+    pub next_due: i64,
+    pub unhealthy: bool,
+    pub next_probe_at: Option<i64>,
+}
+
+/// Every buyer with pending events, by id, with the earliest due time and the breaker: a
+/// skip scan of `outbox_buyer_due`, two index seeks per such buyer however many events
+/// wait. The index is named: without statistics SQLite would take `outbox_status_created`
+/// for `status = 'pending'` and read every pending event at each step (with a backlog of
+/// 10,000 events that was most of the outbox's database time; `bench/conditions.sh`).
+const DUE_BUYERS: &str = "WITH RECURSIVE buyer(id) AS (
+        SELECT (SELECT min(buyer_id) FROM outbox_events INDEXED BY outbox_buyer_due
+                WHERE status = 'pending')
+        UNION ALL
+        SELECT (SELECT min(buyer_id) FROM outbox_events INDEXED BY outbox_buyer_due
+                WHERE status = 'pending' AND buyer_id > buyer.id)
+        FROM buyer WHERE buyer.id IS NOT NULL
+    )
+    SELECT buyer.id,
+           (SELECT min(next_attempt_at) FROM outbox_events INDEXED BY outbox_buyer_due
+            WHERE status = 'pending' AND buyer_id = buyer.id),
+           h.state = 'unhealthy', h.next_probe_at
+    FROM buyer LEFT JOIN buyer_health h ON h.buyer_id = buyer.id
+    WHERE buyer.id IS NOT NULL";
+
+/// Every buyer with pending events, by id ([`DUE_BUYERS`]).
+pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
+    let mut stmt = conn.prepare_cached(DUE_BUYERS)?;
+    let rows = stmt.query_map([], |row| {
+        Ok(DueBuyer {
+            buyer_id: row.get(0)?,
+            next_due: row.get(1)?,
+            unhealthy: row.get::<_, Option<bool>>(2)?.unwrap_or(false),
+            next_probe_at: row.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// What a claim sends with, of the buyer at `?2`; read once per claim (every event of a
+/// claim is one buyer's), not joined to each event.
+const CLAIM_BUYER: &str = "SELECT webhook_url, signing_secret,
+        CASE WHEN previous_signing_valid_until > ?2 THEN previous_signing_secret END,
+        integration
+    FROM buyers WHERE id = ?1";
+
+/// The columns a claim reads, from an event `e` and the request `r` that caused it.
+macro_rules! claim_select {
+    ($where:literal) => {
+        concat!(
+            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims
+             FROM outbox_events e
+             LEFT JOIN transactions t ON t.id = e.transaction_id
+             LEFT JOIN lead_requests r ON r.id = t.lead_request_id
+             WHERE e.status = 'pending' AND e.buyer_id = ?1 AND ",
+            $where,
+            " ORDER BY e.next_attempt_at"
+        )
+    };
+}
+
+/// A buyer's events due at `?2`, oldest due first.
+const CLAIM_DUE: &str = claim_select!("e.next_attempt_at <= ?2");
+
+/// A buyer's events not in flight at `?2`, due or not, oldest due first (a probe).
+const CLAIM_PROBE: &str = claim_select!("(e.lease_until IS NULL OR e.lease_until <= ?2)");
+
+/// Claims up to `limit` of `buyer_id`'s events that are due at `now`, oldest due first,
+/// leasing them until `lease_until`. The claim moves each event's due time to the end of
+/// its lease: while it is in flight it is not due, and if its sender dies it is due again
+/// when the lease runs out (a crashed or stuck claim is taken again).
+///
+/// A `probe` (of an unhealthy endpoint, whose events' own schedules wait for it) takes the
+/// earliest due of the buyer's events that is not in flight, due or not.
+///
+/// The statements have no `LIMIT ?`: SQLite plans a bound LIMIT by its value, so each new
+/// value would compile the statement again (every claim, as the number of free places
+/// changes). The rows come in `outbox_buyer_due` order, so reading only `limit` of them
+/// costs the same as the LIMIT did.
+pub fn claim_for_buyer(
+    conn: &Connection,
+    buyer_id: &str,
+    now: i64,
+    lease_until: i64,
+    limit: usize,
+    probe: bool,
+) -> rusqlite::Result<Vec<Claimed>> {
+    let buyer = conn
+        .prepare_cached(CLAIM_BUYER)?
+        .query_row(params![buyer_id, now], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Option<String>>(2)?,
+                row.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    // An event's buyer always exists (a foreign key); were it gone, nothing is claimed, as
+    // the join that read it with each event did.
+    let Some((url, signing_secret, previous_signing_secret, integration)) = buyer else {
+        return Ok(Vec::new());
+    };
+    let sql = if probe { CLAIM_PROBE } else { CLAIM_DUE };
+    let mut candidates: Vec<Claimed> = conn
+        .prepare_cached(sql)?
+        .query_map(params![buyer_id, now], |row| {
+            Ok(Claimed {
+                row: row.get(0)?,
+                id: row.get(1)?,
+                buyer_id: buyer_id.to_string(),
+                url: url.clone(),
+                signing_secret: signing_secret.clone(),
+                payload: row.get(2)?,
+                previous_signing_secret: previous_signing_secret.clone(),
+                // The claim about to be made: the job that reads the row also writes it.
+                claim: row.get::<_, i64>(4)? + 1,
+                probe,
+                request_id: crate::ids::expand_at(row, 3, "req")?,
+                integration: integration.clone().map(|document| {
+                    Box::new(BuyerIntegration {
+                        document,
+                        secrets: Vec::new(),
+                    })
+                }),
+            })
+        })?
+        .take(limit)
+        .collect::<Result<_, _>>()?;
+    // One buyer per claim: its secrets are read once, when its integration sends any.
+    if candidates.iter().any(|c| c.integration.is_some()) {
+        let secrets = crate::integration::store::secrets(conn, buyer_id)?;
+        for integration in candidates.iter_mut().filter_map(|c| c.integration.as_mut()) {
+            integration.secrets = secrets.clone();
+        }
+    }
+    // Without `RETURNING`: SQLite runs a statement with one as a trigger, with a statement
+    // journal and a temporary table for the rows it returns, which cost more than the update.
+    let mut take = conn.prepare_cached(
+        "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = ?3
+         WHERE rowid = ?1",
+    )?;
+    for candidate in &candidates {
+        take.execute(params![candidate.row, lease_until, candidate.claim])?;
+    }
+    Ok(candidates)
+}
+
+/// Extends the leases of events still in flight here, so no claim elsewhere takes them
+/// while this process still owns them.
+pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
+         WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
+    )?;
+    for (id, claim) in held {
+        stmt.execute(params![id, claim, lease_until])?;
+    }
+    Ok(())
+}
+
+/// Makes the buyer's waiting events due now (its endpoint answers again after being
+/// unhealthy: what failed while it was down goes out at once, not hours later on its own
+/// schedule). Events in flight are left alone; each keeps its place in its schedule.
+pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET next_attempt_at = ?2
+         WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
+           AND (lease_until IS NULL OR lease_until <= ?2)",
+    )?
+    .execute(params![buyer_id, now])
+}
+
+/// Gives up claims that were never sent (shutdown), so the events are due again at once.
+pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
+         WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
+    )?;
+    for (id, claim) in held {
+        stmt.execute(params![id, claim, now])?;
+    }
+    Ok(())
+}
+
+/// How the buyer's system answered one attempt, as the sender judged it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// A 2xx; the partner's own id for the transaction when the body named one.
+    Delivered { partner_external_id: Option<String> },
+    /// 408, 429, 5xx, a timeout or a connection error; the buyer's `Retry-After` if given.
+    Retry { retry_after: Option<Duration> },
+    /// Permanent for this event: any other 4xx, a redirect, a TLS certificate error, a
+    /// URL that cannot be used. Trying again would not help.
+    Failed,
+    /// A mapped integration's buyer refused the lead (DESIGN.md section 18): its answer
+    /// did not meet the integration's `accept`, or was a 4xx; `reason` is the buyer's.
+    Refused { reason: String },
+}
+
+/// One attempt, ready to record.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub event_id: String,
+    /// The event's rowid when it was claimed ([`Claimed::row`]).
+    pub row: i64,
+    pub buyer_id: String,
+    pub claim: i64,
+    /// The attempt was the probe of an unhealthy endpoint.
+    pub probe: bool,
+    pub url: String,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    pub response_excerpt: Option<String>,
+    pub verdict: Verdict,
+    /// What the attempt says about the buyer's endpoint (its circuit breaker).
+    pub observation: Observation,
+    /// The request a mapped integration sent, secrets masked (JSON); `None` for the
+    /// generic webhook, whose body is the event's payload.
+    pub request: Option<String>,
+}
+
+stored_enum! {
+    /// What recording an attempt did to its event (`outbox_attempts.outcome`).
+    pub enum Outcome as "attempt outcome" {
+        Delivered = "delivered",
+        /// Due again later.
+        Retry = "retry",
+        Failed = "failed",
+        /// The buyer's API refused the lead: the event is given up, the transaction rejected.
+        Refused = "refused",
+    }
+}
+
+/// A refusal recorded on a pending event: what the transaction's owner and the waterfall
+/// do next, in the same job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub transaction_id: String,
+    pub buyer_id: String,
+    pub reason: String,
+    /// Refused at the event's first attempt (the waterfall applies only then).
+    pub first_attempt: bool,
+}
+
+/// Records an attempt and moves its event: delivered after a 2xx (whatever claim made it:
+/// the buyer has it); due again on the schedule or failed otherwise, but only when the
+/// attempt's claim is still the event's latest (a stale sender's error must not reschedule
+/// an event another claim owns now). The worker calls [`record_attempt`]; the unit tests
+/// need only the outcome.
+#[cfg(test)]
+pub(crate) fn record(
+    conn: &Connection,
+    attempt: &Attempt,
+    schedule: &RetrySchedule,
+    now: i64,
+) -> rusqlite::Result<Option<Outcome>> {
+    Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
+}
+
+/// What recording an attempt reads of its event.
+const EVENT_STATE: &str =
+    "rowid, status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL";
+
+/// [`record`], also returning the refusal a refused attempt of the event's latest claim
+/// made, for the caller to apply to the transaction in the same job.
+pub fn record_attempt(
+    conn: &Connection,
+    attempt: &Attempt,
+    schedule: &RetrySchedule,
+    now: i64,
+) -> rusqlite::Result<Option<(Outcome, Option<Refusal>)>> {
+    let state = |row: &Row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, EventStatus>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, i64>(3)?,
+            row.get::<_, i64>(4)?,
+            row.get::<_, Option<String>>(5)?,
+            row.get::<_, bool>(6)?,
+        ))
+    };
+    // Found by the rowid of its claim; by its id only if that no longer names it (a rowid
+    // can change when the file is vacuumed while the server is down, or be reused once
+    // its event was purged).
+    let mut row = conn
+        .prepare_cached(&format!(
+            "SELECT {EVENT_STATE} FROM outbox_events WHERE rowid = ?1 AND id = ?2"
+        ))?
+        .query_row(params![attempt.row, attempt.event_id], state)
+        .optional()?;
+    if row.is_none() {
+        row = conn
+            .prepare_cached(&format!(
+                "SELECT {EVENT_STATE} FROM outbox_events WHERE id = ?1"
+            ))?
+            .query_row([&attempt.event_id], state)
+            .optional()?;
+    }
+    let Some((rowid, status, attempts, retry_base, claims, transaction_id, erased)) = row else {
+        return Ok(None);
+    };
+    // An attempt that was sent before its event's person was erased may come back with an
+    // answer that echoes the person: keep none for an erased event.
+    let (excerpt, request) = if erased {
+        (None, None)
+    } else {
+        (
+            attempt.response_excerpt.as_deref(),
+            attempt.request.as_deref(),
+        )
+    };
+    let number = attempts + 1;
+    let current = claims == attempt.claim && status == EventStatus::Pending;
+    let error = attempt.error.clone().or_else(|| match &attempt.verdict {
+        Verdict::Delivered { .. } => None,
+        Verdict::Refused { reason } => Some(format!("refused by the buyer: {reason}")),
+        _ => attempt.http_status.map(|s| format!("HTTP {s}")),
+    });
+    let mut refusal = None;
+    // Whether the statement that moved the event also counted the attempt: one write of
+    // the event's row per attempt instead of two (the row holds the whole payload).
+    let mut counted = false;
+    let outcome = match &attempt.verdict {
+        Verdict::Delivered {
+            partner_external_id,
+        } => {
+            if status != EventStatus::Delivered {
+                conn.prepare_cached(
+                    "UPDATE outbox_events SET status = 'delivered', delivered_at = ?2,
+                        lease_until = NULL, last_error = NULL, attempts = attempts + 1
+                     WHERE rowid = ?1",
+                )?
+                .execute(params![rowid, now])?;
+                counted = true;
+                if let Some(txn) = &transaction_id {
+                    transaction::set_delivery_status(
+                        conn,
+                        txn,
+                        DeliveryStatus::Sent,
+                        partner_external_id.as_deref(),
+                    )?;
+                }
+            }
+            Outcome::Delivered
+        }
+        // A failed probe of an unhealthy endpoint says the buyer is down, not that this
+        // event is: the event keeps its place in its schedule (the attempt does not count
+        // towards it) and waits with the others for the next probe.
+        Verdict::Retry { .. } if attempt.probe => {
+            if current {
+                conn.prepare_cached(
+                    "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
+                        last_error = ?3, retry_base = retry_base + 1, attempts = attempts + 1
+                     WHERE rowid = ?1",
+                )?
+                .execute(params![rowid, now, error])?;
+                counted = true;
+            }
+            Outcome::Retry
+        }
+        Verdict::Retry { retry_after } => {
+            let failed_in_a_row = u32::try_from(number - retry_base).unwrap_or(u32::MAX);
+            match schedule.delay(failed_in_a_row, *retry_after, schedule::random_fraction()) {
+                Some(wait) => {
+                    if current {
+                        let due = now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
+                        conn.prepare_cached(
+                            "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
+                                last_error = ?3, attempts = attempts + 1
+                             WHERE rowid = ?1",
+                        )?
+                        .execute(params![rowid, due, error])?;
+                        counted = true;
+                    }
+                    Outcome::Retry
+                }
+                None => {
+                    if current {
+                        mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                        counted = true;
+                    }
+                    Outcome::Failed
+                }
+            }
+        }
+        Verdict::Failed => {
+            if current {
+                mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                counted = true;
+            }
+            Outcome::Failed
+        }
+        // Given up like a permanent failure; the transaction's fate is the caller's.
+        Verdict::Refused { reason } => {
+            if current {
+                mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                counted = true;
+                refusal = transaction_id.clone().map(|transaction_id| Refusal {
+                    transaction_id,
+                    buyer_id: attempt.buyer_id.clone(),
+                    reason: reason.clone(),
+                    first_attempt: number == 1,
+                });
+            }
+            Outcome::Refused
+        }
+    };
+    if !counted {
+        conn.prepare_cached("UPDATE outbox_events SET attempts = attempts + 1 WHERE rowid = ?1")?
+            .execute([rowid])?;
+    }
+    conn.prepare_cached(
+        "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
+            http_status, error, response_excerpt, outcome, request)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        attempt.event_id,
+        number,
+        attempt.url,
+        attempt.started_at,
+        attempt.duration_ms,
+        attempt.http_status,
+        attempt.error,
+        excerpt,
+        outcome,
+        request
+    ])?;
+    Ok(Some((outcome, refusal)))
+}
+
+/// Gives the event at `rowid` up after an attempt, counting the attempt.
+fn mark_failed(
+    conn: &Connection,
+    rowid: i64,
+    transaction_id: Option<&str>,
+    error: &Option<String>,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2,
+            attempts = attempts + 1
+         WHERE rowid = ?1",
+    )?
+    .execute(params![rowid, error])?;
+    if let Some(txn) = transaction_id {
+        transaction::set_delivery_status(conn, txn, DeliveryStatus::Failed, None)?;
+    }
+    Ok(())
+}
+
+/// How the outbox stands, for `GET /api/health` and `GET /metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figures {
+    pub pending: i64,
+    pub failed: i64,
+    /// When the oldest pending event was made; `None` when nothing is pending.
+    pub oldest_pending_ms: Option<i64>,
+}
+
+/// Counts pending and failed events and finds the oldest pending one (three lookups on
+/// `outbox_status_created`).
+pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
+    conn.prepare_cached(
+        "SELECT
+            (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
+            (SELECT count(*) FROM outbox_events WHERE status = 'failed'),
+            (SELECT min(created_at) FROM outbox_events WHERE status = 'pending')",
+    )?
+    .query_row([], |row| {
+        Ok(Figures {
+            pending: row.get(0)?,
+            failed: row.get(1)?,
+            oldest_pending_ms: row.get(2)?,
+        })
+    })
+}
+
+/// Why an operator command on an event was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    #[error("unknown event '{0}'")]
+    NotFound(String),
+    #[error("event '{0}' was delivered already; there is nothing to retry")]
+    AlreadyDelivered(String),
+    /// The sale was taken back (the buyer's API refused it, the buyer rejected it, the
+    /// operator voided it): sending the lead again would hand it over for nothing.
+    #[error(
+        "event '{id}' is of transaction '{transaction_id}', which is {status}; a sale taken \
+         back is not sent again"
+    )]
+    TransactionEnded {
+        id: String,
+        transaction_id: String,
+        status: transaction::Status,
+    },
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<rusqlite::Error> for OutboxError {
+    fn from(e: rusqlite::Error) -> Self {
+        OutboxError::Db(DbError::Sqlite(e))
+    }
+}
+
+/// An event as the operator sees it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub id: String,
+    pub kind: EventKind,
+    pub transaction_id: Option<String>,
+    pub buyer_id: String,
+    pub url: String,
+    pub payload: String,
+    pub status: EventStatus,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+    pub lease_until: Option<i64>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub delivered_at: Option<i64>,
+}
+
+const EVENT_COLUMNS: &str = "id, kind, transaction_id, buyer_id, url, payload, status, \
+    attempts, next_attempt_at, lease_until, last_error, created_at, delivered_at";
+
+fn event_from_row(row: &Row) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: row.get(0)?,
+        kind: row.get(1)?,
+        transaction_id: row.get(2)?,
+        buyer_id: row.get(3)?,
+        url: row.get(4)?,
+        payload: row.get(5)?,
+        status: row.get(6)?,
+        attempts: row.get(7)?,
+        next_attempt_at: row.get(8)?,
+        lease_until: row.get(9)?,
+        last_error: row.get(10)?,
+        created_at: row.get(11)?,
+        delivered_at: row.get(12)?,
+    })
+}
+
+impl Event {
+    /// The summary shown by `outbox list` (without the body).
+    pub fn to_json(&self) -> Value {
+        let pending = self.status == EventStatus::Pending;
+        json!({
+            "id": self.id,
+            "event": self.kind.as_str(),
+            "transactionId": self.transaction_id,
+            "buyerAccountId": self.buyer_id,
+            "status": self.status.as_str(),
+            "attempts": self.attempts,
+            "nextAttemptAt": pending.then(|| crate::clock::iso(self.next_attempt_at)),
+            "leasedUntil": self
+                .lease_until
+                .filter(|_| pending)
+                .map(crate::clock::iso),
+            "lastError": self.last_error,
+            "createdAt": crate::clock::iso(self.created_at),
+            "deliveredAt": self.delivered_at.map(crate::clock::iso),
+        })
+    }
+}
+
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
+    conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE id = ?1"
+    ))?
+    .query_row([id], event_from_row)
+    .optional()
+}
+
+/// Events, newest first, optionally of one status.
+pub fn list(
+    conn: &Connection,
+    status: Option<EventStatus>,
+    limit: i64,
+) -> rusqlite::Result<Vec<Event>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {EVENT_COLUMNS} FROM outbox_events
+         WHERE (?1 IS NULL OR status = ?1)
+         ORDER BY created_at DESC, id DESC LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![status, limit], event_from_row)?;
+    rows.collect()
+}
+
+/// The events of one transaction, oldest first.
+pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<Event>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE transaction_id = ?1
+         ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([transaction_id], event_from_row)?;
+    rows.collect()
+}
+
+/// The body of the latest event buyer `buyer_id` got for lead `lead_id` (a preview shows
+/// exactly what was sent).
+pub(crate) fn latest_payload(
+    conn: &Connection,
+    lead_id: &str,
+    buyer_id: &str,
+) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached(
+        "SELECT e.payload FROM outbox_events e JOIN transactions t ON t.id = e.transaction_id
+         WHERE t.lead_id = ?1 AND t.buyer_id = ?2
+         ORDER BY e.created_at DESC, e.id DESC LIMIT 1",
+    )?
+    .query_row(params![crate::ids::lead(lead_id), buyer_id], |row| {
+        row.get(0)
+    })
+    .optional()
+}
+
+/// One recorded attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub attempt: i64,
+    pub url: String,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub http_status: Option<i64>,
+    pub error: Option<String>,
+    pub response_excerpt: Option<String>,
+    pub outcome: Outcome,
+    /// A mapped integration's request, secrets masked.
+    pub request: Option<Value>,
+}
+
+impl AttemptRecord {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "attempt": self.attempt,
+            "at": crate::clock::iso(self.started_at),
+            "url": self.url,
+            "durationMs": self.duration_ms,
+            "httpStatus": self.http_status,
+            "error": self.error,
+            "responseExcerpt": self.response_excerpt,
+            "outcome": self.outcome.as_str(),
+            "request": self.request,
+        })
+    }
+}
+
+/// Every attempt of an event, in order.
+pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
+            outcome, request
+         FROM outbox_attempts WHERE event_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([event_id], |row| {
+        Ok(AttemptRecord {
+            attempt: row.get(0)?,
+            url: row.get(1)?,
+            started_at: row.get(2)?,
+            duration_ms: row.get(3)?,
+            http_status: row.get(4)?,
+            error: row.get(5)?,
+            response_excerpt: row.get(6)?,
+            outcome: row.get(7)?,
+            request: row
+                .get::<_, Option<String>>(8)?
+                .and_then(|text| serde_json::from_str(&text).ok()),
+        })
+    })?;
+    rows.collect()
+}
+
+/// Makes a failed or pending event due now. A failed event starts the retry schedule
+/// again; its transaction's delivery status goes back to pending. Refused for an event of
+/// a sale taken back ([`requeue`]).
+pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
+    let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
+    if event.status == EventStatus::Delivered {
+        return Err(OutboxError::AlreadyDelivered(id.to_string()));
+    }
+    if let Requeued::TakenBack {
+        transaction_id,
+        status,
+    } = requeue(conn, id, event.status, event.transaction_id.as_deref(), now)?
+    {
+        return Err(OutboxError::TransactionEnded {
+            id: event.id,
+            transaction_id,
+            status,
+        });
+    }
+    find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
+}
+
+/// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
+/// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
+/// narrows (`None`: both), as [`retry`] does each of them: the events of a sale taken back
+/// stay as they are. Returns how many events it retried and the last id it looked at
+/// (`None` when there were none: the caller is done).
+pub fn retry_buyer(
+    conn: &Connection,
+    buyer_id: &str,
+    status: Option<EventStatus>,
+    after: &str,
+    chunk: usize,
+    now: i64,
+) -> rusqlite::Result<(usize, Option<String>)> {
+    let found: Vec<(String, EventStatus, Option<i64>, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT id, status, lease_until, transaction_id FROM outbox_events
+             WHERE buyer_id = ?1 AND id > ?2 AND status <> 'delivered'
+               AND (?3 IS NULL OR status = ?3)
+             ORDER BY id",
+        )?
+        .query_map(params![buyer_id, after, status], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?
+        // No `LIMIT ?` (see `claim_for_buyer`): the rows come in id order.
+        .take(chunk)
+        .collect::<Result<_, _>>()?;
+    let last = found.last().map(|(id, ..)| id.clone());
+    let mut retried = 0;
+    for (id, event_status, lease_until, transaction_id) in &found {
+        // An event in flight is being tried already; making it due would send it twice.
+        if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
+            continue;
+        }
+        let requeued = requeue(conn, id, *event_status, transaction_id.as_deref(), now)?;
+        if matches!(requeued, Requeued::Due) {
+            retried += 1;
+        }
+    }
+    Ok((retried, last))
+}
+
+/// What [`requeue`] did.
+#[derive(Debug)]
+enum Requeued {
+    Due,
+    /// Left as it was: its transaction was rejected or cancelled (`status`).
+    TakenBack {
+        transaction_id: String,
+        status: transaction::Status,
+    },
+}
+
+/// Makes event `id` (now `status`, of `transaction_id`) due now, the one way an operator's
+/// retry (by id or in bulk) brings an event back, unless its sale was taken back: the
+/// buyer's API refused it, the buyer rejected it or the operator voided it, and sending the
+/// lead again would hand it over for nothing (the event stays failed, its transaction
+/// untouched). A failed event starts the retry schedule again and its transaction's
+/// delivery status goes back to pending.
+fn requeue(
+    conn: &Connection,
+    id: &str,
+    status: EventStatus,
+    transaction_id: Option<&str>,
+    now: i64,
+) -> rusqlite::Result<Requeued> {
+    if let Some(txn) = transaction_id
+        && let Some(ended) = transaction::find(conn, txn)?.filter(|t| !t.status.is_live())
+    {
+        return Ok(Requeued::TakenBack {
+            transaction_id: ended.id,
+            status: ended.status,
+        });
+    }
+    conn.prepare_cached(
+        "UPDATE outbox_events
+         SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
+             retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
+         WHERE id = ?1",
+    )?
+    .execute(params![id, now])?;
+    if status == EventStatus::Failed
+        && let Some(txn) = transaction_id
+    {
+        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
+    }
+    Ok(Requeued::Due)
+}
+
+/// Gives up a pending event for good (its transaction was voided): it is marked failed
+/// with `reason`, and an attempt under way that still gets its 2xx marks it delivered.
+pub(crate) fn cancel_pending(
+    conn: &Connection,
+    transaction_id: &str,
+    reason: &str,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2
+         WHERE transaction_id = ?1 AND status = 'pending'",
+    )?
+    .execute(params![transaction_id, reason])
+}
+
+/// The events of a transaction as an erasure rewrites them: id and payload.
+pub(crate) fn payloads_of_transaction(
+    conn: &Connection,
+    transaction_id: &str,
+) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, payload FROM outbox_events WHERE transaction_id = ?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([transaction_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    rows.collect()
+}
+
+/// What erasing the person from an event changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ErasedEvent {
+    /// Response excerpts removed from its attempts.
+    pub(crate) attempts: u64,
+}
+
+/// Replaces event `id`'s payload with `payload` (the person erased from it, built by
+/// `delivery::event`) and removes its attempts' response excerpts (a buyer's answer may
+/// echo the person) and the requests a mapped integration sent (they carry the person). A pending event is sent with the new payload from its next attempt
+/// on, under the same `webhook-id`; the event remembers the erasure, so an attempt that
+/// was in flight meanwhile records no excerpt ([`record`]).
+pub(crate) fn erase_event(
+    conn: &Connection,
+    id: &str,
+    payload: &str,
+    now: i64,
+) -> rusqlite::Result<ErasedEvent> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET payload = ?2, erased_at = coalesce(erased_at, ?3)
+         WHERE id = ?1",
+    )?
+    .execute(params![id, payload, now])?;
+    let attempts = conn
+        .prepare_cached(
+            "UPDATE outbox_attempts SET response_excerpt = NULL, request = NULL
+             WHERE event_id = ?1 AND (response_excerpt IS NOT NULL OR request IS NOT NULL)",
+        )?
+        .execute([id])?;
+    Ok(ErasedEvent {
+        attempts: attempts as u64,
+    })
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,336 @@
+//! `leadrelay buyer integration …`: a buyer's delivery method (DESIGN.md section 18): set a
+//! checked integration document, show it, preview the exact request for a lead, reset to
+//! the generic webhook, and store named secrets.
+//!
+//! Owns the flags, reading the files and standard input, and printing. The document, its
+//! checks and the request are `crate::integration`'s. A document with problems prints
+//! every problem with its path (stderr, or the error body on stdout with `--json`) and
+//! exits 1. No secret value is ever printed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::output::Output;
+use crate::integration::request::{build, masked};
+use crate::integration::{IntegrationError, store};
+
+#[derive(Debug, Subcommand)]
+pub enum IntegrationCommand {
+    /// Check an integration document and make it the buyer's delivery method: leads are
+    /// posted into the buyer's own API and its answers read by the document's rules.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer integration set sunco --file sunco-crm.json"
+    )]
+    Set {
+        /// The buyer's id.
+        buyer: String,
+        /// The integration document (JSON); `-` reads standard input.
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Show the buyer's delivery method: generic or mapped with its document, the URL, and
+    /// which secrets are set (never their values) or still missing.
+    #[command(after_help = "Example:\n  leadrelay buyer integration show sunco --json")]
+    Show {
+        /// The buyer's id.
+        buyer: String,
+    },
+    /// Print the exact request the buyer would get for a lead (method, URL, headers with
+    /// secrets masked, body) without sending it.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer integration preview sunco --lead lead_01J0000000000000000000000"
+    )]
+    Preview {
+        /// The buyer's id.
+        buyer: String,
+        /// The lead's id.
+        #[arg(long)]
+        lead: String,
+    },
+    /// Back to the generic signed `lead.delivered` webhook; the integration's secrets are
+    /// deleted.
+    #[command(after_help = "Example:\n  leadrelay buyer integration reset sunco")]
+    Reset {
+        /// The buyer's id.
+        buyer: String,
+    },
+    /// Store a named secret the integration's headers send (`{"secret": NAME}`). The value
+    /// is never printed or shown again.
+    #[command(
+        after_help = "Example:\n  leadrelay buyer integration secret sunco crm-key --value -"
+    )]
+    Secret {
+        /// The buyer's id.
+        buyer: String,
+        /// The secret's name, as the document names it.
+        name: String,
+        /// The value; `-` reads it from standard input (a trailing newline is dropped).
+        #[arg(long)]
+        value: String,
+    },
+}
+
+pub(super) fn run(
+    path: &Path,
+    out: &Output,
+    command: IntegrationCommand,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        IntegrationCommand::Set { buyer, file } => {
+            let text = read_text(&file)?;
+            let stored = write(path, move |conn| store::set(conn, &buyer, &text))?;
+            finish(out, stored, |shown| {
+                println!(
+                    "buyer '{}' now takes leads through its own API ({})",
+                    shown["buyerId"].as_str().unwrap_or_default(),
+                    shown["url"].as_str().unwrap_or_default()
+                );
+                missing_note(shown);
+            })
+        }
+        IntegrationCommand::Show { buyer } => {
+            let shown = read(path, move |conn| store::show(conn, &buyer))?;
+            finish(out, shown, print_show)
+        }
+        IntegrationCommand::Preview { buyer, lead } => {
+            let previewed = read(path, move |conn| preview(conn, &buyer, &lead))?;
+            finish(out, previewed, print_request)
+        }
+        IntegrationCommand::Reset { buyer } => {
+            let reset = write(path, move |conn| store::reset(conn, &buyer))?;
+            finish(out, reset, |shown| {
+                println!(
+                    "buyer '{}' takes the generic signed webhook again",
+                    shown["buyerId"].as_str().unwrap_or_default()
+                );
+            })
+        }
+        IntegrationCommand::Secret { buyer, name, value } => {
+            let value = if value == "-" {
+                let text = read_stdin()?;
+                let trimmed = text.strip_suffix('\n').unwrap_or(&text);
+                trimmed.strip_suffix('\r').unwrap_or(trimmed).to_string()
+            } else {
+                value
+            };
+            let stored = write(path, move |conn| {
+                store::set_secret(conn, &buyer, &name, &value, crate::clock::now_ms())
+            })?;
+            finish(out, stored, |shown| {
+                println!(
+                    "secret '{}' of buyer '{}' stored (it is not shown again)",
+                    shown["secret"].as_str().unwrap_or_default(),
+                    shown["buyerId"].as_str().unwrap_or_default()
+                );
+            })
+        }
+    }
+}
+
+type Outcome = Result<Value, IntegrationError>;
+
+/// Opens the database, runs `change` as one write job and closes it again.
+fn write(
+    path: &Path,
+    change: impl FnOnce(&rusqlite::Connection) -> Outcome + Send + 'static,
+) -> anyhow::Result<Outcome> {
+    let db = super::setup::open(path)?;
+    let done = db.write_blocking(change);
+    db.close();
+    Ok(done)
+}
+
+/// Opens the database, runs `query` and closes it again.
+fn read(
+    path: &Path,
+    query: impl FnOnce(&rusqlite::Connection) -> Outcome,
+) -> anyhow::Result<Outcome> {
+    let db = super::setup::open(path)?;
+    let done = db.read_blocking(query);
+    db.close();
+    Ok(done)
+}
+
+/// Prints what a command did (as JSON under `--json`, else as `say` puts it), or why it
+/// was refused.
+fn finish(out: &Output, done: Outcome, say: impl FnOnce(&Value)) -> anyhow::Result<ExitCode> {
+    match done {
+        Ok(shown) if out.is_json() => out.print(&shown),
+        Ok(shown) => say(&shown),
+        Err(e) => return failed(out, e),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_stdin() -> anyhow::Result<String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read standard input")?;
+    Ok(text)
+}
+
+fn read_text(file: &Path) -> anyhow::Result<String> {
+    if file == Path::new("-") {
+        read_stdin()
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+    }
+}
+
+/// The request of `buyer_id` for `lead_id`, as JSON with secrets masked.
+fn preview(
+    conn: &rusqlite::Connection,
+    buyer_id: &str,
+    lead_id: &str,
+) -> Result<Value, IntegrationError> {
+    let buyer = crate::config::buyer::find(conn, buyer_id)?
+        .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
+    let lead = crate::ingest::view::find(conn, lead_id)?
+        .ok_or_else(|| IntegrationError::LeadNotFound(lead_id.into()))?;
+    let event = crate::delivery::preview::event_for(conn, &lead, &buyer).map_err(|e| match e {
+        crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
+        other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),
+    })?;
+    let signing = ["webhook-id", "webhook-timestamp", "webhook-signature"];
+    let Some(document) = store::document(conn, &buyer.id)? else {
+        let mut headers = serde_json::Map::new();
+        headers.insert("Content-Type".into(), json!("application/json"));
+        for name in signing {
+            headers.insert(name.into(), json!("(added when sent)"));
+        }
+        return Ok(json!({
+            "buyerId": buyer.id,
+            "kind": "generic",
+            "method": "POST",
+            "url": buyer.webhook_url,
+            "headers": headers,
+            "body": event,
+            "missingSecrets": [],
+        }));
+    };
+    let names = store::secret_names(conn, &buyer.id)?;
+    // Values are masked in what is printed: the stored ones are not even read.
+    let built = build(&document, &event, &buyer.webhook_url, |name| {
+        Some(masked(name))
+    })?;
+    let mut preview = json!({"buyerId": buyer.id, "kind": "mapped"});
+    for (key, value) in built
+        .masked_json()
+        .as_object()
+        .expect("masked_json is an object")
+    {
+        preview[key] = value.clone();
+    }
+    if document.sign {
+        for name in signing {
+            preview["headers"][name] = json!("(added when sent)");
+        }
+    }
+    preview["missingSecrets"] =
+        json!(document.missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted)));
+    Ok(preview)
+}
+
+/// A previewed request as text: the request line, the headers, the body.
+fn print_request(request: &Value) {
+    println!(
+        "{} {}",
+        request["method"].as_str().unwrap_or_default(),
+        request["url"].as_str().unwrap_or_default()
+    );
+    if let Some(headers) = request["headers"].as_object() {
+        for (name, value) in headers {
+            println!("{name}: {}", value.as_str().unwrap_or_default());
+        }
+    }
+    println!();
+    match &request["body"] {
+        Value::String(text) => println!("{text}"),
+        body => println!(
+            "{}",
+            serde_json::to_string_pretty(body).unwrap_or_else(|_| body.to_string())
+        ),
+    }
+    missing_note(request);
+}
+
+fn print_show(shown: &Value) {
+    println!("buyer: {}", shown["buyerId"].as_str().unwrap_or_default());
+    println!(
+        "integration: {}",
+        shown["kind"].as_str().unwrap_or_default()
+    );
+    println!("url: {}", shown["url"].as_str().unwrap_or_default());
+    if let Some(document) = shown["document"].as_object() {
+        println!(
+            "document:\n{}",
+            serde_json::to_string_pretty(document).unwrap_or_default()
+        );
+    }
+    let names: Vec<&str> = shown["secrets"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["name"].as_str()).collect())
+        .unwrap_or_default();
+    if !names.is_empty() {
+        println!("secrets set: {}", names.join(", "));
+    }
+    missing_note(shown);
+}
+
+fn missing_note(shown: &Value) {
+    let missing: Vec<&str> = shown["missingSecrets"]
+        .as_array()
+        .map(|m| m.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for name in missing {
+        eprintln!(
+            "warning: secret '{name}' is not set; leads wait until it is: \
+             leadrelay buyer integration secret {} {name} --value -",
+            shown["buyerId"].as_str().unwrap_or("BUYER")
+        );
+    }
+}
+
+/// Prints a refused operation (every problem of a bad document with its path) and exits 1.
+fn failed(out: &Output, e: IntegrationError) -> anyhow::Result<ExitCode> {
+    if matches!(e, IntegrationError::Db(_) | IntegrationError::Stored { .. }) {
+        return Err(e.into());
+    }
+    if out.is_json() {
+        out.print(&e.to_json());
+    } else {
+        let mut text = format!("error: {e}\n");
+        if let IntegrationError::InvalidDocument { problems, .. } = &e {
+            text.push_str(&super::mapping::problem_lines(problems));
+        }
+        eprint!("{text}");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// The document of `text`, for tests of the CLI's examples.
+#[cfg(test)]
+fn parses(text: &str) -> bool {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .is_some_and(|v| crate::integration::IntegrationDocument::parse(&v).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_readme_documents_parse() {
+        assert!(super::parses(include_str!(
+            "../../../../docs/examples/crm-integration.json"
+        )));
+        assert!(super::parses(include_str!(
+            "../../../../docs/examples/form-integration.json"
+        )));
+    }
+}

@@ -1,0 +1,91 @@
+//! The running service: the HTTP server, the operator console's listener and the
+//! background workers on one database, started together and stopped in order (stop
+//! accepting, drain requests, stop workers, close the database).
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::console::ConsoleConfig;
+use crate::db::Db;
+use crate::http::{AppState, ServerConfig};
+use crate::outbox::{Notifier, WorkerConfig};
+
+/// Everything `leadrelay serve` can set.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceOptions {
+    pub server: ServerConfig,
+    /// The outbox workers: sender threads, retry schedule, request timeout.
+    pub delivery: WorkerConfig,
+    /// How often leads past their workspace's retention are purged (also once at start);
+    /// `None` turns the retention worker off (tests that want a file left as they wrote it).
+    pub retention_interval: Option<std::time::Duration>,
+    /// Wakes the outbox workers. The service hands it to the HTTP handlers; a caller that
+    /// writes events in the same process (a benchmark, a test) may keep a clone to poke.
+    pub outbox: Notifier,
+}
+
+/// Runs the service on `listener` until `shutdown` completes; returns after a clean stop.
+pub async fn run(
+    listener: TcpListener,
+    db: Db,
+    options: ServiceOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    run_with_console(listener, None, db, options, shutdown).await
+}
+
+/// [`run`], and the operator console on its own listener when `console` is given: both stop
+/// accepting when `shutdown` completes, and both drain before the workers stop.
+pub async fn run_with_console(
+    listener: TcpListener,
+    console: Option<(TcpListener, ConsoleConfig)>,
+    db: Db,
+    options: ServiceOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut state = AppState::new(db.clone(), options.server);
+    state.outbox = options.outbox.clone();
+    state.bids = crate::outbox::bid::client(crate::outbound_url::Reach::public_only(
+        options.delivery.public_outbound_only,
+    ));
+    let state = Arc::new(state);
+    let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
+    let retention = options
+        .retention_interval
+        .map(|interval| crate::privacy::purge::RetentionWorker::start(db.clone(), interval))
+        .transpose()?;
+    // One shutdown future, two listeners: the flag tells both.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let api = crate::http::server::run(listener, state, until_stopped(stopped.clone()));
+    let sweep = crate::ping::run_sweep(db.clone(), until_stopped(stopped.clone()));
+    let console = async {
+        match console {
+            Some((listener, config)) => {
+                crate::console::run(listener, db.clone(), config, until_stopped(stopped)).await
+            }
+            None => Ok(()),
+        }
+    };
+    let signal = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let ((), result, console_result, ()) = tokio::join!(signal, api, console, sweep);
+    let closing = db.clone();
+    // Stopping the workers waits for their current attempts, and closing joins the writer
+    // thread, which may still be committing: keep both off the async threads.
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Some(retention) = retention {
+            retention.stop();
+        }
+        workers.stop();
+        closing.close();
+    })
+    .await;
+    log::info!("stopped");
+    result.and(console_result)
+}

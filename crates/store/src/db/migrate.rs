@@ -1,0 +1,261 @@
+//! Versioned migrations, tracked in `PRAGMA user_version`.
+//!
+//! Migration 1 is `schema.sql` at the repository root (0.1.0 files have it); later ones are
+//! `migrations/NNNN_name.sql`. They are appended to [`MIGRATIONS`] and never edited once
+//! released, so any older file can be brought forward.
+
+use rusqlite::Connection;
+
+use super::DbError;
+
+/// One migration: its SQL, then (for what SQL cannot do, like local time zones) a step in
+/// Rust on the same transaction.
+struct Migration {
+    sql: &'static str,
+    then: Option<fn(&Connection) -> rusqlite::Result<()>>,
+}
+
+const fn sql(sql: &'static str) -> Migration {
+    Migration { sql, then: None }
+}
+
+const MIGRATIONS: &[Migration] = &[
+    sql(include_str!("../../schema.sql")),
+    // The money ledger; existing balances become opening rows.
+    sql(include_str!("../../migrations/0002_ledger.sql")),
+    // The operator console: operators, sessions and the console's two indexes.
+    sql(include_str!("../../migrations/0003_operator_console.sql")),
+    // Day-two configuration: archived records, previous secrets during a rotation's overlap.
+    sql(include_str!("../../migrations/0004_config.sql")),
+    // The evaluator's weight versions and stored features.
+    sql(include_str!("../../migrations/0005_evaluator.sql")),
+    // Running in production: lead_requests.request_id and the health probe's table.
+    sql(include_str!("../../migrations/0006_production.sql")),
+    // Privacy and storage: the body in the lead's row, no stored answer, erasure marks,
+    // retention, the erasure log.
+    sql(include_str!("../../migrations/0007_privacy.sql")),
+    // Delivery under real conditions: buyer health, fair claiming, cap counters, which
+    // are counted from the transactions of the current day and month in each workspace's
+    // time zone.
+    Migration {
+        sql: include_str!("../../migrations/0008_delivery.sql"),
+        then: Some(count_caps),
+    },
+    // The console's counts by group: indexes that lead with the source, buyer or status.
+    sql(include_str!("../../migrations/0009_console_counts.sql")),
+    // Buyer-native delivery: integration documents and secrets, the waterfall settings,
+    // the request each mapped attempt sent.
+    sql(include_str!("../../migrations/0010_integration.sql")),
+    // What a source's ingest answer discloses: summary (default) or full.
+    sql(include_str!("../../migrations/0011_disclosure.sql")),
+    // Ping/post: pings and their reservations, bids, balance holds, bid pricing.
+    sql(include_str!("../../migrations/0012_ping.sql")),
+    // The evaluator's training read in time order without a sort.
+    sql(include_str!("../../migrations/0013_training_order.sql")),
+    // The pings tied to an erased person, found by lead and by the hashes they promised.
+    sql(include_str!("../../migrations/0014_ping_contacts.sql")),
+    // The report aggregate, filled from the stored leads and transactions.
+    sql(include_str!("../../migrations/0015_report.sql")),
+    // Storage per lead: `leads_source_created` goes, its readers walk `leads_source_mix`.
+    sql(include_str!("../../migrations/0016_storage.sql")),
+    // Retention takes the pings that never became a lead: their walk by workspace and age.
+    sql(include_str!("../../migrations/0017_ping_retention.sql")),
+    // The report's supplier cost counted as the ledger owes it (returned transactions too).
+    sql(include_str!(
+        "../../migrations/0018_report_supplier_cost.sql"
+    )),
+    // The report aggregate rolled up per UTC day: long reports read days, not quarter hours.
+    sql(include_str!("../../migrations/0019_report_days.sql")),
+    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::Stored`).
+    Migration {
+        sql: include_str!("../../migrations/0020_stored_ids.sql"),
+        then: Some(compact_stored_ids),
+    },
+    // One index fewer per ping: `pings_source_created` had no reader.
+    sql(include_str!("../../migrations/0021_ping_source_index.sql")),
+    // The CHECKs written per delivery and outbox event compare with OR, not IN: no
+    // temporary b-tree per insert (the tables' text only, see the file).
+    Migration {
+        sql: include_str!("../../migrations/0022_checks_without_in.sql"),
+        then: Some(checks_rewritten),
+    },
+];
+
+/// Migration 8's step: the new cap counters counted from the live transactions of each
+/// workspace's current local day and month. Frozen with the migration, as its SQL is: the
+/// caps owner (`caps::rebuild` in the domain crate) recounts the same way today, but it may
+/// change with the schema of a later migration, and this step must run on migration 8's.
+fn count_caps(conn: &Connection) -> rusqlite::Result<()> {
+    let now = leadrelay_rules::clock::now_ms();
+    let workspaces: Vec<(String, String)> = conn
+        .prepare("SELECT id, timezone FROM workspaces")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (workspace, zone) in workspaces {
+        let tz = jiff::tz::TimeZone::get(&zone).unwrap_or(jiff::tz::TimeZone::UTC);
+        let windows = leadrelay_rules::windows::Windows::at(now, &tz);
+        conn.execute(
+            "INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start,
+                month_count)
+             SELECT buyer_id, product_id, ?2,
+                    count(*) FILTER (WHERE created_at >= ?2 AND created_at < ?3), ?4, count(*)
+             FROM transactions
+             WHERE workspace_id = ?1 AND created_at >= ?4 AND created_at < ?5
+               AND status NOT IN ('rejected', 'cancelled')
+             GROUP BY buyer_id, product_id",
+            rusqlite::params![
+                workspace,
+                windows.day.0,
+                windows.day.1,
+                windows.month.0,
+                windows.month.1
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in
+/// `sqlite_schema`, so that every other connection parses it again (this one did at
+/// `writable_schema = RESET`), and reads each table once so that a text SQLite cannot parse
+/// fails the migration (and rolls it back) instead of the next open.
+fn checks_rewritten(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "schema_version", |row| row.get(0))?;
+    conn.pragma_update(None, "schema_version", version + 1)?;
+    for table in ["outbox_events", "outbox_attempts", "transactions"] {
+        conn.query_row(
+            &format!("SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1)"),
+            [],
+            |_| Ok(()),
+        )?;
+    }
+    Ok(())
+}
+
+/// Migration 20: every column that names a lead or a lead request to the ids' stored form
+/// (`ids::compact`, as SQL `leadrelay_compact_id`), parents first. A chunk of rows per
+/// statement: a statement's journal (in memory, `temp_store=MEMORY`) holds every page the
+/// statement changes, and one statement over a table of a million leads took 0.9 GB.
+fn compact_stored_ids(conn: &Connection) -> rusqlite::Result<()> {
+    const CHUNK: i64 = 4_096;
+    let by_rowid = [
+        ("leads", "id = leadrelay_compact_id('lead', id)"),
+        (
+            "lead_requests",
+            "id = leadrelay_compact_id('lreq', id), lead_id = leadrelay_compact_id('lead', lead_id)",
+        ),
+        (
+            "transactions",
+            "lead_id = leadrelay_compact_id('lead', lead_id), \
+             lead_request_id = leadrelay_compact_id('lreq', lead_request_id)",
+        ),
+        (
+            "supplier_cancellations",
+            "lead_id = leadrelay_compact_id('lead', lead_id)",
+        ),
+        ("pings", "lead_id = leadrelay_compact_id('lead', lead_id)"),
+        (
+            "bids",
+            "lead_request_id = leadrelay_compact_id('lreq', lead_request_id)",
+        ),
+    ];
+    for (table, set) in by_rowid {
+        let last: i64 = conn.query_row(
+            &format!("SELECT coalesce(max(rowid), 0) FROM {table}"),
+            [],
+            |row| row.get(0),
+        )?;
+        let mut update = conn.prepare(&format!(
+            "UPDATE {table} SET {set} WHERE rowid > ?1 AND rowid <= ?2"
+        ))?;
+        let mut after = 0;
+        while after < last {
+            update.execute([after, after + CHUNK])?;
+            after += CHUNK;
+        }
+    }
+    // WITHOUT ROWID, keyed by the request: chunks in key order. Text sorts before a BLOB,
+    // so the rewritten keys leave the range still to walk.
+    let mut next_chunk = conn.prepare(
+        "SELECT max(lead_request_id) FROM (SELECT lead_request_id FROM evaluation_features
+         WHERE typeof(lead_request_id) = 'text' AND lead_request_id > ?1
+         ORDER BY lead_request_id LIMIT ?2)",
+    )?;
+    let mut update = conn.prepare(
+        "UPDATE evaluation_features
+         SET lead_request_id = leadrelay_compact_id('lreq', lead_request_id)
+         WHERE typeof(lead_request_id) = 'text' AND lead_request_id > ?1
+           AND lead_request_id <= ?2",
+    )?;
+    let mut after = String::new();
+    while let Some(last) = next_chunk.query_row(rusqlite::params![after, CHUNK], |row| {
+        row.get::<_, Option<String>>(0)
+    })? {
+        update.execute([&after, &last])?;
+        after = last;
+    }
+    Ok(())
+}
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// The SQL functions migrations call to compute what only Rust can (migration 7's
+/// backfill of the duplicate keys' hashes, migration 20's stored ids).
+fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "leadrelay_compact_id",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let prefix = ctx.get::<String>(0)?;
+            Ok(match ctx.get::<rusqlite::types::Value>(1)? {
+                rusqlite::types::Value::Text(text) => crate::ids::compact(&prefix, &text),
+                other => other,
+            })
+        },
+    )?;
+    conn.create_scalar_function(
+        "leadrelay_key_hash",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            Ok(ctx
+                .get::<Option<String>>(0)?
+                .map(|key| leadrelay_rules::normalize::key_hash(&key)))
+        },
+    )
+}
+
+/// Brings the file to [`SCHEMA_VERSION`]. Runs under `BEGIN IMMEDIATE`, so a CLI command
+/// and a starting server that open a new file at the same moment do not both migrate it.
+pub fn apply(conn: &mut Connection) -> Result<(), DbError> {
+    if schema_version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+
+    register_functions(conn)?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let found = schema_version(&tx)?;
+    if found > SCHEMA_VERSION {
+        return Err(DbError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(migration.sql)?;
+        if let Some(then) = migration.then {
+            then(&tx)?;
+        }
+        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        log::info!("applied database migration {}", index + 1);
+    }
+    tx.commit()?;
+    Ok(())
+}
