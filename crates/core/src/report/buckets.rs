@@ -90,12 +90,12 @@ pub fn spans(start: i64, end: i64) -> Vec<Span> {
 }
 
 /// Adds `delta` to the row of `key` and to its day's, creating them: at once, or, inside
-/// a writer job that defers the roll-up ([`deferred`]), when its group commits.
+/// a writer job that defers to the roll-up ([`Rollup`]), when its group commits.
 fn add(conn: &Connection, key: &Key, delta: &Figures) -> rusqlite::Result<()> {
     if delta.is_zero() {
         return Ok(());
     }
-    if ROLLUP.with_borrow_mut(|rollup| rollup.take(key, delta)) {
+    if SUMS.with_borrow_mut(|sums| sums.take(key, delta)) {
         return Ok(());
     }
     add_to(conn, Grain::QuarterHour, bucket_of(key.at_ms), key, delta)?;
@@ -137,14 +137,14 @@ impl Row {
 /// (`job`, dropped when its savepoint is rolled back). A group's jobs nearly all count
 /// under the same few rows, so each list stays short and is searched in order.
 #[derive(Debug, Default)]
-struct Rollup {
+struct Sums {
     /// Whether the running job defers: only then does [`add`] collect instead of writing.
     collecting: bool,
     job: Vec<(Row, Figures)>,
     group: Vec<(Row, Figures)>,
 }
 
-impl Rollup {
+impl Sums {
     /// Collects `delta` for `key` when the running job defers; false when it does not.
     fn take(&mut self, key: &Key, delta: &Figures) -> bool {
         if !self.collecting {
@@ -175,56 +175,56 @@ fn sum_into(rows: &mut Vec<(Row, Figures)>, key: &Key, delta: &Figures) {
 thread_local! {
     /// The roll-up of the group transaction on this thread: only the writer thread, one
     /// connection with one transaction at a time, ever collects.
-    static ROLLUP: std::cell::RefCell<Rollup> = std::cell::RefCell::new(Rollup::default());
+    static SUMS: std::cell::RefCell<Sums> = std::cell::RefCell::new(Sums::default());
 }
 
-/// The report roll-up of the writer's group transactions (`db::writer`): a job that
-/// defers it adds its leads' and transactions' figures to the group's sums instead of
-/// upserting a quarter-hour row and a day row each time, and the writer writes the sums
-/// once per group, in the same transaction, before its commit ([`deferred::write`]). So
-/// the reports stay exact and commit or roll back with the leads they count. A job that
-/// does not defer (any other writer job: one may delete a source the sums name) finds
-/// the sums written before it runs.
-pub(crate) mod deferred {
-    use super::*;
+/// The report roll-up of the writer's group transactions (`db::writer::Deferred`): a job
+/// submitted with it (`Db::write_deferring(&report::ROLLUP, ..)`, ingest) adds its leads'
+/// and transactions' figures to the group's sums instead of upserting a quarter-hour row and
+/// a day row each time, and the writer writes the sums once per group, in the same
+/// transaction, before its commit. So the reports stay exact and commit or roll back with
+/// the leads they count. A job submitted without it (any other writer job: one may delete a
+/// source the sums name) finds the sums written before it runs. Plain ingest spent 39,700
+/// writer instructions per single lead and 36,700 per lead in batches of 100 on the two
+/// upserts; with the roll-up 3,700 and under 1,000 (callgrind, BENCHMARKS.md "Plain
+/// ingest").
+pub(crate) struct Rollup;
 
-    /// Runs job `f`, collecting what it counts when `defers`; the job's sums join the
-    /// group's only when `f` answers true (its savepoint is kept).
-    pub(crate) fn job(defers: bool, f: impl FnOnce() -> bool) -> bool {
-        ROLLUP.with_borrow_mut(|rollup| {
-            rollup.collecting = defers;
-            rollup.job.clear();
+/// The report roll-up (see [`Rollup`]).
+pub(crate) static ROLLUP: Rollup = Rollup;
+
+impl crate::db::Deferred for Rollup {
+    fn job_start(&self) {
+        SUMS.with_borrow_mut(|sums| {
+            sums.collecting = true;
+            sums.job.clear();
         });
-        let ok = f();
-        ROLLUP.with_borrow_mut(|rollup| {
-            rollup.collecting = false;
-            let job = std::mem::take(&mut rollup.job);
-            if ok {
+    }
+
+    fn job_end(&self, kept: bool) {
+        SUMS.with_borrow_mut(|sums| {
+            sums.collecting = false;
+            let job = std::mem::take(&mut sums.job);
+            if kept {
                 for (row, delta) in &job {
-                    sum_into(&mut rollup.group, &row.key(), delta);
+                    sum_into(&mut sums.group, &row.key(), delta);
                 }
             }
-            rollup.job = job;
-            rollup.job.clear();
+            sums.job = job;
+            sums.job.clear();
         });
-        ok
     }
 
-    /// Whether the group holds sums not yet written.
-    pub(crate) fn pending() -> bool {
-        ROLLUP.with_borrow(|rollup| !rollup.group.is_empty())
+    fn pending(&self) -> bool {
+        SUMS.with_borrow(|sums| !sums.group.is_empty())
     }
 
-    /// Forgets the group's sums: its transaction was rolled back.
-    pub(crate) fn discard() {
-        ROLLUP.with_borrow_mut(|rollup| rollup.group.clear());
+    fn discard(&self) {
+        SUMS.with_borrow_mut(|sums| sums.group.clear());
     }
 
-    /// Writes the group's sums into `report_buckets` and `report_days` (each day's once)
-    /// and forgets them. On an error the transaction must not commit: what it counted is
-    /// not all written.
-    pub(crate) fn write(conn: &Connection) -> rusqlite::Result<()> {
-        let rows = ROLLUP.with_borrow_mut(|rollup| std::mem::take(&mut rollup.group));
+    fn write(&self, conn: &Connection) -> rusqlite::Result<()> {
+        let rows = SUMS.with_borrow_mut(|sums| std::mem::take(&mut sums.group));
         let mut days: Vec<(Row, Figures)> = Vec::new();
         for (row, sum) in &rows {
             let key = row.key();

@@ -387,14 +387,21 @@ async fn a_group_writes_what_its_kept_jobs_counted_once_and_before_a_job_that_do
         .await
         .expect("the wait ends");
     let groups_before = db.writer_stats().groups;
-    let kept = db.write_deferring_reports(move |c| count(c, 3).map_err(crate::db::DbError::from));
-    let failed = db.write_deferring_reports(move |c| -> Result<(), crate::db::DbError> {
-        count(c, 2)?;
-        Err(crate::db::DbError::JobPanicked)
+    let kept = db.write_deferring(&super::buckets::ROLLUP, move |c| {
+        count(c, 3).map_err(crate::db::DbError::from)
     });
+    let failed = db.write_deferring(
+        &super::buckets::ROLLUP,
+        move |c| -> Result<(), crate::db::DbError> {
+            count(c, 2)?;
+            Err(crate::db::DbError::JobPanicked)
+        },
+    );
     // A job that does not defer reads what the kept job before it counted.
     let seen = db.write(|c| Ok::<_, crate::db::DbError>(received_sums(c)));
-    let later = db.write_deferring_reports(move |c| count(c, 1).map_err(crate::db::DbError::from));
+    let later = db.write_deferring(&super::buckets::ROLLUP, move |c| {
+        count(c, 1).map_err(crate::db::DbError::from)
+    });
     let (kept, failed, seen, later, ()) = tokio::join!(kept, failed, seen, later, async {
         release.send(()).expect("the blocker waits")
     });

@@ -38,7 +38,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use super::checkpoint::{self, CHECKPOINT_FRAMES, Nudge};
 use super::{DbError, StorageFault};
 use crate::logging::Repeated;
-use crate::report::buckets::deferred;
 use crate::request_id::RequestId;
 
 /// The most jobs one group transaction holds. Bounds the latency a late job in a big
@@ -61,15 +60,30 @@ pub(super) enum Admission {
     Always,
 }
 
-/// How a job's report figures are written (`report::buckets::deferred`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rollup {
-    /// When the job writes them: what any job may do, and what one that reads or deletes
-    /// what the report rows refer to needs.
-    Immediate,
-    /// Summed with the other deferring jobs' of the group and written once before the
-    /// group commits.
-    Deferred,
+/// Writes that jobs leave to their group (the report roll-up, `report::buckets`): a job
+/// submitted with one ([`super::Db::write_deferring`]) runs between [`Deferred::job_start`]
+/// and [`Deferred::job_end`], which keeps what it collected only when its savepoint is
+/// kept. The writer writes what the group collected, in its transaction, before it commits
+/// and before any job that was not submitted with the same one (such a job may read or
+/// delete what the deferred writes refer to), and forgets it when the transaction is rolled
+/// back. Implementations keep their state per thread: the writer is one thread.
+pub trait Deferred: Sync {
+    /// A job submitted with this starts.
+    fn job_start(&self);
+    /// The job ended; `kept`: its savepoint was kept.
+    fn job_end(&self, kept: bool);
+    /// Whether the group holds collected writes not yet written.
+    fn pending(&self) -> bool;
+    /// Writes and forgets what the group collected. On an error the transaction must not
+    /// commit.
+    fn write(&self, conn: &Connection) -> rusqlite::Result<()>;
+    /// Forgets what the group collected: its transaction was rolled back.
+    fn discard(&self);
+}
+
+/// Whether two deferrals are the same object.
+fn same(a: &'static dyn Deferred, b: &'static dyn Deferred) -> bool {
+    std::ptr::addr_eq(a as *const dyn Deferred, b as *const dyn Deferred)
 }
 
 /// How the writer's latest group transaction ended.
@@ -143,9 +157,8 @@ trait Job: Send {
     fn finish(self: Box<Self>, group_failure: Option<&GroupFailure>);
     /// The request the job works for.
     fn request_id(&self) -> Option<&RequestId>;
-    /// Whether the job leaves its report figures to the group's roll-up
-    /// (`report::buckets::deferred`).
-    fn defers_rollup(&self) -> bool;
+    /// What the job leaves to its group, if anything ([`Deferred`]).
+    fn deferred(&self) -> Option<&'static dyn Deferred>;
 }
 
 struct TypedJob<T, E, F> {
@@ -153,7 +166,7 @@ struct TypedJob<T, E, F> {
     result: Option<Result<T, E>>,
     reply: oneshot::Sender<Result<T, E>>,
     request_id: Option<RequestId>,
-    defers_rollup: bool,
+    deferred: Option<&'static dyn Deferred>,
     /// The job's place in the bounded queue, given back when the job is answered.
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -204,8 +217,8 @@ where
         self.request_id.as_ref()
     }
 
-    fn defers_rollup(&self) -> bool {
-        self.defers_rollup
+    fn deferred(&self) -> Option<&'static dyn Deferred> {
+        self.deferred
     }
 }
 
@@ -311,7 +324,7 @@ impl WriterHandle {
         &self,
         work: F,
         admission: Admission,
-        rollup: Rollup,
+        deferred: Option<&'static dyn Deferred>,
     ) -> Result<oneshot::Receiver<Result<T, E>>, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
@@ -334,7 +347,7 @@ impl WriterHandle {
             result: None,
             reply,
             request_id: crate::request_id::current(),
-            defers_rollup: rollup == Rollup::Deferred,
+            deferred,
             _permit: permit,
         };
         self.sender
@@ -541,7 +554,8 @@ fn checkpoint_if_due(
 fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<StorageFault>> {
     let mut failures: Vec<Option<GroupFailure>> = vec![None; jobs.len()];
     let mut succeeded = vec![false; jobs.len()];
-    deferred::discard();
+    // The deferral the group's earlier jobs collected into, if any.
+    let mut collecting: Option<&'static dyn Deferred> = None;
     if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
         let failure = GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
         if let Some(repeats) = BEGIN_FAILED.admit() {
@@ -558,11 +572,16 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     for index in 0..jobs.len() {
         // A job that does not defer finds the figures of the deferring jobs before it
         // written; writing them is part of the transaction, not of the job.
-        let flushed = if !jobs[index].defers_rollup() && deferred::pending() {
-            deferred::write(conn)
-        } else {
-            Ok(())
+        let own = jobs[index].deferred();
+        let flushed = match collecting {
+            Some(group) if !own.is_some_and(|own| same(own, group)) && group.pending() => {
+                group.write(conn)
+            }
+            _ => Ok(()),
         };
+        if own.is_some() {
+            collecting = own;
+        }
         if let Err(e) = flushed {
             failures[index] = Some(GroupFailure::of(
                 format!("could not write the report roll-up: {e}"),
@@ -583,13 +602,20 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         }
         let job = &mut jobs[index];
         let request_id = job.request_id().cloned();
-        let defers = job.defers_rollup();
         let ok = !conn.is_autocommit()
-            && crate::request_id::on_thread(request_id.as_ref(), || {
-                deferred::job(defers, || job.run(conn))
+            && crate::request_id::on_thread(request_id.as_ref(), || match own {
+                Some(own) => {
+                    own.job_start();
+                    let ok = job.run(conn);
+                    own.job_end(ok);
+                    ok
+                }
+                None => job.run(conn),
             });
         if conn.is_autocommit() {
-            deferred::discard();
+            if let Some(group) = collecting {
+                group.discard();
+            }
             // Some errors (disk full, I/O) roll back the whole transaction, not just the
             // savepoint: every earlier job of this transaction lost its writes too.
             rolled_back = true;
@@ -644,10 +670,9 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         succeeded[index] = ok;
     }
     let mut outcome = rolled_back.then_some(None);
-    let committed = if deferred::pending() {
-        deferred::write(conn)
-    } else {
-        Ok(())
+    let committed = match collecting {
+        Some(group) if group.pending() => group.write(conn),
+        _ => Ok(()),
     }
     .and_then(|()| control(conn, "COMMIT"));
     if let Err(e) = committed {
