@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Evaluator benchmark: `leadrelay evaluator train` on a file of realistic synthetic
-# outcomes, and the comparison of feature groups (holdout AUC) written in the README.
+# outcomes, and the comparison of feature groups (holdout AUC) written in docs/delivery.md.
 #
 #   bench/evaluator.sh                      # 400,000 leads to 3 buyers (multi mode): some
 #                                           # 1.05 million labelled transactions; generated
@@ -23,7 +23,7 @@
 # in the command's own info log line. Wall time on a shared machine mostly measures the
 # queue for a core, so the CPU time the command used (user + system) is printed too.
 #
-# The comparison measured a postal-code prefix group too (README, "Which features,
+# The comparison measured a postal-code prefix group too (docs/delivery.md, "Which features,
 # measured"); it did not raise the AUC and was removed, so it is no longer a selection.
 set -euo pipefail
 

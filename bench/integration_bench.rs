@@ -7,7 +7,7 @@
 //! a send) and each kind (`webhook`, `json`, `form`), on a fresh file: 20 buyers whose
 //! endpoints answer `200 {}` after the delay (`bench/support/receiver.rs`), N deliveries
 //! (round-robin) committed while no outbox runs, then the service starts and the clock
-//! runs until the database says all N are delivered. Mapped kinds use the README's
+//! runs until the database says all N are delivered. Mapped kinds use docs/delivery.md's
 //! documents (`docs/examples/`), the JSON one with its secret header set and an `accept`
 //! rule on the status only (the bench receiver answers `{}`).
 //!

@@ -357,6 +357,8 @@ fn setup(
                 auto_payout_pending: false,
                 plan: Plan::Postpaid,
                 credit_limit_cents: 0,
+                return_cap_bp: None,
+                return_review: buyer::ReturnReview::Auto,
             },
         )?;
         let filter = |text: &str| Filter::parse(text).expect("a valid filter");

@@ -152,6 +152,8 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             auto_payout_pending: false,
             plan,
             credit_limit_cents: 0,
+            return_cap_bp: None,
+            return_review: buyer::ReturnReview::Auto,
         },
     )?;
     if plan == Plan::Prepaid {

@@ -1,7 +1,7 @@
 //! Measures the mapping engine: how fast a published mapping turns partner bodies into
 //! native ones. Run with `cargo run --release --example mapping_throughput`.
 //!
-//! It maps the README's partner batch (100 contacts, the largest batch ingest accepts) and
+//! It maps docs/ingest.md's partner batch (100 contacts, the largest batch ingest accepts) and
 //! a single contact many times, parsing the stored document once per body as ingest does.
 
 use std::time::Instant;

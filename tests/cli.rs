@@ -271,7 +271,24 @@ fn demo_creates_a_sample_setup_once() {
     assert_eq!(count(&db.path, "suppliers"), 1);
     assert_eq!(count(&db.path, "products"), 2);
 
-    lr(&db, "demo").fails(1).stderr_contains("exists already");
+    // Run again, it names another file to use: not the one it refused, and none that holds a
+    // demo already.
+    let refused = lr(&db, "demo")
+        .fails(1)
+        .stderr_contains("exists already")
+        .stderr
+        .clone();
+    let advised = refused
+        .split("--db ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no --db advice: {refused}"));
+    assert_ne!(
+        std::path::Path::new(advised),
+        db.path.as_path(),
+        "{refused}"
+    );
+    assert!(!std::path::Path::new(advised).exists(), "{refused}");
 }
 
 #[test]

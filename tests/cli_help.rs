@@ -80,3 +80,34 @@ fn every_flag_has_help_and_every_command_an_example_that_parses() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A command's help lists its own flags under `Options:` and the flags every command
+/// takes (`--db`, `--json`, `--busy-timeout`, `--get`) after them, under their own heading.
+#[test]
+fn global_flags_are_listed_apart_from_a_commands_own() {
+    let shown = crate::util::bin()
+        .args(["buyer", "create", "--help"])
+        .output()
+        .expect("the binary runs");
+    assert!(shown.status.success());
+    let help = String::from_utf8(shown.stdout).expect("help is text");
+    let (own, global) = help
+        .split_once("Global options:")
+        .unwrap_or_else(|| panic!("no Global options heading:\n{help}"));
+    for flag in ["--workspace", "--name", "--webhook-url", "--credit-limit"] {
+        assert!(
+            own.contains(flag),
+            "{flag} not among its own options:\n{help}"
+        );
+    }
+    for flag in ["--db", "--json", "--busy-timeout", "--get"] {
+        assert!(
+            !own.contains(flag),
+            "{flag} among the command's own options:\n{help}"
+        );
+        assert!(
+            global.contains(flag),
+            "{flag} not under Global options:\n{help}"
+        );
+    }
+}

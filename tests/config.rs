@@ -868,15 +868,28 @@ fn errors_under_json_are_one_object_on_stderr_with_the_same_exit_codes() {
     lr(&db, "channel update web --auto-delivery yes")
         .fails(2)
         .stderr_contains("expected on or off, not 'yes'");
-    // Negative amounts: the error says how to write one, and that form reaches the rules.
+    // Negative amounts: only an adjustment takes one, and its error says how to write it;
+    // anywhere else the error points to the command that debits instead of advising a
+    // spelling that is refused next.
     for flag in ["--price", "--credit-limit", "--supplier-cost", "--amount"] {
         lr(&db, format!("buyer fund b {flag} -5"))
             .fails(2)
-            .stderr_contains(&format!("write negative amounts as {flag}=-5"));
+            .stderr_contains(&format!("{flag} must not be negative"))
+            .stderr_contains("leadrelay buyer adjust BUYER --amount=-5 --reason R");
     }
-    let written = lr(&db, "source update src --supplier-cost=-5").output();
-    assert!(!written.status.success());
-    assert!(!String::from_utf8_lossy(&written.stderr).contains("write negative amounts"));
+    lr(&db, "buyer adjust b --amount -5 --reason typo")
+        .fails(2)
+        .stderr_contains("write negative amounts as --amount=-5");
+    for line in [
+        "source update src --supplier-cost=-5",
+        "buyer subscribe b --product solar --price=-3",
+    ] {
+        let written = lr(&db, line).output();
+        assert!(!written.status.success());
+        let said = String::from_utf8_lossy(&written.stderr);
+        assert!(!said.contains("write negative amounts"), "{said}");
+        assert!(said.contains("leadrelay buyer adjust"), "{line}: {said}");
+    }
     // `--status` takes the spelling every output prints.
     lr(&db, "transaction list --status payout_pending").json();
     // --help is not an error.

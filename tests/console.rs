@@ -495,8 +495,16 @@ fn the_pages_show_the_business_and_every_partner_or_buyer_string_as_text() {
         "validEmail",
         "auto-delivery",
         "lead.delivered",
+        // Labels people read, amounts with two decimals, each factor's weight.
+        "<th>Weight</th>",
+        "<dt>Buyer price</dt><dd>30.00</dd>",
+        "<dt>Quality status</dt>",
+        "<td>30.00</td>",
     ] {
         assert!(lead.text.contains(shown), "the lead page shows {shown}");
+    }
+    for raw in ["<dt>buyerPrice</dt>", "<dt>qualityStatus</dt>", ">30.0<"] {
+        assert!(!lead.text.contains(raw), "the lead page shows {raw}");
     }
     let refused = get(&server, &format!("/leads/{other_lead}"), &cookie);
     assert_escaped("/leads/{other}", &refused, &[EXCERPT_SHOWN]);
@@ -933,6 +941,87 @@ fn the_reports_page_and_csv_are_the_cli_report() {
     );
 }
 
+/// The reports page's returns section: the return rate per source, supplier and buyer
+/// (approved returns: a pending one is no return yet) and the returns per reason code.
+#[test]
+fn the_reports_page_shows_return_rates_and_returns_per_reason() {
+    let (server, _receiver) = start_with_b();
+    let db = &server.db.path;
+    lr(db, "buyer update b --return-review manual").json();
+    let sold: Vec<String> = (1..=4)
+        .map(|n| {
+            let (_, request) = lead_request(&server, &simple_lead(n));
+            deliver(db, &request, "b", Some("30"))["transactionId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for (txn, code) in [
+        (&sold[0], "fake"),
+        (&sold[1], "fake"),
+        (&sold[2], "duplicate"),
+    ] {
+        let reply = server
+            .post("/api/webhooks/partner-cancellation")
+            .secret(B_SECRET)
+            .json(&json!({"transactionId": txn, "reason": "x", "reasonCode": code}))
+            .send();
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    }
+    lr(db, format!("transaction return approve {}", sold[0])).json();
+    lr(db, format!("transaction return deny {} --note no", sold[1])).json();
+    let cookie = login(&server);
+    let page = get(&server, "/reports", &cookie).text;
+    // The cells of each row of the table with `id`.
+    let rows = |id: &str| -> Vec<Vec<String>> {
+        let table = page
+            .split(&format!("id=\"{id}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("table {id}"));
+        let table = table.split("</table>").next().unwrap();
+        table
+            .split("<tr class=\"row\">")
+            .skip(1)
+            .map(|row| cells_of(row).into_iter().map(String::from).collect())
+            .collect()
+    };
+    assert_eq!(
+        rows("return-rates"),
+        [
+            vec!["source", "src", "4", "1", "25.0%"],
+            vec![
+                "supplier",
+                "<span class=\"none\">–</span>",
+                "4",
+                "1",
+                "25.0%"
+            ],
+            vec!["buyer", "b", "4", "1", "25.0%"],
+        ],
+        "src has no supplier"
+    );
+    assert_eq!(
+        rows("return-reasons"),
+        [
+            vec![
+                "Duplicate lead <span class=\"id\">duplicate</span>",
+                "1",
+                "1",
+                "0",
+                "0"
+            ],
+            vec![
+                "Fake or test lead <span class=\"id\">fake</span>",
+                "2",
+                "0",
+                "1",
+                "1"
+            ],
+        ]
+    );
+}
+
 /// A bad date, dimension, period or workspace gets the form again with the problem
 /// (400), on the page and on the CSV's address; nothing is a 500.
 #[test]
@@ -983,4 +1072,48 @@ fn bad_report_input_gets_the_form_again() {
     // Empty fields are the defaults.
     let reply = get(&server, "/reports?from=&to=&by=", &cookie);
     assert_eq!(reply.status, 200, "{}", reply.text);
+}
+
+/// An erased lead is shown as erased, with the date, in the list and on its page: never
+/// as a blank row with status `active`, which looks like data loss.
+#[test]
+fn an_erased_lead_shows_as_erased_with_its_date() {
+    let server = start();
+    setup(&server);
+    let (kept, _) = lead_request(&server, &simple_lead(1));
+    let (erased, _) = lead_request(&server, &simple_lead(2));
+    lr(&server, format!("lead erase --lead {erased} --yes")).json();
+    let erased_at = lr(&server, format!("lead show {erased}")).json()["erasedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The console shows times in the workspace's zone (UTC here) to the second.
+    let date = erased_at[..19].replace('T', " ");
+    let cookie = login(&server);
+
+    let list = get(&server, "/leads", &cookie);
+    assert_eq!(list.status, 200);
+    let cells = row_cells(&list.text, &format!("href=\"/leads/{erased}\""));
+    assert!(
+        cells.iter().any(|c| *c == format!("Erased {date}")),
+        "{cells:?}"
+    );
+    assert_eq!(cells.last(), Some(&"erased"), "{cells:?}");
+    let cells = row_cells(&list.text, &format!("href=\"/leads/{kept}\""));
+    assert!(cells.contains(&"Ada Lovelace 1"), "{cells:?}");
+    assert!(!cells.iter().any(|c| c.contains("Erased")), "{cells:?}");
+
+    let page = get(&server, &format!("/leads/{erased}"), &cookie);
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text
+            .contains(&format!("Erased {date}: the person's data was removed")),
+        "{}",
+        page.text
+    );
+    let summary = page.text.split("id=\"lead-summary\"").nth(1).unwrap();
+    let status = summary.split("<dt>Status</dt>").nth(1).unwrap();
+    assert!(status.starts_with("<dd>erased</dd>"), "{status}");
+    let page = get(&server, &format!("/leads/{kept}"), &cookie);
+    assert!(!page.text.contains("Erased"), "{}", page.text);
 }

@@ -95,7 +95,7 @@ fn evaluate(tab: &Tab, expression: &str) -> serde_json::Value {
 }
 
 /// With `CONSOLE_SCREENSHOTS=DIR` set, saves what `tab` shows as `DIR/NAME.png` (the
-/// README's pictures are made this way).
+/// pictures of docs/console.md are made this way).
 fn screenshot(tab: &Tab, name: &str) {
     let Ok(dir) = std::env::var("CONSOLE_SCREENSHOTS") else {
         return;

@@ -60,6 +60,8 @@ fn serve_takes_units_in_the_retry_schedule_and_the_timeout() {
     ];
     let served = ServeProcess::start(&db.path, &flags);
     assert_eq!(health(&served), 200);
+    // One server per file: the first stops before the next starts.
+    served.stop();
     let served = ServeProcess::start(&db.path, &["--retry-schedule", "1,2,5"]);
     assert_eq!(health(&served), 200, "bare seconds as in 0.1.0");
 

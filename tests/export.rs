@@ -91,21 +91,35 @@ fn exports_print_every_record_with_all_its_fields() {
         .fails(1)
         .stderr_contains("unknown source 'nope'");
 
-    // CSV: a header, then one record per lead; nested values as JSON text.
+    // CSV: a header, then one record per lead request and sale, flat; the lead's own
+    // columns on each; a lead without requests has one record.
     let text = lr(&f.server, "lead export --format csv").ok();
     let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(header[0], "id");
     assert!(header.contains(&"person.email".to_string()), "{header:?}");
+    assert!(!header.contains(&"requests".to_string()), "{header:?}");
     let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
     assert_eq!(records.len(), 3);
     let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let sold = &records[0];
+    assert_eq!(&sold[column("productSlug")], "solar");
+    assert_eq!(&sold[column("requestStatus")], "delivered");
+    assert_eq!(&sold[column("transactionId")], t1.as_str());
+    assert_eq!(&sold[column("transactionStatus")], "acknowledged");
+    assert_eq!(&sold[column("buyerId")], "a");
+    assert_eq!(&sold[column("buyerPrice")], "30.00");
+    assert!(sold[column("deliveredAt")].starts_with("20"), "{sold:?}");
+    assert_eq!(&sold[column("returned")], "false");
+    let unsold = &records[1];
+    assert_eq!(&unsold[column("productSlug")], "solar");
+    assert_eq!(&unsold[column("transactionId")], "");
+    assert_eq!(&unsold[column("buyerPrice")], "");
     let last = &records[2];
     assert_eq!(&last[column("id")], odd.as_str());
     assert_eq!(&last[column("person.lastName")], "Lee, Jr.\nII");
     assert_eq!(&last[column("person.firstName")], "Ann \"Nan\"");
-    let requests: Value = serde_json::from_str(&records[0][column("requests")]).unwrap();
-    assert_eq!(requests[0]["productSlug"], "solar");
+    assert_eq!(&last[column("requestId")], "");
     assert!(text.contains("\"Lee, Jr.\nII\""), "{text}");
 
     // Transactions: every field of `transaction show` but its history, events and ledger,
@@ -431,4 +445,51 @@ fn filters_refuse_what_users_get_wrong_and_exports_hold_no_erased_data() {
         assert!(!text.contains(&email), "the erased email is gone: {text}");
         assert!(text.contains("Batch3"), "the others stay");
     }
+}
+
+/// A spreadsheet runs a cell that starts with `=`, `+`, `-` or `@` (and one after a tab or
+/// a carriage return) as a formula: what a partner sent is made inert with a leading `'`
+/// in every CSV; numbers leadrelay writes stay numbers.
+#[test]
+fn csv_cells_a_spreadsheet_would_run_are_inert() {
+    let f = Fixture::new();
+    let reply = f.server.post_json(
+        "/api/webhooks/channels/web/sources/src/leads",
+        &json!({"firstName": "=HYPERLINK(\"http://evil.example\",\"x\")",
+                "lastName": "+49 30 1234", "city": "-1", "street": "@SUM(A1)",
+                "postalCode": "\t10115", "country": "\rDE", "email": "ok=fine@example.org"}),
+    );
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let text = lr(&f.server, "lead export --format csv").ok();
+    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let records: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let record = &records[0];
+    for (name, written) in [
+        (
+            "person.firstName",
+            "'=HYPERLINK(\"http://evil.example\",\"x\")",
+        ),
+        ("person.lastName", "'+49 30 1234"),
+        ("person.city", "'-1"),
+        ("person.street", "'@SUM(A1)"),
+        ("person.postalCode", "'\t10115"),
+        ("person.country", "'\rDE"),
+        ("person.email", "ok=fine@example.org"),
+    ] {
+        assert_eq!(&record[column(name)], written, "{name}");
+    }
+
+    // A negative amount leadrelay computed stays a number (a report's margin).
+    let a = f.buyer("a", &[]);
+    let t = f.delivered("a");
+    let reply = f.call(
+        crate::lifecycle::CANCELLATION,
+        &a,
+        &json!({"transactionId": t, "reason": "no answer"}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let report = lr(&f.server, "report --csv --by source").ok();
+    assert!(!report.contains('\''), "{report}");
 }

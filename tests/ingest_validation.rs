@@ -375,6 +375,51 @@ fn invalid_json_is_400_invalid_json() {
             .send();
         assert_eq!(reply.status, 400, "{body:?}: {}", reply.text);
         assert_eq!(reply.json["error"]["code"], "invalid_json", "{body:?}");
+        // The position is said once.
+        let message = reply.json["error"]["message"].as_str().unwrap();
+        assert_eq!(message.matches("line 1").count(), 1, "{message}");
     }
     assert_eq!(lead_count(&server, "landing"), 0);
+}
+
+/// A property two edits from a Lead field is still accepted as an additional property
+/// (the Lead allows them), but the answer names it in `warnings`: single leads, each
+/// batch item, an idempotent replay and a person wrapper; a lead without such a property
+/// has no `warnings`.
+#[test]
+fn a_misspelt_field_is_kept_and_warned_about() {
+    let server = server();
+    let mut misspelt = json!({"externalId": "typo-1", "firstName": "Jane", "lastName": "Doe",
+                              "emial": "jane@example.com", "utmSource": "ad"});
+    let reply = server.post_json(CHANNEL_PATH, &misspelt);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let warning = json!([{"path": "/emial", "code": "unknown_property",
+                          "message": "not a Lead field; did you mean email?"}]);
+    assert_eq!(reply.json["item"]["warnings"], warning, "{}", reply.text);
+    let lead = reply.json["item"]["leadId"].as_str().unwrap().to_string();
+    let shown = lr(&server, format!("lead show {lead}")).json();
+    assert_eq!(shown["additionalProperties"]["emial"], "jane@example.com");
+    let replay = server.post_json(CHANNEL_PATH, &misspelt);
+    assert_eq!(replay.json["item"]["status"], "idempotent_replay");
+    assert_eq!(replay.json["item"]["warnings"], warning, "{}", replay.text);
+
+    misspelt["externalId"] = json!("typo-2");
+    let batch = json!({"leads": [jane(), misspelt, with(jane(), json!({"externalId": "j-3",
+        "email": "j3@example.com", "fristName": "J", "firstName": "J"}))]});
+    let reply = server.post_json(CHANNEL_PATH, &batch);
+    assert!(reply.status == 200 || reply.status == 201, "{}", reply.text);
+    let items = reply.json["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", reply.text));
+    assert!(items[0].get("warnings").is_none(), "{}", reply.text);
+    assert_eq!(items[1]["warnings"][0]["path"], "/leads/1/emial");
+    assert_eq!(
+        items[2]["warnings"][0]["message"],
+        "not a Lead field; did you mean firstName?"
+    );
+
+    let wrapped = json!({"person": {"firstName": "P", "lastName": "W", "phoen": "1"}});
+    let reply = server.post_json(CHANNEL_PATH, &wrapped);
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.json["item"]["warnings"][0]["path"], "/person/phoen");
 }

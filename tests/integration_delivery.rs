@@ -52,7 +52,7 @@ fn auto_server() -> TestServer {
     server
 }
 
-/// The CRM document of the README, posting to `url`.
+/// The CRM document of docs/delivery.md, posting to `url`.
 fn crm_document(url: &str) -> Value {
     let mut document: Value =
         serde_json::from_str(include_str!("../docs/examples/crm-integration.json")).unwrap();

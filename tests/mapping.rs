@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::util::{Reply, TempDb, TestServer, basic_setup, lr, source};
 
-/// The example partner of the README: contacts in an array, names in one field.
+/// A partner like the example of docs/ingest.md: contacts in an array, names in one field.
 fn partner_mapping() -> Value {
     json!({"items": "/contacts", "fields": {
         "externalId": {"from": "/id"},

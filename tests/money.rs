@@ -209,6 +209,11 @@ fn check_reports_a_balance_that_is_not_the_sum_of_its_ledger() {
         ),
         "{text}"
     );
+    // The text names the check as `--json` does, not only the problem.
+    assert!(
+        text.contains("balances: 1 buyer(s) not matching their ledger"),
+        "{text}"
+    );
     let report = lr(&db, "check").fails_json(1).json();
     assert_eq!(
         report["balanceMismatches"],

@@ -198,7 +198,7 @@ fn a_restored_backup_serves_the_same_data() {
     basic_setup(&db);
     let copy = db.dir.path().join("copy.db");
     lr(&db, "backup --out").arg(&copy).json();
-    // Restore as the README says: stop, copy the file back, start.
+    // Restore as docs/operations.md says: stop, copy the file back, start.
     let restored = TempDb::new();
     std::fs::copy(&copy, &restored.path).unwrap();
     let server = TestServer::start_with(restored, Default::default());
@@ -297,6 +297,10 @@ fn check_prints_a_readable_verdict() {
             "schema version: {0} (this binary: {0})",
             leadrelay::db::SCHEMA_VERSION
         ),
+        "schema objects: ok",
+        "states: ok",
+        "balances: ok",
+        "report: ok",
         "result: ok",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
@@ -385,4 +389,25 @@ fn a_sigterm_right_after_the_address_is_printed_stops_the_server_cleanly() {
         let status = child.wait().expect("the server exits");
         assert!(status.success(), "round {round}: {status:?}");
     }
+}
+
+/// A second `serve` on the file a server runs on refuses to start and names the process
+/// that serves it; the CLI keeps working beside the server; once the first has stopped, a
+/// new server starts.
+#[test]
+fn a_second_server_on_one_file_refuses_and_names_the_first() {
+    let db = TempDb::new();
+    let first = crate::util::process::ServeProcess::start(&db.path, &[]);
+    lr(&db, "serve --listen 127.0.0.1:0 --console-listen off")
+        .fails(1)
+        .stderr_contains(&format!(
+            "{} is already served by process {} (leadrelay serve)",
+            db.path.display(),
+            first.pid()
+        ));
+    assert_eq!(first.get("/api/health").status, 200);
+    lr(&db, "workspace create --id ws2 --name Two").json();
+    assert_eq!(first.stop().matches("listening on").count(), 1);
+    let second = crate::util::process::ServeProcess::start(&db.path, &[]);
+    assert_eq!(second.get("/api/health").status, 200);
 }

@@ -607,7 +607,8 @@ fn migration_22_rewrites_the_checks_of_a_file_written_before_it_and_it_reads_the
             "BEGIN;
              PRAGMA writable_schema = ON;
              UPDATE sqlite_schema SET sql = replace(sql,
-                 'CHECK (status = ''pending'' OR status = ''delivered'' OR status = ''failed'')',
+                 'CHECK (status = ''pending'' OR status = ''delivered'' OR status = ''failed''
+                            OR status = ''voided'')',
                  'CHECK (status IN (''pending'', ''delivered'', ''failed''))')
              WHERE name = 'outbox_events';
              UPDATE sqlite_schema SET sql = replace(sql,
@@ -654,4 +655,95 @@ fn migration_22_rewrites_the_checks_of_a_file_written_before_it_and_it_reads_the
     assert_eq!(integrity, "ok");
     drop(conn);
     assert_checks_without_in_that_still_refuse(&db, &event_id, &txn);
+}
+
+/// A `lead.delivered` not yet sent whose sale the buyer cancels or rejects first is voided,
+/// never sent: the person's data does not go out for a sale that no longer exists. The
+/// outbox is held back by a long poll: events written by the CLI wait until the server
+/// writes one itself (an automated delivery), which wakes the workers for every due event.
+#[test]
+fn an_event_whose_sale_ended_before_its_first_attempt_is_voided_not_sent() {
+    let options = leadrelay::service::ServiceOptions {
+        delivery: leadrelay::outbox::WorkerConfig {
+            poll_interval: Duration::from_secs(3600),
+            ..fast_options().delivery
+        },
+        ..Default::default()
+    };
+    let server = TestServer::start_with(TempDb::new(), options);
+    let receiver = Receiver::start();
+    setup(&server);
+    let secret = "buyer-b-inbound-secret-0123456789";
+    buyer(
+        &server.db.path,
+        "b",
+        &receiver.url("/b"),
+        Some("25"),
+        ["--secret", secret],
+    );
+    let db = &server.db.path;
+    let (cancelled, cancelled_event) = new_delivery(&server, 1, "b");
+    let (rejected, rejected_event) = new_delivery(&server, 2, "b");
+    let lifecycle = |path: &str, body: Value| {
+        let reply = server
+            .post(path)
+            .header("X-Service-Webhook-Secret", secret)
+            .json(&body)
+            .send();
+        assert_eq!(reply.status, 200, "{}", reply.text);
+    };
+    lifecycle(
+        "/api/webhooks/partner-cancellation",
+        json!({"transactionId": cancelled, "reason": "bought elsewhere"}),
+    );
+    lifecycle(
+        "/api/webhooks/partner-confirmation",
+        json!({"transactionId": rejected, "status": "rejected"}),
+    );
+
+    // The server's own delivery wakes the workers; once its event has arrived, every
+    // event due before it has been claimed.
+    let mut lead = simple_lead(3);
+    lead["triggerAutoDelivery"] = json!(true);
+    let (lead_id, _) = lead_request(&server, &lead);
+    let arrived = receiver.wait_for(1, WAIT);
+    assert_eq!(arrived[0].json()["leadId"], lead_id.as_str());
+    wait_until(WAIT, "the outbox to settle", || {
+        lr(db, "outbox list --status pending").json() == json!([])
+    });
+    let sent: Vec<Value> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.json()["transactionId"].clone())
+        .collect();
+    assert!(
+        !sent.contains(&json!(cancelled)) && !sent.contains(&json!(rejected)),
+        "{sent:?}"
+    );
+    for (event_id, transaction_id, status) in [
+        (&cancelled_event, &cancelled, "cancelled"),
+        (&rejected_event, &rejected, "rejected"),
+    ] {
+        let shown = event(db, event_id);
+        assert_eq!(shown["status"], "voided", "{shown}");
+        assert_eq!(shown["attempts"], 0, "{shown}");
+        assert_eq!(shown["attemptLog"], json!([]), "{shown}");
+        assert_eq!(
+            shown["lastError"],
+            format!("voided: the transaction was {status} before its first attempt")
+        );
+        let voided = lr(db, "outbox list --status voided").json();
+        assert!(
+            voided
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["id"] == event_id.as_str()),
+            "{voided}"
+        );
+        // An operator's retry cannot bring it back: the sale is over.
+        lr(db, format!("outbox retry {event_id}"))
+            .fails(1)
+            .stderr_contains(transaction_id);
+    }
 }

@@ -101,7 +101,9 @@ fn a_restore_brings_back_exactly_the_backed_up_leads_and_keeps_the_old_file() {
             "backup.db",
             "leadrelay.db",
             "leadrelay.db.before-restore",
-            "leadrelay.db.lock"
+            "leadrelay.db.lock",
+            // The server that ran on the file left its lock file (never removed).
+            "leadrelay.db.serve.lock"
         ]
     );
     #[cfg(unix)]

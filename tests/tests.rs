@@ -46,6 +46,7 @@ mod ratelimit;
 mod readme;
 mod report;
 mod restore;
+mod returns;
 mod secrets_log;
 mod state_machine;
 mod stored_ids;

@@ -100,6 +100,11 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         "supplier_cancellations",
         &["crates/core/src/lifecycle/clawback.rs"],
     ),
+    ("returns", &["crates/core/src/lifecycle/returns.rs"]),
+    (
+        "return_reasons",
+        &["crates/core/src/config/return_reason.rs"],
+    ),
     ("ledger_entries", &["crates/core/src/ledger/"]),
     ("operators", &["crates/core/src/operators.rs"]),
     ("operator_sessions", &["crates/core/src/operators.rs"]),

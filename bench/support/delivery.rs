@@ -105,6 +105,8 @@ pub fn configure(db: &Db, urls: Vec<String>, setup: Setup) -> Option<String> {
                     auto_payout_pending: false,
                     plan: buyer::Plan::Postpaid,
                     credit_limit_cents: 0,
+                    return_cap_bp: None,
+                    return_review: buyer::ReturnReview::Auto,
                 },
             )?;
             buyer::subscribe(

@@ -86,6 +86,11 @@ impl ServeProcess {
         !matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `host:port` of the server.
     pub fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")

@@ -25,7 +25,7 @@
 //! | `hourOfDay` | when the lead was captured (its `capturedAt`, else its arrival), in the workspace's time zone: `night` (0–5 h), `morning` (6–11), `afternoon` (12–17), `evening` (18–23) |
 //!
 //! Only features that raised the holdout AUC of trained weights on realistic outcomes are
-//! here (README, "Which features, measured"); a postal-code prefix was tried and did not.
+//! here (docs/delivery.md, "Which features, measured"); a postal-code prefix was tried and did not.
 //!
 //! Values are rounded to four decimals when extracted, so the value scored, the value shown
 //! in the trace and the value stored for training (`stored_features`) are the same number.

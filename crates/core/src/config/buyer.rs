@@ -2,7 +2,9 @@
 //!
 //! A buyer has a webhook URL, an inbound lifecycle secret (stored hashed), an outbound
 //! signing secret (stored as is, since it signs), capabilities, a cancellation window, a
-//! plan (postpaid, or prepaid with a balance and credit limit) and a status. During a
+//! plan (postpaid, or prepaid with a balance and credit limit), a return policy (a cap on
+//! the share of a month's deliveries it may return, and whether its returns wait for the
+//! operator's review; DESIGN.md section 19) and a status. During a
 //! rotation's overlap the previous inbound secret is still accepted and every event is also
 //! signed with the previous signing secret. An archived buyer gets no deliveries and its
 //! lifecycle calls find no transaction.
@@ -40,6 +42,15 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// Whether a buyer's returns apply at once (`auto`) or wait for the operator
+    /// (`manual`, DESIGN.md section 19).
+    pub enum ReturnReview as "buyer return review" {
+        Auto = "auto",
+        Manual = "manual",
+    }
+}
+
+stored_enum! {
     /// Whether a buyer takes deliveries.
     pub enum BuyerStatus as "buyer status" {
         Active = "active",
@@ -69,6 +80,10 @@ pub struct Buyer {
     pub last_served_at: Option<i64>,
     pub created_at: i64,
     pub archived_at: Option<i64>,
+    /// The share of a month's deliveries the buyer may return, in basis points (1250 is
+    /// 12.5%); `None`: no cap.
+    pub return_cap_bp: Option<i64>,
+    pub return_review: ReturnReview,
 }
 
 impl Buyer {
@@ -104,6 +119,8 @@ impl Buyer {
             "plan": self.plan.as_str(),
             "balance": crate::money::to_json(self.balance_cents),
             "creditLimit": crate::money::to_json(self.credit_limit_cents),
+            "returnCap": self.return_cap_bp.map(crate::money::to_json),
+            "returnReview": self.return_review.as_str(),
             "status": if self.paused { "paused" } else { "active" },
             "lastServedAt": self.last_served_at.map(crate::clock::iso),
             "createdAt": crate::clock::iso(self.created_at),
@@ -126,6 +143,8 @@ pub struct NewBuyer<'a> {
     pub auto_payout_pending: bool,
     pub plan: Plan,
     pub credit_limit_cents: i64,
+    pub return_cap_bp: Option<i64>,
+    pub return_review: ReturnReview,
 }
 
 /// An `update`: only the fields given change.
@@ -138,6 +157,9 @@ pub struct BuyerChanges {
     pub auto_payout_pending: Option<bool>,
     pub plan: Option<Plan>,
     pub credit_limit_cents: Option<i64>,
+    /// `Some(None)` removes the cap.
+    pub return_cap_bp: Option<Option<i64>>,
+    pub return_review: Option<ReturnReview>,
 }
 
 /// A created buyer with its secrets in clear, shown once.
@@ -150,7 +172,8 @@ pub struct CreatedBuyer {
 const COLUMNS: &str = "id, workspace_id, name, webhook_url, secret_hash, signing_secret, \
     capabilities, cancellation_window_secs, auto_payout_pending, plan, balance_cents, \
     credit_limit_cents, status, last_served_at, created_at, archived_at, previous_secret_hash, \
-    previous_secret_valid_until, previous_signing_secret, previous_signing_valid_until";
+    previous_secret_valid_until, previous_signing_secret, previous_signing_valid_until, \
+    return_cap_bp, return_review";
 
 fn from_row(row: &Row) -> rusqlite::Result<Buyer> {
     let capabilities: String = row.get(6)?;
@@ -177,6 +200,8 @@ fn from_row(row: &Row) -> rusqlite::Result<Buyer> {
         last_served_at: row.get(13)?,
         created_at: row.get(14)?,
         archived_at: row.get(15)?,
+        return_cap_bp: row.get(20)?,
+        return_review: row.get(21)?,
     })
 }
 
@@ -206,6 +231,18 @@ pub(crate) fn check_webhook_url(url: &str) -> Result<(), ConfigError> {
         .map_err(|e| ConfigError::Invalid(format!("invalid webhook URL: {e}")))
 }
 
+/// A return cap is a share of 0% to 100%.
+fn check_return_cap(cap_bp: Option<i64>) -> Result<(), ConfigError> {
+    if let Some(bp) = cap_bp
+        && !(0..=10_000).contains(&bp)
+    {
+        return Err(ConfigError::Invalid(
+            "the return cap is a percentage from 0 to 100".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn check_window(secs: i64) -> Result<(), ConfigError> {
     if secs < 0 {
         return Err(ConfigError::Invalid(
@@ -220,6 +257,7 @@ pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigE
     check_name(new.name)?;
     check_webhook_url(new.webhook_url)?;
     check_window(new.cancellation_window_secs)?;
+    check_return_cap(new.return_cap_bp)?;
     super::check_not_negative("credit limit", new.credit_limit_cents)?;
     workspace::get_live(conn, new.workspace_id)?;
     let secret = match new.secret {
@@ -230,8 +268,8 @@ pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigE
     conn.execute(
         "INSERT INTO buyers (id, workspace_id, name, webhook_url, secret_hash, signing_secret,
             capabilities, cancellation_window_secs, auto_payout_pending, plan,
-            credit_limit_cents, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            credit_limit_cents, created_at, return_cap_bp, return_review)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             id,
             new.workspace_id,
@@ -245,6 +283,8 @@ pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigE
             new.plan.as_str(),
             new.credit_limit_cents,
             crate::clock::now_ms(),
+            new.return_cap_bp,
+            new.return_review,
         ],
     )
     .map_err(|e| insert_error(e, "buyer", &id))?;
@@ -281,8 +321,8 @@ fn check_signing_secret(secret: &str) -> Result<(), ConfigError> {
 }
 
 /// Cached: every delivery (auto-delivery's and a post's, on the writer) looks its buyer up
-/// here, and preparing the statement anew cost a fifth of a post's delivery (BENCHMARKS.md,
-/// "Ping/post").
+/// here, and preparing the statement anew cost 30% of a post's delivery (perf of `serve`
+/// during `bench/ping.sh`'s ping-then-post pairs).
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Buyer>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM buyers WHERE id = ?1"))?
         .query_row([id], from_row)
@@ -347,10 +387,17 @@ pub fn update(conn: &Connection, id: &str, changes: &BuyerChanges) -> Result<Buy
         super::check_not_negative("credit limit", limit)?;
         buyer.credit_limit_cents = limit;
     }
+    if let Some(cap_bp) = changes.return_cap_bp {
+        check_return_cap(cap_bp)?;
+        buyer.return_cap_bp = cap_bp;
+    }
+    if let Some(review) = changes.return_review {
+        buyer.return_review = review;
+    }
     conn.execute(
         "UPDATE buyers SET name = ?2, webhook_url = ?3, capabilities = ?4,
             cancellation_window_secs = ?5, auto_payout_pending = ?6, plan = ?7,
-            credit_limit_cents = ?8
+            credit_limit_cents = ?8, return_cap_bp = ?9, return_review = ?10
          WHERE id = ?1",
         params![
             buyer.id,
@@ -360,7 +407,9 @@ pub fn update(conn: &Connection, id: &str, changes: &BuyerChanges) -> Result<Buy
             buyer.cancellation_window_secs,
             buyer.auto_payout_pending,
             buyer.plan.as_str(),
-            buyer.credit_limit_cents
+            buyer.credit_limit_cents,
+            buyer.return_cap_bp,
+            buyer.return_review,
         ],
     )?;
     get(conn, id)

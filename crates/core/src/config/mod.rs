@@ -1,5 +1,6 @@
 //! The operator's configuration: workspaces, channels and lead tables (containers),
-//! sources, products, buyers with their subscriptions, and suppliers.
+//! sources, products, buyers with their subscriptions, suppliers, and the workspaces' return
+//! reason codes.
 //!
 //! Owns the SQL for these records and the rules for creating, changing, rotating and
 //! retiring them (`retire.rs`: delete, or archive what has history). It does not own how
@@ -12,6 +13,7 @@ pub mod buyer;
 pub mod container;
 pub mod product;
 pub mod retire;
+pub mod return_reason;
 pub(crate) mod rotation;
 pub mod source;
 pub mod subscription;

@@ -99,6 +99,8 @@ pub fn buyer(conn: &Connection, id: &str) {
             auto_payout_pending: false,
             plan: Plan::Postpaid,
             credit_limit_cents: 0,
+            return_cap_bp: None,
+            return_review: buyer::ReturnReview::Auto,
         },
     )
     .expect("the buyer is new");

@@ -113,6 +113,7 @@ pub fn create(conn: &Connection, new: &NewWorkspace) -> Result<Workspace, Config
         ],
     )
     .map_err(|e| insert_error(e, "workspace", &workspace.id))?;
+    super::return_reason::seed(conn, &workspace.id, workspace.created_at)?;
     Ok(workspace)
 }
 

@@ -30,20 +30,24 @@ stored_enum! {
         PayoutPending = "payout_pending",
         Paid = "paid",
         Cancelled = "cancelled",
+        /// A buyer's return waits for the operator's review (DESIGN.md section 19). Still
+        /// a sale: it holds its request and its cap place until the return is approved.
+        ReturnRequested = "return_requested",
     }
 }
 
 impl Status {
     /// Live transactions count against exclusivity and the multi-mode buyer limit; a
     /// rejected or cancelled one no longer holds its lead request.
-    pub(crate) fn is_live(self) -> bool {
+    pub fn is_live(self) -> bool {
         !matches!(self, Status::Rejected | Status::Cancelled)
     }
 
     /// Where a transaction in this status stands in the reports.
     fn standing(self) -> Standing {
         match self {
-            Status::Delivered => Standing::Delivered,
+            // A pending return is still a sale, not yet acknowledged or returned.
+            Status::Delivered | Status::ReturnRequested => Standing::Delivered,
             Status::Acknowledged | Status::PayoutPending => Standing::Acknowledged,
             Status::Paid => Standing::Paid,
             Status::Rejected | Status::Cancelled => Standing::Returned,
@@ -631,6 +635,21 @@ pub(crate) fn reverse_supplier_cost(
     count(conn, Some(&before), &after)
 }
 
+/// How many transactions were delivered to `buyer_id` in `[from, to)` (ms), whatever
+/// became of them: the base of the buyer's return cap.
+pub(crate) fn delivered_to_buyer(
+    conn: &Connection,
+    buyer_id: &str,
+    from: i64,
+    to: i64,
+) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "SELECT count(*) FROM transactions
+         WHERE buyer_id = ?1 AND created_at >= ?2 AND created_at < ?3",
+    )?
+    .query_row(params![buyer_id, from, to], |row| row.get(0))
+}
+
 /// Every transaction of a lead, oldest first.
 pub(crate) fn of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare_cached(&format!(
@@ -731,6 +750,7 @@ mod tests {
             (Status::Paid, Standing::Paid),
             (Status::Rejected, Standing::Returned),
             (Status::Cancelled, Standing::Returned),
+            (Status::ReturnRequested, Standing::Delivered),
         ];
         assert_eq!(table.len(), Status::ALL.len());
         for (status, standing) in table {

@@ -154,12 +154,14 @@ fn load_catalog(db: &Db, target: &Source, items: &[Item]) -> Result<Catalog, Ing
 
 /// One item after validation: ready to store, or its problems.
 enum Prepared {
-    Valid(Box<PreparedLead>),
+    /// A lead for the writer, and the warnings its answer carries.
+    Valid(Box<PreparedLead>, Vec<Problem>),
     Invalid {
         external_id: Option<String>,
         problems: Vec<Problem>,
         /// The ping the lead was the post of: its reservations are given back.
         ping_id: Option<String>,
+        warnings: Vec<Problem>,
     },
 }
 
@@ -171,23 +173,26 @@ fn prepare(item: Item, catalog: &Catalog) -> Prepared {
         raw,
         ..
     } = item;
-    let Some(draft) = draft else {
+    let Some(mut draft) = draft else {
         return Prepared::Invalid {
             external_id: None,
             problems,
             ping_id: None,
+            warnings: Vec::new(),
         };
     };
+    let warnings = std::mem::take(&mut draft.warnings);
     let lead = validate::complete(draft, catalog, &mut problems);
     if !problems.is_empty() {
         return Prepared::Invalid {
             external_id: lead.fields.external_id,
             problems,
             ping_id: lead.ping_id,
+            warnings,
         };
     }
     let quality = quality::assess(&lead.fields);
-    Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)))
+    Prepared::Valid(Box::new(PreparedLead::new(lead, raw, quality)), warnings)
 }
 
 /// Stores `leads` in one writer job; answers after the commit. Events that auto-delivery wrote in that job are
@@ -396,8 +401,8 @@ async fn ingest_single(
     item: Item,
 ) -> Result<Reply, IngestError> {
     let catalog = load_catalog(services.db, &target, std::slice::from_ref(&item))?;
-    let mut lead = match prepare(item, &catalog) {
-        Prepared::Valid(lead) => *lead,
+    let (mut lead, warnings) = match prepare(item, &catalog) {
+        Prepared::Valid(lead, warnings) => (*lead, warnings),
         Prepared::Invalid {
             problems, ping_id, ..
         } => {
@@ -420,7 +425,7 @@ async fn ingest_single(
         });
     }
     let created = outcome.created();
-    let answer = outcome.into_answer(&target);
+    let answer = outcome.into_answer(&target).with_warnings(warnings);
     count_results(services.metrics, std::slice::from_ref(&answer));
     Ok(result::single(&target, &answer, created))
 }
@@ -434,24 +439,27 @@ async fn ingest_batch(
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
+    let mut valid_warnings = Vec::with_capacity(items.len());
     let mut invalid_pings = Vec::new();
     for (position, item) in items.into_iter().enumerate() {
         match prepare(item, &catalog) {
-            Prepared::Valid(lead) => {
+            Prepared::Valid(lead, warnings) => {
                 valid_positions.push(position);
                 valid.push(*lead);
+                valid_warnings.push(warnings);
                 answers.push(None);
             }
             Prepared::Invalid {
                 external_id,
                 problems,
                 ping_id,
+                warnings,
             } => {
                 invalid_pings.extend(ping_id);
-                answers.push(Some(Answer::Fresh(Box::new(ItemFacts::invalid(
-                    external_id,
-                    problems,
-                )))))
+                answers.push(Some(
+                    Answer::Fresh(Box::new(ItemFacts::invalid(external_id, problems)))
+                        .with_warnings(warnings),
+                ))
             }
         }
     }
@@ -460,22 +468,29 @@ async fn ingest_batch(
     if !valid.is_empty() {
         ask_for_bids(services, &target, &catalog, &mut valid).await?;
         let outcomes = write(services, target.clone(), valid).await?;
-        for (position, outcome) in valid_positions.into_iter().zip(outcomes) {
-            answers[position] = Some(match outcome {
-                // The refusal names the item's own pingId.
-                StoreOutcome::PingRefused {
-                    external_id,
-                    refusal,
-                } => Answer::Fresh(Box::new(ItemFacts::invalid(
-                    external_id,
-                    vec![Problem::new(
-                        format!("/leads/{position}/pingId"),
-                        refusal.code,
-                        refusal.message,
-                    )],
-                ))),
-                other => other.into_answer(&target),
-            });
+        for ((position, outcome), warnings) in valid_positions
+            .into_iter()
+            .zip(outcomes)
+            .zip(valid_warnings)
+        {
+            answers[position] = Some(
+                match outcome {
+                    // The refusal names the item's own pingId.
+                    StoreOutcome::PingRefused {
+                        external_id,
+                        refusal,
+                    } => Answer::Fresh(Box::new(ItemFacts::invalid(
+                        external_id,
+                        vec![Problem::new(
+                            format!("/leads/{position}/pingId"),
+                            refusal.code,
+                            refusal.message,
+                        )],
+                    ))),
+                    other => other.into_answer(&target),
+                }
+                .with_warnings(warnings),
+            );
         }
     }
     let answers: Vec<Answer> = answers

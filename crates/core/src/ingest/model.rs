@@ -117,7 +117,7 @@ pub struct StoredLead {
     pub(crate) status: LeadStatus,
     pub(crate) created_at: i64,
     /// When the person was erased (or the lead purged): a tombstone.
-    pub(crate) erased_at: Option<i64>,
+    pub erased_at: Option<i64>,
     /// In the order the partner gave them.
     pub requests: Vec<StoredRequest>,
 }

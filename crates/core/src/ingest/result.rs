@@ -63,6 +63,9 @@ pub struct ItemFacts {
     pub ingest: Option<IngestFacts>,
     /// The validation problems of a rejected batch item.
     pub errors: Vec<Problem>,
+    /// What was accepted but looks wrong (a misspelt field kept as an additional
+    /// property): `warnings`, only when there are any.
+    pub warnings: Vec<Problem>,
     /// The automated delivery result (DESIGN.md section 5), when one was requested: the
     /// typed decisions, serialised in the answer's view with the item, after the job.
     pub(crate) auto_delivery: Option<AutoDelivery>,
@@ -78,6 +81,7 @@ impl ItemFacts {
             request_ids: Vec::new(),
             ingest: None,
             errors,
+            warnings: Vec::new(),
             auto_delivery: None,
         }
     }
@@ -154,6 +158,9 @@ impl Serialize for ItemJson<'_> {
         }
         if !facts.errors.is_empty() {
             map.serialize_entry("errors", &ProblemsJson(&facts.errors))?;
+        }
+        if !facts.warnings.is_empty() {
+            map.serialize_entry("warnings", &ProblemsJson(&facts.warnings))?;
         }
         map.end()
     }
@@ -256,6 +263,24 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// The answer with `warnings` added (nothing done when there are none).
+    pub fn with_warnings(mut self, warnings: Vec<Problem>) -> Answer {
+        if warnings.is_empty() {
+            return self;
+        }
+        match &mut self {
+            Answer::Fresh(facts) => facts.warnings = warnings,
+            Answer::Replay(Value::Object(item)) => {
+                item.insert(
+                    "warnings".into(),
+                    warnings.iter().map(Problem::to_json).collect(),
+                );
+            }
+            Answer::Replay(_) => {}
+        }
+        self
+    }
+
     /// The per-lead status this answer reports.
     pub fn status(&self) -> Status {
         match self {

@@ -239,6 +239,7 @@ fn store_one(
                 request_ids: Vec::new(),
                 ingest: Some(ingest),
                 errors: Vec::new(),
+                warnings: Vec::new(),
                 auto_delivery: None,
             },
         });
@@ -273,6 +274,7 @@ fn store_one(
             .collect(),
         ingest: Some(ingest),
         errors: Vec::new(),
+        warnings: Vec::new(),
         auto_delivery: None,
     };
     insert_lead(conn, source, lead, &lead_id, &item, now)?;

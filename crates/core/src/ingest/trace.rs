@@ -8,7 +8,7 @@
 //! request's own id, it takes a fifth of that. [`decode`] gives back the text byte for
 //! byte, so every reader sees the JSON it saw before; the frame carries a checksum.
 //!
-//! Format 2 (written since session 8) keeps the compression and drops its cost: format 1's
+//! Format 2 (what this build writes) keeps the compression and drops its cost: format 1's
 //! dictionary ends with the request's id, so every trace built the dictionary's tables
 //! anew (a third of the ingest job's time for the decision). A trace starts with
 //! `{"requestId":"<its request's id>"`, which the reader knows, so format 2 leaves that
@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(back.as_deref(), Some(TRACE));
     }
 
-    /// A trace as format 1 stored it (before session 8).
+    /// A trace as format 1 stored it (older builds; still read).
     fn encode_v1(json: &str, request_id: &str) -> Vec<u8> {
         let mut stored = vec![FORMAT_V1];
         stored.extend(super::super::zframe::compress(

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use super::catalog::Catalog;
 use super::model::{Capture, Interest, Lead, LeadFields};
 use super::problem::{Problem, child, index, type_name};
+use leadrelay_rules::fields::FIELD_NAMES;
 
 /// The longest `externalId` (SPEC.md section 8), counted in characters.
 pub const EXTERNAL_ID_MAX_CHARS: usize = 128;
@@ -28,6 +29,9 @@ pub struct LeadDraft {
     pub interests: Vec<InterestDraft>,
     /// The accepted ping this lead is the post of (`pingId`, DESIGN.md section 14).
     pub ping_id: Option<String>,
+    /// Additional properties that look like a misspelt Lead field ([`misspelt`]): kept,
+    /// and named in the answer's `warnings`.
+    pub warnings: Vec<Problem>,
 }
 
 /// An interest whose product is not resolved yet.
@@ -76,6 +80,7 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
     let mut request = None;
     let mut requests = Vec::new();
     let mut ping_id = None;
+    let mut warnings = Vec::new();
 
     for (key, value) in map {
         let p = &mut *problems;
@@ -116,6 +121,13 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
                     object(value, base, &key, p).map(|m| field_values(m, &child(base, &key), p))
             }
             _ => {
+                if let Some(field) = misspelt(&key) {
+                    warnings.push(Problem::new(
+                        child(base, &key),
+                        "unknown_property",
+                        format!("not a Lead field; did you mean {field}?"),
+                    ));
+                }
                 lead.additional.insert(key, value);
             }
         }
@@ -167,7 +179,70 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
         fields: lead,
         interests,
         ping_id,
+        warnings,
     }
+}
+
+/// The Lead's properties that are not text fields of [`FIELD_NAMES`].
+const STRUCTURE_NAMES: [&str; 9] = [
+    "capture",
+    "request",
+    "requests",
+    "productSlug",
+    "productId",
+    "routingReady",
+    "triggerAutoDelivery",
+    "fieldValues",
+    "pingId",
+];
+
+/// The Lead field an additional property's name is most likely a misspelling of: the
+/// nearest within two edits, letters compared without case (a transposition, `emial`,
+/// counting as one; `postcode` is two from `postalCode`). Runs only for
+/// additional properties, so a lead without one pays nothing.
+pub fn misspelt(key: &str) -> Option<&'static str> {
+    FIELD_NAMES
+        .iter()
+        .chain(&STRUCTURE_NAMES)
+        .filter_map(|field| Some((edits_within_two(key.as_bytes(), field.as_bytes())?, *field)))
+        .min_by_key(|(edits, _)| *edits)
+        .map(|(_, field)| field)
+}
+
+/// The optimal-string-alignment distance of `a` and `b` (insertions, deletions,
+/// substitutions and swaps of neighbours, by byte, ASCII letters without case) when it is
+/// at most two.
+fn edits_within_two(a: &[u8], b: &[u8]) -> Option<usize> {
+    const MOST: usize = 2;
+    if a.len().abs_diff(b.len()) > MOST || a.len() > 64 {
+        return None;
+    }
+    // Three rows of the distance table, each at most 65 cells (the bound above and the
+    // Lead's longest field name): on the stack.
+    let width = b.len() + 1;
+    let mut before = [0usize; 65];
+    let mut previous: [usize; 65] = std::array::from_fn(|j| j);
+    let mut current = [0usize; 65];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..width {
+            let cost = usize::from(!a[i - 1].eq_ignore_ascii_case(&b[j - 1]));
+            let mut best = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1
+                && j > 1
+                && a[i - 1].eq_ignore_ascii_case(&b[j - 2])
+                && a[i - 2].eq_ignore_ascii_case(&b[j - 1])
+            {
+                best = best.min(before[j - 2] + 1);
+            }
+            current[j] = best;
+        }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
+    }
+    Some(previous[b.len()]).filter(|edits| *edits <= MOST)
 }
 
 /// Checks an `externalId` value: 1 to 128 characters. True when it is valid.
@@ -288,6 +363,7 @@ pub fn complete(draft: LeadDraft, catalog: &Catalog, problems: &mut Vec<Problem>
         fields,
         interests,
         ping_id,
+        warnings: _,
     } = draft;
     let mut lead = Lead {
         fields,
@@ -571,5 +647,31 @@ pub fn object(
             ));
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_two_edits_from_a_lead_field_is_taken_for_it() {
+        for (key, field) in [
+            ("emial", Some("email")),
+            ("Email", Some("email")),
+            ("e_mail", Some("email")),
+            ("phoen", Some("phone")),
+            ("postcode", Some("postalCode")),
+            ("fristName", Some("firstName")),
+            ("productslug", Some("productSlug")),
+            ("utmSource", None),
+            ("gclid", None),
+            ("", None),
+        ] {
+            assert_eq!(misspelt(key), field, "{key}");
+        }
+        assert_eq!(edits_within_two(b"abc", b"abc"), Some(0));
+        assert_eq!(edits_within_two(b"abcd", b"badc"), Some(2));
+        assert_eq!(edits_within_two(b"abcdef", b"abc"), None);
     }
 }

@@ -2,7 +2,10 @@
 //! rules around it (DESIGN.md section 4): the cancellation window, a new `buyerPrice` on
 //! acknowledge, refunds of prepaid charges on rejection and cancellation, the buyer's
 //! `autoPayoutPending`, the history entry of every move, and the supplier clawback when the
-//! lead's last live transaction ends.
+//! lead's last live transaction ends. A cancellation is a return (DESIGN.md section 19):
+//! `returns::file` checks and records it, and under the buyer's manual review the
+//! transaction waits in `return_requested` instead of ending; ending a sale is one
+//! function ([`end_sale`]) for a rejection, a cancellation and an approved return.
 //!
 //! Everything here runs inside one writer job, so two calls on the same transaction are
 //! serialised and can never both refund or both charge. It does not find or authorise the
@@ -13,8 +16,8 @@ use serde_json::Value;
 
 use super::error::LifecycleError;
 use super::input::BuyerCall;
-use super::lookup;
 use super::state::{self, Move, Status, Transition};
+use super::{lookup, returns};
 use crate::config::buyer::{Buyer, Plan};
 use crate::delivery::transaction::{self, Transaction};
 use crate::ledger;
@@ -47,14 +50,19 @@ pub(crate) fn buyer_call(
         lookup::authorize(conn, &call.address, presented, call.requested.capability())?;
     let current = transaction::find(conn, &authorized.transaction_id)?
         .ok_or(LifecycleError::TransactionNotFound)?;
-    apply(conn, current, &authorized.buyer, call, now)
+    let actor = format!("buyer:{}", authorized.buyer.id);
+    apply(conn, current, &authorized.buyer, call, &actor, now)
 }
 
-fn apply(
+/// Applies `call` to `current`, a transaction of `buyer`, as `actor`: the buyer's own calls
+/// and the operator's return filed for a buyer (`transaction return request`) take this
+/// one path.
+pub(super) fn apply(
     conn: &Connection,
     current: Transaction,
     buyer: &Buyer,
     call: &BuyerCall,
+    actor: &str,
     now: i64,
 ) -> Result<Applied, LifecycleError> {
     let next = match state::decide(current.status, call.requested) {
@@ -64,6 +72,7 @@ fn apply(
                 requested: call.requested,
             });
         }
+        Transition::AwaitingReturn => return Err(LifecycleError::ReturnPending),
         Transition::AlreadyApplied => {
             return Ok(Applied {
                 item: current.to_json(),
@@ -77,28 +86,54 @@ fn apply(
     };
     if call.requested == Move::Cancel {
         check_cancellation_window(&current, buyer, now)?;
+        let claim = returns::Claim {
+            reason_code: call.reason_code.as_deref(),
+            reason: call.reason.as_deref(),
+            actor,
+        };
+        if returns::file(conn, &current, buyer, &claim, now)? == returns::Review::Pending {
+            transaction::move_to(
+                conn,
+                &current.id,
+                current.status,
+                Status::ReturnRequested,
+                actor,
+                call.reason.as_deref(),
+                now,
+            )?;
+            return Ok(Applied {
+                item: reread(conn, &current.id)?.to_json(),
+                state: Status::ReturnRequested,
+                already_applied: false,
+                economics_applied: false,
+                auto_status_changed_to: None,
+            });
+        }
     }
-    let actor = format!("buyer:{}", buyer.id);
-    let money = Money {
-        conn,
-        current: &current,
-        actor: &actor,
-        now,
+    let economics_applied = if state::is_void(next) {
+        end_sale(conn, &current, next, actor, call.reason.as_deref(), now)?
+    } else {
+        let repriced = match (call.requested, call.buyer_price_cents) {
+            (Move::Acknowledge, Some(price)) => Money {
+                conn,
+                current: &current,
+                actor,
+                now,
+            }
+            .reprice(buyer, price)?,
+            _ => false,
+        };
+        transaction::move_to(
+            conn,
+            &current.id,
+            current.status,
+            next,
+            actor,
+            call.reason.as_deref(),
+            now,
+        )?;
+        repriced
     };
-    let economics_applied = match (call.requested, call.buyer_price_cents) {
-        (Move::Acknowledge, Some(price)) => money.reprice(buyer, price)?,
-        (Move::Reject | Move::Cancel, _) => money.refund(next, call.reason.as_deref())?,
-        _ => false,
-    };
-    transaction::move_to(
-        conn,
-        &current.id,
-        current.status,
-        next,
-        &actor,
-        call.reason.as_deref(),
-        now,
-    )?;
 
     let mut auto_status_changed_to = None;
     if call.requested == Move::Acknowledge
@@ -116,11 +151,7 @@ fn apply(
         )?;
         auto_status_changed_to = Some(after);
     }
-    if state::is_void(next) {
-        super::clawback::open_when_all_void(conn, &current.lead_id, now)?;
-    }
-    let updated = transaction::find(conn, &current.id)?
-        .expect("the transaction was read in this job and nothing deletes transactions");
+    let updated = reread(conn, &current.id)?;
     Ok(Applied {
         item: updated.to_json(),
         state: updated.status,
@@ -128,6 +159,49 @@ fn apply(
         economics_applied,
         auto_status_changed_to,
     })
+}
+
+/// The transaction `id` again, after a write of this job.
+fn reread(conn: &Connection, id: &str) -> rusqlite::Result<Transaction> {
+    Ok(transaction::find(conn, id)?
+        .expect("the transaction was read in this job and nothing deletes transactions"))
+}
+
+/// Ends the sale of `current` as a buyer's rejection or cancellation does, and an approved
+/// return: the move to `to` (rejected or cancelled) with `reason` in its history, which
+/// gives the buyer's cap place back; the refund of a prepaid charge; its `lead.delivered`
+/// voided when never tried; and the supplier clawback once the lead's last live
+/// transaction has ended. Returns whether a charge was
+/// refunded.
+pub(super) fn end_sale(
+    conn: &Connection,
+    current: &Transaction,
+    to: Status,
+    actor: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<bool, LifecycleError> {
+    let refunded = Money {
+        conn,
+        current,
+        actor,
+        now,
+    }
+    .refund(to, reason)?;
+    transaction::move_to(conn, &current.id, current.status, to, actor, reason, now)?;
+    // The person's data is not sent for a sale that ended before its first attempt; an
+    // event in flight is not recalled.
+    let voided = format!("voided: the transaction was {to} before its first attempt");
+    if crate::outbox::store::void_unsent(conn, &current.id, &voided, now)? > 0 {
+        transaction::set_delivery_status(
+            conn,
+            &current.id,
+            transaction::DeliveryStatus::Failed,
+            None,
+        )?;
+    }
+    super::clawback::open_when_all_void(conn, &current.lead_id, now)?;
+    Ok(refunded)
 }
 
 /// Refuses a cancellation once the buyer's cancellation window has closed
@@ -274,6 +348,8 @@ mod tests {
             last_served_at: None,
             created_at: 0,
             archived_at: None,
+            return_cap_bp: None,
+            return_review: crate::config::buyer::ReturnReview::Auto,
         }
     }
 

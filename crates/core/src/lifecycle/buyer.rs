@@ -14,7 +14,7 @@ use super::apply::{self, Applied};
 use super::error::LifecycleError;
 use super::input::{self, BuyerCall};
 use super::lookup;
-use super::state::Move;
+use super::state::{Move, Status};
 use crate::db::Db;
 
 /// Which of the four buyer calls a request makes.
@@ -46,13 +46,20 @@ impl Kind {
                 "alreadyApplied": applied.already_applied,
                 "economicsApplied": applied.economics_applied,
             }),
-            _ => json!({
-                "accepted": true,
-                "code": applied.state.as_str(),
-                "alreadyApplied": applied.already_applied,
-                "economicsApplied": applied.economics_applied,
-                "item": applied.item,
-            }),
+            _ => {
+                let mut body = json!({
+                    "accepted": true,
+                    "code": applied.state.as_str(),
+                    "alreadyApplied": applied.already_applied,
+                    "economicsApplied": applied.economics_applied,
+                    "item": applied.item,
+                });
+                // A return under manual review (DESIGN.md section 19) says it waits.
+                if applied.state == Status::ReturnRequested {
+                    body["outcome"] = json!("pending_review");
+                }
+                body
+            }
         }
     }
 }

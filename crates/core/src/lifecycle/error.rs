@@ -69,6 +69,34 @@ pub enum LifecycleError {
     /// `lead cancel`: the lead already has a supplier cancellation.
     #[error("the lead already has a supplier cancellation (status '{status}')")]
     CancellationExists { status: String },
+    /// `reasonCode` is not on the workspace's list; `valid` is the list.
+    #[error("unknown reason code '{given}'; the workspace's codes are: {}", .valid.join(", "))]
+    UnknownReasonCode { given: String, valid: Vec<String> },
+    /// The buyer's returns this month would pass its return cap.
+    #[error(
+        "the return cap of {}% is reached: {returned} of {delivered} transactions delivered this month returned",
+        crate::money::display(*.cap_bp)
+    )]
+    ReturnCapReached {
+        cap_bp: i64,
+        returned: i64,
+        delivered: i64,
+    },
+    /// The transaction waits for the operator's decision on its return.
+    #[error("a return of this transaction waits for review; no other move until it is decided")]
+    ReturnPending,
+    /// The operator denied this transaction's return; it is not asked again.
+    #[error("the return of this transaction was denied; it cannot be requested again")]
+    ReturnDenied,
+    /// An operator's decision on a transaction without a pending return.
+    #[error("transaction '{0}' has no return waiting for review")]
+    NoPendingReturn(String),
+    /// The return was decided already (`status`: approved or denied).
+    #[error("the return of this transaction was {status} already")]
+    ReturnAlreadyDecided { status: String },
+    /// A denial without a note: the buyer is told why.
+    #[error("a denial needs a note: the buyer is told why")]
+    NoteRequired,
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -105,6 +133,13 @@ impl LifecycleError {
             LifecycleError::CancellationAlreadyResolved { .. } => "cancellation_already_resolved",
             LifecycleError::NoSupplier => "no_supplier",
             LifecycleError::CancellationExists { .. } => "cancellation_exists",
+            LifecycleError::UnknownReasonCode { .. } => "unknown_reason_code",
+            LifecycleError::ReturnCapReached { .. } => "return_cap_reached",
+            LifecycleError::ReturnPending => "return_pending",
+            LifecycleError::ReturnDenied => "return_denied",
+            LifecycleError::NoPendingReturn(_) => "no_pending_return",
+            LifecycleError::ReturnAlreadyDecided { .. } => "return_already_decided",
+            LifecycleError::NoteRequired => "note_required",
             LifecycleError::Db(_) => "internal_error",
         }
     }

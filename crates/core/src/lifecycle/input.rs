@@ -32,6 +32,8 @@ pub(crate) struct BuyerCall {
     pub reason: Option<String>,
     /// `buyerPrice` of a confirmation, in cents; applied on acknowledge only.
     pub buyer_price_cents: Option<i64>,
+    /// `reasonCode` of a cancellation (a return, DESIGN.md section 19).
+    pub reason_code: Option<String>,
 }
 
 /// A supplier's answer to a lead cancellation.
@@ -236,6 +238,7 @@ pub(crate) fn confirmation(
         },
         reason,
         buyer_price_cents,
+        reason_code: None,
     });
     finish(problems, call)
 }
@@ -249,10 +252,13 @@ pub(crate) fn transaction_move(body: &Value, requested: Move) -> Result<BuyerCal
     let transaction_id = string(fields, "transactionId", &mut problems);
     let transaction_id = required(transaction_id, "transactionId", &mut problems);
     let reason = reason(fields, &mut problems);
-    let reason = if requested == Move::Cancel {
-        required(reason, "reason", &mut problems)
+    let (reason, reason_code) = if requested == Move::Cancel {
+        (
+            required(reason, "reason", &mut problems),
+            string(fields, "reasonCode", &mut problems),
+        )
     } else {
-        reason
+        (reason, None)
     };
     let call = transaction_id.map(|id| BuyerCall {
         address: Address {
@@ -263,6 +269,7 @@ pub(crate) fn transaction_move(body: &Value, requested: Move) -> Result<BuyerCal
         requested,
         reason,
         buyer_price_cents: None,
+        reason_code,
     });
     finish(problems, call)
 }

@@ -6,7 +6,7 @@
 //! authorising the transaction of a buyer call (`lookup`), applying a move with its money
 //! and history (`apply`), the buyer calls (`buyer`), supplier cancellations (`clawback`
 //! opens them, `supplier` takes the supplier's answer), the operator's void of a sale
-//! (`void`) and `LifecycleError`. The HTTP half
+//! (`void`), returns with their review (`returns`) and `LifecycleError`. The HTTP half
 //! of the endpoints (headers, body, status) is `http::handlers::lifecycle`. It does not own the transaction record or its
 //! history table (`delivery::transaction`), nor buyers and suppliers (`config`).
 
@@ -17,6 +17,7 @@ pub(crate) mod error;
 pub mod input;
 pub(crate) mod lookup;
 pub mod refusal;
+pub mod returns;
 pub mod state;
 pub mod supplier;
 pub mod void;

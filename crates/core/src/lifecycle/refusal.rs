@@ -36,7 +36,12 @@ pub fn refuse(
     let Some(current) = transaction::find(conn, transaction_id)? else {
         return Ok(None);
     };
-    if !current.status.is_live() || current.status == Status::Paid {
+    // A transaction waiting for a return decision is the operator's to decide: its
+    // approval ends the sale with the refund.
+    if !current.status.is_live()
+        || current.status == Status::Paid
+        || current.status == Status::ReturnRequested
+    {
         return Ok(None);
     }
     let (refunded, _, _) = super::void::take_back(

@@ -8,6 +8,14 @@
 
 pub use crate::delivery::transaction::Status;
 
+/// The rule "one more return stays within the buyer's return cap": with `returned` of the
+/// `delivered` transactions of this month returned (requested, pending or approved), one
+/// more is allowed while it keeps the share at or under `cap_bp` basis points. Exact
+/// integers: 10% of 10 deliveries is one return, not 1.0000001.
+pub(crate) fn return_cap_allows(cap_bp: i64, returned: i64, delivered: i64) -> bool {
+    i128::from(returned + 1) * 10_000 <= i128::from(cap_bp) * i128::from(delivered)
+}
+
 /// The rule "the cancellation window is open": a transaction delivered at `delivered_at`
 /// (ms) may be cancelled while less than `window_secs` have passed. Half-open, so a window
 /// of 0 refuses every cancellation.
@@ -82,6 +90,9 @@ pub(crate) enum Transition {
     AlreadyApplied,
     /// The move is not possible from here: 400 `transition_not_allowed`.
     NotAllowed,
+    /// The transaction waits for the operator's decision on a return: 400
+    /// `return_pending` until it is approved or denied.
+    AwaitingReturn,
 }
 
 /// Decides `requested` for a transaction in `current`.
@@ -121,6 +132,13 @@ pub(crate) fn decide(current: Status, requested: Move) -> Transition {
 
         (Cancelled, Cancel) => AlreadyApplied,
         (Cancelled, Acknowledge | Reject | MarkPayoutPending | CompletePayout) => NotAllowed,
+
+        // The return asked for is the cancellation asked again; every other move waits
+        // for the decision (approved: cancelled; denied: back where it was).
+        (ReturnRequested, Cancel) => AlreadyApplied,
+        (ReturnRequested, Acknowledge | Reject | MarkPayoutPending | CompletePayout) => {
+            AwaitingReturn
+        }
     }
 }
 
@@ -132,8 +150,8 @@ mod tests {
     use super::*;
 
     /// Every (state, move) pair with its expected verdict, written out so that the table is
-    /// the specification: 6 states × 5 moves = 30 rows.
-    const TABLE: [(Status, Move, Transition); 30] = [
+    /// the specification: 7 states × 5 moves = 35 rows.
+    const TABLE: [(Status, Move, Transition); 35] = [
         (Delivered, Acknowledge, Apply(Acknowledged)),
         (Delivered, Reject, Apply(Rejected)),
         (Delivered, MarkPayoutPending, NotAllowed),
@@ -164,6 +182,11 @@ mod tests {
         (Cancelled, MarkPayoutPending, NotAllowed),
         (Cancelled, CompletePayout, NotAllowed),
         (Cancelled, Cancel, AlreadyApplied),
+        (ReturnRequested, Acknowledge, AwaitingReturn),
+        (ReturnRequested, Reject, AwaitingReturn),
+        (ReturnRequested, MarkPayoutPending, AwaitingReturn),
+        (ReturnRequested, CompletePayout, AwaitingReturn),
+        (ReturnRequested, Cancel, AlreadyApplied),
     ];
 
     #[test]
@@ -186,6 +209,17 @@ mod tests {
                 assert_eq!(rows, 1, "{} + {requested:?}", state.as_str());
             }
         }
+    }
+
+    #[test]
+    fn the_return_cap_is_a_share_of_the_month() {
+        assert!(return_cap_allows(1000, 0, 10));
+        assert!(!return_cap_allows(1000, 1, 10));
+        assert!(!return_cap_allows(1000, 0, 9));
+        assert!(return_cap_allows(1250, 0, 8));
+        assert!(!return_cap_allows(0, 0, 1_000));
+        assert!(return_cap_allows(10_000, 4, 5));
+        assert!(!return_cap_allows(10_000, 5, 5));
     }
 
     #[test]

@@ -129,6 +129,8 @@ pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voide
                 status: current.status,
             });
         }
+        // Its return is decided first: approving it ends the sale with the refund.
+        Status::ReturnRequested => return Err(LifecycleError::ReturnPending.into()),
         Status::Delivered | Status::Acknowledged | Status::PayoutPending => {}
     }
     let (refunded, event_cancelled, request_open) = take_back(

@@ -1,6 +1,6 @@
 //! Applying a checked mapping document to a partner's body, giving a native ingest body.
 //!
-//! For each target the rule's steps run in a fixed order (documented in the README):
+//! For each target the rule's steps run in a fixed order (documented in docs/ingest.md):
 //! take the value (`from`, `const` or `template`), turn it into a string, `split`/`part`,
 //! each `transform` in order, `map`; a value that is missing, null or empty at the end is
 //! absent, so `default` applies or the target is left out; finally the value takes the

@@ -66,6 +66,13 @@ pub struct CheckReport {
     pub problems: Vec<String>,
 }
 
+impl CheckReport {
+    /// How many buyers' balances are not the sum of their ledger.
+    pub fn balance_mismatch_count(&self) -> usize {
+        self.balance_mismatches.len()
+    }
+}
+
 /// Checks the database at `path`.
 pub fn check(path: &Path) -> Result<CheckReport, CheckError> {
     if !path.exists() {

@@ -15,7 +15,7 @@ use rusqlite::{Connection, params_from_iter};
 use serde::Serialize;
 
 use crate::autodelivery::weights::Origin as WeightsOrigin;
-use crate::config::buyer::{BuyerStatus, Plan};
+use crate::config::buyer::{BuyerStatus, Plan, ReturnReview};
 use crate::config::container::{ContainerKind, DeliveryMode};
 use crate::config::source::{DedupeAction, StoredScope};
 use crate::delivery::transaction::{DeliveryStatus, Status};
@@ -51,7 +51,11 @@ const STATUS_COLUMNS: &[Table] = &[
     ),
     (
         "buyers",
-        &[("plan", Plan::NAMES), ("status", BuyerStatus::NAMES)],
+        &[
+            ("plan", Plan::NAMES),
+            ("status", BuyerStatus::NAMES),
+            ("return_review", ReturnReview::NAMES),
+        ],
     ),
     (
         "leads",
@@ -84,6 +88,13 @@ const STATUS_COLUMNS: &[Table] = &[
         &[
             ("status", CancellationStatus::NAMES),
             ("origin", Origin::NAMES),
+        ],
+    ),
+    (
+        "returns",
+        &[
+            ("status", crate::lifecycle::returns::ReturnStatus::NAMES),
+            ("previous_status", Status::NAMES),
         ],
     ),
     ("ledger_entries", &[("kind", ledger::Kind::NAMES)]),

@@ -17,11 +17,13 @@ use crate::db::stored::stored_enum;
 use crate::delivery::transaction::{self, DeliveryStatus};
 
 stored_enum! {
-    /// Where an event stands: due (or in flight), delivered after a 2xx, or given up.
+    /// Where an event stands: due (or in flight), delivered after a 2xx, given up, or
+    /// voided: never sent, because its sale ended before its first attempt.
     pub enum EventStatus as "outbox event status" {
         Pending = "pending",
         Delivered = "delivered",
         Failed = "failed",
+        Voided = "voided",
     }
 }
 
@@ -29,6 +31,8 @@ stored_enum! {
     /// What an event tells its buyer.
     pub enum EventKind as "outbox event kind" {
         LeadDelivered = "lead.delivered",
+        /// The operator's decision on a buyer's return (DESIGN.md section 19).
+        ReturnDecided = "transaction.return_decided",
     }
 }
 
@@ -47,6 +51,25 @@ pub(crate) struct NewEvent<'a> {
 
 /// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
 pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+    insert_row(
+        conn,
+        Some(event.transaction_id),
+        &NewNotice {
+            kind: EventKind::LeadDelivered,
+            buyer_id: event.buyer_id,
+            url: event.url,
+            payload: event.payload,
+            created_at: event.created_at,
+        },
+    )
+}
+
+/// Writes `event` (of `transaction_id`, when it delivers one), due at once; its id.
+fn insert_row(
+    conn: &Connection,
+    transaction_id: Option<&str>,
+    event: &NewNotice,
+) -> rusqlite::Result<String> {
     let id = crate::ids::new("evt");
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
@@ -55,8 +78,8 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
     )?
     .execute(params![
         id,
-        EventKind::LeadDelivered,
-        event.transaction_id,
+        event.kind,
+        transaction_id,
         event.buyer_id,
         event.url,
         event.payload,
@@ -64,6 +87,24 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
         event.created_at
     ])?;
     Ok(id)
+}
+
+/// An event that tells a buyer of a change (not a lead's delivery), for the generic
+/// integration only.
+pub(crate) struct NewNotice<'a> {
+    pub kind: EventKind,
+    pub buyer_id: &'a str,
+    pub url: &'a str,
+    pub payload: &'a str,
+    pub created_at: i64,
+}
+
+/// Writes a notice, due at once, and returns its id. It names no transaction in
+/// `transaction_id`, which ties an event to the transaction it delivers: its outcome must
+/// not move that transaction's delivery status, nor a refusal take the sale back (the
+/// payload names the transaction).
+pub(crate) fn insert_notice(conn: &Connection, notice: &NewNotice) -> rusqlite::Result<String> {
+    insert_row(conn, None, notice)
 }
 
 /// A due event taken by a claim, with what sending it needs.
@@ -157,7 +198,7 @@ const CLAIM_BUYER: &str = "SELECT webhook_url, signing_secret,
 macro_rules! claim_select {
     ($where:literal) => {
         concat!(
-            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims
+            "SELECT e.rowid, e.id, e.payload, r.request_id, e.claims, e.kind
              FROM outbox_events e
              LEFT JOIN transactions t ON t.id = e.transaction_id
              LEFT JOIN lead_requests r ON r.id = t.lead_request_id
@@ -214,6 +255,7 @@ pub fn claim_for_buyer(
     let mut candidates: Vec<Claimed> = conn
         .prepare_cached(sql)?
         .query_map(params![buyer_id, now], |row| {
+            let delivery = row.get::<_, EventKind>(5)? == EventKind::LeadDelivered;
             Ok(Claimed {
                 row: row.get(0)?,
                 id: row.get(1)?,
@@ -226,7 +268,9 @@ pub fn claim_for_buyer(
                 claim: row.get::<_, i64>(4)? + 1,
                 probe,
                 request_id: crate::ids::expand_at(row, 3, "req")?,
-                integration: integration.clone().map(|document| {
+                // A buyer's document maps `lead.delivered`; any other event goes as the
+                // generic signed webhook.
+                integration: integration.clone().filter(|_| delivery).map(|document| {
                     Box::new(BuyerIntegration {
                         document,
                         secrets: Vec::new(),
@@ -907,6 +951,24 @@ pub(crate) fn cancel_pending(
          WHERE transaction_id = ?1 AND status = 'pending'",
     )?
     .execute(params![transaction_id, reason])
+}
+
+/// Voids the events of transaction `transaction_id` (just rejected or cancelled) that were
+/// never tried and are not being tried: the person's data is not sent for a sale that no
+/// longer exists. An event whose first attempt is in flight (leased) is not recalled, and
+/// one tried before goes on as it was. Returns how many were voided.
+pub(crate) fn void_unsent(
+    conn: &Connection,
+    transaction_id: &str,
+    reason: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE outbox_events SET status = 'voided', lease_until = NULL, last_error = ?2
+         WHERE transaction_id = ?1 AND status = 'pending' AND attempts = 0
+           AND (lease_until IS NULL OR lease_until <= ?3)",
+    )?
+    .execute(params![transaction_id, reason, now])
 }
 
 /// The events of a transaction as an erasure rewrites them: id and payload.

@@ -160,7 +160,8 @@ pub(crate) fn erase_lead(conn: &Connection, lead_id: &str, now: i64) -> rusqlite
     };
     for transaction_id in crate::delivery::transaction::ids_of_lead(conn, lead_id)? {
         let reasons = crate::delivery::transaction::erase_reasons(conn, &transaction_id)?
-            + crate::ledger::erase_reasons(conn, &transaction_id)?;
+            + crate::ledger::erase_reasons(conn, &transaction_id)?
+            + crate::lifecycle::returns::erase_reasons(conn, &transaction_id)?;
         if reasons > 0 {
             counts.transactions += 1;
         }

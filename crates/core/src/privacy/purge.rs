@@ -30,8 +30,8 @@ use crate::ingest::quality::QualityStatus;
 /// How many index entries (tombstones included) one purge job may walk.
 const WALK_PER_JOB: usize = 1_000;
 
-/// The most leads one purge job makes tombstones of. Measured (BENCHMARKS.md, purge while
-/// ingesting): jobs of 100 leads with a pause as long as the job moved ingest's p99 by tens
+/// The most leads one purge job makes tombstones of. Measured (BENCHMARKS.md, "Purge while
+/// ingesting"): jobs of 100 leads with a pause as long as the job moved ingest's p99 by tens
 /// of milliseconds on a loaded machine.
 const PURGE_LEADS_PER_JOB: usize = 20;
 

@@ -465,24 +465,31 @@ fn grouped_text<'r>(
 /// ([`buckets::spans`]), sums them in SQLite by a prefix of the key ([`bucket_query`]) and
 /// adds those sums up by the dimensions' values. When every dimension is a period, every
 /// period of the range has a row, also one without data.
-pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
-    if query.from > query.to {
-        return Err(ReportError::Backwards {
-            from: query.from,
-            to: query.to,
-        });
+/// The workspace's time zone (its name and the zone) and the UTC range `[start, end)` in ms
+/// of its local dates `from` to `to`, both included: what a report of those dates reads.
+pub fn local_range(
+    conn: &Connection,
+    workspace_id: &str,
+    from: Date,
+    to: Date,
+) -> Result<(String, TimeZone, i64, i64), ReportError> {
+    if from > to {
+        return Err(ReportError::Backwards { from, to });
     }
+    let (timezone_name, tz) = timezone(conn, workspace_id)?;
+    let start = start_of(from, &tz);
+    let end = to.tomorrow().map_or(i64::MAX, |next| start_of(next, &tz));
+    Ok((timezone_name, tz, start, end))
+}
+
+pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError> {
     for (at, by) in query.by.iter().enumerate() {
         if query.by[..at].contains(by) {
             return Err(ReportError::Repeated(by.as_str()));
         }
     }
-    let (timezone_name, tz) = timezone(conn, &query.workspace_id)?;
-    let start = start_of(query.from, &tz);
-    let end = query
-        .to
-        .tomorrow()
-        .map_or(i64::MAX, |next| start_of(next, &tz));
+    let (timezone_name, tz, start, end) =
+        local_range(conn, &query.workspace_id, query.from, query.to)?;
     let needs = |dims: &[By]| query.by.iter().any(|b| dims.contains(b));
     let suppliers: HashMap<String, Option<String>> = if needs(&[By::Supplier]) {
         let mut stmt = conn.prepare_cached("SELECT id, supplier_id FROM sources")?;

@@ -37,7 +37,8 @@ pub(crate) fn label(status: Status) -> Option<bool> {
     match status {
         Status::Acknowledged | Status::PayoutPending | Status::Paid => Some(true),
         Status::Rejected | Status::Cancelled => Some(false),
-        Status::Delivered => None,
+        // A pending return is the buyer's claim, not yet an outcome.
+        Status::Delivered | Status::ReturnRequested => None,
     }
 }
 
@@ -442,6 +443,7 @@ mod tests {
                 (Status::PayoutPending, Some(true)),
                 (Status::Paid, Some(true)),
                 (Status::Cancelled, Some(false)),
+                (Status::ReturnRequested, None),
             ]
         );
     }

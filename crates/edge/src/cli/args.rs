@@ -15,8 +15,15 @@ use crate::config::product::FieldDef;
 /// amount flag's value out of range never gets here: [`super::parse_from`] refuses it first
 /// (exit 1, DESIGN.md section 11).
 pub(crate) fn money(text: &str) -> Result<i64, String> {
-    crate::money::parse_cents(text).map_err(|e| e.to_string())
+    crate::money::parse_cents(text).map_err(|e| match e {
+        crate::money::AmountError::Negative(_) => format!("{e}; {DEBIT_HINT}"),
+        e => e.to_string(),
+    })
 }
+
+/// Where a user who typed a negative price or amount is sent: the one command that debits.
+pub(crate) const DEBIT_HINT: &str =
+    "to debit a buyer's balance use `leadrelay buyer adjust BUYER --amount=-5 --reason R`";
 
 /// An amount that may be negative (`--amount=-5` of an adjustment).
 pub(crate) fn signed_money(text: &str) -> Result<i64, String> {
@@ -668,6 +675,43 @@ pub struct BuyerSettings {
     /// How far a prepaid balance may go below zero.
     #[arg(long, value_parser = money)]
     pub credit_limit: Option<i64>,
+    /// The share (0 to 100, e.g. 10 or 12.5) of a month's deliveries the buyer may return,
+    /// or none.
+    #[arg(long, value_name = "PERCENT", value_parser = percent_or_none)]
+    pub return_cap: Option<OrNone<i64>>,
+    /// auto (a return applies at once) or manual (it waits for `transaction return
+    /// approve|deny`).
+    #[arg(long, value_enum)]
+    pub return_review: Option<ReturnReviewArg>,
+}
+
+/// Whether a buyer's returns wait for the operator.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReturnReviewArg {
+    Auto,
+    Manual,
+}
+
+impl ReturnReviewArg {
+    pub(crate) fn review(self) -> crate::config::buyer::ReturnReview {
+        match self {
+            ReturnReviewArg::Auto => crate::config::buyer::ReturnReview::Auto,
+            ReturnReviewArg::Manual => crate::config::buyer::ReturnReview::Manual,
+        }
+    }
+}
+
+/// A percentage from 0 to 100 with at most two decimals, in basis points, or `none`.
+fn percent_or_none(text: &str) -> Result<OrNone<i64>, String> {
+    if text == "none" {
+        return Ok(OrNone(None));
+    }
+    match crate::money::parse_cents(text) {
+        Ok(bp) if (0..=10_000).contains(&bp) => Ok(OrNone(Some(bp))),
+        _ => Err(format!(
+            "expected a percentage from 0 to 100, or none, not '{text}'"
+        )),
+    }
 }
 
 /// `buyer terms`: list a buyer's subscriptions, or `set` one's terms.

@@ -41,6 +41,9 @@ pub enum TransactionStatusArg {
     PayoutPending,
     Paid,
     Cancelled,
+    /// Spelt as every output prints it.
+    #[value(name = "return_requested")]
+    ReturnRequested,
 }
 
 impl TransactionStatusArg {
@@ -52,6 +55,7 @@ impl TransactionStatusArg {
             TransactionStatusArg::PayoutPending => Status::PayoutPending,
             TransactionStatusArg::Paid => Status::Paid,
             TransactionStatusArg::Cancelled => Status::Cancelled,
+            TransactionStatusArg::ReturnRequested => Status::ReturnRequested,
         }
     }
 }
@@ -114,6 +118,9 @@ pub enum TransactionCommand {
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
         reason: String,
     },
+    /// Returns: the review queue, a return filed for a buyer, the operator's decision.
+    #[command(subcommand)]
+    Return(super::returns::ReturnCommand),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -121,6 +128,8 @@ pub enum EventStatusArg {
     Pending,
     Delivered,
     Failed,
+    /// Never sent: its transaction was rejected or cancelled before its first attempt.
+    Voided,
 }
 
 impl EventStatusArg {
@@ -129,6 +138,7 @@ impl EventStatusArg {
             EventStatusArg::Pending => EventStatus::Pending,
             EventStatusArg::Delivered => EventStatus::Delivered,
             EventStatusArg::Failed => EventStatus::Failed,
+            EventStatusArg::Voided => EventStatus::Voided,
         }
     }
 }
@@ -219,6 +229,10 @@ pub(super) fn transaction(
 ) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     match command {
+        TransactionCommand::Return(command) => {
+            db.close();
+            return super::returns::transaction_return(path, out, command);
+        }
         TransactionCommand::Show { id } => {
             let shown = db.read_blocking(|conn| {
                 let txn = transaction::find(conn, &id)?

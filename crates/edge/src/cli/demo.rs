@@ -136,6 +136,8 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
                 auto_payout_pending: false,
                 plan,
                 credit_limit_cents: 0,
+                return_cap_bp: None,
+                return_review: buyer::ReturnReview::Auto,
             },
         )?;
         secrets.push(
@@ -183,8 +185,9 @@ pub(super) fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<E
     db.close();
     let created = match result {
         Err(ConfigError::AlreadyExists { .. }) => anyhow::bail!(
-            "the demo exists already in {}; use a fresh database (--db /tmp/demo.db)",
-            path.display()
+            "the demo exists already in {}; use a fresh database (--db {})",
+            path.display(),
+            fresh_path(path).display()
         ),
         other => other?,
     };
@@ -376,6 +379,17 @@ http.server.HTTPServer(("{host}", {port}), H).serve_forever()'"#
             format!("curl -s {base}/api/health"),
         ),
     ]
+}
+
+/// A database path for another demo: in the temp directory, named with the first number
+/// that names no file yet (and not `taken`, the file the demo is already in), so the advice
+/// never names the file that was just refused.
+fn fresh_path(taken: &Path) -> std::path::PathBuf {
+    let dir = std::env::temp_dir();
+    (1u32..)
+        .map(|n| dir.join(format!("leadrelay-demo-{n}.db")))
+        .find(|candidate| candidate != taken && !candidate.exists())
+        .expect("some number names no file")
 }
 
 #[cfg(test)]

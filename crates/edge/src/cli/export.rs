@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use super::period::{self, Bound};
 use crate::db::{Db, DbError};
 use crate::delivery::transaction::{self, Transaction};
+use crate::ingest::model::StoredLead;
 use crate::ingest::view::{self, LeadFilter};
+use crate::report::csv::{Cell, Writer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Format {
@@ -66,8 +68,9 @@ impl From<csv::Error> for ExportError {
     }
 }
 
-/// The lead CSV's columns: the keys of `lead show --json`, one level of `person` and
-/// `consent` spelt `person.email`; other objects and arrays are JSON text in their column.
+/// The lead CSV's own columns: the keys of `lead show --json` but `requests` (they are
+/// [`REQUEST_COLUMNS`]), one level of `person` and `consent` spelt `person.email`; other
+/// objects and arrays are JSON text in their column.
 const LEAD_COLUMNS: &[&str] = &[
     "id",
     "sourceId",
@@ -95,10 +98,26 @@ const LEAD_COLUMNS: &[&str] = &[
     "qualityReasons",
     "duplicateStatus",
     "duplicateMatch",
-    "requests",
     "createdAt",
     "erased",
     "erasedAt",
+];
+
+/// The lead CSV's columns after the lead's own: one record per lead request and sale of
+/// it (a request sold to several buyers in multi mode has a record per buyer, one not
+/// sold a record with the sale's columns empty, a lead without requests one record with
+/// these columns empty). `returned` is a sale the buyer rejected
+/// or cancelled. The request's trace (its auto-delivery decision) is in the NDJSON only.
+const REQUEST_COLUMNS: &[&str] = &[
+    "requestId",
+    "productSlug",
+    "requestStatus",
+    "transactionId",
+    "transactionStatus",
+    "buyerId",
+    "buyerPrice",
+    "deliveredAt",
+    "returned",
 ];
 
 /// The transaction CSV's columns: the keys of its export JSON (`bid` as JSON text).
@@ -133,25 +152,26 @@ fn transaction_json(transaction: &Transaction, source_id: &str) -> Value {
     shown
 }
 
-/// The value at a CSV column's key (`person.email`: one level down) as a field: text as
-/// it is, null as nothing, numbers and booleans as JSON prints them, objects and arrays
-/// as compact JSON.
-fn field(record: &Value, column: &str) -> String {
+/// The value at a CSV column's key (`person.email`: one level down) as a cell: text as
+/// it is, null as nothing, numbers as numbers, booleans as JSON prints them, objects and
+/// arrays as compact JSON text.
+fn field<'a>(record: &'a Value, column: &str) -> Cell<'a> {
     let value = match column.split_once('.') {
         Some((outer, inner)) => &record[outer][inner],
         None => &record[column],
     };
     match value {
-        Value::Null => String::new(),
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
+        Value::Null => Cell::text(""),
+        Value::String(text) => Cell::text(text.as_str()),
+        Value::Number(number) => Cell::number(number),
+        other => Cell::text(other.to_string()),
     }
 }
 
 /// Where the records go: NDJSON lines or CSV records on `out`.
 enum Sink<W: Write> {
     Ndjson(W),
-    Csv(Box<csv::Writer<W>>, &'static [&'static str]),
+    Csv(Box<Writer<W>>, &'static [&'static str]),
 }
 
 impl<W: Write> Sink<W> {
@@ -159,8 +179,8 @@ impl<W: Write> Sink<W> {
         Ok(match format {
             Format::Ndjson => Sink::Ndjson(out),
             Format::Csv => {
-                let mut csv = crate::report::csv::writer(out);
-                csv.write_record(columns)?;
+                let mut csv = Writer::new(out);
+                csv.header(columns.iter().copied())?;
                 Sink::Csv(Box::new(csv), columns)
             }
         })
@@ -173,7 +193,7 @@ impl<W: Write> Sink<W> {
                 out.write_all(b"\n")?;
             }
             Sink::Csv(csv, columns) => {
-                csv.write_record(columns.iter().map(|c| field(record, c)))?;
+                csv.record(columns.iter().map(|c| field(record, c)))?;
             }
         }
         Ok(())
@@ -220,6 +240,61 @@ fn to_stdout(
     }
 }
 
+/// The lead's records in the lead CSV: its own cells, then a request's and its sale's.
+fn write_lead_rows<W: Write>(
+    conn: &rusqlite::Connection,
+    csv: &mut Writer<W>,
+    lead: &StoredLead,
+) -> Result<(), ExportError> {
+    let shown = lead.to_json();
+    let own: Vec<Cell> = LEAD_COLUMNS.iter().map(|c| field(&shown, c)).collect();
+    // The requests as `lead show` has them: their id, product slug and status.
+    let requests = shown["requests"].as_array().map_or(&[][..], Vec::as_slice);
+    if requests.is_empty() {
+        let none = std::iter::repeat_n(Cell::text(""), REQUEST_COLUMNS.len());
+        csv.record(own.iter().cloned().chain(none))?;
+    }
+    for request in requests {
+        let id = request["id"].as_str().unwrap_or_default();
+        let request_cells = [
+            field(request, "id"),
+            field(request, "productSlug"),
+            field(request, "status"),
+        ];
+        let sales = transaction::of_request(conn, id)?;
+        if sales.is_empty() {
+            let unsold = std::iter::repeat_n(Cell::text(""), REQUEST_COLUMNS.len() - 3);
+            csv.record(
+                own.iter()
+                    .cloned()
+                    .chain(request_cells.clone())
+                    .chain(unsold),
+            )?;
+        }
+        for sale in &sales {
+            let sale_cells = [
+                Cell::text(sale.id.as_str()),
+                Cell::text(sale.status.as_str()),
+                Cell::text(sale.buyer_id.as_str()),
+                Cell::number(crate::money::display(sale.buyer_price_cents)),
+                Cell::text(crate::clock::iso(sale.created_at)),
+                Cell::text(if sale.status.is_live() {
+                    "false"
+                } else {
+                    "true"
+                }),
+            ];
+            csv.record(
+                own.iter()
+                    .cloned()
+                    .chain(request_cells.clone())
+                    .chain(sale_cells),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn leads(db: &Db, args: ExportArgs) -> anyhow::Result<ExitCode> {
     to_stdout(|out| {
         db.read_blocking(|conn| {
@@ -230,9 +305,19 @@ pub(crate) fn leads(db: &Db, args: ExportArgs) -> anyhow::Result<ExitCode> {
                 to_ms,
                 ..LeadFilter::default()
             };
-            let mut sink = Sink::new(out, args.format, LEAD_COLUMNS)?;
-            view::for_each(conn, &filter, |lead| sink.write(&lead.to_json()))?;
-            sink.finish()
+            match args.format {
+                Format::Ndjson => {
+                    let mut sink = Sink::new(out, args.format, LEAD_COLUMNS)?;
+                    view::for_each(conn, &filter, |lead| sink.write(&lead.to_json()))?;
+                    sink.finish()
+                }
+                Format::Csv => {
+                    let mut csv = Writer::new(out);
+                    csv.header(LEAD_COLUMNS.iter().chain(REQUEST_COLUMNS).copied())?;
+                    view::for_each(conn, &filter, |lead| write_lead_rows(conn, &mut csv, lead))?;
+                    Ok(csv.flush()?)
+                }
+            }
         })
     })
 }
@@ -278,7 +363,10 @@ mod tests {
     fn every_field_of_a_lead_and_a_transaction_has_a_csv_column() {
         let lead = crate::autodelivery::testing::lead(&[("email", "a@example.org")]);
         for key in keys(&lead.to_json()) {
-            assert!(LEAD_COLUMNS.contains(&key.as_str()), "no column for {key}");
+            assert!(
+                LEAD_COLUMNS.contains(&key.as_str()) || key == "requests",
+                "no column for {key}"
+            );
         }
         let conn = crate::autodelivery::testing::database();
         crate::autodelivery::testing::add_buyer(
@@ -310,11 +398,11 @@ mod tests {
     #[test]
     fn a_field_is_text_as_is_and_nested_values_as_json() {
         let record = json!({"a": "x,y", "n": null, "p": {"email": "e"}, "r": [1], "b": true});
-        assert_eq!(field(&record, "a"), "x,y");
-        assert_eq!(field(&record, "n"), "");
-        assert_eq!(field(&record, "p.email"), "e");
-        assert_eq!(field(&record, "r"), "[1]");
-        assert_eq!(field(&record, "b"), "true");
-        assert_eq!(field(&record, "missing"), "");
+        assert_eq!(field(&record, "a"), Cell::text("x,y"));
+        assert_eq!(field(&record, "n"), Cell::text(""));
+        assert_eq!(field(&record, "p.email"), Cell::text("e"));
+        assert_eq!(field(&record, "r"), Cell::text("[1]"));
+        assert_eq!(field(&record, "b"), Cell::text("true"));
+        assert_eq!(field(&record, "missing"), Cell::text(""));
     }
 }

@@ -22,6 +22,7 @@ mod period;
 mod ping;
 mod privacy;
 mod report;
+mod returns;
 mod serve;
 mod setup;
 
@@ -39,6 +40,10 @@ pub use output::Output;
 pub use privacy::{EraseArgs, PurgeArgs};
 pub use setup::NoDatabase;
 
+/// The heading of the flags every command takes, shown after the command's own options so
+/// that `buyer create --help` lists its own flags together.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "leadrelay",
@@ -51,6 +56,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "LEADRELAY_DB",
         default_value = "leadrelay.db"
     )]
@@ -58,7 +64,7 @@ pub struct Cli {
 
     /// Print one JSON object or array on stdout instead of text (and errors as JSON on
     /// stderr).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// How long to wait for another process's write lock on the database (the running
@@ -66,6 +72,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "LEADRELAY_BUSY_TIMEOUT",
         default_value = "30s",
         value_parser = args::positive_duration
@@ -74,7 +81,7 @@ pub struct Cli {
 
     /// Print only the value at PATH of the JSON output, as plain text: keys and array
     /// indexes joined by '.' (e.g. id, 0.id, transactionId).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "PATH")]
     pub get: Option<String>,
 
     #[command(subcommand)]
@@ -147,6 +154,9 @@ pub enum Command {
     /// Transactions created by deliveries.
     #[command(subcommand)]
     Transaction(TransactionCommand),
+    /// A workspace's return reason codes.
+    #[command(subcommand)]
+    ReturnReason(returns::ReturnReasonCommand),
     /// Outbound webhook events and their attempts.
     #[command(subcommand)]
     Outbox(OutboxCommand),
@@ -234,9 +244,14 @@ pub fn parse_from(args: &[std::ffi::OsString]) -> Result<Cli, Usage> {
             .strip_prefix('-')
             .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.'));
         if AMOUNT_FLAGS.contains(&flag.as_ref()) && negative {
-            return Err(Usage::NegativeAmount(format!(
-                "write negative amounts as {flag}={value}"
-            )));
+            // Only an adjustment's amount may be negative: anywhere else the advice to
+            // write `--price=-3` would only lead to the next refusal.
+            let adjustment = flag == "--amount" && args.iter().any(|a| a == "adjust");
+            return Err(Usage::NegativeAmount(if adjustment {
+                format!("write negative amounts as {flag}={value}")
+            } else {
+                format!("{flag} must not be negative; {}", args::DEBIT_HINT)
+            }));
         }
     }
     for amount in amount_values(args) {
@@ -306,6 +321,12 @@ fn error_code(error: &anyhow::Error) -> &'static str {
     if let Some(e) = error.downcast_ref::<crate::config::ConfigError>() {
         return e.code();
     }
+    if let Some(e) = error.downcast_ref::<crate::lifecycle::LifecycleError>() {
+        return e.code();
+    }
+    if let Some(crate::lifecycle::void::VoidError::Lifecycle(e)) = error.downcast_ref() {
+        return e.code();
+    }
     if error.downcast_ref::<NoDatabase>().is_some() {
         return "no_database";
     }
@@ -347,6 +368,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Evaluator(command) => evaluator::run(&cli.db, &out, command),
         Command::Deliver(args) => delivery::deliver(&cli.db, &out, args),
         Command::Transaction(command) => delivery::transaction(&cli.db, &out, command),
+        Command::ReturnReason(command) => returns::reason(&cli.db, &out, command),
         Command::Outbox(command) => delivery::outbox(&cli.db, &out, command),
         Command::Ledger(command) => ledger::run(&cli.db, &out, command),
         Command::Demo(args) => demo::run(&cli.db, &out, args),

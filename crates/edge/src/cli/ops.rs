@@ -98,6 +98,30 @@ fn print_text(report: &check::CheckReport) {
             );
         }
     }
+    // Every check `--json` reports, each on its own line: a clean file says so for each.
+    let count = |n: usize, what: &str| match n {
+        0 => "ok".to_string(),
+        n => format!("{n} {what}"),
+    };
+    println!(
+        "schema objects: {}",
+        count(report.missing_objects.len(), "missing")
+    );
+    println!(
+        "states: {}",
+        count(report.unknown_states.len(), "unknown value(s)")
+    );
+    println!(
+        "balances: {}",
+        count(
+            report.balance_mismatch_count(),
+            "buyer(s) not matching their ledger"
+        )
+    );
+    println!(
+        "report: {}",
+        count(report.report_mismatches, "row(s) not matching a recount")
+    );
     if report.ok {
         println!("result: ok");
     } else {

@@ -13,6 +13,8 @@ use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
 pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Taken before the file is opened (or migrated) and held until the server has stopped.
+    let _one_server = crate::db::files::ServeLock::take(path)?;
     let db = super::setup::create_or_open(path)?;
     let mut options = ServiceOptions {
         delivery: WorkerConfig {

@@ -483,6 +483,10 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                         auto_payout_pending,
                         plan: settings.plan.map_or(buyer::Plan::Postpaid, plan),
                         credit_limit_cents: settings.credit_limit.unwrap_or(0),
+                        return_cap_bp: settings.return_cap.and_then(|cap| cap.0),
+                        return_review: settings
+                            .return_review
+                            .map_or(buyer::ReturnReview::Auto, |r| r.review()),
                     },
                 )
             })?;
@@ -513,6 +517,8 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 auto_payout_pending,
                 plan: settings.plan.map(plan),
                 credit_limit_cents: settings.credit_limit,
+                return_cap_bp: settings.return_cap.map(|cap| cap.0),
+                return_review: settings.return_review.map(|r| r.review()),
             };
             let updated = write(&db, move |conn| buyer::update(conn, &id, &changes))?;
             out.print(&updated.to_json());

@@ -51,11 +51,8 @@ pub(crate) enum HttpError {
     BodyTimeout,
     #[error("request body could not be read: {0}")]
     BodyUnreadable(String),
-    #[error(
-        "request body is not valid JSON: {json} (line {}, column {})",
-        .json.line(),
-        .json.column()
-    )]
+    /// serde_json's message names the line and column itself.
+    #[error("request body is not valid JSON: {json}")]
     InvalidJson { json: serde_json::Error },
     #[error("too many requests from this address; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
@@ -368,6 +365,18 @@ fn lifecycle_error_object(e: &LifecycleError) -> Value {
         }
         LifecycleError::CancellationAlreadyResolved { status } => {
             error.insert("status".into(), json!(status));
+        }
+        LifecycleError::UnknownReasonCode { valid, .. } => {
+            error.insert("validReasonCodes".into(), json!(valid));
+        }
+        LifecycleError::ReturnCapReached {
+            cap_bp,
+            returned,
+            delivered,
+        } => {
+            error.insert("returnCap".into(), crate::money::to_json(*cap_bp));
+            error.insert("returned".into(), json!(returned));
+            error.insert("delivered".into(), json!(delivered));
         }
         _ => {}
     }

@@ -4,8 +4,9 @@
 //! A checkpoint copies the pages of the WAL into the database file and fsyncs it: several
 //! milliseconds, sometimes tens on a busy disk. Run on the writer thread (inside a commit,
 //! as SQLite's `wal_autocheckpoint` does, or after a group's answers), every job arriving
-//! meanwhile waits for it; at 1,000 pings/s that was the p99 (BENCHMARKS.md, "The checkpoint
-//! off the writer"). A PASSIVE checkpoint needs no write lock, so in WAL mode it runs beside
+//! meanwhile waits for it; at 1,000 pings/s that was the p99 (fixed-price pings of
+//! `bench/ping.sh`: client p99 3.9-56.6 ms with the checkpoint on the writer, 2.7-4.5 ms
+//! beside it, alternating on one machine). A PASSIVE checkpoint needs no write lock, so in WAL mode it runs beside
 //! the writer's transactions: the writer only [`Nudge`]s this thread when the WAL has grown
 //! by [`CHECKPOINT_FRAMES`] since its last nudge.
 //!

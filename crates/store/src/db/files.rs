@@ -4,7 +4,8 @@
 //! Owns their names, keeping them private (mode 0600: they hold personal data and secret
 //! hashes) and the advisory lock that says "a leadrelay process is using this database":
 //! every [`super::Db`] holds it shared for its whole life, and `restore` takes it
-//! exclusively, so a restore can never swap the file under a running server or command. It
+//! exclusively, so a restore can never swap the file under a running server or command;
+//! and `.serve.lock`, which `serve` alone holds, so a second server refuses to start. It
 //! does not own what is inside the files (SQLite) or when a file is replaced
 //! (`ops::restore`).
 //!
@@ -190,7 +191,12 @@ pub(crate) fn lock_path(path: &Path) -> PathBuf {
 }
 
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    let lock = lock_path(path);
+    open_side_lock(path, lock_path(path))
+}
+
+/// Opens (or creates, private and owned like the database) `lock`, a lock file beside the
+/// database at `path`.
+fn open_side_lock(path: &Path, lock: PathBuf) -> io::Result<File> {
     let opened = match private_new_file().open(&lock) {
         Ok(file) => {
             // Created by us: give it the owner of the database (or its directory), so a
@@ -243,6 +249,64 @@ impl UseLock {
     }
 }
 
+/// The lock file that says which process serves the database at `path`.
+pub fn serve_lock_path(path: &Path) -> PathBuf {
+    with_suffix(path, ".serve.lock")
+}
+
+/// The lock only `serve` takes (a `flock`, exclusive, on `PATH.serve.lock`, which holds
+/// the serving process's id): one server per database. Two servers on one file would
+/// each run an outbox worker and a retention purge over the same rows, and the second
+/// would start without a word. It is separate from [`UseLock`], which every command holds
+/// shared, so the CLI keeps working beside the server. Like that lock, the file is never
+/// removed, and the kernel releases the lock however the server ends.
+#[derive(Debug)]
+pub struct ServeLock {
+    _file: File,
+}
+
+/// Why `serve` could not take the [`ServeLock`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServeLockError {
+    #[error(
+        "{path} is already served by process {pid} (leadrelay serve); stop that server first, or serve another --db"
+    )]
+    Held { path: String, pid: String },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl ServeLock {
+    /// Takes the lock without waiting and writes this process's id into it, or says which
+    /// process holds it.
+    pub fn take(path: &Path) -> Result<ServeLock, ServeLockError> {
+        use std::io::{Read, Seek, Write};
+        let mut file = open_side_lock(path, serve_lock_path(path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = match pid.trim() {
+                    // The holder took the lock a moment ago and has not written its id yet.
+                    "" => "(its id not yet written)".to_string(),
+                    id => id.to_string(),
+                };
+                return Err(ServeLockError::Held {
+                    path: path.display().to_string(),
+                    pid,
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(e.into()),
+        }
+        file.set_len(0)?;
+        file.rewind()?;
+        writeln!(file, "{}", std::process::id())?;
+        file.flush()?;
+        Ok(ServeLock { _file: file })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +336,23 @@ mod tests {
         let exclusive = UseLock::try_exclusive(&path).unwrap();
         assert!(exclusive.is_some());
         assert!(UseLock::try_exclusive(&path).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_second_serve_lock_names_the_holder_and_the_first_dropped_frees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        let first = ServeLock::take(&path).unwrap();
+        // The use lock is independent: commands keep working beside the server.
+        let _command = UseLock::shared(&path).unwrap();
+        match ServeLock::take(&path) {
+            Err(ServeLockError::Held { pid, .. }) => {
+                assert_eq!(pid, std::process::id().to_string())
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        drop(first);
+        ServeLock::take(&path).unwrap();
     }
 
     #[cfg(unix)]

@@ -79,7 +79,48 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0022_checks_without_in.sql"),
         then: Some(checks_rewritten),
     },
+    // Returns: the state `return_requested` (the CHECK's text only), reason codes (the
+    // defaults for every workspace), the buyers' return policy, the returns.
+    Migration {
+        sql: include_str!("../../migrations/0023_returns.sql"),
+        then: Some(returns_added),
+    },
+    // An outbox event may be `voided` (its sale ended before its first attempt): the
+    // status CHECK's text only, as in migration 22.
+    Migration {
+        sql: include_str!("../../migrations/0024_outbox_voided.sql"),
+        then: Some(checks_rewritten),
+    },
 ];
+
+/// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
+/// buyers' return policy columns are added where missing.
+fn returns_added(conn: &Connection) -> rusqlite::Result<()> {
+    checks_rewritten(conn)?;
+    let columns = [
+        (
+            "return_cap_bp",
+            "ALTER TABLE buyers ADD COLUMN return_cap_bp INTEGER
+                CHECK (return_cap_bp IS NULL OR (return_cap_bp >= 0 AND return_cap_bp <= 10000))",
+        ),
+        (
+            "return_review",
+            "ALTER TABLE buyers ADD COLUMN return_review TEXT NOT NULL DEFAULT 'auto'
+                CHECK (return_review = 'auto' OR return_review = 'manual')",
+        ),
+    ];
+    for (column, add) in columns {
+        let present: bool = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('buyers') WHERE name = ?1",
+            [column],
+            |row| row.get(0),
+        )?;
+        if !present {
+            conn.execute_batch(add)?;
+        }
+    }
+    Ok(())
+}
 
 /// Migration 8's step: the new cap counters counted from the live transactions of each
 /// workspace's current local day and month. Frozen with the migration, as its SQL is: the
@@ -115,7 +156,7 @@ fn count_caps(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Migration 22's step: moves the schema version on after the tables' SQL was rewritten in
+/// The step of migrations 22 and 24: moves the schema version on after the tables' SQL was rewritten in
 /// `sqlite_schema`, so that every other connection parses it again (this one did at
 /// `writable_schema = RESET`), and reads each table once so that a text SQLite cannot parse
 /// fails the migration (and rolls it back) instead of the next open.

@@ -281,7 +281,8 @@ impl Db {
         // The writer's page cache holds the b-tree pages its jobs walk; with SQLite's default
         // of 2 MB, a file of a million delivered leads made every delivery fetch the leaf
         // pages of its random-keyed indexes again from the OS, and auto-delivery ran 6-7%
-        // slower than on a fresh file (BENCHMARKS.md, session 8). Only the writer's: the
+        // slower than on a fresh file, with it not slower (`PREFILL=1000000
+        // bench/autodelivery.sh`, BENCHMARKS.md). Only the writer's: the
         // readers are many and short-lived, and its pages stay valid between jobs since no
         // other connection writes.
         write_conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;

@@ -5,8 +5,8 @@
 //! copies each page a job first changes into an in-memory journal made of 1 KiB chunks,
 //! several allocations per page, all freed when the job ends. glibc serves those past its
 //! small per-thread cache from an arena under a lock: 8% of the writer's time for an
-//! auto-delivered lead went to glibc's `malloc` and `free` called by SQLite (BENCHMARKS.md,
-//! "Auto-delivery at ingest speed, session 6"). With its statistics on (the default),
+//! auto-delivered lead went to glibc's `malloc` and `free` called by SQLite (perf of the
+//! writer during `bench/autodelivery.sh`'s auto-delivery load). With its statistics on (the default),
 //! SQLite also takes a global mutex around every allocation and free to keep counts
 //! nothing here reads (`sqlite3_memory_used`): another 2%.
 //!
@@ -27,8 +27,8 @@ use mimalloc as _;
 // an aligned request over 1 KiB on its slow path (over-allocation, then the block's interior
 // pointer marked on its page), which is every chunk of the savepoint journal (SQLite asks for
 // exactly 1 KiB, and a header to remember the size made it 1,040 bytes) and every cached page:
-// 3% of the writer's instructions for an auto-delivered lead (BENCHMARKS.md, "The outbox's
-// writer cost, session 8"). mimalloc's blocks are 16-byte aligned and know their size, so no
+// 3.8% of the writer's instructions for an auto-delivered lead (callgrind of `serve` during
+// `bench/autodelivery.sh`'s auto-delivery load). mimalloc's blocks are 16-byte aligned and know their size, so no
 // header is needed either.
 unsafe extern "C" {
     fn mi_malloc(size: usize) -> *mut c_void;

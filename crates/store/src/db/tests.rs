@@ -344,7 +344,7 @@ fn the_writer_that_ran_migration_22_writes_with_the_new_checks() {
     let dir = tempfile::tempdir().expect("a temp dir can be made");
     let path = dir.path().join("test.db");
     Db::open(&path).expect("a new database opens").close();
-    // Back to the text before migration 22, schema version 21.
+    // Back to the text before migrations 22 and 24, schema version 21.
     let conn = Connection::open(&path).unwrap();
     let version: i64 = conn
         .pragma_query_value(None, "schema_version", |r| r.get(0))
@@ -353,7 +353,8 @@ fn the_writer_that_ran_migration_22_writes_with_the_new_checks() {
         "BEGIN;
          PRAGMA writable_schema = ON;
          UPDATE sqlite_schema SET sql = replace(sql,
-             'CHECK (status = ''pending'' OR status = ''delivered'' OR status = ''failed'')',
+             'CHECK (status = ''pending'' OR status = ''delivered'' OR status = ''failed''
+                            OR status = ''voided'')',
              'CHECK (status IN (''pending'', ''delivered'', ''failed''))')
          WHERE name = 'outbox_events';
          PRAGMA writable_schema = RESET;

@@ -10,7 +10,7 @@
 //! SQLite would also checkpoint the WAL inside a commit (`wal_autocheckpoint`, every 1,000
 //! frames), so that the jobs of the group whose commit crossed the mark waited for a copy of
 //! the WAL into the database file and its fsync, several milliseconds, and every job arriving
-//! meanwhile too (BENCHMARKS.md, "Ping/post" and "The checkpoint off the writer"). The
+//! meanwhile too (the p99 of fixed-price pings, `bench/ping.sh`; `db::checkpoint`). The
 //! writer's WAL hook turns that off; after each group the writer nudges the checkpointer
 //! thread (`db::checkpoint`) whenever the WAL grew by its mark, and the checkpoint runs there,
 //! beside the writer's next transactions ([`checkpoint_if_due`]). Only when the WAL still

@@ -155,7 +155,8 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
                     counted.accepted += count;
                 }
                 Status::Rejected | Status::Cancelled => counted.returned += count,
-                Status::Delivered => {}
+                // A pending return is neither accepted nor returned until it is decided.
+                Status::Delivered | Status::ReturnRequested => {}
             }
         }
         rates.insert(buyer.id.clone(), counted);

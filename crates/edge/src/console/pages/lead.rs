@@ -29,6 +29,8 @@ struct Sale {
 
 struct LeadPage {
     lead: Value,
+    /// When the person was erased (or the lead purged).
+    erased_at: Option<i64>,
     sales: Vec<Sale>,
 }
 
@@ -57,7 +59,7 @@ pub(crate) async fn get(db: &Db, operator: &Session, id: String) -> Result<Respo
         "/leads",
         operator,
         &zone,
-        render(&page),
+        render(&page, &zone),
     ))
 }
 
@@ -89,6 +91,7 @@ fn load(conn: &Connection, id: &str) -> Result<Option<LeadPage>, DbError> {
     }
     Ok(Some(LeadPage {
         lead: lead.to_json(),
+        erased_at: lead.erased_at,
         sales,
     }))
 }
@@ -102,16 +105,58 @@ fn text(value: &Value) -> String {
     }
 }
 
-/// An object's fields as a definition list; nested objects as nested lists.
+/// The keys whose numbers are amounts of money: shown with two decimals (`30.00`).
+const MONEY_KEYS: &[&str] = &[
+    "buyerPrice",
+    "supplierCost",
+    "marginAmount",
+    "chargedAmount",
+    "amount",
+    "price",
+];
+
+/// A field's value as text: an amount with two decimals, the rest as [`text`].
+fn value_text(key: &str, value: &Value) -> String {
+    match value.as_f64() {
+        Some(amount) if MONEY_KEYS.contains(&key) => format!("{amount:.2}"),
+        _ => text(value),
+    }
+}
+
+/// A JSON key as a label people read: `buyerPrice` → `Buyer price`, `transactionId` →
+/// `Transaction id`. Keys a partner chose (additional properties, field values) are shown
+/// as they are: they are the partner's names, not ours.
+fn label(key: &str) -> String {
+    let mut shown = String::with_capacity(key.len() + 4);
+    for (at, c) in key.chars().enumerate() {
+        if at == 0 {
+            shown.extend(c.to_uppercase());
+        } else if c.is_ascii_uppercase() {
+            shown.push(' ');
+            shown.push(c.to_ascii_lowercase());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
+/// An object's fields as a definition list with [`label`]s; nested objects as nested lists.
 fn fields(value: &Value) -> Markup {
+    fields_as(value, true)
+}
+
+/// [`fields`] with the keys as they are (`labelled` false): for the partner's own names.
+fn fields_as(value: &Value, labelled: bool) -> Markup {
     html! {
         @match value {
             Value::Object(map) if !map.is_empty() => {
                 dl class="fields" {
                     @for (key, value) in map {
-                        dt { (key) }
+                        dt { @if labelled { (label(key)) } @else { (key) } }
                         dd {
-                            @if value.is_object() { (fields(value)) } @else { (text(value)) }
+                            @if value.is_object() { (fields_as(value, labelled)) }
+                            @else { (value_text(key, value)) }
                         }
                     }
                 }
@@ -122,8 +167,10 @@ fn fields(value: &Value) -> Markup {
     }
 }
 
-fn render(page: &LeadPage) -> Markup {
+fn render(page: &LeadPage, zone: &Zone) -> Markup {
     let lead = &page.lead;
+    // An erased person's fields are blank by design: the cards say so instead.
+    let erased = page.erased_at.map(|at| format!("Erased {}", zone.when(at)));
     let summary = [
         "id",
         "createdAt",
@@ -140,25 +187,61 @@ fn render(page: &LeadPage) -> Markup {
     ];
     let empty = Vec::new();
     let requests = lead["requests"].as_array().unwrap_or(&empty);
+    // What the erasure kept of a card (the country of the person): its fields that are
+    // not blank, after the erasure's date.
+    let person_card = |id: &str, title: &str, value: &Value| {
+        let kept: serde_json::Map<String, Value> = value
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| !matches!(v, Value::Null) && v.as_str() != Some(""))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        html! {
+            div class="card" id=(id) {
+                h2 { (title) }
+                @if let Some(erased) = &erased {
+                    p class="erased" { (erased) }
+                    @if !kept.is_empty() { (fields(&Value::Object(kept))) }
+                } @else {
+                    (fields(value))
+                }
+            }
+        }
+    };
     html! {
+        @if let Some(erased) = &erased {
+            p class="erased" id="erased" {
+                (erased) ": the person's data was removed. Ids, times, products, statuses and "
+                "money are kept, so reports and the ledger still add up."
+            }
+        }
         section class="cards" {
             div class="card" id="lead-summary" {
                 h2 { "Lead" }
                 dl class="fields" {
                     @for key in summary {
                         @if let Some(value) = lead.get(key) {
-                            dt { (key) }
-                            dd { @if value.is_object() { (fields(value)) } @else { (text(value)) } }
+                            dt { (label(key)) }
+                            dd {
+                                @if key == "status" && erased.is_some() { "erased" }
+                                @else if value.is_object() { (fields(value)) }
+                                @else { (text(value)) }
+                            }
                         }
                     }
                 }
             }
-            div class="card" id="person" { h2 { "Person" } (fields(&lead["person"])) }
+            (person_card("person", "Person", &lead["person"]))
             div class="card" id="consent" { h2 { "Consent" } (fields(&lead["consent"])) }
             div class="card" id="capture" { h2 { "Capture" } (fields(&lead["capture"])) }
             div class="card" id="additional" {
                 h2 { "Additional properties" }
-                (fields(&lead["additionalProperties"]))
+                @if let Some(erased) = &erased {
+                    p class="erased" { (erased) }
+                } @else {
+                    (fields_as(&lead["additionalProperties"], false))
+                }
             }
         }
         h2 { "Requests and routing" }
@@ -181,10 +264,10 @@ fn request_section(request: &Value) -> Markup {
         section class="request" id={ "request-" (text(&request["id"])) } {
             h3 { (text(&request["productSlug"])) " · " (text(&request["id"])) }
             dl class="fields" {
-                dt { "status" } dd { (text(&request["status"])) }
-                dt { "routingReady" } dd { (text(&request["routingReady"])) }
-                dt { "triggerAutoDelivery" } dd { (text(&request["triggerAutoDelivery"])) }
-                dt { "fieldValues" } dd { (fields(&request["fieldValues"])) }
+                dt { "Status" } dd { (text(&request["status"])) }
+                dt { "Routing ready" } dd { (text(&request["routingReady"])) }
+                dt { "Trigger auto-delivery" } dd { (text(&request["triggerAutoDelivery"])) }
+                dt { "Field values" } dd { (fields_as(&request["fieldValues"], false)) }
             }
             @if decision.is_null() {
                 (layout::none_yet("No automated routing ran for this request."))
@@ -202,12 +285,15 @@ fn request_section(request: &Value) -> Markup {
                     div class="scroll" {
                         table class="list factors" {
                             caption { "Evaluation factors" }
-                            thead { tr { th { "Factor" } th { "Value" } th { "Contribution" } } }
+                            thead { tr {
+                                th { "Factor" } th { "Value" } th { "Weight" } th { "Contribution" }
+                            } }
                             tbody {
                                 @for factor in factors {
                                     tr {
                                         td { (text(&factor["name"])) }
                                         td { (text(&factor["value"])) }
+                                        td { (text(&factor["weight"])) }
                                         td { (text(&factor["contribution"])) }
                                     }
                                 }
@@ -228,7 +314,7 @@ fn request_section(request: &Value) -> Markup {
                                     td { (text(&candidate["buyerAccountId"])) }
                                     td { @if candidate["eligible"] == true { "yes" } @else { "no" } }
                                     td { (text(&candidate["reason"])) }
-                                    td { (text(&candidate["buyerPrice"])) }
+                                    td { (value_text("buyerPrice", &candidate["buyerPrice"])) }
                                     td { (text(&candidate["priority"])) }
                                     td { (text(&candidate["lastServedAt"])) }
                                     td { (text(&candidate["detail"])) }

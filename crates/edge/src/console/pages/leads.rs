@@ -32,10 +32,13 @@ pub(super) struct Row {
     pub quality: String,
     pub duplicate: String,
     pub status: String,
+    /// When the person was erased (or the lead purged): the row says so instead of
+    /// showing the blanks the erasure left.
+    pub erased_at: Option<i64>,
 }
 
 const COLUMNS: &str = "id, created_at, first_name || ' ' || last_name, email, phone, source_id, \
-                       external_id, quality_status, duplicate_status, status";
+                       external_id, quality_status, duplicate_status, status, erased_at";
 
 fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -49,6 +52,7 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Row> {
         quality: row.get(7)?,
         duplicate: row.get(8)?,
         status: row.get(9)?,
+        erased_at: row.get(10)?,
     })
 }
 
@@ -153,17 +157,23 @@ pub(super) fn table(rows: &[Row], zone: &Zone) -> Markup {
                 } }
                 tbody {
                     @for row in rows {
-                        tr {
+                        tr class=[row.erased_at.map(|_| "erased")] {
                             td { a href={ "/leads/" (row.id) } { (row.id) } }
                             td { (zone.when(row.created_at)) }
-                            td { (row.name) }
-                            td { (row.email.as_deref().unwrap_or("")) }
-                            td { (row.phone.as_deref().unwrap_or("")) }
+                            @if let Some(erased_at) = row.erased_at {
+                                td colspan="3" class="erased" {
+                                    "Erased " (zone.when(erased_at))
+                                }
+                            } @else {
+                                td { (row.name) }
+                                td { (row.email.as_deref().unwrap_or("")) }
+                                td { (row.phone.as_deref().unwrap_or("")) }
+                            }
                             td { (row.source_id) }
                             td { (row.external_id.as_deref().unwrap_or("")) }
                             td { span class={ "tag " (row.quality) } { (row.quality) } }
                             td { (row.duplicate) }
-                            td { (row.status) }
+                            td { @if row.erased_at.is_some() { "erased" } @else { (row.status) } }
                         }
                     }
                 }

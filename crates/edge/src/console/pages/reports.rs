@@ -109,6 +109,40 @@ struct Made {
     /// The form's values as resolved (defaults filled in when the input was good).
     shown: Asked,
     outcome: Result<(Report, Names), Vec<String>>,
+    /// The period's returns: the return rate per source, supplier and buyer, and the
+    /// returns per reason code (DESIGN.md section 19).
+    returns: Option<Returns>,
+}
+
+/// The returns section of the page, for the workspace and period of the report.
+struct Returns {
+    /// A report by source, one by supplier and one by buyer.
+    rates: Vec<(By, Report)>,
+    names: Names,
+    reasons: crate::lifecycle::returns::ReasonReport,
+}
+
+/// Reads the returns section for `query`'s workspace and dates.
+fn returns(conn: &Connection, query: &ReportQuery) -> Result<Returns, ReportError> {
+    let dimensions = [By::Source, By::Supplier, By::Buyer];
+    let mut rates = Vec::new();
+    for by in dimensions {
+        let cut = ReportQuery {
+            by: vec![by],
+            ..query.clone()
+        };
+        rates.push((by, crate::report::run(conn, &cut)?));
+    }
+    Ok(Returns {
+        rates,
+        names: names(conn, &dimensions)?,
+        reasons: crate::lifecycle::returns::reason_report(
+            conn,
+            &query.workspace_id,
+            query.from,
+            query.to,
+        )?,
+    })
 }
 
 /// Names of the ids a report's rows carry, by dimension.
@@ -183,11 +217,22 @@ fn make(conn: &Connection, asked: &Asked, now_ms: i64) -> Result<Made, DbError> 
         Err(Problem::Input(problems)) => Err(problems),
         Err(Problem::Db(e)) => return Err(e),
     };
+    let returns = match &outcome {
+        Ok((report, _)) => match returns(conn, &report.query) {
+            Ok(returns) => Some(returns),
+            Err(ReportError::Db(e)) => return Err(DbError::from(e)),
+            // The same workspace and dates made the report just now: nothing else can
+            // refuse them.
+            Err(_) => None,
+        },
+        Err(_) => None,
+    };
     Ok(Made {
         zone,
         workspaces,
         shown,
         outcome,
+        returns,
     })
 }
 
@@ -273,7 +318,10 @@ fn page(operator: &Session, made: &Made) -> Response {
     let body = html! {
         (form(made))
         @match &made.outcome {
-            Ok((report, names)) => (table(report, names)),
+            Ok((report, names)) => {
+                (table(report, names))
+                @if let Some(returns) = &made.returns { (returns_section(returns)) }
+            }
             Err(problems) => {
                 div class="problems" id="report-problems" role="alert" {
                     @for problem in problems { p class="problem" { (problem) } }
@@ -391,6 +439,67 @@ fn table(report: &Report, names: &Names) -> Markup {
             "Received counts every lead a source sent (accepted, duplicates, rejected by \
              validation); sold, revenue and margin count transactions on the day they were \
              delivered. Returned: rejected or cancelled by the buyer; revenue leaves them out."
+        }
+    }
+}
+
+/// Return rates per source, supplier and buyer, and the returns per reason code.
+fn returns_section(returns: &Returns) -> Markup {
+    html! {
+        h2 id="returns" { "Returns" }
+        div class="scroll" {
+            table class="list numbers" id="return-rates" {
+                thead { tr {
+                    th { "By" } th { "Of" }
+                    th class="n" { "Sold" } th class="n" { "Returned" } th class="n" { "Return rate" }
+                } }
+                tbody {
+                    @for (by, report) in &returns.rates {
+                        @for row in &report.rows {
+                            @if row.figures.sold > 0 {
+                                tr class="row" {
+                                    td { (by.as_str()) }
+                                    td { (key_cell(*by, row.keys[0].as_deref(), &returns.names)) }
+                                    td class="n" { (row.figures.sold) }
+                                    td class="n" { (row.figures.returned) }
+                                    td class="n" { (rate(row.figures.returned, row.figures.sold)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        div class="scroll" {
+            table class="list numbers" id="return-reasons" {
+                thead { tr {
+                    th { "Reason" }
+                    th class="n" { "Requested" } th class="n" { "Pending" }
+                    th class="n" { "Approved" } th class="n" { "Denied" }
+                } }
+                tbody {
+                    @for (label, count) in &returns.reasons.rows {
+                        tr class="row" {
+                            td {
+                                (label.as_deref().unwrap_or(&count.reason_code))
+                                " " span class="id" { (count.reason_code) }
+                            }
+                            td class="n" { (count.requested) }
+                            td class="n" { (count.pending) }
+                            td class="n" { (count.approved) }
+                            td class="n" { (count.denied) }
+                        }
+                    }
+                }
+            }
+        }
+        @if returns.reasons.rows.is_empty() {
+            (layout::none_yet("No returns requested in this period."))
+        }
+        p class="note" {
+            "Return rate: transactions returned (rejected or cancelled by the buyer, approved \
+             returns) per transaction sold in the period. A return waiting for review counts \
+             once it is approved; the reasons count every return requested."
         }
     }
 }
