@@ -52,3 +52,4 @@ mod state_machine;
 mod stored_ids;
 mod supplier;
 mod tidy;
+mod tidy_tables;
