@@ -53,3 +53,4 @@ mod stored_ids;
 mod supplier;
 mod suppression;
 mod tidy;
+mod tidy_tables;

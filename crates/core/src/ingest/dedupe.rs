@@ -95,6 +95,14 @@ fn statement(field: &str, scope: DedupeScope) -> Option<&'static str> {
 /// Whether a stored email (phone) has the duplicate key: `normalize::email_matches`.
 type KeyMatch = fn(Option<&str>, &str) -> bool;
 
+/// A lead's duplicate key (`normalize::email_key`, `phone_key`) with its stored hash
+/// (`normalize::key_hash`), computed before the writer job so that the job only binds it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Contact<'a> {
+    pub key: &'a str,
+    pub hash: i64,
+}
+
 /// How many earlier leads of the workspace, at any time and from any source, have this
 /// email or phone key, counted up to `cap` (the evaluator's `duplicatesSeen`: a lead
 /// offered before, elsewhere, is one buyers may already have). Uses the `leads_email` /
@@ -102,31 +110,30 @@ type KeyMatch = fn(Option<&str>, &str) -> bool;
 pub(crate) fn seen_before(
     conn: &Connection,
     workspace_id: &str,
-    email_key: Option<&str>,
-    phone_key: Option<&str>,
+    email: Option<Contact>,
+    phone: Option<Contact>,
     cap: u32,
 ) -> rusqlite::Result<u32> {
     let cap = cap as usize;
     let mut seen = std::collections::BTreeSet::new();
-    let lookups: [(Option<&str>, &str, KeyMatch); 2] = [
+    let lookups: [(Option<Contact>, &str, KeyMatch); 2] = [
         (
-            email_key,
+            email,
             "SELECT id, email FROM leads WHERE email_key = ?1 AND workspace_id = ?2",
             super::normalize::email_matches,
         ),
         (
-            phone_key,
+            phone,
             "SELECT id, phone FROM leads WHERE phone_key = ?1 AND workspace_id = ?2",
             super::normalize::phone_matches,
         ),
     ];
-    for (key, sql, matches) in lookups {
-        let Some(key) = key else { continue };
+    for (contact, sql, matches) in lookups {
+        let Some(Contact { key, hash }) = contact else {
+            continue;
+        };
         let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(rusqlite::params![
-            super::normalize::key_hash(key),
-            workspace_id
-        ])?;
+        let mut rows = stmt.query(rusqlite::params![hash, workspace_id])?;
         while seen.len() < cap
             && let Some(row) = rows.next()?
         {
@@ -145,8 +152,8 @@ pub(crate) fn find_match(
     conn: &Connection,
     rule: &DedupeRule,
     scope: &Scope,
-    email_key: Option<&str>,
-    phone_key: Option<&str>,
+    email: Option<Contact>,
+    phone: Option<Contact>,
     now: i64,
 ) -> rusqlite::Result<Option<DuplicateMatch>> {
     let since = if rule.window_days == 0 {
@@ -159,12 +166,13 @@ pub(crate) fn find_match(
         DedupeScope::Workspace => scope.workspace_id,
     };
     for field in &rule.fields {
-        let (key, matched_on) = match field.as_str() {
-            "email" => (email_key, "email"),
-            "phone" => (phone_key, "phone"),
+        let (contact, matched_on) = match field.as_str() {
+            "email" => (email, "email"),
+            "phone" => (phone, "phone"),
             _ => continue,
         };
-        let (Some(key), Some(sql)) = (key, statement(field, rule.scope)) else {
+        let (Some(Contact { key, hash }), Some(sql)) = (contact, statement(field, rule.scope))
+        else {
             continue;
         };
         let matches = |stored: Option<&str>| match matched_on {
@@ -172,11 +180,7 @@ pub(crate) fn find_match(
             _ => super::normalize::phone_matches(stored, key),
         };
         let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(rusqlite::params![
-            super::normalize::key_hash(key),
-            since,
-            scope_id
-        ])?;
+        let mut rows = stmt.query(rusqlite::params![hash, since, scope_id])?;
         let mut found = None;
         while let Some(row) = rows.next()? {
             if matches(row.get_ref(2)?.as_str_or_null()?) {

@@ -254,7 +254,7 @@ async fn write(
 ) -> Result<Vec<StoreOutcome>, IngestError> {
     let (outcomes, leads) = services
         .db
-        .write(move |conn| {
+        .write_deferring(&crate::report::buckets::ROLLUP, move |conn| {
             let outcomes = store::store_all(conn, &target, &leads, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
             // thread, which every request waits for.
@@ -433,7 +433,7 @@ async fn refuse_invalid(
     let target = target.clone();
     services
         .db
-        .write(move |conn| {
+        .write_deferring(&crate::report::buckets::ROLLUP, move |conn| {
             let now = crate::clock::now_ms();
             store::count_invalid(conn, &target, invalid, now)?;
             for ping_id in &ping_ids {

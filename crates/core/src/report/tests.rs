@@ -347,3 +347,77 @@ fn the_check_compares_stored_and_recounted_rows_in_one_pass() {
         );
     }
 }
+
+/// Sums of `received` in the quarter hours and in the days, as a reader sees them.
+fn received_sums(conn: &Connection) -> (i64, i64) {
+    let sum = |table: &str| {
+        conn.query_row(
+            &format!("SELECT coalesce(sum(received), 0) FROM {table}"),
+            [],
+            |row| row.get(0),
+        )
+        .expect("the sum reads")
+    };
+    (sum("report_buckets"), sum("report_days"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_writes_what_its_kept_jobs_counted_once_and_before_a_job_that_does_not_defer() {
+    let (dir, conn) = database("UTC");
+    let db = crate::db::Db::open(dir.path().join("test.db")).expect("the file opens");
+    let now = crate::clock::now_ms();
+    let count = move |conn: &Connection, n: i64| {
+        leads_received(conn, "ws", "src", None, Received::Accepted, n, now)
+    };
+    // The writer is held in a job while the others queue, so they run as one group.
+    let (started, writer_busy) = std::sync::mpsc::channel::<()>();
+    let (release, hold) = std::sync::mpsc::channel::<()>();
+    let blocker = tokio::spawn({
+        let db = db.clone();
+        async move {
+            db.write(move |_| {
+                started.send(()).expect("the test waits for the writer");
+                hold.recv().expect("the test releases the writer");
+                Ok::<(), crate::db::DbError>(())
+            })
+            .await
+        }
+    });
+    tokio::task::spawn_blocking(move || writer_busy.recv().expect("the blocker runs"))
+        .await
+        .expect("the wait ends");
+    let groups_before = db.writer_stats().groups;
+    let kept = db.write_deferring(&super::buckets::ROLLUP, move |c| {
+        count(c, 3).map_err(crate::db::DbError::from)
+    });
+    let failed = db.write_deferring(
+        &super::buckets::ROLLUP,
+        move |c| -> Result<(), crate::db::DbError> {
+            count(c, 2)?;
+            Err(crate::db::DbError::JobPanicked)
+        },
+    );
+    // A job that does not defer reads what the kept job before it counted.
+    let seen = db.write(|c| Ok::<_, crate::db::DbError>(received_sums(c)));
+    let later = db.write_deferring(&super::buckets::ROLLUP, move |c| {
+        count(c, 1).map_err(crate::db::DbError::from)
+    });
+    let (kept, failed, seen, later, ()) = tokio::join!(kept, failed, seen, later, async {
+        release.send(()).expect("the blocker waits")
+    });
+    blocker
+        .await
+        .expect("the blocker ends")
+        .expect("the blocker commits");
+    kept.expect("the kept job commits");
+    assert!(failed.is_err());
+    later.expect("the later job commits");
+    assert_eq!(seen.expect("the reading job commits"), (3, 3));
+    assert_eq!(
+        db.writer_stats().groups - groups_before,
+        1,
+        "the four jobs ran as one group"
+    );
+    assert_eq!(received_sums(&conn), (4, 4));
+    db.close();
+}

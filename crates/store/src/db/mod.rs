@@ -23,7 +23,9 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::Connection;
 
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
-pub use writer::{CheckpointStats, GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, WriterStats};
+pub use writer::{
+    CheckpointStats, Deferred, GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, WriterStats,
+};
 
 /// How long a connection waits for another process's write lock (the server's writer
 /// behind a full queue, a CLI command, a backup) before it gives up with `SQLITE_BUSY`,
@@ -358,7 +360,40 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self.inner.writer.submit(f, writer::Admission::Bounded)?;
+        self.write_as(f, None).await
+    }
+
+    /// [`Db::write`] for a job that leaves writes to its group (`deferred`: the report
+    /// roll-up, whose figures for a lead are then summed with the group's other jobs' and
+    /// written once before the group commits, in the same transaction). Only for a job that
+    /// reads and deletes nothing the deferred writes refer to (ingest).
+    pub async fn write_deferring<T, E, F>(
+        &self,
+        deferred: &'static dyn writer::Deferred,
+        f: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        self.write_as(f, Some(deferred)).await
+    }
+
+    async fn write_as<T, E, F>(
+        &self,
+        f: F,
+        deferred: Option<&'static dyn writer::Deferred>,
+    ) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        let reply = self
+            .inner
+            .writer
+            .submit(f, writer::Admission::Bounded, deferred)?;
         match reply.await {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),
@@ -374,7 +409,10 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self.inner.writer.submit(f, writer::Admission::Always)?;
+        let reply = self
+            .inner
+            .writer
+            .submit(f, writer::Admission::Always, None)?;
         match reply.blocking_recv() {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),

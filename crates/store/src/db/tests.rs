@@ -122,6 +122,7 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
                 Ok::<(), DbError>(())
             },
             writer::Admission::Always,
+            None,
         )
         .unwrap();
     writer_busy.recv().unwrap();
@@ -141,6 +142,7 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
                         .map_err(DbError::from)
                     },
                     writer::Admission::Always,
+                    None,
                 )
                 .unwrap()
         })
@@ -214,10 +216,12 @@ fn the_wal_is_checkpointed_while_the_writer_runs_a_job() {
                     Ok::<(), DbError>(())
                 },
                 writer::Admission::Always,
+                None,
             )?;
             Ok::<_, DbError>(b)
         },
         writer::Admission::Always,
+        None,
     );
     let b = a.unwrap().blocking_recv().unwrap().unwrap();
     writer_busy.recv().unwrap();

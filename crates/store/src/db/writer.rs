@@ -60,6 +60,32 @@ pub(super) enum Admission {
     Always,
 }
 
+/// Writes that jobs leave to their group (the report roll-up, `report::buckets`): a job
+/// submitted with one ([`super::Db::write_deferring`]) runs between [`Deferred::job_start`]
+/// and [`Deferred::job_end`], which keeps what it collected only when its savepoint is
+/// kept. The writer writes what the group collected, in its transaction, before it commits
+/// and before any job that was not submitted with the same one (such a job may read or
+/// delete what the deferred writes refer to), and forgets it when the transaction is rolled
+/// back. Implementations keep their state per thread: the writer is one thread.
+pub trait Deferred: Sync {
+    /// A job submitted with this starts.
+    fn job_start(&self);
+    /// The job ended; `kept`: its savepoint was kept.
+    fn job_end(&self, kept: bool);
+    /// Whether the group holds collected writes not yet written.
+    fn pending(&self) -> bool;
+    /// Writes and forgets what the group collected. On an error the transaction must not
+    /// commit.
+    fn write(&self, conn: &Connection) -> rusqlite::Result<()>;
+    /// Forgets what the group collected: its transaction was rolled back.
+    fn discard(&self);
+}
+
+/// Whether two deferrals are the same object.
+fn same(a: &'static dyn Deferred, b: &'static dyn Deferred) -> bool {
+    std::ptr::addr_eq(a as *const dyn Deferred, b as *const dyn Deferred)
+}
+
 /// How the writer's latest group transaction ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LastCommit {
@@ -131,6 +157,8 @@ trait Job: Send {
     fn finish(self: Box<Self>, group_failure: Option<&GroupFailure>);
     /// The request the job works for.
     fn request_id(&self) -> Option<&RequestId>;
+    /// What the job leaves to its group, if anything ([`Deferred`]).
+    fn deferred(&self) -> Option<&'static dyn Deferred>;
 }
 
 struct TypedJob<T, E, F> {
@@ -138,6 +166,7 @@ struct TypedJob<T, E, F> {
     result: Option<Result<T, E>>,
     reply: oneshot::Sender<Result<T, E>>,
     request_id: Option<RequestId>,
+    deferred: Option<&'static dyn Deferred>,
     /// The job's place in the bounded queue, given back when the job is answered.
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -186,6 +215,10 @@ where
 
     fn request_id(&self) -> Option<&RequestId> {
         self.request_id.as_ref()
+    }
+
+    fn deferred(&self) -> Option<&'static dyn Deferred> {
+        self.deferred
     }
 }
 
@@ -291,6 +324,7 @@ impl WriterHandle {
         &self,
         work: F,
         admission: Admission,
+        deferred: Option<&'static dyn Deferred>,
     ) -> Result<oneshot::Receiver<Result<T, E>>, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
@@ -313,6 +347,7 @@ impl WriterHandle {
             result: None,
             reply,
             request_id: crate::request_id::current(),
+            deferred,
             _permit: permit,
         };
         self.sender
@@ -519,7 +554,9 @@ fn checkpoint_if_due(
 fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<StorageFault>> {
     let mut failures: Vec<Option<GroupFailure>> = vec![None; jobs.len()];
     let mut succeeded = vec![false; jobs.len()];
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    // The deferral the group's earlier jobs collected into, if any.
+    let mut collecting: Option<&'static dyn Deferred> = None;
+    if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
         let failure = GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
         if let Some(repeats) = BEGIN_FAILED.admit() {
             log::error!("{}{}{repeats}", failure.why, requests_of(&jobs));
@@ -533,7 +570,30 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     let mut first_in_transaction = 0;
     let mut rolled_back = false;
     for index in 0..jobs.len() {
-        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+        // A job that does not defer finds the figures of the deferring jobs before it
+        // written; writing them is part of the transaction, not of the job.
+        let own = jobs[index].deferred();
+        let flushed = match collecting {
+            Some(group) if !own.is_some_and(|own| same(own, group)) && group.pending() => {
+                group.write(conn)
+            }
+            _ => Ok(()),
+        };
+        if own.is_some() {
+            collecting = own;
+        }
+        if let Err(e) = flushed {
+            failures[index] = Some(GroupFailure::of(
+                format!("could not write the report roll-up: {e}"),
+                &e,
+            ));
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+        }
+        if conn.is_autocommit() {
+            // The roll-up's error rolled back the transaction: start it again below.
+        } else if let Err(e) = control(conn, "SAVEPOINT job") {
             failures[index] = Some(GroupFailure::of(
                 format!("could not open a savepoint: {e}"),
                 &e,
@@ -542,8 +602,20 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         }
         let job = &mut jobs[index];
         let request_id = job.request_id().cloned();
-        let ok = crate::request_id::on_thread(request_id.as_ref(), || job.run(conn));
+        let ok = !conn.is_autocommit()
+            && crate::request_id::on_thread(request_id.as_ref(), || match own {
+                Some(own) => {
+                    own.job_start();
+                    let ok = job.run(conn);
+                    own.job_end(ok);
+                    ok
+                }
+                None => job.run(conn),
+            });
         if conn.is_autocommit() {
+            if let Some(group) = collecting {
+                group.discard();
+            }
             // Some errors (disk full, I/O) roll back the whole transaction, not just the
             // savepoint: every earlier job of this transaction lost its writes too.
             rolled_back = true;
@@ -565,7 +637,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
                 );
             }
             first_in_transaction = index + 1;
-            if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            if let Err(e) = control(conn, "BEGIN IMMEDIATE") {
                 let failure =
                     GroupFailure::of(format!("could not begin the write transaction: {e}"), &e);
                 if let Some(repeats) = BEGIN_FAILED.admit() {
@@ -585,11 +657,11 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
             continue;
         }
         let end = if ok {
-            "RELEASE job"
+            control(conn, "RELEASE job")
         } else {
-            "ROLLBACK TO job; RELEASE job"
+            control(conn, "ROLLBACK TO job").and_then(|()| control(conn, "RELEASE job"))
         };
-        if let Err(e) = conn.execute_batch(end) {
+        if let Err(e) = end {
             failures[index] = Some(GroupFailure::of(
                 format!("could not close the savepoint: {e}"),
                 &e,
@@ -598,7 +670,12 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         succeeded[index] = ok;
     }
     let mut outcome = rolled_back.then_some(None);
-    if let Err(e) = conn.execute_batch("COMMIT") {
+    let committed = match collecting {
+        Some(group) if group.pending() => group.write(conn),
+        _ => Ok(()),
+    }
+    .and_then(|()| control(conn, "COMMIT"));
+    if let Err(e) = committed {
         let failure = GroupFailure::of(format!("commit failed: {e}"), &e);
         if let Some(repeats) = COMMIT_FAILED.admit() {
             log::error!(
@@ -620,6 +697,13 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     }
     finish_with(jobs, failures);
     outcome
+}
+
+/// Runs one of the group's transaction and savepoint statements, prepared once: parsed for
+/// every job (`execute_batch`) they cost the writer 18,800 instructions per single-lead job,
+/// prepared 8,200 (callgrind, BENCHMARKS.md "Plain ingest").
+fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
 /// `; requests a, b, c and 12 more` for the request ids among `jobs`, for a line about a

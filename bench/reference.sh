@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Plain ingest of this checkout against a fixed reference build, alternating, with the SQLite
+# ceiling of the same disk measured in the same run, so that a change that slows plain ingest
+# shows even when every ratio to the same build looks fine.
+#
+#   bench/reference.sh b9b882e                  # a commit: built in target/reference/
+#   bench/reference.sh /path/to/leadrelay       # or a binary
+#   RUNS=5 DURATION=8s bench/reference.sh b9b882e
+#
+# Each round runs, on a fresh file each, single leads (64 connections) and batches of 100
+# (16 connections) against both builds, the two in alternating order (wrk, DURATION each),
+# then the ceiling (bench/ceiling.rs: leads written straight into SQLite at 16 and at 100 per
+# commit). It prints every run, then per build the median single-lead req/s with its p99, the
+# median batch leads/s with its p99, their ratios to the ceilings and to the reference, with
+# the commit of each build.
+#
+# Settings (environment): RUNS (3), DURATION (8s), SINGLE_CONNECTIONS (64),
+# BATCH_CONNECTIONS (16), WRK_THREADS (2), LEADRELAY_BIN (this checkout's binary instead of
+# building it), KEEP=1 (keep the work directory).
+set -euo pipefail
+
+[ $# -eq 1 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+REFERENCE="$1"
+RUNS="${RUNS:-3}"
+DURATION="${DURATION:-8s}"
+SINGLE_CONNECTIONS="${SINGLE_CONNECTIONS:-64}"
+BATCH_CONNECTIONS="${BATCH_CONNECTIONS:-16}"
+WRK_THREADS="${WRK_THREADS:-2}"
+
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh" reference wrk
+NEW_BIN="$BIN"
+NEW_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo +changes)"
+
+if [ -x "$REFERENCE" ] && [ ! -d "$REFERENCE" ]; then
+  REF_BIN="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"
+  REF_COMMIT="$(basename "$REFERENCE")"
+else
+  REF_COMMIT="$(git -C "$ROOT" rev-parse --short "$REFERENCE^{commit}")"
+  REF_BIN="$ROOT/target/reference/leadrelay-$REF_COMMIT"
+  if [ ! -x "$REF_BIN" ]; then
+    tree="$ROOT/target/reference/tree-$REF_COMMIT"
+    [ -d "$tree" ] || git -C "$ROOT" worktree add --detach "$tree" "$REF_COMMIT" >&2
+    echo "building the reference $REF_COMMIT in $tree" >&2
+    (cd "$tree" && CARGO_TARGET_DIR="$ROOT/target/reference/target" cargo build --release --quiet)
+    cp "$ROOT/target/reference/target/release/leadrelay" "$REF_BIN"
+  fi
+fi
+(cd "$ROOT" && cargo build --release --quiet --example ceiling)
+CEILING="$ROOT/target/release/examples/ceiling"
+
+# A fresh file for $1 (a binary) with one workspace, a channel without auto-delivery and a
+# source without a secret; sets DB and LEADS_PATH. Only commands and flags every build since
+# the first has.
+setup() {
+  local bin="$1"
+  DB="$WORK/run.db"
+  rm -f "$DB" "$DB-wal" "$DB-shm"
+  id() { python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
+  "$bin" --db "$DB" init >/dev/null
+  local ws ch src
+  ws="$("$bin" --db "$DB" --json workspace create --name Bench | id)"
+  ch="$("$bin" --db "$DB" --json channel create --workspace "$ws" --name Web --auto-delivery off | id)"
+  src="$("$bin" --db "$DB" --json source create --channel "$ch" --name Load --no-secret | id)"
+  LEADS_PATH="/api/webhooks/channels/$ch/sources/$src/leads"
+}
+
+# Runs one load of build $1 (new|ref) with BENCH_BATCH=$2 on $3 connections; prints
+# "build batch rate p99" (rate: leads/s).
+run_one() {
+  local which="$1" batch="$2" connections="$3" bin port out
+  bin="$NEW_BIN"; [ "$which" = ref ] && bin="$REF_BIN"
+  setup "$bin"
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  local extra=()
+  "$bin" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
+  RUST_LOG=warn "$bin" --db "$DB" serve --listen "127.0.0.1:$port" --rate-limit 0 "${extra[@]}" \
+    >"$WORK/serve.out" 2>"$WORK/serve.log" &
+  SERVER_PID=$!
+  for _ in $(seq 200); do curl -fs "http://127.0.0.1:$port/api/health" >/dev/null && break; sleep 0.05; done
+  out="$WORK/wrk.txt"
+  BENCH_BATCH="$batch" wrk -t "$WRK_THREADS" -c "$connections" -d "$DURATION" --latency \
+    -s "$BENCH_DIR/plain.lua" "http://127.0.0.1:$port$LEADS_PATH" >"$out"
+  stop_server
+  awk -v w="$which" -v b="$batch" '/Requests\/sec/ {r = $2} $1 == "99%" {p = $2}
+    END {printf "%s %s %.0f %s\n", w, b, r * b, p}' "$out"
+}
+
+results="$WORK/results.txt"
+: >"$results"
+echo "plain ingest: this checkout $NEW_COMMIT against $REF_COMMIT; $RUNS rounds of $DURATION; $(nproc) cores, $(uname -sr)"
+for round in $(seq "$RUNS"); do
+  order="new ref"; [ $((round % 2)) -eq 0 ] && order="ref new"
+  for which in $order; do
+    line="$(run_one "$which" 1 "$SINGLE_CONNECTIONS")"; echo "round $round: $line"; echo "$line" >>"$results"
+    line="$(run_one "$which" 100 "$BATCH_CONNECTIONS")"; echo "round $round: $line"; echo "$line" >>"$results"
+  done
+  "$CEILING" "$WORK" | tee -a "$WORK/ceiling.txt" | sed "s/^/round $round: /"
+done
+
+python3 - "$results" "$WORK/ceiling.txt" "$NEW_COMMIT" "$REF_COMMIT" <<'PY'
+import statistics, sys
+runs = [line.split() for line in open(sys.argv[1])]
+ceilings = {}
+for line in open(sys.argv[2]):
+    per_commit = line.split("per_commit=")[1].split(":")[0]
+    ceilings.setdefault(per_commit, []).append(float(line.split()[-2]))
+c16, c100 = statistics.median(ceilings["16"]), statistics.median(ceilings["100"])
+print(f"ceiling (median): {c16:.0f} leads/s at 16 per commit, {c100:.0f} at 100 per commit")
+median = {}
+for which, name in (("new", sys.argv[3]), ("ref", sys.argv[4])):
+    for batch, ceiling in (("1", c16), ("100", c100)):
+        mine = [r for r in runs if r[0] == which and r[1] == batch]
+        rate = statistics.median(float(r[2]) for r in mine)
+        median[which, batch] = rate
+        p99 = ", ".join(r[3] for r in mine)
+        what = "single-lead" if batch == "1" else "batch-100"
+        print(f"{name:>16} {what:>11}: {rate:8.0f} leads/s (median), p99 {p99}; "
+              f"ratio to the ceiling {rate / ceiling:.2f}")
+for batch in ("1", "100"):
+    what = "single-lead" if batch == "1" else "batch-100"
+    print(f"{what}: {sys.argv[3]} / {sys.argv[4]} = {median['new', batch] / median['ref', batch]:.2f}")
+PY
