@@ -118,6 +118,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ),
     ("health_probe", &["crates/core/src/health.rs"]),
     ("erasures", &["crates/core/src/privacy/"]),
+    ("suppressions", &["crates/core/src/suppression.rs"]),
+    ("suppression_keys", &["crates/core/src/suppression.rs"]),
     ("pings", &["crates/core/src/ping/store.rs"]),
     ("ping_reservations", &["crates/core/src/ping/store.rs"]),
     ("bids", &["crates/core/src/bids.rs"]),
