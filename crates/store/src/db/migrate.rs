@@ -93,7 +93,7 @@ const MIGRATIONS: &[Migration] = &[
     },
     // Suppression lists: keyed hashes per workspace and the workspace's action.
     Migration {
-        sql: include_str!("../../migrations/0026_suppression.sql"),
+        sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
 ];
@@ -127,7 +127,7 @@ fn returns_added(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Migration 26's step: what a workspace does with a lead whose contact is suppressed
+/// Migration 25's step: what a workspace does with a lead whose contact is suppressed
 /// (reject or flag), added where the column is missing (the migration may run again).
 fn suppression_added(conn: &Connection) -> rusqlite::Result<()> {
     let present: bool = conn.query_row(

@@ -1,4 +1,4 @@
--- leadrelay schema, migration 26: suppression lists (DESIGN.md section 22).
+-- leadrelay schema, migration 25: suppression lists (DESIGN.md section 22).
 --
 -- A list holds keyed hashes only: HMAC-SHA-256, under a random key per workspace, of the
 -- SHA-256 of the email or phone normalised as the duplicate rule does. Neither table holds
