@@ -17,25 +17,16 @@
 
 use std::ffi::{c_int, c_void};
 
+use libmimalloc_sys::{mi_free, mi_malloc, mi_realloc, mi_usable_size};
 use rusqlite::ffi;
-// Links mimalloc's library into every binary of this crate (tests and examples too, which
-// keep the system allocator as Rust's), for the functions declared below.
-use mimalloc as _;
 
-// mimalloc's own C API, from the library the `mimalloc` crate links into every binary of this
-// crate. Not through Rust's allocator interface: that passes an alignment, and mimalloc serves
-// an aligned request over 1 KiB on its slow path (over-allocation, then the block's interior
-// pointer marked on its page), which is every chunk of the savepoint journal (SQLite asks for
-// exactly 1 KiB, and a header to remember the size made it 1,040 bytes) and every cached page:
-// 3.8% of the writer's instructions for an auto-delivered lead (callgrind of `serve` during
-// `bench/autodelivery.sh`'s auto-delivery load). mimalloc's blocks are 16-byte aligned and know their size, so no
-// header is needed either.
-unsafe extern "C" {
-    fn mi_malloc(size: usize) -> *mut c_void;
-    fn mi_realloc(p: *mut c_void, size: usize) -> *mut c_void;
-    fn mi_free(p: *mut c_void);
-    fn mi_usable_size(p: *const c_void) -> usize;
-}
+// mimalloc's own C API rather than Rust's allocator interface: that passes an alignment, and
+// mimalloc serves an aligned request over 1 KiB on its slow path (over-allocation, then the
+// block's interior pointer marked on its page), which is every chunk of the savepoint journal
+// (SQLite asks for exactly 1 KiB, and a header to remember the size made it 1,040 bytes) and
+// every cached page: 3.8% of the writer's instructions for an auto-delivered lead (callgrind of
+// `serve` during `bench/autodelivery.sh`'s auto-delivery load). mimalloc's blocks are 16-byte
+// aligned and know their size, so no header is needed either.
 
 /// The size to ask mimalloc for, for SQLite's `size`; `None` for a size SQLite must get NULL
 /// for (zero or negative).
