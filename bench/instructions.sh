@@ -50,7 +50,8 @@ writer=0
 for f in "$WORK"/cg.out.1-*; do
   n="$(awk '/^(summary|totals):/ {print $2; exit}' "$f")"
   total=$((total + ${n:-0}))
-  if grep -q "^fn=([0-9]*) leadrelay_store::db::writer::run$\|^fn=([0-9]*) leadrelay::db::writer::run$" "$f"; then
+  # The writer's thread names its entry function, first in an fn= or a cfn= line.
+  if grep -q "fn=([0-9]*) leadrelay_store::db::writer::run$\|^fn=([0-9]*) leadrelay::db::writer::run$" "$f"; then
     writer=$((writer + ${n:-0}))
   fi
 done

@@ -201,8 +201,11 @@ mod tests {
             stored.len(),
             TRACE.len()
         );
+        // Format 1's frames reference their dictionary as a prefix, with match tables sized
+        // for this input, and come out some 13 bytes smaller; format 2 pays that for not
+        // building the dictionary per trace.
         assert!(
-            stored.len() <= encode_v1(TRACE, ID).len() + 12,
+            stored.len() <= encode_v1(TRACE, ID).len() + 16,
             "{} bytes, format 1 took {}",
             stored.len(),
             encode_v1(TRACE, ID).len()

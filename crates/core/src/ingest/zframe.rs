@@ -39,7 +39,7 @@ thread_local! {
         const { RefCell::new(None) };
     static PREPARED_DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { RefCell::new(None) };
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+    static PREFIX_COMPRESSOR: RefCell<Option<zstd::zstd_safe::CCtx<'static>>> =
         const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { RefCell::new(None) };
@@ -74,15 +74,43 @@ fn with_decompressor<R>(
 }
 
 /// `data` as a zstd frame (with its checksum) against the raw dictionary `dict`.
+///
+/// The dictionary is referenced as the frame's prefix (`ZSTD_CCtx_refPrefix`), not loaded:
+/// loading a raw dictionary builds a dictionary object with match tables sized for an input
+/// of unknown length (level 3: some 700 KB cleared per frame), where a prefix's tables are
+/// sized for the prefix and the input together. For a lead's body (a dictionary of a few
+/// hundred bytes) that was 62 k of the 64 k instructions of a compression (callgrind of
+/// `serve` under `bench/instructions.sh single`). Raw content referenced as a prefix is what
+/// a loaded raw dictionary means to the decoder, so [`decompress`] reads both.
 pub(super) fn compress(dict: &[u8], data: &[u8]) -> Vec<u8> {
-    with_compressor(&COMPRESSOR, |compressor| {
-        compressor
-            .set_dictionary(LEVEL, dict)
-            .and_then(|()| compressor.include_checksum(true))
-            .and_then(|()| compressor.compress(data))
+    PREFIX_COMPRESSOR.with(|cell| {
+        let context = cell.borrow_mut().take().unwrap_or_else(prefix_context);
+        // Covariance: the context may borrow `dict` for this one frame.
+        let mut context: zstd::zstd_safe::CCtx<'_> = context;
+        let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+        context
+            .ref_prefix(dict)
+            .and_then(|_| context.compress2(&mut frame, data))
             // zstd fails only to allocate, which aborts the process anyway.
-            .expect("zstd compresses any input into a buffer of its bound")
+            .expect("zstd compresses any input into a buffer of its bound");
+        // SAFETY: a prefix serves exactly one frame: ZSTD_compress2 ended that frame
+        // (it succeeded), and with it the context's reference to `dict`, so the context
+        // borrows nothing any more and may be kept for the thread's next frame.
+        let context: zstd::zstd_safe::CCtx<'static> = unsafe { std::mem::transmute(context) };
+        *cell.borrow_mut() = Some(context);
+        frame
     })
+}
+
+/// A compression context at [`LEVEL`] writing checksums, for [`compress`].
+fn prefix_context() -> zstd::zstd_safe::CCtx<'static> {
+    use zstd::zstd_safe::CParameter;
+    let mut context = zstd::zstd_safe::CCtx::create();
+    context
+        .set_parameter(CParameter::CompressionLevel(LEVEL))
+        .and_then(|_| context.set_parameter(CParameter::ChecksumFlag(true)))
+        .expect("a level and a checksum flag zstd knows");
+    context
 }
 
 /// What `frame` holds, decoded against the raw dictionary `dict`; refused when it would be
