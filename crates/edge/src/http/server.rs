@@ -353,7 +353,10 @@ async fn handle(state: &AppState, request: super::Request, peer: SocketAddr) -> 
             super::body::discard(request.into_body(), state.config.body_limit).await;
             too_many_requests(limited)
         }
-        None => super::router::dispatch(state, request, route).await,
+        // On the heap: the handlers' futures are large (an ingest's holds its leads and the
+        // writer's answer), and this future is moved whole through the request-id scope,
+        // the service and hyper's dispatcher; boxed, each move copies a pointer.
+        None => Box::pin(super::router::dispatch(state, request, route)).await,
     };
     let status = response.status().as_u16();
     timer.finish(endpoint, status);
