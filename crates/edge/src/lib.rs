@@ -11,7 +11,6 @@ pub mod console;
 pub mod http;
 pub mod openapi;
 pub mod outbox;
-pub mod posting;
 pub mod service;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
