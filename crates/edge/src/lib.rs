@@ -11,6 +11,7 @@ pub mod console;
 pub mod http;
 pub mod openapi;
 pub mod outbox;
+pub(crate) mod posting;
 pub mod service;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
