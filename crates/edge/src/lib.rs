@@ -11,6 +11,7 @@ pub mod console;
 pub mod http;
 pub mod openapi;
 pub mod outbox;
+pub(crate) mod posting;
 pub mod service;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
@@ -18,5 +19,5 @@ use leadrelay_core::{
     autodelivery, bids, caps, config, delivery, health, ingest, integration, ledger, lifecycle,
     mapping, metrics, operators, ops, ping, privacy, report, suppression, training, waterfall,
 };
-use leadrelay_rules::{clock, duration, money, outbound_url, ratelimit};
+use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

@@ -10,6 +10,7 @@
 pub(crate) mod auth;
 pub mod body;
 pub(crate) mod error;
+pub(crate) mod examples;
 mod handlers;
 pub(crate) mod response;
 pub mod router;

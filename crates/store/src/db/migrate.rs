@@ -96,6 +96,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // Shared links to sources' posting instructions (the token's hash).
+    sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
