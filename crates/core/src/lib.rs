@@ -8,6 +8,7 @@
 #![warn(unreachable_pub)]
 
 pub mod audit;
+pub mod audited;
 pub mod autodelivery;
 pub mod bids;
 pub mod caps;
