@@ -38,17 +38,19 @@ pub fn set_buyer_paused(
 
 /// Decides the pending return of transaction `id` (`returns::decide`):
 /// `transaction.return_approve` or `transaction.return_deny`, with the return's and the
-/// transaction's status.
+/// transaction's status. `history_actor` is who the transaction's history names
+/// (`operator`).
 pub fn decide_return(
     conn: &Connection,
     actor: &Actor,
+    history_actor: &str,
     id: &str,
     decision: Decision,
     note: Option<&str>,
     now: i64,
 ) -> Result<Decided, LifecycleError> {
     let before = crate::delivery::transaction::find(conn, id)?.map(|t| t.status.to_string());
-    let decided = returns::decide(conn, id, decision, note, &actor.to_string(), now)?;
+    let decided = returns::decide(conn, id, decision, note, history_actor, now)?;
     let action = match decision {
         Decision::Approve => "transaction.return_approve",
         Decision::Deny => "transaction.return_deny",

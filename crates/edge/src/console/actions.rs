@@ -124,12 +124,20 @@ async fn run(
         .db
         .write(move |conn| {
             let decide = |id: &str, decision| {
-                crate::audited::decide_return(conn, &actor, id, decision, note.as_deref(), now)
-                    .map(drop)
-                    .map_err(|e| match e {
-                        crate::lifecycle::LifecycleError::Db(db) => Err(db),
-                        refused => Ok(refused.to_string()),
-                    })
+                crate::audited::decide_return(
+                    conn,
+                    &actor,
+                    "operator",
+                    id,
+                    decision,
+                    note.as_deref(),
+                    now,
+                )
+                .map(drop)
+                .map_err(|e| match e {
+                    crate::lifecycle::LifecycleError::Db(db) => Err(db),
+                    refused => Ok(refused.to_string()),
+                })
             };
             let pause = |id: &str, paused| {
                 crate::audited::set_buyer_paused(conn, &actor, id, paused, now)
