@@ -132,6 +132,7 @@ pub(super) fn page(
                         }
                     }
                     form class="signout" method="post" action="/logout" {
+                        input type="hidden" name=(crate::web::CSRF_FIELD) value=(operator.csrf);
                         span class="who" { (operator.operator_name) }
                         button type="submit" { "Sign out" }
                     }
