@@ -140,7 +140,7 @@ const GENESIS: &str = "";
 
 /// An entry's hash: SHA-256 (hex) over the previous hash and every stored field, each
 /// length-prefixed so no two different entries write the same bytes.
-fn entry_hash(
+fn entry_digest(
     prev: &str,
     seq: i64,
     at: i64,
@@ -184,18 +184,18 @@ pub fn record(
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     let (seq, prev) = match last {
-        Some((seq, hash)) => (seq + 1, hash),
+        Some((seq, digest)) => (seq + 1, digest),
         None => (1, GENESIS.to_string()),
     };
     let actor = actor.to_string();
     let changes = serde_json::to_string(changes).expect("changes are JSON values");
-    let hash = entry_hash(&prev, seq, now, &actor, action, object_id, &changes);
+    let digest = entry_digest(&prev, seq, now, &actor, action, object_id, &changes);
     conn.prepare_cached(
         "INSERT INTO audit_log (seq, at, actor, action, object_id, changes, prev_hash, hash) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
-        seq, now, actor, action, object_id, changes, prev, hash
+        seq, now, actor, action, object_id, changes, prev, digest
     ])?;
     Ok(())
 }
@@ -297,7 +297,7 @@ pub struct Broken {
 
 /// Walks the chain from the first entry; `Ok` with the number of entries when every entry
 /// follows the one before and hashes to its stored hash.
-pub fn verify(conn: &Connection) -> rusqlite::Result<Result<u64, Broken>> {
+pub fn verify_chain(conn: &Connection) -> rusqlite::Result<Result<u64, Broken>> {
     let mut statement = conn.prepare(
         "SELECT seq, at, actor, action, object_id, changes, prev_hash, hash \
          FROM audit_log ORDER BY seq",
@@ -309,7 +309,7 @@ pub fn verify(conn: &Connection) -> rusqlite::Result<Result<u64, Broken>> {
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
         let stored_prev: String = row.get(6)?;
-        let stored_hash: String = row.get(7)?;
+        let stored_digest: String = row.get(7)?;
         let broken = |why| Ok(Err(Broken { seq, why }));
         if seq != expected_seq {
             return broken("an entry before it is missing");
@@ -317,7 +317,7 @@ pub fn verify(conn: &Connection) -> rusqlite::Result<Result<u64, Broken>> {
         if stored_prev != prev {
             return broken("it does not carry the hash of the entry before it");
         }
-        let hash = entry_hash(
+        let digest = entry_digest(
             &prev,
             seq,
             row.get(1)?,
@@ -326,10 +326,10 @@ pub fn verify(conn: &Connection) -> rusqlite::Result<Result<u64, Broken>> {
             &row.get::<_, String>(4)?,
             &row.get::<_, String>(5)?,
         );
-        if hash != stored_hash {
+        if digest != stored_digest {
             return broken("its fields do not match its hash");
         }
-        prev = stored_hash;
+        prev = stored_digest;
         expected_seq += 1;
         count += 1;
     }
@@ -390,7 +390,7 @@ mod tests {
             3,
         )
         .unwrap();
-        assert_eq!(verify(&conn).unwrap(), Ok(3));
+        assert_eq!(verify_chain(&conn).unwrap(), Ok(3));
         let by = |filter: Filter| list(&conn, &filter).unwrap().len();
         assert_eq!(by(Filter::default()), 3);
         let object = Filter {
@@ -413,7 +413,7 @@ mod tests {
             "DROP TRIGGER audit_log_no_update; UPDATE audit_log SET actor = 'cli:eve' WHERE seq = 2",
         )
         .unwrap();
-        assert_eq!(verify(&conn).unwrap().unwrap_err().seq, 2);
+        assert_eq!(verify_chain(&conn).unwrap().unwrap_err().seq, 2);
     }
 
     #[test]

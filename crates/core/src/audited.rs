@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::audit::{self, Actor, Changes};
 use crate::config::{ConfigError, buyer};
+use crate::db::Db;
 use crate::lifecycle::LifecycleError;
 use crate::lifecycle::returns::{self, Decided, Decision};
 use crate::outbox::store::{self as outbox, Event, OutboxError};
@@ -83,4 +84,50 @@ pub fn retry_event(
     );
     audit::record(conn, actor, "outbox.retry", id, &changes, now)?;
     Ok(after)
+}
+
+/// [`set_buyer_paused`] as one writer job, for the console.
+pub async fn set_buyer_paused_job(
+    db: &Db,
+    actor: Actor,
+    id: String,
+    paused: bool,
+    now: i64,
+) -> Result<buyer::Buyer, ConfigError> {
+    db.write(move |conn| set_buyer_paused(conn, &actor, &id, paused, now))
+        .await
+}
+
+/// [`decide_return`] as one writer job, for the console.
+pub async fn decide_return_job(
+    db: &Db,
+    actor: Actor,
+    id: String,
+    decision: Decision,
+    note: Option<String>,
+    now: i64,
+) -> Result<Decided, LifecycleError> {
+    db.write(move |conn| {
+        decide_return(
+            conn,
+            &actor,
+            "operator",
+            &id,
+            decision,
+            note.as_deref(),
+            now,
+        )
+    })
+    .await
+}
+
+/// [`retry_event`] as one writer job, for the console.
+pub async fn retry_event_job(
+    db: &Db,
+    actor: Actor,
+    id: String,
+    now: i64,
+) -> Result<Event, OutboxError> {
+    db.write(move |conn| retry_event(conn, &actor, &id, now))
+        .await
 }

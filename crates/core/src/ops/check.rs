@@ -192,7 +192,7 @@ fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()>
             .iter()
             .map(BalanceMismatch::problem),
     );
-    if let Err(broken) = crate::audit::verify(conn)? {
+    if let Err(broken) = crate::audit::verify_chain(conn)? {
         report.problems.push(broken.to_string());
     }
     let differing = crate::report::mismatches(conn)?;

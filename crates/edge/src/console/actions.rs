@@ -112,60 +112,44 @@ pub(super) async fn post(
     }
 }
 
-/// The change as one writer job: `Ok(Err(why))` when its owner refused it.
+/// The change as one writer job of `crate::audited`: `Ok(Err(why))` when its owner refused
+/// it.
 async fn run(
     console: &Console,
     actor: Actor,
     action: Action,
     note: Option<String>,
 ) -> Result<Result<(), String>, DbError> {
-    let now = crate::clock::now_ms();
-    console
-        .db
-        .write(move |conn| {
-            let decide = |id: &str, decision| {
-                crate::audited::decide_return(
-                    conn,
-                    &actor,
-                    "operator",
-                    id,
-                    decision,
-                    note.as_deref(),
-                    now,
-                )
-                .map(drop)
-                .map_err(|e| match e {
-                    crate::lifecycle::LifecycleError::Db(db) => Err(db),
-                    refused => Ok(refused.to_string()),
-                })
-            };
-            let pause = |id: &str, paused| {
-                crate::audited::set_buyer_paused(conn, &actor, id, paused, now)
-                    .map(drop)
-                    .map_err(|e| match e {
-                        crate::config::ConfigError::Db(db) => Err(db),
-                        refused => Ok(refused.to_string()),
-                    })
-            };
-            let done = match &action {
-                Action::ApproveReturn(id) => decide(id, Decision::Approve),
-                Action::DenyReturn(id) => decide(id, Decision::Deny),
-                Action::PauseBuyer(id) => pause(id, true),
-                Action::ResumeBuyer(id) => pause(id, false),
-                Action::RetryEvent(id) => crate::audited::retry_event(conn, &actor, id, now)
-                    .map(drop)
-                    .map_err(|e| match e {
-                        crate::outbox::store::OutboxError::Db(db) => Err(db),
-                        refused => Ok(refused.to_string()),
-                    }),
-            };
-            match done {
-                Ok(()) => Ok(Ok(())),
-                Err(Ok(why)) => Ok(Err(why)),
-                Err(Err(db)) => Err(db),
-            }
-        })
-        .await
+    use crate::audited::{decide_return_job, retry_event_job, set_buyer_paused_job};
+    use crate::config::ConfigError;
+    use crate::lifecycle::LifecycleError;
+    use crate::outbox::store::OutboxError;
+    let (db, now) = (&console.db, crate::clock::now_ms());
+    let lifecycle = |result: Result<_, LifecycleError>| match result {
+        Ok(_) => Ok(Ok(())),
+        Err(LifecycleError::Db(e)) => Err(e),
+        Err(refused) => Ok(Err(refused.to_string())),
+    };
+    let config = |result: Result<_, ConfigError>| match result {
+        Ok(_) => Ok(Ok(())),
+        Err(ConfigError::Db(e)) => Err(e),
+        Err(refused) => Ok(Err(refused.to_string())),
+    };
+    match action {
+        Action::ApproveReturn(id) => {
+            lifecycle(decide_return_job(db, actor, id, Decision::Approve, note, now).await)
+        }
+        Action::DenyReturn(id) => {
+            lifecycle(decide_return_job(db, actor, id, Decision::Deny, note, now).await)
+        }
+        Action::PauseBuyer(id) => config(set_buyer_paused_job(db, actor, id, true, now).await),
+        Action::ResumeBuyer(id) => config(set_buyer_paused_job(db, actor, id, false, now).await),
+        Action::RetryEvent(id) => match retry_event_job(db, actor, id, now).await {
+            Ok(_) => Ok(Ok(())),
+            Err(OutboxError::Db(e)) => Err(e),
+            Err(refused) => Ok(Err(refused.to_string())),
+        },
+    }
 }
 
 /// 403 for a form without this session's CSRF token.

@@ -98,7 +98,10 @@ const MIGRATIONS: &[Migration] = &[
     },
     // Accountability: operator roles (earlier operators are admins) and the audit log with
     // its hash chain.
-    sql(include_str!("../../migrations/0027_audit.sql")),
+    Migration {
+        sql: include_str!("../../migrations/0027_audit.sql"),
+        then: Some(roles_added),
+    },
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
@@ -142,6 +145,23 @@ fn suppression_added(conn: &Connection) -> rusqlite::Result<()> {
         conn.execute_batch(
             "ALTER TABLE workspaces ADD COLUMN suppression_action TEXT NOT NULL DEFAULT 'reject'
                 CHECK (suppression_action = 'reject' OR suppression_action = 'flag')",
+        )?;
+    }
+    Ok(())
+}
+
+/// Migration 27's step: the operators' role, `admin` for those made before roles existed,
+/// only where it is missing.
+fn roles_added(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('operators') WHERE name = 'role'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        conn.execute_batch(
+            "ALTER TABLE operators ADD COLUMN role TEXT NOT NULL DEFAULT 'admin'
+                CHECK (role = 'admin' OR role = 'finance' OR role = 'support' OR role = 'viewer')",
         )?;
     }
     Ok(())
