@@ -345,13 +345,30 @@ fn error_code(error: &anyhow::Error) -> &'static str {
 }
 
 /// Who runs this command, for the audit log: `cli:` and the operating-system user (`USER`,
-/// else `LOGNAME`, else `unknown`).
+/// else `LOGNAME`, else `uid<N>` where the process's user id can be read, else `unknown`).
 pub(crate) fn actor() -> crate::audit::Actor {
     let user = ["USER", "LOGNAME"]
         .iter()
         .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .or_else(process_uid)
         .unwrap_or_else(|| "unknown".to_string());
     crate::audit::Actor::Cli(user)
+}
+
+/// `uid<N>` of this process, where `/proc` tells it (a service or a cron job may run with
+/// no `USER` set).
+fn process_uid() -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self")
+            .ok()
+            .map(|m| format!("uid{}", m.uid()))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
 }
 
 /// Runs the parsed command. Errors are printed by `main` through [`report`].
