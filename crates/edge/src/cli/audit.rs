@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::Value;
 
+use super::ledger::ListError;
 use super::output::Output;
 use super::setup::open;
 use crate::audit::{self, Filter};
-use crate::db::DbError;
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -39,20 +39,6 @@ pub enum AuditCommand {
         #[arg(long, value_parser = super::period::bound)]
         to: Option<super::period::Bound>,
     },
-}
-
-#[derive(Debug, thiserror::Error)]
-enum ListError {
-    #[error(transparent)]
-    Period(#[from] super::period::EmptyPeriod),
-    #[error(transparent)]
-    Db(#[from] DbError),
-}
-
-impl From<rusqlite::Error> for ListError {
-    fn from(e: rusqlite::Error) -> Self {
-        ListError::Db(DbError::Sqlite(e))
-    }
 }
 
 pub(super) fn run(path: &Path, out: &Output, command: AuditCommand) -> anyhow::Result<ExitCode> {

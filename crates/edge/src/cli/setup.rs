@@ -93,6 +93,23 @@ where
     })
 }
 
+/// A secret's rotation with its audit entry (`key` shown as "rotated", never its value).
+fn audited_rotation<T, F>(
+    db: &Db,
+    action: &'static str,
+    id: &str,
+    key: &'static str,
+    rotate: F,
+) -> anyhow::Result<Rotated<T>>
+where
+    F: FnOnce(&rusqlite::Connection) -> Result<Rotated<T>, ConfigError> + Send + 'static,
+    T: Send + 'static,
+{
+    let object = Some(id.to_string());
+    let after = move |_: &Rotated<T>| with_secret(json!({}), key, true);
+    audited(db, action, object, |_| Ok(Value::Null), rotate, after)
+}
+
 /// The view of a record before its creation.
 fn created(_: &rusqlite::Connection) -> Result<Value, ConfigError> {
     Ok(Value::Null)
@@ -487,15 +504,14 @@ pub(super) fn source(
                 record,
                 secret,
                 old_valid_until,
-            } = audited(
+            } = audited_rotation(
                 &db,
                 "source.rotate_secret",
-                Some(id.clone()),
-                |_| Ok(Value::Null),
+                &id.clone(),
+                "secret",
                 move |conn| {
                     source::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
                 },
-                |_| with_secret(json!({}), "secret", true),
             )?;
             print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
         }
@@ -896,15 +912,14 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 record,
                 secret,
                 old_valid_until,
-            } = audited(
+            } = audited_rotation(
                 &db,
                 "buyer.rotate_secret",
-                Some(id.clone()),
-                |_| Ok(Value::Null),
+                &id.clone(),
+                "secret",
                 move |conn| {
                     buyer::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
                 },
-                |_| with_secret(json!({}), "secret", true),
             )?;
             print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
         }
@@ -917,13 +932,12 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 record,
                 secret,
                 old_valid_until,
-            } = audited(
+            } = audited_rotation(
                 &db,
                 "buyer.rotate_signing_secret",
-                Some(id.clone()),
-                |_| Ok(Value::Null),
+                &id.clone(),
+                "signingSecret",
                 move |conn| buyer::rotate_signing_secret(conn, &id, secret.as_deref(), overlap),
-                |_| with_secret(json!({}), "signingSecret", true),
             )?;
             print_rotated(
                 out,
@@ -1008,13 +1022,12 @@ pub(super) fn supplier(
                 record,
                 secret,
                 old_valid_until,
-            } = audited(
+            } = audited_rotation(
                 &db,
                 "supplier.rotate_key",
-                Some(id.clone()),
-                |_| Ok(Value::Null),
+                &id.clone(),
+                "key",
                 move |conn| supplier::rotate_key(conn, &id, key.as_deref(), overlap),
-                |_| with_secret(json!({}), "key", true),
             )?;
             print_rotated(out, record.to_json(), "key", secret, old_valid_until);
         }
