@@ -93,6 +93,26 @@ where
     })
 }
 
+/// An update of record `id` with its audit entry: `get` reads the record before the change,
+/// `view` shows it before and after.
+fn audited_update<T, G, F>(
+    db: &Db,
+    action: &'static str,
+    id: &str,
+    get: G,
+    change: F,
+    view: fn(&T) -> Value,
+) -> anyhow::Result<T>
+where
+    G: FnOnce(&rusqlite::Connection, &str) -> Result<T, ConfigError> + Send + 'static,
+    F: FnOnce(&rusqlite::Connection) -> Result<T, ConfigError> + Send + 'static,
+    T: Send + 'static,
+{
+    let object = id.to_string();
+    let before = move |conn: &rusqlite::Connection| Ok(view(&get(conn, &object)?));
+    audited(db, action, Some(id.to_string()), before, change, view)
+}
+
 /// A secret's rotation with its audit entry (`key` shown as "rotated", never its value).
 fn audited_rotation<T, F>(
     db: &Db,
@@ -237,12 +257,11 @@ pub(super) fn workspace(
                 retention: retention.map(|r| r.0),
                 suppression_action,
             };
-            let object = id.clone();
-            let updated = audited(
+            let updated = audited_update(
                 &db,
                 "workspace.update",
-                Some(id.clone()),
-                move |conn| Ok(to_value(&workspace::get(conn, &object)?)),
+                &id.clone(),
+                workspace::get,
                 move |conn| workspace::update(conn, &id, &changes),
                 to_value,
             )?;
@@ -336,12 +355,11 @@ pub(super) fn container(
                 waterfall: delivery.waterfall,
                 waterfall_max: delivery.waterfall_max,
             };
-            let object = id.clone();
-            let updated = audited(
+            let updated = audited_update(
                 &db,
                 container_action(kind, false),
-                Some(id.clone()),
-                move |conn| Ok(to_value(&container::get(conn, &object, kind)?)),
+                &id.clone(),
+                move |conn, id| container::get(conn, id, kind),
                 move |conn| container::update(conn, &id, kind, &changes),
                 to_value,
             )?;
@@ -464,36 +482,33 @@ pub(super) fn source(
                 dedupe_window_days,
                 result_detail: settings.result_detail.map(result_detail),
             };
-            let object = id.clone();
-            let updated = audited(
+            let updated = audited_update(
                 &db,
                 "source.update",
-                Some(id.clone()),
-                move |conn| Ok(source::get(conn, &object)?.to_json()),
+                &id.clone(),
+                source::get,
                 move |conn| source::update(conn, &id, &changes),
                 source::Source::to_json,
             )?;
             out.print(&updated.to_json());
         }
         SourceCommand::Enable { id } => {
-            let object = id.clone();
-            let enabled = audited(
+            let enabled = audited_update(
                 &db,
                 "source.enable",
-                Some(id.clone()),
-                move |conn| Ok(source::get(conn, &object)?.to_json()),
+                &id.clone(),
+                source::get,
                 move |conn| source::set_enabled(conn, &id, true),
                 source::Source::to_json,
             )?;
             out.print(&enabled.to_json());
         }
         SourceCommand::Disable { id } => {
-            let object = id.clone();
-            let disabled = audited(
+            let disabled = audited_update(
                 &db,
                 "source.disable",
-                Some(id.clone()),
-                move |conn| Ok(source::get(conn, &object)?.to_json()),
+                &id.clone(),
+                source::get,
                 move |conn| source::set_enabled(conn, &id, false),
                 source::Source::to_json,
             )?;
@@ -580,12 +595,11 @@ pub(super) fn product(
                 fields: (clear_fields || !fields.is_empty()).then_some(fields),
                 default_supplier_cost_cents: supplier_cost.map(|c| c.0),
             };
-            let object = id.clone();
-            let updated = audited(
+            let updated = audited_update(
                 &db,
                 "product.update",
-                Some(id.clone()),
-                move |conn| Ok(to_value(&product::get(conn, &object)?)),
+                &id.clone(),
+                product::get,
                 move |conn| product::update(conn, &id, &changes),
                 to_value,
             )?;
@@ -1006,12 +1020,11 @@ pub(super) fn supplier(
         }
         SupplierCommand::Update { id, name } => {
             let changes = supplier::SupplierChanges { name };
-            let object = id.clone();
-            let updated = audited(
+            let updated = audited_update(
                 &db,
                 "supplier.update",
-                Some(id.clone()),
-                move |conn| Ok(supplier::get(conn, &object)?.to_json()),
+                &id.clone(),
+                supplier::get,
                 move |conn| supplier::update(conn, &id, &changes),
                 supplier::Supplier::to_json,
             )?;
