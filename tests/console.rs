@@ -35,13 +35,13 @@ pub(crate) fn operator(server: &TestServer, name: &str) -> Value {
     lr(server, "operator create --name").arg(name).json()
 }
 
-fn form_post(server: &TestServer, path: &str, body: &str) -> Request {
+pub(crate) fn form_post(server: &TestServer, path: &str, body: &str) -> Request {
     Request::new("POST", &server.console_url(path))
         .header("Content-Type", "application/x-www-form-urlencoded")
         .body(body.as_bytes().to_vec())
 }
 
-fn login_with(server: &TestServer, token: &str) -> Reply {
+pub(crate) fn login_with(server: &TestServer, token: &str) -> Reply {
     let body: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("token", token)
         .finish();
@@ -59,12 +59,12 @@ pub(crate) fn login(server: &TestServer) -> String {
     cookie_of(&reply)
 }
 
-fn cookie_of(reply: &Reply) -> String {
+pub(crate) fn cookie_of(reply: &Reply) -> String {
     let set = reply.header("set-cookie").expect("a session cookie is set");
     set.split(';').next().unwrap().to_string()
 }
 
-fn get(server: &TestServer, path: &str, cookie: &str) -> Reply {
+pub(crate) fn get(server: &TestServer, path: &str, cookie: &str) -> Reply {
     Request::new("GET", &server.console_url(path))
         .header("Cookie", cookie)
         .send()

@@ -196,6 +196,21 @@ fn chromium_signs_in_and_renders_every_page_without_console_errors() {
         assert!(count(&tab, rows) >= 1, "{path} shows {rows}");
     }
 
+    // An action: the first buyer's Pause button posts its form (Origin and CSRF token from
+    // the page) and comes back to the buyers, the buyer paused.
+    tab.navigate_to(&server.console_url("/buyers"))
+        .and_then(|tab| tab.wait_until_navigated())
+        .expect("the buyers page loads");
+    tab.find_element("#buyers tr.buyer form.action button")
+        .expect("a pause button")
+        .click()
+        .expect("the pause button is clicked");
+    tab.wait_for_element("#buyers tr.buyer span.tag.paused")
+        .unwrap_or_else(|e| panic!("{e}: {}", evaluate(&tab, "document.body.innerText")));
+    assert_eq!(tab.get_url(), server.console_url("/buyers"));
+    let status = text_of(&tab, "#buyers tr.buyer span.tag");
+    assert_eq!(status, "paused", "the first buyer is paused");
+
     // The report: a row per day of the last 7, today's with the two leads and the sale at
     // 30 (the refused one at 12 counts as sold), and the totals; the CSV link names the
     // same report.

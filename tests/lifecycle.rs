@@ -39,7 +39,11 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
-        let server = TestServer::start();
+        Fixture::on(TestServer::start())
+    }
+
+    /// [`Fixture::new`] on a server already started (with its console, say).
+    pub fn on(server: TestServer) -> Fixture {
         let receiver = Receiver::start();
         basic_setup(&server);
         lr(

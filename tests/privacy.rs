@@ -659,6 +659,10 @@ fn serve_purges_leads_past_their_workspace_retention_at_start() {
     assert_eq!(log[0]["kind"], "purge");
     assert_eq!(log[0]["actor"], "retention");
     assert_eq!(log[0]["workspaceId"], "ws");
+    let audit = lr(&db, "audit list --actor server").json();
+    assert_eq!(audit.as_array().unwrap().len(), 1, "{audit}");
+    assert_eq!(audit[0]["action"], "privacy.purge");
+    assert_eq!(audit[0]["objectId"], "ws");
     serve.stop();
     // `none` keeps leads for ever again.
     let shown = lr(&db, "workspace update ws --retention none").json();

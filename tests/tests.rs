@@ -4,6 +4,7 @@
 mod util;
 
 mod amounts;
+mod audit;
 mod autodelivery;
 mod cli;
 mod cli_help;

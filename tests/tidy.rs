@@ -32,7 +32,8 @@ const BANS: &[Ban] = &[
     Ban {
         says: "the console only reads: console/ runs no write job (`Db::write`, \
                `write_blocking`) and no SQL statement that changes rows (`execute`); its \
-               sessions are written by operators.rs, their owner",
+               sessions are written by operators.rs, their owner, and its actions by the \
+               writer jobs of audited.rs",
         names: &[
             anywhere("write"),
             anywhere("write_blocking"),
@@ -72,6 +73,7 @@ const fn anywhere(text: &'static str) -> Name {
 const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/http/",
     "crates/edge/src/console/",
+    "crates/edge/src/web/",
     "crates/edge/src/service.rs",
     "crates/edge/src/cli/serve.rs",
     "crates/edge/src/outbox/sender.rs",
@@ -81,7 +83,8 @@ const HTTP_EDGES: &[&str] = &[
 
 const RULES: &[Rule] = &[
     Rule {
-        says: "only the HTTP layer (http/, the console's console/), the server entry \
+        says: "only the HTTP layer (http/, the console's console/, their forms' web/), the \
+               server entry \
                (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs, \
                connect.rs) use hyper, hyper_util or http_body_util",
         names: &[
@@ -93,12 +96,13 @@ const RULES: &[Rule] = &[
     },
     Rule {
         says: "no domain module uses the HTTP layer (`crate::http`); only the server entry \
-               (service.rs) starts it, the console (console/) serves through it, and the \
-               posting instructions (posting/) show its answers",
+               (service.rs) starts it, the console (console/, with web/'s forms) serves \
+               through it, and the posting instructions (posting/) show its answers",
         names: &[anywhere("crate::http")],
         allowed: &[
             "crates/edge/src/http/",
             "crates/edge/src/console/",
+            "crates/edge/src/web/",
             "crates/edge/src/service.rs",
             "crates/edge/src/posting/",
         ],

@@ -109,6 +109,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("ledger_entries", &["crates/core/src/ledger/"]),
     ("operators", &["crates/core/src/operators.rs"]),
     ("operator_sessions", &["crates/core/src/operators.rs"]),
+    // Every change's entry, appended on the connection of the job that makes the change.
+    ("audit_log", &["crates/core/src/audit.rs"]),
     (
         "evaluator_versions",
         &["crates/core/src/autodelivery/weights.rs"],

@@ -13,11 +13,13 @@ pub mod openapi;
 pub mod outbox;
 pub(crate) mod posting;
 pub mod service;
+pub(crate) mod web;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
-    autodelivery, bids, caps, config, delivery, health, ingest, integration, ledger, lifecycle,
-    mapping, metrics, operators, ops, ping, privacy, report, suppression, training, waterfall,
+    audit, audited, autodelivery, bids, caps, config, delivery, health, ingest, integration,
+    ledger, lifecycle, mapping, metrics, operators, ops, ping, privacy, report, suppression,
+    training, waterfall,
 };
 use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

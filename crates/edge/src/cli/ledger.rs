@@ -40,8 +40,9 @@ pub enum LedgerCommand {
     },
 }
 
+/// Why a listing with a period was refused (also `audit list`'s).
 #[derive(Debug, thiserror::Error)]
-enum ListError {
+pub(super) enum ListError {
     #[error("unknown {0} '{1}'")]
     NotFound(&'static str, String),
     #[error(transparent)]

@@ -96,6 +96,12 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // Accountability: operator roles (earlier operators are admins) and the audit log with
+    // its hash chain.
+    Migration {
+        sql: include_str!("../../migrations/0027_audit.sql"),
+        then: Some(roles_added),
+    },
     // Shared links to sources' posting instructions (the token's hash).
     sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
 ];
@@ -141,6 +147,23 @@ fn suppression_added(conn: &Connection) -> rusqlite::Result<()> {
         conn.execute_batch(
             "ALTER TABLE workspaces ADD COLUMN suppression_action TEXT NOT NULL DEFAULT 'reject'
                 CHECK (suppression_action = 'reject' OR suppression_action = 'flag')",
+        )?;
+    }
+    Ok(())
+}
+
+/// Migration 27's step: the operators' role, `admin` for those made before roles existed,
+/// only where it is missing.
+fn roles_added(conn: &Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('operators') WHERE name = 'role'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !present {
+        conn.execute_batch(
+            "ALTER TABLE operators ADD COLUMN role TEXT NOT NULL DEFAULT 'admin'
+                CHECK (role = 'admin' OR role = 'finance' OR role = 'support' OR role = 'viewer')",
         )?;
     }
     Ok(())
