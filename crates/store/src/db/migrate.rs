@@ -96,6 +96,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // Alerts: targets, rules and each alert's firing and resolution.
+    sql(include_str!("../../migrations/0028_alerts.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
