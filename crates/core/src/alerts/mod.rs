@@ -109,6 +109,18 @@ pub enum AlertError {
     Db(#[from] crate::db::DbError),
 }
 
+impl AlertError {
+    /// A stable code for the error, printed under `--json`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AlertError::Invalid(_) => "invalid",
+            AlertError::UnknownTarget(_) => "not_found",
+            AlertError::Config(e) => e.code(),
+            AlertError::Sql(_) | AlertError::Db(_) => "database_error",
+        }
+    }
+}
+
 /// A rule switched on for a workspace, with its threshold and duration in stored units.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSetting {

@@ -84,7 +84,7 @@ pub fn remove_target(conn: &Connection, id: &str) -> Result<(), AlertError> {
 
 /// The targets of one workspace, or of all, oldest first (with their signing secrets: the
 /// sender needs them; listings print [`Target::to_json`], which leaves them out).
-pub fn targets(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::Result<Vec<Target>> {
+pub fn targets(conn: &Connection, workspace_id: Option<&str>) -> Result<Vec<Target>, AlertError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, workspace_id, kind, address, signing_secret, created_at FROM alert_targets
          WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY created_at, id",
@@ -99,7 +99,7 @@ pub fn targets(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::Resul
             created_at: row.get(5)?,
         })
     })?;
-    rows.collect()
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// Switches a rule on for a workspace, or changes its threshold and duration.
@@ -124,7 +124,7 @@ pub fn set_rule(conn: &Connection, setting: &RuleSetting, now: i64) -> Result<()
 
 /// Switches a rule off; its open alerts are resolved by the next evaluation. `false` when
 /// it was not on.
-pub fn remove_rule(conn: &Connection, workspace_id: &str, rule: Rule) -> rusqlite::Result<bool> {
+pub fn remove_rule(conn: &Connection, workspace_id: &str, rule: Rule) -> Result<bool, AlertError> {
     Ok(conn.execute(
         "DELETE FROM alert_rules WHERE workspace_id = ?1 AND rule = ?2",
         params![workspace_id, rule],
@@ -132,7 +132,10 @@ pub fn remove_rule(conn: &Connection, workspace_id: &str, rule: Rule) -> rusqlit
 }
 
 /// The rules switched on, of one workspace or of all.
-pub fn rules(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::Result<Vec<RuleSetting>> {
+pub fn rules(
+    conn: &Connection,
+    workspace_id: Option<&str>,
+) -> Result<Vec<RuleSetting>, AlertError> {
     let mut stmt = conn.prepare_cached(
         "SELECT workspace_id, rule, threshold, for_ms FROM alert_rules
          WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY workspace_id, rule",
@@ -145,7 +148,7 @@ pub fn rules(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::Result<
             for_ms: row.get(3)?,
         })
     })?;
-    rows.collect()
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 const ALERT_COLUMNS: &str = "id, workspace_id, rule, subject, state, detail, since, resolved_at";
@@ -164,13 +167,13 @@ fn alert_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Alert> {
 }
 
 /// The open (firing) alerts, of one workspace or of all, oldest first.
-pub fn open(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::Result<Vec<Alert>> {
+pub fn open(conn: &Connection, workspace_id: Option<&str>) -> Result<Vec<Alert>, AlertError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {ALERT_COLUMNS} FROM alerts
          WHERE state = 'firing' AND (?1 IS NULL OR workspace_id = ?1) ORDER BY since, id"
     ))?;
     let rows = stmt.query_map([workspace_id], alert_from_row)?;
-    rows.collect()
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The newest alerts first, open or resolved, at most `limit`.
@@ -178,13 +181,13 @@ pub fn list(
     conn: &Connection,
     workspace_id: Option<&str>,
     limit: usize,
-) -> rusqlite::Result<Vec<Alert>> {
+) -> Result<Vec<Alert>, AlertError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {ALERT_COLUMNS} FROM alerts
          WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY since DESC, id DESC"
     ))?;
     let rows = stmt.query_map([workspace_id], alert_from_row)?;
-    rows.take(limit).collect()
+    Ok(rows.take(limit).collect::<rusqlite::Result<_>>()?)
 }
 
 /// The evaluation's writer job: `holding` is every condition true now (over all rules
@@ -192,7 +195,7 @@ pub fn list(
 /// (its rule may have been switched off); a condition without an open alert fires. Returns
 /// the alerts whose state changed, in their new state: the messages to send. Read again
 /// inside the job, so two evaluations cannot fire one condition twice.
-pub fn apply(conn: &Connection, holding: &[Condition], now: i64) -> rusqlite::Result<Vec<Alert>> {
+pub fn apply(conn: &Connection, holding: &[Condition], now: i64) -> Result<Vec<Alert>, AlertError> {
     let open = open(conn, None)?;
     let key = |workspace: &str, rule: Rule, subject: &str| {
         (workspace.to_string(), rule, subject.to_string())
