@@ -167,13 +167,13 @@ fn alert_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Alert> {
 }
 
 /// The open (firing) alerts, of one workspace or of all, oldest first.
-pub fn open(conn: &Connection, workspace_id: Option<&str>) -> Result<Vec<Alert>, AlertError> {
+pub fn open(conn: &Connection, workspace_id: Option<&str>) -> rusqlite::Result<Vec<Alert>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {ALERT_COLUMNS} FROM alerts
          WHERE state = 'firing' AND (?1 IS NULL OR workspace_id = ?1) ORDER BY since, id"
     ))?;
     let rows = stmt.query_map([workspace_id], alert_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    rows.collect()
 }
 
 /// The newest alerts first, open or resolved, at most `limit`.

@@ -135,8 +135,8 @@ pub(super) fn run(path: &Path, out: &Output, command: AlertCommand) -> anyhow::R
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             let alerts = db.read_blocking(|conn| {
                 if open {
-                    store::open(conn, workspace.as_deref())
-                        .map(|all| all.into_iter().rev().take(limit).collect::<Vec<_>>())
+                    let open = store::open(conn, workspace.as_deref())?;
+                    Ok(open.into_iter().rev().take(limit).collect::<Vec<_>>())
                 } else {
                     store::list(conn, workspace.as_deref(), limit)
                 }
