@@ -96,22 +96,41 @@ fn lead(n: usize) -> Value {
 fn a_silent_source_fires_once_by_signed_webhook_and_email_and_resolves_when_it_sends() {
     let (receiver, smtp, db) = (Receiver::start(), SmtpServer::start(), TempDb::new());
     let secret = with_webhook(&db, &receiver);
-    lr(&db, "alert target add --workspace ws --email ops@example.org").json();
+    lr(
+        &db,
+        "alert target add --workspace ws --email ops@example.org",
+    )
+    .json();
     let server = TestServer::start_with(db, options(Some(&smtp)));
     lead_request(&server, &simple_lead(1));
-    lr(&server, "alert rule set --workspace ws source_silent --for 700ms").json();
+    lr(
+        &server,
+        "alert rule set --workspace ws source_silent --for 700ms",
+    )
+    .json();
 
     wait_firing(&receiver, "source_silent", "source:src");
     let firing = &receiver.requests_to("/alerts")[0];
-    assert!(firing.is_signed_with(&secret), "signed with the target's secret");
+    assert!(
+        firing.is_signed_with(&secret),
+        "signed with the target's secret"
+    );
     assert!(firing.header("webhook-id").unwrap().ends_with(".firing"));
     let body = firing.json();
-    assert_eq!(crate::util::keys(&body), ["alert", "text"]);
+    assert_eq!(crate::util::keys(&body), ["text", "alert"]);
     let alert = &body["alert"];
     assert_eq!(alert["state"], "firing");
     assert!(alert["since"].as_str().unwrap().ends_with('Z'), "{alert}");
-    assert!(alert["detail"].as_str().unwrap().contains("no lead from source src"));
-    assert!(body["text"].as_str().unwrap().contains("source_silent"), "{body}");
+    assert!(
+        alert["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no lead from source src")
+    );
+    assert!(
+        body["text"].as_str().unwrap().contains("source_silent"),
+        "{body}"
+    );
     let open = lr(&server, "alert list --open").json();
     assert_eq!(open.as_array().unwrap().len(), 1, "{open}");
     assert_eq!(open[0]["rule"], "source_silent");
@@ -120,7 +139,10 @@ fn a_silent_source_fires_once_by_signed_webhook_and_email_and_resolves_when_it_s
     assert_eq!(mails[0].to, ["ops@example.org"]);
     assert_eq!(mails[0].from, "leadrelay@example.org");
     let subject = mails[0].header("subject").unwrap();
-    assert!(subject.contains("FIRING") && subject.contains("source_silent"), "{subject}");
+    assert!(
+        subject.contains("FIRING") && subject.contains("source_silent"),
+        "{subject}"
+    );
 
     // The source sends again: resolved. Disabled, it is no longer watched.
     lead_request(&server, &simple_lead(2));
@@ -130,7 +152,10 @@ fn a_silent_source_fires_once_by_signed_webhook_and_email_and_resolves_when_it_s
     assert!(mails[1].header("subject").unwrap().contains("RESOLVED"));
     std::thread::sleep(INTERVAL * 3);
     assert_eq!(smtp.mails().len(), 2, "one mail per change");
-    assert_eq!(lr(&server, "alert list --open").json(), serde_json::json!([]));
+    assert_eq!(
+        lr(&server, "alert list --open").json(),
+        serde_json::json!([])
+    );
     let all = lr(&server, "alert list").json();
     assert_eq!(all[0]["state"], "resolved");
     assert!(all[0]["resolvedAt"].is_string(), "{all}");
@@ -142,10 +167,19 @@ fn an_endpoint_that_stops_answering_fires_buyer_endpoint_down_once() {
     with_webhook(&db, &receiver);
     receiver.answer_sequence(
         "/down",
-        vec![Answer::status(503), Answer::status(503), Answer::status(503), Answer::ok()],
+        vec![
+            Answer::status(503),
+            Answer::status(503),
+            Answer::status(503),
+            Answer::ok(),
+        ],
     );
     buyer(&db, "down", &receiver.url("/down"), Some("20"), "");
-    lr(&db, "alert rule set --workspace ws buyer_endpoint_down --for 200ms").json();
+    lr(
+        &db,
+        "alert rule set --workspace ws buyer_endpoint_down --for 200ms",
+    )
+    .json();
     let mut options = options(None);
     options.delivery.breaker = leadrelay::outbox::BreakerConfig {
         failures: 2,
@@ -165,7 +199,11 @@ fn a_cap_filled_by_ingest_fires_cap_reached_once_and_the_console_shows_it() {
     let (receiver, db) = (Receiver::start(), TempDb::new());
     with_webhook(&db, &receiver);
     buyer(&db, "capped", &receiver.url("/capped"), None, "");
-    lr(&db, "buyer subscribe capped --product solar --price 20 --daily-cap 2").json();
+    lr(
+        &db,
+        "buyer subscribe capped --product solar --price 20 --daily-cap 2",
+    )
+    .json();
     lr(&db, "alert rule set --workspace ws cap_reached").json();
     let server = TestServer::start_with_console(
         db,
@@ -174,7 +212,10 @@ fn a_cap_filled_by_ingest_fires_cap_reached_once_and_the_console_shows_it() {
     );
     lead_request(&server, &lead(1));
     std::thread::sleep(INTERVAL * 3);
-    assert!(states(&receiver, "cap_reached").is_empty(), "one of two places used");
+    assert!(
+        states(&receiver, "cap_reached").is_empty(),
+        "one of two places used"
+    );
     lead_request(&server, &lead(2));
     let subject = "buyer:capped product:solar";
     wait_firing(&receiver, "cap_reached", subject);
@@ -186,7 +227,11 @@ fn a_cap_filled_by_ingest_fires_cap_reached_once_and_the_console_shows_it() {
     assert!(page.text.contains("Open alerts"), "{}", page.text);
     assert!(page.text.contains("cap_reached"), "{}", page.text);
 
-    lr(&server, "buyer terms set capped --product solar --daily-cap 3").json();
+    lr(
+        &server,
+        "buyer terms set capped --product solar --daily-cap 3",
+    )
+    .json();
     wait_resolved_once(&receiver, "cap_reached", subject);
 }
 
@@ -194,13 +239,26 @@ fn a_cap_filled_by_ingest_fires_cap_reached_once_and_the_console_shows_it() {
 fn deliveries_spending_a_prepaid_balance_fire_balance_low_once() {
     let (receiver, db) = (Receiver::start(), TempDb::new());
     with_webhook(&db, &receiver);
-    buyer(&db, "pre", &receiver.url("/pre"), Some("40"), "--plan prepaid");
+    buyer(
+        &db,
+        "pre",
+        &receiver.url("/pre"),
+        Some("40"),
+        "--plan prepaid",
+    );
     lr(&db, "buyer fund pre --amount 100").json();
-    lr(&db, "alert rule set --workspace ws balance_low --threshold 50").json();
+    lr(
+        &db,
+        "alert rule set --workspace ws balance_low --threshold 50",
+    )
+    .json();
     let server = TestServer::start_with(db, options(None));
     lead_request(&server, &lead(1));
     std::thread::sleep(INTERVAL * 3);
-    assert!(states(&receiver, "balance_low").is_empty(), "60.00 is not under 50");
+    assert!(
+        states(&receiver, "balance_low").is_empty(),
+        "60.00 is not under 50"
+    );
     lead_request(&server, &lead(2));
     wait_firing(&receiver, "balance_low", "buyer:pre");
     let detail = receiver.requests_to("/alerts")[0].json()["alert"]["detail"].clone();
@@ -215,10 +273,19 @@ fn a_full_outbox_fires_outbox_backlog_once() {
     with_webhook(&db, &receiver);
     receiver.answer_sequence(
         "/slow",
-        vec![Answer::status(503), Answer::status(503), Answer::status(503), Answer::ok()],
+        vec![
+            Answer::status(503),
+            Answer::status(503),
+            Answer::status(503),
+            Answer::ok(),
+        ],
     );
     buyer(&db, "slow", &receiver.url("/slow"), Some("20"), "");
-    lr(&db, "alert rule set --workspace ws outbox_backlog --for 300ms").json();
+    lr(
+        &db,
+        "alert rule set --workspace ws outbox_backlog --for 300ms",
+    )
+    .json();
     let mut options = options(None);
     options.delivery.retry_schedule =
         leadrelay::outbox::RetrySchedule::parse("400ms,400ms,400ms,400ms").unwrap();
@@ -235,12 +302,19 @@ fn a_return_storm_fires_return_rate_high_for_the_buyer_and_the_source() {
     let (receiver, db) = (Receiver::start(), TempDb::new());
     with_webhook(&db, &receiver);
     buyer(&db, "ret", &receiver.url("/ret"), Some("20"), "");
-    lr(&db, "alert rule set --workspace ws return_rate_high --threshold 40").json();
+    lr(
+        &db,
+        "alert rule set --workspace ws return_rate_high --threshold 40",
+    )
+    .json();
     let server = TestServer::start_with(db, options(None));
     lead_request(&server, &lead(1));
     lead_request(&server, &lead(2));
     let transactions = lr(&server, "transaction list").json();
-    let txn = transactions[0]["id"].as_str().unwrap().to_string();
+    let txn = transactions[0]["transactionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     std::thread::sleep(INTERVAL * 3);
     assert!(states(&receiver, "return_rate_high").is_empty());
     // One of two sales returned: 50%.
@@ -298,7 +372,10 @@ fn a_filling_file_system_fires_disk_low_once() {
     lr(&db, "alert rule set --workspace ws disk_low --threshold 50").json();
     let server = TestServer::start_with(db, options(None));
     std::thread::sleep(INTERVAL * 3);
-    assert!(states(&receiver, "disk_low").is_empty(), "a fresh tmpfs is mostly free");
+    assert!(
+        states(&receiver, "disk_low").is_empty(),
+        "a fresh tmpfs is mostly free"
+    );
     let filler = tmpfs.0.join("filler");
     std::fs::write(&filler, vec![1u8; 10 << 20]).unwrap();
     wait_firing(&receiver, "disk_low", "disk");
@@ -311,36 +388,69 @@ fn a_filling_file_system_fires_disk_low_once() {
 fn the_commands_check_what_they_are_given_and_list_what_was_set() {
     let db = TempDb::new();
     setup(&db);
-    let target = lr(&db, "alert target add --workspace ws --webhook https://chat.example/hooks/1").json();
-    assert!(target["signingSecret"].as_str().unwrap().starts_with("whsec_"));
+    let target = lr(
+        &db,
+        "alert target add --workspace ws --webhook https://chat.example/hooks/1",
+    )
+    .json();
+    assert!(
+        target["signingSecret"]
+            .as_str()
+            .unwrap()
+            .starts_with("whsec_")
+    );
     let listed = lr(&db, "alert target list").json();
     assert_eq!(listed[0]["address"], "https://chat.example/hooks/1");
     assert!(listed[0].get("signingSecret").is_none(), "shown once only");
-    lr(&db, "alert target add --workspace ws --webhook http://169.254.169.254/latest")
-        .fails_json(1)
-        .stderr_contains("invalid");
-    lr(&db, "alert target add --workspace ws --email not-an-address").fails_json(1);
-    lr(&db, "alert target add --workspace nope --email a@example.org")
-        .fails_json(1)
-        .stderr_contains("not_found");
+    lr(
+        &db,
+        "alert target add --workspace ws --webhook http://169.254.169.254/latest",
+    )
+    .fails_json(1)
+    .stderr_contains("invalid");
+    lr(
+        &db,
+        "alert target add --workspace ws --email not-an-address",
+    )
+    .fails_json(1);
+    lr(
+        &db,
+        "alert target add --workspace nope --email a@example.org",
+    )
+    .fails_json(1)
+    .stderr_contains("not_found");
     lr(&db, "alert rule set --workspace ws balance_low")
         .fails(1)
         .stderr_contains("needs --threshold");
     lr(&db, "alert rule set --workspace ws cap_reached --for 5m")
         .fails(1)
         .stderr_contains("takes no --for");
-    lr(&db, "alert rule set --workspace ws disk_low --threshold 101").fails(1);
+    lr(
+        &db,
+        "alert rule set --workspace ws disk_low --threshold 101",
+    )
+    .fails(1);
     lr(&db, "alert rule set --workspace ws no_such_rule").fails(2);
 
     lr(&db, "alert rule set --workspace ws disk_low").json();
-    lr(&db, "alert rule set --workspace ws return_rate_high --threshold 12.5").json();
+    lr(
+        &db,
+        "alert rule set --workspace ws return_rate_high --threshold 12.5",
+    )
+    .json();
     lr(&db, "alert rule set --workspace ws source_silent --for 2h").json();
     let rules = lr(&db, "alert rule list --workspace ws").json();
     let shown: Vec<(String, Value, Value)> = rules
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["rule"].as_str().unwrap().to_string(), r["threshold"].clone(), r["for"].clone()))
+        .map(|r| {
+            (
+                r["rule"].as_str().unwrap().to_string(),
+                r["threshold"].clone(),
+                r["for"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         shown,
@@ -350,9 +460,14 @@ fn the_commands_check_what_they_are_given_and_list_what_was_set() {
             ("source_silent".into(), Value::Null, "2h".into()),
         ]
     );
-    assert_eq!(lr(&db, "alert rule remove --workspace ws disk_low").json()["removed"], true);
+    assert_eq!(
+        lr(&db, "alert rule remove --workspace ws disk_low").json()["removed"],
+        true
+    );
     let id = target["id"].as_str().unwrap();
     lr(&db, format!("alert target remove {id}")).json();
-    lr(&db, format!("alert target remove {id}")).fails_json(1).stderr_contains("not_found");
+    lr(&db, format!("alert target remove {id}"))
+        .fails_json(1)
+        .stderr_contains("not_found");
     assert_eq!(lr(&db, "alert list").json(), serde_json::json!([]));
 }

@@ -84,10 +84,21 @@ fn session(stream: TcpStream, mails: &Mutex<Vec<Mail>>) -> std::io::Result<()> {
             return Ok(());
         }
         let line = line.trim_end();
-        let verb = line.split([' ', ':']).next().unwrap_or("").to_ascii_uppercase();
+        let verb = line
+            .split([' ', ':'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
         let argument = || {
             line.split_once(':')
-                .map(|(_, a)| a.trim().trim_start_matches('<').split('>').next().unwrap_or("").to_string())
+                .map(|(_, a)| {
+                    a.trim()
+                        .trim_start_matches('<')
+                        .split('>')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
                 .unwrap_or_default()
         };
         match verb.as_str() {
