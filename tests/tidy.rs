@@ -77,13 +77,14 @@ const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/outbox/sender.rs",
     "crates/edge/src/outbox/bid.rs",
     "crates/edge/src/outbox/connect.rs",
+    "crates/edge/src/outbox/alert.rs",
 ];
 
 const RULES: &[Rule] = &[
     Rule {
         says: "only the HTTP layer (http/, the console's console/), the server entry \
                (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs, \
-               connect.rs) use hyper, hyper_util or http_body_util",
+               connect.rs, alert.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
@@ -120,6 +121,7 @@ const RULES: &[Rule] = &[
             "crates/edge/src/console/",
             "crates/edge/src/outbox/sender.rs",
             "crates/edge/src/outbox/bid.rs",
+            "crates/edge/src/outbox/alert.rs",
             "crates/rules/src/outbound_url.rs",
         ],
     },
