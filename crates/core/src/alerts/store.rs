@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::conditions::Condition;
 use super::{Alert, AlertError, Rule, RuleSetting, State, Target, TargetKind};
@@ -253,14 +253,4 @@ pub fn apply(conn: &Connection, holding: &[Condition], now: i64) -> Result<Vec<A
         changed.push(alert);
     }
     Ok(changed)
-}
-
-/// One alert by id.
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Alert>> {
-    conn.query_row(
-        &format!("SELECT {ALERT_COLUMNS} FROM alerts WHERE id = ?1"),
-        [id],
-        alert_from_row,
-    )
-    .optional()
 }
