@@ -62,16 +62,7 @@ setup() {
 run_one() {
   local mode="$1" batch="$2" connections="$3" out="$WORK/wrk.txt"
   setup "$mode"
-  RUST_LOG=warn "$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 \
-    --alert-interval "$ALERT_INTERVAL" >"$WORK/serve.out" 2>"$WORK/serve.log" &
-  SERVER_PID=$!
-  URL=""
-  for _ in $(seq 1 200); do
-    URL="$(grep -o 'http://[0-9.:]*' "$WORK/serve.out" | head -1 || true)"
-    [ -n "$URL" ] && break
-    sleep 0.05
-  done
-  [ -n "$URL" ] || { echo "server did not start" >&2; cat "$WORK/serve.log" >&2; exit 1; }
+  start_server serve --alert-interval "$ALERT_INTERVAL"
   BENCH_BATCH="$batch" wrk -t "$WRK_THREADS" -c "$connections" -d "$DURATION" --latency \
     -s "$BENCH_DIR/plain.lua" "$URL/api/webhooks/channels/web/sources/load/leads" >"$out"
   stop_server
