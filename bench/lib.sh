@@ -1,7 +1,8 @@
 # Shared by the shell benchmarks that run `serve` on a file of their own (bench/ingest.sh,
 # bench/storage.sh, bench/purge.sh, bench/ping.sh, bench/alerts.sh): sourced, not run. Sets
-# ROOT, BENCH_DIR, BIN, WORK and LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the server and wrk and removes
-# WORK (kept with KEEP=1), and defines bench_setup, start_server, stop_server and cpu_ticks.
+# ROOT, BENCH_DIR, BIN, WORK and LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the
+# server and wrk and removes WORK (kept with KEEP=1), and defines bench_setup, start_server,
+# stop_server and cpu_ticks.
 #
 #   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
 #
