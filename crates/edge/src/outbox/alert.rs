@@ -65,12 +65,16 @@ impl Smtp {
             .strip_prefix("smtp://")
             .ok_or_else(|| format!("--smtp-url '{url}' is not smtp://HOST:PORT"))?;
         let rest = rest.trim_end_matches('/');
+        // A port follows the last ':' unless that ':' is inside an IPv6 address.
         let (host, port) = match rest.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => (
-                host,
-                port.parse::<u16>()
-                    .map_err(|_| format!("--smtp-url '{url}': '{port}' is not a port"))?,
-            ),
+            Some((host, port))
+                if !rest.ends_with(']') && (!host.contains(':') || host.ends_with(']')) =>
+            {
+                let port = port
+                    .parse::<u16>()
+                    .map_err(|_| format!("--smtp-url '{url}': '{port}' is not a port"))?;
+                (host, port)
+            }
             _ => (rest, 25),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -114,7 +118,14 @@ pub(crate) async fn run(
                     sender.send_to_targets(&db, alert).await;
                 }
             }
-            Err(e) => log::warn!("alert evaluation failed: {e}"),
+            Err(e) => {
+                // A full disk or a busy writer fails every round until it passes: once per
+                // 10 s in the log, with a count.
+                static FAILED: crate::logging::Repeated = crate::logging::Repeated::new();
+                if let Some(repeats) = FAILED.admit() {
+                    log::warn!("alert evaluation failed: {e}{repeats}");
+                }
+            }
         }
     }
 }
@@ -303,6 +314,10 @@ mod tests {
         assert_eq!((smtp.host.as_str(), smtp.port), ("127.0.0.1", 2525));
         let smtp = Smtp::parse("smtp://mail.example.org", "alerts@example.org").unwrap();
         assert_eq!((smtp.host.as_str(), smtp.port), ("mail.example.org", 25));
+        let smtp = Smtp::parse("smtp://[::1]:2525", "alerts@example.org").unwrap();
+        assert_eq!((smtp.host.as_str(), smtp.port), ("::1", 2525));
+        let smtp = Smtp::parse("smtp://[::1]", "alerts@example.org").unwrap();
+        assert_eq!((smtp.host.as_str(), smtp.port), ("::1", 25));
         for (url, from) in [
             ("http://mail.example.org", "a@example.org"),
             ("smtp://mail.example.org:x", "a@example.org"),
