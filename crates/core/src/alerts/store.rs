@@ -254,3 +254,51 @@ pub fn apply(conn: &Connection, holding: &[Condition], now: i64) -> Result<Vec<A
     }
     Ok(changed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing;
+
+    fn condition(subject: &str, since: i64) -> Condition {
+        Condition {
+            workspace_id: "ws".into(),
+            rule: Rule::BalanceLow,
+            subject: subject.into(),
+            detail: format!("{subject} is low"),
+            since,
+        }
+    }
+
+    fn states(changed: &[Alert]) -> Vec<(&str, State)> {
+        changed
+            .iter()
+            .map(|a| (a.subject.as_str(), a.state))
+            .collect()
+    }
+
+    /// The rule "once when it starts, once when it ends": a condition that goes on holding
+    /// changes nothing, and one that ends is resolved once.
+    #[test]
+    fn a_condition_fires_once_while_it_holds_and_resolves_once() {
+        let (_dir, conn) = testing::migrated();
+        testing::workspace(&conn, "UTC");
+        let a = condition("buyer:a", 50);
+        let b = condition("buyer:b", 90);
+        let fired = apply(&conn, &[a.clone()], 100).unwrap();
+        assert_eq!(states(&fired), [("buyer:a", State::Firing)]);
+        assert_eq!(fired[0].since, 50, "since the condition started");
+        assert!(apply(&conn, &[a.clone()], 200).unwrap().is_empty());
+        let changed = apply(&conn, &[a, b.clone()], 300).unwrap();
+        assert_eq!(states(&changed), [("buyer:b", State::Firing)]);
+        let changed = apply(&conn, &[b.clone()], 400).unwrap();
+        assert_eq!(states(&changed), [("buyer:a", State::Resolved)]);
+        assert_eq!(changed[0].resolved_at, Some(400));
+        assert_eq!(changed[0].state_since(), 400);
+        assert!(apply(&conn, &[b], 500).unwrap().is_empty());
+        assert!(apply(&conn, &[], 600).unwrap().len() == 1);
+        assert!(apply(&conn, &[], 700).unwrap().is_empty());
+        assert!(open(&conn, None).unwrap().is_empty());
+        assert_eq!(list(&conn, Some("ws"), 10).unwrap().len(), 2);
+    }
+}
