@@ -285,18 +285,22 @@ mod tests {
         testing::workspace(&conn, "UTC");
         let a = condition("buyer:a", 50);
         let b = condition("buyer:b", 90);
-        let fired = apply(&conn, &[a.clone()], 100).unwrap();
+        let fired = apply(&conn, std::slice::from_ref(&a), 100).unwrap();
         assert_eq!(states(&fired), [("buyer:a", State::Firing)]);
         assert_eq!(fired[0].since, 50, "since the condition started");
-        assert!(apply(&conn, &[a.clone()], 200).unwrap().is_empty());
+        assert!(
+            apply(&conn, std::slice::from_ref(&a), 200)
+                .unwrap()
+                .is_empty()
+        );
         let changed = apply(&conn, &[a, b.clone()], 300).unwrap();
         assert_eq!(states(&changed), [("buyer:b", State::Firing)]);
-        let changed = apply(&conn, &[b.clone()], 400).unwrap();
+        let changed = apply(&conn, std::slice::from_ref(&b), 400).unwrap();
         assert_eq!(states(&changed), [("buyer:a", State::Resolved)]);
         assert_eq!(changed[0].resolved_at, Some(400));
         assert_eq!(changed[0].state_since(), 400);
         assert!(apply(&conn, &[b], 500).unwrap().is_empty());
-        assert!(apply(&conn, &[], 600).unwrap().len() == 1);
+        assert_eq!(apply(&conn, &[], 600).unwrap().len(), 1);
         assert!(apply(&conn, &[], 700).unwrap().is_empty());
         assert!(open(&conn, None).unwrap().is_empty());
         assert_eq!(list(&conn, Some("ws"), 10).unwrap().len(), 2);
