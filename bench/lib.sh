@@ -1,7 +1,8 @@
 # Shared by the shell benchmarks that run `serve` on a file of their own (bench/ingest.sh,
-# bench/storage.sh, bench/purge.sh, bench/ping.sh): sourced, not run. Sets ROOT, BENCH_DIR, BIN, WORK and
-# LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the server and wrk and removes
-# WORK (kept with KEEP=1), and defines bench_setup, start_server, stop_server and cpu_ticks.
+# bench/storage.sh, bench/purge.sh, bench/ping.sh, bench/alerts.sh): sourced, not run. Sets
+# ROOT, BENCH_DIR, BIN, WORK and LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the
+# server and wrk and removes WORK (kept with KEEP=1), and defines bench_setup, start_server,
+# stop_server and cpu_ticks.
 #
 #   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
 #
@@ -53,12 +54,12 @@ bench_setup() {
   "$BIN" source create --channel web --name Bench --id bench --secret "$BENCH_SECRET" >/dev/null
 }
 
-# Starts `serve` on a free port (stdout and log in $WORK/NAME.out, .log); sets SERVER_PID
-# and URL. The server's log level is SERVER_LOG (warn).
+# Starts `serve` on a free port (stdout and log in $WORK/NAME.out, .log), with the flags
+# after NAME; sets SERVER_PID and URL. The server's log level is SERVER_LOG (warn).
 start_server() {
   local name="$1"
   RUST_LOG="${SERVER_LOG:-warn}" "$BIN" serve --listen 127.0.0.1:0 --console-listen off \
-    --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
+    --rate-limit 0 "${@:2}" >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   URL=""
   for _ in $(seq 1 200); do

@@ -3,6 +3,7 @@
 
 mod util;
 
+mod alerts;
 mod amounts;
 mod audit;
 mod autodelivery;

@@ -79,6 +79,7 @@ const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/outbox/sender.rs",
     "crates/edge/src/outbox/bid.rs",
     "crates/edge/src/outbox/connect.rs",
+    "crates/edge/src/outbox/alert.rs",
 ];
 
 const RULES: &[Rule] = &[
@@ -86,7 +87,7 @@ const RULES: &[Rule] = &[
         says: "only the HTTP layer (http/, the console's console/, their forms' web/), the \
                server entry \
                (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs, \
-               connect.rs) use hyper, hyper_util or http_body_util",
+               connect.rs, alert.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
@@ -126,6 +127,7 @@ const RULES: &[Rule] = &[
             "crates/edge/src/console/",
             "crates/edge/src/outbox/sender.rs",
             "crates/edge/src/outbox/bid.rs",
+            "crates/edge/src/outbox/alert.rs",
             "crates/rules/src/outbound_url.rs",
         ],
     },

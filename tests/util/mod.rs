@@ -10,6 +10,7 @@ pub mod http;
 pub mod json;
 pub mod process;
 pub mod receiver;
+pub mod smtp;
 pub mod source;
 pub mod tls_receiver;
 

@@ -17,9 +17,9 @@ pub(crate) mod web;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
-    audit, audited, autodelivery, bids, caps, config, delivery, health, ingest, integration,
-    ledger, lifecycle, mapping, metrics, operators, ops, ping, privacy, report, suppression,
-    training, waterfall,
+    alerts, audit, audited, autodelivery, bids, caps, config, delivery, health, ingest,
+    integration, ledger, lifecycle, mapping, metrics, operators, ops, ping, privacy, report,
+    suppression, training, waterfall,
 };
 use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

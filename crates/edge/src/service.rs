@@ -23,6 +23,8 @@ pub struct ServiceOptions {
     /// Wakes the outbox workers. The service hands it to the HTTP handlers; a caller that
     /// writes events in the same process (a benchmark, a test) may keep a clone to poke.
     pub outbox: Notifier,
+    /// Alert evaluation and the SMTP relay of email alerts.
+    pub alerts: crate::outbox::alert::AlertOptions,
 }
 
 /// Runs the service on `listener` until `shutdown` completes; returns after a clean stop.
@@ -50,6 +52,7 @@ pub async fn run_with_console(
         options.delivery.public_outbound_only,
     ));
     let state = Arc::new(state);
+    let reach = crate::outbound_url::Reach::public_only(options.delivery.public_outbound_only);
     let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;
     let retention = options
         .retention_interval
@@ -62,6 +65,12 @@ pub async fn run_with_console(
     };
     let api = crate::http::server::run(listener, state, until_stopped(stopped.clone()));
     let sweep = crate::ping::run_sweep(db.clone(), until_stopped(stopped.clone()));
+    let alerts = crate::outbox::alert::run(
+        db.clone(),
+        options.alerts,
+        reach,
+        until_stopped(stopped.clone()),
+    );
     let console = async {
         match console {
             Some((listener, config)) => {
@@ -74,7 +83,7 @@ pub async fn run_with_console(
         shutdown.await;
         let _ = stop.send(true);
     };
-    let ((), result, console_result, ()) = tokio::join!(signal, api, console, sweep);
+    let ((), result, console_result, (), ()) = tokio::join!(signal, api, console, sweep, alerts);
     let closing = db.clone();
     // Stopping the workers waits for their current attempts, and closing joins the writer
     // thread, which may still be committing: keep both off the async threads.

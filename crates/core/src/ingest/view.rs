@@ -391,6 +391,24 @@ pub(crate) fn stored_statuses() -> impl Iterator<Item = (QualityStatus, Duplicat
     })
 }
 
+/// When the newest lead of `source_id` was received, if any: one seek per status pair on
+/// `leads_source_mix` (`source_silent` asks it every few seconds, whatever the leads' count).
+pub fn last_lead_at(conn: &Connection, source_id: &str) -> rusqlite::Result<Option<i64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT max(created_at) FROM leads
+         WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3",
+    )?;
+    let mut last: Option<i64> = None;
+    for (quality, duplicate) in stored_statuses() {
+        let at: Option<i64> = stmt
+            .query_row(rusqlite::params![source_id, quality, duplicate], |row| {
+                row.get(0)
+            })?;
+        last = last.max(at);
+    }
+    Ok(last)
+}
+
 /// Newest leads first that match `filter`, at most `limit`.
 pub fn list(
     conn: &Connection,

@@ -14,6 +14,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
 use serde::Serialize;
 
+use crate::alerts;
 use crate::autodelivery::weights::Origin as WeightsOrigin;
 use crate::config::buyer::{BuyerStatus, Plan, ReturnReview};
 use crate::config::container::{ContainerKind, DeliveryMode};
@@ -106,6 +107,15 @@ const STATUS_COLUMNS: &[Table] = &[
     (
         "pings",
         &[("status", crate::ping::store::PingStatus::NAMES)],
+    ),
+    ("alert_targets", &[("kind", alerts::TargetKind::NAMES)]),
+    ("alert_rules", &[("rule", alerts::Rule::NAMES)]),
+    (
+        "alerts",
+        &[
+            ("rule", alerts::Rule::NAMES),
+            ("state", alerts::State::NAMES),
+        ],
     ),
 ];
 

@@ -289,6 +289,16 @@ pub struct ServeArgs {
     /// proxy in front of it).
     #[arg(long, env = "LEADRELAY_CONSOLE_SECURE_COOKIE")]
     pub console_secure_cookie: bool,
+    /// The SMTP relay that sends alert emails, smtp://HOST:PORT (plain SMTP, no login: a
+    /// relay on the host or the local network).
+    #[arg(long, env = "LEADRELAY_SMTP_URL", requires = "smtp_from")]
+    pub smtp_url: Option<String>,
+    /// The sender address of alert emails.
+    #[arg(long, env = "LEADRELAY_SMTP_FROM", requires = "smtp_url")]
+    pub smtp_from: Option<String>,
+    /// How often the alert rules are evaluated (e.g. 5s, 500ms).
+    #[arg(long, default_value = "5s", value_parser = positive_duration)]
+    pub alert_interval: std::time::Duration,
 }
 
 /// `--all` and the workspace filter of a `list`.

@@ -6,6 +6,7 @@
 //! `ingest`, `delivery`, …), which the commands call through the database's writer and read
 //! pool, like the server does.
 
+mod alert;
 mod args;
 mod audit;
 mod delivery;
@@ -188,6 +189,9 @@ pub enum Command {
     /// Suppression lists: contacts never sold again, stored as keyed hashes only.
     #[command(subcommand)]
     Suppression(suppression::SuppressionCommand),
+    /// Alerts: targets (webhooks, email), rules, and the alerts that fired.
+    #[command(subcommand)]
+    Alert(alert::AlertCommand),
     /// What came in, what sold and what it earned, per day, week or month of the
     /// workspace's time zone and per source, supplier, buyer or product (default: the last
     /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
@@ -335,6 +339,9 @@ fn error_code(error: &anyhow::Error) -> &'static str {
     if let Some(crate::lifecycle::void::VoidError::Lifecycle(e)) = error.downcast_ref() {
         return e.code();
     }
+    if let Some(e) = error.downcast_ref::<crate::alerts::AlertError>() {
+        return e.code();
+    }
     if error.downcast_ref::<NoDatabase>().is_some() {
         return "no_database";
     }
@@ -414,5 +421,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ping(command) => ping::run(&cli.db, &out, command),
         Command::Report(args) => report::run(&cli.db, &out, args),
         Command::Suppression(command) => suppression::run(&cli.db, &out, command),
+        Command::Alert(command) => alert::run(&cli.db, &out, command),
     }
 }

@@ -9,6 +9,7 @@ use anyhow::Context;
 use super::args::ServeArgs;
 use crate::console::ConsoleConfig;
 use crate::outbox::WorkerConfig;
+use crate::outbox::alert::{AlertOptions, Smtp};
 use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
@@ -26,6 +27,15 @@ pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             ..WorkerConfig::default()
         },
         retention_interval: Some(crate::privacy::purge::RETENTION_INTERVAL),
+        alerts: AlertOptions {
+            interval: args.alert_interval,
+            smtp: match (&args.smtp_url, &args.smtp_from) {
+                (Some(url), Some(from)) => {
+                    Some(Smtp::parse(url, from).map_err(anyhow::Error::msg)?)
+                }
+                _ => None,
+            },
+        },
         ..ServiceOptions::default()
     };
     options.server.rate_limit = RateLimit {

@@ -5,6 +5,7 @@
 
 pub use leadrelay_core::outbox::*;
 
+pub mod alert;
 pub mod bid;
 mod connect;
 mod pool;

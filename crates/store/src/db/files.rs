@@ -130,6 +130,8 @@ pub fn match_owner(file: &File, reference: &Path) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Space {
     pub available_bytes: u64,
+    /// The file system's size (what `available_bytes` is a share of).
+    pub total_bytes: u64,
     pub read_only: bool,
 }
 
@@ -155,9 +157,12 @@ pub fn space(path: &Path) -> io::Result<Option<Space>> {
         #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
         let available_bytes = (stats.f_bavail as u64).saturating_mul(stats.f_frsize as u64);
         #[allow(clippy::unnecessary_cast)]
+        let total_bytes = (stats.f_blocks as u64).saturating_mul(stats.f_frsize as u64);
+        #[allow(clippy::unnecessary_cast)]
         let read_only = (stats.f_flag as u64) & (libc::ST_RDONLY as u64) != 0;
         Ok(Some(Space {
             available_bytes,
+            total_bytes,
             read_only,
         }))
     }

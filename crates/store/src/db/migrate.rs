@@ -102,6 +102,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0027_audit.sql"),
         then: Some(roles_added),
     },
+    // Alerts: targets, rules and each alert's firing and resolution.
+    sql(include_str!("../../migrations/0028_alerts.sql")),
     // Shared links to sources' posting instructions (the token's hash).
     sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
 ];

@@ -1,7 +1,7 @@
 //! `/`: the business at a glance. Today and yesterday (received, sold, revenue, margin,
 //! return rate), the outbox, unhealthy buyers (`outbox::health`'s circuit breaker) and
 //! buyers whose events failed, leads per hour over 48 hours and revenue per day over 30
-//! days.
+//! days, and the open alerts (`alerts::store::open`).
 //!
 //! Sales, returns, revenue and margin per local day are the report's (the report aggregate,
 //! DESIGN.md section 11, read by `report::totals_between`: each day's whole UTC days from
@@ -46,6 +46,8 @@ struct Overview {
     failing_buyers: Vec<(String, String, i64)>,
     /// Buyers whose endpoint's circuit breaker is open: (id, failures in a row, since).
     unhealthy: Vec<(String, i64, Option<i64>)>,
+    /// The alerts firing now, oldest first.
+    alerts: Vec<crate::alerts::Alert>,
     now: i64,
 }
 
@@ -115,6 +117,7 @@ fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
             (b.buyer_id, b.consecutive_failures, b.unhealthy_since)
         })
         .collect();
+    let alerts = crate::alerts::store::open(conn, None)?;
     Ok(Overview {
         zone,
         days,
@@ -122,6 +125,7 @@ fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
         outbox,
         failing_buyers,
         unhealthy,
+        alerts,
         now,
     })
 }
@@ -173,6 +177,22 @@ fn render(o: &Overview) -> Markup {
             }
         }
         section class="cards" {
+            div class="card" id="open-alerts" {
+                h2 { "Open alerts" }
+                @if o.alerts.is_empty() {
+                    (layout::none_yet("None firing."))
+                } @else {
+                    ul {
+                        @for alert in &o.alerts {
+                            li {
+                                strong { (alert.rule.as_str()) } " " (alert.subject)
+                                " (" (alert.workspace_id) "), since " (o.zone.when(alert.since))
+                                ": " (alert.detail)
+                            }
+                        }
+                    }
+                }
+            }
             div class="card" id="outbox-figures" {
                 h2 { "Outbox" }
                 p { a href="/outbox" { span class="big" { (o.outbox.pending) } " pending" } }
