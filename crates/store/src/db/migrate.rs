@@ -96,6 +96,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // The buyer and supplier portal: partner users and their sessions.
+    sql(include_str!("../../migrations/0029_portal.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
