@@ -13,7 +13,7 @@
 //! raw markup, since names, fields and answer excerpts come from partners and buyers.
 
 mod chart;
-mod layout;
+pub(crate) mod layout;
 mod pages;
 mod router;
 mod session;
