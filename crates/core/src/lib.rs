@@ -7,6 +7,8 @@
 // Items are crate-visible unless a crate above names them (see the root crate's lib.rs).
 #![warn(unreachable_pub)]
 
+pub mod audit;
+pub mod audited;
 pub mod autodelivery;
 pub mod bids;
 pub mod caps;

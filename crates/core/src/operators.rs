@@ -8,7 +8,10 @@
 //! expiry. Revoking an operator deletes its sessions in the same job, so a revoked token's
 //! browser is signed out at its next request.
 //!
-//! Owns the rules of tokens and sessions and their writes ([`sign_in`] and [`sign_out`] are
+//! Each operator has a role ([`Role`]) that decides which console actions it may take
+//! ([`Role::may`]); operators made before roles existed are `admin`.
+//!
+//! Owns the rules of tokens, roles and sessions and their writes ([`sign_in`] and [`sign_out`] are
 //! the console's writer jobs: the console itself only reads). It does not own cookies, forms
 //! or the login rate limit (the console's HTTP half, `crate::console`), nor the command line
 //! (`cli`).
@@ -40,11 +43,97 @@ impl From<rusqlite::Error> for OperatorError {
     }
 }
 
+/// What an operator may do in the console. Every role may look; the actions are allowed by
+/// [`Role::may`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Admin,
+    Finance,
+    Support,
+    Viewer,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Admin, Role::Finance, Role::Support, Role::Viewer];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Finance => "finance",
+            Role::Support => "support",
+            Role::Viewer => "viewer",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|role| role.as_str() == text)
+    }
+
+    /// Whether this role may take `action`.
+    pub fn may(self, action: ConsoleAction) -> bool {
+        action.roles().contains(&self)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl rusqlite::types::FromSql for Role {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        Role::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown operator role '{text}'").into())
+        })
+    }
+}
+
+/// The console's state-changing actions (DESIGN.md section 23), each with the roles that may
+/// take it: one table for every check and every 403 page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleAction {
+    /// Approve or deny a pending return.
+    DecideReturn,
+    /// Pause or resume a buyer.
+    PauseBuyer,
+    /// Retry a failed outbox event.
+    RetryEvent,
+    /// Revoke a buyer's or supplier's portal user.
+    RevokePortalUser,
+    /// Read the audit log.
+    ReadAudit,
+}
+
+impl ConsoleAction {
+    /// The roles that may take this action.
+    pub fn roles(self) -> &'static [Role] {
+        match self {
+            ConsoleAction::DecideReturn => &[Role::Admin, Role::Finance],
+            ConsoleAction::PauseBuyer | ConsoleAction::RetryEvent => &[Role::Admin, Role::Support],
+            ConsoleAction::RevokePortalUser | ConsoleAction::ReadAudit => &[Role::Admin],
+        }
+    }
+
+    /// What the action is, for the page that refuses it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ConsoleAction::DecideReturn => "approve or deny a return",
+            ConsoleAction::PauseBuyer => "pause or resume a buyer",
+            ConsoleAction::RetryEvent => "retry a failed event",
+            ConsoleAction::RevokePortalUser => "revoke a portal user",
+            ConsoleAction::ReadAudit => "read the audit log",
+        }
+    }
+}
+
 /// An operator as listed: never the token or its hash.
 #[derive(Debug, Clone)]
 pub struct Operator {
     pub id: String,
     pub name: String,
+    pub role: Role,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
     pub last_login_at: Option<i64>,
@@ -55,6 +144,7 @@ impl Operator {
         json!({
             "id": self.id,
             "name": self.name,
+            "role": self.role.as_str(),
             "createdAt": crate::clock::iso(self.created_at),
             "revokedAt": self.revoked_at.map(crate::clock::iso),
             "lastLoginAt": self.last_login_at.map(crate::clock::iso),
@@ -70,7 +160,12 @@ pub struct Created {
 }
 
 /// Creates an operator named `name` and returns it with its token.
-pub fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, OperatorError> {
+pub fn create(
+    conn: &Connection,
+    name: &str,
+    role: Role,
+    now: i64,
+) -> Result<Created, OperatorError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(OperatorError::Invalid(format!(
@@ -80,13 +175,21 @@ pub fn create(conn: &Connection, name: &str, now: i64) -> Result<Created, Operat
     let id = crate::ids::new("opr");
     let token = crate::secrets::generate("lro_");
     conn.prepare_cached(
-        "INSERT INTO operators (id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO operators (id, name, token_hash, created_at, role) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![id, name, crate::secrets::hash(&token), now])?;
+    .execute(params![
+        id,
+        name,
+        crate::secrets::hash(&token),
+        now,
+        role.as_str()
+    ])?;
     Ok(Created {
         operator: Operator {
             id,
             name: name.to_string(),
+            role,
             created_at: now,
             revoked_at: None,
             last_login_at: None,
@@ -102,10 +205,11 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Operator> {
         created_at: row.get(2)?,
         revoked_at: row.get(3)?,
         last_login_at: row.get(4)?,
+        role: row.get(5)?,
     })
 }
 
-const COLUMNS: &str = "id, name, created_at, revoked_at, last_login_at";
+const COLUMNS: &str = "id, name, created_at, revoked_at, last_login_at, role";
 
 /// Every operator, revoked ones included, oldest first.
 pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
@@ -115,7 +219,7 @@ pub fn list(conn: &Connection) -> rusqlite::Result<Vec<Operator>> {
     rows.collect()
 }
 
-pub(crate) fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Operator>> {
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Operator>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM operators WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
@@ -136,10 +240,21 @@ pub fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, Operato
     Ok(find(conn, id)?.expect("the operator was found in this job"))
 }
 
+/// Gives operator `id` the role `role`; its open sessions take it from their next request.
+pub fn set_role(conn: &Connection, id: &str, role: Role) -> Result<Operator, OperatorError> {
+    if find(conn, id)?.is_none() {
+        return Err(OperatorError::NotFound(id.to_string()));
+    }
+    conn.prepare_cached("UPDATE operators SET role = ?2 WHERE id = ?1")?
+        .execute(params![id, role.as_str()])?;
+    Ok(find(conn, id)?.expect("the operator was found in this job"))
+}
+
 /// A signed-in operator, as a console page sees it.
 #[derive(Debug, Clone)]
 pub struct Session {
     pub operator_name: String,
+    pub role: Role,
 }
 
 /// A session just opened: its id exists in clear only here (for the cookie).
@@ -194,13 +309,14 @@ pub(crate) fn login(
 /// The live session whose id is `session_id`: not expired, its operator not revoked.
 pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
     conn.prepare_cached(
-        "SELECT o.name FROM operator_sessions s \
+        "SELECT o.name, o.role FROM operator_sessions s \
          JOIN operators o ON o.id = s.operator_id \
          WHERE s.id_hash = ?1 AND s.expires_at > ?2 AND o.revoked_at IS NULL",
     )?
     .query_row(params![crate::secrets::hash(session_id), now], |row| {
         Ok(Session {
             operator_name: row.get(0)?,
+            role: row.get(1)?,
         })
     })
     .optional()
@@ -237,7 +353,7 @@ mod tests {
     #[test]
     fn a_token_opens_a_session_until_it_expires_or_is_revoked() {
         let conn = conn();
-        let created = create(&conn, "ana", 1_000).unwrap();
+        let created = create(&conn, "ana", Role::Admin, 1_000).unwrap();
         assert!(created.token.starts_with("lro_"));
         assert!(login(&conn, "lro_wrong", 2_000).unwrap().is_none());
         let opened = login(&conn, &created.token, 2_000).unwrap().unwrap();
@@ -265,7 +381,7 @@ mod tests {
     #[test]
     fn logout_ends_only_that_session() {
         let conn = conn();
-        let token = create(&conn, "ana", 1).unwrap().token;
+        let token = create(&conn, "ana", Role::Viewer, 1).unwrap().token;
         let a = login(&conn, &token, 2).unwrap().unwrap().session_id;
         let b = login(&conn, &token, 2).unwrap().unwrap().session_id;
         logout(&conn, &a).unwrap();
@@ -277,7 +393,7 @@ mod tests {
     fn names_are_checked() {
         let conn = conn();
         assert!(matches!(
-            create(&conn, "  ", 1),
+            create(&conn, "  ", Role::Admin, 1),
             Err(OperatorError::Invalid(_))
         ));
         assert!(matches!(

@@ -13,12 +13,13 @@ pub mod openapi;
 pub mod outbox;
 pub mod portal;
 pub mod service;
+pub(crate) mod web;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
-    autodelivery, bids, caps, config, delivery, health, ingest, integration, ledger, lifecycle,
-    mapping, metrics, operators, ops, partners, ping, privacy, report, suppression, training,
-    waterfall,
+    audit, audited, autodelivery, bids, caps, config, delivery, health, ingest, integration,
+    ledger, lifecycle, mapping, metrics, operators, ops, partners, ping, privacy, report,
+    suppression, training, waterfall,
 };
 use leadrelay_rules::{clock, duration, money, outbound_url, ratelimit, secrets};
 use leadrelay_store::{db, ids, logging, request_id};

@@ -51,7 +51,27 @@ pub(crate) fn buyer_call(
     let current = transaction::find(conn, &authorized.transaction_id)?
         .ok_or(LifecycleError::TransactionNotFound)?;
     let actor = format!("buyer:{}", authorized.buyer.id);
-    apply(conn, current, &authorized.buyer, call, &actor, now)
+    let before = current.to_json();
+    let applied = apply(conn, current, &authorized.buyer, call, &actor, now)?;
+    if !applied.already_applied {
+        let action = match call.requested {
+            Move::Acknowledge => "transaction.acknowledge",
+            Move::Reject => "transaction.reject",
+            Move::MarkPayoutPending => "transaction.payout_pending",
+            Move::CompletePayout => "transaction.payout",
+            Move::Cancel => "transaction.cancel",
+        };
+        crate::audit::record_diff(
+            conn,
+            &crate::audit::Actor::ApiBuyer(authorized.buyer.id.clone()),
+            action,
+            &authorized.transaction_id,
+            &before,
+            &applied.item,
+            now,
+        )?;
+    }
+    Ok(applied)
 }
 
 /// Applies `call` to `current`, a transaction of `buyer`, as `actor`: the buyer's own calls

@@ -119,6 +119,19 @@ pub(crate) fn answer(
     }
     let cancellation = clawback::of_lead(conn, &answer.lead_id)?
         .expect("the cancellation was read in this job and nothing deletes it");
+    let changes = crate::audit::Changes::new().set(
+        "cancellation",
+        CancellationStatus::Pending.as_str(),
+        wanted.as_str(),
+    );
+    crate::audit::record(
+        conn,
+        &crate::audit::Actor::ApiSupplier(supplier.id.clone()),
+        "lead.supplier_cancellation_answer",
+        &answer.lead_id,
+        &changes,
+        now,
+    )?;
     Ok(Answered {
         cancellation,
         already_applied: false,

@@ -3,7 +3,8 @@
 //! objects that should be there, and on a complete schema checks the rows: status columns
 //! hold only known states (`states`), each buyer's cached balance is the sum of its
 //! ledger (`ledger::query`), and the report aggregate equals a recount of the leads and
-//! transactions (`report::mismatches`); the verdict is `ok` or the list of problems.
+//! transactions (`report::mismatches`), and the audit log's hash chain is unbroken
+//! (`audit::verify`); the verdict is `ok` or the list of problems.
 //!
 //! The file is opened read-only and never created, migrated or repaired, so `check` is safe
 //! on the live file while `serve` runs (it reads one consistent snapshot, committed data in
@@ -191,6 +192,9 @@ fn contents(conn: &Connection, report: &mut CheckReport) -> rusqlite::Result<()>
             .iter()
             .map(BalanceMismatch::problem),
     );
+    if let Err(broken) = crate::audit::verify(conn)? {
+        report.problems.push(broken.to_string());
+    }
     let differing = crate::report::mismatches(conn)?;
     report.report_mismatches = differing.len();
     report

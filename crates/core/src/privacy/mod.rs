@@ -328,6 +328,7 @@ pub fn erase(
     db: &Db,
     selector: Selector,
     actor: &str,
+    by: &crate::audit::Actor,
     reason: Option<&str>,
     suppress: bool,
 ) -> Result<ErasureReport, PrivacyError> {
@@ -351,8 +352,14 @@ pub fn erase(
     let selector_kind = selector.kind();
     let erasure_id = db.write_blocking({
         let actor = actor.to_string();
+        let by = by.clone();
         let reason = reason.map(str::to_string);
+        let lead = match &selector {
+            Selector::Lead(id) => Some(id.clone()),
+            _ => None,
+        };
         move |conn| {
+            let now = crate::clock::now_ms();
             let row = NewLogRow {
                 kind: "erase",
                 selector: selector_kind,
@@ -360,9 +367,17 @@ pub fn erase(
                 cutoff: None,
                 actor: &actor,
                 reason: reason.as_deref(),
-                now: crate::clock::now_ms(),
+                now,
             };
-            log_start(conn, &row).map_err(PrivacyError::from)
+            let erasure_id = log_start(conn, &row)?;
+            // The erased value is never written: a lead id names itself, an email or a
+            // phone only its kind.
+            let changes = crate::audit::Changes::new()
+                .set("selector", serde_json::Value::Null, selector_kind)
+                .set("lead", serde_json::Value::Null, lead)
+                .set("suppress", serde_json::Value::Null, suppress);
+            crate::audit::record(conn, &by, "privacy.erase", &erasure_id, &changes, now)?;
+            Ok::<_, PrivacyError>(erasure_id)
         }
     })?;
     let mut counts = Counts::default();

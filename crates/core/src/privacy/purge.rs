@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
+use serde_json::Value;
 
 use super::{Counts, NewLogRow, PrivacyError, erase_lead, log_progress, log_start};
 use crate::db::Db;
@@ -49,7 +50,11 @@ pub(crate) const VACUUM_PAGES_PER_JOB: i64 = 256;
 #[derive(Debug, Clone)]
 pub enum Trigger {
     Retention,
-    Operator { actor: String },
+    /// `actor` as the erasure log names it, `by` as the audit log does.
+    Operator {
+        actor: String,
+        by: crate::audit::Actor,
+    },
 }
 
 impl Trigger {
@@ -63,7 +68,15 @@ impl Trigger {
     fn actor(&self) -> &str {
         match self {
             Trigger::Retention => "retention",
-            Trigger::Operator { actor } => actor,
+            Trigger::Operator { actor, .. } => actor,
+        }
+    }
+
+    /// Who purges, for the audit log: the server for retention.
+    fn by(&self) -> crate::audit::Actor {
+        match self {
+            Trigger::Retention => crate::audit::Actor::Server,
+            Trigger::Operator { by, .. } => by.clone(),
         }
     }
 }
@@ -324,6 +337,17 @@ fn purge_workspace(
                                 now,
                             },
                         )?);
+                        let changes = crate::audit::Changes::new()
+                            .set("purgedBefore", Value::Null, crate::clock::iso(cutoff))
+                            .set("trigger", Value::Null, trigger.selector());
+                        crate::audit::record(
+                            conn,
+                            &trigger.by(),
+                            "privacy.purge",
+                            &workspace_id,
+                            &changes,
+                            now,
+                        )?;
                     }
                     if let Some(id) = &log_id {
                         log_progress(conn, id, walked.counts, None)?;

@@ -188,8 +188,9 @@ pub enum RetryStatusArg {
 
 pub(super) fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
+    let actor = super::actor();
     let result = db.write_blocking(move |conn| {
-        crate::delivery::deliver(
+        let delivered = crate::delivery::deliver(
             conn,
             &DeliveryOrder {
                 lead_request_id: &args.request,
@@ -197,7 +198,16 @@ pub(super) fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::R
                 price_cents: args.price,
                 actor: "operator",
             },
-        )
+        )?;
+        let shown = delivered.to_json();
+        let changes = crate::audit::Changes::new()
+            .set("buyerId", Value::Null, args.buyer.as_str())
+            .set("leadRequestId", Value::Null, args.request.as_str())
+            .set("buyerPrice", Value::Null, shown["buyerPrice"].clone());
+        let now = crate::clock::now_ms();
+        let object = &delivered.transaction_id;
+        crate::audit::record(conn, &actor, "transaction.deliver", object, &changes, now)?;
+        Ok::<_, crate::delivery::DeliveryError>(delivered)
     });
     db.close();
     let delivered = result?;
@@ -264,8 +274,17 @@ pub(super) fn transaction(
             out.print(&shown?);
         }
         TransactionCommand::Void { id, reason } => {
+            let actor = super::actor();
             let voided = db.write_blocking(move |conn| {
-                crate::lifecycle::void::void(conn, &id, &reason, crate::clock::now_ms())
+                let now = crate::clock::now_ms();
+                let before =
+                    crate::delivery::transaction::find(conn, &id)?.map(|t| t.status.to_string());
+                let voided = crate::lifecycle::void::void(conn, &id, &reason, now)?;
+                let changes = crate::audit::Changes::new()
+                    .set("status", before, voided.to_json()["status"].clone())
+                    .set("reason", Value::Null, reason.as_str());
+                crate::audit::record(conn, &actor, "transaction.void", &id, &changes, now)?;
+                Ok::<_, crate::lifecycle::void::VoidError>(voided)
             });
             db.close();
             out.print(&voided?.to_json());
@@ -366,8 +385,10 @@ pub(super) fn outbox(
             buyer: None,
             ..
         } => {
-            let retried =
-                db.write_blocking(move |conn| store::retry(conn, &id, crate::clock::now_ms()));
+            let actor = super::actor();
+            let retried = db.write_blocking(move |conn| {
+                crate::audited::retry_event(conn, &actor, &id, crate::clock::now_ms())
+            });
             db.close();
             let event: Result<_, OutboxError> = retried;
             out.print(&event?.to_json());
@@ -413,9 +434,14 @@ fn retry_buyer(
     let mut total = 0;
     loop {
         let (buyer, from) = (buyer.to_string(), after.clone());
+        let actor = super::actor();
         let (retried, last) = db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
             let chunk = store::retry_buyer(conn, &buyer, status, &from, RETRY_CHUNK, now)?;
+            if chunk.0 > 0 {
+                let changes = crate::audit::Changes::new().set("retried", Value::Null, chunk.0);
+                crate::audit::record(conn, &actor, "outbox.retry_buyer", &buyer, &changes, now)?;
+            }
             if chunk.1.is_none() {
                 crate::outbox::health::probe_now(conn, &buyer, now)?;
             }

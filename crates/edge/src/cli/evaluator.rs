@@ -152,7 +152,9 @@ pub(super) fn run(
                 None => None,
             };
             let now = crate::clock::now_ms();
+            let actor = super::actor();
             db.write_blocking(move |conn| {
+                let before = describe(conn, &workspace)?;
                 if change.reset {
                     weights::change(conn, &workspace, None, Origin::Reset, None, now)?;
                 } else if let Some(version) = change.version {
@@ -167,7 +169,17 @@ pub(super) fn run(
                     }
                     weights::change(conn, &workspace, Some(&weights), Origin::Set, None, now)?;
                 }
-                describe(conn, &workspace)
+                let after = describe(conn, &workspace)?;
+                crate::audit::record_diff(
+                    conn,
+                    &actor,
+                    "evaluator.set",
+                    &workspace,
+                    &before,
+                    &after,
+                    now,
+                )?;
+                Ok(after)
             })
         }
     };
@@ -309,15 +321,26 @@ fn train(path: &Path, out: &Output, args: TrainArgs) -> anyhow::Result<ExitCode>
         let detail = shown.clone();
         let workspace = args.workspace.clone();
         let weights = report.weights.clone();
+        let actor = super::actor();
         let version = db.write_blocking(move |conn| {
-            weights::change(
+            let version = weights::change(
                 conn,
                 &workspace,
                 Some(&weights),
                 Origin::Train,
                 Some(&detail),
                 now,
-            )
+            )?;
+            let changes = crate::audit::Changes::new().set("version", Value::Null, version);
+            crate::audit::record(
+                conn,
+                &actor,
+                "evaluator.train_apply",
+                &workspace,
+                &changes,
+                now,
+            )?;
+            Ok::<_, ConfigError>(version)
         });
         match version {
             Ok(version) => applied = Some(version),

@@ -83,7 +83,10 @@ pub(super) fn run(
     match command {
         IntegrationCommand::Set { buyer, file } => {
             let text = read_text(&file)?;
-            let stored = write(path, move |conn| store::set(conn, &buyer, &text))?;
+            let object = buyer.clone();
+            let stored = write(path, "integration.set", object, move |conn| {
+                store::set(conn, &buyer, &text)
+            })?;
             finish(out, stored, |shown| {
                 println!(
                     "buyer '{}' now takes leads through its own API ({})",
@@ -102,7 +105,10 @@ pub(super) fn run(
             finish(out, previewed, print_request)
         }
         IntegrationCommand::Reset { buyer } => {
-            let reset = write(path, move |conn| store::reset(conn, &buyer))?;
+            let object = buyer.clone();
+            let reset = write(path, "integration.reset", object, move |conn| {
+                store::reset(conn, &buyer)
+            })?;
             finish(out, reset, |shown| {
                 println!(
                     "buyer '{}' takes the generic signed webhook again",
@@ -118,7 +124,8 @@ pub(super) fn run(
             } else {
                 value
             };
-            let stored = write(path, move |conn| {
+            let object = buyer.clone();
+            let stored = write(path, "integration.secret", object, move |conn| {
                 store::set_secret(conn, &buyer, &name, &value, crate::clock::now_ms())
             })?;
             finish(out, stored, |shown| {
@@ -134,13 +141,23 @@ pub(super) fn run(
 
 type Outcome = Result<Value, IntegrationError>;
 
-/// Opens the database, runs `change` as one write job and closes it again.
+/// Opens the database, runs `change` as one write job with its audit entry (`action` on
+/// buyer `object`; the view's secret names appear as "rotated") and closes it again.
 fn write(
     path: &Path,
+    action: &'static str,
+    object: String,
     change: impl FnOnce(&rusqlite::Connection) -> Outcome + Send + 'static,
 ) -> anyhow::Result<Outcome> {
     let db = super::setup::open(path)?;
-    let done = db.write_blocking(change);
+    let actor = super::actor();
+    let done = db.write_blocking(move |conn| {
+        let shown = change(conn)?;
+        let changes = crate::audit::diff(&Value::Null, &shown);
+        let now = crate::clock::now_ms();
+        crate::audit::record(conn, &actor, action, &object, &changes, now)?;
+        Ok(shown)
+    });
     db.close();
     Ok(done)
 }

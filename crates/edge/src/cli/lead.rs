@@ -207,16 +207,27 @@ fn cancel(
     id: String,
     reason: String,
 ) -> anyhow::Result<ExitCode> {
+    let actor = super::actor();
     let opened = db.write_blocking(move |conn| {
-        crate::lifecycle::clawback::open_by_operator(conn, &id, &reason, crate::clock::now_ms())
+        let now = crate::clock::now_ms();
+        let opened = crate::lifecycle::clawback::open_by_operator(conn, &id, &reason, now)?;
+        let changes =
+            crate::audit::Changes::new().set("reason", serde_json::Value::Null, reason.as_str());
+        crate::audit::record(conn, &actor, "lead.cancel", &id, &changes, now)?;
+        Ok::<_, crate::lifecycle::LifecycleError>(opened)
     })?;
     out.print(&opened.to_json());
     Ok(ExitCode::SUCCESS)
 }
 
 fn reroute(db: &crate::db::Db, out: &Output, id: String) -> anyhow::Result<ExitCode> {
+    let actor = super::actor();
     let decided = db.write_blocking(move |conn| {
-        crate::autodelivery::reroute(conn, &id, crate::clock::now_ms())
+        let now = crate::clock::now_ms();
+        let decided = crate::autodelivery::reroute(conn, &id, now)?;
+        let changes = crate::audit::diff(&serde_json::Value::Null, &decided.to_operator_json());
+        crate::audit::record(conn, &actor, "lead.reroute", &id, &changes, now)?;
+        Ok::<_, crate::autodelivery::RerouteError>(decided)
     })?;
     out.print(&decided.to_operator_json());
     Ok(ExitCode::SUCCESS)

@@ -67,12 +67,38 @@ pub enum MappingCommand {
     },
 }
 
+/// The audit entry of a publication or its withdrawal (`changed`: whether it did anything).
+fn record_publication(
+    conn: &rusqlite::Connection,
+    actor: &crate::audit::Actor,
+    action: &str,
+    source: &str,
+    changed: bool,
+) -> rusqlite::Result<()> {
+    let changes = crate::audit::Changes::new().set("changed", Value::Null, changed);
+    crate::audit::record(
+        conn,
+        actor,
+        action,
+        source,
+        &changes,
+        crate::clock::now_ms(),
+    )
+}
+
 pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow::Result<ExitCode> {
     match command {
         MappingCommand::Set { source, file } => {
             let document = read_json_file(&file)?;
             let db = super::setup::open(path)?;
-            let stored = db.write_blocking(move |conn| store::set_draft(conn, &source, &document));
+            let actor = super::actor();
+            let stored = db.write_blocking(move |conn| {
+                let state = store::set_draft(conn, &source, &document)?;
+                let changes = crate::audit::Changes::new().set("draft", Value::Null, document);
+                let now = crate::clock::now_ms();
+                crate::audit::record(conn, &actor, "mapping.set_draft", &source, &changes, now)?;
+                Ok::<_, crate::mapping::MappingError>(state)
+            });
             db.close();
             match stored {
                 Ok(state) => {
@@ -109,7 +135,12 @@ pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow:
         }
         MappingCommand::Publish { source } => {
             let db = super::setup::open(path)?;
-            let published = db.write_blocking(move |conn| store::publish(conn, &source));
+            let actor = super::actor();
+            let published = db.write_blocking(move |conn| {
+                let done = store::publish(conn, &source)?;
+                record_publication(conn, &actor, "mapping.publish", &source, done.1)?;
+                Ok::<_, crate::mapping::MappingError>(done)
+            });
             db.close();
             match published {
                 Ok((state, changed)) => {
@@ -136,7 +167,12 @@ pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow:
         }
         MappingCommand::Unpublish { source } => {
             let db = super::setup::open(path)?;
-            let withdrawn = db.write_blocking(move |conn| store::unpublish(conn, &source));
+            let actor = super::actor();
+            let withdrawn = db.write_blocking(move |conn| {
+                let done = store::unpublish(conn, &source)?;
+                record_publication(conn, &actor, "mapping.unpublish", &source, done.1)?;
+                Ok::<_, crate::mapping::MappingError>(done)
+            });
             db.close();
             let (state, changed) = withdrawn?;
             let mut shown = state.to_json();

@@ -7,6 +7,7 @@
 //! pool, like the server does.
 
 mod args;
+mod audit;
 mod delivery;
 mod demo;
 mod evaluator;
@@ -176,6 +177,9 @@ pub enum Command {
     /// Leads as ingest stored them.
     #[command(subcommand)]
     Lead(lead::LeadCommand),
+    /// The audit log: every change of configuration or money, with who made it.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Operators of the web console and their login tokens.
     #[command(subcommand)]
     Operator(OperatorCommand),
@@ -341,6 +345,16 @@ fn error_code(error: &anyhow::Error) -> &'static str {
     "failed"
 }
 
+/// Who runs this command, for the audit log: `cli:` and the operating-system user (`USER`,
+/// else `LOGNAME`, else `unknown`).
+pub(crate) fn actor() -> crate::audit::Actor {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".to_string());
+    crate::audit::Actor::Cli(user)
+}
+
 /// Runs the parsed command. Errors are printed by `main` through [`report`].
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let out = Output::new(cli.json, cli.get);
@@ -380,6 +394,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mapping(command) => mapping::run(&cli.db, &out, command),
         Command::Lead(command) => lead::run(&cli.db, &out, command),
         Command::Operator(command) => operator::run(&cli.db, &out, command),
+        Command::Audit(command) => audit::run(&cli.db, &out, command),
         Command::Ping(command) => ping::run(&cli.db, &out, command),
         Command::Report(args) => report::run(&cli.db, &out, args),
         Command::Suppression(command) => suppression::run(&cli.db, &out, command),

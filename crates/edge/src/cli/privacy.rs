@@ -92,7 +92,14 @@ pub(super) fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<Ex
             anyhow::bail!("not erased");
         }
     }
-    let report = privacy::erase(db, selector, &operator(), reason, args.suppress)?;
+    let report = privacy::erase(
+        db,
+        selector,
+        &operator(),
+        &super::actor(),
+        reason,
+        args.suppress,
+    )?;
     let mut shown = json!({
         "erasureId": report.erasure_id,
         "by": report.selector,
@@ -137,7 +144,10 @@ pub(super) fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Resul
     let db = super::setup::open(path)?;
     let age = i64::try_from(args.older_than.as_millis()).unwrap_or(i64::MAX);
     let cutoff = crate::clock::now_ms().saturating_sub(age);
-    let trigger = purge::Trigger::Operator { actor: operator() };
+    let trigger = purge::Trigger::Operator {
+        actor: operator(),
+        by: super::actor(),
+    };
     let result = purge::purge(
         &db,
         args.workspace.as_deref(),

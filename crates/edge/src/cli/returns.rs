@@ -9,11 +9,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::output::Output;
 use super::setup::open;
-use crate::config::return_reason;
+use crate::config::{ConfigError, return_reason};
 use crate::lifecycle::LifecycleError;
 use crate::lifecycle::returns::{self, Decision, ReturnStatus};
 
@@ -137,6 +137,7 @@ pub(super) fn reason(
     command: ReturnReasonCommand,
 ) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
+    let actor = super::actor();
     let result = match command {
         ReturnReasonCommand::List { workspace } => db
             .read_blocking(|conn| return_reason::list(conn, &workspace))
@@ -149,12 +150,33 @@ pub(super) fn reason(
             code,
             label,
         } => db
-            .write_blocking(move |conn| return_reason::add(conn, &workspace, &code, &label))
+            .write_blocking(move |conn| {
+                let added = return_reason::add(conn, &workspace, &code, &label)?;
+                let changes = crate::audit::Changes::new()
+                    .set("code", Value::Null, code.as_str())
+                    .set("label", Value::Null, label.as_str());
+                let now = crate::clock::now_ms();
+                crate::audit::record(conn, &actor, "return_reason.add", &workspace, &changes, now)?;
+                Ok::<_, ConfigError>(added)
+            })
             .map(|added| out.print(&added.to_json())),
         ReturnReasonCommand::Remove { workspace, code } => {
             let shown = code.clone();
-            db.write_blocking(move |conn| return_reason::remove(conn, &workspace, &code))
-                .map(|()| out.print(&json!({"code": shown, "removed": true})))
+            db.write_blocking(move |conn| {
+                return_reason::remove(conn, &workspace, &code)?;
+                let changes = crate::audit::Changes::new().set("code", code.as_str(), Value::Null);
+                let now = crate::clock::now_ms();
+                crate::audit::record(
+                    conn,
+                    &actor,
+                    "return_reason.remove",
+                    &workspace,
+                    &changes,
+                    now,
+                )?;
+                Ok::<_, ConfigError>(())
+            })
+            .map(|()| out.print(&json!({"code": shown, "removed": true})))
         }
     };
     db.close();
@@ -169,6 +191,7 @@ pub(super) fn transaction_return(
 ) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let now = crate::clock::now_ms();
+    let actor = super::actor();
     let result = match command {
         ReturnCommand::List {
             workspace,
@@ -193,19 +216,47 @@ pub(super) fn transaction_return(
             note,
         } => db
             .write_blocking(move |conn| {
-                returns::request(conn, &id, &reason_code, note.as_deref(), ACTOR, now)
+                let filed = returns::request(conn, &id, &reason_code, note.as_deref(), ACTOR, now)?;
+                let changes = crate::audit::Changes::new()
+                    .set("reasonCode", Value::Null, reason_code.as_str())
+                    .set("note", Value::Null, note.as_deref());
+                crate::audit::record(
+                    conn,
+                    &actor,
+                    "transaction.return_request",
+                    &id,
+                    &changes,
+                    now,
+                )?;
+                Ok::<_, LifecycleError>(filed)
             })
             .map_err(anyhow::Error::from)
             .map(|filed| out.print(&filed.to_json())),
         ReturnCommand::Approve { id, note } => db
             .write_blocking(move |conn| {
-                returns::decide(conn, &id, Decision::Approve, note.as_deref(), ACTOR, now)
+                crate::audited::decide_return(
+                    conn,
+                    &actor,
+                    ACTOR,
+                    &id,
+                    Decision::Approve,
+                    note.as_deref(),
+                    now,
+                )
             })
             .map_err(anyhow::Error::from)
             .map(|decided| out.print(&decided.to_json())),
         ReturnCommand::Deny { id, note } => db
             .write_blocking(move |conn| {
-                returns::decide(conn, &id, Decision::Deny, Some(&note), ACTOR, now)
+                crate::audited::decide_return(
+                    conn,
+                    &actor,
+                    ACTOR,
+                    &id,
+                    Decision::Deny,
+                    Some(&note),
+                    now,
+                )
             })
             .map_err(anyhow::Error::from)
             .map(|decided| out.print(&decided.to_json())),

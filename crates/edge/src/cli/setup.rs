@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::args::*;
 use super::output::Output;
+use crate::audit;
 use crate::autodelivery::schedule::Schedule;
 use crate::config::container::{ContainerKind, DeliveryMode, NewContainer};
 use crate::config::retire::{self, Retired};
@@ -59,6 +60,52 @@ where
     Ok(result?)
 }
 
+/// Runs a configuration change with its audit entry, in one job: `before` reads the
+/// record's view before the change (`Value::Null` for a creation: [`created`]), `after` makes
+/// its view from what `change` returned. The entry's object is `object`, or for a creation
+/// the view's `id`; its changes are the difference of the two views (`audit::diff`: secrets
+/// as "rotated").
+fn audited<T, B, F, V>(
+    db: &Db,
+    action: &'static str,
+    object: Option<String>,
+    before: B,
+    change: F,
+    after: V,
+) -> anyhow::Result<T>
+where
+    B: FnOnce(&rusqlite::Connection) -> Result<Value, ConfigError> + Send + 'static,
+    F: FnOnce(&rusqlite::Connection) -> Result<T, ConfigError> + Send + 'static,
+    V: FnOnce(&T) -> Value + Send + 'static,
+    T: Send + 'static,
+{
+    let actor = super::actor();
+    write(db, move |conn| {
+        let old = before(conn)?;
+        let done = change(conn)?;
+        let new = after(&done);
+        let object = object
+            .or_else(|| new["id"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let now = crate::clock::now_ms();
+        audit::record_diff(conn, &actor, action, &object, &old, &new, now)?;
+        Ok(done)
+    })
+}
+
+/// The view of a record before its creation.
+fn created(_: &rusqlite::Connection) -> Result<Value, ConfigError> {
+    Ok(Value::Null)
+}
+
+/// A view with a secret field `key` marked as set (its value never reaches the log).
+fn with_secret(mut view: Value, key: &str, set: bool) -> Value {
+    if set {
+        view[key] = json!(audit::ROTATED);
+    }
+    view
+}
+
 /// Runs a read and returns its result.
 fn read<T, F>(db: &Db, query: F) -> anyhow::Result<T>
 where
@@ -81,7 +128,14 @@ fn print_list<T>(out: &Output, records: &[T], shown: impl Fn(&T) -> Value) {
 /// Deletes or archives record `id` and prints what happened.
 fn delete(db: &Db, out: &Output, kind: retire::Kind, id: String) -> anyhow::Result<ExitCode> {
     let shown_id = id.clone();
-    let retired = write(db, move |conn| retire::delete(conn, kind, &id))?;
+    let actor = super::actor();
+    let retired = write(db, move |conn| {
+        let retired = retire::delete(conn, kind, &id)?;
+        let changes = audit::Changes::new().set("state", "live", retired.as_str());
+        let action = format!("{}.delete", kind.name());
+        audit::record(conn, &actor, &action, &id, &changes, crate::clock::now_ms())?;
+        Ok(retired)
+    })?;
     out.print(&json!({
         "id": shown_id,
         "kind": kind.name(),
@@ -125,18 +179,25 @@ pub(super) fn workspace(
             retention,
             suppression_action,
         } => {
-            let created = write(&db, move |conn| {
-                workspace::create(
-                    conn,
-                    &workspace::NewWorkspace {
-                        id: id.as_deref(),
-                        name: &name,
-                        timezone: &timezone,
-                        retention: retention.and_then(|r| r.0),
-                        suppression_action,
-                    },
-                )
-            })?;
+            let created = audited(
+                &db,
+                "workspace.create",
+                None,
+                created,
+                move |conn| {
+                    workspace::create(
+                        conn,
+                        &workspace::NewWorkspace {
+                            id: id.as_deref(),
+                            name: &name,
+                            timezone: &timezone,
+                            retention: retention.and_then(|r| r.0),
+                            suppression_action,
+                        },
+                    )
+                },
+                to_value,
+            )?;
             out.print(&to_value(&created));
         }
         WorkspaceCommand::List { all } => {
@@ -159,7 +220,15 @@ pub(super) fn workspace(
                 retention: retention.map(|r| r.0),
                 suppression_action,
             };
-            let updated = write(&db, move |conn| workspace::update(conn, &id, &changes))?;
+            let object = id.clone();
+            let updated = audited(
+                &db,
+                "workspace.update",
+                Some(id.clone()),
+                move |conn| Ok(to_value(&workspace::get(conn, &object)?)),
+                move |conn| workspace::update(conn, &id, &changes),
+                to_value,
+            )?;
             out.print(&to_value(&updated));
         }
         WorkspaceCommand::Delete { id } => {
@@ -167,6 +236,16 @@ pub(super) fn workspace(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A container's audit action: `channel.create`, `table.update`, ….
+fn container_action(kind: ContainerKind, create: bool) -> &'static str {
+    match (kind, create) {
+        (ContainerKind::Channel, true) => "channel.create",
+        (ContainerKind::Channel, false) => "channel.update",
+        (ContainerKind::Table, true) => "table.create",
+        (ContainerKind::Table, false) => "table.update",
+    }
 }
 
 fn delivery_mode(arg: DeliveryModeArg) -> DeliveryMode {
@@ -190,24 +269,32 @@ pub(super) fn container(
             id,
             delivery,
         } => {
-            let created = write(&db, move |conn| {
-                container::create(
-                    conn,
-                    &NewContainer {
-                        id: id.as_deref(),
-                        workspace_id: &workspace,
-                        kind,
-                        name: &name,
-                        auto_delivery: delivery.auto_delivery,
-                        delivery_mode: delivery_mode(delivery.delivery_mode),
-                        max_buyers: delivery.max_buyers,
-                        score_threshold: delivery.score_threshold,
-                        ping_ttl_ms: delivery.ping_ttl,
-                        waterfall: delivery.waterfall,
-                        waterfall_max: delivery.waterfall_max,
-                    },
-                )
-            })?;
+            let action = container_action(kind, true);
+            let created = audited(
+                &db,
+                action,
+                None,
+                created,
+                move |conn| {
+                    container::create(
+                        conn,
+                        &NewContainer {
+                            id: id.as_deref(),
+                            workspace_id: &workspace,
+                            kind,
+                            name: &name,
+                            auto_delivery: delivery.auto_delivery,
+                            delivery_mode: delivery_mode(delivery.delivery_mode),
+                            max_buyers: delivery.max_buyers,
+                            score_threshold: delivery.score_threshold,
+                            ping_ttl_ms: delivery.ping_ttl,
+                            waterfall: delivery.waterfall,
+                            waterfall_max: delivery.waterfall_max,
+                        },
+                    )
+                },
+                to_value,
+            )?;
             out.print(&to_value(&created));
         }
         ContainerCommand::List(ListArgs { workspace, all }) => {
@@ -232,9 +319,15 @@ pub(super) fn container(
                 waterfall: delivery.waterfall,
                 waterfall_max: delivery.waterfall_max,
             };
-            let updated = write(&db, move |conn| {
-                container::update(conn, &id, kind, &changes)
-            })?;
+            let object = id.clone();
+            let updated = audited(
+                &db,
+                container_action(kind, false),
+                Some(id.clone()),
+                move |conn| Ok(to_value(&container::get(conn, &object, kind)?)),
+                move |conn| container::update(conn, &id, kind, &changes),
+                to_value,
+            )?;
             out.print(&to_value(&updated));
         }
         ContainerCommand::Delete { id } => {
@@ -289,30 +382,37 @@ pub(super) fn source(
                 (None, Some(table)) => (table, ContainerKind::Table),
                 (None, None) => unreachable!("clap requires --channel or --table"),
             };
-            let created = write(&db, move |conn| {
-                source::create(
-                    conn,
-                    &NewSource {
-                        id: id.as_deref(),
-                        container_id: &container_id,
-                        container_kind,
-                        name: &name,
-                        secret: if no_secret {
-                            None
-                        } else {
-                            Some(secret.as_deref())
+            let created = audited(
+                &db,
+                "source.create",
+                None,
+                created,
+                move |conn| {
+                    source::create(
+                        conn,
+                        &NewSource {
+                            id: id.as_deref(),
+                            container_id: &container_id,
+                            container_kind,
+                            name: &name,
+                            secret: if no_secret {
+                                None
+                            } else {
+                                Some(secret.as_deref())
+                            },
+                            supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
+                            supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
+                            revenue_share_bp: settings.revenue_share.and_then(|s| s.0),
+                            dedupe_fields: settings.dedupe_fields.map(|l| l.0),
+                            dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
+                            dedupe_action: dedupe_action(action),
+                            dedupe_window_days,
+                            result_detail: settings.result_detail.map(result_detail),
                         },
-                        supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
-                        supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
-                        revenue_share_bp: settings.revenue_share.and_then(|s| s.0),
-                        dedupe_fields: settings.dedupe_fields.map(|l| l.0),
-                        dedupe_scope: settings.dedupe_scope.map(dedupe_scope),
-                        dedupe_action: dedupe_action(action),
-                        dedupe_window_days,
-                        result_detail: settings.result_detail.map(result_detail),
-                    },
-                )
-            })?;
+                    )
+                },
+                |c| with_secret(c.source.to_json(), "secret", c.secret.is_some()),
+            )?;
             let mut shown = created.source.to_json();
             shown["secret"] = json!(created.secret);
             out.print(&shown);
@@ -347,15 +447,39 @@ pub(super) fn source(
                 dedupe_window_days,
                 result_detail: settings.result_detail.map(result_detail),
             };
-            let updated = write(&db, move |conn| source::update(conn, &id, &changes))?;
+            let object = id.clone();
+            let updated = audited(
+                &db,
+                "source.update",
+                Some(id.clone()),
+                move |conn| Ok(source::get(conn, &object)?.to_json()),
+                move |conn| source::update(conn, &id, &changes),
+                source::Source::to_json,
+            )?;
             out.print(&updated.to_json());
         }
         SourceCommand::Enable { id } => {
-            let enabled = write(&db, move |conn| source::set_enabled(conn, &id, true))?;
+            let object = id.clone();
+            let enabled = audited(
+                &db,
+                "source.enable",
+                Some(id.clone()),
+                move |conn| Ok(source::get(conn, &object)?.to_json()),
+                move |conn| source::set_enabled(conn, &id, true),
+                source::Source::to_json,
+            )?;
             out.print(&enabled.to_json());
         }
         SourceCommand::Disable { id } => {
-            let disabled = write(&db, move |conn| source::set_enabled(conn, &id, false))?;
+            let object = id.clone();
+            let disabled = audited(
+                &db,
+                "source.disable",
+                Some(id.clone()),
+                move |conn| Ok(source::get(conn, &object)?.to_json()),
+                move |conn| source::set_enabled(conn, &id, false),
+                source::Source::to_json,
+            )?;
             out.print(&disabled.to_json());
         }
         SourceCommand::RotateSecret { id, rotate } => {
@@ -363,9 +487,16 @@ pub(super) fn source(
                 record,
                 secret,
                 old_valid_until,
-            } = write(&db, move |conn| {
-                source::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
-            })?;
+            } = audited(
+                &db,
+                "source.rotate_secret",
+                Some(id.clone()),
+                |_| Ok(Value::Null),
+                move |conn| {
+                    source::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
+                },
+                |_| with_secret(json!({}), "secret", true),
+            )?;
             print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
         }
         SourceCommand::Delete { id } => {
@@ -390,19 +521,26 @@ pub(super) fn product(
             fields,
             supplier_cost,
         } => {
-            let created = write(&db, move |conn| {
-                product::create(
-                    conn,
-                    &product::NewProduct {
-                        id: id.as_deref(),
-                        workspace_id: &workspace,
-                        slug: &slug,
-                        name: &name,
-                        fields,
-                        default_supplier_cost_cents: supplier_cost,
-                    },
-                )
-            })?;
+            let created = audited(
+                &db,
+                "product.create",
+                None,
+                created,
+                move |conn| {
+                    product::create(
+                        conn,
+                        &product::NewProduct {
+                            id: id.as_deref(),
+                            workspace_id: &workspace,
+                            slug: &slug,
+                            name: &name,
+                            fields,
+                            default_supplier_cost_cents: supplier_cost,
+                        },
+                    )
+                },
+                to_value,
+            )?;
             out.print(&to_value(&created));
         }
         ProductCommand::List(ListArgs { workspace, all }) => {
@@ -426,7 +564,15 @@ pub(super) fn product(
                 fields: (clear_fields || !fields.is_empty()).then_some(fields),
                 default_supplier_cost_cents: supplier_cost.map(|c| c.0),
             };
-            let updated = write(&db, move |conn| product::update(conn, &id, &changes))?;
+            let object = id.clone();
+            let updated = audited(
+                &db,
+                "product.update",
+                Some(id.clone()),
+                move |conn| Ok(to_value(&product::get(conn, &object)?)),
+                move |conn| product::update(conn, &id, &changes),
+                to_value,
+            )?;
             out.print(&to_value(&updated));
         }
         ProductCommand::Delete { id } => {
@@ -434,6 +580,14 @@ pub(super) fn product(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads buyer `id`'s view, for an audit entry's "before".
+fn buyer_view(
+    id: &str,
+) -> impl FnOnce(&rusqlite::Connection) -> Result<Value, ConfigError> + Send + 'static {
+    let id = id.to_string();
+    move |conn| Ok(buyer::get(conn, &id)?.to_json())
 }
 
 fn plan(arg: PlanArg) -> buyer::Plan {
@@ -463,37 +617,47 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             settings,
             auto_payout_pending,
         } => {
-            let created = write(&db, move |conn| {
-                buyer::create(
-                    conn,
-                    &buyer::NewBuyer {
-                        id: id.as_deref(),
-                        workspace_id: &workspace,
-                        name: &name,
-                        webhook_url: &webhook_url,
-                        secret: if no_secret {
-                            None
-                        } else {
-                            Some(secret.as_deref())
+            let created = audited(
+                &db,
+                "buyer.create",
+                None,
+                created,
+                move |conn| {
+                    buyer::create(
+                        conn,
+                        &buyer::NewBuyer {
+                            id: id.as_deref(),
+                            workspace_id: &workspace,
+                            name: &name,
+                            webhook_url: &webhook_url,
+                            secret: if no_secret {
+                                None
+                            } else {
+                                Some(secret.as_deref())
+                            },
+                            signing_secret: signing_secret.as_deref(),
+                            capabilities: settings.capabilities.map_or_else(
+                                || buyer::CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+                                |l| l.0,
+                            ),
+                            cancellation_window_secs: settings
+                                .cancellation_window
+                                .unwrap_or(buyer::DEFAULT_CANCELLATION_WINDOW_SECS),
+                            auto_payout_pending,
+                            plan: settings.plan.map_or(buyer::Plan::Postpaid, plan),
+                            credit_limit_cents: settings.credit_limit.unwrap_or(0),
+                            return_cap_bp: settings.return_cap.and_then(|cap| cap.0),
+                            return_review: settings
+                                .return_review
+                                .map_or(buyer::ReturnReview::Auto, |r| r.review()),
                         },
-                        signing_secret: signing_secret.as_deref(),
-                        capabilities: settings.capabilities.map_or_else(
-                            || buyer::CAPABILITIES.iter().map(|c| c.to_string()).collect(),
-                            |l| l.0,
-                        ),
-                        cancellation_window_secs: settings
-                            .cancellation_window
-                            .unwrap_or(buyer::DEFAULT_CANCELLATION_WINDOW_SECS),
-                        auto_payout_pending,
-                        plan: settings.plan.map_or(buyer::Plan::Postpaid, plan),
-                        credit_limit_cents: settings.credit_limit.unwrap_or(0),
-                        return_cap_bp: settings.return_cap.and_then(|cap| cap.0),
-                        return_review: settings
-                            .return_review
-                            .map_or(buyer::ReturnReview::Auto, |r| r.review()),
-                    },
-                )
-            })?;
+                    )
+                },
+                |c| {
+                    let view = with_secret(c.buyer.to_json(), "secret", c.secret.is_some());
+                    with_secret(view, "signingSecret", true)
+                },
+            )?;
             let mut shown = created.buyer.to_json();
             shown["secret"] = json!(created.secret);
             shown["signingSecret"] = json!(created.signing_secret);
@@ -524,7 +688,14 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 return_cap_bp: settings.return_cap.map(|cap| cap.0),
                 return_review: settings.return_review.map(|r| r.review()),
             };
-            let updated = write(&db, move |conn| buyer::update(conn, &id, &changes))?;
+            let updated = audited(
+                &db,
+                "buyer.update",
+                Some(id.clone()),
+                buyer_view(&id),
+                move |conn| buyer::update(conn, &id, &changes),
+                buyer::Buyer::to_json,
+            )?;
             out.print(&updated.to_json());
         }
         BuyerCommand::Subscribe {
@@ -553,23 +724,36 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     max_price,
                 },
             )?;
-            let terms = write(&db, move |conn| {
-                let subscription = subscription::subscribe(
-                    conn,
-                    &subscription::NewSubscription {
-                        pricing,
-                        buyer_id: &id,
-                        product: &product,
-                        price_cents: price.unwrap_or(0),
-                        daily_cap,
-                        monthly_cap,
-                        priority,
-                        filters,
-                        schedule,
-                    },
-                )?;
-                subscription::terms_of(conn, &id, &subscription.product_id, crate::clock::now_ms())
-            })?;
+            let object = id.clone();
+            let terms = audited(
+                &db,
+                "subscription.subscribe",
+                Some(object),
+                created,
+                move |conn| {
+                    let subscription = subscription::subscribe(
+                        conn,
+                        &subscription::NewSubscription {
+                            pricing,
+                            buyer_id: &id,
+                            product: &product,
+                            price_cents: price.unwrap_or(0),
+                            daily_cap,
+                            monthly_cap,
+                            priority,
+                            filters,
+                            schedule,
+                        },
+                    )?;
+                    subscription::terms_of(
+                        conn,
+                        &id,
+                        &subscription.product_id,
+                        crate::clock::now_ms(),
+                    )
+                },
+                subscription::Terms::to_json,
+            )?;
             out.print(&terms.to_json());
         }
         BuyerCommand::Terms(TermsArgs { id, set }) => match set {
@@ -621,39 +805,90 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     schedule: (clear_schedule || !schedules.is_empty())
                         .then(|| schedule(schedules)),
                 };
-                let terms = write(&db, move |conn| {
-                    let subscription = subscription::set_terms(conn, &id, &product, &changes)?;
-                    subscription::terms_of(
-                        conn,
-                        &id,
-                        &subscription.product_id,
-                        crate::clock::now_ms(),
-                    )
-                })?;
+                let (object, of) = (id.clone(), product.clone());
+                let before = move |conn: &rusqlite::Connection| {
+                    let now = crate::clock::now_ms();
+                    Ok(subscription::terms(conn, &object, now)?
+                        .iter()
+                        .find(|t| t.subscription.product_id == of || t.product_slug == of)
+                        .map_or(Value::Null, subscription::Terms::to_json))
+                };
+                let terms = audited(
+                    &db,
+                    "subscription.terms_set",
+                    Some(id.clone()),
+                    before,
+                    move |conn| {
+                        let subscription = subscription::set_terms(conn, &id, &product, &changes)?;
+                        subscription::terms_of(
+                            conn,
+                            &id,
+                            &subscription.product_id,
+                            crate::clock::now_ms(),
+                        )
+                    },
+                    subscription::Terms::to_json,
+                )?;
                 out.print(&terms.to_json());
             }
         },
         BuyerCommand::Unsubscribe { id, product } => {
             let (buyer_id, product_name) = (id.clone(), product.clone());
+            let actor = super::actor();
             write(&db, move |conn| {
-                subscription::unsubscribe(conn, &buyer_id, &product_name)
+                subscription::unsubscribe(conn, &buyer_id, &product_name)?;
+                let changes = audit::Changes::new()
+                    .set("product", product_name.as_str(), product_name.as_str())
+                    .set("subscribed", true, false);
+                let now = crate::clock::now_ms();
+                audit::record(
+                    conn,
+                    &actor,
+                    "subscription.unsubscribe",
+                    &buyer_id,
+                    &changes,
+                    now,
+                )?;
+                Ok(())
             })?;
             out.print(&json!({"buyerId": id, "product": product, "subscribed": false}));
         }
         BuyerCommand::Fund { id, amount } => {
-            let funded = write(&db, move |conn| buyer::fund(conn, &id, amount))?;
+            let funded = audited(
+                &db,
+                "ledger.fund",
+                Some(id.clone()),
+                buyer_view(&id),
+                move |conn| buyer::fund(conn, &id, amount),
+                buyer::Buyer::to_json,
+            )?;
             out.print(&funded.to_json());
         }
         BuyerCommand::Adjust { id, amount, reason } => {
-            let adjusted = write(&db, move |conn| buyer::adjust(conn, &id, amount, &reason))?;
+            let adjusted = audited(
+                &db,
+                "ledger.adjust",
+                Some(id.clone()),
+                buyer_view(&id),
+                move |conn| buyer::adjust(conn, &id, amount, &reason),
+                buyer::Buyer::to_json,
+            )?;
             out.print(&adjusted.to_json());
         }
         BuyerCommand::Pause { id } => {
-            let paused = write(&db, move |conn| buyer::set_paused(conn, &id, true))?;
+            let actor = super::actor();
+            let paused = write(&db, move |conn| {
+                let now = crate::clock::now_ms();
+                crate::audited::set_buyer_paused(conn, &actor, &id, true, now)
+            })?;
             out.print(&paused.to_json());
         }
         BuyerCommand::Resume { id } => {
-            let resumed = write(&db, move |conn| buyer::set_paused(conn, &id, false))?;
+            let actor = super::actor();
+            let resumed = write(&db, move |conn| {
+                let now = crate::clock::now_ms();
+                crate::audited::set_buyer_paused(conn, &actor, &id, false, now)
+            })?;
             out.print(&resumed.to_json());
         }
         BuyerCommand::RotateSecret { id, rotate } => {
@@ -661,9 +896,16 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 record,
                 secret,
                 old_valid_until,
-            } = write(&db, move |conn| {
-                buyer::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
-            })?;
+            } = audited(
+                &db,
+                "buyer.rotate_secret",
+                Some(id.clone()),
+                |_| Ok(Value::Null),
+                move |conn| {
+                    buyer::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
+                },
+                |_| with_secret(json!({}), "secret", true),
+            )?;
             print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
         }
         BuyerCommand::RotateSigningSecret {
@@ -675,9 +917,14 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 record,
                 secret,
                 old_valid_until,
-            } = write(&db, move |conn| {
-                buyer::rotate_signing_secret(conn, &id, secret.as_deref(), overlap)
-            })?;
+            } = audited(
+                &db,
+                "buyer.rotate_signing_secret",
+                Some(id.clone()),
+                |_| Ok(Value::Null),
+                move |conn| buyer::rotate_signing_secret(conn, &id, secret.as_deref(), overlap),
+                |_| with_secret(json!({}), "signingSecret", true),
+            )?;
             print_rotated(
                 out,
                 record.to_json(),
@@ -718,17 +965,24 @@ pub(super) fn supplier(
             id,
             key,
         } => {
-            let (created, key) = write(&db, move |conn| {
-                supplier::create(
-                    conn,
-                    &supplier::NewSupplier {
-                        id: id.as_deref(),
-                        workspace_id: &workspace,
-                        name: &name,
-                        key: key.as_deref(),
-                    },
-                )
-            })?;
+            let (created, key) = audited(
+                &db,
+                "supplier.create",
+                None,
+                created,
+                move |conn| {
+                    supplier::create(
+                        conn,
+                        &supplier::NewSupplier {
+                            id: id.as_deref(),
+                            workspace_id: &workspace,
+                            name: &name,
+                            key: key.as_deref(),
+                        },
+                    )
+                },
+                |(s, _)| with_secret(s.to_json(), "key", true),
+            )?;
             let mut shown = created.to_json();
             shown["key"] = json!(key);
             out.print(&shown);
@@ -742,7 +996,15 @@ pub(super) fn supplier(
         }
         SupplierCommand::Update { id, name } => {
             let changes = supplier::SupplierChanges { name };
-            let updated = write(&db, move |conn| supplier::update(conn, &id, &changes))?;
+            let object = id.clone();
+            let updated = audited(
+                &db,
+                "supplier.update",
+                Some(id.clone()),
+                move |conn| Ok(supplier::get(conn, &object)?.to_json()),
+                move |conn| supplier::update(conn, &id, &changes),
+                supplier::Supplier::to_json,
+            )?;
             out.print(&updated.to_json());
         }
         SupplierCommand::RotateKey { id, key, overlap } => {
@@ -750,9 +1012,14 @@ pub(super) fn supplier(
                 record,
                 secret,
                 old_valid_until,
-            } = write(&db, move |conn| {
-                supplier::rotate_key(conn, &id, key.as_deref(), overlap)
-            })?;
+            } = audited(
+                &db,
+                "supplier.rotate_key",
+                Some(id.clone()),
+                |_| Ok(Value::Null),
+                move |conn| supplier::rotate_key(conn, &id, key.as_deref(), overlap),
+                |_| with_secret(json!({}), "key", true),
+            )?;
             print_rotated(out, record.to_json(), "key", secret, old_valid_until);
         }
         SupplierCommand::Delete { id } => {

@@ -125,25 +125,55 @@ fn add(
     contact: Contact,
     reason: Option<String>,
 ) -> anyhow::Result<ExitCode> {
+    let actor = super::actor();
     let added = db.write_blocking(move |conn| {
         let (kind, value) = contact.kind_value();
-        suppression::add(
+        let now = crate::clock::now_ms();
+        let added = suppression::add(
             conn,
             &contact.workspace,
             kind,
             value,
             reason.as_deref(),
-            crate::clock::now_ms(),
-        )
+            now,
+        )?;
+        // The value is never written, not even hashed: only its kind and the reason.
+        let changes = crate::audit::Changes::new()
+            .set("kind", Value::Null, kind.as_str())
+            .set("reason", Value::Null, reason.as_deref())
+            .set("added", Value::Null, added);
+        crate::audit::record(
+            conn,
+            &actor,
+            "suppression.add",
+            &contact.workspace,
+            &changes,
+            now,
+        )?;
+        Ok::<_, suppression::SuppressionError>(added)
     })?;
     out.print(&json!({"added": added, "alreadyPresent": !added}));
     Ok(ExitCode::SUCCESS)
 }
 
 fn remove(db: &Db, out: &Output, contact: Contact) -> anyhow::Result<ExitCode> {
+    let actor = super::actor();
     let removed = db.write_blocking(move |conn| {
         let (kind, value) = contact.kind_value();
-        suppression::remove(conn, &contact.workspace, kind, value)
+        let removed = suppression::remove(conn, &contact.workspace, kind, value)?;
+        let changes = crate::audit::Changes::new()
+            .set("kind", Value::Null, kind.as_str())
+            .set("removed", Value::Null, removed);
+        let now = crate::clock::now_ms();
+        crate::audit::record(
+            conn,
+            &actor,
+            "suppression.remove",
+            &contact.workspace,
+            &changes,
+            now,
+        )?;
+        Ok::<_, suppression::SuppressionError>(removed)
     })?;
     out.print(&json!({"removed": removed}));
     Ok(ExitCode::SUCCESS)
@@ -229,14 +259,24 @@ fn import(
             let values = std::mem::replace(&mut batch, Vec::with_capacity(IMPORT_BATCH));
             let workspace = workspace.clone();
             let reason = reason.clone();
+            let actor = super::actor();
             counts.add(db.write_blocking(move |conn| {
-                suppression::import_batch(
+                let now = crate::clock::now_ms();
+                let done =
+                    suppression::import_batch(conn, &workspace, &values, reason.as_deref(), now)?;
+                // One entry per batch, with its size: never a value.
+                let changes = crate::audit::Changes::new()
+                    .set("rows", Value::Null, values.len())
+                    .set("reason", Value::Null, reason.as_deref());
+                crate::audit::record(
                     conn,
+                    &actor,
+                    "suppression.import",
                     &workspace,
-                    &values,
-                    reason.as_deref(),
-                    crate::clock::now_ms(),
-                )
+                    &changes,
+                    now,
+                )?;
+                Ok::<_, suppression::SuppressionError>(done)
             })?);
         }
         if !more {

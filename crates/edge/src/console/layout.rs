@@ -13,8 +13,8 @@ use jiff::tz::TimeZone;
 use maud::{DOCTYPE, Markup, html};
 use rusqlite::Connection;
 
+use super::session::Session;
 use crate::http::{Response, response};
-use crate::operators::Session;
 
 const STYLESHEET: &str = include_str!("style.css");
 
@@ -101,6 +101,8 @@ const NAV: &[(&str, &str)] = &[
     ("/sources", "Sources"),
     ("/outbox", "Outbox"),
     ("/reports", "Reports"),
+    ("/returns", "Returns"),
+    ("/audit", "Audit"),
 ];
 
 /// A console page: navigation with `active` marked, the signed-in operator and the
@@ -138,7 +140,10 @@ pub(super) fn page(
                     h1 { (title) }
                     (body)
                 }
-                footer { "Times in " (zone.name) ". Read-only: configuration stays in the CLI." }
+                footer {
+                    "Times in " (zone.name) ". Signed in as " (operator.role) ". "
+                    "Configuration stays in the CLI."
+                }
             }
         }
     };
@@ -226,6 +231,18 @@ pub(super) fn rate(part: i64, whole: i64) -> String {
         "–".into()
     } else {
         format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// A form that POSTs one console action to `action` with the session's CSRF token: `fields`
+/// inside, then a button saying `label`.
+pub(super) fn action_form(operator: &Session, action: &str, label: &str, fields: Markup) -> Markup {
+    html! {
+        form class="action" method="post" action=(action) {
+            input type="hidden" name=(crate::web::CSRF_FIELD) value=(operator.csrf);
+            (fields)
+            button type="submit" { (label) }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The operator console (DESIGN.md section 15): a read-only web view of the business,
-//! served by `serve` on its own listener (`--console-listen`, default 127.0.0.1:8081).
+//! The operator console (DESIGN.md sections 15 and 23): a web view of the business with a
+//! few actions, served by `serve` on its own listener (`--console-listen`, default
+//! 127.0.0.1:8081).
 //!
 //! Part of the HTTP layer, beside `crate::http`, whose accept loop, body reading and error
 //! mapping (`error_to_http_response` in its HTML form) it uses. It owns the console's
@@ -8,10 +9,13 @@
 //! formatting ([`layout`]), the server-drawn SVG charts ([`chart`]) and the stylesheet.
 //!
 //! It writes nothing itself: operators and sessions are `crate::operators`' tables, which
-//! the login and logout call; every page only reads, through the read pool. Every value a
+//! the login and logout call; every page only reads, through the read pool; the actions
+//! ([`actions`]: POST forms checked for origin, CSRF token and role) call the writer jobs
+//! of `crate::audited`, which record each change in the audit log. Every value a
 //! page shows goes through maud's escaping (`(value)` in `html!`); nothing is spliced as
 //! raw markup, since names, fields and answer excerpts come from partners and buyers.
 
+mod actions;
 mod chart;
 pub(crate) mod layout;
 mod pages;

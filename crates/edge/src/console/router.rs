@@ -1,14 +1,15 @@
-//! The console's routes: the login and logout, the stylesheet and icon, and the pages of DESIGN.md
-//! section 15. Every page needs a live session; without one it answers 303 to `/login`
+//! The console's routes: the login and logout, the stylesheet and icon, the pages of DESIGN.md
+//! section 15, and the actions of section 23 (`POST`, see `actions`). Every page needs a live session; without one it answers 303 to `/login`
 //! (unknown paths too, so the console shows nothing of itself to a stranger).
 
 use std::net::SocketAddr;
 
 use hyper::Method;
 
-use super::{Console, pages, session};
+use super::{Console, actions, pages, session};
 use crate::http::error::{Error, Form, HttpError, error_to_http_response};
 use crate::http::{Request, Response};
+use crate::operators::ConsoleAction;
 
 /// The pages, by path; `/leads/{leadId}` is matched apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,8 @@ enum Page {
     Outbox,
     Reports,
     ReportsCsv,
+    Returns,
+    Audit,
 }
 
 fn page_of(path: &str) -> Option<Page> {
@@ -32,6 +35,8 @@ fn page_of(path: &str) -> Option<Page> {
         "/outbox" => Page::Outbox,
         "/reports" => Page::Reports,
         "/reports.csv" => Page::ReportsCsv,
+        "/returns" => Page::Returns,
+        "/audit" => Page::Audit,
         other => match other.strip_prefix("/leads/") {
             Some(id) if !id.is_empty() && !id.contains('/') => Page::Lead,
             _ => return None,
@@ -67,6 +72,11 @@ async fn page(
         crate::http::body::discard(request.into_body(), 64 * 1024).await;
         return Ok(session::to_login());
     };
+    if method == Method::POST
+        && let Some(action) = actions::Action::of(path)
+    {
+        return actions::post(console, request, &operator, action).await;
+    }
     let Some(page) = page_of(path) else {
         return Err(HttpError::NoSuchPath {
             path: path.to_string(),
@@ -91,6 +101,11 @@ async fn page(
         Page::Outbox => pages::outbox::get(db, &operator).await,
         Page::Reports => pages::reports::get(db, &operator, &query).await,
         Page::ReportsCsv => pages::reports::csv(db, &operator, &query).await,
+        Page::Returns => pages::returns::get(db, &operator).await,
+        Page::Audit if !operator.role.may(ConsoleAction::ReadAudit) => {
+            Ok(actions::forbidden_role(&operator, ConsoleAction::ReadAudit))
+        }
+        Page::Audit => pages::audit::get(db, &operator, &query).await,
     }
 }
 

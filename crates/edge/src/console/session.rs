@@ -1,5 +1,6 @@
 //! Signing in and out of the console: the login form, the session cookie, the limit on
-//! failed logins and the `Origin` check of the logout.
+//! failed logins and the `Origin` check of the logout; the signed-in operator of a request
+//! ([`Session`]: name, role and the session's CSRF token, `crate::web`).
 //!
 //! The cookie carries the session id that `crate::operators::login` opened; it is
 //! `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page sends it),
@@ -9,7 +10,7 @@
 use std::net::SocketAddr;
 
 use hyper::StatusCode;
-use hyper::header::{COOKIE, HOST, HeaderValue, LOCATION, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use hyper::header::{HeaderValue, LOCATION, RETRY_AFTER, SET_COOKIE};
 use maud::{Markup, html};
 
 use super::Console;
@@ -17,7 +18,7 @@ use super::layout;
 use crate::db::DbError;
 use crate::http::error::Error;
 use crate::http::{Request, Response, response};
-use crate::operators::{self, Session};
+use crate::operators::{self, Role};
 
 /// The cookie's name.
 const COOKIE_NAME: &str = "leadrelay_console";
@@ -38,18 +39,27 @@ fn see_other(location: &'static str) -> Response {
     response
 }
 
+/// The operator signed in on a request.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub(crate) operator_name: String,
+    pub(crate) role: Role,
+    /// The session's CSRF token, for the forms of its pages.
+    pub(crate) csrf: String,
+    /// The session id, to check a presented token against.
+    session_id: String,
+}
+
+impl Session {
+    /// Whether `presented` is this session's CSRF token.
+    pub(crate) fn csrf_valid(&self, presented: Option<&str>) -> bool {
+        crate::web::csrf_valid(&self.session_id, presented)
+    }
+}
+
 /// The session id the request's cookie carries, if any.
 fn cookie_session(request: &Request) -> Option<String> {
-    request
-        .headers()
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|header| header.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
-        .map(|(_, value)| value.to_string())
-        .filter(|value| !value.is_empty())
+    crate::web::cookie(request, COOKIE_NAME)
 }
 
 /// The operator signed in on this request, or `None` without a live session.
@@ -61,10 +71,17 @@ pub(super) async fn current(
         return Ok(None);
     };
     let now = crate::clock::now_ms();
-    Ok(console
+    let id = session_id.clone();
+    let found = console
         .db
-        .read(move |conn| Ok::<_, DbError>(operators::session(conn, &session_id, now)?))
-        .await?)
+        .read(move |conn| Ok::<_, DbError>(operators::session(conn, &id, now)?))
+        .await?;
+    Ok(found.map(|session| Session {
+        operator_name: session.operator_name,
+        role: session.role,
+        csrf: crate::web::csrf_token(&session_id),
+        session_id,
+    }))
 }
 
 /// `GET /login`: the form.
@@ -113,11 +130,8 @@ pub(super) async fn login(
         crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
         return Ok(forbidden_origin());
     }
-    let body = crate::http::body::read_form(request, FORM_LIMIT).await?;
-    let token = form_urlencoded::parse(&body)
-        .find(|(name, _)| name == "token")
-        .map(|(_, value)| value.trim().to_string())
-        .unwrap_or_default();
+    let form = crate::web::read_form(request, FORM_LIMIT).await?;
+    let token = form.get("token").unwrap_or_default().to_string();
     let now = crate::clock::now_ms();
     let opened = if token.is_empty() {
         None
@@ -162,7 +176,7 @@ fn too_many_failures(retry_after_secs: u64) -> Response {
     response
 }
 
-fn forbidden_origin() -> Response {
+pub(super) fn forbidden_origin() -> Response {
     let page = layout::bare(
         "Refused",
         html! {
@@ -205,25 +219,9 @@ pub(super) async fn logout(console: &Console, request: Request) -> Result<Respon
     Ok(response)
 }
 
-/// Whether the request's `Origin` is the console's own: the scheme the console is reached
-/// by (`https` with a secure cookie, else `http`) and the `Host` the browser asked for.
-/// Without an `Origin`, `required` decides.
-fn origin_allowed(console: &Console, request: &Request, required: bool) -> bool {
-    let Some(origin) = request.headers().get(ORIGIN) else {
-        return !required;
-    };
-    let Some(host) = request.headers().get(HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let scheme = if console.config.secure_cookie {
-        "https"
-    } else {
-        "http"
-    };
-    origin.to_str().is_ok_and(|origin| {
-        origin
-            .strip_prefix(scheme)
-            .and_then(|rest| rest.strip_prefix("://"))
-            .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
-    })
+/// Whether the request's `Origin` is the console's own (`crate::web::origin_allowed`; the
+/// console is reached over HTTPS when its cookie is `Secure`). Without an `Origin`,
+/// `required` decides.
+pub(super) fn origin_allowed(console: &Console, request: &Request, required: bool) -> bool {
+    crate::web::origin_allowed(request, console.config.secure_cookie, required)
 }

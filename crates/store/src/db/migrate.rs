@@ -96,6 +96,9 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // Accountability: operator roles (earlier operators are admins) and the audit log with
+    // its hash chain.
+    sql(include_str!("../../migrations/0027_audit.sql")),
     // The buyer and supplier portal: partner users and their sessions.
     sql(include_str!("../../migrations/0029_portal.sql")),
 ];

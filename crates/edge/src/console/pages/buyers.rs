@@ -14,11 +14,11 @@ use maud::{Markup, html};
 use rusqlite::{Connection, params};
 
 use crate::console::layout::{self, Zone, money, rate};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::delivery::transaction::Status;
 use crate::http::Response;
 use crate::http::error::Error;
-use crate::operators::Session;
 use crate::outbox::health::{self, BuyerHealth, State};
 
 const WINDOW_DAYS: i64 = 30;
@@ -79,7 +79,7 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
         "/buyers",
         operator,
         &zone,
-        render(&rows, &zone),
+        render(&rows, &zone, operator),
     ))
 }
 
@@ -221,7 +221,7 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
         .collect())
 }
 
-fn render(rows: &[BuyerRow], zone: &Zone) -> Markup {
+fn render(rows: &[BuyerRow], zone: &Zone, operator: &Session) -> Markup {
     html! {
         @if rows.is_empty() { (layout::none_yet("No buyers yet: leadrelay buyer create adds one.")) }
         div class="scroll" {
@@ -232,7 +232,7 @@ fn render(rows: &[BuyerRow], zone: &Zone) -> Markup {
                     th { "Returned" } th { "Last errors" }
                 } }
                 tbody {
-                    @for row in rows { (buyer_row(row, zone)) }
+                    @for row in rows { (buyer_row(row, zone, operator)) }
                 }
             }
         }
@@ -248,13 +248,20 @@ fn render(rows: &[BuyerRow], zone: &Zone) -> Markup {
     }
 }
 
-fn buyer_row(row: &BuyerRow, zone: &Zone) -> Markup {
+fn buyer_row(row: &BuyerRow, zone: &Zone, operator: &Session) -> Markup {
     let b = &row.buyer;
     let status = &b.status;
     html! {
         tr class="buyer" id={ "buyer-" (b.id) } {
             td { strong { (b.name) } br; span class="id" { (b.id) } }
-            td { span class={ "tag " (status) } { (status) } }
+            td {
+                span class={ "tag " (status) } { (status) }
+                @if status == "paused" {
+                    (layout::action_form(operator, &format!("/buyers/{}/resume", b.id), "Resume", html! {}))
+                } @else {
+                    (layout::action_form(operator, &format!("/buyers/{}/pause", b.id), "Pause", html! {}))
+                }
+            }
             td { (b.plan) " · " (money(b.balance_cents)) }
             td class="endpoint" {
                 span class="url" { (b.webhook_url) } br;

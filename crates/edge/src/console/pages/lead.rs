@@ -15,10 +15,10 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::console::layout::{self, Zone};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
-use crate::operators::Session;
 
 /// A transaction with its history and its events, each event with its attempts.
 struct Sale {

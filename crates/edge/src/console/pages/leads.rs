@@ -12,10 +12,10 @@ use maud::{Markup, html};
 use rusqlite::{Connection, params};
 
 use crate::console::layout::{self, Zone};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
-use crate::operators::Session;
 
 /// Most leads one page lists.
 const LIMIT: i64 = 100;

@@ -7,10 +7,10 @@ use maud::{Markup, html};
 use rusqlite::Connection;
 
 use crate::console::layout::{self, Zone};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
-use crate::operators::Session;
 
 /// Most events listed per status.
 const LIMIT: i64 = 200;
@@ -38,12 +38,12 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
     let body = html! {
         p class="note" id="outbox-counts" {
             (page.figures.pending) " pending, " (page.figures.failed) " failed. "
-            "Retry with " code { "leadrelay outbox retry ID" } "."
+            "Retry with the button, or " code { "leadrelay outbox retry ID" } "."
         }
         h2 { "Pending" }
-        (table("pending", &page.pending, &zone, true))
+        (table("pending", &page.pending, &zone, None))
         h2 { "Failed" }
-        (table("failed", &page.failed, &zone, false))
+        (table("failed", &page.failed, &zone, Some(operator)))
     };
     Ok(layout::page(
         StatusCode::OK,
@@ -88,7 +88,9 @@ fn load(conn: &Connection) -> Result<OutboxPage, DbError> {
     })
 }
 
-fn table(id: &str, rows: &[EventRow], zone: &Zone, pending: bool) -> Markup {
+/// The events of one status; failed ones (`retry` given) each with a retry button.
+fn table(id: &str, rows: &[EventRow], zone: &Zone, retry: Option<&Session>) -> Markup {
+    let pending = retry.is_none();
     html! {
         @if rows.is_empty() {
             (layout::none_yet("None."))
@@ -100,6 +102,7 @@ fn table(id: &str, rows: &[EventRow], zone: &Zone, pending: bool) -> Markup {
                         th { "Attempts" }
                         @if pending { th { "Next attempt" } }
                         th { "Last error" }
+                        @if !pending { th { "Retry" } }
                     } }
                     tbody {
                         @for row in rows {
@@ -115,6 +118,9 @@ fn table(id: &str, rows: &[EventRow], zone: &Zone, pending: bool) -> Markup {
                                 td { (row.attempts) }
                                 @if pending { td { (zone.when(row.next_attempt_at)) } }
                                 td class="excerpt" { (row.last_error.as_deref().unwrap_or("")) }
+                                @if let Some(operator) = retry {
+                                    td { (layout::action_form(operator, &format!("/outbox/{}/retry", row.id), "Retry", html! {})) }
+                                }
                             }
                         }
                     }

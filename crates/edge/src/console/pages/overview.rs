@@ -16,10 +16,10 @@ use rusqlite::{Connection, params};
 
 use crate::console::chart::{self, Point};
 use crate::console::layout::{self, Zone, money, rate};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
-use crate::operators::Session;
 
 const HOUR_MS: i64 = 3_600_000;
 const DAYS: i64 = 30;

@@ -17,10 +17,10 @@ use maud::{Markup, html};
 use rusqlite::Connection;
 
 use crate::console::layout::{self, Zone, money, rate};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::http::error::Error;
 use crate::http::{Response, response};
-use crate::operators::Session;
 use crate::report::{By, Figures, Report, ReportError, ReportQuery};
 
 /// The most periods (days, weeks or months) one report may show here: 10 years of days is

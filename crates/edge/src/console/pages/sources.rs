@@ -16,12 +16,12 @@ use maud::{Markup, html};
 use rusqlite::{Connection, params};
 
 use crate::console::layout::{self, Zone, rate};
+use crate::console::session::Session;
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::quality::QualityStatus;
-use crate::operators::Session;
 
 const WINDOW_DAYS: i64 = 30;
 
