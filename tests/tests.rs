@@ -48,6 +48,7 @@ mod report;
 mod restore;
 mod returns;
 mod secrets_log;
+mod source_docs;
 mod state_machine;
 mod stored_ids;
 mod supplier;

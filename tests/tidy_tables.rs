@@ -53,6 +53,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
             "crates/core/src/mapping/store.rs",
         ],
     ),
+    ("source_doc_shares", &["crates/core/src/config/"]),
     ("products", &["crates/core/src/config/"]),
     ("buyers", &["crates/core/src/config/"]),
     // The prepaid balance, and what ping reservations hold of it, are the ledger's.

@@ -12,6 +12,7 @@ pub mod http;
 pub mod openapi;
 pub mod outbox;
 pub mod portal;
+pub mod posting;
 pub mod service;
 pub(crate) mod web;
 
@@ -21,5 +22,5 @@ use leadrelay_core::{
     ledger, lifecycle, mapping, metrics, operators, ops, partners, ping, privacy, report,
     suppression, training, waterfall,
 };
-use leadrelay_rules::{clock, duration, money, outbound_url, ratelimit, secrets};
+use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit, secrets};
 use leadrelay_store::{db, ids, logging, request_id};

@@ -519,3 +519,51 @@ pub(crate) fn supplier_of(conn: &Connection, id: &str) -> rusqlite::Result<Optio
         .optional()?
         .flatten())
 }
+
+/// Makes a new shared link token for source `id`'s posting instructions (DESIGN.md section
+/// 21), replacing any earlier one; the token is returned once and only its hash is stored.
+pub fn share_docs(conn: &Connection, id: &str) -> Result<String, ConfigError> {
+    get_live(conn, id)?;
+    let token = crate::secrets::generate("");
+    conn.execute(
+        "INSERT INTO source_doc_shares (source_id, token_hash, created_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (source_id) DO UPDATE SET token_hash = excluded.token_hash,
+             created_at = excluded.created_at",
+        params![id, crate::secrets::hash(&token), crate::clock::now_ms()],
+    )?;
+    Ok(token)
+}
+
+/// Ends source `id`'s shared link; whether there was one.
+pub fn unshare_docs(conn: &Connection, id: &str) -> Result<bool, ConfigError> {
+    get(conn, id)?;
+    Ok(conn.execute("DELETE FROM source_doc_shares WHERE source_id = ?1", [id])? > 0)
+}
+
+/// Whether source `id` has a shared link.
+pub fn docs_shared(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM source_doc_shares WHERE source_id = ?1)",
+        [id],
+        |row| row.get(0),
+    )
+}
+
+/// The source whose shared link has `token`, while the link stands and the source is not
+/// archived. Found by the token's hash (an index probe), decided by the constant-time
+/// comparison, as everywhere a secret is checked.
+pub fn shared_source(conn: &Connection, token: &str) -> rusqlite::Result<Option<String>> {
+    let found: Option<(String, String)> = conn
+        .prepare_cached(
+            "SELECT d.source_id, d.token_hash FROM source_doc_shares d
+             JOIN sources s ON s.id = d.source_id
+             WHERE d.token_hash = ?1 AND s.archived_at IS NULL",
+        )?
+        .query_row([crate::secrets::hash(token)], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?;
+    Ok(found.and_then(|(source_id, stored)| {
+        crate::secrets::verify(token, &stored).then_some(source_id)
+    }))
+}

@@ -3,7 +3,8 @@
 //!
 //! Owns the mapping language ([`document`]: parsing and checking a document, with a JSON
 //! pointer into the document for every problem), applying it to a body ([`engine`]: problems
-//! point into the partner's body), and the draft/publish records on `sources` ([`store`]).
+//! point into the partner's body), the draft/publish records on `sources` ([`store`]), and
+//! an example partner body that a document turns into a given native lead ([`sample`]).
 //! It does not own what happens to the native body afterwards: shape detection, validation
 //! and the rest of the pipeline belong to `ingest`, which calls [`apply_published`] between
 //! parsing the JSON and detecting the shape.
@@ -11,6 +12,7 @@
 pub mod document;
 pub mod engine;
 pub(crate) mod pointer;
+pub mod sample;
 pub mod store;
 
 #[cfg(test)]

@@ -39,6 +39,11 @@ impl Pointer {
         })
     }
 
+    /// The unescaped reference tokens, outermost first.
+    pub(crate) fn tokens(&self) -> &[String] {
+        &self.tokens
+    }
+
     /// The value at this pointer inside `root`, if there is one.
     pub fn lookup<'v>(&self, root: &'v Value) -> Option<&'v Value> {
         let mut current = root;

@@ -161,6 +161,15 @@ pub enum DeliveryModeArg {
     Multi,
 }
 
+/// The portal's address in a `source docs --share` link: `serve`'s default portal listener.
+pub const DEFAULT_PORTAL_URL: &str = "http://127.0.0.1:8082";
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DocsFormatArg {
+    Markdown,
+    Html,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ResultDetailArg {
     Summary,
@@ -610,6 +619,31 @@ pub enum SourceCommand {
         id: String,
         #[command(flatten)]
         rotate: RotateArgs,
+    },
+    /// Print a source's posting instructions for its supplier, generated from its
+    /// configuration (never its secret); or share them by a link that needs no login.
+    #[command(
+        after_help = "Example:\n  leadrelay source docs landing --format html --base-url https://leads.example.com"
+    )]
+    Docs {
+        /// The source's id.
+        id: String,
+        /// markdown (plain text) or html.
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: DocsFormatArg,
+        /// The address partners post to, named in the document.
+        #[arg(long, default_value = crate::posting::DEFAULT_BASE_URL)]
+        base_url: String,
+        /// Print a new link to the instructions on the portal that works without login
+        /// (shown once; replaces the source's earlier link).
+        #[arg(long, conflicts_with = "unshare")]
+        share: bool,
+        /// End the source's shared link.
+        #[arg(long)]
+        unshare: bool,
+        /// The portal's address, for the --share link.
+        #[arg(long, default_value = DEFAULT_PORTAL_URL, requires = "share")]
+        portal_url: String,
     },
     /// Delete a source without leads; archive one with leads (its path answers 404, its
     /// leads stay readable).

@@ -502,8 +502,68 @@ pub(super) fn source(
         SourceCommand::Delete { id } => {
             return delete(&db, out, retire::Kind::Source, id);
         }
+        SourceCommand::Docs {
+            id,
+            format,
+            base_url,
+            share,
+            unshare,
+            portal_url,
+        } => source_docs(&db, out, id, format, &base_url, share, unshare, &portal_url)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `source docs`: the instructions, or a new shared link, or the end of the link.
+#[allow(clippy::too_many_arguments)]
+fn source_docs(
+    db: &Db,
+    out: &Output,
+    id: String,
+    format: DocsFormatArg,
+    base_url: &str,
+    share: bool,
+    unshare: bool,
+    portal_url: &str,
+) -> anyhow::Result<()> {
+    if share {
+        let token = {
+            let id = id.clone();
+            write(db, move |conn| source::share_docs(conn, &id))?
+        };
+        let url = format!("{}/docs/{token}", portal_url.trim_end_matches('/'));
+        if out.is_json() {
+            out.print(&json!({"sourceId": id, "url": url, "token": token}));
+        } else {
+            println!("{url}");
+        }
+    } else if unshare {
+        let removed = {
+            let id = id.clone();
+            write(db, move |conn| source::unshare_docs(conn, &id))?
+        };
+        if out.is_json() {
+            out.print(&json!({"sourceId": id, "removed": removed}));
+        } else if removed {
+            println!("source '{id}': the shared link no longer works");
+        } else {
+            println!("source '{id}' had no shared link");
+        }
+    } else {
+        let format = match format {
+            DocsFormatArg::Markdown => crate::posting::Format::Markdown,
+            DocsFormatArg::Html => crate::posting::Format::Html,
+        };
+        let document = read(db, |conn| {
+            crate::posting::render(conn, &id, format, base_url)
+        })?;
+        if out.is_json() {
+            out.print(&json!({"sourceId": id, "document": document}));
+        } else {
+            print!("{document}");
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn product(

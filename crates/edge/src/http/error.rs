@@ -105,9 +105,27 @@ pub(crate) struct ErrorCode(pub String);
 /// headers. Errors that mean a fault on our side are logged here, once (or, for storage
 /// faults that every request meets, once per interval).
 pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
+    let reply = reply(error);
+    match form {
+        Form::Plain => reply.into_response(),
+        Form::Partner => reply.partner_form().into_response(),
+        Form::Html => reply.into_html_response(),
+    }
+}
+
+/// The status and plain-form body `error` answers, for documents that show real answers
+/// (the posting instructions). Errors that mean a fault on our side are logged, as when
+/// they are answered.
+pub(crate) fn example_answer(error: Error) -> (u16, Value) {
+    let reply = reply(error);
+    (reply.status.as_u16(), reply.body)
+}
+
+/// What `error` answers, before the endpoint's form is applied.
+fn reply(error: Error) -> Reply {
     use crate::ping::PingError;
-    let reply = match error {
-        Error::Ping(PingError::Ingest(e)) => return error_to_http_response(Error::Ingest(e), form),
+    match error {
+        Error::Ping(PingError::Ingest(e)) => reply(Error::Ingest(e)),
         Error::Ping(PingError::Db(db)) => db_reply(db),
         Error::Ping(PingError::PersonalData(problems)) => Reply::new(
             StatusCode::BAD_REQUEST,
@@ -265,11 +283,6 @@ pub(crate) fn error_to_http_response(error: Error, form: Form) -> Response {
             };
             reply
         }
-    };
-    match form {
-        Form::Plain => reply.into_response(),
-        Form::Partner => reply.partner_form().into_response(),
-        Form::Html => reply.into_html_response(),
     }
 }
 
@@ -293,12 +306,7 @@ fn db_reply(e: DbError) -> Reply {
             if let Some(repeats) = STORAGE.admit() {
                 log::error!("the database cannot be written: {e}{repeats}");
             }
-            let message = match fault {
-                StorageFault::Full => "the disk holding the database is full; retry later",
-                StorageFault::ReadOnly => "the database cannot be written (read-only); retry later",
-                _ => "the database cannot be written (I/O error); retry later",
-            };
-            return Reply::unavailable(fault.as_str(), message, RETRY_AFTER_STORAGE_SECS);
+            return storage_reply(fault);
         }
         None => {}
     }
@@ -326,6 +334,28 @@ fn db_reply(e: DbError) -> Reply {
         }
         _ => internal(&e),
     }
+}
+
+/// The answer to a storage fault other than a busy database.
+fn storage_reply(fault: StorageFault) -> Reply {
+    let message = match fault {
+        StorageFault::Full => "the disk holding the database is full; retry later",
+        StorageFault::ReadOnly => "the database cannot be written (read-only); retry later",
+        _ => "the database cannot be written (I/O error); retry later",
+    };
+    Reply::unavailable(fault.as_str(), message, RETRY_AFTER_STORAGE_SECS)
+}
+
+/// The answers whose errors are logged where they happen (the storage faults and the
+/// internal error), as status and plain-form body, made without logging anything: for
+/// documents that list every answer.
+pub(crate) fn unlogged_examples() -> Vec<(u16, Value)> {
+    [StorageFault::Full, StorageFault::ReadOnly, StorageFault::Io]
+        .into_iter()
+        .map(storage_reply)
+        .chain([Reply::internal()])
+        .map(|reply| (reply.status.as_u16(), reply.body))
+        .collect()
 }
 
 /// A fault on our side: logged, and answered without its details.

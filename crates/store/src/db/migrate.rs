@@ -101,6 +101,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0027_audit.sql")),
     // The buyer and supplier portal: partner users and their sessions.
     sql(include_str!("../../migrations/0029_portal.sql")),
+    // Shared links to sources' posting instructions (the token's hash).
+    sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
