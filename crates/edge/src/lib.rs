@@ -22,5 +22,5 @@ use leadrelay_core::{
     ledger, lifecycle, mapping, metrics, operators, ops, partners, ping, privacy, report,
     suppression, training, waterfall,
 };
-use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit, secrets};
+use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

@@ -302,6 +302,10 @@ pub struct ServeArgs {
     /// in front of it).
     #[arg(long, env = "LEADRELAY_PORTAL_SECURE_COOKIE")]
     pub portal_secure_cookie: bool,
+    /// The API's address as partners reach it (e.g. https://leads.example.com), named by the
+    /// posting instructions the portal shows; default: http:// and --listen.
+    #[arg(long, env = "LEADRELAY_PORTAL_API_URL")]
+    pub portal_api_url: Option<String>,
 }
 
 /// `--all` and the workspace filter of a `list`.

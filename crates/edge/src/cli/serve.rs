@@ -72,6 +72,12 @@ pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
                 })?;
             let config = PortalConfig {
                 secure_cookie: args.portal_secure_cookie,
+                api_url: args
+                    .portal_api_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{}", args.listen))
+                    .trim_end_matches('/')
+                    .to_string(),
                 reach: crate::outbound_url::Reach::public_only(args.public_outbound_only),
             };
             Some((listener, config))

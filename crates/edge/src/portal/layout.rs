@@ -78,7 +78,7 @@ pub(super) fn page(
                         }
                     }
                     form class="signout" method="post" action="/logout" {
-                        input type="hidden" name="csrf" value=(current.csrf);
+                        input type="hidden" name=(crate::web::CSRF_FIELD) value=(current.csrf);
                         span class="who" { (current.session.user_name) }
                         button type="submit" { "Sign out" }
                     }
@@ -129,5 +129,5 @@ pub(super) fn money(cents: i64) -> String {
 
 /// A hidden field with the session's CSRF token, in every state-changing form.
 pub(super) fn csrf_field(current: &Current) -> Markup {
-    html! { input type="hidden" name="csrf" value=(current.csrf); }
+    html! { input type="hidden" name=(crate::web::CSRF_FIELD) value=(current.csrf); }
 }

@@ -34,6 +34,9 @@ use crate::ratelimit::RateLimiter;
 pub struct PortalConfig {
     /// Mark the session cookie `Secure` (the portal is reached over HTTPS).
     pub secure_cookie: bool,
+    /// The API's address as partners reach it, named by the posting instructions
+    /// (`serve --portal-api-url`; no trailing `/`).
+    pub api_url: String,
     /// Where the buyer's test event may go (`serve --public-outbound-only`).
     pub reach: Reach,
 }

@@ -25,6 +25,10 @@ pub(super) async fn dispatch(portal: &Portal, request: Request, peer: SocketAddr
         ("/login", &Method::GET | &Method::HEAD) => Ok(session::login_form()),
         ("/login", &Method::POST) => session::login(portal, request, peer).await,
         ("/style.css" | "/login", _) => Err(not_allowed(&method, &path, "GET, HEAD")),
+        (other, &Method::GET | &Method::HEAD) if item(other, "/docs/").is_some() => {
+            let token = item(other, "/docs/").expect("matched just above");
+            pages::supplier::shared_docs(portal, token).await
+        }
         _ => signed_in(portal, request, &method, &path).await,
     };
     result.unwrap_or_else(|e| error_to_http_response(e, Form::Html))
@@ -42,7 +46,7 @@ async fn signed_in(
     };
     if method == Method::POST {
         let origin_ok = session::origin_allowed(portal, &request, true);
-        let form = crate::http::body::read_form(request, FORM_LIMIT).await?;
+        let form = crate::web::read_form(request, FORM_LIMIT).await?;
         if !session::form_allowed(origin_ok, &current, &form) {
             return Ok(session::forbidden());
         }
@@ -79,10 +83,18 @@ async fn signed_in(
             "/payouts" => pages::supplier::payouts(db, &current, &id, &query).await,
             "/statement.csv" => pages::supplier::statement_csv(db, &id, &query).await,
             "/sources" => pages::supplier::sources(db, &current, &id).await,
-            other => match item(other, "/leads/") {
-                Some(lead) => pages::supplier::lead(db, &current, &id, lead).await,
-                None => Err(no_such_path(other)),
-            },
+            other => {
+                if let Some(lead) = item(other, "/leads/") {
+                    pages::supplier::lead(db, &current, &id, lead).await
+                } else if let Some(source) = other
+                    .strip_suffix("/docs")
+                    .and_then(|rest| item(rest, "/sources/"))
+                {
+                    pages::supplier::source_docs(portal, &current, &id, source).await
+                } else {
+                    Err(no_such_path(other))
+                }
+            }
         },
     }
 }
@@ -92,7 +104,7 @@ async fn buyer_post(
     current: &Current,
     buyer_id: &str,
     path: &str,
-    form: &[u8],
+    form: &crate::web::Form,
 ) -> Result<Response, Error> {
     match path {
         "/delivery/pause" => pages::buyer::set_paused(portal, buyer_id, true).await,

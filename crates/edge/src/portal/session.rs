@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 
 use hyper::StatusCode;
-use hyper::header::{COOKIE, HOST, HeaderValue, LOCATION, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use hyper::header::{HeaderValue, LOCATION, RETRY_AFTER, SET_COOKIE};
 use maud::{Markup, html};
 
 use super::{Portal, layout};
@@ -49,22 +49,7 @@ pub(super) fn see_other(location: String) -> Response {
 
 /// The session id the request's cookie carries, if any.
 fn cookie_session(request: &Request) -> Option<String> {
-    request
-        .headers()
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|header| header.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
-        .map(|(_, value)| value.to_string())
-        .filter(|value| !value.is_empty())
-}
-
-/// The CSRF token of session `session_id`: a digest no other site can compute without the
-/// cookie it cannot read.
-fn csrf_of(session_id: &str) -> String {
-    crate::secrets::hash(&format!("leadrelay-portal-csrf:{session_id}"))
+    crate::web::cookie(request, COOKIE_NAME)
 }
 
 /// The user signed in on this request, or `None` without a live session.
@@ -73,7 +58,7 @@ pub(super) async fn current(portal: &Portal, request: &Request) -> Result<Option
         return Ok(None);
     };
     let now = crate::clock::now_ms();
-    let csrf = csrf_of(&session_id);
+    let csrf = crate::web::csrf_token(&session_id);
     let id = session_id.clone();
     let session = portal
         .db
@@ -87,13 +72,9 @@ pub(super) async fn current(portal: &Portal, request: &Request) -> Result<Option
 }
 
 /// Whether a state-changing form may act: it comes from the portal's own origin and carries
-/// the session's CSRF token (compared in constant time).
-pub(super) fn form_allowed(origin_ok: bool, current: &Current, form: &[u8]) -> bool {
-    let sent = form_urlencoded::parse(form)
-        .find(|(name, _)| name == "csrf")
-        .map(|(_, value)| value.into_owned())
-        .unwrap_or_default();
-    origin_ok && crate::secrets::verify(&sent, &crate::secrets::hash(&current.csrf))
+/// the session's CSRF token.
+pub(super) fn form_allowed(origin_ok: bool, current: &Current, form: &crate::web::Form) -> bool {
+    origin_ok && crate::web::csrf_valid(&current.session_id, form.csrf())
 }
 
 /// `GET /login`: the form.
@@ -138,11 +119,8 @@ pub(super) async fn login(
         crate::http::body::discard(request.into_body(), FORM_LIMIT).await;
         return Ok(forbidden());
     }
-    let body = crate::http::body::read_form(request, FORM_LIMIT).await?;
-    let token = form_urlencoded::parse(&body)
-        .find(|(name, _)| name == "token")
-        .map(|(_, value)| value.trim().to_string())
-        .unwrap_or_default();
+    let form = crate::web::read_form(request, FORM_LIMIT).await?;
+    let token = form.get("token").unwrap_or_default().to_string();
     let now = crate::clock::now_ms();
     let opened = if token.is_empty() {
         None
@@ -223,25 +201,8 @@ pub(super) async fn logout(portal: &Portal, current: &Current) -> Result<Respons
     Ok(response)
 }
 
-/// Whether the request's `Origin` is the portal's own: the scheme it is reached by (`https`
-/// with a secure cookie, else `http`) and the `Host` the browser asked for. Without an
-/// `Origin`, `required` decides.
+/// Whether the request's `Origin` is the portal's own (`https` with a secure cookie, else
+/// `http`, and the `Host` asked for). Without an `Origin`, `required` decides.
 pub(super) fn origin_allowed(portal: &Portal, request: &Request, required: bool) -> bool {
-    let Some(origin) = request.headers().get(ORIGIN) else {
-        return !required;
-    };
-    let Some(host) = request.headers().get(HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let scheme = if portal.config.secure_cookie {
-        "https"
-    } else {
-        "http"
-    };
-    origin.to_str().is_ok_and(|origin| {
-        origin
-            .strip_prefix(scheme)
-            .and_then(|rest| rest.strip_prefix("://"))
-            .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
-    })
+    crate::web::origin_allowed(request, portal.config.secure_cookie, required)
 }

@@ -365,13 +365,12 @@ pub(crate) async fn file_return(
     current: &Current,
     buyer_id: &str,
     id: String,
-    form: &[u8],
+    form: &crate::web::Form,
 ) -> Result<Response, Error> {
     let pick = |name: &str| {
-        form_urlencoded::parse(form)
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.trim().to_string())
+        form.get(name)
             .filter(|value| !value.is_empty())
+            .map(str::to_string)
     };
     let reason_code = pick("reasonCode").unwrap_or_default();
     let note: Option<String> = pick("note").map(|n| n.chars().take(1000).collect());

@@ -275,11 +275,11 @@ pub(crate) async fn sources(
     };
     let body = html! {
         table class="list" id="sources" {
-            thead { tr { th { "Source" } th { "Name" } th { "State" } th { "Secret" } th { "Format" } } }
+            thead { tr { th { "Source (posting instructions)" } th { "Name" } th { "State" } th { "Secret" } th { "Format" } } }
             tbody {
                 @for row in &rows {
                     tr {
-                        td { (row.id) }
+                        td { a href={ "/sources/" (row.id) "/docs" } { (row.id) } }
                         td { (row.name) }
                         td { @if row.archived { "archived" } @else if row.enabled { "enabled" } @else { "disabled" } }
                         td { @if row.has_secret { "required" } @else { "none" } }
@@ -297,4 +297,93 @@ pub(crate) async fn sources(
         &me.tz,
         body,
     ))
+}
+
+/// Source `id`'s posting instructions (`posting::markup`), or `None` when there is no such
+/// source. A configuration error other than a missing record is logged and shown as none.
+fn instructions(
+    conn: &rusqlite::Connection,
+    id: &str,
+    base_url: &str,
+) -> Result<Option<maud::Markup>, DbError> {
+    match crate::posting::markup(conn, id, base_url) {
+        Ok(markup) => Ok(Some(markup)),
+        Err(crate::config::ConfigError::Db(e)) => Err(e),
+        Err(crate::config::ConfigError::NotFound { .. }) => Ok(None),
+        Err(e) => {
+            log::warn!("portal: posting instructions of source {id}: {e}");
+            Ok(None)
+        }
+    }
+}
+
+/// `/sources/{sourceId}/docs`: the posting instructions of one of the supplier's sources
+/// (another supplier's source answers as one that does not exist).
+pub(crate) async fn source_docs(
+    portal: &super::super::Portal,
+    current: &Current,
+    supplier_id: &str,
+    id: String,
+) -> Result<Response, Error> {
+    let base_url = portal.config.api_url.clone();
+    let supplier = supplier_id.to_string();
+    let found = portal
+        .db
+        .read(move |conn| {
+            let Some(me) = read::me(conn, &supplier)? else {
+                return Ok::<_, DbError>(None);
+            };
+            let docs = if read::owns_source(conn, &supplier, &id)? {
+                instructions(conn, &id, &base_url)?
+            } else {
+                None
+            };
+            Ok(Some((me, id, docs)))
+        })
+        .await?;
+    let Some((me, id, docs)) = found else {
+        return Ok(gone());
+    };
+    let Some(docs) = docs else {
+        return Ok(layout::not_found(current, &me.tz, "/sources"));
+    };
+    let title = format!("Posting instructions: {id}");
+    Ok(layout::page(
+        StatusCode::OK,
+        &title,
+        "/sources",
+        current,
+        &me.tz,
+        docs,
+    ))
+}
+
+/// `/docs/{token}`: a shared link to a source's posting instructions, without login, until
+/// `source docs --unshare` (an unknown or withdrawn token is 404).
+pub(crate) async fn shared_docs(
+    portal: &super::super::Portal,
+    token: String,
+) -> Result<Response, Error> {
+    let base_url = portal.config.api_url.clone();
+    let page = portal
+        .db
+        .read(move |conn| {
+            let Some(source_id) = crate::config::source::shared_source(conn, &token)? else {
+                return Ok::<_, DbError>(None);
+            };
+            match crate::posting::render(conn, &source_id, crate::posting::Format::Html, &base_url)
+            {
+                Ok(page) => Ok(Some(page)),
+                Err(crate::config::ConfigError::Db(e)) => Err(e),
+                Err(_) => Ok(None),
+            }
+        })
+        .await?;
+    match page {
+        Some(page) => Ok(crate::http::response::html(StatusCode::OK, page)),
+        None => Err(crate::http::error::HttpError::NoSuchPath {
+            path: "/docs/…".to_string(),
+        }
+        .into()),
+    }
 }
