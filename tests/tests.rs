@@ -38,6 +38,7 @@ mod ops;
 mod outbox;
 mod packaging;
 mod ping;
+mod portal;
 mod privacy;
 mod private_files;
 mod production;

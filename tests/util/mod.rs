@@ -65,6 +65,8 @@ pub struct TestServer {
     pub addr: std::net::SocketAddr,
     /// The operator console's address, when started with [`TestServer::start_with_console`].
     pub console_addr: Option<std::net::SocketAddr>,
+    /// The partner portal's address, when started with [`TestServer::start_with_portal`].
+    pub portal_addr: Option<std::net::SocketAddr>,
     pub db: TempDb,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -79,7 +81,7 @@ impl TestServer {
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
-        TestServer::start_inner(db, database, options, None)
+        TestServer::start_inner(db, database, options, None, None)
     }
 
     /// Starts the service and the operator console (each on its own port 0) on `db`.
@@ -89,7 +91,17 @@ impl TestServer {
         console: leadrelay::console::ConsoleConfig,
     ) -> TestServer {
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
-        TestServer::start_inner(db, database, options, Some(console))
+        TestServer::start_inner(db, database, options, Some(console), None)
+    }
+
+    /// Starts the service and the partner portal (each on its own port 0) on `db`.
+    pub fn start_with_portal(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        portal: leadrelay::portal::PortalConfig,
+    ) -> TestServer {
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_inner(db, database, options, None, Some(portal))
     }
 
     /// Starts the service with `options` on `database`, opened on `db` by the caller (with
@@ -99,7 +111,7 @@ impl TestServer {
         database: leadrelay::db::Db,
         options: leadrelay::service::ServiceOptions,
     ) -> TestServer {
-        TestServer::start_inner(db, database, options, None)
+        TestServer::start_inner(db, database, options, None, None)
     }
 
     fn start_inner(
@@ -107,6 +119,7 @@ impl TestServer {
         database: leadrelay::db::Db,
         options: leadrelay::service::ServiceOptions,
         console: Option<leadrelay::console::ConsoleConfig>,
+        portal: Option<leadrelay::portal::PortalConfig>,
     ) -> TestServer {
         init_logging();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -135,12 +148,29 @@ impl TestServer {
                     let console_addr = console
                         .as_ref()
                         .map(|(l, _)| l.local_addr().expect("bound address"));
+                    let portal = match portal {
+                        Some(config) => Some((
+                            tokio::net::TcpListener::bind("127.0.0.1:0")
+                                .await
+                                .expect("port 0 binds"),
+                            config,
+                        )),
+                        None => None,
+                    };
+                    let portal_addr = portal
+                        .as_ref()
+                        .map(|(l, _)| l.local_addr().expect("bound address"));
                     ready
-                        .send((listener.local_addr().expect("bound address"), console_addr))
+                        .send((
+                            listener.local_addr().expect("bound address"),
+                            console_addr,
+                            portal_addr,
+                        ))
                         .expect("test waits for the address");
-                    leadrelay::service::run_with_console(
+                    leadrelay::service::run_with_listeners(
                         listener,
                         console,
+                        portal,
                         database,
                         options,
                         async {
@@ -152,10 +182,11 @@ impl TestServer {
                 });
             })
             .expect("server thread starts");
-        let (addr, console_addr) = bound.recv().expect("server reports its address");
+        let (addr, console_addr, portal_addr) = bound.recv().expect("server reports its address");
         TestServer {
             addr,
             console_addr,
+            portal_addr,
             db,
             shutdown: Some(shutdown),
             thread: Some(thread),
@@ -171,6 +202,14 @@ impl TestServer {
         let addr = self
             .console_addr
             .expect("the server was started with its console");
+        format!("http://{addr}{path}")
+    }
+
+    /// The URL of `path` on the partner portal.
+    pub fn portal_url(&self, path: &str) -> String {
+        let addr = self
+            .portal_addr
+            .expect("the server was started with its portal");
         format!("http://{addr}{path}")
     }
 

@@ -110,7 +110,8 @@ pub fn overview(
 pub struct LeadRow {
     pub transaction_id: String,
     pub created_at: i64,
-    pub name: String,
+    pub first_name: String,
+    pub last_name: String,
     pub email: Option<String>,
     pub phone: Option<String>,
     pub product_name: String,
@@ -119,8 +120,8 @@ pub struct LeadRow {
     pub erased_at: Option<i64>,
 }
 
-const ROW_COLUMNS: &str = "t.id, t.created_at, l.first_name || ' ' || l.last_name, l.email, \
-    l.phone, p.name, t.buyer_price_cents, t.status, l.erased_at";
+const ROW_COLUMNS: &str = "t.id, t.created_at, l.first_name, l.last_name, l.email, l.phone, \
+    p.name, t.buyer_price_cents, t.status, l.erased_at";
 
 const ROW_FROM: &str = "transactions t JOIN leads l ON l.id = t.lead_id \
     JOIN products p ON p.id = t.product_id";
@@ -129,13 +130,14 @@ fn row_from(row: &Row) -> rusqlite::Result<LeadRow> {
     Ok(LeadRow {
         transaction_id: row.get(0)?,
         created_at: row.get(1)?,
-        name: row.get(2)?,
-        email: row.get(3)?,
-        phone: row.get(4)?,
-        product_name: row.get(5)?,
-        buyer_price_cents: row.get(6)?,
-        status: row.get(7)?,
-        erased_at: row.get(8)?,
+        first_name: row.get(2)?,
+        last_name: row.get(3)?,
+        email: row.get(4)?,
+        phone: row.get(5)?,
+        product_name: row.get(6)?,
+        buyer_price_cents: row.get(7)?,
+        status: row.get(8)?,
+        erased_at: row.get(9)?,
     })
 }
 

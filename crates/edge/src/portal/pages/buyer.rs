@@ -171,7 +171,7 @@ pub(crate) async fn leads(
                             @if let Some(erased_at) = row.erased_at {
                                 td colspan="3" class="erased" { "Erased " (when(&me.tz, erased_at)) }
                             } @else {
-                                td { (row.name) }
+                                td { (row.first_name) " " (row.last_name) }
                                 td { (row.email.as_deref().unwrap_or("")) }
                                 td { (row.phone.as_deref().unwrap_or("")) }
                             }
@@ -203,7 +203,8 @@ pub(crate) async fn leads_csv(db: &Db, buyer_id: &str, query: &str) -> Result<Re
         out.header([
             "transactionId",
             "receivedAt",
-            "name",
+            "firstName",
+            "lastName",
             "email",
             "phone",
             "product",
@@ -216,7 +217,8 @@ pub(crate) async fn leads_csv(db: &Db, buyer_id: &str, query: &str) -> Result<Re
             out.record([
                 Cell::text(row.transaction_id.as_str()),
                 Cell::text(crate::clock::iso(row.created_at)),
-                Cell::text(if erased { "" } else { row.name.as_str() }),
+                Cell::text(if erased { "" } else { row.first_name.as_str() }),
+                Cell::text(if erased { "" } else { row.last_name.as_str() }),
                 Cell::text(if erased {
                     ""
                 } else {
@@ -401,7 +403,9 @@ pub(crate) async fn file_return(
     match filed {
         Ok(filed) => {
             let shown = filed.to_json();
-            let outcome = if shown["outcome"] == "pending_review" {
+            let outcome = if shown["alreadyApplied"] == true {
+                "This lead was returned already."
+            } else if shown["outcome"] == "pending_review" {
                 "Your return was filed and waits for review."
             } else {
                 "Your return was accepted: the lead is cancelled."
