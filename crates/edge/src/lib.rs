@@ -12,7 +12,6 @@ pub mod http;
 pub mod openapi;
 pub mod outbox;
 pub mod portal;
-pub mod posting;
 pub mod service;
 pub(crate) mod web;
 

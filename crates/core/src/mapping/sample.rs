@@ -16,8 +16,8 @@ use super::pointer::Pointer;
 /// rules allow; targets `lead` does not give get the text `example`.
 pub fn example_body(document: &MappingDocument, lead: &Map<String, Value>) -> Value {
     let mut item = Value::Object(Map::new());
-    // Split rules reading one pointer: its parts by index (the last ones negative).
-    let mut splits: BTreeMap<String, (Pointer, String, Vec<(i64, String)>)> = BTreeMap::new();
+    // Split rules reading one pointer, by the pointer's text.
+    let mut splits: BTreeMap<String, SplitParts> = BTreeMap::new();
     for rule in &document.rules {
         let Some(wanted) = wanted_value(rule, lead) else {
             continue;
@@ -34,8 +34,12 @@ pub fn example_body(document: &MappingDocument, lead: &Map<String, Value>) -> Va
                     };
                     splits
                         .entry(pointer.text.clone())
-                        .or_insert_with(|| (pointer.clone(), separator, Vec::new()))
-                        .2
+                        .or_insert_with(|| SplitParts {
+                            pointer: pointer.clone(),
+                            separator,
+                            parts: Vec::new(),
+                        })
+                        .parts
                         .push((split.part, text_of(&given)));
                 }
                 None => set(&mut item, pointer, given),
@@ -67,7 +71,12 @@ pub fn example_body(document: &MappingDocument, lead: &Map<String, Value>) -> Va
             }
         }
     }
-    for (pointer, separator, mut parts) in splits.into_values() {
+    for SplitParts {
+        pointer,
+        separator,
+        mut parts,
+    } in splits.into_values()
+    {
         // Parts from the start first, then those counted from the end.
         parts.sort_by_key(|(part, _)| if *part < 0 { i64::MAX + part } else { *part });
         let joined: Vec<String> = parts.into_iter().map(|(_, text)| text).collect();
@@ -82,6 +91,14 @@ pub fn example_body(document: &MappingDocument, lead: &Map<String, Value>) -> Va
             body
         }
     }
+}
+
+/// The parts of one partner value that split rules take apart.
+struct SplitParts {
+    pointer: Pointer,
+    separator: String,
+    /// By index: from the start when not negative, `-1` the last.
+    parts: Vec<(i64, String)>,
 }
 
 /// What the native lead has for the rule's target.

@@ -11,6 +11,7 @@ pub(crate) mod auth;
 pub mod body;
 pub(crate) mod error;
 mod handlers;
+pub(crate) mod posting;
 pub(crate) mod response;
 pub mod router;
 pub mod server;

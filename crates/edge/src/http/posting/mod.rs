@@ -15,23 +15,23 @@ mod markdown;
 use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 
+use super::error::{Error, HttpError};
 use crate::config::container::{self, ContainerKind};
 use crate::config::product::Product;
 use crate::config::source::Source;
 use crate::config::{ConfigError, product, source};
-use crate::http::error::{Error, HttpError};
 use crate::ingest::IngestError;
 use crate::mapping::MappingDocument;
 
 /// The base URL the document names when none is given: `serve`'s default listener.
-pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080";
+pub(crate) const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080";
 
 /// What stands for the source's secret in the document; the partner puts its secret there.
-pub const SECRET_PLACEHOLDER: &str = "YOUR_SOURCE_SECRET";
+pub(crate) const SECRET_PLACEHOLDER: &str = "YOUR_SOURCE_SECRET";
 
 /// The document's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Plain text with Markdown headings, tables and code blocks.
     Markdown,
     /// A whole HTML page; every configured string escaped.
@@ -40,7 +40,7 @@ pub enum Format {
 
 /// Source `source_id`'s posting instructions in `format`, naming `base_url` (no trailing
 /// `/`) as the service's address.
-pub fn render(
+pub(crate) fn render(
     conn: &Connection,
     source_id: &str,
     format: Format,
@@ -51,16 +51,6 @@ pub fn render(
         Format::Markdown => markdown::write(&instructions),
         Format::Html => html::page(&instructions).into_string(),
     })
-}
-
-/// The instructions as HTML without the page around them, for a page that has its own
-/// head and layout (the portal).
-pub fn markup(
-    conn: &Connection,
-    source_id: &str,
-    base_url: &str,
-) -> Result<maud::Markup, ConfigError> {
-    Ok(html::body(&gather(conn, source_id, base_url)?))
 }
 
 /// Everything the document says, read from the configuration.
@@ -192,7 +182,7 @@ pub(crate) fn gather(
         batch_example,
         limits: Limits {
             max_batch: crate::ingest::shape::MAX_BATCH,
-            body_bytes: crate::http::server::ServerConfig::default().body_limit,
+            body_bytes: super::server::ServerConfig::default().body_limit,
             external_id_chars: crate::ingest::validate::EXTERNAL_ID_MAX_CHARS,
         },
         errors: ingest_errors(),
@@ -417,7 +407,7 @@ pub(crate) fn ingest_errors() -> Vec<ErrorDoc> {
         (
             "the body is larger than the limit (after decompression)",
             HttpError::PayloadTooLarge {
-                limit: crate::http::server::ServerConfig::default().body_limit,
+                limit: super::server::ServerConfig::default().body_limit,
             }
             .into(),
         ),
@@ -455,7 +445,7 @@ pub(crate) fn ingest_errors() -> Vec<ErrorDoc> {
     let mut errors: Vec<ErrorDoc> = cases
         .into_iter()
         .map(|(when, error)| {
-            let (status, example) = crate::http::error::example_answer(error);
+            let (status, example) = super::error::example_answer(error);
             let code = example
                 .pointer("/error/code")
                 .and_then(Value::as_str)
@@ -471,7 +461,7 @@ pub(crate) fn ingest_errors() -> Vec<ErrorDoc> {
         .collect();
     // The storage faults and the internal error are logged where they are answered, so
     // their examples are made without the logging.
-    for (status, example) in crate::http::error::unlogged_examples() {
+    for (status, example) in super::error::unlogged_examples() {
         let code = example
             .pointer("/error/code")
             .and_then(Value::as_str)
