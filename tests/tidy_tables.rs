@@ -109,6 +109,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("ledger_entries", &["crates/core/src/ledger/"]),
     ("operators", &["crates/core/src/operators.rs"]),
     ("operator_sessions", &["crates/core/src/operators.rs"]),
+    ("partner_users", &["crates/core/src/partners.rs"]),
+    ("partner_sessions", &["crates/core/src/partners.rs"]),
     (
         "evaluator_versions",
         &["crates/core/src/autodelivery/weights.rs"],
