@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::util::receiver::Receiver;
 use crate::util::*;
 
-const SCRIPT: &str = "<script>alert(1)</script>";
+pub(crate) const SCRIPT: &str = "<script>alert(1)</script>";
 const FORMULA: &str = "=HYPERLINK(\"http://evil.example\",\"x\")";
 
 /// The shared scenario: buyers `buya`, `buyb`; suppliers `supc` (source `src`), `supd`

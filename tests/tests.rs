@@ -39,6 +39,7 @@ mod outbox;
 mod packaging;
 mod ping;
 mod portal;
+mod portal_browser;
 mod privacy;
 mod private_files;
 mod production;
