@@ -170,24 +170,40 @@ fn source_ids(conn: &Connection, supplier_id: &str) -> rusqlite::Result<Vec<Stri
         .collect()
 }
 
-/// The supplier's newest leads, at most `limit`: the newest of each of its sources
-/// (`ingest::view::list`, by the source's index ranges), merged.
+/// The supplier's newest leads, at most `limit`. Each of its sources' six ranges of
+/// `leads_source_mix` (one per stored quality and duplicate status, `ingest::view`) gives
+/// its newest `limit` (time and rowid only: the index covers them); the newest `limit` of
+/// those are then read whole.
 pub fn leads(conn: &Connection, supplier_id: &str, limit: usize) -> rusqlite::Result<Vec<LeadRow>> {
-    let mut leads: Vec<StoredLead> = Vec::new();
+    let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut newest: Vec<(i64, i64)> = Vec::new();
+    let mut range = conn.prepare_cached(
+        "SELECT created_at, rowid FROM leads
+         WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
+         ORDER BY created_at DESC, rowid DESC LIMIT ?4",
+    )?;
     for source_id in source_ids(conn, supplier_id)? {
-        let filter = crate::ingest::view::LeadFilter {
-            source_id: Some(source_id),
-            ..Default::default()
-        };
-        leads.extend(crate::ingest::view::list(conn, &filter, limit)?);
+        for (quality, duplicate) in crate::ingest::view::stored_statuses() {
+            let rows = range.query_map(
+                params![source_id, quality.as_str(), duplicate.as_str(), limit_sql],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+            for row in rows {
+                newest.push(row?);
+            }
+        }
     }
-    leads.sort_by(|a, b| {
-        b.created_at
-            .cmp(&a.created_at)
-            .then_with(|| b.id.cmp(&a.id))
-    });
-    leads.truncate(limit);
-    leads.iter().map(|lead| row_of(conn, lead)).collect()
+    newest.sort_unstable_by(|a, b| b.cmp(a));
+    newest.truncate(limit);
+    let mut id_of = conn.prepare_cached("SELECT id FROM leads WHERE rowid = ?1")?;
+    let mut rows = Vec::with_capacity(newest.len());
+    for (_, rowid) in newest {
+        let id = id_of.query_row([rowid], |row| crate::ids::lead_at(row, 0))?;
+        if let Some(lead) = crate::ingest::view::find(conn, &id)? {
+            rows.push(row_of(conn, &lead)?);
+        }
+    }
+    Ok(rows)
 }
 
 /// One lead of the supplier as its page shows it.
