@@ -349,6 +349,22 @@ fn portal_isolation_escaping_csrf_origin_and_revocation() {
             .all(|r| r.is_signed_with(SIGNING_SECRET))
     );
 
+    // An erased lead shows as erased with its date on both sides, never as a blank row.
+    lr(server, "lead erase --yes --lead").arg(&s.lead_c).json();
+    for page in [
+        buyer.get("/leads").text,
+        buyer.get(&format!("/leads/{}", s.txn_a)).text,
+        supplier.get("/leads").text,
+        supplier.get(&format!("/leads/{}", s.lead_c)).text,
+    ] {
+        assert!(page.contains("Erased 20"), "{page}");
+        assert!(!page.contains("hostile@example.org"), "{page}");
+    }
+    assert!(
+        buyer.get("/leads.csv").text.contains(",20"),
+        "erasedAt is written"
+    );
+
     // A revoked user's session ends: its next form goes to the login.
     lr(server, "buyer user revoke").arg(&s.buyer_user).json();
     let revoked = buyer.post(&path, &with_token, None);
