@@ -533,6 +533,21 @@ fn time_page(agent: &ureq::Agent, base: &str, path: &str, cookie: &str, runs: us
     times
 }
 
+/// The table's heading: what is timed on what file.
+fn heading(args: &Args, what: &str, size: u64) {
+    println!(
+        "{what} pages on {} leads over {} days ({:.0} MiB file), {} runs each, ms:",
+        args.leads,
+        args.days,
+        size as f64 / 1048576.0,
+        args.runs
+    );
+    println!(
+        "{:<42} {:>8} {:>8} {:>8} {:>8}",
+        "page", "median", "p90", "p99", "max"
+    );
+}
+
 /// Signs in at `base` with `token`; the session's `Cookie` value.
 fn login(agent: &ureq::Agent, base: &str, token: &str) -> String {
     let login = agent
@@ -611,17 +626,7 @@ fn portal(args: &Args, lead: &str, email: &str, size: u64) {
     let (buyer_token, supplier_token) = (token("buyer", &buyer), token("supplier", "sup"));
     let (_server, base) = serve(args, true);
     let agent = agent();
-    println!(
-        "portal pages on {} leads over {} days ({:.0} MiB file), {} runs each, ms:",
-        args.leads,
-        args.days,
-        size as f64 / 1048576.0,
-        args.runs
-    );
-    println!(
-        "{:<42} {:>8} {:>8} {:>8} {:>8}",
-        "page", "median", "p90", "p99", "max"
-    );
+    heading(args, "portal", size);
     let month = jiff::Timestamp::now()
         .to_zoned(jiff::tz::TimeZone::UTC)
         .strftime("%Y-%m")
@@ -693,17 +698,7 @@ fn main() {
     let (_server, base) = serve(&args, false);
     let agent = agent();
     let cookie = login(&agent, &base, &token);
-    println!(
-        "console pages on {} leads over {} days ({:.0} MiB file), {} runs each, ms:",
-        args.leads,
-        args.days,
-        size as f64 / 1048576.0,
-        args.runs
-    );
-    println!(
-        "{:<42} {:>8} {:>8} {:>8} {:>8}",
-        "page", "median", "p90", "p99", "max"
-    );
+    heading(&args, "console", size);
     let search = |q: &str| {
         format!(
             "/leads?q={}",

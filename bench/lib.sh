@@ -57,7 +57,7 @@ bench_setup() {
 # and URL. The server's log level is SERVER_LOG (warn).
 start_server() {
   local name="$1"
-  RUST_LOG="${SERVER_LOG:-warn}" "$BIN" serve --listen 127.0.0.1:0 --console-listen off \
+  RUST_LOG="${SERVER_LOG:-warn}" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --portal-listen off \
     --rate-limit 0 >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   URL=""

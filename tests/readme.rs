@@ -172,6 +172,7 @@ fn run(db: &TempDb, script: &str) -> String {
         .env("PATH", path)
         .env("LEADRELAY_LISTEN", "127.0.0.1:0")
         .env("LEADRELAY_CONSOLE_LISTEN", "127.0.0.1:0")
+        .env("LEADRELAY_PORTAL_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .env("CRM_KEY", "the-crm-key")
         .env_remove("LEADRELAY_DB")

@@ -136,30 +136,8 @@ impl TestServer {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await
                         .expect("port 0 binds");
-                    let console = match console {
-                        Some(config) => Some((
-                            tokio::net::TcpListener::bind("127.0.0.1:0")
-                                .await
-                                .expect("port 0 binds"),
-                            config,
-                        )),
-                        None => None,
-                    };
-                    let console_addr = console
-                        .as_ref()
-                        .map(|(l, _)| l.local_addr().expect("bound address"));
-                    let portal = match portal {
-                        Some(config) => Some((
-                            tokio::net::TcpListener::bind("127.0.0.1:0")
-                                .await
-                                .expect("port 0 binds"),
-                            config,
-                        )),
-                        None => None,
-                    };
-                    let portal_addr = portal
-                        .as_ref()
-                        .map(|(l, _)| l.local_addr().expect("bound address"));
+                    let (console, console_addr) = second_listener(console).await;
+                    let (portal, portal_addr) = second_listener(portal).await;
                     ready
                         .send((
                             listener.local_addr().expect("bound address"),
@@ -245,6 +223,24 @@ impl TestServer {
             thread.join().expect("server thread ends cleanly");
         }
     }
+}
+
+/// A listener on port 0 for a second face of the service (the console, the portal) when
+/// `config` is given, with its address.
+async fn second_listener<C>(
+    config: Option<C>,
+) -> (
+    Option<(tokio::net::TcpListener, C)>,
+    Option<std::net::SocketAddr>,
+) {
+    let Some(config) = config else {
+        return (None, None);
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("port 0 binds");
+    let addr = listener.local_addr().expect("bound address");
+    (Some((listener, config)), Some(addr))
 }
 
 /// The server's database file, so `lr(&server, …)` runs the CLI on it.

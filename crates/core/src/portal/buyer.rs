@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::caps::Windows;
 use crate::config::buyer::Buyer;
+use crate::delivery::transaction::COLUMNS as TRANSACTION_COLUMNS;
 use crate::delivery::transaction::{self, HistoryEntry, Status, Transaction};
 use crate::ledger::query::Entry;
 use crate::lifecycle::returns::{self, Return};
@@ -258,12 +259,14 @@ pub fn lead(
     id: &str,
     now: i64,
 ) -> rusqlite::Result<Option<LeadPage>> {
+    // The subqueries' `product_id` and `lead_id` are the transaction's (neither products
+    // nor leads has a column of that name).
     let found = conn
         .prepare_cached(&format!(
-            "SELECT {}, p.name, l.erased_at FROM transactions t
-             JOIN products p ON p.id = t.product_id JOIN leads l ON l.id = t.lead_id
-             WHERE t.id = ?1 AND t.buyer_id = ?2",
-            prefixed_columns()
+            "SELECT {TRANSACTION_COLUMNS},
+                    (SELECT name FROM products WHERE id = product_id),
+                    (SELECT erased_at FROM leads WHERE id = lead_id)
+             FROM transactions WHERE id = ?1 AND buyer_id = ?2"
         ))?
         .query_row(params![id, buyer.id], |row| {
             Ok((
@@ -307,15 +310,6 @@ pub fn lead(
         may_return,
         reasons,
     }))
-}
-
-/// [`transaction::COLUMNS`] with each column taken from `t`.
-fn prefixed_columns() -> String {
-    transaction::COLUMNS
-        .split(',')
-        .map(|column| format!("t.{}", column.trim()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Whether transaction `id` is buyer `buyer_id`'s: a return is filed only for one's own.

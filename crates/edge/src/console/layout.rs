@@ -70,7 +70,7 @@ pub(crate) fn icon() -> Response {
 }
 
 /// The `head` every page shares: charset, viewport, title, stylesheet, icon.
-fn head(title: &str) -> Markup {
+pub(crate) fn head(title: &str) -> Markup {
     html! {
         head {
             meta charset="utf-8";
@@ -83,7 +83,7 @@ fn head(title: &str) -> Markup {
 }
 
 /// A whole page without navigation (the login form, errors).
-pub(super) fn bare(title: &str, body: Markup) -> Markup {
+pub(crate) fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {

@@ -19,7 +19,7 @@ mod actions;
 mod chart;
 pub(crate) mod layout;
 mod pages;
-mod router;
+pub(crate) mod router;
 mod session;
 
 use std::net::SocketAddr;

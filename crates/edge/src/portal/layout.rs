@@ -10,27 +10,11 @@ use super::session::Current;
 use crate::http::{Response, response};
 use crate::partners::Party;
 
-fn head(title: &str) -> Markup {
-    html! {
-        head {
-            meta charset="utf-8";
-            meta name="viewport" content="width=device-width, initial-scale=1";
-            title { (title) " · leadrelay" }
-            link rel="stylesheet" href="/style.css";
-            link rel="icon" href="/favicon.svg" type="image/svg+xml";
-        }
-    }
-}
+use crate::console::layout::head;
 
-/// A whole page without navigation (the login form, refusals).
+/// A whole page without navigation (the login form, refusals): the console's.
 pub(super) fn bare(title: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            (head(title))
-            body { (body) }
-        }
-    }
+    crate::console::layout::bare(title, body)
 }
 
 const BUYER_NAV: &[(&str, &str)] = &[

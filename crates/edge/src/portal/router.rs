@@ -10,6 +10,7 @@ use hyper::Method;
 
 use super::session::{self, Current, FORM_LIMIT};
 use super::{Portal, pages};
+use crate::console::router::not_allowed;
 use crate::http::error::{Error, Form, HttpError, error_to_http_response};
 use crate::http::{Request, Response};
 use crate::partners::Party;
@@ -130,15 +131,6 @@ fn item(path: &str, prefix: &str) -> Option<String> {
 fn no_such_path(path: &str) -> Error {
     HttpError::NoSuchPath {
         path: path.to_string(),
-    }
-    .into()
-}
-
-fn not_allowed(method: &Method, path: &str, allow: &str) -> Error {
-    HttpError::MethodNotAllowed {
-        method: method.clone(),
-        path: path.to_string(),
-        allow: allow.to_string(),
     }
     .into()
 }

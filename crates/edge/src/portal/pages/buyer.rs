@@ -24,22 +24,13 @@ use crate::http::Response;
 use crate::http::error::{Error, Form, error_to_http_response};
 use crate::report::csv::{Cell, Writer};
 
-/// The buyer with its zone, read in the same trip as the page.
+/// The buyer and what `read` reads, in one trip.
 async fn with_me<T: Send + 'static>(
     db: &Db,
-    buyer_id: &str,
+    id: &str,
     read: impl FnOnce(&rusqlite::Connection, &Me) -> rusqlite::Result<T> + Send + 'static,
 ) -> Result<Option<(Me, T)>, Error> {
-    let buyer_id = buyer_id.to_string();
-    Ok(db
-        .read(move |conn| {
-            let Some(me) = read::me(conn, &buyer_id)? else {
-                return Ok::<_, DbError>(None);
-            };
-            let found = read(conn, &me)?;
-            Ok(Some((me, found)))
-        })
-        .await?)
+    super::with_party(db, id, read::me, read).await
 }
 
 fn gone() -> Response {

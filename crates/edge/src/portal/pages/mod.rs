@@ -7,9 +7,31 @@ pub(super) mod supplier;
 use hyper::StatusCode;
 use hyper::header::{CONTENT_DISPOSITION, HeaderValue};
 
+use crate::db::{Db, DbError};
+use crate::http::error::Error;
 use crate::http::{Response, response};
 use crate::ledger::query::Entry;
 use crate::report::csv::{Cell, Writer};
+
+/// The session's party as `me` reads it (`None` once it is gone), and what `read` reads
+/// with it, in one trip to the read pool.
+pub(super) async fn with_party<M: Send + 'static, T: Send + 'static>(
+    db: &Db,
+    party_id: &str,
+    me: fn(&rusqlite::Connection, &str) -> rusqlite::Result<Option<M>>,
+    read: impl FnOnce(&rusqlite::Connection, &M) -> rusqlite::Result<T> + Send + 'static,
+) -> Result<Option<(M, T)>, Error> {
+    let party_id = party_id.to_string();
+    Ok(db
+        .read(move |conn| {
+            let Some(me) = me(conn, &party_id)? else {
+                return Ok::<_, DbError>(None);
+            };
+            let found = read(conn, &me)?;
+            Ok(Some((me, found)))
+        })
+        .await?)
+}
 
 /// The value of `name` in a query string, trimmed; `None` when absent or empty.
 pub(super) fn query_value(query: &str, name: &str) -> Option<String> {

@@ -18,21 +18,13 @@ use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
 
+/// The supplier and what `read` reads, in one trip.
 async fn with_me<T: Send + 'static>(
     db: &Db,
-    supplier_id: &str,
+    id: &str,
     read: impl FnOnce(&rusqlite::Connection, &Me) -> rusqlite::Result<T> + Send + 'static,
 ) -> Result<Option<(Me, T)>, Error> {
-    let supplier_id = supplier_id.to_string();
-    Ok(db
-        .read(move |conn| {
-            let Some(me) = read::me(conn, &supplier_id)? else {
-                return Ok::<_, DbError>(None);
-            };
-            let found = read(conn, &me)?;
-            Ok(Some((me, found)))
-        })
-        .await?)
+    super::with_party(db, id, read::me, read).await
 }
 
 fn gone() -> Response {
