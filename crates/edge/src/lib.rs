@@ -12,6 +12,7 @@ pub mod http;
 pub mod openapi;
 pub mod outbox;
 pub mod portal;
+pub(crate) mod posting;
 pub mod service;
 pub(crate) mod web;
 

@@ -175,47 +175,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_example_body_maps_back_to_the_lead() {
-        let document = MappingDocument::parse(&json!({
-            "items": "/contacts",
-            "fields": {
-                "externalId": {"from": "/ref"},
-                "firstName": {"from": "/fullName", "split": " ", "part": 0},
-                "lastName": {"from": "/fullName", "split": " ", "part": -1},
-                "email": {"from": "/mail", "transform": ["trim", "lowercase"]},
-                "street": {"template": "{/address/street} {/address/no}"},
-                "consentStatus": {"from": "/optIn", "map": {"true": "granted", "false": "denied"}},
-                "productSlug": {"const": "solar"},
-                "fieldValues.roof": {"from": "/roofType", "map": {"Ziegel": "tile"}}
-            }
-        }))
-        .expect("a valid document");
+    fn the_example_body_of_the_documented_mapping_maps_back_to_the_lead() {
+        let document: Value = serde_json::from_str(include_str!(
+            "../../../../docs/examples/sunpartner-mapping.json"
+        ))
+        .expect("the example mapping is JSON");
+        let document = MappingDocument::parse(&document).expect("a valid document");
         let lead = json!({
             "externalId": "x-1", "firstName": "Jane", "lastName": "Doe",
-            "email": "jane@example.com", "street": "Main Street 12",
-            "consentStatus": "granted", "productSlug": "solar", "fieldValues": {"roof": "tile"}
+            "email": "jane@example.com", "phone": "+49 170 5550101", "street": "Main Street 12",
+            "postalCode": "10115", "country": "DE", "consentStatus": "granted", "fieldValues": {"roof": "flat"}
         });
         let lead = lead.as_object().expect("an object");
         let body = example_body(&document, lead);
+        let contact = &body["contacts"][0];
+        assert_eq!(contact["fullName"], "Jane Doe");
         assert_eq!(
-            body,
-            json!({"contacts": [{
-                "ref": "x-1", "fullName": "Jane Doe", "mail": "jane@example.com",
-                "address": {"street": "Main Street", "no": "12"}, "optIn": "true",
-                "roofType": "Ziegel"
-            }]})
+            contact["address"],
+            json!({"street": "Main Street", "no": "12", "zip": "10115", "country": "DE"})
         );
+        assert_eq!(contact["optIn"], "true", "the partner's key of the map");
+        assert_eq!(contact["roofType"], "Flach");
         let native = super::super::transform(&document, &body).expect("the body maps");
-        let mapped = &native["leads"][0];
+        let mapped = native["leads"][0].as_object().expect("one lead");
         for key in [
             "externalId",
             "firstName",
             "lastName",
             "email",
-            "consentStatus",
+            "street",
+            "country",
         ] {
             assert_eq!(mapped[key], lead[key], "{key}");
         }
-        assert_eq!(mapped["fieldValues"]["roof"], "tile");
+        assert_eq!(mapped["phone"], "491705550101");
+        assert_eq!(mapped["consentStatus"], "granted");
+        assert_eq!(mapped["fieldValues"]["roof"], "flat");
     }
 }

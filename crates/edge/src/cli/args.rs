@@ -636,7 +636,7 @@ pub enum SourceCommand {
         #[arg(long, value_enum, default_value = "markdown")]
         format: DocsFormatArg,
         /// The address partners post to, named in the document.
-        #[arg(long, default_value = crate::http::posting::DEFAULT_BASE_URL)]
+        #[arg(long, default_value = crate::posting::DEFAULT_BASE_URL)]
         base_url: String,
         /// Print a new link to the instructions on the portal that works without login
         /// (shown once; replaces the source's earlier link).

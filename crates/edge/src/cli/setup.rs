@@ -551,11 +551,11 @@ fn source_docs(
         }
     } else {
         let format = match format {
-            DocsFormatArg::Markdown => crate::http::posting::Format::Markdown,
-            DocsFormatArg::Html => crate::http::posting::Format::Html,
+            DocsFormatArg::Markdown => crate::posting::Format::Markdown,
+            DocsFormatArg::Html => crate::posting::Format::Html,
         };
         let document = read(db, |conn| {
-            crate::http::posting::render(conn, &id, format, base_url)
+            crate::posting::render(conn, &id, format, base_url)
         })?;
         if out.is_json() {
             out.print(&json!({"sourceId": id, "document": document}));

@@ -10,8 +10,8 @@
 pub(crate) mod auth;
 pub mod body;
 pub(crate) mod error;
+pub(crate) mod examples;
 mod handlers;
-pub(crate) mod posting;
 pub(crate) mod response;
 pub mod router;
 pub mod server;

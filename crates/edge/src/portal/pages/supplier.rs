@@ -298,7 +298,7 @@ fn instructions(
     id: &str,
     base_url: &str,
 ) -> Result<Option<maud::Markup>, DbError> {
-    match crate::http::posting::markup(conn, id, base_url) {
+    match crate::posting::markup(conn, id, base_url) {
         Ok(markup) => Ok(Some(markup)),
         Err(crate::config::ConfigError::Db(e)) => Err(e),
         Err(crate::config::ConfigError::NotFound { .. }) => Ok(None),
@@ -363,10 +363,10 @@ pub(crate) async fn shared_docs(
             let Some(source_id) = crate::config::source::shared_source(conn, &token)? else {
                 return Ok::<_, DbError>(None);
             };
-            match crate::http::posting::render(
+            match crate::posting::render(
                 conn,
                 &source_id,
-                crate::http::posting::Format::Html,
+                crate::posting::Format::Html,
                 &base_url,
             ) {
                 Ok(page) => Ok(Some(page)),
