@@ -363,12 +363,8 @@ pub(crate) async fn shared_docs(
             let Some(source_id) = crate::config::source::shared_source(conn, &token)? else {
                 return Ok::<_, DbError>(None);
             };
-            match crate::posting::render(
-                conn,
-                &source_id,
-                crate::posting::Format::Html,
-                &base_url,
-            ) {
+            match crate::posting::render(conn, &source_id, crate::posting::Format::Html, &base_url)
+            {
                 Ok(page) => Ok(Some(page)),
                 Err(crate::config::ConfigError::Db(e)) => Err(e),
                 Err(_) => Ok(None),
