@@ -10,8 +10,12 @@
 //! million leads), with the columns ingest writes, but without raw bodies and with short
 //! event payloads: no page reads those.
 //!
+//! With `--portal 1` (bench/portal.sh) it times the buyer and supplier portal instead, on the
+//! same file: one supplier owning every source, a user of it and of the buyer of a recent
+//! sale.
+//!
 //! ```text
-//! console_bench --bin target/release/leadrelay --db /tmp/console.db [--leads 1000000] [--days 120] [--runs 20]
+//! console_bench --bin target/release/leadrelay --db /tmp/console.db [--leads 1000000] [--days 120] [--runs 20] [--portal 1]
 //! ```
 
 use std::io::{BufRead, BufReader};
@@ -28,6 +32,7 @@ struct Args {
     leads: u64,
     days: i64,
     runs: usize,
+    portal: bool,
 }
 
 fn args() -> Args {
@@ -37,6 +42,7 @@ fn args() -> Args {
         leads: 1_000_000,
         days: 120,
         runs: 20,
+        portal: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,6 +53,7 @@ fn args() -> Args {
             "--leads" => args.leads = value.parse().expect("a count"),
             "--days" => args.days = value.parse().expect("a count"),
             "--runs" => args.runs = value.parse().expect("a count"),
+            "--portal" => args.portal = value == "1",
             other => panic!("unknown flag {other}"),
         }
     }
@@ -465,17 +472,19 @@ impl Drop for Server {
     }
 }
 
-fn serve(args: &Args) -> (Server, String) {
+/// `leadrelay serve` with the console (or, with `portal`, only the portal) on port 0; the
+/// second listener's base URL.
+fn serve(args: &Args, portal: bool) -> (Server, String) {
+    let listeners: &[&str] = if portal {
+        &["--console-listen", "off", "--portal-listen", "127.0.0.1:0"]
+    } else {
+        &["--console-listen", "127.0.0.1:0", "--portal-listen", "off"]
+    };
     let mut child = Command::new(&args.bin)
         .arg("--db")
         .arg(&args.db)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--console-listen",
-            "127.0.0.1:0",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(listeners)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -489,7 +498,7 @@ fn serve(args: &Args) -> (Server, String) {
     let console = line
         .split("http://")
         .nth(1)
-        .expect("the console's address")
+        .expect("the console's or the portal's address")
         .trim();
     (Server(child), format!("http://{console}"))
 }
@@ -524,6 +533,147 @@ fn time_page(agent: &ureq::Agent, base: &str, path: &str, cookie: &str, runs: us
     times
 }
 
+/// The table's heading: what is timed on what file.
+fn heading(args: &Args, what: &str, size: u64) {
+    println!(
+        "{what} pages on {} leads over {} days ({:.0} MiB file), {} runs each, ms:",
+        args.leads,
+        args.days,
+        size as f64 / 1048576.0,
+        args.runs
+    );
+    println!(
+        "{:<42} {:>8} {:>8} {:>8} {:>8}",
+        "page", "median", "p90", "p99", "max"
+    );
+}
+
+/// Signs in at `base` with `token`; the session's `Cookie` value.
+fn login(agent: &ureq::Agent, base: &str, token: &str) -> String {
+    let login = agent
+        .post(&format!("{base}/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send(format!("token={token}"))
+        .expect("login answers");
+    login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_string()
+}
+
+/// Times `pages` (name, path) at `base` with `cookie`, one line each.
+fn time_pages(
+    agent: &ureq::Agent,
+    base: &str,
+    cookie: &str,
+    runs: usize,
+    pages: &[(String, String)],
+) {
+    for (name, path) in pages {
+        let times = time_page(agent, base, path, cookie, runs);
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "{name:<42} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0)
+        );
+    }
+}
+
+/// The portal's pages: the buyer of `lead`'s sale and a supplier owning every source.
+fn portal(args: &Args, lead: &str, email: &str, size: u64) {
+    let conn = Connection::open(&args.db).expect("the file opens");
+    let (txn, buyer): (String, String) = conn
+        .query_row(
+            "SELECT id, buyer_id FROM transactions WHERE lead_id = ?1 LIMIT 1",
+            [leadrelay::ids::lead(lead)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the lead was sold");
+    drop(conn);
+    // A rerun on a kept file finds the supplier made already.
+    let _ = Command::new(&args.bin)
+        .arg("--db")
+        .arg(&args.db)
+        .args([
+            "supplier",
+            "create",
+            "--workspace",
+            "ws",
+            "--name",
+            "Bench supplier",
+            "--id",
+            "sup",
+        ])
+        .output();
+    for s in 0..10 {
+        cli(
+            args,
+            &["source", "update", &format!("src{s}"), "--supplier", "sup"],
+        );
+    }
+    let token = |side: &str, id: &str| {
+        cli(args, &[side, "user", "create", id, "--name", "bench"])["token"]
+            .as_str()
+            .expect("a token")
+            .to_string()
+    };
+    let (buyer_token, supplier_token) = (token("buyer", &buyer), token("supplier", "sup"));
+    let (_server, base) = serve(args, true);
+    let agent = agent();
+    heading(args, "portal", size);
+    let month = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%Y-%m")
+        .to_string();
+    let cookie = login(&agent, &base, &buyer_token);
+    let buyer_pages: Vec<(String, String)> = [
+        ("buyer /", "/".to_string()),
+        ("buyer /leads", "/leads".into()),
+        ("buyer /leads?status=paid", "/leads?status=paid".into()),
+        (
+            "buyer /leads?q=<email>",
+            format!("/leads?q={}", email.replace('@', "%40")),
+        ),
+        ("buyer /leads?q=<name, none>", "/leads?q=Nobody".into()),
+        ("buyer /leads?q=<transaction id>", format!("/leads?q={txn}")),
+        ("buyer /leads/{transactionId}", format!("/leads/{txn}")),
+        ("buyer /leads.csv", "/leads.csv".into()),
+        ("buyer /account", "/account".into()),
+        (
+            "buyer /statement.csv",
+            format!("/statement.csv?month={month}"),
+        ),
+        ("buyer /delivery", "/delivery".into()),
+    ]
+    .into_iter()
+    .map(|(name, path)| (name.to_string(), path))
+    .collect();
+    time_pages(&agent, &base, &cookie, args.runs, &buyer_pages);
+    let cookie = login(&agent, &base, &supplier_token);
+    let supplier_pages: Vec<(String, String)> = [
+        ("supplier /", "/".to_string()),
+        ("supplier /leads", "/leads".into()),
+        ("supplier /leads/{leadId}", format!("/leads/{lead}")),
+        ("supplier /payouts", "/payouts".into()),
+        (
+            "supplier /statement.csv",
+            format!("/statement.csv?month={month}"),
+        ),
+        ("supplier /sources", "/sources".into()),
+        ("supplier /sources/{id}/docs", "/sources/src0/docs".into()),
+    ]
+    .into_iter()
+    .map(|(name, path)| (name.to_string(), path))
+    .collect();
+    time_pages(&agent, &base, &cookie, args.runs, &supplier_pages);
+}
+
 fn main() {
     let args = args();
     if args.db.exists() {
@@ -537,35 +687,18 @@ fn main() {
     let (lead, email) = generate_if_empty(&args);
     eprintln!("data ready in {:.0} s", started.elapsed().as_secs_f64());
     let size = std::fs::metadata(&args.db).map(|m| m.len()).unwrap_or(0);
+    if args.portal {
+        portal(&args, &lead, &email, size);
+        return;
+    }
     let token = cli(&args, &["operator", "create", "--name", "bench"])["token"]
         .as_str()
         .expect("a token")
         .to_string();
-    let (_server, base) = serve(&args);
+    let (_server, base) = serve(&args, false);
     let agent = agent();
-    let login = agent
-        .post(&format!("{base}/login"))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .send(format!("token={token}"))
-        .expect("login answers");
-    let cookie = login
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_string();
-    println!(
-        "console pages on {} leads over {} days ({:.0} MiB file), {} runs each, ms:",
-        args.leads,
-        args.days,
-        size as f64 / 1048576.0,
-        args.runs
-    );
-    println!(
-        "{:<42} {:>8} {:>8} {:>8} {:>8}",
-        "page", "median", "p90", "p99", "max"
-    );
+    let cookie = login(&agent, &base, &token);
+    heading(&args, "console", size);
     let search = |q: &str| {
         format!(
             "/leads?q={}",
@@ -613,17 +746,7 @@ fn main() {
             format!("/reports.csv?from={month_ago}&by=day&by=buyer"),
         ),
     ];
-    for (name, path) in pages {
-        let times = time_page(&agent, &base, &path, &cookie, args.runs);
-        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-        println!(
-            "{name:<42} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
-            at(0.5),
-            at(0.9),
-            at(0.99),
-            at(1.0)
-        );
-    }
+    time_pages(&agent, &base, &cookie, args.runs, &pages);
     compare_overview_reads(&args);
 }
 

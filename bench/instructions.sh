@@ -31,6 +31,7 @@ src="$("$BIN" --json source create --channel "$ch" --name Load --no-secret | j)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 extra=()
 "$BIN" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
+"$BIN" serve --help | grep -q -- --portal-listen && extra+=(--portal-listen off)
 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/cg.out" \
   "$BIN" serve --listen "127.0.0.1:$port" --rate-limit 0 "${extra[@]}" >"$WORK/serve.log" 2>&1 &
 SERVER_PID=$!

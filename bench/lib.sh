@@ -59,7 +59,7 @@ bench_setup() {
 start_server() {
   local name="$1"
   RUST_LOG="${SERVER_LOG:-warn}" "$BIN" serve --listen 127.0.0.1:0 --console-listen off \
-    --rate-limit 0 "${@:2}" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+    --portal-listen off --rate-limit 0 "${@:2}" >"$WORK/$name.out" 2>"$WORK/$name.log" &
   SERVER_PID=$!
   URL=""
   for _ in $(seq 1 200); do

@@ -50,7 +50,7 @@ SECRET="bench-secret-0123456789abcdef"
   --dedupe-fields none >/dev/null
 
 # shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
-RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --rate-limit 0 $SERVE_FLAGS \
+RUST_LOG="$SERVER_LOG" "$BIN" serve --listen 127.0.0.1:0 --console-listen off --portal-listen off --rate-limit 0 $SERVE_FLAGS \
   >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVER_PID=$!
 URL=""

@@ -74,6 +74,7 @@ run_one() {
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   local extra=()
   "$bin" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
+  "$bin" serve --help | grep -q -- --portal-listen && extra+=(--portal-listen off)
   RUST_LOG=warn "$bin" --db "$DB" serve --listen "127.0.0.1:$port" --rate-limit 0 "${extra[@]}" \
     >"$WORK/serve.out" 2>"$WORK/serve.log" &
   SERVER_PID=$!

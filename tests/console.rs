@@ -761,10 +761,13 @@ fn serve_starts_the_console_on_its_own_listener_unless_it_is_off() {
     assert!(help.contains("[default: 127.0.0.1:8081]"), "{help}");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().to_string();
-    lr(&db, "serve --listen 127.0.0.1:0 --console-listen")
-        .arg(&port)
-        .fails(1)
-        .stderr_contains("for the console (--console-listen off turns it off)");
+    lr(
+        &db,
+        "serve --listen 127.0.0.1:0 --portal-listen off --console-listen",
+    )
+    .arg(&port)
+    .fails(1)
+    .stderr_contains("for the console (--console-listen off turns it off)");
 }
 
 /// The figures of a report row as `/reports` shows them (its cells after the `by` keys),

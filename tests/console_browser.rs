@@ -53,7 +53,7 @@ pub(crate) fn browser(profile: &std::path::Path) -> Browser {
 }
 
 /// Every console message, log entry and uncaught exception of `tab`, as text.
-fn console_messages(tab: &Tab) -> Arc<Mutex<Vec<String>>> {
+pub(crate) fn console_messages(tab: &Tab) -> Arc<Mutex<Vec<String>>> {
     let messages = Arc::new(Mutex::new(Vec::new()));
     let seen = messages.clone();
     tab.enable_log().expect("the log domain enables");
@@ -87,7 +87,7 @@ fn console_messages(tab: &Tab) -> Arc<Mutex<Vec<String>>> {
 /// What `expression` gives in the page (DevTools evaluates it: the page itself runs no
 /// script, and the CSP does not apply to the debugger). One round trip, where walking
 /// elements one by one through the protocol costs one per element.
-fn evaluate(tab: &Tab, expression: &str) -> serde_json::Value {
+pub(crate) fn evaluate(tab: &Tab, expression: &str) -> serde_json::Value {
     tab.evaluate(expression, false)
         .unwrap_or_else(|e| panic!("{expression}: {e}"))
         .value
@@ -96,7 +96,7 @@ fn evaluate(tab: &Tab, expression: &str) -> serde_json::Value {
 
 /// With `CONSOLE_SCREENSHOTS=DIR` set, saves what `tab` shows as `DIR/NAME.png` (the
 /// pictures of docs/console.md are made this way).
-fn screenshot(tab: &Tab, name: &str) {
+pub(crate) fn screenshot(tab: &Tab, name: &str) {
     let Ok(dir) = std::env::var("CONSOLE_SCREENSHOTS") else {
         return;
     };
@@ -113,13 +113,13 @@ fn screenshot(tab: &Tab, name: &str) {
 }
 
 /// The number of elements `selector` finds.
-fn count(tab: &Tab, selector: &str) -> u64 {
+pub(crate) fn count(tab: &Tab, selector: &str) -> u64 {
     let expression = format!("document.querySelectorAll({selector:?}).length");
     evaluate(tab, &expression).as_u64().expect("a count")
 }
 
 /// The rendered text of the first element `selector` finds.
-fn text_of(tab: &Tab, selector: &str) -> String {
+pub(crate) fn text_of(tab: &Tab, selector: &str) -> String {
     let expression = format!("document.querySelector({selector:?}).innerText");
     match evaluate(tab, &expression) {
         serde_json::Value::String(text) => text,

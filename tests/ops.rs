@@ -400,13 +400,16 @@ fn a_sigterm_right_after_the_address_is_printed_stops_the_server_cleanly() {
 fn a_second_server_on_one_file_refuses_and_names_the_first() {
     let db = TempDb::new();
     let first = crate::util::process::ServeProcess::start(&db.path, &[]);
-    lr(&db, "serve --listen 127.0.0.1:0 --console-listen off")
-        .fails(1)
-        .stderr_contains(&format!(
-            "{} is already served by process {} (leadrelay serve)",
-            db.path.display(),
-            first.pid()
-        ));
+    lr(
+        &db,
+        "serve --listen 127.0.0.1:0 --console-listen off --portal-listen off",
+    )
+    .fails(1)
+    .stderr_contains(&format!(
+        "{} is already served by process {} (leadrelay serve)",
+        db.path.display(),
+        first.pid()
+    ));
     assert_eq!(first.get("/api/health").status, 200);
     lr(&db, "workspace create --id ws2 --name Two").json();
     assert_eq!(first.stop().matches("listening on").count(), 1);

@@ -23,7 +23,7 @@ use crate::util::TempDb;
 const README: &str = include_str!("../README.md");
 
 /// The docs pages, each with what its examples must print.
-const PAGES: [(&str, &str, &[&str]); 7] = [
+const PAGES: [(&str, &str, &[&str]); 8] = [
     (
         "ingest.md",
         include_str!("../docs/ingest.md"),
@@ -72,6 +72,11 @@ const PAGES: [(&str, &str, &[&str]); 7] = [
         "console.md",
         include_str!("../docs/console.md"),
         &["token: lro_"],
+    ),
+    (
+        "portal.md",
+        include_str!("../docs/portal.md"),
+        &["token: lrp_", "revokedAt: 20"],
     ),
 ];
 
@@ -167,6 +172,7 @@ fn run(db: &TempDb, script: &str) -> String {
         .env("PATH", path)
         .env("LEADRELAY_LISTEN", "127.0.0.1:0")
         .env("LEADRELAY_CONSOLE_LISTEN", "127.0.0.1:0")
+        .env("LEADRELAY_PORTAL_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .env("CRM_KEY", "the-crm-key")
         .env_remove("LEADRELAY_DB")
@@ -262,6 +268,11 @@ fn docs_operations_runs_as_pasted() {
 #[test]
 fn docs_console_runs_as_pasted() {
     page_runs_as_pasted("console.md");
+}
+
+#[test]
+fn docs_portal_runs_as_pasted() {
+    page_runs_as_pasted("portal.md");
 }
 
 #[test]

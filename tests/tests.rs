@@ -40,6 +40,8 @@ mod ops;
 mod outbox;
 mod packaging;
 mod ping;
+mod portal;
+mod portal_browser;
 mod privacy;
 mod private_files;
 mod production;

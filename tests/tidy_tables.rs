@@ -111,6 +111,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("operator_sessions", &["crates/core/src/operators.rs"]),
     // Every change's entry, appended on the connection of the job that makes the change.
     ("audit_log", &["crates/core/src/audit.rs"]),
+    ("partner_users", &["crates/core/src/partners.rs"]),
+    ("partner_sessions", &["crates/core/src/partners.rs"]),
     (
         "evaluator_versions",
         &["crates/core/src/autodelivery/weights.rs"],

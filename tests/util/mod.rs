@@ -66,6 +66,8 @@ pub struct TestServer {
     pub addr: std::net::SocketAddr,
     /// The operator console's address, when started with [`TestServer::start_with_console`].
     pub console_addr: Option<std::net::SocketAddr>,
+    /// The partner portal's address, when started with [`TestServer::start_with_portal`].
+    pub portal_addr: Option<std::net::SocketAddr>,
     pub db: TempDb,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -80,7 +82,7 @@ impl TestServer {
     /// Starts the service with `options` on `db` (which may hold data already).
     pub fn start_with(db: TempDb, options: leadrelay::service::ServiceOptions) -> TestServer {
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
-        TestServer::start_inner(db, database, options, None)
+        TestServer::start_inner(db, database, options, None, None)
     }
 
     /// Starts the service and the operator console (each on its own port 0) on `db`.
@@ -90,7 +92,17 @@ impl TestServer {
         console: leadrelay::console::ConsoleConfig,
     ) -> TestServer {
         let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
-        TestServer::start_inner(db, database, options, Some(console))
+        TestServer::start_inner(db, database, options, Some(console), None)
+    }
+
+    /// Starts the service and the partner portal (each on its own port 0) on `db`.
+    pub fn start_with_portal(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        portal: leadrelay::portal::PortalConfig,
+    ) -> TestServer {
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_inner(db, database, options, None, Some(portal))
     }
 
     /// Starts the service with `options` on `database`, opened on `db` by the caller (with
@@ -100,7 +112,7 @@ impl TestServer {
         database: leadrelay::db::Db,
         options: leadrelay::service::ServiceOptions,
     ) -> TestServer {
-        TestServer::start_inner(db, database, options, None)
+        TestServer::start_inner(db, database, options, None, None)
     }
 
     fn start_inner(
@@ -108,6 +120,7 @@ impl TestServer {
         database: leadrelay::db::Db,
         options: leadrelay::service::ServiceOptions,
         console: Option<leadrelay::console::ConsoleConfig>,
+        portal: Option<leadrelay::portal::PortalConfig>,
     ) -> TestServer {
         init_logging();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -124,24 +137,19 @@ impl TestServer {
                     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                         .await
                         .expect("port 0 binds");
-                    let console = match console {
-                        Some(config) => Some((
-                            tokio::net::TcpListener::bind("127.0.0.1:0")
-                                .await
-                                .expect("port 0 binds"),
-                            config,
-                        )),
-                        None => None,
-                    };
-                    let console_addr = console
-                        .as_ref()
-                        .map(|(l, _)| l.local_addr().expect("bound address"));
+                    let (console, console_addr) = second_listener(console).await;
+                    let (portal, portal_addr) = second_listener(portal).await;
                     ready
-                        .send((listener.local_addr().expect("bound address"), console_addr))
+                        .send((
+                            listener.local_addr().expect("bound address"),
+                            console_addr,
+                            portal_addr,
+                        ))
                         .expect("test waits for the address");
-                    leadrelay::service::run_with_console(
+                    leadrelay::service::run_with_listeners(
                         listener,
                         console,
+                        portal,
                         database,
                         options,
                         async {
@@ -153,10 +161,11 @@ impl TestServer {
                 });
             })
             .expect("server thread starts");
-        let (addr, console_addr) = bound.recv().expect("server reports its address");
+        let (addr, console_addr, portal_addr) = bound.recv().expect("server reports its address");
         TestServer {
             addr,
             console_addr,
+            portal_addr,
             db,
             shutdown: Some(shutdown),
             thread: Some(thread),
@@ -172,6 +181,14 @@ impl TestServer {
         let addr = self
             .console_addr
             .expect("the server was started with its console");
+        format!("http://{addr}{path}")
+    }
+
+    /// The URL of `path` on the partner portal.
+    pub fn portal_url(&self, path: &str) -> String {
+        let addr = self
+            .portal_addr
+            .expect("the server was started with its portal");
         format!("http://{addr}{path}")
     }
 
@@ -207,6 +224,24 @@ impl TestServer {
             thread.join().expect("server thread ends cleanly");
         }
     }
+}
+
+/// A listener on port 0 for a second face of the service (the console, the portal) when
+/// `config` is given, with its address.
+async fn second_listener<C>(
+    config: Option<C>,
+) -> (
+    Option<(tokio::net::TcpListener, C)>,
+    Option<std::net::SocketAddr>,
+) {
+    let Some(config) = config else {
+        return (None, None);
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("port 0 binds");
+    let addr = listener.local_addr().expect("bound address");
+    (Some((listener, config)), Some(addr))
 }
 
 /// The server's database file, so `lr(&server, …)` runs the CLI on it.

@@ -34,9 +34,12 @@ impl ServeProcess {
 
     /// Starts `command`, which runs `leadrelay … serve --listen 127.0.0.1:0` in some way (a
     /// shell that sets the umask first), and waits until it prints its address. The operator
-    /// console is off unless the command names a `--console-listen` (its default port would
-    /// clash between tests).
+    /// console and the partner portal are off unless the command names a `--console-listen`
+    /// or `--portal-listen` (their default ports would clash between tests).
     pub fn spawn(mut command: Command) -> ServeProcess {
+        if !command.get_args().any(|arg| arg == "--portal-listen") {
+            command.args(["--portal-listen", "off"]);
+        }
         let console_flag = command.get_args().position(|arg| arg == "--console-listen");
         let console_on = match console_flag {
             Some(at) => command.get_args().nth(at + 1).is_some_and(|v| v != "off"),

@@ -11,6 +11,7 @@ pub mod console;
 pub mod http;
 pub mod openapi;
 pub mod outbox;
+pub mod portal;
 pub(crate) mod posting;
 pub mod service;
 pub(crate) mod web;
@@ -18,7 +19,8 @@ pub(crate) mod web;
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
     alerts, audit, audited, autodelivery, bids, caps, config, delivery, health, ingest,
-    integration, ledger, lifecycle, mapping, metrics, operators, ops, ping, privacy, report,
+    integration, ledger, lifecycle, mapping, metrics, operators, ops, partners, ping, privacy,
+    report,
     suppression, training, waterfall,
 };
 use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};

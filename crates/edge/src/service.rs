@@ -1,4 +1,4 @@
-//! The running service: the HTTP server, the operator console's listener and the
+//! The running service: the HTTP server, the operator console's and the portal's listeners and the
 //! background workers on one database, started together and stopped in order (stop
 //! accepting, drain requests, stop workers, close the database).
 
@@ -10,6 +10,7 @@ use crate::console::ConsoleConfig;
 use crate::db::Db;
 use crate::http::{AppState, ServerConfig};
 use crate::outbox::{Notifier, WorkerConfig};
+use crate::portal::PortalConfig;
 
 /// Everything `leadrelay serve` can set.
 #[derive(Debug, Clone, Default)]
@@ -46,6 +47,20 @@ pub async fn run_with_console(
     options: ServiceOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    run_with_listeners(listener, console, None, db, options, shutdown).await
+}
+
+/// [`run_with_console`], and the buyer and supplier portal on its own listener when `portal`
+/// is given: every listener stops accepting when `shutdown` completes, and all drain
+/// before the workers stop.
+pub async fn run_with_listeners(
+    listener: TcpListener,
+    console: Option<(TcpListener, ConsoleConfig)>,
+    portal: Option<(TcpListener, PortalConfig)>,
+    db: Db,
+    options: ServiceOptions,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let mut state = AppState::new(db.clone(), options.server);
     state.outbox = options.outbox.clone();
     state.bids = crate::outbox::bid::client(crate::outbound_url::Reach::public_only(
@@ -74,7 +89,17 @@ pub async fn run_with_console(
     let console = async {
         match console {
             Some((listener, config)) => {
-                crate::console::run(listener, db.clone(), config, until_stopped(stopped)).await
+                crate::console::run(listener, db.clone(), config, until_stopped(stopped.clone()))
+                    .await
+            }
+            None => Ok(()),
+        }
+    };
+    let portal = async {
+        match portal {
+            Some((listener, config)) => {
+                crate::portal::run(listener, db.clone(), config, until_stopped(stopped.clone()))
+                    .await
             }
             None => Ok(()),
         }
@@ -83,7 +108,8 @@ pub async fn run_with_console(
         shutdown.await;
         let _ = stop.send(true);
     };
-    let ((), result, console_result, (), ()) = tokio::join!(signal, api, console, sweep, alerts);
+    let ((), result, console_result, portal_result, (), ()) =
+        tokio::join!(signal, api, console, portal, sweep, alerts);
     let closing = db.clone();
     // Stopping the workers waits for their current attempts, and closing joins the writer
     // thread, which may still be committing: keep both off the async threads.
@@ -96,5 +122,5 @@ pub async fn run_with_console(
     })
     .await;
     log::info!("stopped");
-    result.and(console_result)
+    result.and(console_result).and(portal_result)
 }

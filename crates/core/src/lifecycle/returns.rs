@@ -437,6 +437,17 @@ pub fn request(
     })
 }
 
+/// Whether buyer `buyer` may ask to return `current` now: the state machine takes a
+/// cancellation from its state and the cancellation window is open. The rules a filing
+/// checks beyond these (the code, the cap, a return already filed) answer when it is
+/// filed; this only says whether to offer the form (the buyer portal's lead page).
+pub fn may_request(current: &Transaction, buyer: &Buyer, now: i64) -> bool {
+    matches!(
+        state::decide(current.status, state::Move::Cancel),
+        state::Transition::Apply(_)
+    ) && state::cancellation_window_open(current.created_at, buyer.cancellation_window_secs, now)
+}
+
 /// What a decision did.
 #[derive(Debug, Clone)]
 pub struct Decided {

@@ -81,6 +81,11 @@ impl<W: Write> Writer<W> {
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.csv.flush()
     }
+
+    /// Flushes and hands back the output (a download built in memory).
+    pub fn into_inner(self) -> std::io::Result<W> {
+        self.csv.into_inner().map_err(|e| e.into_error())
+    }
 }
 
 /// The report's columns after its `by` keys, named as in `--json`.

@@ -289,6 +289,23 @@ pub struct ServeArgs {
     /// proxy in front of it).
     #[arg(long, env = "LEADRELAY_CONSOLE_SECURE_COOKIE")]
     pub console_secure_cookie: bool,
+    /// Address and port of the buyer and supplier portal (`leadrelay buyer user create` and
+    /// `supplier user create` make login tokens), or off. Meant to be reached from the
+    /// internet through a TLS proxy.
+    #[arg(
+        long,
+        env = "LEADRELAY_PORTAL_LISTEN",
+        default_value = "127.0.0.1:8082"
+    )]
+    pub portal_listen: String,
+    /// Mark the portal's session cookie `Secure`, for a portal served over HTTPS (a TLS proxy
+    /// in front of it).
+    #[arg(long, env = "LEADRELAY_PORTAL_SECURE_COOKIE")]
+    pub portal_secure_cookie: bool,
+    /// The API's address as partners reach it (e.g. https://leads.example.com), named by the
+    /// posting instructions the portal shows; default: http:// and --listen.
+    #[arg(long, env = "LEADRELAY_PORTAL_API_URL")]
+    pub portal_api_url: Option<String>,
     /// The SMTP relay that sends alert emails, smtp://HOST:PORT (plain SMTP, no login: a
     /// relay on the host or the local network).
     #[arg(long, env = "LEADRELAY_SMTP_URL", requires = "smtp_from")]
@@ -1050,6 +1067,10 @@ pub enum BuyerCommand {
     /// posting into the buyer's own API (set, show, preview, reset, secret).
     #[command(subcommand)]
     Integration(super::integration::IntegrationCommand),
+    /// The buyer's users of the partner portal and their login tokens (create, list,
+    /// revoke).
+    #[command(subcommand)]
+    User(super::partner_user::BuyerUserCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -1112,4 +1133,8 @@ pub enum SupplierCommand {
         /// The supplier's id.
         id: String,
     },
+    /// The supplier's users of the partner portal and their login tokens (create, list,
+    /// revoke).
+    #[command(subcommand)]
+    User(super::partner_user::SupplierUserCommand),
 }

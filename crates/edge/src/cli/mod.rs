@@ -20,6 +20,7 @@ mod mapping;
 mod operator;
 mod ops;
 mod output;
+mod partner_user;
 mod period;
 mod ping;
 mod privacy;

@@ -10,6 +10,7 @@ use super::args::ServeArgs;
 use crate::console::ConsoleConfig;
 use crate::outbox::WorkerConfig;
 use crate::outbox::alert::{AlertOptions, Smtp};
+use crate::portal::PortalConfig;
 use crate::ratelimit::RateLimit;
 use crate::service::{self, ServiceOptions};
 
@@ -68,6 +69,29 @@ pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
             };
             Some((listener, config))
         };
+        let portal = if args.portal_listen == "off" {
+            None
+        } else {
+            let listener = tokio::net::TcpListener::bind(&args.portal_listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {} for the portal (--portal-listen off turns it off)",
+                        args.portal_listen
+                    )
+                })?;
+            let config = PortalConfig {
+                secure_cookie: args.portal_secure_cookie,
+                api_url: args
+                    .portal_api_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{}", args.listen))
+                    .trim_end_matches('/')
+                    .to_string(),
+                reach: crate::outbound_url::Reach::public_only(args.public_outbound_only),
+            };
+            Some((listener, config))
+        };
         // The signal handlers go in before the address is printed: a supervisor that stops
         // the server as soon as it reports its address gets the graceful stop, not death by
         // the signal's default action.
@@ -82,7 +106,10 @@ pub(super) fn run(path: &Path, args: ServeArgs) -> anyhow::Result<ExitCode> {
         if let Some((console, _)) = &console {
             println!("operator console on http://{}", console.local_addr()?);
         }
-        service::run_with_console(listener, console, db, options, shutdown)
+        if let Some((portal, _)) = &portal {
+            println!("partner portal on http://{}", portal.local_addr()?);
+        }
+        service::run_with_listeners(listener, console, portal, db, options, shutdown)
             .await
             .context("server failed")
     })?;

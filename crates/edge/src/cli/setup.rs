@@ -1032,6 +1032,10 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             db.close();
             return super::integration::run(path, out, command);
         }
+        BuyerCommand::User(command) => {
+            db.close();
+            return super::partner_user::buyer(path, out, command);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1106,6 +1110,10 @@ pub(super) fn supplier(
         }
         SupplierCommand::Delete { id } => {
             return delete(&db, out, retire::Kind::Supplier, id);
+        }
+        SupplierCommand::User(command) => {
+            db.close();
+            return super::partner_user::supplier(path, out, command);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -28,7 +28,7 @@ const ICON: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 1
 const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 /// Adds the headers of every console answer.
-pub(super) fn secure_headers(response: &mut Response) {
+pub(crate) fn secure_headers(response: &mut Response) {
     let headers = response.headers_mut();
     let mut set = |name: HeaderName, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
@@ -48,7 +48,7 @@ pub(super) fn secure_headers(response: &mut Response) {
 }
 
 /// `GET /style.css`.
-pub(super) fn stylesheet() -> Response {
+pub(crate) fn stylesheet() -> Response {
     let mut response = response::text(
         StatusCode::OK,
         "text/css; charset=utf-8",
@@ -61,7 +61,7 @@ pub(super) fn stylesheet() -> Response {
 }
 
 /// `GET /favicon.svg` (and `/favicon.ico`, which browsers ask for unprompted).
-pub(super) fn icon() -> Response {
+pub(crate) fn icon() -> Response {
     let mut response = response::text(StatusCode::OK, "image/svg+xml", ICON.as_bytes().to_vec());
     response
         .headers_mut()
@@ -70,7 +70,7 @@ pub(super) fn icon() -> Response {
 }
 
 /// The `head` every page shares: charset, viewport, title, stylesheet, icon.
-fn head(title: &str) -> Markup {
+pub(crate) fn head(title: &str) -> Markup {
     html! {
         head {
             meta charset="utf-8";
@@ -83,7 +83,7 @@ fn head(title: &str) -> Markup {
 }
 
 /// A whole page without navigation (the login form, errors).
-pub(super) fn bare(title: &str, body: Markup) -> Markup {
+pub(crate) fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {

@@ -17,9 +17,9 @@
 
 mod actions;
 mod chart;
-mod layout;
+pub(crate) mod layout;
 mod pages;
-mod router;
+pub(crate) mod router;
 mod session;
 
 use std::net::SocketAddr;

@@ -109,7 +109,7 @@ async fn page(
     }
 }
 
-fn not_allowed(method: &Method, path: &str, allow: &str) -> Error {
+pub(crate) fn not_allowed(method: &Method, path: &str, allow: &str) -> Error {
     HttpError::MethodNotAllowed {
         method: method.clone(),
         path: path.to_string(),

@@ -20,6 +20,7 @@ use crate::lifecycle::LifecycleError;
 use crate::logging::Repeated;
 use crate::mapping::MappingError;
 use crate::operators::OperatorError;
+use crate::partners::PartnerUserError;
 
 /// Errors of HTTP itself, found before any domain code runs: routing, the body, the rate
 /// limit.
@@ -73,6 +74,8 @@ pub(crate) enum Error {
     Unhealthy(#[from] Unhealthy),
     #[error(transparent)]
     Operator(#[from] OperatorError),
+    #[error(transparent)]
+    Partner(#[from] PartnerUserError),
     #[error(transparent)]
     Ping(#[from] crate::ping::PingError),
 }
@@ -251,6 +254,15 @@ fn reply(error: Error) -> Reply {
             Reply::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
         }
         Error::Operator(e @ OperatorError::Invalid(_)) => {
+            Reply::new(StatusCode::BAD_REQUEST, "invalid", e.to_string())
+        }
+        Error::Partner(PartnerUserError::Db(db)) => db_reply(db),
+        Error::Partner(
+            e @ (PartnerUserError::NotFound(_)
+            | PartnerUserError::BuyerNotFound(_)
+            | PartnerUserError::SupplierNotFound(_)),
+        ) => Reply::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+        Error::Partner(e @ PartnerUserError::Invalid(_)) => {
             Reply::new(StatusCode::BAD_REQUEST, "invalid", e.to_string())
         }
         Error::Unhealthy(e) => {

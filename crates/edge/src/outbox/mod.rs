@@ -10,6 +10,7 @@ pub mod bid;
 mod connect;
 mod pool;
 pub(crate) mod sender;
+pub(crate) mod test_event;
 mod worker;
 
 pub use worker::{Workers, start};

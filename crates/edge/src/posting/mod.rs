@@ -51,6 +51,16 @@ pub(crate) fn render(
     })
 }
 
+/// The instructions as HTML without the page around them, for a page with its own head
+/// and layout (the partner portal's `/sources/{sourceId}/docs`).
+pub(crate) fn markup(
+    conn: &Connection,
+    source_id: &str,
+    base_url: &str,
+) -> Result<maud::Markup, ConfigError> {
+    Ok(html::body(&gather(conn, source_id, base_url)?))
+}
+
 /// Everything the document says, read from the configuration.
 pub(crate) struct Instructions {
     pub(crate) source: Source,

@@ -104,6 +104,8 @@ const MIGRATIONS: &[Migration] = &[
     },
     // Alerts: targets, rules and each alert's firing and resolution.
     sql(include_str!("../../migrations/0028_alerts.sql")),
+    // The buyer and supplier portal: partner users and their sessions.
+    sql(include_str!("../../migrations/0029_portal.sql")),
     // Shared links to sources' posting instructions (the token's hash).
     sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
 ];
