@@ -3,7 +3,7 @@
 //! the same connection, so every edge writes the same entry for the same change.
 //!
 //! Owns no table: buyers are `config::buyer`'s, returns `lifecycle::returns`', events
-//! `outbox::store`'s, entries `audit`'s. Changes made by one edge only record their entry
+//! `outbox::store`'s, portal users `partners`', entries `audit`'s. Changes made by one edge only record their entry
 //! where they are made.
 
 use rusqlite::Connection;
@@ -13,8 +13,9 @@ use crate::audit::{self, Actor, Changes};
 use crate::config::{ConfigError, buyer};
 use crate::db::Db;
 use crate::lifecycle::LifecycleError;
-use crate::lifecycle::returns::{self, Decided, Decision};
+use crate::lifecycle::returns::{self, Decided, Decision, Filed};
 use crate::outbox::store::{self as outbox, Event, OutboxError};
+use crate::partners::{self, PartnerUser, PartnerUserError};
 
 /// Pauses (`paused`) or resumes buyer `id`: `buyer.pause` or `buyer.resume`.
 pub fn set_buyer_paused(
@@ -68,6 +69,60 @@ pub fn decide_return(
     Ok(decided)
 }
 
+/// Files a return of transaction `id` for its buyer (`returns::request`):
+/// `transaction.return_request`, with the reason code and the note. `history_actor` is who
+/// the transaction's history names.
+pub fn request_return(
+    conn: &Connection,
+    actor: &Actor,
+    history_actor: &str,
+    id: &str,
+    reason_code: &str,
+    note: Option<&str>,
+    now: i64,
+) -> Result<Filed, LifecycleError> {
+    let filed = returns::request(conn, id, reason_code, note, history_actor, now)?;
+    let changes = Changes::new()
+        .set("reasonCode", Value::Null, reason_code)
+        .set("note", Value::Null, note);
+    audit::record(conn, actor, "transaction.return_request", id, &changes, now)?;
+    Ok(filed)
+}
+
+/// Revokes portal user `id`, of a buyer or a supplier (`partners::revoke`: its sessions
+/// end): `portal_user.revoke`.
+pub fn revoke_portal_user(
+    conn: &Connection,
+    actor: &Actor,
+    id: &str,
+    now: i64,
+) -> Result<PartnerUser, PartnerUserError> {
+    let user =
+        partners::find(conn, id)?.ok_or_else(|| PartnerUserError::NotFound(id.to_string()))?;
+    let buyer_side = matches!(user.party, partners::Party::Buyer(_));
+    revoke_portal_user_of(conn, actor, id, buyer_side, now)
+}
+
+/// [`revoke_portal_user`] of a buyer's user (`buyer_side`) or a supplier's: a user of the
+/// other side is not found (`buyer user revoke`, `supplier user revoke`).
+pub fn revoke_portal_user_of(
+    conn: &Connection,
+    actor: &Actor,
+    id: &str,
+    buyer_side: bool,
+    now: i64,
+) -> Result<PartnerUser, PartnerUserError> {
+    let before = partners::find(conn, id)?.and_then(|user| user.revoked_at);
+    let user = partners::revoke(conn, id, buyer_side, now)?;
+    let iso = |at: Option<i64>| at.map_or(Value::Null, |at| crate::clock::iso(at).into());
+    let changes = Changes::new()
+        .set("name", user.name.as_str(), user.name.as_str())
+        .set("party", user.party.label(), user.party.label())
+        .set("revokedAt", iso(before), iso(user.revoked_at));
+    audit::record(conn, actor, "portal_user.revoke", id, &changes, now)?;
+    Ok(user)
+}
+
 /// Makes failed or pending event `id` due now (`outbox::store::retry`): `outbox.retry`.
 pub fn retry_event(
     conn: &Connection,
@@ -119,6 +174,17 @@ pub async fn decide_return_job(
         )
     })
     .await
+}
+
+/// [`revoke_portal_user`] as one writer job, for the console.
+pub async fn revoke_portal_user_job(
+    db: &Db,
+    actor: Actor,
+    id: String,
+    now: i64,
+) -> Result<PartnerUser, PartnerUserError> {
+    db.write(move |conn| revoke_portal_user(conn, &actor, &id, now))
+        .await
 }
 
 /// [`retry_event`] as one writer job, for the console.

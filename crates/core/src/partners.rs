@@ -51,6 +51,14 @@ pub enum Party {
 }
 
 impl Party {
+    /// `buyer:<id>` or `supplier:<id>`, as the audit log names it.
+    pub fn label(&self) -> String {
+        match self {
+            Party::Buyer(id) => format!("buyer:{id}"),
+            Party::Supplier(id) => format!("supplier:{id}"),
+        }
+    }
+
     fn columns(&self) -> (Option<&str>, Option<&str>) {
         match self {
             Party::Buyer(id) => (Some(id), None),
@@ -193,7 +201,17 @@ pub fn list(conn: &Connection, party: &Party) -> rusqlite::Result<Vec<PartnerUse
     rows.collect()
 }
 
-fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<PartnerUser>> {
+/// The users not revoked, of every buyer and supplier, oldest first (the console's list).
+pub fn list_active(conn: &Connection) -> rusqlite::Result<Vec<PartnerUser>> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM partner_users WHERE revoked_at IS NULL ORDER BY created_at, id"
+    ))?;
+    let rows = statement.query_map([], from_row)?;
+    rows.collect()
+}
+
+/// User `id`, revoked or not.
+pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<PartnerUser>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM partner_users WHERE id = ?1"
     ))?

@@ -20,8 +20,7 @@ pub(crate) mod web;
 use leadrelay_core::{
     alerts, audit, audited, autodelivery, bids, caps, config, delivery, health, ingest,
     integration, ledger, lifecycle, mapping, metrics, operators, ops, partners, ping, privacy,
-    report,
-    suppression, training, waterfall,
+    report, suppression, training, waterfall,
 };
 use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

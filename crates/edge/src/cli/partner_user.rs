@@ -2,7 +2,8 @@
 //! revoke).
 //!
 //! Owns the flags and the printing; the records and their rules are `crate::partners`'.
-//! The token is printed by `create` only, once.
+//! The token is printed by `create` only, once; `create` and `revoke` are recorded in the
+//! audit log (`portal_user.create`, `portal_user.revoke`), never with the token.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 use super::output::Output;
+use crate::audit::Changes;
 use crate::partners::{self, PartnerUserError, Party};
 
 #[derive(Debug, Subcommand)]
@@ -124,10 +126,19 @@ pub(super) fn supplier(
 
 fn run(path: &Path, out: &Output, asked: Asked) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
-    let now = crate::clock::now_ms();
+    let (actor, now) = (super::actor(), crate::clock::now_ms());
     let result: Result<(), PartnerUserError> = match asked {
         Asked::Create { party, name } => db
-            .write_blocking(move |conn| partners::create(conn, &party, &name, now))
+            .write_blocking(move |conn| {
+                let created = partners::create(conn, &party, &name, now)?;
+                let user = &created.user;
+                let changes = Changes::new()
+                    .set("name", Value::Null, user.name.as_str())
+                    .set("party", Value::Null, user.party.label())
+                    .set("revokedAt", Value::Null, Value::Null);
+                crate::audit::record(conn, &actor, "portal_user.create", &user.id, &changes, now)?;
+                Ok(created)
+            })
             .map(|created| out.print(&created.to_json())),
         Asked::List { party } => db
             .read_blocking(move |conn| {
@@ -148,7 +159,9 @@ fn run(path: &Path, out: &Output, asked: Asked) -> anyhow::Result<ExitCode> {
                 out.print_list(&shown);
             }),
         Asked::Revoke { user, buyer_side } => db
-            .write_blocking(move |conn| partners::revoke(conn, &user, buyer_side, now))
+            .write_blocking(move |conn| {
+                crate::audited::revoke_portal_user_of(conn, &actor, &user, buyer_side, now)
+            })
             .map(|revoked| out.print(&revoked.to_json())),
     };
     db.close();

@@ -216,19 +216,15 @@ pub(super) fn transaction_return(
             note,
         } => db
             .write_blocking(move |conn| {
-                let filed = returns::request(conn, &id, &reason_code, note.as_deref(), ACTOR, now)?;
-                let changes = crate::audit::Changes::new()
-                    .set("reasonCode", Value::Null, reason_code.as_str())
-                    .set("note", Value::Null, note.as_deref());
-                crate::audit::record(
+                crate::audited::request_return(
                     conn,
                     &actor,
-                    "transaction.return_request",
+                    ACTOR,
                     &id,
-                    &changes,
+                    &reason_code,
+                    note.as_deref(),
                     now,
-                )?;
-                Ok::<_, LifecycleError>(filed)
+                )
             })
             .map_err(anyhow::Error::from)
             .map(|filed| out.print(&filed.to_json())),

@@ -557,10 +557,17 @@ fn source_docs(
     unshare: bool,
     portal_url: &str,
 ) -> anyhow::Result<()> {
+    let actor = super::actor();
     if share {
         let token = {
             let id = id.clone();
-            write(db, move |conn| source::share_docs(conn, &id))?
+            write(db, move |conn| {
+                let token = source::share_docs(conn, &id)?;
+                let changes = audit::Changes::new().secret("sharedLink");
+                let now = crate::clock::now_ms();
+                audit::record(conn, &actor, "source.docs_share", &id, &changes, now)?;
+                Ok(token)
+            })?
         };
         let url = format!("{}/docs/{token}", portal_url.trim_end_matches('/'));
         if out.is_json() {
@@ -571,7 +578,16 @@ fn source_docs(
     } else if unshare {
         let removed = {
             let id = id.clone();
-            write(db, move |conn| source::unshare_docs(conn, &id))?
+            write(db, move |conn| {
+                let removed = source::unshare_docs(conn, &id)?;
+                let mut changes = audit::Changes::new();
+                if removed {
+                    changes = changes.set("sharedLink", audit::ROTATED, Value::Null);
+                }
+                let now = crate::clock::now_ms();
+                audit::record(conn, &actor, "source.docs_unshare", &id, &changes, now)?;
+                Ok(removed)
+            })?
         };
         if out.is_json() {
             out.print(&json!({"sourceId": id, "removed": removed}));

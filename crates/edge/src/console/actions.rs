@@ -1,5 +1,5 @@
 //! The console's actions (DESIGN.md section 23): POST forms that approve or deny a return,
-//! pause or resume a buyer, retry a failed event. Each is taken only from the console's own
+//! pause or resume a buyer, retry a failed event, revoke a portal user. Each is taken only from the console's own
 //! page (`Origin`), with the session's CSRF token (`crate::web`) and by an operator whose
 //! role may (`operators::ConsoleAction::roles`); anyone else gets 403 with a page naming the
 //! roles that may. The change is one writer job through `crate::audited`, which records it
@@ -32,11 +32,12 @@ pub(super) enum Action {
     PauseBuyer(String),
     ResumeBuyer(String),
     RetryEvent(String),
+    RevokePortalUser(String),
 }
 
 impl Action {
     /// The action a POST to `path` asks for: `/returns/{tx}/approve|deny`,
-    /// `/buyers/{id}/pause|resume`, `/outbox/{event}/retry`.
+    /// `/buyers/{id}/pause|resume`, `/outbox/{event}/retry`, `/portal-users/{id}/revoke`.
     pub(super) fn of(path: &str) -> Option<Action> {
         let mut parts = path.strip_prefix('/')?.split('/');
         let (kind, id, verb) = (parts.next()?, parts.next()?, parts.next()?);
@@ -50,6 +51,7 @@ impl Action {
             ("buyers", "pause") => Action::PauseBuyer(id),
             ("buyers", "resume") => Action::ResumeBuyer(id),
             ("outbox", "retry") => Action::RetryEvent(id),
+            ("portal-users", "revoke") => Action::RevokePortalUser(id),
             _ => return None,
         })
     }
@@ -59,6 +61,7 @@ impl Action {
             Action::ApproveReturn(_) | Action::DenyReturn(_) => ConsoleAction::DecideReturn,
             Action::PauseBuyer(_) | Action::ResumeBuyer(_) => ConsoleAction::PauseBuyer,
             Action::RetryEvent(_) => ConsoleAction::RetryEvent,
+            Action::RevokePortalUser(_) => ConsoleAction::RevokePortalUser,
         }
     }
 
@@ -66,7 +69,9 @@ impl Action {
     fn page(&self) -> &'static str {
         match self {
             Action::ApproveReturn(_) | Action::DenyReturn(_) => "/returns",
-            Action::PauseBuyer(_) | Action::ResumeBuyer(_) => "/buyers",
+            Action::PauseBuyer(_) | Action::ResumeBuyer(_) | Action::RevokePortalUser(_) => {
+                "/buyers"
+            }
             Action::RetryEvent(_) => "/outbox",
         }
     }
@@ -120,10 +125,13 @@ async fn run(
     action: Action,
     note: Option<String>,
 ) -> Result<Result<(), String>, DbError> {
-    use crate::audited::{decide_return_job, retry_event_job, set_buyer_paused_job};
+    use crate::audited::{
+        decide_return_job, retry_event_job, revoke_portal_user_job, set_buyer_paused_job,
+    };
     use crate::config::ConfigError;
     use crate::lifecycle::LifecycleError;
     use crate::outbox::store::OutboxError;
+    use crate::partners::PartnerUserError;
     let (db, now) = (&console.db, crate::clock::now_ms());
     let lifecycle = |result: Result<_, LifecycleError>| match result {
         Ok(_) => Ok(Ok(())),
@@ -147,6 +155,11 @@ async fn run(
         Action::RetryEvent(id) => match retry_event_job(db, actor, id, now).await {
             Ok(_) => Ok(Ok(())),
             Err(OutboxError::Db(e)) => Err(e),
+            Err(refused) => Ok(Err(refused.to_string())),
+        },
+        Action::RevokePortalUser(id) => match revoke_portal_user_job(db, actor, id, now).await {
+            Ok(_) => Ok(Ok(())),
+            Err(PartnerUserError::Db(e)) => Err(e),
             Err(refused) => Ok(Err(refused.to_string())),
         },
     }
@@ -202,6 +215,10 @@ mod tests {
         assert_eq!(
             Action::of("/outbox/evt_1/retry"),
             Some(Action::RetryEvent("evt_1".into()))
+        );
+        assert_eq!(
+            Action::of("/portal-users/pu_1/revoke"),
+            Some(Action::RevokePortalUser("pu_1".into()))
         );
         for none in [
             "/returns//approve",

@@ -108,8 +108,8 @@ async fn buyer_post(
     form: &crate::web::Form,
 ) -> Result<Response, Error> {
     match path {
-        "/delivery/pause" => pages::buyer::set_paused(portal, buyer_id, true).await,
-        "/delivery/resume" => pages::buyer::set_paused(portal, buyer_id, false).await,
+        "/delivery/pause" => pages::buyer::set_paused(portal, current, buyer_id, true).await,
+        "/delivery/resume" => pages::buyer::set_paused(portal, current, buyer_id, false).await,
         "/delivery/test" => pages::buyer::send_test(portal, current, buyer_id).await,
         other => match other
             .strip_suffix("/return")

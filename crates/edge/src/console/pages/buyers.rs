@@ -1,7 +1,8 @@
 //! `/buyers`: each buyer's status, plan and balance, its webhook endpoint (events pending
 //! and failed, the last errors) and the endpoint's health (the circuit breaker's state,
 //! sends in flight, latency p50/p99, the last error), its caps used today per product, and
-//! its acceptance and return rates over the last 30 days.
+//! its acceptance and return rates over the last 30 days; and the portal users of buyers
+//! and suppliers not revoked, each with its revoke form (admins only may revoke).
 //!
 //! The rates count ranges of the `transactions_buyer_status` index (migration 9), one per
 //! buyer and status over 30 days; cap use is `caps::usage_now`, the one auto-delivery
@@ -20,6 +21,7 @@ use crate::delivery::transaction::Status;
 use crate::http::Response;
 use crate::http::error::Error;
 use crate::outbox::health::{self, BuyerHealth, State};
+use crate::partners::{PartnerUser, Party};
 
 const WINDOW_DAYS: i64 = 30;
 /// Last errors shown per buyer.
@@ -70,8 +72,11 @@ struct BuyerRow {
 
 pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
-    let (zone, rows) = db
-        .read(move |conn| Ok::<_, DbError>((Zone::of(conn)?, load(conn, now)?)))
+    let (zone, rows, users) = db
+        .read(move |conn| {
+            let users = crate::partners::list_active(conn)?;
+            Ok::<_, DbError>((Zone::of(conn)?, load(conn, now)?, users))
+        })
         .await?;
     Ok(layout::page(
         StatusCode::OK,
@@ -79,7 +84,10 @@ pub(crate) async fn get(db: &Db, operator: &Session) -> Result<Response, Error> 
         "/buyers",
         operator,
         &zone,
-        render(&rows, &zone, operator),
+        html! {
+            (render(&rows, &zone, operator))
+            (portal_users(&users, &zone, operator))
+        },
     ))
 }
 
@@ -244,6 +252,40 @@ fn render(rows: &[BuyerRow], zone: &Zone, operator: &Session) -> Markup {
             "and auto-delivery skips the buyer until an answer comes. In flight and latency "
             "are what the running server last reported ("
             code { "leadrelay buyer health" } " prints the same)."
+        }
+    }
+}
+
+/// The portal users not revoked, buyers' and suppliers', each with its revoke form.
+fn portal_users(users: &[PartnerUser], zone: &Zone, operator: &Session) -> Markup {
+    html! {
+        h2 { "Portal users" }
+        @if users.is_empty() {
+            (layout::none_yet("No portal users: leadrelay buyer user create adds one."))
+        } @else {
+            table class="list" id="portal-users" {
+                thead { tr { th { "User" } th { "Of" } th { "Created" } th { "Last login" } th {} } }
+                tbody {
+                    @for user in users {
+                        tr id={ "portal-user-" (user.id) } {
+                            td { strong { (user.name) } br; span class="id" { (user.id) } }
+                            td {
+                                @match &user.party {
+                                    Party::Buyer(id) => { "buyer " (id) }
+                                    Party::Supplier(id) => { "supplier " (id) }
+                                }
+                            }
+                            td { span class="when" { (zone.when(user.created_at)) } }
+                            td {
+                                @if let Some(at) = user.last_login_at { span class="when" { (zone.when(at)) } }
+                            }
+                            td {
+                                (layout::action_form(operator, &format!("/portal-users/{}/revoke", user.id), "Revoke", html! {}))
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }

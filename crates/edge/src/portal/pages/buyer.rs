@@ -3,8 +3,9 @@
 //! statement, and delivery (webhook URL, health, last attempts, pause, resume, test event).
 //!
 //! Reads go through `leadrelay_core::portal::buyer`, narrowed by the session's buyer; the
-//! actions call their owners: `lifecycle::returns::request` (the same path as `transaction
-//! return request`) and `config::buyer::set_paused` (as `buyer pause` and `buyer resume`).
+//! actions go through `crate::audited` as the CLI's and the console's do (`request_return`
+//! as `transaction return request`, `set_buyer_paused` as `buyer pause` and `buyer
+//! resume`), each recorded in the audit log as `buyer-user:<id>` in the change's job.
 
 use hyper::StatusCode;
 use maud::{Markup, html};
@@ -17,6 +18,7 @@ use super::super::Portal;
 use super::super::layout::{self, csrf_field, money, when};
 use super::super::session::Current;
 use super::{csv_response, query_value};
+use crate::audit::Actor;
 use crate::caps::Windows;
 use crate::db::{Db, DbError};
 use crate::delivery::transaction::Status;
@@ -351,7 +353,7 @@ pub(crate) async fn lead(
 }
 
 /// `POST /leads/{transactionId}/return`: files the return through
-/// `lifecycle::returns::request` (section 19's rules) and shows the lead with the outcome;
+/// `audited::request_return` (section 19's rules, and the audit entry) and shows the lead with the outcome;
 /// a refusal is shown as the error page with its status.
 pub(crate) async fn file_return(
     portal: &Portal,
@@ -376,17 +378,19 @@ pub(crate) async fn file_return(
         // The same page as any id that is not this buyer's.
         return lead(&portal.db, current, buyer_id, id, None).await;
     }
-    let actor = format!("portal:{}", current.session.user_id);
+    let history_actor = format!("portal:{}", current.session.user_id);
+    let actor = Actor::BuyerUser(current.session.user_id.clone());
     let (txn, now) = (id.clone(), crate::clock::now_ms());
     let filed = portal
         .db
         .write(move |conn| {
-            crate::lifecycle::returns::request(
+            crate::audited::request_return(
                 conn,
+                &actor,
+                &history_actor,
                 &txn,
                 &reason_code,
                 note.as_deref(),
-                &actor,
                 now,
             )
         })
@@ -564,18 +568,17 @@ pub(crate) async fn delivery(
     ))
 }
 
-/// `POST /delivery/pause` and `/delivery/resume`: `config::buyer::set_paused`, then 303 to
-/// the delivery page.
+/// `POST /delivery/pause` and `/delivery/resume`: `audited::set_buyer_paused` (recorded as
+/// the signed-in user), then 303 to the delivery page.
 pub(crate) async fn set_paused(
     portal: &Portal,
+    current: &Current,
     buyer_id: &str,
     paused: bool,
 ) -> Result<Response, Error> {
-    let id = buyer_id.to_string();
-    let changed = portal
-        .db
-        .write(move |conn| crate::config::buyer::set_paused(conn, &id, paused))
-        .await;
+    let actor = Actor::BuyerUser(current.session.user_id.clone());
+    let (id, now) = (buyer_id.to_string(), crate::clock::now_ms());
+    let changed = crate::audited::set_buyer_paused_job(&portal.db, actor, id, paused, now).await;
     if let Err(e) = changed {
         log::warn!("portal: pausing buyer {buyer_id}: {e}");
         return Ok(error_to_http_response(
