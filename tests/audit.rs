@@ -1,6 +1,6 @@
 //! Accountability (DESIGN.md section 23): operator roles, the console's actions with their
 //! origin, CSRF and role checks, and the audit log. One change through each path (the CLI,
-//! a console form, a partner's lifecycle call; the server's own retention is in
+//! a console form, a partner's lifecycle call, a portal form; the server's own retention is in
 //! `privacy::serve_purges_leads_past_their_workspace_retention_at_start`) makes exactly one
 //! entry with its actor and old and new values; an entry edited in the file breaks the
 //! chain `leadrelay check` walks.
@@ -184,6 +184,114 @@ fn each_path_records_one_entry_with_its_actor_and_old_and_new_values() {
         "{}",
         failed.stdout
     );
+}
+
+#[test]
+fn portal_actions_portal_users_and_shared_docs_are_recorded_with_their_actor() {
+    let f = Fixture::on(crate::util::TestServer::start_with_console_and_portal(
+        crate::util::TempDb::new(),
+        crate::util::fast_options(),
+        leadrelay::console::ConsoleConfig::default(),
+        leadrelay::portal::PortalConfig {
+            api_url: "http://api.example".into(),
+            ..Default::default()
+        },
+    ));
+    let server = &f.server;
+    f.buyer("p", &[]);
+    let txn = f.delivered("p");
+
+    // The CLI creates a portal user: its name and party, never its token.
+    let created = lr(server, "buyer user create p --name Pat").json();
+    let (user, token) = (
+        created["id"].as_str().unwrap(),
+        created["token"].as_str().unwrap(),
+    );
+    let entry = one(server, "portal_user.create", user);
+    assert!(entry["actor"].as_str().unwrap().starts_with("cli:"));
+    assert_eq!(entry["changes"]["name"]["new"], "Pat");
+    assert_eq!(entry["changes"]["party"]["new"], "buyer:p");
+
+    // The portal: a return (its replay records nothing more) and a pause, as the user.
+    let buyer = crate::portal::Session::login(server, token);
+    let path = format!("/leads/{txn}/return");
+    let fields = [
+        ("csrf", buyer.csrf(&format!("/leads/{txn}"))),
+        ("reasonCode", "wrong_contact".to_string()),
+    ];
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for _ in 0..2 {
+        let filed = buyer.post(&path, &fields, None);
+        assert_eq!(filed.status, 200, "{}", filed.text);
+    }
+    let by_user = format!("buyer-user:{user}");
+    let entry = one(server, "transaction.return_request", &txn);
+    assert_eq!(entry["actor"], by_user.as_str());
+    assert_eq!(entry["changes"]["reasonCode"]["new"], "wrong_contact");
+    let delivery_token = buyer.csrf("/delivery");
+    let paused = buyer.post("/delivery/pause", &[("csrf", &delivery_token)], None);
+    assert_eq!(paused.status, 303, "{}", paused.text);
+    let entry = one(server, "buyer.pause", "p");
+    assert_eq!(entry["actor"], by_user.as_str());
+    assert_eq!(
+        entry["changes"]["status"],
+        json!({"old": "active", "new": "paused"})
+    );
+
+    // Sharing a source's docs: the link's token never appears.
+    let link = lr(server, "source docs src --share").ok();
+    let shared = link.trim().rsplit('/').next().unwrap().to_string();
+    lr(server, "source docs src --unshare").ok();
+    let entry = one(server, "source.docs_share", "src");
+    assert_eq!(
+        entry["changes"],
+        json!({"sharedLink": {"old": null, "new": "rotated"}})
+    );
+    let entry = one(server, "source.docs_unshare", "src");
+    assert_eq!(
+        entry["changes"],
+        json!({"sharedLink": {"old": "rotated", "new": null}})
+    );
+    let all = lr(server, "audit list").ok();
+    assert!(!all.contains(&shared) && !all.contains(token), "no token");
+
+    // The console: support and viewers may not revoke a portal user; an admin may, and the
+    // user's session ends.
+    let revoke = format!("/portal-users/{user}/revoke");
+    for (name, role) in [("sam", "support"), ("vera", "viewer")] {
+        let cookie = session(server, name, role);
+        let token = csrf(server, &cookie, "/buyers");
+        let reply = action(server, &cookie, &revoke, &[("csrf", &token)]);
+        assert_eq!(reply.status, 403, "{role}");
+        assert!(
+            reply.text.contains("Only admin operators"),
+            "{}",
+            reply.text
+        );
+    }
+    let admin = session(server, "boss", "admin");
+    let page = get(server, "/buyers", &admin);
+    assert!(page.text.contains(&revoke), "{}", page.text);
+    let token = csrf(server, &admin, "/buyers");
+    let reply = action(server, &admin, &revoke, &[("csrf", &token)]);
+    assert_eq!(reply.status, 303, "{}", reply.text);
+    assert_eq!(reply.header("location"), Some("/buyers"));
+    let entry = one(server, "portal_user.revoke", user);
+    assert_eq!(entry["actor"], "operator:boss");
+    assert_eq!(entry["changes"]["revokedAt"]["old"], Value::Null);
+    assert!(entry["changes"]["revokedAt"]["new"].is_string(), "{entry}");
+    let gone = buyer.get("/");
+    assert_eq!(gone.status, 303);
+    assert_eq!(gone.header("location"), Some("/login"));
+    assert!(!get(server, "/buyers", &admin).text.contains(&revoke));
+
+    // The CLI revokes a supplier's user: one more entry, as the CLI.
+    let tom = lr(server, "supplier user create sup --name Tom").json();
+    let tom = tom["id"].as_str().unwrap();
+    lr(server, format!("supplier user revoke {tom}")).json();
+    let entry = one(server, "portal_user.revoke", tom);
+    assert!(entry["actor"].as_str().unwrap().starts_with("cli:"));
+    assert_eq!(entry["changes"]["party"]["new"], "supplier:sup");
 }
 
 #[test]

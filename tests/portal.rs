@@ -131,7 +131,7 @@ impl<'a> Session<'a> {
     }
 
     /// The CSRF token the page at `path` carries in its forms.
-    fn csrf(&self, path: &str) -> String {
+    pub(crate) fn csrf(&self, path: &str) -> String {
         let page = self.get(path).text;
         let at = page
             .find(r#"name="csrf" value=""#)
@@ -140,7 +140,7 @@ impl<'a> Session<'a> {
         page[at..at + page[at..].find('"').unwrap()].to_string()
     }
 
-    fn post(&self, path: &str, fields: &[(&str, &str)], origin: Option<&str>) -> Reply {
+    pub(crate) fn post(&self, path: &str, fields: &[(&str, &str)], origin: Option<&str>) -> Reply {
         form(self.server, path, fields, Some(&self.cookie), origin).send()
     }
 }

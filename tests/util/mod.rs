@@ -105,6 +105,18 @@ impl TestServer {
         TestServer::start_inner(db, database, options, None, Some(portal))
     }
 
+    /// Starts the service, the operator console and the partner portal (each on its own
+    /// port 0) on `db`.
+    pub fn start_with_console_and_portal(
+        db: TempDb,
+        options: leadrelay::service::ServiceOptions,
+        console: leadrelay::console::ConsoleConfig,
+        portal: leadrelay::portal::PortalConfig,
+    ) -> TestServer {
+        let database = leadrelay::db::Db::open(&db.path).expect("test database opens");
+        TestServer::start_inner(db, database, options, Some(console), Some(portal))
+    }
+
     /// Starts the service with `options` on `database`, opened on `db` by the caller (with
     /// its own `DbOptions`).
     pub fn start_on(

@@ -70,8 +70,9 @@ pub fn decide_return(
 }
 
 /// Files a return of transaction `id` for its buyer (`returns::request`):
-/// `transaction.return_request`, with the reason code and the note. `history_actor` is who
-/// the transaction's history names.
+/// `transaction.return_request`, with the reason code and the note; a replay of a return
+/// filed before changes nothing and records nothing. `history_actor` is who the
+/// transaction's history names.
 pub fn request_return(
     conn: &Connection,
     actor: &Actor,
@@ -82,10 +83,12 @@ pub fn request_return(
     now: i64,
 ) -> Result<Filed, LifecycleError> {
     let filed = returns::request(conn, id, reason_code, note, history_actor, now)?;
-    let changes = Changes::new()
-        .set("reasonCode", Value::Null, reason_code)
-        .set("note", Value::Null, note);
-    audit::record(conn, actor, "transaction.return_request", id, &changes, now)?;
+    if !filed.already_applied() {
+        let changes = Changes::new()
+            .set("reasonCode", Value::Null, reason_code)
+            .set("note", Value::Null, note);
+        audit::record(conn, actor, "transaction.return_request", id, &changes, now)?;
+    }
     Ok(filed)
 }
 

@@ -389,6 +389,11 @@ pub struct Filed {
 }
 
 impl Filed {
+    /// Whether the return was filed before (a replay changes nothing).
+    pub fn already_applied(&self) -> bool {
+        self.applied.already_applied
+    }
+
     pub fn to_json(&self) -> Value {
         let mut shown = json!({
             "code": self.applied.state.as_str(),
