@@ -10,6 +10,7 @@
 pub mod autodelivery;
 pub mod bids;
 pub mod caps;
+pub mod checks;
 pub mod config;
 pub mod delivery;
 pub mod health;

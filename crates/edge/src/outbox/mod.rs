@@ -6,6 +6,7 @@
 pub use leadrelay_core::outbox::*;
 
 pub mod bid;
+pub(crate) mod check;
 mod connect;
 mod pool;
 pub(crate) mod sender;

@@ -96,6 +96,12 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // Third-party check steps: the steps and their secrets, each lead's outcomes, a
+    // subscription's required step.
+    Migration {
+        sql: include_str!("../../migrations/0026_checks.sql"),
+        then: Some(checks_added),
+    },
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
@@ -140,6 +146,33 @@ fn suppression_added(conn: &Connection) -> rusqlite::Result<()> {
             "ALTER TABLE workspaces ADD COLUMN suppression_action TEXT NOT NULL DEFAULT 'reject'
                 CHECK (suppression_action = 'reject' OR suppression_action = 'flag')",
         )?;
+    }
+    Ok(())
+}
+
+/// Migration 26's step: `leads.checks` and `subscriptions.require_check`, where missing.
+fn checks_added(conn: &Connection) -> rusqlite::Result<()> {
+    let columns = [
+        (
+            "leads",
+            "checks",
+            "ALTER TABLE leads ADD COLUMN checks TEXT",
+        ),
+        (
+            "subscriptions",
+            "require_check",
+            "ALTER TABLE subscriptions ADD COLUMN require_check TEXT",
+        ),
+    ];
+    for (table, column, add) in columns {
+        let present: bool = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            [table, column],
+            |row| row.get(0),
+        )?;
+        if !present {
+            conn.execute_batch(add)?;
+        }
     }
     Ok(())
 }
