@@ -541,6 +541,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             priority,
             filters,
             schedules,
+            require_check,
         } => {
             let schedule = schedule(schedules);
             let (pricing, price) = pricing_of(
@@ -566,6 +567,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                         priority,
                         filters,
                         schedule,
+                        require_check,
                     },
                 )?;
                 subscription::terms_of(conn, &id, &subscription.product_id, crate::clock::now_ms())
@@ -596,6 +598,8 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 clear_filters,
                 schedules,
                 clear_schedule,
+                require_check,
+                clear_require_check,
             }) => {
                 let bid = BidFlags {
                     url: bid_url,
@@ -620,6 +624,11 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     filters: (clear_filters || !filters.is_empty()).then_some(filters),
                     schedule: (clear_schedule || !schedules.is_empty())
                         .then(|| schedule(schedules)),
+                    require_check: if clear_require_check {
+                        Some(None)
+                    } else {
+                        require_check.map(Some)
+                    },
                 };
                 let terms = write(&db, move |conn| {
                     let subscription = subscription::set_terms(conn, &id, &product, &changes)?;
