@@ -15,8 +15,9 @@ pub mod service;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
-    autodelivery, bids, caps, config, delivery, health, ingest, integration, ledger, lifecycle,
-    mapping, metrics, operators, ops, ping, privacy, report, suppression, training, waterfall,
+    autodelivery, bids, caps, checks, config, delivery, health, ingest, integration, ledger,
+    lifecycle, mapping, metrics, operators, ops, ping, privacy, report, suppression, training,
+    waterfall,
 };
 use leadrelay_rules::{clock, duration, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

@@ -378,7 +378,7 @@ impl CheckClient {
 }
 
 /// The request of `step` for `lead`, through the integration engine.
-pub(crate) fn build(step: &Step, lead: &Value) -> Result<Built, String> {
+pub fn build(step: &Step, lead: &Value) -> Result<Built, String> {
     let secret = |name: &str| {
         step.secrets
             .iter()

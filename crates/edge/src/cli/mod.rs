@@ -7,6 +7,7 @@
 //! pool, like the server does.
 
 mod args;
+mod check_step;
 mod delivery;
 mod demo;
 mod evaluator;
@@ -184,6 +185,9 @@ pub enum Command {
     /// Suppression lists: contacts never sold again, stored as keyed hashes only.
     #[command(subcommand)]
     Suppression(suppression::SuppressionCommand),
+    /// Third-party check steps: outside services asked about each lead before it is stored.
+    #[command(subcommand)]
+    CheckStep(check_step::CheckStepCommand),
     /// What came in, what sold and what it earned, per day, week or month of the
     /// workspace's time zone and per source, supplier, buyer or product (default: the last
     /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
@@ -382,5 +386,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ping(command) => ping::run(&cli.db, &out, command),
         Command::Report(args) => report::run(&cli.db, &out, args),
         Command::Suppression(command) => suppression::run(&cli.db, &out, command),
+        Command::CheckStep(command) => check_step::run(&cli.db, &out, command),
     }
 }
