@@ -5,6 +5,7 @@ mod util;
 
 mod amounts;
 mod autodelivery;
+mod checks;
 mod cli;
 mod cli_help;
 mod config;
