@@ -67,8 +67,8 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-/// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks and of
-/// bid requests (ping/post), the places that speak HTTP.
+/// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks, of
+/// bid requests (ping/post) and of check steps, the places that speak HTTP.
 const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/http/",
     "crates/edge/src/console/",
@@ -76,6 +76,7 @@ const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/cli/serve.rs",
     "crates/edge/src/outbox/sender.rs",
     "crates/edge/src/outbox/bid.rs",
+    "crates/edge/src/outbox/check.rs",
     "crates/edge/src/outbox/connect.rs",
 ];
 
@@ -83,7 +84,7 @@ const RULES: &[Rule] = &[
     Rule {
         says: "only the HTTP layer (http/, the console's console/), the server entry \
                (service.rs, cli/serve.rs) and the outbox's clients (outbox/sender.rs, bid.rs, \
-               connect.rs) use hyper, hyper_util or http_body_util",
+               check.rs, connect.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
@@ -120,6 +121,7 @@ const RULES: &[Rule] = &[
             "crates/edge/src/console/",
             "crates/edge/src/outbox/sender.rs",
             "crates/edge/src/outbox/bid.rs",
+            "crates/edge/src/outbox/check.rs",
             "crates/rules/src/outbound_url.rs",
         ],
     },

@@ -120,6 +120,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("erasures", &["crates/core/src/privacy/"]),
     ("suppressions", &["crates/core/src/suppression.rs"]),
     ("suppression_keys", &["crates/core/src/suppression.rs"]),
+    ("check_steps", &["crates/core/src/checks/store.rs"]),
+    ("check_step_secrets", &["crates/core/src/checks/store.rs"]),
     ("pings", &["crates/core/src/ping/store.rs"]),
     ("ping_reservations", &["crates/core/src/ping/store.rs"]),
     ("bids", &["crates/core/src/bids.rs"]),
