@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::integration::IntegrationDocument;
+use crate::integration::document::pointer_into;
 use crate::mapping::document::unknown_keys;
 use crate::mapping::pointer::{Pointer, escape};
 use crate::mapping::{MappingProblem, Problems};
@@ -234,25 +235,12 @@ fn request(object: &Map<String, Value>, problems: &mut Problems) -> Option<Integ
 }
 
 fn pointer_at(value: Option<&Value>, path: &str, problems: &mut Problems) -> Option<Pointer> {
-    match value {
-        None => None,
-        Some(Value::String(text)) => match Pointer::parse(text) {
-            Ok(pointer) => Some(pointer),
-            Err(why) => {
-                problem(problems, path, "invalid_pointer", why);
-                None
-            }
-        },
-        Some(_) => {
-            problem(
-                problems,
-                path,
-                "invalid_type",
-                "a JSON pointer string is expected, such as \"/consentCertificateUrl\"".into(),
-            );
-            None
-        }
-    }
+    let into = if path == "/when" {
+        "the lead, such as \"/consentCertificateUrl\""
+    } else {
+        "the service's answer, such as \"/expires_at\""
+    };
+    pointer_into(value, path, into, problems)
 }
 
 fn action(

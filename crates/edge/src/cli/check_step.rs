@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Subcommand;
 use serde_json::{Value, json};
 
+use super::integration::{read_text, secret_value};
 use super::output::Output;
 use crate::checks::{CheckError, store};
 
@@ -151,13 +151,7 @@ pub(super) fn run(
             finish(out, done, print_preview)
         }
         CheckStepCommand::Secret { name, key, value } => {
-            let value = if value == "-" {
-                let text = read_stdin()?;
-                let trimmed = text.strip_suffix('\n').unwrap_or(&text);
-                trimmed.strip_suffix('\r').unwrap_or(trimmed).to_string()
-            } else {
-                value
-            };
+            let value = secret_value(value)?;
             let done = db.write_blocking(move |conn| {
                 store::set_secret(conn, &name, &key, &value, crate::clock::now_ms())
             });
@@ -262,21 +256,6 @@ fn missing_note(shown: &Value) {
              leadrelay check-step secret {} {name} --value -",
             shown["name"].as_str().unwrap_or("STEP")
         );
-    }
-}
-
-fn read_stdin() -> anyhow::Result<String> {
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-        .context("cannot read standard input")?;
-    Ok(text)
-}
-
-fn read_text(file: &Path) -> anyhow::Result<String> {
-    if file == Path::new("-") {
-        read_stdin()
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
     }
 }
 
