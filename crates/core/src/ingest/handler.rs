@@ -584,6 +584,7 @@ async fn ingest_batch(
     {
         let position = valid_positions.remove(index);
         let lead = valid.remove(index);
+        valid_warnings.remove(index);
         invalid_pings.extend(lead.lead.ping_id);
         answers[position] = Some(Answer::Fresh(Box::new(ItemFacts::invalid(
             lead.lead.fields.external_id,
