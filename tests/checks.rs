@@ -154,16 +154,18 @@ fn a_certificate_check_decides_which_leads_are_stored_flagged_and_sold() {
     );
 
     // A service that does not answer in time: the lead is flagged, never sold, and the
-    // answer comes within the step's timeout.
+    // answer comes within the step's timeout plus 50 ms beyond what a lead the step skips
+    // takes just before (the suite's other tests share the machine's cores).
     claims.answer(
         "/claim",
         claimed("2027-01-01").delay(Duration::from_secs(3)),
     );
+    let (_, _, plain) = post(&server, &lead(10, None));
     let (status, body, took) = post(&server, &lead(7, Some("https://cert.example/slow")));
     assert_eq!(status, 201, "{body}");
     assert!(
-        took < Duration::from_millis(TIMEOUT_MS + 50),
-        "answered after {took:?}"
+        took < Duration::from_millis(TIMEOUT_MS + 50) + plain,
+        "answered after {took:?}, a lead the step skips after {plain:?}"
     );
     let flagged = shown(db, &stored_id(&body));
     assert_eq!(flagged["qualityStatus"], "invalid", "{flagged}");
