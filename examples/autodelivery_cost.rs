@@ -386,6 +386,7 @@ fn setup(
                 priority: 0,
                 filters,
                 schedule,
+                require_check: None,
             },
         )?;
     }

@@ -437,7 +437,8 @@ fn subscriptions_are_created_once_changed_in_part_and_ended() {
         json!({"buyerId": "b", "productId": "solar", "productSlug": "solar", "pricing": "fixed",
                "price": 20.0, "bid": null, "dailyCap": 5, "monthlyCap": 50, "priority": 2,
                "filters": ["country=DE", "fieldValues.roof=tile|flat"],
-               "schedules": ["mon-fri 08:00-18:00"], "usedToday": 0, "usedThisMonth": 0})
+               "schedules": ["mon-fri 08:00-18:00"], "requireCheck": null, "usedToday": 0,
+               "usedThisMonth": 0})
     );
     // Subscribing again is refused and keeps every term.
     lr(&db, "buyer subscribe b --product solar --price 33")

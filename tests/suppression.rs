@@ -200,10 +200,13 @@ fn ingest_refuses_a_suppressed_contact_written_another_way_per_item() {
     let message = body["error"]["details"][0]["message"].as_str().unwrap();
     assert!(!message.to_lowercase().contains("zebulon"), "{message}");
 
+    // b2's misspelt property is warned about on b2, whatever was refused before it.
+    let mut misspelt = complete_lead("b2", "also.fine@example.org", "+49 30 444555");
+    misspelt["fristName"] = json!("Ann");
     let batch = json!({"leads": [
         complete_lead("b0", "fine@example.org", "+49 30 222333"),
         complete_lead("b1", "zebulon.quince@example.org", "+49 30 333444"),
-        complete_lead("b2", "also.fine@example.org", "+49 30 444555"),
+        misspelt,
         complete_lead("b3", "third@example.org", "+49 151-1234 5678"),
     ]});
     let reply = server.post_json(POST, &batch);
@@ -221,6 +224,11 @@ fn ingest_refuses_a_suppressed_contact_written_another_way_per_item() {
     );
     assert_eq!(items[1]["errors"][0]["code"], "suppressed");
     assert_eq!(items[3]["errors"][0]["path"], "/leads/3/phone");
+    assert_eq!(
+        items[2]["warnings"][0]["path"], "/leads/2/fristName",
+        "{}",
+        reply.text
+    );
     assert_eq!(items[1]["externalId"], "b1");
     assert_eq!(reply.json["summary"]["rejected"], 2);
     assert_eq!(lead_count(db), 2, "only the two others stored");

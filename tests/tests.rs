@@ -7,6 +7,7 @@ mod alerts;
 mod amounts;
 mod audit;
 mod autodelivery;
+mod checks;
 mod cli;
 mod cli_help;
 mod config;

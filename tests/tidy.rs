@@ -72,8 +72,8 @@ const fn anywhere(text: &'static str) -> Name {
     Name { text, root: false }
 }
 
-/// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks and of
-/// bid requests (ping/post), the places that speak HTTP.
+/// The HTTP layer (with the console's) and the outbox's clients of outbound webhooks, of
+/// bid requests (ping/post) and of check steps, the places that speak HTTP.
 const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/http/",
     "crates/edge/src/console/",
@@ -84,6 +84,7 @@ const HTTP_EDGES: &[&str] = &[
     "crates/edge/src/cli/serve.rs",
     "crates/edge/src/outbox/sender.rs",
     "crates/edge/src/outbox/bid.rs",
+    "crates/edge/src/outbox/check.rs",
     "crates/edge/src/outbox/connect.rs",
     "crates/edge/src/outbox/alert.rs",
 ];
@@ -92,8 +93,8 @@ const RULES: &[Rule] = &[
     Rule {
         says: "only the HTTP layer (http/, the console's console/, the portal's portal/, their \
                forms' web/), the server entry (service.rs, cli/serve.rs) and the outbox's \
-               clients (outbox/sender.rs, bid.rs, connect.rs, alert.rs, test_event.rs) use \
-               hyper, hyper_util or http_body_util",
+               clients (outbox/sender.rs, bid.rs, check.rs, connect.rs, alert.rs, \
+               test_event.rs) use hyper, hyper_util or http_body_util",
         names: &[
             root("hyper::"),
             root("hyper_util::"),
@@ -141,6 +142,7 @@ const RULES: &[Rule] = &[
             "crates/edge/src/outbox/bid.rs",
             "crates/edge/src/outbox/alert.rs",
             "crates/edge/src/outbox/test_event.rs",
+            "crates/edge/src/outbox/check.rs",
             "crates/rules/src/outbound_url.rs",
         ],
     },

@@ -128,6 +128,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
     ("alert_targets", &["crates/core/src/alerts/store.rs"]),
     ("alert_rules", &["crates/core/src/alerts/store.rs"]),
     ("alerts", &["crates/core/src/alerts/store.rs"]),
+    ("check_steps", &["crates/core/src/checks/store.rs"]),
+    ("check_step_secrets", &["crates/core/src/checks/store.rs"]),
     ("pings", &["crates/core/src/ping/store.rs"]),
     ("ping_reservations", &["crates/core/src/ping/store.rs"]),
     ("bids", &["crates/core/src/bids.rs"]),

@@ -122,6 +122,7 @@ pub fn configure(db: &Db, urls: Vec<String>, setup: Setup) -> Option<String> {
                     priority: 0,
                     filters: Vec::new(),
                     schedule: None,
+                    require_check: None,
                 },
             )?;
         }

@@ -13,6 +13,7 @@ pub mod audited;
 pub mod autodelivery;
 pub mod bids;
 pub mod caps;
+pub mod checks;
 pub mod config;
 pub mod delivery;
 pub mod health;

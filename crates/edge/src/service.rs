@@ -63,9 +63,9 @@ pub async fn run_with_listeners(
 ) -> std::io::Result<()> {
     let mut state = AppState::new(db.clone(), options.server);
     state.outbox = options.outbox.clone();
-    state.bids = crate::outbox::bid::client(crate::outbound_url::Reach::public_only(
-        options.delivery.public_outbound_only,
-    ));
+    let reach = crate::outbound_url::Reach::public_only(options.delivery.public_outbound_only);
+    state.bids = crate::outbox::bid::client(reach);
+    state.checks = crate::outbox::check::client(reach);
     let state = Arc::new(state);
     let reach = crate::outbound_url::Reach::public_only(options.delivery.public_outbound_only);
     let workers = crate::outbox::start(db.clone(), options.delivery, options.outbox)?;

@@ -248,9 +248,26 @@ fn check(
             );
         }
     };
+    // A required check step that did not pass excludes the buyer as a filter would, and
+    // the trace names the step and its outcome (DESIGN.md section 22).
+    if let Some(name) = &buyer.require_check
+        && !crate::checks::CheckRecord::passed(&context.lead.checks, name)
+    {
+        let outcome = context
+            .lead
+            .checks
+            .iter()
+            .find(|record| &record.name == name)
+            .map(|record| record.outcome);
+        return (
+            Reason::FilterMismatch,
+            Some(json!({"requireCheck": name, "outcome": outcome})),
+        );
+    }
     if let Some(failed) = filters::first_mismatch(
         &filters[..],
         &context.lead.fields,
+        &context.lead.checks,
         &context.request.interest,
     ) {
         return (

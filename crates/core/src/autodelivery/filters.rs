@@ -1,28 +1,44 @@
 //! Subscription filters applied to a lead and its interest.
 //!
 //! A filter names a lead field by its interface name (`country`, `postalCode`), an
-//! additional property of the lead, or an answer as `fieldValues.NAME`. Values compare
+//! additional property of the lead, an answer as `fieldValues.NAME`, or a value a check step
+//! kept as `check.NAME.KEY` (DESIGN.md section 22). Values compare
 //! trimmed and without regard to case (`DE` equals `de`); a field that is absent or blank
 //! matches no filter. Owns only matching; parsing is `config::buyer::Filter`.
 
+use crate::checks::CheckRecord;
 use crate::config::buyer::{Filter, FilterOp};
 use crate::ingest::model::{Interest, LeadFields};
 
-/// The first filter of `filters` that the lead does not meet, if any.
+/// The first filter of `filters` that the lead (with its check outcomes `checks`) does not
+/// meet, if any.
 pub(crate) fn first_mismatch<'f>(
     filters: &'f [Filter],
     lead: &LeadFields,
+    checks: &[CheckRecord],
     interest: &Interest,
 ) -> Option<&'f Filter> {
     filters
         .iter()
-        .find(|filter| !matches(filter, lead, interest))
+        .find(|filter| !matches(filter, lead, checks, interest))
 }
 
-fn matches(filter: &Filter, lead: &LeadFields, interest: &Interest) -> bool {
-    let actual = match filter.field.strip_prefix("fieldValues.") {
-        Some(answer) => interest.answer(answer).map(str::to_lowercase),
-        None => lead.text(&filter.field).map(|v| v.to_lowercase()),
+fn matches(
+    filter: &Filter,
+    lead: &LeadFields,
+    checks: &[CheckRecord],
+    interest: &Interest,
+) -> bool {
+    let kept = filter
+        .field
+        .strip_prefix("check.")
+        .and_then(|rest| rest.split_once('.'));
+    let actual = match (filter.field.strip_prefix("fieldValues."), kept) {
+        (Some(answer), _) => interest.answer(answer).map(str::to_lowercase),
+        (None, Some((name, key))) => CheckRecord::kept_text(checks, name, key)
+            .map(|v| v.trim().to_lowercase())
+            .filter(|v| !v.is_empty()),
+        (None, None) => lead.text(&filter.field).map(|v| v.to_lowercase()),
     };
     let Some(actual) = actual else {
         return false;
@@ -50,7 +66,7 @@ mod tests {
         let interest = interest(&[("roof", "Tile"), ("size", "")]);
         let filter = Filter::parse(filter).expect("test filters parse");
         assert_eq!(
-            matches(&filter, &lead.fields, &interest),
+            matches(&filter, &lead.fields, &[], &interest),
             expected,
             "filter {filter:?}"
         );
@@ -102,9 +118,9 @@ mod tests {
             .map(|f| Filter::parse(f).unwrap())
             .collect();
         assert_eq!(
-            first_mismatch(&filters, &lead.fields, &interest).map(|f| f.field.as_str()),
+            first_mismatch(&filters, &lead.fields, &[], &interest).map(|f| f.field.as_str()),
             Some("postalCode")
         );
-        assert!(first_mismatch(&filters[..1], &lead.fields, &interest).is_none());
+        assert!(first_mismatch(&filters[..1], &lead.fields, &[], &interest).is_none());
     }
 }

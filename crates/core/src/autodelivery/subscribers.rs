@@ -59,6 +59,8 @@ pub(crate) struct Subscribed {
     pub(crate) priority: i64,
     pub(crate) filters: String,
     pub(crate) schedule: Option<String>,
+    /// The check step a lead must have passed (DESIGN.md section 22).
+    pub(crate) require_check: Option<String>,
     pub(crate) caps: Counters,
 }
 
@@ -68,7 +70,7 @@ fn select_sql(one_buyer: bool) -> String {
         "SELECT b.id, b.status, b.plan, b.balance_cents - b.held_cents, b.credit_limit_cents,
                 b.last_served_at, b.created_at,
                 s.price_cents, s.daily_cap, s.monthly_cap, s.priority, s.filters, s.schedule,
-                h.state = 'unhealthy', s.pricing = 'bid', {}
+                h.state = 'unhealthy', s.pricing = 'bid', s.require_check, {}
          FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
          LEFT JOIN buyer_health h ON h.buyer_id = b.id
          LEFT JOIN cap_usage u ON u.buyer_id = s.buyer_id AND u.product_id = s.product_id
@@ -99,7 +101,8 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Subscribed> {
         schedule: row.get(12)?,
         unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
         bids: row.get(14)?,
-        caps: caps::counters_from_row(row, 15)?,
+        require_check: row.get(15)?,
+        caps: caps::counters_from_row(row, 16)?,
     })
 }
 

@@ -34,6 +34,7 @@ pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
         status: LeadStatus::Active,
         created_at: 0,
         erased_at: None,
+        checks: Vec::new(),
         requests: vec![request(&[])],
     }
 }

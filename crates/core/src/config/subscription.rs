@@ -83,13 +83,25 @@ pub(crate) fn known_fields(product: &Product) -> Vec<String> {
         .collect()
 }
 
+/// A filter on a value a check step kept: `check.NAME.KEY` (DESIGN.md section 22).
+pub(crate) const CHECK_FILTER_PREFIX: &str = "check.";
+
 /// Refuses a filter on a field that no lead interested in `product` has: such a buyer would
 /// never get a lead, silently.
 pub(crate) fn check_filters(filters: &[Filter], product: &Product) -> Result<(), ConfigError> {
     let known = known_fields(product);
-    match filters.iter().find(|f| !known.contains(&f.field)) {
+    let check_value = |field: &str| {
+        field
+            .strip_prefix(CHECK_FILTER_PREFIX)
+            .and_then(|rest| rest.split_once('.'))
+            .is_some_and(|(name, key)| !name.is_empty() && !key.is_empty())
+    };
+    match filters
+        .iter()
+        .find(|f| !known.contains(&f.field) && !check_value(&f.field))
+    {
         Some(unknown) => Err(ConfigError::Invalid(format!(
-            "unknown filter field '{}' for product '{}': use one of {}",
+            "unknown filter field '{}' for product '{}': use one of {} or check.STEP.KEY",
             unknown.field,
             product.slug,
             known.join(", ")
@@ -146,6 +158,8 @@ pub struct Subscription {
     pub filters: Vec<Filter>,
     /// The schedule as stored (JSON), or none for always open.
     pub schedule: Option<Value>,
+    /// The check step a lead must have passed to be offered (DESIGN.md section 22).
+    pub require_check: Option<String>,
 }
 
 pub struct NewSubscription<'a> {
@@ -159,6 +173,7 @@ pub struct NewSubscription<'a> {
     pub priority: i64,
     pub filters: Vec<Filter>,
     pub schedule: Option<Value>,
+    pub require_check: Option<String>,
 }
 
 /// A `buyer terms set`: only the terms given change. `Some(None)` removes a cap or the
@@ -173,6 +188,8 @@ pub struct TermsChanges {
     pub priority: Option<i64>,
     pub filters: Option<Vec<Filter>>,
     pub schedule: Option<Option<Value>>,
+    /// `Some(None)` requires no check step any more.
+    pub require_check: Option<Option<String>>,
 }
 
 /// A subscription with its product's slug and today's and this month's cap use: one entry
@@ -219,6 +236,7 @@ impl Terms {
             "priority": s.priority,
             "filters": s.filters.iter().map(Filter::to_text).collect::<Vec<_>>(),
             "schedules": schedules,
+            "requireCheck": s.require_check,
             "usedToday": self.used_today,
             "usedThisMonth": self.used_this_month,
         })
@@ -282,9 +300,11 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
         priority: new.priority,
         filters: new.filters.clone(),
         schedule: new.schedule.clone(),
+        require_check: new.require_check.clone(),
     };
     check_terms(&subscription)?;
     check_filters(&subscription.filters, &product)?;
+    check_steps_named(conn, &subscription, &product.workspace_id)?;
     if find_subscription(conn, &subscription.buyer_id, &subscription.product_id)?.is_some() {
         return Err(ConfigError::Invalid(format!(
             "buyer '{}' is subscribed to '{}' already: change its terms with `buyer terms set`",
@@ -294,8 +314,8 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
     conn.execute(
         "INSERT INTO subscriptions (buyer_id, product_id, price_cents, daily_cap, monthly_cap,
             priority, filters, schedule, created_at, pricing, bid_url, bid_timeout_ms,
-            min_price_cents, max_price_cents)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            min_price_cents, max_price_cents, require_check)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         params![
             subscription.buyer_id,
             subscription.product_id,
@@ -311,6 +331,7 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
             bid_column(&subscription.pricing, |b| b.timeout_ms),
             bid_column(&subscription.pricing, |b| b.min_price_cents).flatten(),
             bid_column(&subscription.pricing, |b| b.max_price_cents).flatten(),
+            subscription.require_check,
         ],
     )?;
     Ok(subscription)
@@ -360,11 +381,16 @@ pub fn set_terms(
     if let Some(schedule) = &changes.schedule {
         subscription.schedule = schedule.clone();
     }
+    if let Some(require_check) = &changes.require_check {
+        subscription.require_check = require_check.clone();
+    }
     check_terms(&subscription)?;
+    check_steps_named(conn, &subscription, &product.workspace_id)?;
     conn.execute(
         "UPDATE subscriptions SET price_cents = ?3, daily_cap = ?4, monthly_cap = ?5,
             priority = ?6, filters = ?7, schedule = ?8, pricing = ?9, bid_url = ?10,
-            bid_timeout_ms = ?11, min_price_cents = ?12, max_price_cents = ?13
+            bid_timeout_ms = ?11, min_price_cents = ?12, max_price_cents = ?13,
+            require_check = ?14
          WHERE buyer_id = ?1 AND product_id = ?2",
         params![
             subscription.buyer_id,
@@ -380,9 +406,41 @@ pub fn set_terms(
             bid_column(&subscription.pricing, |b| b.timeout_ms),
             bid_column(&subscription.pricing, |b| b.min_price_cents).flatten(),
             bid_column(&subscription.pricing, |b| b.max_price_cents).flatten(),
+            subscription.require_check,
         ],
     )?;
     Ok(subscription)
+}
+
+/// Refuses a `--require-check` or a `check.NAME.KEY` filter naming a check step that the
+/// workspace does not have: such a buyer would never get a lead, silently. Reads
+/// `check_steps` (the `checks` module's table).
+fn check_steps_named(
+    conn: &Connection,
+    subscription: &Subscription,
+    workspace_id: &str,
+) -> Result<(), ConfigError> {
+    let named = subscription.require_check.iter().map(String::as_str).chain(
+        subscription.filters.iter().filter_map(|f| {
+            f.field
+                .strip_prefix(CHECK_FILTER_PREFIX)
+                .and_then(|rest| rest.split_once('.'))
+                .map(|(name, _)| name)
+        }),
+    );
+    for name in named {
+        let exists: bool = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM check_steps WHERE name = ?1 AND workspace_id = ?2)",
+            )?
+            .query_row([name, workspace_id], |row| row.get(0))?;
+        if !exists {
+            return Err(ConfigError::Invalid(format!(
+                "unknown check step '{name}' in workspace '{workspace_id}': add it with                  `check-step set`"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A column of a bid-priced subscription's terms; NULL for a fixed price.
@@ -433,7 +491,7 @@ pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms
          WHERE s.buyer_id = ?1 ORDER BY p.slug"
     ))?;
     let rows = stmt.query_map([&buyer.id], |row| {
-        Ok((subscription_from_row(row)?, row.get::<_, String>(13)?))
+        Ok((subscription_from_row(row)?, row.get::<_, String>(14)?))
     })?;
     let mut all = Vec::new();
     for row in rows {
@@ -517,15 +575,16 @@ fn subscription_from_row(row: &Row) -> rusqlite::Result<Subscription> {
         priority: row.get(5)?,
         filters: serde_json::from_str(&filters).unwrap_or_default(),
         schedule: schedule.and_then(|s| serde_json::from_str(&s).ok()),
+        require_check: row.get(13)?,
     })
 }
 
 const SUBSCRIPTION_COLUMNS: &str = "buyer_id, product_id, price_cents, daily_cap, monthly_cap, priority, filters, schedule, \
-     pricing, bid_url, bid_timeout_ms, min_price_cents, max_price_cents";
+     pricing, bid_url, bid_timeout_ms, min_price_cents, max_price_cents, require_check";
 
 const SUBSCRIPTION_COLUMNS_OF_S: &str = "s.buyer_id, s.product_id, s.price_cents, s.daily_cap, \
     s.monthly_cap, s.priority, s.filters, s.schedule, s.pricing, s.bid_url, s.bid_timeout_ms, \
-    s.min_price_cents, s.max_price_cents";
+    s.min_price_cents, s.max_price_cents, s.require_check";
 
 pub fn find_subscription(
     conn: &Connection,

@@ -67,7 +67,7 @@ pub(crate) fn erased_lead_json(lead: &Map<String, Value>) -> Map<String, Value> 
 const TOMBSTONE_LEAD: &str = "UPDATE leads SET first_name = '', last_name = '', email = NULL, \
     phone = NULL, street = NULL, house_number = NULL, postal_code = NULL, city = NULL, \
     capture_metadata = NULL, additional = '{}', email_key = NULL, phone_key = NULL, \
-    body = NULL, erased_at = ?2 \
+    body = NULL, checks = NULL, erased_at = ?2 \
     WHERE id = ?1 AND erased_at IS NULL";
 
 const TOMBSTONE_REQUESTS: &str =

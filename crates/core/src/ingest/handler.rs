@@ -36,6 +36,8 @@ pub struct Services<'a> {
     pub outbox: &'a Notifier,
     pub metrics: &'a Metrics,
     pub bids: &'a BidClient,
+    /// The check client (DESIGN.md section 22): the workspace's check steps run through it.
+    pub checks: &'a crate::checks::CheckClient,
     pub arrived: std::time::Instant,
 }
 
@@ -233,6 +235,50 @@ fn suppressed(
         }
         Ok(refused)
     })
+}
+
+/// Runs the workspace's check steps for `leads` (DESIGN.md section 22), all at once, each
+/// within its timeout counted from the request's arrival, on this task (never inside a
+/// writer job), and records their outcomes and flags on each lead; returns the leads (by
+/// index) that a step rejects, with the step's name. One indexed read when the workspace
+/// has no steps.
+async fn run_checks(
+    services: &Services<'_>,
+    target: &Source,
+    leads: &mut [PreparedLead],
+) -> Result<Vec<(usize, String)>, IngestError> {
+    if leads.is_empty() {
+        return Ok(Vec::new());
+    }
+    let steps = services.db.read_blocking(|conn| {
+        crate::checks::store::for_workspace(conn, &target.workspace_id)
+            .map_err(|e| IngestError::Internal(e.to_string()))
+    })?;
+    if steps.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bodies: Vec<serde_json::Value> = leads
+        .iter()
+        .map(|lead| serde_json::to_value(&lead.lead.fields).unwrap_or_default())
+        .collect();
+    let verdicts = services.checks.run(&steps, &bodies, services.arrived).await;
+    let mut rejected = Vec::new();
+    for (index, (lead, verdict)) in leads.iter_mut().zip(verdicts).enumerate() {
+        if let Some(name) = verdict.rejected_by {
+            rejected.push((index, name));
+        }
+        lead.set_checks(verdict.records, verdict.flags);
+    }
+    Ok(rejected)
+}
+
+/// The problem of a lead a check step rejects; `base` is the lead's pointer.
+fn check_failed_problem(base: &str, name: &str) -> Problem {
+    Problem::new(
+        base.to_string(),
+        "check_failed",
+        format!("the lead did not pass check step '{name}'"),
+    )
 }
 
 /// The problem of a lead refused as suppressed; `base` is the lead's pointer.
@@ -468,6 +514,16 @@ async fn ingest_single(
             "", field,
         )]));
     }
+    if let Some((_, name)) = run_checks(services, &target, std::slice::from_mut(&mut lead))
+        .await?
+        .pop()
+    {
+        let ping_id = lead.lead.ping_id.take();
+        refuse_invalid(services, &target, 1, ping_id.into_iter().collect()).await?;
+        return Err(IngestError::lead_invalid(vec![check_failed_problem(
+            "", &name,
+        )]));
+    }
     ask_for_bids(services, &target, &catalog, std::slice::from_mut(&mut lead)).await?;
     let outcome = write(services, target.clone(), vec![lead])
         .await?
@@ -528,10 +584,26 @@ async fn ingest_batch(
     {
         let position = valid_positions.remove(index);
         let lead = valid.remove(index);
+        valid_warnings.remove(index);
         invalid_pings.extend(lead.lead.ping_id);
         answers[position] = Some(Answer::Fresh(Box::new(ItemFacts::invalid(
             lead.lead.fields.external_id,
             vec![suppressed_problem(&format!("/leads/{position}"), field)],
+        ))));
+    }
+    // Rejected by a check step: answered like a validation error, in the batch's order.
+    for (index, name) in run_checks(services, &target, &mut valid)
+        .await?
+        .into_iter()
+        .rev()
+    {
+        let position = valid_positions.remove(index);
+        let lead = valid.remove(index);
+        valid_warnings.remove(index);
+        invalid_pings.extend(lead.lead.ping_id);
+        answers[position] = Some(Answer::Fresh(Box::new(ItemFacts::invalid(
+            lead.lead.fields.external_id,
+            vec![check_failed_problem(&format!("/leads/{position}"), &name)],
         ))));
     }
     let invalid = answers.iter().filter(|a| a.is_some()).count();

@@ -118,6 +118,8 @@ pub struct StoredLead {
     pub(crate) created_at: i64,
     /// When the person was erased (or the lead purged): a tombstone.
     pub erased_at: Option<i64>,
+    /// The outcomes of its check steps (DESIGN.md section 22).
+    pub(crate) checks: Vec<crate::checks::CheckRecord>,
     /// In the order the partner gave them.
     pub requests: Vec<StoredRequest>,
 }

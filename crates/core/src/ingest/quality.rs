@@ -31,7 +31,9 @@ pub const CONSENT_NOT_GRANTED: &str = "consent_not_granted";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quality {
     pub status: QualityStatus,
-    pub reasons: Vec<&'static str>,
+    /// The rules' reasons, and `check_failed:NAME` / `check_error:NAME` of flagging
+    /// check steps (DESIGN.md section 22).
+    pub reasons: Vec<std::borrow::Cow<'static, str>>,
 }
 
 /// Domains of throw-away mailbox services. Deliberately short: the common ones that lead
@@ -123,35 +125,35 @@ pub fn assess(lead: &LeadFields) -> Quality {
     let email_valid = email.is_some_and(is_valid_email);
     let phone_valid = phone.is_some_and(|p| phone_digits(p).is_some());
     if !email_valid && !phone_valid {
-        reasons.push(NO_VALID_CONTACT);
+        reasons.push(NO_VALID_CONTACT.into());
     }
     if email.is_some() && !email_valid {
-        reasons.push(EMAIL_INVALID);
+        reasons.push(EMAIL_INVALID.into());
     }
     if phone.is_some() && !phone_valid {
-        reasons.push(PHONE_INVALID);
+        reasons.push(PHONE_INVALID.into());
     }
     if let Some(email) = email.filter(|_| email_valid)
         && is_disposable(email)
     {
-        reasons.push(DISPOSABLE_EMAIL);
+        reasons.push(DISPOSABLE_EMAIL.into());
     }
     if is_placeholder(&lead.person.first_name) || is_placeholder(&lead.person.last_name) {
-        reasons.push(PLACEHOLDER_NAME);
+        reasons.push(PLACEHOLDER_NAME.into());
     }
     if let (Some(code), Some(country)) = (&lead.person.postal_code, &lead.person.country)
         && postal_code_plausible(code, country) == Some(false)
     {
-        reasons.push(POSTAL_CODE_IMPLAUSIBLE);
+        reasons.push(POSTAL_CODE_IMPLAUSIBLE.into());
     }
     if let Some(status) = &lead.consent.status
         && !CONSENT_GRANTED
             .iter()
             .any(|granted| status.trim().eq_ignore_ascii_case(granted))
     {
-        reasons.push(CONSENT_NOT_GRANTED);
+        reasons.push(CONSENT_NOT_GRANTED.into());
     }
-    let status = if reasons.contains(&NO_VALID_CONTACT) {
+    let status = if reasons.iter().any(|r| r == NO_VALID_CONTACT) {
         QualityStatus::Invalid
     } else if reasons.is_empty() {
         QualityStatus::Ok

@@ -55,6 +55,9 @@ pub struct PreparedLead {
     /// The bids collected for its interests before the job, by interest position
     /// (`ingest::handler`, DESIGN.md section 14); empty when none was asked for.
     pub(crate) bids: Vec<Option<crate::bids::Bids>>,
+    /// The outcomes of the workspace's check steps (DESIGN.md section 22), run before the
+    /// job; empty when it has none.
+    pub(crate) checks: Vec<crate::checks::CheckRecord>,
 }
 
 impl PreparedLead {
@@ -110,6 +113,7 @@ impl PreparedLead {
             phone_key,
             quality,
             bids: Vec::new(),
+            checks: Vec::new(),
         }
     }
 }
@@ -123,10 +127,32 @@ impl PreparedLead {
         if !self
             .quality
             .reasons
-            .contains(&crate::suppression::SUPPRESSED)
+            .iter()
+            .any(|r| r == crate::suppression::SUPPRESSED)
         {
-            self.quality.reasons.push(crate::suppression::SUPPRESSED);
+            self.quality
+                .reasons
+                .push(crate::suppression::SUPPRESSED.into());
         }
+        self.reasons_json = json_text(&self.quality.reasons);
+    }
+
+    /// Records what the check steps decided (DESIGN.md section 22): their outcomes, and
+    /// each flag (`check_failed:NAME`, `check_error:NAME`) as a quality reason that makes
+    /// the lead `invalid`, so that auto-delivery never takes it.
+    pub(crate) fn set_checks(
+        &mut self,
+        records: Vec<crate::checks::CheckRecord>,
+        flags: Vec<String>,
+    ) {
+        self.checks = records;
+        if flags.is_empty() {
+            return;
+        }
+        self.quality.status = super::quality::QualityStatus::Invalid;
+        self.quality
+            .reasons
+            .extend(flags.into_iter().map(Into::into));
         self.reasons_json = json_text(&self.quality.reasons);
     }
 }
@@ -168,9 +194,9 @@ const INSERT_LEAD: &str = "INSERT INTO leads (id, source_id, container_id, works
     country, consent_status, legal_basis, consent_captured_at, consent_text_version, \
     captured_by_external_id, captured_by_name, captured_by_team, captured_at, capture_method, \
     capture_metadata, additional, email_key, phone_key, quality_status, quality_reasons, \
-    duplicate_status, duplicate_match, body, created_at) \
+    duplicate_status, duplicate_match, body, created_at, checks) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-    ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)";
+    ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34)";
 
 const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, product_id, \
     routing_ready, trigger_auto_delivery, field_values, created_at, request_id) \
@@ -558,6 +584,7 @@ fn as_stored(
         status: LeadStatus::Active,
         created_at: now,
         erased_at: None,
+        checks: lead.checks.clone(),
         requests: lead
             .lead
             .interests
@@ -627,6 +654,7 @@ fn insert_lead(
         duplicate_match,
         lead.body,
         now,
+        (!lead.checks.is_empty()).then(|| json_text(&lead.checks)),
     ])?;
     Ok(())
 }

@@ -93,6 +93,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
                 priority: 0,
                 filters: vec![Filter::parse(filter).unwrap()],
                 schedule: None,
+                require_check: None,
             },
         )
         .unwrap();

@@ -21,7 +21,7 @@ const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspa
     l.consent_text_version, l.captured_by_external_id, l.captured_by_name, l.captured_by_team, \
     l.captured_at, l.capture_method, l.capture_metadata, l.additional, l.quality_status, \
     l.quality_reasons, l.duplicate_status, l.duplicate_match, l.status, l.created_at, \
-    l.erased_at";
+    l.erased_at, l.checks";
 
 fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T> {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -70,6 +70,7 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
         status: row.get(30)?,
         created_at: row.get(31)?,
         erased_at: row.get(32)?,
+        checks: json_column(row.get(33)?).unwrap_or_default(),
         requests: Vec::new(),
     })
 }
@@ -490,6 +491,7 @@ impl StoredLead {
             "duplicateStatus": self.duplicate_status.as_str(),
             "duplicateMatch": self.duplicate_match,
             "requests": requests,
+            "checks": self.checks,
             "createdAt": crate::clock::iso(self.created_at),
             "erased": self.erased_at.is_some(),
             "erasedAt": self.erased_at.map(crate::clock::iso),

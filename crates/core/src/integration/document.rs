@@ -399,6 +399,17 @@ pub(crate) fn check_secret_name(name: &str) -> Result<(), String> {
 }
 
 fn pointer_at(value: Option<&Value>, path: &str, problems: &mut Problems) -> Option<Pointer> {
+    pointer_into(value, path, "the buyer's answer, such as \"/id\"", problems)
+}
+
+/// The pointer `value` holds, if any; a problem at `path` when it is not one (`into` says
+/// what it points into, with an example).
+pub(crate) fn pointer_into(
+    value: Option<&Value>,
+    path: &str,
+    into: &str,
+    problems: &mut Problems,
+) -> Option<Pointer> {
     match value {
         None => None,
         Some(Value::String(text)) => match Pointer::parse(text) {
@@ -413,7 +424,7 @@ fn pointer_at(value: Option<&Value>, path: &str, problems: &mut Problems) -> Opt
                 problems,
                 path,
                 "invalid_type",
-                "a JSON pointer string into the buyer's answer is expected, such as \"/id\"".into(),
+                format!("a JSON pointer string into {into} is expected"),
             );
             None
         }

@@ -148,6 +148,7 @@ async fn decide(
             duplicate_match: None,
             status: LeadStatus::Active,
             erased_at: None,
+            checks: Vec::new(),
             created_at: now,
             requests: vec![StoredRequest {
                 id,

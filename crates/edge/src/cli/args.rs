@@ -851,6 +851,12 @@ pub enum TermsCommand {
         /// Take leads at any time again.
         #[arg(long)]
         clear_schedule: bool,
+        /// Offer only leads for which this check step passed.
+        #[arg(long, value_name = "STEP", conflicts_with = "clear_require_check")]
+        require_check: Option<String>,
+        /// Require no check step any more.
+        #[arg(long)]
+        clear_require_check: bool,
     },
 }
 
@@ -958,7 +964,8 @@ pub enum BuyerCommand {
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i64,
         /// FIELD=VALUE, FIELD=V1|V2 or FIELD=PREFIX*; FIELD is a Lead field (country,
-        /// postalCode, …) or fieldValues.NAME of the product. Repeat for more.
+        /// postalCode, …), fieldValues.NAME of the product, or check.STEP.KEY (a value a
+        /// check step kept). Repeat for more.
         #[arg(long = "filter", value_parser = Filter::parse)]
         filters: Vec<Filter>,
         /// When the buyer takes leads, in the workspace's time zone: [DAYS] [HH:MM-HH:MM],
@@ -966,6 +973,9 @@ pub enum BuyerCommand {
         /// windows. Without it: always.
         #[arg(long = "schedule", value_parser = Window::parse)]
         schedules: Vec<Window>,
+        /// Offer only leads for which this check step passed.
+        #[arg(long, value_name = "STEP")]
+        require_check: Option<String>,
     },
     /// A buyer's subscriptions with every term and today's / this month's cap use; `terms
     /// set` changes some terms of one.

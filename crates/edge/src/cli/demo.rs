@@ -164,6 +164,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
                 priority: 0,
                 filters: Vec::new(),
                 schedule: None,
+                require_check: None,
             },
         )?;
     }

@@ -117,13 +117,7 @@ pub(super) fn run(
             })
         }
         IntegrationCommand::Secret { buyer, name, value } => {
-            let value = if value == "-" {
-                let text = read_stdin()?;
-                let trimmed = text.strip_suffix('\n').unwrap_or(&text);
-                trimmed.strip_suffix('\r').unwrap_or(trimmed).to_string()
-            } else {
-                value
-            };
+            let value = secret_value(value)?;
             let object = buyer.clone();
             let stored = write(path, "integration.secret", object, move |conn| {
                 store::set_secret(conn, &buyer, &name, &value, crate::clock::now_ms())
@@ -184,6 +178,17 @@ fn finish(out: &Output, done: Outcome, say: impl FnOnce(&Value)) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
+/// A secret's value as given to `--value`; `-` reads it from standard input (a trailing
+/// newline is dropped).
+pub(super) fn secret_value(value: String) -> anyhow::Result<String> {
+    if value != "-" {
+        return Ok(value);
+    }
+    let text = read_stdin()?;
+    let trimmed = text.strip_suffix('\n').unwrap_or(&text);
+    Ok(trimmed.strip_suffix('\r').unwrap_or(trimmed).to_string())
+}
+
 fn read_stdin() -> anyhow::Result<String> {
     let mut text = String::new();
     std::io::stdin()
@@ -192,7 +197,8 @@ fn read_stdin() -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn read_text(file: &Path) -> anyhow::Result<String> {
+/// The text of `file`; `-` reads standard input.
+pub(super) fn read_text(file: &Path) -> anyhow::Result<String> {
     if file == Path::new("-") {
         read_stdin()
     } else {

@@ -9,6 +9,7 @@
 mod alert;
 mod args;
 mod audit;
+mod check_step;
 mod delivery;
 mod demo;
 mod evaluator;
@@ -193,6 +194,9 @@ pub enum Command {
     /// Alerts: targets (webhooks, email), rules, and the alerts that fired.
     #[command(subcommand)]
     Alert(alert::AlertCommand),
+    /// Third-party check steps: outside services asked about each lead before it is stored.
+    #[command(subcommand)]
+    CheckStep(check_step::CheckStepCommand),
     /// What came in, what sold and what it earned, per day, week or month of the
     /// workspace's time zone and per source, supplier, buyer or product (default: the last
     /// 7 days by day). Read from an aggregate the server keeps current: fast on any file.
@@ -423,5 +427,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(&cli.db, &out, args),
         Command::Suppression(command) => suppression::run(&cli.db, &out, command),
         Command::Alert(command) => alert::run(&cli.db, &out, command),
+        Command::CheckStep(command) => check_step::run(&cli.db, &out, command),
     }
 }

@@ -818,6 +818,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             priority,
             filters,
             schedules,
+            require_check,
         } => {
             let schedule = schedule(schedules);
             let (pricing, price) = pricing_of(
@@ -849,6 +850,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                             priority,
                             filters,
                             schedule,
+                            require_check,
                         },
                     )?;
                     subscription::terms_of(
@@ -886,6 +888,8 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 clear_filters,
                 schedules,
                 clear_schedule,
+                require_check,
+                clear_require_check,
             }) => {
                 let bid = BidFlags {
                     url: bid_url,
@@ -910,6 +914,11 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     filters: (clear_filters || !filters.is_empty()).then_some(filters),
                     schedule: (clear_schedule || !schedules.is_empty())
                         .then(|| schedule(schedules)),
+                    require_check: if clear_require_check {
+                        Some(None)
+                    } else {
+                        require_check.map(Some)
+                    },
                 };
                 let (object, of) = (id.clone(), product.clone());
                 let before = move |conn: &rusqlite::Connection| {

@@ -101,6 +101,8 @@ pub struct AppState {
     pub rate_limiter: Option<RateLimiter>,
     /// The bid client of this service (ping/post's bid requests, `outbox::bid`).
     pub bids: crate::outbox::bid::BidClient,
+    /// The check client of this service (the check steps of ingest, `outbox::check`).
+    pub checks: leadrelay_core::checks::CheckClient,
     /// The health check's write probe and its cached result.
     pub(crate) health: crate::health::Prober,
     /// One permit per connection that may be open.
@@ -123,6 +125,7 @@ impl AppState {
             started: Instant::now(),
             metrics: Arc::new(Metrics::new(&endpoints)),
             bids: crate::outbox::bid::client(crate::outbound_url::Reach::default()),
+            checks: crate::outbox::check::client(crate::outbound_url::Reach::default()),
             health: crate::health::Prober::default(),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             write_requests: Arc::new(Semaphore::new(config.max_write_requests.max(1))),

@@ -7,6 +7,7 @@ pub use leadrelay_core::outbox::*;
 
 pub mod alert;
 pub mod bid;
+pub(crate) mod check;
 mod connect;
 mod pool;
 pub(crate) mod sender;

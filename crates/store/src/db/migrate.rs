@@ -96,6 +96,12 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0025_suppression.sql"),
         then: Some(suppression_added),
     },
+    // Third-party check steps: the steps and their secrets, each lead's outcomes, a
+    // subscription's required step.
+    Migration {
+        sql: include_str!("../../migrations/0026_checks.sql"),
+        then: Some(checks_added),
+    },
     // Accountability: operator roles (earlier operators are admins) and the audit log with
     // its hash chain.
     Migration {
@@ -169,6 +175,33 @@ fn roles_added(conn: &Connection) -> rusqlite::Result<()> {
             "ALTER TABLE operators ADD COLUMN role TEXT NOT NULL DEFAULT 'admin'
                 CHECK (role = 'admin' OR role = 'finance' OR role = 'support' OR role = 'viewer')",
         )?;
+    }
+    Ok(())
+}
+
+/// Migration 26's step: `leads.checks` and `subscriptions.require_check`, where missing.
+fn checks_added(conn: &Connection) -> rusqlite::Result<()> {
+    let columns = [
+        (
+            "leads",
+            "checks",
+            "ALTER TABLE leads ADD COLUMN checks TEXT",
+        ),
+        (
+            "subscriptions",
+            "require_check",
+            "ALTER TABLE subscriptions ADD COLUMN require_check TEXT",
+        ),
+    ];
+    for (table, column, add) in columns {
+        let present: bool = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            [table, column],
+            |row| row.get(0),
+        )?;
+        if !present {
+            conn.execute_batch(add)?;
+        }
     }
     Ok(())
 }

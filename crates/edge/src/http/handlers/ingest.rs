@@ -43,6 +43,7 @@ async fn post(
         outbox: &state.outbox,
         metrics: &state.metrics,
         bids: &state.bids,
+        checks: &state.checks,
         arrived,
     };
     let reply = handler::ingest(&services, source, json, raw).await?;
