@@ -287,6 +287,23 @@ fn check_step_commands_refuse_bad_documents_and_outbound_urls_with_the_path() {
     lr(db, "check-step show cert")
         .fails(1)
         .stderr_contains("unknown check step 'cert'");
+
+    // Each change has its audit entry; the secret's value is in none.
+    let entries = lr(db, "audit list --action check_step").json();
+    let actions: Vec<&str> = entries
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|entry| entry["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "check_step.set").count(),
+        1,
+        "{entries}"
+    );
+    assert!(actions.contains(&"check_step.secret"), "{entries}");
+    assert!(actions.contains(&"check_step.remove"), "{entries}");
+    assert!(!entries.to_string().contains("hush-hush"), "{entries}");
 }
 
 #[test]

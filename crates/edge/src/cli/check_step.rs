@@ -93,8 +93,21 @@ pub(super) fn run(
             file,
         } => {
             let text = read_text(&file)?;
+            let actor = super::actor();
             let done = db.write_blocking(move |conn| {
-                store::set(conn, &workspace, &name, &text, crate::clock::now_ms())
+                let now = crate::clock::now_ms();
+                let before = store::show(conn, &name).unwrap_or(Value::Null);
+                let shown = store::set(conn, &workspace, &name, &text, now)?;
+                crate::audit::record_diff(
+                    conn,
+                    &actor,
+                    "check_step.set",
+                    &name,
+                    &before,
+                    &shown,
+                    now,
+                )?;
+                Ok(shown)
             });
             finish(out, done, |shown| {
                 println!(
@@ -133,7 +146,20 @@ pub(super) fn run(
             })
         }
         CheckStepCommand::Remove { name } => {
-            let done = db.write_blocking(move |conn| store::remove(conn, &name));
+            let actor = super::actor();
+            let done = db.write_blocking(move |conn| {
+                let removed = store::remove(conn, &name)?;
+                let changes = crate::audit::Changes::new().set("state", "live", "removed");
+                crate::audit::record(
+                    conn,
+                    &actor,
+                    "check_step.remove",
+                    &name,
+                    &changes,
+                    crate::clock::now_ms(),
+                )?;
+                Ok(removed)
+            });
             finish(out, done, |shown| {
                 println!(
                     "check step '{}' removed",
@@ -152,8 +178,18 @@ pub(super) fn run(
         }
         CheckStepCommand::Secret { name, key, value } => {
             let value = secret_value(value)?;
+            let actor = super::actor();
             let done = db.write_blocking(move |conn| {
-                store::set_secret(conn, &name, &key, &value, crate::clock::now_ms())
+                let now = crate::clock::now_ms();
+                let stored = store::set_secret(conn, &name, &key, &value, now)?;
+                // The secret's value never enters the log: only that it changed.
+                let changes = crate::audit::Changes::new().set(
+                    &format!("secret.{key}"),
+                    Value::Null,
+                    crate::audit::ROTATED,
+                );
+                crate::audit::record(conn, &actor, "check_step.secret", &name, &changes, now)?;
+                Ok(stored)
             });
             finish(out, done, |shown| {
                 println!(
