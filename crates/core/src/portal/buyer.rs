@@ -142,8 +142,13 @@ fn row_from(row: &Row) -> rusqlite::Result<LeadRow> {
     })
 }
 
+/// How many of a buyer's newest transactions (of the status asked for) a name search reads:
+/// a name has no index, so it is matched only there, and the page says so.
+pub const NAME_SEARCH_WINDOW: i64 = 5000;
+
 /// The buyer's transactions, newest first, at most `limit`: those `q` names (a transaction
-/// id, an email, a phone or part of the name; empty: all) with status `status`.
+/// id, an email, a phone, or part of the name within the newest [`NAME_SEARCH_WINDOW`];
+/// empty: all) with status `status`.
 pub fn leads(
     conn: &Connection,
     buyer_id: &str,
@@ -182,9 +187,11 @@ pub fn leads(
             .query_map(params![buyer_id, q, status], row_from)?
             .collect::<Result<Vec<_>, _>>()?,
     );
+    // The `+` keeps SQLite on `transactions_lead` (a lead's few sales) instead of walking
+    // all of the buyer's transactions by `transactions_buyer_created`.
     let mut by_lead = conn.prepare_cached(&format!(
         "SELECT {ROW_COLUMNS} FROM {ROW_FROM}
-         WHERE t.lead_id = ?2 AND t.buyer_id = ?1 AND (?3 IS NULL OR t.status = ?3)"
+         WHERE t.lead_id = ?2 AND +t.buyer_id = ?1 AND (?3 IS NULL OR t.status = ?3)"
     ))?;
     for lead_id in &contacts {
         found.extend(
@@ -197,8 +204,9 @@ pub fn leads(
         );
     }
     if found.is_empty() {
-        // A name: the buyer's transactions walked newest first, the first `limit` whose
-        // lead's name holds `q` (case-insensitive for ASCII, as LIKE is).
+        // A name: the buyer's newest `NAME_SEARCH_WINDOW` transactions (of the status),
+        // the first `limit` whose lead's name holds `q` (case-insensitive for ASCII, as LIKE
+        // is).
         let pattern = format!(
             "%{}%",
             q.replace('\\', "\\\\")
@@ -206,14 +214,22 @@ pub fn leads(
                 .replace('_', "\\_")
         );
         let mut by_name = conn.prepare_cached(&format!(
-            "SELECT {ROW_COLUMNS} FROM {ROW_FROM}
-             WHERE t.buyer_id = ?1 AND (?3 IS NULL OR t.status = ?3)
-               AND (l.first_name || ' ' || l.last_name) LIKE ?2 ESCAPE '\\'
+            "SELECT {ROW_COLUMNS} FROM (
+                 SELECT rowid AS r FROM transactions
+                 WHERE buyer_id = ?1 AND (?3 IS NULL OR status = ?3)
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?5
+             ) w
+             JOIN transactions t ON t.rowid = w.r JOIN leads l ON l.id = t.lead_id
+             JOIN products p ON p.id = t.product_id
+             WHERE (l.first_name || ' ' || l.last_name) LIKE ?2 ESCAPE '\\'
              ORDER BY t.created_at DESC, t.rowid DESC LIMIT ?4"
         ))?;
         found.extend(
             by_name
-                .query_map(params![buyer_id, pattern, status, limit], row_from)?
+                .query_map(
+                    params![buyer_id, pattern, status, limit, NAME_SEARCH_WINDOW],
+                    row_from,
+                )?
                 .collect::<Result<Vec<_>, _>>()?,
         );
     }

@@ -53,32 +53,48 @@ pub struct Overview {
 }
 
 /// The supplier's figures of today and this month, from the report aggregate of its
-/// sources (quarter hours, so a window's bounds fall on bucket starts in every zone whose
-/// offset is a multiple of 15 minutes).
+/// sources: each window's whole UTC days from `report_days`, its edges from
+/// `report_buckets` (`report::buckets::spans`; quarter hours, so a window's bounds fall on
+/// bucket starts in every zone whose offset is a multiple of 15 minutes). Each range is read
+/// by the tables' primary key (workspace, time); the `+` keeps SQLite from walking the
+/// source index instead, which holds every bucket of a supplier owning all sources.
 pub fn overview(
     conn: &Connection,
     supplier_id: &str,
     windows: &Windows,
 ) -> rusqlite::Result<Overview> {
     let tally = |(from, to): (i64, i64)| -> rusqlite::Result<Tally> {
-        conn.prepare_cached(
-            "SELECT coalesce(sum(b.received), 0), coalesce(sum(b.accepted), 0),
-                    coalesce(sum(b.duplicates), 0), coalesce(sum(b.rejected), 0),
-                    coalesce(sum(b.sold), 0), coalesce(sum(b.returned), 0)
-             FROM report_buckets b
-             WHERE b.source_id IN (SELECT id FROM sources WHERE supplier_id = ?1)
-               AND b.bucket >= ?2 AND b.bucket < ?3",
-        )?
-        .query_row(params![supplier_id, from, to], |row| {
-            Ok(Tally {
-                sent: row.get(0)?,
-                accepted: row.get(1)?,
-                duplicates: row.get(2)?,
-                rejected: row.get(3)?,
-                sold: row.get(4)?,
-                returned: row.get(5)?,
-            })
-        })
+        let mut tally = Tally::default();
+        for span in crate::report::buckets::spans(from, to) {
+            let (table, column) = span.grain.table();
+            let part = conn
+                .prepare_cached(&format!(
+                    "SELECT coalesce(sum(b.received), 0), coalesce(sum(b.accepted), 0),
+                            coalesce(sum(b.duplicates), 0), coalesce(sum(b.rejected), 0),
+                            coalesce(sum(b.sold), 0), coalesce(sum(b.returned), 0)
+                     FROM {table} b
+                     WHERE b.workspace_id = (SELECT workspace_id FROM suppliers WHERE id = ?1)
+                       AND b.{column} >= ?2 AND b.{column} < ?3
+                       AND +b.source_id IN (SELECT id FROM sources WHERE supplier_id = ?1)"
+                ))?
+                .query_row(params![supplier_id, span.from, span.to], |row| {
+                    Ok(Tally {
+                        sent: row.get(0)?,
+                        accepted: row.get(1)?,
+                        duplicates: row.get(2)?,
+                        rejected: row.get(3)?,
+                        sold: row.get(4)?,
+                        returned: row.get(5)?,
+                    })
+                })?;
+            tally.sent += part.sent;
+            tally.accepted += part.accepted;
+            tally.duplicates += part.duplicates;
+            tally.rejected += part.rejected;
+            tally.sold += part.sold;
+            tally.returned += part.returned;
+        }
+        Ok(tally)
     };
     let owed_cents = conn
         .prepare_cached(

@@ -151,7 +151,10 @@ pub(crate) async fn leads(
             }
             button type="submit" { "Search" }
         }
-        p class="note" { "The newest " (LIST_LIMIT) " at most. " a href=(csv_link) { "Download CSV" } }
+        p class="note" {
+            "The newest " (LIST_LIMIT) " at most; a name is looked for among your newest "
+            (read::NAME_SEARCH_WINDOW) " transactions. " a href=(csv_link) { "Download CSV" }
+        }
         div class="scroll" {
             table class="list" id="leads" {
                 thead { tr { th { "Transaction" } th { "Received" } th { "Name" } th { "Email" }
