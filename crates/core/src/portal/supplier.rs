@@ -340,3 +340,67 @@ pub fn owns_source(
         .optional()?
         .is_some())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing;
+    use crate::report::{Received, leads_received};
+
+    fn at(text: &str) -> i64 {
+        crate::clock::parse_iso(text).expect("a valid time")
+    }
+
+    /// The overview sums whole days from `report_days` and the edges of each window from
+    /// `report_buckets`: a count just inside and just outside local midnight (Kolkata,
+    /// UTC+5:30, so the window's bounds are not UTC days) and at the month's edges.
+    #[test]
+    fn overview_counts_exactly_the_local_day_and_month() {
+        let (_dir, conn) = testing::migrated();
+        testing::workspace(&conn, "Asia/Kolkata");
+        testing::channel(
+            &conn,
+            testing::Channel {
+                auto_delivery: false,
+                mode: crate::config::container::DeliveryMode::Multi,
+                max_buyers: 1,
+                score_threshold: 0,
+            },
+            None,
+        );
+        conn.execute_batch(
+            "INSERT INTO suppliers (id, workspace_id, name, key_hash, created_at)
+             VALUES ('sup', 'ws', 'S', 'h', 0);
+             UPDATE sources SET supplier_id = 'sup' WHERE id = 'src';",
+        )
+        .expect("the supplier owns the source");
+        for (when, count) in [
+            ("2026-10-31T18:29:00Z", 1),  // 31 October, local
+            ("2026-10-31T18:30:00Z", 10), // 1 November, local
+            ("2026-11-10T12:00:00Z", 100),
+            ("2026-11-21T18:29:00Z", 1000),   // 21 November, local
+            ("2026-11-21T18:30:00Z", 10_000), // 22 November, local: today
+            ("2026-11-22T18:29:59Z", 100_000),
+            ("2026-11-22T18:30:00Z", 1_000_000), // 23 November, local
+        ] {
+            leads_received(
+                &conn,
+                "ws",
+                "src",
+                None,
+                Received::Accepted,
+                count,
+                at(when),
+            )
+            .expect("the count is written");
+        }
+        let tz = crate::caps::timezone_of(&conn, "ws").expect("the zone");
+        let windows = Windows::at(at("2026-11-22T06:00:00Z"), &tz);
+        let overview = overview(&conn, "sup", &windows).expect("the overview is read");
+        assert_eq!(overview.today.sent, 110_000);
+        assert_eq!(overview.month.sent, 1_111_110);
+        assert_eq!(overview.month.accepted, 1_111_110);
+        let other = overview(&conn, "nobody", &windows).expect("the overview is read");
+        assert_eq!(other.month.sent, 0);
+    }
+}
