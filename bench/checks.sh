@@ -58,4 +58,3 @@ cat "$WORK/wrk.txt"
 rate="$(awk '/Requests\/sec/ { print $2 }' "$WORK/wrk.txt")"
 kill "$SERVICE_PID" 2>/dev/null || true
 echo "leads/s: ${rate} (goal ${GOAL}: 0.9 of ${CONNECTIONS} connections / ${DELAY} ms)"
-echo "leads stored: $("$BIN" --json lead list --limit 100000 | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"

@@ -98,6 +98,7 @@ const LEAD_COLUMNS: &[&str] = &[
     "qualityReasons",
     "duplicateStatus",
     "duplicateMatch",
+    "checks",
     "createdAt",
     "erased",
     "erasedAt",
