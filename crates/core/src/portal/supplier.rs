@@ -396,10 +396,10 @@ mod tests {
         }
         let tz = crate::caps::timezone_of(&conn, "ws").expect("the zone");
         let windows = Windows::at(at("2026-11-22T06:00:00Z"), &tz);
-        let overview = overview(&conn, "sup", &windows).expect("the overview is read");
-        assert_eq!(overview.today.sent, 110_000);
-        assert_eq!(overview.month.sent, 1_111_110);
-        assert_eq!(overview.month.accepted, 1_111_110);
+        let own = overview(&conn, "sup", &windows).expect("the overview is read");
+        assert_eq!(own.today.sent, 110_000);
+        assert_eq!(own.month.sent, 1_111_110);
+        assert_eq!(own.month.accepted, 1_111_110);
         let other = overview(&conn, "nobody", &windows).expect("the overview is read");
         assert_eq!(other.month.sent, 0);
     }
