@@ -684,6 +684,16 @@ const REVIEWED_SQL_INTERPOLATIONS: &[(&str, &str, &str)] = &[
         "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
     ),
     (
+        "crates/core/src/portal/supplier.rs",
+        "table",
+        "the aggregate's table of a grain, `report_buckets` or `report_days` (`Grain::table`'s constants)",
+    ),
+    (
+        "crates/core/src/portal/supplier.rs",
+        "column",
+        "the time column of a grain's table, `bucket` or `day` (`Grain::table`'s constants)",
+    ),
+    (
         "crates/edge/src/console/pages/sources.rs",
         "table",
         "the aggregate's table of a grain, `report_buckets` or `report_days` (`Grain::table`'s constants)",
