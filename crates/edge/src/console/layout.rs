@@ -1,14 +1,10 @@
-//! The shell every console page shares (head, navigation, sign-out), the headers every
-//! answer carries, the stylesheet, and how times, amounts and rates are written.
+//! The shell every console page shares (head, navigation, sign-out), the stylesheet, and how times, amounts and rates are written.
 //!
 //! Times are shown in one zone: the workspaces' time zone when they all share one (the
 //! usual single-business install), else UTC; the page says which.
 
 use hyper::StatusCode;
-use hyper::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, HeaderName, HeaderValue, REFERRER_POLICY,
-    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
-};
+use hyper::header::{CACHE_CONTROL, HeaderValue};
 use jiff::tz::TimeZone;
 use maud::{DOCTYPE, Markup, html};
 use rusqlite::Connection;
@@ -22,30 +18,6 @@ const STYLESHEET: &str = include_str!("style.css");
 const ICON: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 16\">\
 <rect width=\"16\" height=\"16\" rx=\"3\" fill=\"#2a5bd7\"/>\
 <path d=\"M4 3v10h8\" stroke=\"#fff\" stroke-width=\"2\" fill=\"none\"/></svg>";
-
-/// Only the console's own origin may provide anything (no inline script or style, no
-/// third-party asset), no page may frame it, and forms post only to it.
-const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
-
-/// Adds the headers of every console answer.
-pub(crate) fn secure_headers(response: &mut Response) {
-    let headers = response.headers_mut();
-    let mut set = |name: HeaderName, value: &'static str| {
-        headers.insert(name, HeaderValue::from_static(value));
-    };
-    set(CONTENT_SECURITY_POLICY, CSP);
-    set(X_CONTENT_TYPE_OPTIONS, "nosniff");
-    // Links to other sites carry no referrer (a lead page's address names a lead), but
-    // the console's own forms keep their `Origin`: under `no-referrer` a browser sends
-    // `Origin: null`, and the logout's origin check could not tell the console from a
-    // stranger.
-    set(REFERRER_POLICY, "same-origin");
-    set(X_FRAME_OPTIONS, "DENY");
-    // Pages hold personal data: no copy in a shared cache or the browser's disk cache.
-    if !headers.contains_key(CACHE_CONTROL) {
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    }
-}
 
 /// `GET /style.css`.
 pub(crate) fn stylesheet() -> Response {

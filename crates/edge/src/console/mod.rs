@@ -22,9 +22,7 @@ mod pages;
 pub(crate) mod router;
 mod session;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
@@ -41,10 +39,6 @@ pub struct ConsoleConfig {
 /// Connections the console keeps open at once: it is for a few operators, and must not let
 /// a flood take the file descriptors the API needs.
 const MAX_CONNECTIONS: usize = 256;
-
-/// Failed logins one client address may make in a burst, and then per minute.
-const LOGIN_FAILURES_BURST: u32 = 10;
-const LOGIN_FAILURES_PER_MINUTE: u32 = 10;
 
 /// What every console request can reach.
 struct Console {
@@ -64,43 +58,16 @@ pub async fn run(
     let console = Arc::new(Console {
         db,
         config,
-        login_failures: RateLimiter::per_minute(LOGIN_FAILURES_PER_MINUTE, LOGIN_FAILURES_BURST)
-            .expect("the login limit is not zero"),
+        login_failures: crate::web::login_limiter(),
     });
     log::info!("operator console on http://{}", listener.local_addr()?);
-    crate::http::server::serve(
+    crate::web::serve(
         listener,
-        Duration::from_secs(10),
-        crate::http::server::ConnectionLimit::new(MAX_CONNECTIONS),
-        move |request, peer| {
-            let console = console.clone();
-            async move { handle(&console, request, peer).await }
-        },
+        "console",
+        MAX_CONNECTIONS,
+        console,
+        |console, request, peer| async move { router::dispatch(&console, request, peer).await },
         shutdown,
-        || {},
     )
     .await
-}
-
-/// One request: route it, add the security headers every answer carries, log one line
-/// (method, path without its query, status, time: a search query can hold an email).
-async fn handle(
-    console: &Console,
-    request: crate::http::Request,
-    peer: SocketAddr,
-) -> crate::http::Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let path: String = request.uri().path().chars().take(200).collect();
-    let mut response = router::dispatch(console, request, peer).await;
-    layout::secure_headers(&mut response);
-    log::info!(
-        "console {} {} {} {} {:.1}ms",
-        peer.ip(),
-        method,
-        path,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64() * 1000.0
-    );
-    response
 }

@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 
 use hyper::StatusCode;
-use hyper::header::{HeaderValue, LOCATION, RETRY_AFTER, SET_COOKIE};
+use hyper::header::SET_COOKIE;
 use maud::{Markup, html};
 
 use super::Console;
@@ -31,12 +31,8 @@ pub(super) fn to_login() -> Response {
     see_other("/login")
 }
 
-fn see_other(location: &'static str) -> Response {
-    let mut response = response::html(StatusCode::SEE_OTHER, String::new());
-    response
-        .headers_mut()
-        .insert(LOCATION, HeaderValue::from_static(location));
-    response
+fn see_other(location: &str) -> Response {
+    crate::web::see_other(location)
 }
 
 /// The operator signed in on a request.
@@ -145,35 +141,21 @@ pub(super) async fn login(
         return Ok(response::html(StatusCode::UNAUTHORIZED, page.into_string()));
     };
     let mut response = see_other("/");
-    let cookie = format!(
-        "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-        opened.session_id,
-        operators::SESSION_TTL_MS / 1000,
-        if console.config.secure_cookie {
-            "; Secure"
-        } else {
-            ""
-        }
-    );
     response.headers_mut().insert(
         SET_COOKIE,
-        HeaderValue::from_str(&cookie).expect("a session id is URL-safe base64"),
+        crate::web::session_cookie(
+            COOKIE_NAME,
+            &opened.session_id,
+            operators::SESSION_TTL_MS,
+            console.config.secure_cookie,
+        ),
     );
     Ok(response)
 }
 
 fn too_many_failures(retry_after_secs: u64) -> Response {
-    let message = format!(
-        "Too many failed sign-ins from this address. Try again in {retry_after_secs} seconds."
-    );
-    let mut response = response::html(
-        StatusCode::TOO_MANY_REQUESTS,
-        form_page(Some(&message)).into_string(),
-    );
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
-    response
+    let message = crate::web::too_many_failures_message(retry_after_secs);
+    crate::web::too_many_failures(form_page(Some(&message)).into_string(), retry_after_secs)
 }
 
 pub(super) fn forbidden_origin() -> Response {
@@ -204,17 +186,9 @@ pub(super) async fn logout(console: &Console, request: Request) -> Result<Respon
         operators::sign_out(&console.db, session_id).await?;
     }
     let mut response = to_login();
-    let cookie = format!(
-        "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
-        if console.config.secure_cookie {
-            "; Secure"
-        } else {
-            ""
-        }
-    );
     response.headers_mut().insert(
         SET_COOKIE,
-        HeaderValue::from_str(&cookie).expect("the cookie is ASCII"),
+        crate::web::cleared_cookie(COOKIE_NAME, console.config.secure_cookie),
     );
     Ok(response)
 }

@@ -19,9 +19,7 @@ mod pages;
 mod router;
 mod session;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
@@ -45,10 +43,6 @@ pub struct PortalConfig {
 /// a flood takes the file descriptors the API needs.
 const MAX_CONNECTIONS: usize = 1024;
 
-/// Failed logins one client address may make in a burst, and then per minute.
-const LOGIN_FAILURES_BURST: u32 = 10;
-const LOGIN_FAILURES_PER_MINUTE: u32 = 10;
-
 /// What every portal request can reach.
 struct Portal {
     db: Db,
@@ -67,43 +61,16 @@ pub async fn run(
     let portal = Arc::new(Portal {
         db,
         config,
-        login_failures: RateLimiter::per_minute(LOGIN_FAILURES_PER_MINUTE, LOGIN_FAILURES_BURST)
-            .expect("the login limit is not zero"),
+        login_failures: crate::web::login_limiter(),
     });
     log::info!("partner portal on http://{}", listener.local_addr()?);
-    crate::http::server::serve(
+    crate::web::serve(
         listener,
-        Duration::from_secs(10),
-        crate::http::server::ConnectionLimit::new(MAX_CONNECTIONS),
-        move |request, peer| {
-            let portal = portal.clone();
-            async move { handle(&portal, request, peer).await }
-        },
+        "portal",
+        MAX_CONNECTIONS,
+        portal,
+        |portal, request, peer| async move { router::dispatch(&portal, request, peer).await },
         shutdown,
-        || {},
     )
     .await
-}
-
-/// One request: route it, add the security headers every answer carries, log one line
-/// (method, path without its query, status, time: a search query can hold an email).
-async fn handle(
-    portal: &Portal,
-    request: crate::http::Request,
-    peer: SocketAddr,
-) -> crate::http::Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let path: String = request.uri().path().chars().take(200).collect();
-    let mut response = router::dispatch(portal, request, peer).await;
-    crate::console::layout::secure_headers(&mut response);
-    log::info!(
-        "portal {} {} {} {} {:.1}ms",
-        peer.ip(),
-        method,
-        path,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64() * 1000.0
-    );
-    response
 }

@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 
 use hyper::StatusCode;
-use hyper::header::{HeaderValue, LOCATION, RETRY_AFTER, SET_COOKIE};
+use hyper::header::SET_COOKIE;
 use maud::{Markup, html};
 
 use super::{Portal, layout};
@@ -39,12 +39,7 @@ pub(super) fn to_login() -> Response {
 }
 
 pub(super) fn see_other(location: String) -> Response {
-    let mut response = response::html(StatusCode::SEE_OTHER, String::new());
-    response.headers_mut().insert(
-        LOCATION,
-        HeaderValue::from_str(&location).unwrap_or(HeaderValue::from_static("/")),
-    );
-    response
+    crate::web::see_other(&location)
 }
 
 /// The session id the request's cookie carries, if any.
@@ -134,39 +129,21 @@ pub(super) async fn login(
         return Ok(response::html(StatusCode::UNAUTHORIZED, page.into_string()));
     };
     let mut response = see_other("/".to_string());
-    let cookie = format!(
-        "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-        opened.session_id,
-        partners::SESSION_TTL_MS / 1000,
-        secure_attribute(portal)
-    );
     response.headers_mut().insert(
         SET_COOKIE,
-        HeaderValue::from_str(&cookie).expect("a session id is URL-safe base64"),
+        crate::web::session_cookie(
+            COOKIE_NAME,
+            &opened.session_id,
+            partners::SESSION_TTL_MS,
+            portal.config.secure_cookie,
+        ),
     );
     Ok(response)
 }
 
-fn secure_attribute(portal: &Portal) -> &'static str {
-    if portal.config.secure_cookie {
-        "; Secure"
-    } else {
-        ""
-    }
-}
-
 fn too_many_failures(retry_after_secs: u64) -> Response {
-    let message = format!(
-        "Too many failed sign-ins from this address. Try again in {retry_after_secs} seconds."
-    );
-    let mut response = response::html(
-        StatusCode::TOO_MANY_REQUESTS,
-        form_page(Some(&message)).into_string(),
-    );
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
-    response
+    let message = crate::web::too_many_failures_message(retry_after_secs);
+    crate::web::too_many_failures(form_page(Some(&message)).into_string(), retry_after_secs)
 }
 
 /// 403: the form did not come from the portal's own page (another site's `Origin`, or no
@@ -190,13 +167,9 @@ pub(super) fn forbidden() -> Response {
 pub(super) async fn logout(portal: &Portal, current: &Current) -> Result<Response, Error> {
     partners::sign_out(&portal.db, current.session_id.clone()).await?;
     let mut response = to_login();
-    let cookie = format!(
-        "{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
-        secure_attribute(portal)
-    );
     response.headers_mut().insert(
         SET_COOKIE,
-        HeaderValue::from_str(&cookie).expect("the cookie is ASCII"),
+        crate::web::cleared_cookie(COOKIE_NAME, portal.config.secure_cookie),
     );
     Ok(response)
 }

@@ -1,7 +1,8 @@
 //! What every browser-facing listener (the operator console, the buyer and supplier
 //! portals) needs to take a form safely: reading a cookie ([`cookie`]), the CSRF token of a
 //! session ([`csrf_token`], [`csrf_valid`]), the `Origin` check ([`origin_allowed`]) and the
-//! fields of a URL-encoded form ([`read_form`], [`Form::get`]).
+//! fields of a URL-encoded form ([`read_form`], [`Form::get`]); and, in [`listener`], the
+//! accept loop, headers, log line, login limit and sign-in answers both listeners share.
 //!
 //! Owns these checks only: which sessions exist and who may do what belong to the
 //! listener and to the owners of its sessions (`crate::operators` for the console).
@@ -11,6 +12,13 @@
 //! `SameSite=Strict` cookie, so a page of another site can neither read the cookie nor
 //! compute the token, and a token is worthless without its session. Compared in constant
 //! time.
+
+mod listener;
+
+pub(crate) use listener::{
+    cleared_cookie, login_limiter, see_other, serve, session_cookie, too_many_failures,
+    too_many_failures_message,
+};
 
 use hmac::{Hmac, Mac};
 use hyper::header::{COOKIE, HOST, ORIGIN};
