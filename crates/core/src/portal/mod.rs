@@ -35,6 +35,16 @@ pub fn month_of(ms: i64, tz: &TimeZone) -> String {
         .unwrap_or_default()
 }
 
+/// The month a page or a statement shows: `asked` (`?month=YYYY-MM`) when it is a month,
+/// else the month of `now`; with its `[start, end)` in `tz`.
+pub fn chosen_month(asked: Option<&str>, now: i64, tz: &TimeZone) -> (String, (i64, i64)) {
+    let month = asked
+        .filter(|m| month_range(m, tz).is_some())
+        .map_or_else(|| month_of(now, tz), str::to_string);
+    let range = month_range(&month, tz).expect("the month was checked, or is the current one");
+    (month, range)
+}
+
 /// How many rows a list page shows at most.
 pub const LIST_LIMIT: usize = 100;
 
@@ -51,5 +61,20 @@ mod tests {
             assert!(month_range(bad, &TimeZone::UTC).is_none(), "{bad}");
         }
         assert_eq!(month_of(start, &TimeZone::UTC), "2026-02");
+    }
+
+    #[test]
+    fn a_page_shows_the_asked_month_or_the_current_one() {
+        let now = month_range("2026-05", &TimeZone::UTC).unwrap().0 + 3_600_000;
+        let (month, range) = chosen_month(Some("2026-02"), now, &TimeZone::UTC);
+        assert_eq!(
+            (month.as_str(), range),
+            ("2026-02", month_range("2026-02", &TimeZone::UTC).unwrap())
+        );
+        for asked in [None, Some("2026-13"), Some("<script>")] {
+            let (month, range) = chosen_month(asked, now, &TimeZone::UTC);
+            assert_eq!(month, "2026-05", "{asked:?}");
+            assert!(range.0 <= now && now < range.1);
+        }
     }
 }

@@ -12,7 +12,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use leadrelay_core::portal::buyer::{self as read, LeadRow, Me};
-use leadrelay_core::portal::{LIST_LIMIT, month_of, month_range};
+use leadrelay_core::portal::{LIST_LIMIT, chosen_month};
 
 use super::super::Portal;
 use super::super::layout::{self, csrf_field, money, when};
@@ -424,10 +424,7 @@ pub(crate) async fn account(
     let now = crate::clock::now_ms();
     let month = query_value(query, "month");
     let Some((me, (month, entries))) = with_me(db, buyer_id, move |conn, me| {
-        let month = month
-            .filter(|m| month_range(m, &me.tz).is_some())
-            .unwrap_or_else(|| month_of(now, &me.tz));
-        let range = month_range(&month, &me.tz).expect("the month was checked");
+        let (month, range) = chosen_month(month.as_deref(), now, &me.tz);
         Ok((month, read::ledger(conn, &me.buyer.id, range)?))
     })
     .await?
@@ -487,9 +484,7 @@ pub(crate) async fn statement_csv(db: &Db, buyer_id: &str, query: &str) -> Resul
     let now = crate::clock::now_ms();
     let month = query_value(query, "month");
     let Some((_, entries)) = with_me(db, buyer_id, move |conn, me| {
-        let range = month
-            .and_then(|m| month_range(&m, &me.tz))
-            .unwrap_or_else(|| Windows::at(now, &me.tz).month);
+        let (_, range) = chosen_month(month.as_deref(), now, &me.tz);
         read::ledger(conn, &me.buyer.id, range)
     })
     .await?

@@ -7,7 +7,7 @@ use hyper::StatusCode;
 use maud::html;
 
 use leadrelay_core::portal::supplier::{self as read, Me};
-use leadrelay_core::portal::{LIST_LIMIT, month_of, month_range};
+use leadrelay_core::portal::{LIST_LIMIT, chosen_month};
 
 use super::super::layout::{self, money, when};
 use super::super::session::Current;
@@ -202,10 +202,7 @@ pub(crate) async fn payouts(
     let now = crate::clock::now_ms();
     let month = query_value(query, "month");
     let Some((me, (month, entries))) = with_me(db, supplier_id, move |conn, me| {
-        let month = month
-            .filter(|m| month_range(m, &me.tz).is_some())
-            .unwrap_or_else(|| month_of(now, &me.tz));
-        let range = month_range(&month, &me.tz).expect("the month was checked");
+        let (month, range) = chosen_month(month.as_deref(), now, &me.tz);
         Ok((month, read::payouts(conn, &me.supplier_id, range)?))
     })
     .await?
@@ -241,9 +238,7 @@ pub(crate) async fn statement_csv(
     let now = crate::clock::now_ms();
     let month = query_value(query, "month");
     let Some((_, entries)) = with_me(db, supplier_id, move |conn, me| {
-        let range = month
-            .and_then(|m| month_range(&m, &me.tz))
-            .unwrap_or_else(|| Windows::at(now, &me.tz).month);
+        let (_, range) = chosen_month(month.as_deref(), now, &me.tz);
         read::payouts(conn, &me.supplier_id, range)
     })
     .await?
