@@ -54,6 +54,8 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("source_doc_shares", &["crates/core/src/config/"]),
+    // Moved by the triggers of migration 31 only; `config::kept_sources` reads it.
+    ("source_stamp", &["crates/core/src/config/"]),
     ("products", &["crates/core/src/config/"]),
     ("buyers", &["crates/core/src/config/"]),
     // The prepaid balance, and what ping reservations hold of it, are the ledger's.

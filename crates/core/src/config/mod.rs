@@ -11,6 +11,7 @@
 
 pub mod buyer;
 pub mod container;
+pub mod kept_sources;
 pub mod product;
 pub mod retire;
 pub mod return_reason;

@@ -22,7 +22,8 @@ use super::shape::{self, Item, Shape};
 use super::store::{self, PreparedLead, StoreOutcome};
 use super::validate;
 use crate::config::container::ContainerKind;
-use crate::config::source::{self, Source};
+use crate::config::kept_sources::KeptSources;
+use crate::config::source::Source;
 use crate::db::Db;
 use crate::metrics::Metrics;
 use crate::outbox::Notifier;
@@ -46,12 +47,13 @@ pub struct Services<'a> {
 /// is read, as DESIGN.md orders them.
 pub fn admit(
     db: &Db,
+    sources: &KeptSources,
     kind: ContainerKind,
     container_id: String,
     source_id: String,
     presented: &[&str],
 ) -> Result<Source, IngestError> {
-    let source = find_source(db, kind, container_id, source_id)?;
+    let source = find_source(db, sources, kind, container_id, source_id)?;
     authenticate(&source, presented)?;
     Ok(source)
 }
@@ -106,6 +108,7 @@ fn count_results(metrics: &Metrics, answers: &[Answer]) {
 /// more than the query and, on two cores, limits how many leads a second the server takes.
 fn find_source(
     db: &Db,
+    sources: &KeptSources,
     kind: ContainerKind,
     container_id: String,
     source_id: String,
@@ -114,7 +117,7 @@ fn find_source(
         return Err(IngestError::SourceNotFound);
     }
     let found =
-        db.read_blocking(|conn| source::find(conn, &source_id).map_err(IngestError::from))?;
+        db.read_blocking(|conn| sources.find(conn, &source_id).map_err(IngestError::from))?;
     match found {
         Some(source)
             if source.takes_leads()

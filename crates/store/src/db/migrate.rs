@@ -114,6 +114,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0029_portal.sql")),
     // Shared links to sources' posting instructions (the token's hash).
     sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
+    // A stamp of the sources' rows that ingest's kept sources are checked against.
+    sql(include_str!("../../migrations/0031_source_stamp.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the

@@ -88,7 +88,14 @@ pub(super) async fn admit_and_read(
     let admitted = match <[String; 2]>::try_from(params) {
         Ok([container_id, source_id]) => {
             let presented = auth::presented_secrets(request.headers());
-            handler::admit(&state.db, kind, container_id, source_id, &presented)
+            handler::admit(
+                &state.db,
+                &state.sources,
+                kind,
+                container_id,
+                source_id,
+                &presented,
+            )
         }
         Err(_) => Err(IngestError::SourceNotFound),
     };
