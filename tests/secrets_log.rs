@@ -232,6 +232,8 @@ fn secrets_and_keys_never_reach_the_log_or_any_output() {
         log.contains("POST /api/webhooks/channels/web/sources/src/leads 201"),
         "{log}"
     );
+    // The log goes to a pipe here: plain text, no terminal colour codes.
+    assert!(!log.contains('\x1b'), "{log}");
     assert!(
         log.contains("POST /api/webhooks/partner-confirmation 401"),
         "{log}"
