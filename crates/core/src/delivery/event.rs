@@ -94,7 +94,7 @@ impl Serialize for LeadDelivered<'_> {
         map.serialize_entry("lead", self.lead)?;
         map.serialize_entry("fieldValues", &FieldValues(self.answers))?;
         if let Some(bid) = self.bid {
-            map.serialize_entry("bid", &bid.to_json())?;
+            map.serialize_entry("bid", &bid.view())?;
         }
         map.end()
     }

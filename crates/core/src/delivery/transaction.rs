@@ -15,7 +15,8 @@ use std::collections::HashSet;
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
@@ -96,31 +97,67 @@ pub struct BidRef {
 }
 
 impl BidRef {
-    pub(crate) fn to_json(&self) -> Value {
-        json!({"bidRequestId": self.bid_request_id, "bidId": self.bid_id})
+    pub(crate) fn view(&self) -> BidRefView<'_> {
+        BidRefView {
+            bid_request_id: &self.bid_request_id,
+            bid_id: self.bid_id.as_deref(),
+        }
     }
 }
 
+/// A winning bid as a transaction and its event show it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BidRefView<'a> {
+    bid_request_id: &'a str,
+    bid_id: Option<&'a str>,
+}
+
+/// The transaction as partners and the operator see it (camelCase, money as numbers).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransactionView<'a> {
+    transaction_id: &'a str,
+    lead_request_id: &'a str,
+    lead_id: &'a str,
+    buyer_account_id: &'a str,
+    product_id: &'a str,
+    delivery_mode: &'static str,
+    buyer_price: f64,
+    supplier_cost: f64,
+    margin_amount: f64,
+    status: &'static str,
+    partner_external_id: Option<&'a str>,
+    delivery_status: &'static str,
+    created_at: String,
+    updated_at: String,
+    bid: Option<BidRefView<'a>>,
+}
+
 impl Transaction {
-    /// The transaction as partners and the operator see it (camelCase, money as numbers).
+    pub fn view(&self) -> TransactionView<'_> {
+        TransactionView {
+            transaction_id: &self.id,
+            lead_request_id: &self.lead_request_id,
+            lead_id: &self.lead_id,
+            buyer_account_id: &self.buyer_id,
+            product_id: &self.product_id,
+            delivery_mode: self.delivery_mode.as_str(),
+            buyer_price: crate::money::as_f64(self.buyer_price_cents),
+            supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
+            margin_amount: crate::money::as_f64(self.margin_cents),
+            status: self.status.as_str(),
+            partner_external_id: self.partner_external_id.as_deref(),
+            delivery_status: self.delivery_status.as_str(),
+            created_at: crate::clock::iso(self.created_at),
+            updated_at: crate::clock::iso(self.updated_at),
+            bid: self.bid.as_ref().map(BidRef::view),
+        }
+    }
+
+    /// [`Transaction::view`] as a JSON value, for callers that keep or compare one.
     pub fn to_json(&self) -> Value {
-        json!({
-            "transactionId": self.id,
-            "leadRequestId": self.lead_request_id,
-            "leadId": self.lead_id,
-            "buyerAccountId": self.buyer_id,
-            "productId": self.product_id,
-            "deliveryMode": self.delivery_mode.as_str(),
-            "buyerPrice": crate::money::to_json(self.buyer_price_cents),
-            "supplierCost": crate::money::to_json(self.supplier_cost_cents),
-            "marginAmount": crate::money::to_json(self.margin_cents),
-            "status": self.status.as_str(),
-            "partnerExternalId": self.partner_external_id,
-            "deliveryStatus": self.delivery_status.as_str(),
-            "createdAt": crate::clock::iso(self.created_at),
-            "updatedAt": crate::clock::iso(self.updated_at),
-            "bid": self.bid.as_ref().map(BidRef::to_json),
-        })
+        serde_json::to_value(self.view()).expect("a transaction view serialises")
     }
 }
 
@@ -333,15 +370,30 @@ pub struct HistoryEntry {
     pub at: i64,
 }
 
+/// One move of a transaction's history as `transaction show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryEntryView<'a> {
+    from: Option<&'static str>,
+    to: &'static str,
+    actor: &'a str,
+    reason: Option<&'a str>,
+    at: String,
+}
+
 impl HistoryEntry {
+    pub fn view(&self) -> HistoryEntryView<'_> {
+        HistoryEntryView {
+            from: self.from.map(Status::as_str),
+            to: self.to.as_str(),
+            actor: &self.actor,
+            reason: self.reason.as_deref(),
+            at: crate::clock::iso(self.at),
+        }
+    }
+
+    /// [`HistoryEntry::view`] as a JSON value, for callers that assemble one.
     pub fn to_json(&self) -> Value {
-        json!({
-            "from": self.from.map(Status::as_str),
-            "to": self.to.as_str(),
-            "actor": self.actor,
-            "reason": self.reason,
-            "at": crate::clock::iso(self.at),
-        })
+        serde_json::to_value(self.view()).expect("a history entry view serialises")
     }
 }
 
