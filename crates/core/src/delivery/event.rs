@@ -347,7 +347,7 @@ mod tests {
             },
             "lead": &lead,
             "fieldValues": {"roof": "tile", "n": "3", "none": null},
-            "bid": bid.to_json(),
+            "bid": bid.view(),
         });
         assert_eq!(tree.to_string(), text);
     }

@@ -152,6 +152,7 @@ struct MaskedRequest<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn document(format: &str) -> IntegrationDocument {
         IntegrationDocument::parse(&json!({

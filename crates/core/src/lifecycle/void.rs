@@ -11,7 +11,8 @@
 //! written by their owners.
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::LifecycleError;
 use super::apply::Money;
@@ -59,14 +60,29 @@ pub struct Voided {
 }
 
 impl Voided {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "item": self.item,
-            "refunded": self.refunded,
-            "eventCancelled": self.event_cancelled,
-            "requestOpen": self.request_open,
-        })
+    pub fn view(&self) -> VoidedView<'_> {
+        VoidedView {
+            item: &self.item,
+            refunded: self.refunded,
+            event_cancelled: self.event_cancelled,
+            request_open: self.request_open,
+        }
     }
+
+    /// [`Voided::view`] as a JSON value, for callers that print one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// `transaction void --json`: the transaction after the void and what it undid.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VoidedView<'a> {
+    item: &'a Value,
+    refunded: bool,
+    event_cancelled: bool,
+    request_open: bool,
 }
 
 /// Takes a live sale back: moves `current` to `to` (rejected or cancelled) as `actor` with
