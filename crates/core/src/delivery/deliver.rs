@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::DeliveryError;
-use super::transaction::{self, NewTransaction};
+use super::transaction::{self, NewTransaction, SaleView};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
 use crate::ingest::model::{StoredLead, StoredRequest};
@@ -48,14 +48,16 @@ impl Delivered {
         DeliveredView {
             transaction_id: &self.transaction_id,
             event_id: &self.event_id,
-            lead_request_id: &self.lead_request_id,
-            lead_id: &self.lead_id,
-            buyer_account_id: &self.buyer_id,
-            product_id: &self.product_id,
-            delivery_mode: self.delivery_mode.as_str(),
-            buyer_price: crate::money::as_f64(self.buyer_price_cents),
-            supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
-            margin_amount: crate::money::as_f64(self.margin_cents),
+            sale: SaleView {
+                lead_request_id: &self.lead_request_id,
+                lead_id: &self.lead_id,
+                buyer_account_id: &self.buyer_id,
+                product_id: &self.product_id,
+                delivery_mode: self.delivery_mode.as_str(),
+                buyer_price: crate::money::as_f64(self.buyer_price_cents),
+                supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
+                margin_amount: crate::money::as_f64(self.margin_cents),
+            },
         }
     }
 
@@ -71,14 +73,8 @@ impl Delivered {
 pub struct DeliveredView<'a> {
     transaction_id: &'a str,
     event_id: &'a str,
-    lead_request_id: &'a str,
-    lead_id: &'a str,
-    buyer_account_id: &'a str,
-    product_id: &'a str,
-    delivery_mode: &'static str,
-    buyer_price: f64,
-    supplier_cost: f64,
-    margin_amount: f64,
+    #[serde(flatten)]
+    sale: SaleView<'a>,
 }
 
 /// How a request is delivered, from the lead's container (mode, maximum buyers) and its

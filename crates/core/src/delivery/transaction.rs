@@ -118,14 +118,8 @@ pub struct BidRefView<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct TransactionView<'a> {
     transaction_id: &'a str,
-    lead_request_id: &'a str,
-    lead_id: &'a str,
-    buyer_account_id: &'a str,
-    product_id: &'a str,
-    delivery_mode: &'static str,
-    buyer_price: f64,
-    supplier_cost: f64,
-    margin_amount: f64,
+    #[serde(flatten)]
+    sale: SaleView<'a>,
     status: &'static str,
     partner_external_id: Option<&'a str>,
     delivery_status: &'static str,
@@ -134,18 +128,35 @@ pub struct TransactionView<'a> {
     bid: Option<BidRefView<'a>>,
 }
 
+/// What was sold to whom and for how much: the keys a transaction and the `deliver`
+/// command's output (`delivery::deliver::Delivered`) share.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SaleView<'a> {
+    pub(crate) lead_request_id: &'a str,
+    pub(crate) lead_id: &'a str,
+    pub(crate) buyer_account_id: &'a str,
+    pub(crate) product_id: &'a str,
+    pub(crate) delivery_mode: &'static str,
+    pub(crate) buyer_price: f64,
+    pub(crate) supplier_cost: f64,
+    pub(crate) margin_amount: f64,
+}
+
 impl Transaction {
     pub fn view(&self) -> TransactionView<'_> {
         TransactionView {
             transaction_id: &self.id,
-            lead_request_id: &self.lead_request_id,
-            lead_id: &self.lead_id,
-            buyer_account_id: &self.buyer_id,
-            product_id: &self.product_id,
-            delivery_mode: self.delivery_mode.as_str(),
-            buyer_price: crate::money::as_f64(self.buyer_price_cents),
-            supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
-            margin_amount: crate::money::as_f64(self.margin_cents),
+            sale: SaleView {
+                lead_request_id: &self.lead_request_id,
+                lead_id: &self.lead_id,
+                buyer_account_id: &self.buyer_id,
+                product_id: &self.product_id,
+                delivery_mode: self.delivery_mode.as_str(),
+                buyer_price: crate::money::as_f64(self.buyer_price_cents),
+                supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
+                margin_amount: crate::money::as_f64(self.margin_cents),
+            },
             status: self.status.as_str(),
             partner_external_id: self.partner_external_id.as_deref(),
             delivery_status: self.delivery_status.as_str(),
@@ -157,7 +168,7 @@ impl Transaction {
 
     /// [`Transaction::view`] as a JSON value, for callers that keep or compare one.
     pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.view()).expect("a transaction view serialises")
+        crate::to_value(self.view())
     }
 }
 
@@ -393,7 +404,7 @@ impl HistoryEntry {
 
     /// [`HistoryEntry::view`] as a JSON value, for callers that assemble one.
     pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.view()).expect("a history entry view serialises")
+        crate::to_value(self.view())
     }
 }
 
@@ -780,6 +791,41 @@ pub(crate) fn set_delivery_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transaction_shows_its_keys_in_the_documented_order() {
+        let transaction = Transaction {
+            id: "txn_1".into(),
+            lead_request_id: "lrq_1".into(),
+            lead_id: "lead_1".into(),
+            buyer_id: "b".into(),
+            product_id: "p".into(),
+            workspace_id: "w".into(),
+            delivery_mode: DeliveryMode::Exclusive,
+            buyer_price_cents: 2500,
+            supplier_cost_cents: 1250,
+            margin_cents: 1250,
+            charged_cents: 0,
+            status: Status::Delivered,
+            partner_external_id: None,
+            delivery_status: DeliveryStatus::Pending,
+            created_at: 0,
+            updated_at: 1,
+            bid: Some(BidRef {
+                bid_request_id: "bq_1".into(),
+                bid_id: None,
+            }),
+        };
+        assert_eq!(
+            transaction.to_json().to_string(),
+            r#"{"transactionId":"txn_1","leadRequestId":"lrq_1","leadId":"lead_1","#.to_string()
+                + r#""buyerAccountId":"b","productId":"p","deliveryMode":"exclusive","#
+                + r#""buyerPrice":25.0,"supplierCost":12.5,"marginAmount":12.5,"#
+                + r#""status":"delivered","partnerExternalId":null,"deliveryStatus":"pending","#
+                + r#""createdAt":"1970-01-01T00:00:00.000Z","updatedAt":"1970-01-01T00:00:00.001Z","#
+                + r#""bid":{"bidRequestId":"bq_1","bidId":null}}"#
+        );
+    }
 
     #[test]
     fn status_names_round_trip_and_liveness() {
