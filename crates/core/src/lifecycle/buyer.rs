@@ -17,6 +17,7 @@ use super::input::{self, BuyerCall};
 use super::lookup;
 use super::state::{Move, Status};
 use crate::db::Db;
+use crate::delivery::transaction::TransactionView;
 
 /// Which of the four buyer calls a request makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,7 @@ impl Kind {
     fn body(self, applied: &Applied) -> Value {
         match self {
             Kind::Confirmation => crate::to_value(Confirmed {
-                item: &applied.item,
+                item: applied.item.view(),
                 auto_status_changed_to: applied.auto_status_changed_to.map(|s| s.as_str()),
                 already_applied: applied.already_applied,
                 economics_applied: applied.economics_applied,
@@ -52,7 +53,7 @@ impl Kind {
                 code: applied.state.as_str(),
                 already_applied: applied.already_applied,
                 economics_applied: applied.economics_applied,
-                item: &applied.item,
+                item: applied.item.view(),
                 // A return under manual review (DESIGN.md section 19) says it waits.
                 outcome: (applied.state == Status::ReturnRequested).then_some("pending_review"),
             }),
@@ -65,7 +66,7 @@ impl Kind {
 #[serde(rename_all = "camelCase")]
 struct Confirmed<'a> {
     /// The transaction after the call.
-    item: &'a Value,
+    item: TransactionView<'a>,
     auto_status_changed_to: Option<&'static str>,
     already_applied: bool,
     economics_applied: bool,
@@ -79,7 +80,7 @@ struct Moved<'a> {
     code: &'static str,
     already_applied: bool,
     economics_applied: bool,
-    item: &'a Value,
+    item: TransactionView<'a>,
     /// Only a return that waits for review says so.
     #[serde(skip_serializing_if = "Option::is_none")]
     outcome: Option<&'static str>,

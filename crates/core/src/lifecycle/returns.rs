@@ -454,7 +454,7 @@ impl Filed {
             code: self.applied.state.as_str(),
             already_applied: self.applied.already_applied,
             economics_applied: self.applied.economics_applied,
-            item: &self.applied.item,
+            item: self.applied.item.view(),
             filed: self.filed.as_ref().map(Return::view),
             outcome: (self.applied.state == Status::ReturnRequested).then_some("pending_review"),
         }
@@ -473,7 +473,7 @@ pub struct FiledView<'a> {
     code: &'static str,
     already_applied: bool,
     economics_applied: bool,
-    item: &'a Value,
+    item: crate::delivery::transaction::TransactionView<'a>,
     #[serde(rename = "return")]
     filed: Option<ReturnView<'a>>,
     /// Only a return that waits for review says so.
