@@ -62,7 +62,7 @@ pub fn decide_return(
         .set(
             "status",
             before.map_or(Value::Null, Value::from),
-            decided.transaction["status"].clone(),
+            decided.transaction.status.as_str(),
         )
         .set("note", Value::Null, decided.item.note.clone());
     audit::record(conn, actor, action, id, &changes, now)?;

@@ -17,7 +17,8 @@
 //! (`cli`).
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::db::{Db, DbError};
 
@@ -140,16 +141,33 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "name": self.name,
-            "role": self.role.as_str(),
-            "createdAt": crate::clock::iso(self.created_at),
-            "revokedAt": self.revoked_at.map(crate::clock::iso),
-            "lastLoginAt": self.last_login_at.map(crate::clock::iso),
-        })
+    pub fn view(&self) -> OperatorView<'_> {
+        OperatorView {
+            id: &self.id,
+            name: &self.name,
+            role: self.role.as_str(),
+            created_at: crate::clock::iso(self.created_at),
+            revoked_at: self.revoked_at.map(crate::clock::iso),
+            last_login_at: self.last_login_at.map(crate::clock::iso),
+        }
     }
+
+    /// [`Operator::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// An operator as `operator list --json` shows it: never the token or its hash.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorView<'a> {
+    id: &'a str,
+    name: &'a str,
+    role: &'static str,
+    created_at: String,
+    revoked_at: Option<String>,
+    last_login_at: Option<String>,
 }
 
 /// A new operator with its token, which exists in clear only here.

@@ -13,7 +13,8 @@
 //! signed-in user may read (`crate::portal`).
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::db::{Db, DbError};
 
@@ -79,22 +80,39 @@ pub struct PartnerUser {
 }
 
 impl PartnerUser {
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> PartnerUserView<'_> {
         let (buyer_id, supplier_id) = self.party.columns();
-        let mut shown = json!({
-            "id": self.id,
-            "name": self.name,
-            "createdAt": crate::clock::iso(self.created_at),
-            "revokedAt": self.revoked_at.map(crate::clock::iso),
-            "lastLoginAt": self.last_login_at.map(crate::clock::iso),
-        });
-        match (buyer_id, supplier_id) {
-            (Some(id), _) => shown["buyerId"] = json!(id),
-            (_, Some(id)) => shown["supplierId"] = json!(id),
-            _ => {}
+        PartnerUserView {
+            id: &self.id,
+            name: &self.name,
+            created_at: crate::clock::iso(self.created_at),
+            revoked_at: self.revoked_at.map(crate::clock::iso),
+            last_login_at: self.last_login_at.map(crate::clock::iso),
+            buyer_id,
+            supplier_id,
         }
-        shown
     }
+
+    /// [`PartnerUser::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A user as `buyer user list --json` and `supplier user list --json` show it: the party's
+/// id under its own key, the other key left out.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartnerUserView<'a> {
+    id: &'a str,
+    name: &'a str,
+    created_at: String,
+    revoked_at: Option<String>,
+    last_login_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    buyer_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supplier_id: Option<&'a str>,
 }
 
 /// A new user with its token, which exists in clear only here.
@@ -106,9 +124,26 @@ pub struct Created {
 
 impl Created {
     /// `buyer user create --json`: `id`, `name`, `token`.
-    pub fn to_json(&self) -> Value {
-        json!({ "id": self.user.id, "name": self.user.name, "token": self.token })
+    pub fn view(&self) -> CreatedView<'_> {
+        CreatedView {
+            id: &self.user.id,
+            name: &self.user.name,
+            token: &self.token,
+        }
     }
+
+    /// [`Created::view`] as a JSON value, for callers that print one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// `buyer user create --json`: the only output that shows the token.
+#[derive(Debug, Serialize)]
+pub struct CreatedView<'a> {
+    id: &'a str,
+    name: &'a str,
+    token: &'a str,
 }
 
 /// Creates a user of `party` named `name` and returns it with its token.

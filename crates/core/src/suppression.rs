@@ -9,7 +9,8 @@
 
 use hmac::{Hmac, Mac};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use sha2::Sha256;
 
 use crate::config::workspace::{self, SuppressionAction};
@@ -71,14 +72,29 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "kind": self.kind,
-            "reason": self.reason,
-            "addedAt": crate::clock::iso(self.added_at),
-        })
+    pub fn view(&self) -> EntryView<'_> {
+        EntryView {
+            id: &self.id,
+            kind: &self.kind,
+            reason: self.reason.as_deref(),
+            added_at: crate::clock::iso(self.added_at),
+        }
     }
+
+    /// [`Entry::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// An entry as `suppression list --json` shows it: its short id, never the value.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryView<'a> {
+    id: &'a str,
+    kind: &'a str,
+    reason: Option<&'a str>,
+    added_at: String,
 }
 
 fn digest(key: &[u8; 32], kind: Kind, sha256_hex: &str) -> [u8; 32] {

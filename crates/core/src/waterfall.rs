@@ -15,7 +15,8 @@
 //! stored decision (`waterfall`), which `lead show` prints.
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::autodelivery::decision::{self, RequestReason};
 use crate::autodelivery::{ACTOR, AutoDeliveryError, Settings};
@@ -43,6 +44,30 @@ impl Stop {
             Stop::WaterfallMaxReached => "waterfall_max_reached",
             Stop::LeadNotActive => "lead_not_active",
         }
+    }
+}
+
+/// One refusal in the request's stored decision (`waterfall`), as `lead show` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Step<'a> {
+    /// 1 for the first refusal of the request.
+    step: usize,
+    refused_by: &'a str,
+    transaction_id: &'a str,
+    reason: &'a str,
+    at: String,
+    /// Whether the lead went on to a new decision; `outcome` is its reason code, or why not.
+    rerouted: bool,
+    outcome: &'static str,
+    /// The buyers the new decision delivered to; only a step that rerouted has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delivered_to: Option<Vec<&'a str>>,
+}
+
+impl Step<'_> {
+    fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a waterfall step serialises")
     }
 }
 
@@ -100,18 +125,20 @@ pub fn after_refusal(
     } else {
         None
     };
-    let mut step = json!({
-        "step": steps.len() + 1,
-        "refusedBy": refused.buyer_id,
-        "transactionId": refused.id,
-        "reason": reason,
-        "at": crate::clock::iso(now_ms),
-    });
+    let mut step = Step {
+        step: steps.len() + 1,
+        refused_by: &refused.buyer_id,
+        transaction_id: &refused.id,
+        reason,
+        at: crate::clock::iso(now_ms),
+        rerouted: false,
+        outcome: "",
+        delivered_to: None,
+    };
     match stop {
         Some(stop) => {
-            step["rerouted"] = json!(false);
-            step["outcome"] = json!(stop.code());
-            steps.push(step);
+            step.outcome = stop.code();
+            steps.push(step.to_json());
             // A sale by hand made no decision; a waterfall that stops keeps the last one.
             if let Some(previous) = &request.decision {
                 let mut kept = previous.clone();
@@ -153,18 +180,20 @@ pub fn after_refusal(
                 Some(&bids),
                 crate::autodelivery::Sold::Maybe,
             )?;
-            step["rerouted"] = json!(true);
-            step["outcome"] = json!(decided.reason.code());
-            step["deliveredTo"] = decided
-                .deliveries
-                .iter()
-                .map(|d| json!(d.buyer_id))
-                .collect();
-            steps.push(step);
+            step.rerouted = true;
+            step.outcome = decided.reason.code();
+            step.delivered_to = Some(
+                decided
+                    .deliveries
+                    .iter()
+                    .map(|d| d.buyer_id.as_str())
+                    .collect(),
+            );
+            steps.push(step.to_json());
             decision::store_with(conn, &decided, |stored| {
                 stored["waterfall"] = Value::Array(steps);
                 if let Some(ping) = &ping {
-                    stored["pingId"] = json!(ping.id);
+                    stored["pingId"] = Value::from(ping.id.as_str());
                 }
             })?;
             if decided.reason != RequestReason::Delivered {

@@ -1,13 +1,15 @@
 //! Validation problems and the JSON pointers that name where they are.
 //!
 //! Owns the `{path, code, message}` detail object of a `validation_failed` answer and the
-//! escaping of JSON pointer segments (RFC 6901). It does not decide what is a problem: the
-//! shape and validation steps do.
+//! escaping of JSON pointer segments (RFC 6901), and [`ErrorBody`], the
+//! `{"error": {"code", "message", "details"?}}` form of an error as `--json` prints it. It
+//! does not decide what is a problem: the shape and validation steps do.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 /// One problem in a request body, named by a JSON pointer relative to the whole body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     pub path: String,
     pub code: &'static str,
@@ -24,13 +26,46 @@ impl Problem {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({"path": self.path, "code": self.code, "message": self.message})
+        serde_json::to_value(self).expect("a problem is strings and serialises")
     }
 }
 
 /// The detail objects of a list of problems, as the error body and batch items show them.
 pub fn details(problems: &[Problem]) -> Value {
-    Value::Array(problems.iter().map(Problem::to_json).collect())
+    serde_json::to_value(problems).expect("problems are strings and serialise")
+}
+
+/// An error as `--json` prints it: `{"error": {"code", "message", "details"?}}`, the form
+/// of the HTTP interface's error bodies. `details` (the problems) is left out when there
+/// are none to show.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody<'a, D: Serialize> {
+    error: ErrorFields<'a, D>,
+}
+
+#[derive(Debug, Serialize)]
+struct ErrorFields<'a, D: Serialize> {
+    code: &'a str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<D>,
+}
+
+impl<'a, D: Serialize> ErrorBody<'a, D> {
+    pub fn new(code: &'a str, message: String, details: Option<D>) -> Self {
+        ErrorBody {
+            error: ErrorFields {
+                code,
+                message,
+                details,
+            },
+        }
+    }
+
+    /// The body as a JSON value, for callers that print or embed one.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("an error body is strings and serialisable details")
+    }
 }
 
 /// `base` extended by one object key, escaped as RFC 6901 asks (`~` → `~0`, `/` → `~1`).

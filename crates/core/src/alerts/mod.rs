@@ -13,7 +13,8 @@
 pub mod conditions;
 pub mod store;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::db::stored::stored_enum;
 
@@ -131,14 +132,32 @@ pub struct RuleSetting {
 }
 
 impl RuleSetting {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "workspace": self.workspace_id,
-            "rule": self.rule.as_str(),
-            "threshold": self.threshold.map(|t| threshold_text(self.rule, t)),
-            "for": self.for_ms.map(|ms| crate::duration::format(std::time::Duration::from_millis(ms.max(0).unsigned_abs()))),
-        })
+    pub fn view(&self) -> RuleSettingView<'_> {
+        RuleSettingView {
+            workspace: &self.workspace_id,
+            rule: self.rule.as_str(),
+            threshold: self.threshold.map(|t| threshold_text(self.rule, t)),
+            duration: self.for_ms.map(|ms| {
+                crate::duration::format(std::time::Duration::from_millis(ms.max(0).unsigned_abs()))
+            }),
+        }
     }
+
+    /// [`RuleSetting::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A rule as `alert rule list --json` shows it: threshold and duration as the operator
+/// writes them.
+#[derive(Debug, Serialize)]
+pub struct RuleSettingView<'a> {
+    workspace: &'a str,
+    rule: &'static str,
+    threshold: Option<String>,
+    #[serde(rename = "for")]
+    duration: Option<String>,
 }
 
 /// A threshold as the operator wrote it: an amount (`25.00`) or a percentage (`12.5`).
@@ -191,15 +210,31 @@ pub struct Target {
 
 impl Target {
     /// As listed: never the signing secret, which is shown once when the target is added.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "workspace": self.workspace_id,
-            "kind": self.kind.as_str(),
-            "address": self.address,
-            "createdAt": crate::clock::iso(self.created_at),
-        })
+    pub fn view(&self) -> TargetView<'_> {
+        TargetView {
+            id: &self.id,
+            workspace: &self.workspace_id,
+            kind: self.kind.as_str(),
+            address: &self.address,
+            created_at: crate::clock::iso(self.created_at),
+        }
     }
+
+    /// [`Target::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A target as listed: never the signing secret.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetView<'a> {
+    id: &'a str,
+    workspace: &'a str,
+    kind: &'static str,
+    address: &'a str,
+    created_at: String,
 }
 
 /// One alert: a rule's condition for one subject.
@@ -218,17 +253,22 @@ pub struct Alert {
 }
 
 impl Alert {
+    pub fn view(&self) -> AlertView<'_> {
+        AlertView {
+            id: &self.id,
+            workspace: &self.workspace_id,
+            rule: self.rule.as_str(),
+            subject: &self.subject,
+            state: self.state.as_str(),
+            since: crate::clock::iso(self.since),
+            resolved_at: self.resolved_at.map(crate::clock::iso),
+            detail: &self.detail,
+        }
+    }
+
+    /// [`Alert::view`] as a JSON value, for callers that assemble one.
     pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "workspace": self.workspace_id,
-            "rule": self.rule.as_str(),
-            "subject": self.subject,
-            "state": self.state.as_str(),
-            "since": crate::clock::iso(self.since),
-            "resolvedAt": self.resolved_at.map(crate::clock::iso),
-            "detail": self.detail,
-        })
+        crate::to_value(self.view())
     }
 
     /// When the alert's current state began: the condition's start while firing, the
@@ -260,18 +300,51 @@ impl Alert {
 /// "since", "detail", …}}`, the shape chat tools' incoming webhooks take (they show
 /// `text`; a program reads `alert`).
 pub fn message(alert: &Alert) -> Value {
-    json!({
-        "text": alert.text(),
-        "alert": {
-            "id": alert.id,
-            "workspace": alert.workspace_id,
-            "rule": alert.rule.as_str(),
-            "subject": alert.subject,
-            "state": alert.state.as_str(),
-            "since": crate::clock::iso(alert.state_since()),
-            "detail": alert.detail,
+    crate::to_value(Message {
+        text: alert.text(),
+        alert: MessageAlert {
+            id: &alert.id,
+            workspace: &alert.workspace_id,
+            rule: alert.rule.as_str(),
+            subject: &alert.subject,
+            state: alert.state.as_str(),
+            since: crate::clock::iso(alert.state_since()),
+            detail: &alert.detail,
         },
     })
+}
+
+/// An alert as `alert list --json` shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertView<'a> {
+    id: &'a str,
+    workspace: &'a str,
+    rule: &'static str,
+    subject: &'a str,
+    state: &'static str,
+    since: String,
+    resolved_at: Option<String>,
+    detail: &'a str,
+}
+
+/// The body of an alert message (see [`message`]).
+#[derive(Serialize)]
+struct Message<'a> {
+    text: String,
+    alert: MessageAlert<'a>,
+}
+
+/// The alert in a message: `since` is when its current state began.
+#[derive(Serialize)]
+struct MessageAlert<'a> {
+    id: &'a str,
+    workspace: &'a str,
+    rule: &'static str,
+    subject: &'a str,
+    state: &'static str,
+    since: String,
+    detail: &'a str,
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ pub mod document;
 pub mod run;
 pub mod store;
 
-use serde_json::{Value, json};
+use leadrelay_rules::problem::ErrorBody;
+use serde_json::Value;
 
 pub use document::CheckDocument;
 pub use run::{CheckClient, CheckRecord, Outcome};
@@ -74,10 +75,10 @@ impl CheckError {
 
     /// `{"error": {"code", "message", "details"?}}`, the form of every `--json` error.
     pub fn to_json(&self) -> Value {
-        let mut error = json!({"code": self.code(), "message": self.to_string()});
-        if let CheckError::InvalidDocument { problems, .. } = self {
-            error["details"] = json!(problems);
-        }
-        json!({ "error": error })
+        let details = match self {
+            CheckError::InvalidDocument { problems, .. } => Some(problems),
+            _ => None,
+        };
+        ErrorBody::new(self.code(), self.to_string(), details).to_json()
     }
 }

@@ -6,12 +6,15 @@
 //! prints a value once stored, and nothing logs one.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::CheckError;
 use super::document::CheckDocument;
 use super::run::Step;
 use crate::integration::document::{check_header_value, check_secret_name};
+use crate::integration::store::{SecretNameView, secret_views};
+use crate::to_value;
 
 const NAME_MAX: usize = 64;
 
@@ -89,7 +92,49 @@ pub fn remove(conn: &Connection, name: &str) -> Result<Value, CheckError> {
         [name],
     )?;
     conn.execute("DELETE FROM check_steps WHERE name = ?1", [name])?;
-    Ok(json!({"name": name, "removed": true}))
+    Ok(to_value(Removed {
+        name,
+        removed: true,
+    }))
+}
+
+/// What `check-step remove` did.
+#[derive(Serialize)]
+struct Removed<'a> {
+    name: &'a str,
+    removed: bool,
+}
+
+/// What `check-step secret set` stored: the name, never the value.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SecretSet<'a> {
+    name: &'a str,
+    secret: &'a str,
+    updated_at: String,
+}
+
+/// `check-step show`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StepShow<'a> {
+    name: &'a str,
+    workspace_id: &'a str,
+    /// The operator's document as stored.
+    document: Value,
+    secrets: Vec<SecretNameView<'a>>,
+    missing_secrets: Vec<&'a str>,
+}
+
+/// A step as `check-step list` shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StepLine<'a> {
+    name: &'a str,
+    workspace_id: &'a str,
+    url: Option<&'a Value>,
+    on_fail: Value,
+    on_error: Value,
 }
 
 /// Stores secret `key` of step `name` (a new value replaces the old one).
@@ -119,7 +164,11 @@ pub fn set_secret(
          ON CONFLICT (step_name, name) DO UPDATE SET value = ?3, updated_at = ?4",
         params![name, key, value, now],
     )?;
-    Ok(json!({"name": name, "secret": key, "updatedAt": crate::clock::iso(now)}))
+    Ok(to_value(SecretSet {
+        name,
+        secret: key,
+        updated_at: crate::clock::iso(now),
+    }))
 }
 
 /// Step `name`'s secrets with their values: what its requests send.
@@ -181,16 +230,12 @@ pub fn show(conn: &Connection, name: &str) -> Result<Value, CheckError> {
     let missing = document
         .request
         .missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted));
-    let secrets: Vec<Value> = names
-        .iter()
-        .map(|(name, at)| json!({"name": name, "updatedAt": crate::clock::iso(*at)}))
-        .collect();
-    Ok(json!({
-        "name": name,
-        "workspaceId": workspace_id,
-        "document": serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
-        "secrets": secrets,
-        "missingSecrets": missing,
+    Ok(to_value(StepShow {
+        name,
+        workspace_id: &workspace_id,
+        document: serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        secrets: secret_views(&names),
+        missing_secrets: missing,
     }))
 }
 
@@ -208,12 +253,13 @@ pub fn list(conn: &Connection, workspace_id: Option<&str>) -> Result<Vec<Value>,
     rows.into_iter()
         .map(|(name, workspace_id, text)| {
             let document: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            Ok(json!({
-                "name": name,
-                "workspaceId": workspace_id,
-                "url": document.get("url"),
-                "onFail": document.get("onFail").cloned().unwrap_or_else(|| json!("reject")),
-                "onError": document.get("onError").cloned().unwrap_or_else(|| json!("flag")),
+            Ok(to_value(StepLine {
+                name: &name,
+                workspace_id: &workspace_id,
+                url: document.get("url"),
+                // An action the document leaves out is the default it runs with.
+                on_fail: document.get("onFail").cloned().unwrap_or("reject".into()),
+                on_error: document.get("onError").cloned().unwrap_or("flag".into()),
             }))
         })
         .collect()

@@ -16,7 +16,8 @@
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::rotation::{Rotation, StoredSecret};
 use super::source::Rotated;
@@ -96,37 +97,72 @@ impl Buyer {
     }
 
     /// The buyer as shown to the operator. Never includes a secret or its hash.
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> BuyerView<'_> {
         let now = crate::clock::now_ms();
         let window = Duration::from_secs(self.cancellation_window_secs.max(0).unsigned_abs());
-        json!({
-            "id": self.id,
-            "workspaceId": self.workspace_id,
-            "name": self.name,
-            "webhookUrl": self.webhook_url,
-            "hasSecret": self.secret.is_set(),
-            "previousSecretValidUntil": self.secret.previous_valid_until(now).map(crate::clock::iso),
-            "previousSigningSecretValidUntil": self
+        BuyerView {
+            id: &self.id,
+            workspace_id: &self.workspace_id,
+            name: &self.name,
+            webhook_url: &self.webhook_url,
+            has_secret: self.secret.is_set(),
+            previous_secret_valid_until: self
+                .secret
+                .previous_valid_until(now)
+                .map(crate::clock::iso),
+            previous_signing_secret_valid_until: self
                 .previous_signing_secret
                 .as_ref()
                 .map(|(_, until)| *until)
                 .filter(|until| now < *until)
                 .map(crate::clock::iso),
-            "capabilities": self.capabilities,
-            "cancellationWindow": crate::duration::format(window),
-            "cancellationWindowSeconds": self.cancellation_window_secs,
-            "autoPayoutPending": self.auto_payout_pending,
-            "plan": self.plan.as_str(),
-            "balance": crate::money::to_json(self.balance_cents),
-            "creditLimit": crate::money::to_json(self.credit_limit_cents),
-            "returnCap": self.return_cap_bp.map(crate::money::to_json),
-            "returnReview": self.return_review.as_str(),
-            "status": if self.paused { "paused" } else { "active" },
-            "lastServedAt": self.last_served_at.map(crate::clock::iso),
-            "createdAt": crate::clock::iso(self.created_at),
-            "archivedAt": self.archived_at.map(crate::clock::iso),
-        })
+            capabilities: &self.capabilities,
+            cancellation_window: crate::duration::format(window),
+            cancellation_window_seconds: self.cancellation_window_secs,
+            auto_payout_pending: self.auto_payout_pending,
+            plan: self.plan.as_str(),
+            balance: crate::money::as_f64(self.balance_cents),
+            credit_limit: crate::money::as_f64(self.credit_limit_cents),
+            return_cap: self.return_cap_bp.map(crate::money::as_f64),
+            return_review: self.return_review.as_str(),
+            status: if self.paused { "paused" } else { "active" },
+            last_served_at: self.last_served_at.map(crate::clock::iso),
+            created_at: crate::clock::iso(self.created_at),
+            archived_at: self.archived_at.map(crate::clock::iso),
+        }
     }
+
+    /// [`Buyer::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// The buyer as `buyer show --json` shows it: money as numbers, the return cap as a
+/// percentage, never a secret or its hash.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuyerView<'a> {
+    id: &'a str,
+    workspace_id: &'a str,
+    name: &'a str,
+    webhook_url: &'a str,
+    has_secret: bool,
+    previous_secret_valid_until: Option<String>,
+    previous_signing_secret_valid_until: Option<String>,
+    capabilities: &'a [String],
+    cancellation_window: String,
+    cancellation_window_seconds: i64,
+    auto_payout_pending: bool,
+    plan: &'static str,
+    balance: f64,
+    credit_limit: f64,
+    return_cap: Option<f64>,
+    return_review: &'static str,
+    status: &'static str,
+    last_served_at: Option<String>,
+    created_at: String,
+    archived_at: Option<String>,
 }
 
 pub struct NewBuyer<'a> {

@@ -6,7 +6,8 @@
 //! the list ([`resolve`]). It does not own returns themselves (`lifecycle::returns`).
 
 use rusqlite::{Connection, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{ConfigError, workspace};
 
@@ -34,9 +35,24 @@ pub struct ReturnReason {
 }
 
 impl ReturnReason {
-    pub fn to_json(&self) -> Value {
-        json!({"code": self.code, "label": self.label})
+    pub fn view(&self) -> ReturnReasonView<'_> {
+        ReturnReasonView {
+            code: &self.code,
+            label: &self.label,
+        }
     }
+
+    /// [`ReturnReason::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A code as `return-reason list --json` shows it.
+#[derive(Debug, Serialize)]
+pub struct ReturnReasonView<'a> {
+    code: &'a str,
+    label: &'a str,
 }
 
 /// Writes the default codes for a new workspace (migration 23 wrote them for the

@@ -5,7 +5,8 @@
 //! ([`Source::takes_leads`]).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::container::{self, ContainerKind};
 use super::rotation::{Rotation, StoredSecret};
@@ -97,40 +98,99 @@ impl Source {
     }
 
     /// The source as shown to the operator. Never includes a secret or its hash.
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> SourceView<'_> {
         let now = crate::clock::now_ms();
         let scope = match self.dedupe.scope {
             DedupeScope::Container => self.container_kind.as_str(),
             DedupeScope::Workspace => "workspace",
         };
-        json!({
-            "id": self.id,
-            self.container_kind.id_key(): self.container_id,
-            "workspaceId": self.workspace_id,
-            "name": self.name,
-            "hasSecret": self.secret.is_set(),
-            "previousSecretValidUntil": self.secret.previous_valid_until(now).map(crate::clock::iso),
-            "supplierId": self.supplier_id,
-            "supplierCost": self.supplier_cost_cents.map(crate::money::to_json),
-            "revenueShare": self.revenue_share_bp.map(crate::money::to_json),
-            "dedupe": {
-                "fields": self.dedupe.fields,
-                "scope": scope,
-                "action": self.dedupe.action.as_str(),
-                "windowDays": self.dedupe.window_days,
+        let container = Some(self.container_id.as_str());
+        let (channel_id, table_id) = match self.container_kind {
+            ContainerKind::Channel => (container, None),
+            ContainerKind::Table => (None, container),
+        };
+        SourceView {
+            id: &self.id,
+            channel_id,
+            table_id,
+            workspace_id: &self.workspace_id,
+            name: &self.name,
+            has_secret: self.secret.is_set(),
+            previous_secret_valid_until: self
+                .secret
+                .previous_valid_until(now)
+                .map(crate::clock::iso),
+            supplier_id: self.supplier_id.as_deref(),
+            supplier_cost: self.supplier_cost_cents.map(crate::money::as_f64),
+            revenue_share: self.revenue_share_bp.map(crate::money::as_f64),
+            dedupe: DedupeView {
+                fields: &self.dedupe.fields,
+                scope,
+                action: self.dedupe.action.as_str(),
+                window_days: self.dedupe.window_days,
             },
-            "mapping": {
-                "version": self.mapping_version,
-                "hasDraft": self.mapping_draft.is_some(),
-                "published": self.mapping_published.is_some(),
+            mapping: MappingSummary {
+                version: self.mapping_version,
+                has_draft: self.mapping_draft.is_some(),
+                published: self.mapping_published.is_some(),
             },
-            "resultDetail": self.result_detail.as_str(),
-            "enabled": self.enabled,
-            "webhookPath": self.webhook_path(),
-            "createdAt": crate::clock::iso(self.created_at),
-            "archivedAt": self.archived_at.map(crate::clock::iso),
-        })
+            result_detail: self.result_detail.as_str(),
+            enabled: self.enabled,
+            webhook_path: self.webhook_path(),
+            created_at: crate::clock::iso(self.created_at),
+            archived_at: self.archived_at.map(crate::clock::iso),
+        }
     }
+
+    /// [`Source::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// The source as `source show --json` shows it: its container under the key of the
+/// container's kind (`channelId` or `tableId`, the other left out), never a secret.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceView<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channel_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    table_id: Option<&'a str>,
+    workspace_id: &'a str,
+    name: &'a str,
+    has_secret: bool,
+    previous_secret_valid_until: Option<String>,
+    supplier_id: Option<&'a str>,
+    supplier_cost: Option<f64>,
+    revenue_share: Option<f64>,
+    dedupe: DedupeView<'a>,
+    mapping: MappingSummary,
+    result_detail: &'static str,
+    enabled: bool,
+    webhook_path: String,
+    created_at: String,
+    archived_at: Option<String>,
+}
+
+/// The source's duplicate rule.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DedupeView<'a> {
+    fields: &'a [String],
+    scope: &'static str,
+    action: &'static str,
+    window_days: i64,
+}
+
+/// Whether the source has a mapping draft and a published mapping.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MappingSummary {
+    version: i64,
+    has_draft: bool,
+    published: bool,
 }
 
 pub fn webhook_path(kind: ContainerKind, container_id: &str, source_id: &str) -> String {

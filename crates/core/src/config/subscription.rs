@@ -9,7 +9,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::product::{FieldDef, Product};
 use super::{ConfigError, buyer, product};
@@ -203,7 +203,7 @@ pub struct Terms {
 }
 
 impl Terms {
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> TermsView<'_> {
         let s = &self.subscription;
         let schedules = s
             .schedule
@@ -211,36 +211,73 @@ impl Terms {
             .and_then(|stored| Schedule::from_json(stored).ok())
             .map(|schedule| schedule.to_texts())
             .unwrap_or_default();
-        json!({
-            "buyerId": s.buyer_id,
-            "productId": s.product_id,
-            "productSlug": self.product_slug,
-            "pricing": s.pricing.name(),
-            "price": match s.pricing {
-                Pricing::Fixed => crate::money::to_json(s.price_cents),
-                Pricing::Bid(_) => Value::Null,
-            },
-            "bid": match &s.pricing {
-                Pricing::Fixed => Value::Null,
-                Pricing::Bid(bid) => json!({
-                    "url": bid.url,
-                    "timeout": crate::duration::format(std::time::Duration::from_millis(
+        let (price, bid) = match &s.pricing {
+            Pricing::Fixed => (Some(crate::money::as_f64(s.price_cents)), None),
+            Pricing::Bid(bid) => (
+                None,
+                Some(BidTermsView {
+                    url: &bid.url,
+                    timeout: crate::duration::format(std::time::Duration::from_millis(
                         u64::try_from(bid.timeout_ms).unwrap_or(0),
                     )),
-                    "minPrice": bid.min_price_cents.map(crate::money::to_json),
-                    "maxPrice": bid.max_price_cents.map(crate::money::to_json),
+                    min_price: bid.min_price_cents.map(crate::money::as_f64),
+                    max_price: bid.max_price_cents.map(crate::money::as_f64),
                 }),
-            },
-            "dailyCap": s.daily_cap,
-            "monthlyCap": s.monthly_cap,
-            "priority": s.priority,
-            "filters": s.filters.iter().map(Filter::to_text).collect::<Vec<_>>(),
-            "schedules": schedules,
-            "requireCheck": s.require_check,
-            "usedToday": self.used_today,
-            "usedThisMonth": self.used_this_month,
-        })
+            ),
+        };
+        TermsView {
+            buyer_id: &s.buyer_id,
+            product_id: &s.product_id,
+            product_slug: &self.product_slug,
+            pricing: s.pricing.name(),
+            price,
+            bid,
+            daily_cap: s.daily_cap,
+            monthly_cap: s.monthly_cap,
+            priority: s.priority,
+            filters: s.filters.iter().map(Filter::to_text).collect(),
+            schedules,
+            require_check: s.require_check.as_deref(),
+            used_today: self.used_today,
+            used_this_month: self.used_this_month,
+        }
     }
+
+    /// [`Terms::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// One entry of `buyer terms --json`: the price for fixed pricing, the bid request's terms
+/// for bid pricing (the other null).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TermsView<'a> {
+    buyer_id: &'a str,
+    product_id: &'a str,
+    product_slug: &'a str,
+    pricing: &'static str,
+    price: Option<f64>,
+    bid: Option<BidTermsView<'a>>,
+    daily_cap: Option<i64>,
+    monthly_cap: Option<i64>,
+    priority: i64,
+    filters: Vec<String>,
+    schedules: Vec<String>,
+    require_check: Option<&'a str>,
+    used_today: i64,
+    used_this_month: i64,
+}
+
+/// A bid-priced subscription's bid request: the timeout as the operator writes it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BidTermsView<'a> {
+    url: &'a str,
+    timeout: String,
+    min_price: Option<f64>,
+    max_price: Option<f64>,
 }
 
 fn check_terms(subscription: &Subscription) -> Result<(), ConfigError> {

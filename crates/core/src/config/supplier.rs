@@ -27,15 +27,29 @@ pub struct Supplier {
 impl Supplier {
     /// The supplier as shown to the operator: the record and, during a rotation's
     /// overlap, until when the previous key is accepted. Never a key or its hash.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut shown = serde_json::to_value(self).expect("a supplier serialises");
-        shown["previousKeyValidUntil"] = serde_json::json!(
-            self.key
+    pub fn view(&self) -> SupplierView<'_> {
+        SupplierView {
+            supplier: self,
+            previous_key_valid_until: self
+                .key
                 .previous_valid_until(crate::clock::now_ms())
-                .map(crate::clock::iso)
-        );
-        shown
+                .map(crate::clock::iso),
+        }
     }
+
+    /// [`Supplier::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> serde_json::Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// The supplier as shown to the operator (see [`Supplier::view`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupplierView<'a> {
+    #[serde(flatten)]
+    supplier: &'a Supplier,
+    previous_key_valid_until: Option<String>,
 }
 
 pub struct NewSupplier<'a> {

@@ -2,9 +2,10 @@
 //! whole inside the caller's write job.
 
 use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
 
 use super::DeliveryError;
-use super::transaction::{self, NewTransaction};
+use super::transaction::{self, NewTransaction, SaleView};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
 use crate::ingest::model::{StoredLead, StoredRequest};
@@ -43,20 +44,37 @@ pub struct Delivered {
 impl Delivered {
     /// The `deliver` command's output keys (DESIGN.md section 8) and the auto-delivery
     /// result's `deliveries` entries share these names.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "transactionId": self.transaction_id,
-            "eventId": self.event_id,
-            "leadRequestId": self.lead_request_id,
-            "leadId": self.lead_id,
-            "buyerAccountId": self.buyer_id,
-            "productId": self.product_id,
-            "deliveryMode": self.delivery_mode.as_str(),
-            "buyerPrice": crate::money::to_json(self.buyer_price_cents),
-            "supplierCost": crate::money::to_json(self.supplier_cost_cents),
-            "marginAmount": crate::money::to_json(self.margin_cents),
-        })
+    pub fn view(&self) -> DeliveredView<'_> {
+        DeliveredView {
+            transaction_id: &self.transaction_id,
+            event_id: &self.event_id,
+            sale: SaleView {
+                lead_request_id: &self.lead_request_id,
+                lead_id: &self.lead_id,
+                buyer_account_id: &self.buyer_id,
+                product_id: &self.product_id,
+                delivery_mode: self.delivery_mode.as_str(),
+                buyer_price: crate::money::as_f64(self.buyer_price_cents),
+                supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
+                margin_amount: crate::money::as_f64(self.margin_cents),
+            },
+        }
     }
+
+    /// [`Delivered::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> serde_json::Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A delivery as `deliver --json` and auto-delivery's `deliveries` show it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveredView<'a> {
+    transaction_id: &'a str,
+    event_id: &'a str,
+    #[serde(flatten)]
+    sale: SaleView<'a>,
 }
 
 /// How a request is delivered, from the lead's container (mode, maximum buyers) and its

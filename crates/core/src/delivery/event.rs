@@ -94,7 +94,7 @@ impl Serialize for LeadDelivered<'_> {
         map.serialize_entry("lead", self.lead)?;
         map.serialize_entry("fieldValues", &FieldValues(self.answers))?;
         if let Some(bid) = self.bid {
-            map.serialize_entry("bid", &bid.to_json())?;
+            map.serialize_entry("bid", &bid.view())?;
         }
         map.end()
     }
@@ -347,7 +347,7 @@ mod tests {
             },
             "lead": &lead,
             "fieldValues": {"roof": "tile", "n": "3", "none": null},
-            "bid": bid.to_json(),
+            "bid": bid.view(),
         });
         assert_eq!(tree.to_string(), text);
     }

@@ -15,7 +15,8 @@ use std::collections::HashSet;
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
@@ -96,31 +97,78 @@ pub struct BidRef {
 }
 
 impl BidRef {
-    pub(crate) fn to_json(&self) -> Value {
-        json!({"bidRequestId": self.bid_request_id, "bidId": self.bid_id})
+    pub(crate) fn view(&self) -> BidRefView<'_> {
+        BidRefView {
+            bid_request_id: &self.bid_request_id,
+            bid_id: self.bid_id.as_deref(),
+        }
     }
 }
 
+/// A winning bid as a transaction and its event show it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BidRefView<'a> {
+    bid_request_id: &'a str,
+    bid_id: Option<&'a str>,
+}
+
+/// The transaction as partners and the operator see it (camelCase, money as numbers).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransactionView<'a> {
+    transaction_id: &'a str,
+    #[serde(flatten)]
+    sale: SaleView<'a>,
+    status: &'static str,
+    partner_external_id: Option<&'a str>,
+    delivery_status: &'static str,
+    created_at: String,
+    updated_at: String,
+    bid: Option<BidRefView<'a>>,
+}
+
+/// What was sold to whom and for how much: the keys a transaction and the `deliver`
+/// command's output (`delivery::deliver::Delivered`) share.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SaleView<'a> {
+    pub(crate) lead_request_id: &'a str,
+    pub(crate) lead_id: &'a str,
+    pub(crate) buyer_account_id: &'a str,
+    pub(crate) product_id: &'a str,
+    pub(crate) delivery_mode: &'static str,
+    pub(crate) buyer_price: f64,
+    pub(crate) supplier_cost: f64,
+    pub(crate) margin_amount: f64,
+}
+
 impl Transaction {
-    /// The transaction as partners and the operator see it (camelCase, money as numbers).
+    pub fn view(&self) -> TransactionView<'_> {
+        TransactionView {
+            transaction_id: &self.id,
+            sale: SaleView {
+                lead_request_id: &self.lead_request_id,
+                lead_id: &self.lead_id,
+                buyer_account_id: &self.buyer_id,
+                product_id: &self.product_id,
+                delivery_mode: self.delivery_mode.as_str(),
+                buyer_price: crate::money::as_f64(self.buyer_price_cents),
+                supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
+                margin_amount: crate::money::as_f64(self.margin_cents),
+            },
+            status: self.status.as_str(),
+            partner_external_id: self.partner_external_id.as_deref(),
+            delivery_status: self.delivery_status.as_str(),
+            created_at: crate::clock::iso(self.created_at),
+            updated_at: crate::clock::iso(self.updated_at),
+            bid: self.bid.as_ref().map(BidRef::view),
+        }
+    }
+
+    /// [`Transaction::view`] as a JSON value, for callers that keep or compare one.
     pub fn to_json(&self) -> Value {
-        json!({
-            "transactionId": self.id,
-            "leadRequestId": self.lead_request_id,
-            "leadId": self.lead_id,
-            "buyerAccountId": self.buyer_id,
-            "productId": self.product_id,
-            "deliveryMode": self.delivery_mode.as_str(),
-            "buyerPrice": crate::money::to_json(self.buyer_price_cents),
-            "supplierCost": crate::money::to_json(self.supplier_cost_cents),
-            "marginAmount": crate::money::to_json(self.margin_cents),
-            "status": self.status.as_str(),
-            "partnerExternalId": self.partner_external_id,
-            "deliveryStatus": self.delivery_status.as_str(),
-            "createdAt": crate::clock::iso(self.created_at),
-            "updatedAt": crate::clock::iso(self.updated_at),
-            "bid": self.bid.as_ref().map(BidRef::to_json),
-        })
+        crate::to_value(self.view())
     }
 }
 
@@ -333,15 +381,30 @@ pub struct HistoryEntry {
     pub at: i64,
 }
 
+/// One move of a transaction's history as `transaction show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryEntryView<'a> {
+    from: Option<&'static str>,
+    to: &'static str,
+    actor: &'a str,
+    reason: Option<&'a str>,
+    at: String,
+}
+
 impl HistoryEntry {
+    pub fn view(&self) -> HistoryEntryView<'_> {
+        HistoryEntryView {
+            from: self.from.map(Status::as_str),
+            to: self.to.as_str(),
+            actor: &self.actor,
+            reason: self.reason.as_deref(),
+            at: crate::clock::iso(self.at),
+        }
+    }
+
+    /// [`HistoryEntry::view`] as a JSON value, for callers that assemble one.
     pub fn to_json(&self) -> Value {
-        json!({
-            "from": self.from.map(Status::as_str),
-            "to": self.to.as_str(),
-            "actor": self.actor,
-            "reason": self.reason,
-            "at": crate::clock::iso(self.at),
-        })
+        crate::to_value(self.view())
     }
 }
 
@@ -728,6 +791,41 @@ pub(crate) fn set_delivery_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transaction_shows_its_keys_in_the_documented_order() {
+        let transaction = Transaction {
+            id: "txn_1".into(),
+            lead_request_id: "lrq_1".into(),
+            lead_id: "lead_1".into(),
+            buyer_id: "b".into(),
+            product_id: "p".into(),
+            workspace_id: "w".into(),
+            delivery_mode: DeliveryMode::Exclusive,
+            buyer_price_cents: 2500,
+            supplier_cost_cents: 1250,
+            margin_cents: 1250,
+            charged_cents: 0,
+            status: Status::Delivered,
+            partner_external_id: None,
+            delivery_status: DeliveryStatus::Pending,
+            created_at: 0,
+            updated_at: 1,
+            bid: Some(BidRef {
+                bid_request_id: "bq_1".into(),
+                bid_id: None,
+            }),
+        };
+        assert_eq!(
+            transaction.to_json().to_string(),
+            r#"{"transactionId":"txn_1","leadRequestId":"lrq_1","leadId":"lead_1","#.to_string()
+                + r#""buyerAccountId":"b","productId":"p","deliveryMode":"exclusive","#
+                + r#""buyerPrice":25.0,"supplierCost":12.5,"marginAmount":12.5,"#
+                + r#""status":"delivered","partnerExternalId":null,"deliveryStatus":"pending","#
+                + r#""createdAt":"1970-01-01T00:00:00.000Z","updatedAt":"1970-01-01T00:00:00.001Z","#
+                + r#""bid":{"bidRequestId":"bq_1","bidId":null}}"#
+        );
+    }
 
     #[test]
     fn status_names_round_trip_and_liveness() {

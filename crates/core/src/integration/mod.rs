@@ -15,7 +15,8 @@ pub(crate) mod document;
 pub mod request;
 pub mod store;
 
-use serde_json::{Value, json};
+use leadrelay_rules::problem::ErrorBody;
+use serde_json::Value;
 
 pub use document::IntegrationDocument;
 
@@ -75,10 +76,10 @@ impl IntegrationError {
 
     /// `{"error": {"code", "message", "details"?}}`, the form of every `--json` error.
     pub fn to_json(&self) -> Value {
-        let mut error = json!({"code": self.code(), "message": self.to_string()});
-        if let IntegrationError::InvalidDocument { problems, .. } = self {
-            error["details"] = json!(problems);
-        }
-        json!({ "error": error })
+        let details = match self {
+            IntegrationError::InvalidDocument { problems, .. } => Some(problems),
+            _ => None,
+        };
+        ErrorBody::new(self.code(), self.to_string(), details).to_json()
     }
 }

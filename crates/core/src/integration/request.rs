@@ -6,7 +6,8 @@
 //! Pure: no database, no network. The outbox's sender sends what [`build`] returns (and
 //! adds the Standard Webhooks headers when the document says `sign`).
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::document::{Format, HeaderSource, IntegrationDocument};
 use crate::mapping::count_text;
@@ -114,13 +115,13 @@ impl Built {
     /// as JSON).
     pub fn masked_json(&self) -> Value {
         let mut headers = Map::new();
-        headers.insert("Content-Type".into(), json!(self.content_type));
+        headers.insert("Content-Type".into(), self.content_type.into());
         for header in &self.headers {
             let shown = match &header.secret {
                 Some(name) => masked(name),
                 None => header.value.clone(),
             };
-            headers.insert(header.name.clone(), json!(shown));
+            headers.insert(header.name.clone(), shown.into());
         }
         let text = String::from_utf8_lossy(&self.body).into_owned();
         let body = if self.content_type == Format::Json.content_type() {
@@ -128,18 +129,30 @@ impl Built {
         } else {
             Value::String(text)
         };
-        json!({
-            "method": self.method,
-            "url": self.url,
-            "headers": headers,
-            "body": body,
+        crate::to_value(MaskedRequest {
+            method: self.method,
+            url: &self.url,
+            headers,
+            body,
         })
     }
+}
+
+/// A request as printed and recorded (see [`Built::masked_json`]).
+#[derive(Serialize)]
+struct MaskedRequest<'a> {
+    method: &'static str,
+    url: &'a str,
+    /// The header names are the buyer's document's, so a map in the order sent.
+    headers: Map<String, Value>,
+    /// The body as sent: the buyer's fields, whatever their document names them.
+    body: Value,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn document(format: &str) -> IntegrationDocument {
         IntegrationDocument::parse(&json!({

@@ -8,11 +8,13 @@
 //! (`show` lists names, `preview` and attempt records mask them), and nothing logs one.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::document::{IntegrationDocument, check_header_value, check_secret_name};
 use super::{IntegrationDocument as Document, IntegrationError};
 use crate::config::buyer::{self, Buyer};
+use crate::to_value;
 
 /// The live buyer `id`, for a change.
 fn live_buyer(conn: &Connection, id: &str) -> Result<Buyer, IntegrationError> {
@@ -78,7 +80,53 @@ pub fn set_secret(
          ON CONFLICT (buyer_id, name) DO UPDATE SET value = ?3, updated_at = ?4",
         params![buyer.id, name, value, now],
     )?;
-    Ok(json!({"buyerId": buyer.id, "secret": name, "updatedAt": crate::clock::iso(now)}))
+    Ok(to_value(SecretSet {
+        buyer_id: &buyer.id,
+        secret: name,
+        updated_at: crate::clock::iso(now),
+    }))
+}
+
+/// What `buyer integration secret set` stored: the name, never the value.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SecretSet<'a> {
+    buyer_id: &'a str,
+    secret: &'a str,
+    updated_at: String,
+}
+
+/// A secret as `show` lists it: its name and when it was set, never its value.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretNameView<'a> {
+    name: &'a str,
+    updated_at: String,
+}
+
+/// The secret names and times of [`secret_names`] as `show` lists them.
+pub(crate) fn secret_views(names: &[(String, i64)]) -> Vec<SecretNameView<'_>> {
+    names
+        .iter()
+        .map(|(name, at)| SecretNameView {
+            name,
+            updated_at: crate::clock::iso(*at),
+        })
+        .collect()
+}
+
+/// `buyer integration show`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IntegrationShow<'a> {
+    buyer_id: &'a str,
+    /// `generic` (the signed webhook) or `mapped` (a document).
+    kind: &'static str,
+    url: &'a str,
+    /// The operator's document as stored; null for the generic webhook.
+    document: Value,
+    secrets: Vec<SecretNameView<'a>>,
+    missing_secrets: Vec<&'a str>,
 }
 
 /// The stored document of buyer `buyer_id` (`None`: generic, or no such buyer).
@@ -134,18 +182,15 @@ pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError
         .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
     let text = document_text(conn, &buyer.id)?;
     let names = secret_names(conn, &buyer.id)?;
-    let secrets: Vec<Value> = names
-        .iter()
-        .map(|(name, at)| json!({"name": name, "updatedAt": crate::clock::iso(*at)}))
-        .collect();
+    let secrets = secret_views(&names);
     let Some(text) = text else {
-        return Ok(json!({
-            "buyerId": buyer.id,
-            "kind": "generic",
-            "url": buyer.webhook_url,
-            "document": null,
-            "secrets": secrets,
-            "missingSecrets": [],
+        return Ok(to_value(IntegrationShow {
+            buyer_id: &buyer.id,
+            kind: "generic",
+            url: &buyer.webhook_url,
+            document: Value::Null,
+            secrets,
+            missing_secrets: Vec::new(),
         }));
     };
     let parsed =
@@ -155,12 +200,12 @@ pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError
         })?;
     let missing = parsed.missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted));
     let document: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Ok(json!({
-        "buyerId": buyer.id,
-        "kind": "mapped",
-        "url": parsed.url.as_deref().unwrap_or(&buyer.webhook_url),
-        "document": document,
-        "secrets": secrets,
-        "missingSecrets": missing,
+    Ok(to_value(IntegrationShow {
+        buyer_id: &buyer.id,
+        kind: "mapped",
+        url: parsed.url.as_deref().unwrap_or(&buyer.webhook_url),
+        document,
+        secrets,
+        missing_secrets: missing,
     }))
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, Row, params};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Kind;
 
@@ -24,20 +24,41 @@ pub struct Entry {
 
 impl Entry {
     /// The row as `ledger list --json` prints it (DESIGN.md section 11).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "at": crate::clock::iso(self.at),
-            "kind": self.kind.as_str(),
-            "workspaceId": self.workspace_id,
-            "buyerId": self.buyer_id,
-            "supplierId": self.supplier_id,
-            "transactionId": self.transaction_id,
-            "amount": crate::money::to_json(self.amount_cents),
-            "reason": self.reason,
-            "actor": self.actor,
-        })
+    pub fn view(&self) -> EntryView<'_> {
+        EntryView {
+            id: self.id,
+            at: crate::clock::iso(self.at),
+            kind: self.kind.as_str(),
+            workspace_id: &self.workspace_id,
+            buyer_id: self.buyer_id.as_deref(),
+            supplier_id: self.supplier_id.as_deref(),
+            transaction_id: self.transaction_id.as_deref(),
+            amount: crate::money::as_f64(self.amount_cents),
+            reason: self.reason.as_deref(),
+            actor: &self.actor,
+        }
     }
+
+    /// [`Entry::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A ledger row as `ledger list --json` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryView<'a> {
+    id: i64,
+    at: String,
+    kind: &'static str,
+    workspace_id: &'a str,
+    buyer_id: Option<&'a str>,
+    supplier_id: Option<&'a str>,
+    transaction_id: Option<&'a str>,
+    amount: f64,
+    reason: Option<&'a str>,
+    actor: &'a str,
 }
 
 const COLUMNS: &str = "id, at, workspace_id, buyer_id, supplier_id, transaction_id, kind, \

@@ -12,7 +12,6 @@
 //! transaction (`lookup` does, in the same job) and knows nothing of HTTP.
 
 use rusqlite::Connection;
-use serde_json::Value;
 
 use super::error::LifecycleError;
 use super::input::BuyerCall;
@@ -29,7 +28,7 @@ pub(crate) const SYSTEM_ACTOR: &str = "system";
 #[derive(Debug, Clone)]
 pub(crate) struct Applied {
     /// The transaction after the call.
-    pub item: Value,
+    pub item: Transaction,
     /// The state the transaction is in after the call.
     pub state: Status,
     pub already_applied: bool,
@@ -67,7 +66,7 @@ pub(crate) fn buyer_call(
             action,
             &authorized.transaction_id,
             &before,
-            &applied.item,
+            &applied.item.to_json(),
             now,
         )?;
     }
@@ -95,8 +94,8 @@ pub(super) fn apply(
         Transition::AwaitingReturn => return Err(LifecycleError::ReturnPending),
         Transition::AlreadyApplied => {
             return Ok(Applied {
-                item: current.to_json(),
                 state: current.status,
+                item: current,
                 already_applied: true,
                 economics_applied: false,
                 auto_status_changed_to: None,
@@ -122,7 +121,7 @@ pub(super) fn apply(
                 now,
             )?;
             return Ok(Applied {
-                item: reread(conn, &current.id)?.to_json(),
+                item: reread(conn, &current.id)?,
                 state: Status::ReturnRequested,
                 already_applied: false,
                 economics_applied: false,
@@ -173,8 +172,8 @@ pub(super) fn apply(
     }
     let updated = reread(conn, &current.id)?;
     Ok(Applied {
-        item: updated.to_json(),
         state: updated.status,
+        item: updated,
         already_applied: false,
         economics_applied,
         auto_status_changed_to,

@@ -8,7 +8,8 @@
 //! authorisation, move, money, history, clawback) in ONE writer job, so that two concurrent
 //! calls on one transaction are serialised.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::apply::{self, Applied};
 use super::error::LifecycleError;
@@ -16,6 +17,7 @@ use super::input::{self, BuyerCall};
 use super::lookup;
 use super::state::{Move, Status};
 use crate::db::Db;
+use crate::delivery::transaction::TransactionView;
 
 /// Which of the four buyer calls a request makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,28 +42,48 @@ impl Kind {
     /// the other three.
     fn body(self, applied: &Applied) -> Value {
         match self {
-            Kind::Confirmation => json!({
-                "item": applied.item,
-                "autoStatusChangedTo": applied.auto_status_changed_to.map(|s| s.as_str()),
-                "alreadyApplied": applied.already_applied,
-                "economicsApplied": applied.economics_applied,
+            Kind::Confirmation => crate::to_value(Confirmed {
+                item: applied.item.view(),
+                auto_status_changed_to: applied.auto_status_changed_to.map(|s| s.as_str()),
+                already_applied: applied.already_applied,
+                economics_applied: applied.economics_applied,
             }),
-            _ => {
-                let mut body = json!({
-                    "accepted": true,
-                    "code": applied.state.as_str(),
-                    "alreadyApplied": applied.already_applied,
-                    "economicsApplied": applied.economics_applied,
-                    "item": applied.item,
-                });
+            _ => crate::to_value(Moved {
+                accepted: true,
+                code: applied.state.as_str(),
+                already_applied: applied.already_applied,
+                economics_applied: applied.economics_applied,
+                item: applied.item.view(),
                 // A return under manual review (DESIGN.md section 19) says it waits.
-                if applied.state == Status::ReturnRequested {
-                    body["outcome"] = json!("pending_review");
-                }
-                body
-            }
+                outcome: (applied.state == Status::ReturnRequested).then_some("pending_review"),
+            }),
         }
     }
+}
+
+/// The 200 body of partner-confirmation.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Confirmed<'a> {
+    /// The transaction after the call.
+    item: TransactionView<'a>,
+    auto_status_changed_to: Option<&'static str>,
+    already_applied: bool,
+    economics_applied: bool,
+}
+
+/// The 200 body of partner-payout-pending, partner-payout and partner-cancellation.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Moved<'a> {
+    accepted: bool,
+    code: &'static str,
+    already_applied: bool,
+    economics_applied: bool,
+    item: TransactionView<'a>,
+    /// Only a return that waits for review says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
 }
 
 /// A buyer call of `kind` with `body`, by whoever holds one of the `presented` secrets;

@@ -10,7 +10,8 @@
 //! `supplier`'s business.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::error::LifecycleError;
 use crate::db::stored::stored_enum;
@@ -50,19 +51,39 @@ pub struct SupplierCancellation {
 }
 
 impl SupplierCancellation {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "leadId": self.lead_id,
-            "supplierId": self.supplier_id,
-            "status": self.status.as_str(),
-            "origin": self.origin.as_str(),
-            "reason": self.reason,
-            "responseReason": self.response_reason,
-            "createdAt": crate::clock::iso(self.created_at),
-            "resolvedAt": self.resolved_at.map(crate::clock::iso),
-        })
+    pub fn view(&self) -> SupplierCancellationView<'_> {
+        SupplierCancellationView {
+            id: &self.id,
+            lead_id: &self.lead_id,
+            supplier_id: &self.supplier_id,
+            status: self.status.as_str(),
+            origin: self.origin.as_str(),
+            reason: self.reason.as_deref(),
+            response_reason: self.response_reason.as_deref(),
+            created_at: crate::clock::iso(self.created_at),
+            resolved_at: self.resolved_at.map(crate::clock::iso),
+        }
     }
+
+    /// [`SupplierCancellation::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A supplier cancellation as the supplier's API and `clawback list --json` show it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupplierCancellationView<'a> {
+    id: &'a str,
+    lead_id: &'a str,
+    supplier_id: &'a str,
+    status: &'static str,
+    origin: &'static str,
+    reason: Option<&'a str>,
+    response_reason: Option<&'a str>,
+    created_at: String,
+    resolved_at: Option<String>,
 }
 
 const COLUMNS: &str =

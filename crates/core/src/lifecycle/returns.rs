@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use jiff::civil::Date;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::apply;
 use super::error::LifecycleError;
@@ -67,19 +67,37 @@ pub struct Return {
     pub note: Option<String>,
 }
 
+/// A return as the review queue shows it (`transaction return list --json`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReturnView<'a> {
+    transaction_id: &'a str,
+    buyer_id: &'a str,
+    reason_code: &'a str,
+    reason: Option<&'a str>,
+    requested_at: String,
+    status: &'static str,
+    decided_at: Option<String>,
+    note: Option<&'a str>,
+}
+
 impl Return {
-    /// A return as the review queue shows it (`transaction return list --json`).
+    pub fn view(&self) -> ReturnView<'_> {
+        ReturnView {
+            transaction_id: &self.transaction_id,
+            buyer_id: &self.buyer_id,
+            reason_code: &self.reason_code,
+            reason: self.reason.as_deref(),
+            requested_at: crate::clock::iso(self.requested_at),
+            status: self.status.as_str(),
+            decided_at: self.decided_at.map(crate::clock::iso),
+            note: self.note.as_deref(),
+        }
+    }
+
+    /// [`Return::view`] as a JSON value, for callers that assemble one.
     pub fn to_json(&self) -> Value {
-        json!({
-            "transactionId": self.transaction_id,
-            "buyerId": self.buyer_id,
-            "reasonCode": self.reason_code,
-            "reason": self.reason,
-            "requestedAt": crate::clock::iso(self.requested_at),
-            "status": self.status.as_str(),
-            "decidedAt": self.decided_at.map(crate::clock::iso),
-            "note": self.note,
-        })
+        serde_json::to_value(self.view()).expect("a return view serialises")
     }
 }
 
@@ -213,35 +231,72 @@ impl ReasonReport {
         })
     }
 
-    pub fn to_json(&self) -> Value {
-        let row = |figures: [i64; 4]| -> serde_json::Map<String, Value> {
-            Self::COLUMNS
+    pub fn view(&self) -> ReasonReportView<'_> {
+        let [requested, pending, approved, denied] = self.totals();
+        ReasonReportView {
+            workspace_id: &self.workspace_id,
+            timezone: &self.timezone,
+            from: self.from.to_string(),
+            to: self.to.to_string(),
+            by: ["reason"],
+            rows: self
+                .rows
                 .iter()
-                .zip(figures)
-                .map(|(name, n)| (name.to_string(), json!(n)))
-                .collect()
-        };
-        let rows: Vec<Value> = self
-            .rows
-            .iter()
-            .map(|(label, count)| {
-                let mut shown = serde_json::Map::new();
-                shown.insert("reason".into(), json!(count.reason_code));
-                shown.insert("label".into(), json!(label));
-                shown.extend(row(Self::figures(count)));
-                Value::Object(shown)
-            })
-            .collect();
-        json!({
-            "workspaceId": self.workspace_id,
-            "timezone": self.timezone,
-            "from": self.from.to_string(),
-            "to": self.to.to_string(),
-            "by": ["reason"],
-            "rows": rows,
-            "totals": Value::Object(row(self.totals())),
-        })
+                .map(|(label, count)| ReasonRowView {
+                    reason: &count.reason_code,
+                    label: label.as_deref(),
+                    figures: ReasonFigures {
+                        requested: count.requested,
+                        pending: count.pending,
+                        approved: count.approved,
+                        denied: count.denied,
+                    },
+                })
+                .collect(),
+            totals: ReasonFigures {
+                requested,
+                pending,
+                approved,
+                denied,
+            },
+        }
     }
+
+    /// [`ReasonReport::view`] as a JSON value, for callers that print one.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a reason report view serialises")
+    }
+}
+
+/// `report --by reason --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasonReportView<'a> {
+    workspace_id: &'a str,
+    timezone: &'a str,
+    from: String,
+    to: String,
+    by: [&'static str; 1],
+    rows: Vec<ReasonRowView<'a>>,
+    totals: ReasonFigures,
+}
+
+/// One reason code's line of [`ReasonReportView`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ReasonRowView<'a> {
+    reason: &'a str,
+    label: Option<&'a str>,
+    #[serde(flatten)]
+    figures: ReasonFigures,
+}
+
+/// The counted columns of a reason report line, named as [`ReasonReport::COLUMNS`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ReasonFigures {
+    requested: i64,
+    pending: i64,
+    approved: i64,
+    denied: i64,
 }
 
 /// The [`ReasonReport`] of `workspace_id` for the local dates `from` to `to`.
@@ -394,19 +449,36 @@ impl Filed {
         self.applied.already_applied
     }
 
-    pub fn to_json(&self) -> Value {
-        let mut shown = json!({
-            "code": self.applied.state.as_str(),
-            "alreadyApplied": self.applied.already_applied,
-            "economicsApplied": self.applied.economics_applied,
-            "item": self.applied.item,
-            "return": self.filed.as_ref().map(Return::to_json),
-        });
-        if self.applied.state == Status::ReturnRequested {
-            shown["outcome"] = json!("pending_review");
+    pub fn view(&self) -> FiledView<'_> {
+        FiledView {
+            code: self.applied.state.as_str(),
+            already_applied: self.applied.already_applied,
+            economics_applied: self.applied.economics_applied,
+            item: self.applied.item.view(),
+            filed: self.filed.as_ref().map(Return::view),
+            outcome: (self.applied.state == Status::ReturnRequested).then_some("pending_review"),
         }
-        shown
     }
+
+    /// [`Filed::view`] as a JSON value, for callers that print one.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a filed return view serialises")
+    }
+}
+
+/// `transaction return request --json`: the move, the transaction after it and the return.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FiledView<'a> {
+    code: &'static str,
+    already_applied: bool,
+    economics_applied: bool,
+    item: crate::delivery::transaction::TransactionView<'a>,
+    #[serde(rename = "return")]
+    filed: Option<ReturnView<'a>>,
+    /// Only a return that waits for review says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
 }
 
 /// The operator's return of transaction `id` for its buyer (`transaction return request`),
@@ -459,7 +531,7 @@ pub struct Decided {
     /// The return after the decision.
     pub item: Return,
     /// The transaction after the decision.
-    pub transaction: Value,
+    pub transaction: Transaction,
     /// Whether an approval refunded a prepaid charge.
     pub refunded: bool,
     /// Whether the buyer is sent `transaction.return_decided` (it has the generic
@@ -468,13 +540,30 @@ pub struct Decided {
 }
 
 impl Decided {
-    pub fn to_json(&self) -> Value {
-        let mut shown = self.item.to_json();
-        shown["transaction"] = self.transaction.clone();
-        shown["refunded"] = json!(self.refunded);
-        shown["eventQueued"] = json!(self.event_queued);
-        shown
+    pub fn view(&self) -> DecidedView<'_> {
+        DecidedView {
+            item: self.item.view(),
+            transaction: self.transaction.view(),
+            refunded: self.refunded,
+            event_queued: self.event_queued,
+        }
     }
+
+    /// [`Decided::view`] as a JSON value, for callers that print one.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a decided return view serialises")
+    }
+}
+
+/// `transaction return approve|deny --json`: the return with the transaction after it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecidedView<'a> {
+    #[serde(flatten)]
+    item: ReturnView<'a>,
+    transaction: crate::delivery::transaction::TransactionView<'a>,
+    refunded: bool,
+    event_queued: bool,
 }
 
 /// The `transaction.return_decided` event's body.
@@ -542,7 +631,7 @@ pub fn decide(
         .expect("the transaction was read in this job and nothing deletes transactions");
     Ok(Decided {
         item,
-        transaction: transaction.to_json(),
+        transaction,
         refunded,
         event_queued,
     })

@@ -10,9 +10,10 @@
 //! `clawback`'s business.
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
-use super::clawback::{self, CancellationStatus, SupplierCancellation};
+use super::clawback::{self, CancellationStatus, SupplierCancellation, SupplierCancellationView};
 use super::error::LifecycleError;
 use super::input::{self, SupplierAnswer};
 use crate::config::supplier::{self, Supplier};
@@ -42,16 +43,33 @@ impl Answered {
         }
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "accepted": true,
-            "code": self.code(),
-            "leadId": self.cancellation.lead_id,
-            "alreadyApplied": self.already_applied,
-            "outcome": self.outcome(),
-            "cancellation": self.cancellation.to_json(),
-        })
+    pub fn view(&self) -> AnsweredView<'_> {
+        AnsweredView {
+            accepted: true,
+            code: self.code(),
+            lead_id: &self.cancellation.lead_id,
+            already_applied: self.already_applied,
+            outcome: self.outcome(),
+            cancellation: self.cancellation.view(),
+        }
     }
+
+    /// [`Answered::view`] as a JSON value, for callers that answer with one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// The 200 body of a supplier's answer to a cancellation.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnsweredView<'a> {
+    accepted: bool,
+    code: &'static str,
+    lead_id: &'a str,
+    already_applied: bool,
+    outcome: &'static str,
+    cancellation: SupplierCancellationView<'a>,
 }
 
 /// The supplier whose key was presented in either header. Keys are looked up by their hash,

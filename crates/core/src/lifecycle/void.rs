@@ -11,12 +11,13 @@
 //! written by their owners.
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::LifecycleError;
 use super::apply::Money;
 use crate::db::DbError;
-use crate::delivery::transaction::{self, DeliveryStatus, Status};
+use crate::delivery::transaction::{self, DeliveryStatus, Status, Transaction, TransactionView};
 
 /// Who voids, in the history and the ledger.
 pub(crate) const ACTOR: &str = "operator";
@@ -49,7 +50,7 @@ impl From<rusqlite::Error> for VoidError {
 #[derive(Debug, Clone)]
 pub struct Voided {
     /// The transaction after the void.
-    pub item: Value,
+    pub item: Transaction,
     /// Whether a prepaid charge went back to the buyer.
     pub refunded: bool,
     /// Whether a webhook event not yet delivered was given up.
@@ -59,14 +60,29 @@ pub struct Voided {
 }
 
 impl Voided {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "item": self.item,
-            "refunded": self.refunded,
-            "eventCancelled": self.event_cancelled,
-            "requestOpen": self.request_open,
-        })
+    pub fn view(&self) -> VoidedView<'_> {
+        VoidedView {
+            item: self.item.view(),
+            refunded: self.refunded,
+            event_cancelled: self.event_cancelled,
+            request_open: self.request_open,
+        }
     }
+
+    /// [`Voided::view`] as a JSON value, for callers that print one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// `transaction void --json`: the transaction after the void and what it undid.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VoidedView<'a> {
+    item: TransactionView<'a>,
+    refunded: bool,
+    event_cancelled: bool,
+    request_open: bool,
 }
 
 /// Takes a live sale back: moves `current` to `to` (rejected or cancelled) as `actor` with
@@ -145,7 +161,7 @@ pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voide
     let updated = transaction::find(conn, &current.id)?
         .expect("the transaction was read in this job and nothing deletes transactions");
     Ok(Voided {
-        item: updated.to_json(),
+        item: updated,
         refunded,
         event_cancelled,
         request_open,

@@ -18,8 +18,9 @@ pub mod store;
 #[cfg(test)]
 mod tests;
 
+use leadrelay_rules::problem::ErrorBody;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use document::MappingDocument;
 pub use engine::transform;
@@ -156,14 +157,12 @@ impl MappingError {
             MappingError::SourceNotFound(_) => "not_found",
             MappingError::NoDraft(_) => "no_draft",
         };
-        let mut error = json!({"code": code, "message": self.to_string()});
-        if matches!(
+        let details = matches!(
             self,
             MappingError::InvalidDocument { .. } | MappingError::Transform { .. }
-        ) {
-            error["details"] = json!(self.problems());
-        }
-        json!({ "error": error })
+        )
+        .then(|| self.problems());
+        ErrorBody::new(code, self.to_string(), details).to_json()
     }
 }
 

@@ -7,7 +7,8 @@
 //! from the `Source` record it loads anyway. This module does not apply documents.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{MappingDocument, MappingError};
 
@@ -39,24 +40,55 @@ impl MappingState {
         }
     }
 
-    /// `{"sourceId", "version", "draft": {"document", "updatedAt"} | null, "published":
-    /// {"document", "version", "publishedAt"} | null, "unpublishedChanges"}`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "sourceId": self.source_id,
-            "version": self.version,
-            "draft": self.draft.as_ref().map(|d| json!({
-                "document": document_value(&d.text),
-                "updatedAt": crate::clock::iso(d.at),
-            })),
-            "published": self.published.as_ref().map(|p| json!({
-                "document": document_value(&p.text),
-                "version": self.version,
-                "publishedAt": crate::clock::iso(p.at),
-            })),
-            "unpublishedChanges": self.has_unpublished_changes(),
-        })
+    pub fn view(&self) -> MappingStateView<'_> {
+        MappingStateView {
+            source_id: &self.source_id,
+            version: self.version,
+            draft: self.draft.as_ref().map(|d| DraftView {
+                document: document_value(&d.text),
+                updated_at: crate::clock::iso(d.at),
+            }),
+            published: self.published.as_ref().map(|p| PublishedView {
+                document: document_value(&p.text),
+                version: self.version,
+                published_at: crate::clock::iso(p.at),
+            }),
+            unpublished_changes: self.has_unpublished_changes(),
+        }
     }
+
+    /// [`MappingState::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// `source mapping show --json`: both versions of a source's mapping.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MappingStateView<'a> {
+    source_id: &'a str,
+    version: i64,
+    draft: Option<DraftView>,
+    published: Option<PublishedView>,
+    unpublished_changes: bool,
+}
+
+/// The draft: the operator's document as stored.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DraftView {
+    document: Value,
+    updated_at: String,
+}
+
+/// The published version: the operator's document as published.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedView {
+    document: Value,
+    version: i64,
+    published_at: String,
 }
 
 /// A stored document as JSON; stored text is always JSON written by [`set_draft`].

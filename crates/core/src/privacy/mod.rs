@@ -26,7 +26,8 @@
 pub mod purge;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::db::{Db, DbError};
 
@@ -138,14 +139,29 @@ impl Counts {
         self.attempts += other.attempts;
     }
 
-    pub fn to_json(self) -> Value {
-        json!({
-            "requests": self.requests,
-            "transactions": self.transactions,
-            "events": self.events,
-            "attempts": self.attempts,
-        })
+    /// The records besides the leads, as `records` of an erasure's output.
+    pub fn view(self) -> RecordsView {
+        RecordsView {
+            requests: self.requests,
+            transactions: self.transactions,
+            events: self.events,
+            attempts: self.attempts,
+        }
     }
+
+    /// [`Counts::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// How many records besides the leads an erasure changed, by kind.
+#[derive(Debug, Serialize)]
+pub struct RecordsView {
+    requests: u64,
+    transactions: u64,
+    events: u64,
+    attempts: u64,
 }
 
 /// Removes the person from lead `lead_id` and everything made from it; a lead that is a
@@ -198,21 +214,44 @@ pub struct Erasure {
 }
 
 impl Erasure {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "kind": self.kind,
-            "by": self.selector,
-            "workspaceId": self.workspace_id,
-            "cutoff": self.cutoff.map(crate::clock::iso),
-            "leads": self.counts.leads,
-            "records": self.counts.to_json(),
-            "actor": self.actor,
-            "reason": self.reason,
-            "startedAt": crate::clock::iso(self.started_at),
-            "finishedAt": self.finished_at.map(crate::clock::iso),
-        })
+    pub fn view(&self) -> ErasureView<'_> {
+        ErasureView {
+            id: &self.id,
+            kind: self.kind,
+            by: &self.selector,
+            workspace_id: self.workspace_id.as_deref(),
+            cutoff: self.cutoff.map(crate::clock::iso),
+            leads: self.counts.leads,
+            records: self.counts.view(),
+            actor: &self.actor,
+            reason: self.reason.as_deref(),
+            started_at: crate::clock::iso(self.started_at),
+            finished_at: self.finished_at.map(crate::clock::iso),
+        }
     }
+
+    /// [`Erasure::view`] as a JSON value, for callers that assemble one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// One row of the erasure log as `privacy log --json` shows it: the kind of selector,
+/// never its value.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErasureView<'a> {
+    id: &'a str,
+    kind: &'static str,
+    by: &'a str,
+    workspace_id: Option<&'a str>,
+    cutoff: Option<String>,
+    leads: u64,
+    records: RecordsView,
+    actor: &'a str,
+    reason: Option<&'a str>,
+    started_at: String,
+    finished_at: Option<String>,
 }
 
 /// Adds `counts` to log row `id`, and closes it at `finished` when given.

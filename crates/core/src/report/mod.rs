@@ -28,7 +28,8 @@ use std::collections::HashMap;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 pub(crate) use buckets::{
     Counted, Received, Standing, leads_received, mismatches, transaction_changed,
@@ -111,22 +112,40 @@ impl Figures {
     }
 
     /// The report's columns as JSON (`--json`), money as JSON numbers like every amount.
-    pub(crate) fn to_json(self) -> Value {
-        json!({
-            "received": self.received,
-            "accepted": self.accepted,
-            "duplicates": self.duplicates,
-            "rejected": self.rejected,
-            "sold": self.sold,
-            "acknowledged": self.acknowledged,
-            "returned": self.returned,
-            "paid": self.paid,
-            "revenue": crate::money::to_json(self.revenue_cents),
-            "supplierCost": crate::money::to_json(self.supplier_cost_cents),
-            "margin": crate::money::to_json(self.margin_cents()),
-            "returnRate": self.return_rate(),
-        })
+    pub(crate) fn view(self) -> FiguresView {
+        FiguresView {
+            received: self.received,
+            accepted: self.accepted,
+            duplicates: self.duplicates,
+            rejected: self.rejected,
+            sold: self.sold,
+            acknowledged: self.acknowledged,
+            returned: self.returned,
+            paid: self.paid,
+            revenue: crate::money::as_f64(self.revenue_cents),
+            supplier_cost: crate::money::as_f64(self.supplier_cost_cents),
+            margin: crate::money::as_f64(self.margin_cents()),
+            return_rate: self.return_rate(),
+        }
     }
+}
+
+/// The columns of a report row or its totals.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FiguresView {
+    received: i64,
+    accepted: i64,
+    duplicates: i64,
+    rejected: i64,
+    sold: i64,
+    acknowledged: i64,
+    returned: i64,
+    paid: i64,
+    revenue: f64,
+    supplier_cost: f64,
+    margin: f64,
+    return_rate: Option<f64>,
 }
 
 /// A dimension a report is cut by (`--by`).
@@ -213,30 +232,66 @@ pub struct Report {
 impl Report {
     /// `{"from", "to", "by", "rows", "totals"}` (DESIGN.md section 11) with the workspace
     /// and its time zone; each row has its `by` keys, then every column.
+    pub fn view(&self) -> ReportView<'_> {
+        ReportView {
+            workspace_id: &self.query.workspace_id,
+            timezone: &self.timezone,
+            from: self.query.from.to_string(),
+            to: self.query.to.to_string(),
+            by: self.query.by.iter().map(|b| b.as_str()).collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|row| ReportRowView {
+                    keys: RowKeys {
+                        by: &self.query.by,
+                        keys: &row.keys,
+                    },
+                    figures: row.figures.view(),
+                })
+                .collect(),
+            totals: self.totals.view(),
+        }
+    }
+
+    /// [`Report::view`] as a JSON value, for callers that print one.
     pub fn to_json(&self) -> Value {
-        let rows: Vec<Value> = self
-            .rows
-            .iter()
-            .map(|row| {
-                let mut shown = serde_json::Map::new();
-                for (by, key) in self.query.by.iter().zip(&row.keys) {
-                    shown.insert(by.as_str().into(), json!(key));
-                }
-                if let Value::Object(figures) = row.figures.to_json() {
-                    shown.extend(figures);
-                }
-                Value::Object(shown)
-            })
-            .collect();
-        json!({
-            "workspaceId": self.query.workspace_id,
-            "timezone": self.timezone,
-            "from": self.query.from.to_string(),
-            "to": self.query.to.to_string(),
-            "by": self.query.by.iter().map(|b| b.as_str()).collect::<Vec<_>>(),
-            "rows": rows,
-            "totals": self.totals.to_json(),
-        })
+        crate::to_value(self.view())
+    }
+}
+
+/// `report --json`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportView<'a> {
+    workspace_id: &'a str,
+    timezone: &'a str,
+    from: String,
+    to: String,
+    by: Vec<&'static str>,
+    rows: Vec<ReportRowView<'a>>,
+    totals: FiguresView,
+}
+
+/// A row: its key under each `by` dimension's name, then the columns.
+#[derive(Debug, Serialize)]
+pub struct ReportRowView<'a> {
+    #[serde(flatten)]
+    keys: RowKeys<'a>,
+    #[serde(flatten)]
+    figures: FiguresView,
+}
+
+/// A row's keys, named by the query's dimensions (which the query decides, so a map).
+#[derive(Debug)]
+struct RowKeys<'a> {
+    by: &'a [By],
+    keys: &'a [Option<String>],
+}
+
+impl Serialize for RowKeys<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.by.iter().map(|by| by.as_str()).zip(self.keys))
     }
 }
 

@@ -15,7 +15,8 @@ pub mod dataset;
 pub(crate) mod fit;
 pub(crate) mod metrics;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::autodelivery::evaluator::{self, Weights};
 use crate::autodelivery::features::{FEATURES, Feature, Group};
@@ -82,14 +83,24 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    pub(crate) fn to_json(&self) -> Value {
-        json!({
-            "auc": self.auc,
-            "logLoss": self.log_loss,
-            "goodAboveThreshold": self.good_passing,
-            "badAboveThreshold": self.bad_passing,
-        })
+    pub(crate) fn view(&self) -> ComparisonView {
+        ComparisonView {
+            auc: self.auc,
+            log_loss: self.log_loss,
+            good_above_threshold: self.good_passing,
+            bad_above_threshold: self.bad_passing,
+        }
     }
+}
+
+/// A model's figures on the holdout.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComparisonView {
+    auc: f64,
+    log_loss: f64,
+    good_above_threshold: f64,
+    bad_above_threshold: f64,
 }
 
 /// What a training run found.
@@ -113,22 +124,56 @@ pub struct Report {
 impl Report {
     /// The figures kept with an applied version and printed by `--json` (without
     /// `applied`, which the caller adds).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "rows": self.rows,
-            "training": self.training,
-            "holdout": self.holdout,
-            "labels": {"good": self.good, "bad": self.bad},
-            "withoutFeatures": self.without_features,
-            "unreadableFeatures": self.unreadable,
-            "rareCategories": self.rare_categories,
-            "lambda": LAMBDA,
-            "iterations": self.iterations,
-            "current": self.current.to_json(),
-            "trained": self.trained.to_json(),
-            "weights": self.weights.to_json(),
-        })
+    pub fn view(&self) -> ReportView {
+        ReportView {
+            rows: self.rows,
+            training: self.training,
+            holdout: self.holdout,
+            labels: Labels {
+                good: self.good,
+                bad: self.bad,
+            },
+            without_features: self.without_features,
+            unreadable_features: self.unreadable,
+            rare_categories: self.rare_categories,
+            lambda: LAMBDA,
+            iterations: self.iterations,
+            current: self.current.view(),
+            trained: self.trained.view(),
+            weights: self.weights.to_json(),
+        }
     }
+
+    /// [`Report::view`] as a JSON value, for callers that keep or extend one.
+    pub fn to_json(&self) -> Value {
+        crate::to_value(self.view())
+    }
+}
+
+/// A training run's figures (see [`Report::view`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportView {
+    rows: usize,
+    training: usize,
+    holdout: usize,
+    labels: Labels,
+    without_features: usize,
+    unreadable_features: usize,
+    rare_categories: usize,
+    lambda: f64,
+    iterations: usize,
+    current: ComparisonView,
+    trained: ComparisonView,
+    /// The evaluator's weights, as the evaluator's version shows them.
+    weights: Value,
+}
+
+/// How many rows of each label the run read.
+#[derive(Debug, Serialize)]
+pub struct Labels {
+    good: usize,
+    bad: usize,
 }
 
 /// Fits and compares on `data` (rows in time order, from [`dataset::load`]).
