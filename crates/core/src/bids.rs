@@ -1,6 +1,6 @@
 //! Bidding (DESIGN.md section 14): which eligible buyers of a lead request price by bid,
 //! their bid requests, which answers count, and the `bids` table that records them. One
-//! owner for both callers: a ping (`ping`) and an auto-delivered lead (`ingest::handler`).
+//! owner for both callers: a ping (`ping`) and an auto-delivered lead (`accept`).
 //!
 //! Runs before the caller's writer job, on the request's task: the bidders and their
 //! eligibility are read from the pool (`eligibility::eligible_bidders`), the requests go out through

@@ -6,7 +6,7 @@
 //! intermediate `serde_json::Value`), after the writer job, on the request's task. An
 //! idempotent replay is rebuilt from what the stored lead's columns and requests hold
 //! ([`StoredFacts`]): nothing of the first answer is stored twice. It decides nothing about
-//! leads; it reports what `store` did.
+//! leads; it reports what the writer job (`job`) did.
 //!
 //! Disclosure (DESIGN.md section 5, amended): what a partner is answered is cut to its
 //! source's current [`ResultDetail`], for a fresh answer and for a replay alike, so
@@ -16,12 +16,11 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
-use super::dedupe::{DuplicateMatch, DuplicateStatus};
-use super::problem::Problem;
-use super::quality::Quality;
-use super::store::StoreOutcome;
+use super::job::StoreOutcome;
 use crate::autodelivery::decision::{self, AutoDelivery, RequestDecision};
 use crate::config::source::{ResultDetail, Source};
+use crate::ingest::problem::Problem;
+use crate::ingest::store::{IngestFacts, StoredFacts};
 
 /// The per-lead outcome of SPEC.md 2.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,14 +40,6 @@ impl Status {
             Status::Rejected => "rejected",
         }
     }
-}
-
-/// What ingest found out about a lead: the item's `ingest` object.
-#[derive(Debug, Clone)]
-pub struct IngestFacts {
-    pub quality: Quality,
-    pub duplicate_status: DuplicateStatus,
-    pub duplicate_match: Option<DuplicateMatch>,
 }
 
 /// Everything a result item says about one lead, apart from where it was sent (the
@@ -85,30 +76,6 @@ impl ItemFacts {
             auto_delivery: None,
         }
     }
-}
-
-/// A stored lead as an idempotent replay answers it: the columns its first answer was made
-/// of, as stored (status values as text, JSON columns as their text).
-#[derive(Debug)]
-pub struct StoredFacts {
-    pub lead_id: String,
-    pub external_id: String,
-    pub quality_status: String,
-    /// JSON array of reason codes.
-    pub quality_reasons: String,
-    pub duplicate_status: String,
-    /// JSON object, the `duplicateMatch`.
-    pub duplicate_match: Option<String>,
-    /// In the order the partner gave them.
-    pub requests: Vec<StoredRequestFacts>,
-}
-
-#[derive(Debug)]
-pub struct StoredRequestFacts {
-    pub id: String,
-    pub trigger_auto_delivery: bool,
-    /// Auto-delivery's stored decision (the operator's view), when one was made.
-    pub decision: Option<String>,
 }
 
 /// An item ready to be serialised: facts, source and (in a batch) the position.
