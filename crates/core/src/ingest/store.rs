@@ -450,7 +450,7 @@ fn insert_lead(
     let duplicate_match = ingest
         .duplicate_match
         .as_ref()
-        .map(|m| m.to_json().to_string());
+        .map(|m| serde_json::to_string(&m.view()).expect("a duplicate match always serialises"));
     let fields = &lead.lead.fields;
     let person = &fields.person;
     let consent = &fields.consent;
