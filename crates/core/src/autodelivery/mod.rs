@@ -30,7 +30,8 @@ pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::caps::Windows;
 use crate::config::container::DeliveryMode;
@@ -539,10 +540,21 @@ pub(crate) fn refusal_of<T>(
                         | DeliveryError::MaxBuyersReached { .. }
                         | DeliveryError::LeadNotActive { .. }
                 ),
-                detail: json!({"code": refused.code(), "message": refused.to_string()}),
+                detail: serde_json::to_value(RefusalDetail {
+                    code: refused.code(),
+                    message: refused.to_string(),
+                })
+                .expect("two strings serialise"),
             })
         }
     }
+}
+
+/// The detail of a candidate whose delivery was refused: the refusal's code and message.
+#[derive(Serialize)]
+struct RefusalDetail {
+    code: &'static str,
+    message: String,
 }
 
 /// Why `lead reroute` was refused.
