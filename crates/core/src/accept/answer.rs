@@ -19,10 +19,10 @@ use serde_json::Value;
 
 use super::job::StoreOutcome;
 use crate::autodelivery::decision::{self, AutoDelivery, Replayed, RequestDecision};
-use crate::config::container::ContainerKind;
 use crate::config::source::{ResultDetail, Source};
 use crate::ingest::problem::Problem;
 use crate::ingest::store::{IngestFacts, StoredFacts};
+use crate::ingest::view::ContainerId;
 
 /// The per-lead outcome of SPEC.md 2.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,11 +297,8 @@ impl StoreOutcome {
 pub struct ReplayItem {
     status: &'static str,
     lead_id: String,
-    /// The source's container, under its kind's key (`Source::container_kind`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    channel_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    table_id: Option<String>,
+    #[serde(flatten)]
+    container: ContainerId<String>,
     source_id: String,
     external_id: String,
     idempotent_replay: bool,
@@ -387,15 +384,10 @@ fn replay_item(source: &Source, stored: StoredFacts) -> ReplayItem {
                 }
             }
         });
-    let (channel_id, table_id) = match source.container_kind {
-        ContainerKind::Channel => (Some(source.container_id.clone()), None),
-        ContainerKind::Table => (None, Some(source.container_id.clone())),
-    };
     ReplayItem {
         status: Status::IdempotentReplay.as_str(),
         lead_id: stored.lead_id,
-        channel_id,
-        table_id,
+        container: ContainerId(source.container_kind, source.container_id.clone()),
         source_id: source.id.clone(),
         external_id: stored.external_id,
         idempotent_replay: true,

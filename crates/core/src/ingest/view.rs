@@ -452,12 +452,10 @@ impl StoredLead {
     /// Everything stored about the lead, for `leadrelay lead show`.
     pub fn view(&self) -> StoredLeadView<'_> {
         let fields = &self.fields;
-        let (channel_id, table_id) = self.container_ids();
         StoredLeadView {
             id: &self.id,
             source_id: &self.source_id,
-            channel_id,
-            table_id,
+            container: ContainerId(self.container_kind, &self.container_id),
             workspace_id: &self.workspace_id,
             external_id: fields.external_id.as_deref(),
             status: self.status.as_str(),
@@ -491,12 +489,10 @@ impl StoredLead {
     /// One line's worth of the lead, for `leadrelay lead list`.
     pub fn summary(&self) -> LeadSummaryView<'_> {
         let person = &self.fields.person;
-        let (channel_id, table_id) = self.container_ids();
         LeadSummaryView {
             id: &self.id,
             source_id: &self.source_id,
-            channel_id,
-            table_id,
+            container: ContainerId(self.container_kind, &self.container_id),
             external_id: self.fields.external_id.as_deref(),
             first_name: &person.first_name,
             last_name: &person.last_name,
@@ -519,13 +515,18 @@ impl StoredLead {
     pub fn summary_json(&self) -> Value {
         serde_json::to_value(self.summary()).expect("a lead's summary always serialises")
     }
+}
 
-    /// The container's id under its kind's key: (`channelId`, `tableId`).
-    fn container_ids(&self) -> (Option<&str>, Option<&str>) {
-        match self.container_kind {
-            ContainerKind::Channel => (Some(&self.container_id), None),
-            ContainerKind::Table => (None, Some(&self.container_id)),
-        }
+/// A container's id under its kind's key (`channelId` or `tableId`), flattened into a view.
+#[derive(Debug)]
+pub(crate) struct ContainerId<S>(pub(crate) ContainerKind, pub(crate) S);
+
+impl<S: AsRef<str>> Serialize for ContainerId<S> {
+    fn serialize<T: serde::Serializer>(&self, serializer: T) -> Result<T::Ok, T::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.0.id_key(), self.1.as_ref())?;
+        map.end()
     }
 }
 
@@ -535,10 +536,8 @@ impl StoredLead {
 pub struct StoredLeadView<'a> {
     id: &'a str,
     source_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    channel_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    table_id: Option<&'a str>,
+    #[serde(flatten)]
+    container: ContainerId<&'a str>,
     workspace_id: &'a str,
     external_id: Option<&'a str>,
     status: &'static str,
@@ -627,10 +626,8 @@ fn request_view(request: &StoredRequest) -> RequestView<'_> {
 pub struct LeadSummaryView<'a> {
     id: &'a str,
     source_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    channel_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    table_id: Option<&'a str>,
+    #[serde(flatten)]
+    container: ContainerId<&'a str>,
     external_id: Option<&'a str>,
     first_name: &'a str,
     last_name: &'a str,
