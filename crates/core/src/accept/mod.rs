@@ -8,10 +8,11 @@
 //! asked on the task), and ONE writer job for all of a request's leads ([`job`]:
 //! idempotency, a post's ping, the duplicate rule, the inserts, auto-delivery, the bids'
 //! records and the reports' counts), then the answer ([`answer`]). The owners return
-//! facts (the stored lead, a decision, an outcome) and this module applies them; none of
-//! them calls another's writes. The HTTP half (path, headers, reading the body, the status
-//! code) is `http::handlers::ingest`, which calls `ingest::handler::admit` before it reads
-//! the body and [`ingest`] after.
+//! facts (a replay, the duplicate verdict, the inserted ids, the lead as stored, a claim,
+//! a decision) and this module hands them on, so `ingest` names none of the modules above
+//! it. The HTTP half (path, headers, reading the body, the status code) is
+//! `http::handlers::ingest`, which calls `ingest::handler::admit` before it reads the body
+//! and [`ingest`] after.
 //!
 //! Does not own a table: the leads and lead requests are `ingest::store`'s, the pings
 //! `ping::store`'s, the bids `bids`', the transactions and events those of `delivery` and
