@@ -4,7 +4,7 @@
 //! `cargo run --release --example autodelivery_cost`.
 //!
 //! Leads are parsed, validated and prepared as the ingest handler does, outside the timed
-//! part, then stored with `ingest::store::store_all` in writer jobs of 100, as a batch
+//! part, then stored with `accept::job::store_all` in writer jobs of 100, as a batch
 //! would be. Only the writer job is timed. Scenarios:
 //!
 //! - plain ingest: the leads do not ask for auto-delivery (the reference);
@@ -27,6 +27,7 @@
 
 use std::time::{Duration, Instant};
 
+use leadrelay::accept::job::{self, StoreOutcome};
 use leadrelay::config::ConfigError;
 use leadrelay::config::buyer::{self, Filter, NewBuyer, NewSubscription, Plan};
 use leadrelay::config::container::{self, ContainerKind, DeliveryMode, NewContainer};
@@ -37,7 +38,7 @@ use leadrelay::config::workspace::{self, NewWorkspace};
 use leadrelay::db::{Db, DbError};
 use leadrelay::ingest::catalog::{self, References};
 use leadrelay::ingest::shape::{self, Shape};
-use leadrelay::ingest::store::{self, PreparedLead, StoreOutcome};
+use leadrelay::ingest::store::PreparedLead;
 use leadrelay::ingest::{quality, validate};
 use rusqlite::Connection;
 
@@ -175,7 +176,7 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
             // From 200 days ago up to yesterday: today's caps start as on a fresh file.
             let at = now - span + (span - 86_400_000) * job as i64 / jobs as i64;
             db.write_blocking(move |conn| {
-                store::store_all(conn, &target, &leads, at).map_err(|e| DbError::GroupFailed {
+                job::store_all(conn, &target, &leads, at).map_err(|e| DbError::GroupFailed {
                     why: e.to_string(),
                     fault: None,
                 })
@@ -201,7 +202,7 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
         let elapsed = db
             .write_blocking(move |conn| {
                 let started = Instant::now();
-                let outcomes = store::store_all(conn, &target, &leads, leadrelay::clock::now_ms())
+                let outcomes = job::store_all(conn, &target, &leads, leadrelay::clock::now_ms())
                     .map_err(|e| DbError::GroupFailed {
                         why: e.to_string(),
                         fault: None,

@@ -1,6 +1,6 @@
 //! Bidding (DESIGN.md section 14): which eligible buyers of a lead request price by bid,
 //! their bid requests, which answers count, and the `bids` table that records them. One
-//! owner for both callers: a ping (`ping`) and an auto-delivered lead (`ingest::handler`).
+//! owner for both callers: a ping (`ping`) and an auto-delivered lead (`accept`).
 //!
 //! Runs before the caller's writer job, on the request's task: the bidders and their
 //! eligibility are read from the pool (`eligibility::eligible_bidders`), the requests go out through
@@ -16,7 +16,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::delivery::transaction::BidRef;
 use crate::ingest::model::{StoredLead, StoredRequest};
@@ -120,6 +121,28 @@ pub(crate) struct Asking {
     calls: Vec<BidCall>,
 }
 
+/// The `lead.bid_request` body a bidder gets.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BidRequestView<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    bid_request_id: &'a str,
+    product: ProductRef<'a>,
+    field_values: &'a serde_json::Map<String, Value>,
+    postal_code: Option<&'a str>,
+    city: Option<&'a str>,
+    country: Option<&'a str>,
+    delivery_mode: &'a str,
+    expires_at: String,
+}
+
+#[derive(Serialize)]
+struct ProductRef<'a> {
+    id: &'a str,
+    slug: &'a str,
+}
+
 /// The bid requests for `request` of `lead` to each of `bidders`: the product, its
 /// answers, postal code, city and country, never the person. `expires_at` is how long the
 /// bid is taken to hold (a ping's reservation, or the lead's decision).
@@ -141,20 +164,21 @@ pub(crate) fn asking(
                 url: b.url.clone(),
                 signing_secret: b.signing_secret.clone(),
                 timeout: Duration::from_millis(u64::try_from(b.timeout_ms).unwrap_or(300)),
-                body: json!({
-                    "type": "lead.bid_request",
-                    "bidRequestId": id,
-                    "product": {
-                        "id": request.interest.product_id,
-                        "slug": request.interest.product_slug,
+                body: serde_json::to_value(BidRequestView {
+                    kind: "lead.bid_request",
+                    bid_request_id: &id,
+                    product: ProductRef {
+                        id: &request.interest.product_id,
+                        slug: &request.interest.product_slug,
                     },
-                    "fieldValues": request.interest.field_values,
-                    "postalCode": fields.postal_code,
-                    "city": fields.city,
-                    "country": fields.country,
-                    "deliveryMode": delivery_mode,
-                    "expiresAt": crate::clock::iso(expires_at),
-                }),
+                    field_values: &request.interest.field_values,
+                    postal_code: fields.postal_code.as_deref(),
+                    city: fields.city.as_deref(),
+                    country: fields.country.as_deref(),
+                    delivery_mode,
+                    expires_at: crate::clock::iso(expires_at),
+                })
+                .expect("a bid request always serialises"),
             }
         })
         .collect();
@@ -332,25 +356,40 @@ pub(crate) fn known(conn: &Connection, owner: Owner) -> rusqlite::Result<KnownBi
     Ok(known)
 }
 
+/// A recorded bid as the operator sees it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BidView {
+    bid_request_id: String,
+    buyer_account_id: String,
+    outcome: String,
+    bid: Option<f64>,
+    bid_id: Option<String>,
+    latency_ms: i64,
+    error: Option<String>,
+    won: bool,
+    /// The lead request it belongs to, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lead_request_id: Option<String>,
+}
+
 /// The bids of `owner` as the operator sees them (`ping show`, `lead show`).
 pub fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Value>> {
     let (sql, id) = of_owner(owner);
     conn.prepare_cached(sql)?
         .query_map([id], |row| {
-            let mut shown = json!({
-                "bidRequestId": row.get::<_, String>(0)?,
-                "buyerAccountId": row.get::<_, String>(1)?,
-                "outcome": row.get::<_, String>(2)?,
-                "bid": row.get::<_, Option<i64>>(3)?.map(crate::money::to_json),
-                "bidId": row.get::<_, Option<String>>(4)?,
-                "latencyMs": row.get::<_, i64>(5)?,
-                "error": row.get::<_, Option<String>>(6)?,
-                "won": row.get::<_, bool>(7)?,
-            });
-            if let Some(request_id) = crate::ids::expand_at(row, 8, crate::ids::LEAD_REQUEST)? {
-                shown["leadRequestId"] = Value::from(request_id);
-            }
-            Ok(shown)
+            let shown = BidView {
+                bid_request_id: row.get(0)?,
+                buyer_account_id: row.get(1)?,
+                outcome: row.get(2)?,
+                bid: row.get::<_, Option<i64>>(3)?.map(crate::money::as_f64),
+                bid_id: row.get(4)?,
+                latency_ms: row.get(5)?,
+                error: row.get(6)?,
+                won: row.get(7)?,
+                lead_request_id: crate::ids::expand_at(row, 8, crate::ids::LEAD_REQUEST)?,
+            };
+            Ok(serde_json::to_value(shown).expect("a bid always serialises"))
         })?
         .collect()
 }

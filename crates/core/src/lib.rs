@@ -7,6 +7,7 @@
 // Items are crate-visible unless a crate above names them (see the root crate's lib.rs).
 #![warn(unreachable_pub)]
 
+pub mod accept;
 pub mod alerts;
 pub mod audit;
 pub mod audited;

@@ -250,7 +250,15 @@ impl AutoDelivery {
     /// built there as a `Value` tree per candidate it cost the writer a tenth of an
     /// auto-delivered lead.
     pub(crate) fn partner_view(&self) -> impl Serialize + '_ {
-        PartnerView(self)
+        self.view(View::Partner)
+    }
+
+    fn view(&self, view: View) -> AutoDeliveryView<'_> {
+        AutoDeliveryView {
+            version: VERSION,
+            delivered: self.delivered(),
+            requests: Requests(&self.requests, view),
+        }
     }
 
     /// [`AutoDelivery::partner_view`] as a `Value`, for the tests that compare it.
@@ -260,19 +268,13 @@ impl AutoDelivery {
     }
 }
 
-/// The partner's `autoDelivery`: `version`, `delivered` and each request's partner view.
-struct PartnerView<'a>(&'a AutoDelivery);
-
-impl Serialize for PartnerView<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let auto = self.0;
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("version", VERSION)?;
-        map.serialize_entry("delivered", &auto.delivered())?;
-        map.serialize_entry("requests", &Requests(&auto.requests, View::Partner))?;
-        map.end()
-    }
+/// An `autoDelivery` object: `version`, `delivered` and each request in the partner's or
+/// the operator's view.
+#[derive(Serialize)]
+struct AutoDeliveryView<'a> {
+    version: &'static str,
+    delivered: usize,
+    requests: Requests<'a>,
 }
 
 struct Requests<'a>(&'a [RequestDecision], View);
@@ -286,27 +288,33 @@ impl Serialize for Requests<'_> {
 impl AutoDelivery {
     /// The operator's view (`lead reroute`): every candidate with its price and detail.
     pub fn to_operator_json(&self) -> Value {
-        json!({
-            "version": VERSION,
-            "delivered": self.delivered(),
-            "requests": self
-                .requests
-                .iter()
-                .map(|r| r.to_json(View::Operator))
-                .collect::<Vec<_>>(),
-        })
+        serde_json::to_value(self.view(View::Operator))
+            .expect("a decision's view has string keys and finite numbers")
     }
 }
 
-/// The `autoDelivery` object of an idempotent replay, from the decisions stored on the
-/// lead's requests (the operator's views): each one as the partner first got it.
-pub(crate) fn replayed(stored: &[Value]) -> Value {
+/// The `autoDelivery` object of an idempotent replay: each stored decision as the partner
+/// first got it (free-form: read back from the stored text).
+#[derive(Debug, Serialize)]
+pub(crate) struct Replayed {
+    pub(crate) version: &'static str,
+    pub(crate) delivered: usize,
+    pub(crate) requests: Vec<Value>,
+}
+
+/// The [`Replayed`] `autoDelivery` of the decisions stored on a lead's requests (the
+/// operator's views).
+pub(crate) fn replayed(stored: &[Value]) -> Replayed {
     let requests: Vec<Value> = stored.iter().map(partner_view_of_stored).collect();
     let delivered: usize = requests
         .iter()
         .map(|r| r["deliveries"].as_array().map_or(0, Vec::len))
         .sum();
-    json!({"version": VERSION, "delivered": delivered, "requests": requests})
+    Replayed {
+        version: VERSION,
+        delivered,
+        requests,
+    }
 }
 
 /// What [`RequestDecision::to_json`] gave the partner, from the operator's view that
@@ -349,7 +357,7 @@ pub(crate) fn store_with(
     annotate: impl FnOnce(&mut Value),
 ) -> rusqlite::Result<()> {
     let mut stored = decision.to_json(View::Operator);
-    stored["version"] = json!(VERSION);
+    stored["version"] = Value::from(VERSION);
     annotate(&mut stored);
     write(conn, decision, &stored.to_string())
 }
@@ -530,7 +538,7 @@ mod tests {
             })
             .collect();
         assert_eq!(
-            replayed(&stored).to_string(),
+            serde_json::to_string(&replayed(&stored)).unwrap(),
             auto.to_json().to_string(),
             "same keys, same order, same values"
         );

@@ -24,7 +24,8 @@ use std::rc::Rc;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::Settings;
 use super::filters;
@@ -244,7 +245,10 @@ fn check(
         Err(e) => {
             return (
                 Reason::FilterMismatch,
-                Some(json!({"error": format!("stored filters unreadable: {e}")})),
+                Detail::Unreadable {
+                    error: format!("stored filters unreadable: {e}"),
+                }
+                .value(),
             );
         }
     };
@@ -261,7 +265,11 @@ fn check(
             .map(|record| record.outcome);
         return (
             Reason::FilterMismatch,
-            Some(json!({"requireCheck": name, "outcome": outcome})),
+            Detail::RequireCheck {
+                require_check: name,
+                outcome,
+            }
+            .value(),
         );
     }
     if let Some(failed) = filters::first_mismatch(
@@ -272,7 +280,12 @@ fn check(
     ) {
         return (
             Reason::FilterMismatch,
-            Some(json!({"field": failed.field, "op": failed.op, "values": failed.values})),
+            Detail::Filter {
+                field: &failed.field,
+                op: &failed.op,
+                values: &failed.values,
+            }
+            .value(),
         );
     }
     if let Some(stored) = &buyer.schedule {
@@ -285,14 +298,12 @@ fn check(
             Err(_) => false,
         };
         if !open {
-            let mut detail = json!({
-                "schedule": serde_json::from_str::<Value>(stored).unwrap_or(Value::Null),
-                "timezone": context.tz.iana_name().unwrap_or("UTC"),
-            });
-            if let Err(why) = schedule {
-                detail["error"] = Value::from(why);
-            }
-            return (Reason::ScheduleClosed, Some(detail));
+            let detail = Detail::Closed {
+                schedule: serde_json::from_str::<Value>(stored).unwrap_or(Value::Null),
+                timezone: context.tz.iana_name().unwrap_or("UTC"),
+                error: schedule.err(),
+            };
+            return (Reason::ScheduleClosed, detail.value());
         }
     }
     if buyer.daily_cap.is_some() || buyer.monthly_cap.is_some() {
@@ -308,7 +319,11 @@ fn check(
             };
             return (
                 reason,
-                Some(json!({"cap": reached.cap, "count": reached.count})),
+                Detail::Cap {
+                    cap: reached.cap,
+                    count: reached.count,
+                }
+                .value(),
             );
         }
     }
@@ -322,16 +337,56 @@ fn check(
     {
         return (
             Reason::InsufficientBalance,
-            Some(json!({
-                "buyerPrice": crate::money::to_json(buyer.price_cents),
-                "available": crate::money::to_json(short.available_cents),
-            })),
+            Detail::Short {
+                buyer_price: crate::money::as_f64(buyer.price_cents),
+                available: crate::money::as_f64(short.available_cents),
+            }
+            .value(),
         );
     }
     if holders.contains(&buyer.buyer_id) {
         return (Reason::AlreadyDelivered, None);
     }
     (Reason::Eligible, None)
+}
+
+/// Why a candidate is not eligible, as the trace shows it (`Candidate::detail`).
+#[derive(Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
+enum Detail<'a> {
+    Unreadable {
+        error: String,
+    },
+    RequireCheck {
+        require_check: &'a str,
+        outcome: Option<crate::checks::Outcome>,
+    },
+    Filter {
+        field: &'a str,
+        op: &'a crate::config::subscription::FilterOp,
+        values: &'a [String],
+    },
+    Closed {
+        /// The buyer's stored schedule (free-form when it does not read).
+        schedule: Value,
+        timezone: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Cap {
+        cap: i64,
+        count: i64,
+    },
+    Short {
+        buyer_price: f64,
+        available: f64,
+    },
+}
+
+impl Detail<'_> {
+    fn value(&self) -> Option<Value> {
+        Some(serde_json::to_value(self).expect("a candidate's detail always serialises"))
+    }
 }
 
 /// Prices the eligible bid-priced candidates that were asked with their bids (`known`) and
@@ -365,10 +420,11 @@ pub(crate) fn apply_bids(
             && let Err(short) = ledger::covers_unheld(balance, held, credit, price)
         {
             candidate.reason = Reason::InsufficientBalance;
-            candidate.detail = Some(json!({
-                "buyerPrice": crate::money::to_json(price),
-                "available": crate::money::to_json(short.available_cents),
-            }));
+            candidate.detail = Detail::Short {
+                buyer_price: crate::money::as_f64(price),
+                available: crate::money::as_f64(short.available_cents),
+            }
+            .value();
         }
     }
     Ok(())
@@ -399,6 +455,8 @@ fn parsed_filters(stored: &str) -> Result<Rc<Vec<Filter>>, serde_json::Error> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::super::testing::{
         BuyerFixture, add_buyer, add_transaction, database, lead, request,
     };

@@ -1,14 +1,14 @@
 //! Automated delivery, Delivery 1.0 (DESIGN.md section 5): for each interest of a new lead
 //! that asks for it (`triggerAutoDelivery`), decide whether and to whom the lead goes, and
-//! deliver it, inside the ingest writer job that stores the lead.
+//! deliver it, inside the writer job that accepts the lead (`accept::job`).
 //!
 //! The steps, each ending the evaluation with its reason code when it fails: routing ready,
 //! accepted and not a duplicate under review, quality not invalid, auto-delivery on in the
 //! container, the evaluator's score reaching the container's threshold (`evaluator`,
 //! `features`), eligible buyers (`eligibility` with `filters`, `schedule`, `caps`), and the
 //! selection (`select`), which calls `delivery::deliver_lead` for each buyer taken, handing
-//! on the lead as the ingest job stored it. The decision (`decision`) is returned for the
-//! ingest result and stored on the lead request. When a buyer's API refuses a lead it got
+//! on the lead as the job stored it. The decision (`decision`) is returned for the
+//! ingest answer and stored on the lead request. When a buyer's API refuses a lead it got
 //! this way, `waterfall` runs the same decision again for the next buyer.
 //!
 //! Owns choosing buyers and explaining the choice. It does not own the delivery itself
@@ -30,7 +30,8 @@ pub mod weights;
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::caps::Windows;
 use crate::config::container::DeliveryMode;
@@ -539,10 +540,21 @@ pub(crate) fn refusal_of<T>(
                         | DeliveryError::MaxBuyersReached { .. }
                         | DeliveryError::LeadNotActive { .. }
                 ),
-                detail: json!({"code": refused.code(), "message": refused.to_string()}),
+                detail: serde_json::to_value(RefusalDetail {
+                    code: refused.code(),
+                    message: refused.to_string(),
+                })
+                .expect("two strings serialise"),
             })
         }
     }
+}
+
+/// The detail of a candidate whose delivery was refused: the refusal's code and message.
+#[derive(Serialize)]
+struct RefusalDetail {
+    code: &'static str,
+    message: String,
 }
 
 /// Why `lead reroute` was refused.

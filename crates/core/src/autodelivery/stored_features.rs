@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 
 use rusqlite::{Connection, params};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::features::{FEATURES, Feature, Features};
 
@@ -93,7 +93,7 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
                 });
                 (categories.len() != before).then(|| encoded.to_string())
             }
-            None => Some(serde_json::json!([VERSION, [], []]).to_string()),
+            None => Some(encode_parts(&[], &[])),
         };
         if let Some(kept) = kept {
             changed += conn
@@ -109,20 +109,34 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
 
 /// The stored text of `features`.
 pub(crate) fn encode(features: &Features) -> String {
-    let numeric: Vec<serde_json::Value> = V1_NUMERIC
+    let numeric: Vec<Number> = V1_NUMERIC
         .iter()
         .map(|name| Feature::from_name(name).map_or(0.0, |f| features.get(f)))
         .map(|value| {
             // Features are small (flags, shares, counts up to a few), so a whole value
             // converts to an integer exactly; `decode` reads either form as the same f64.
             if value.fract() == 0.0 && value.abs() < 1e15 {
-                serde_json::Value::from(value as i64)
+                Number::Whole(value as i64)
             } else {
-                serde_json::Value::from(value)
+                Number::Fraction(value)
             }
         })
         .collect();
-    serde_json::json!([VERSION, numeric, features.categories]).to_string()
+    encode_parts(&numeric, &features.categories)
+}
+
+/// One numeric feature as stored: a whole value without a fraction.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Number {
+    Whole(i64),
+    Fraction(f64),
+}
+
+/// The stored text `[VERSION, numeric, categories]`.
+fn encode_parts(numeric: &[Number], categories: &[String]) -> String {
+    serde_json::to_string(&(VERSION, numeric, categories))
+        .expect("numbers and strings always serialise")
 }
 
 /// Why a stored row cannot be read.

@@ -10,7 +10,8 @@
 //! possible. The model and the weights' JSON are `evaluator`.
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::evaluator::{self, Weights};
 use crate::config::ConfigError;
@@ -76,20 +77,41 @@ pub struct Version {
 impl Version {
     /// `{"version", "createdAt", "origin", "custom", "weights", "detail"?}`; the defaults'
     /// weights are shown as they are now.
-    pub fn to_json(&self) -> Value {
-        let weights = self.weights.clone().unwrap_or_default();
-        let mut shown = json!({
-            "version": self.version,
-            "createdAt": crate::clock::iso(self.created_at),
-            "origin": self.origin.as_str(),
-            "custom": self.weights.is_some(),
-            "weights": weights.to_json(),
-        });
-        if let Some(detail) = &self.detail {
-            shown["detail"] = detail.clone();
+    pub fn view(&self) -> VersionView<'_> {
+        VersionView {
+            version: self.version,
+            created_at: crate::clock::iso(self.created_at),
+            origin: self.origin.as_str(),
+            custom: self.weights.is_some(),
+            weights: self.weights.clone().unwrap_or_default().to_json(),
+            detail: self.detail.as_ref(),
         }
-        shown
     }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a version always serialises")
+    }
+}
+
+/// A [`Version`] as `evaluator history` shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionView<'a> {
+    version: i64,
+    created_at: String,
+    origin: &'static str,
+    custom: bool,
+    /// By factor name: the features' fixed names and the categories' (`Weights::to_json`).
+    weights: Value,
+    /// What made the version (free-form: a restore's source, a training's figures).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a Value>,
+}
+
+/// The detail of a version that restores an earlier one.
+#[derive(Serialize)]
+struct Restored {
+    restored: i64,
 }
 
 /// Makes `weights` (`None`: the defaults) the workspace's weights and records them as a
@@ -153,7 +175,7 @@ pub fn restore(
         workspace_id,
         earlier.weights.as_ref(),
         Origin::Restore,
-        Some(&json!({"restored": version})),
+        Some(&serde_json::to_value(Restored { restored: version }).expect("a number serialises")),
         now_ms,
     )
 }
@@ -233,6 +255,7 @@ fn stored_text(weights: &Weights) -> String {
 mod tests {
     use super::super::evaluator::DEFAULT_WEIGHTS;
     use super::*;
+    use serde_json::json;
 
     fn names(weights: f64) -> Weights {
         let mut w = DEFAULT_WEIGHTS;

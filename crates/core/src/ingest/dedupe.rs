@@ -7,7 +7,8 @@
 //! reject) is decided by `store` from the rule's action.
 
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::config::source::{DedupeAction, DedupeRule, DedupeScope};
 use crate::db::stored::stored_enum;
@@ -47,14 +48,28 @@ pub struct DuplicateMatch {
     pub created_at: i64,
 }
 
+/// A [`DuplicateMatch`] as shown (`duplicateMatch` of a result, stored on the lead).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DuplicateMatchView<'a> {
+    lead_id: &'a str,
+    matched_on: &'static str,
+    scope: &'static str,
+    created_at: String,
+}
+
 impl DuplicateMatch {
+    pub fn view(&self) -> DuplicateMatchView<'_> {
+        DuplicateMatchView {
+            lead_id: &self.lead_id,
+            matched_on: self.matched_on,
+            scope: self.scope,
+            created_at: crate::clock::iso(self.created_at),
+        }
+    }
+
     pub fn to_json(&self) -> Value {
-        json!({
-            "leadId": self.lead_id,
-            "matchedOn": self.matched_on,
-            "scope": self.scope,
-            "createdAt": crate::clock::iso(self.created_at),
-        })
+        serde_json::to_value(self.view()).expect("a duplicate match always serialises")
     }
 }
 

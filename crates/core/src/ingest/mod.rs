@@ -1,18 +1,19 @@
-//! Lead ingest: the two partner endpoints that take native leads (SPEC.md 2, 4.2, 4.3),
-//! from the body to stored leads and lead requests, and reading stored leads back.
+//! Lead ingest: the owner of leads and lead requests (SPEC.md 2, 4.2, 4.3), and each step
+//! from a partner's body to a stored lead, and reading stored leads back.
 //!
-//! The pipeline (DESIGN.md section 2) runs in [`handler`]: source lookup and secret →
-//! body → JSON → [`shape`] (Lead, person wrapper or batch) → [`validate`] (every problem
-//! with a JSON pointer, [`problem`]) with products from [`catalog`] → [`normalize`] and
-//! [`quality`] → one writer job in [`store`] (idempotency, [`dedupe`], inserts) → the
-//! answer of [`result`]. [`model`] has the typed lead at each stage; [`view`] reads stored
-//! leads for the CLI and the `deliver` command (a lead the writer job has just stored is
-//! handed on by that job, not read back); [`status`] makes every later write to them (lead
-//! and request states, the decision).
+//! The steps (DESIGN.md section 2): [`handler`] (source lookup and secret, products,
+//! suppression, check steps) → [`shape`] (Lead, person wrapper or batch) → [`validate`]
+//! (every problem with a JSON pointer, [`problem`]) with products from [`catalog`] →
+//! [`normalize`] and [`quality`] → in the writer job, [`store`] (idempotency, [`dedupe`],
+//! the inserts, each returning its facts). [`model`] has the typed lead at each stage;
+//! [`view`] reads stored leads for the CLI and the `deliver` command (a lead the writer job
+//! has just stored is handed on by that job, not read back); [`status`] makes every later
+//! write to them (lead and request states, the decision).
 //!
-//! Ingest does not own the source, product or container records (`config`), partner-native
-//! mappings, or what happens to a lead after it is stored (auto-delivery, delivery,
-//! lifecycle).
+//! Ingest does not own the order of the steps, the writer job or the answer (`accept`,
+//! which composes ingest with ping/post, the bids and auto-delivery), the source, product
+//! or container records (`config`), partner-native mappings, or what happens to a lead
+//! after it is stored (auto-delivery, delivery, lifecycle).
 
 pub(crate) mod body;
 pub mod catalog;
@@ -23,12 +24,9 @@ pub mod model;
 pub use leadrelay_rules::normalize;
 pub use leadrelay_rules::problem;
 pub mod quality;
-pub(crate) mod result;
 pub mod shape;
 pub mod status;
 pub mod store;
-#[cfg(test)]
-mod store_tests;
 pub(crate) mod trace;
 pub mod validate;
 pub mod view;

@@ -9,8 +9,9 @@
 
 use std::borrow::Cow;
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 use super::dedupe::DuplicateStatus;
 use super::quality::QualityStatus;
@@ -257,7 +258,11 @@ impl Serialize for LeadFields {
             }
         }
         if let Some(metadata) = &self.capture.metadata {
-            map.serialize_entry("capture", &json!({ "metadata": metadata }))?;
+            #[derive(Serialize)]
+            struct Capture<'a> {
+                metadata: &'a Map<String, Value>,
+            }
+            map.serialize_entry("capture", &Capture { metadata })?;
         }
         for (key, value) in &self.additional {
             if !value.is_null() && !self.shadows(key) {
@@ -271,6 +276,7 @@ impl Serialize for LeadFields {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn fields() -> LeadFields {
         let mut fields = LeadFields {

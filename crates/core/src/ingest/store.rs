@@ -1,28 +1,27 @@
-//! The ingest writer job: idempotency, the duplicate rule and the inserts of a request's
-//! leads, all in one job on the writer thread.
+//! Ingest's steps of the writer job that accepts leads (`accept::job`): idempotency
+//! ([`replay`]), the duplicate rule ([`judge`]) and the inserts of a lead and its lead
+//! requests ([`insert`]), each returning its facts to the job, which composes them with
+//! a post's ping, auto-delivery, the bids and the reports.
 //!
 //! Owns the SQL that writes leads, their raw bodies and their lead requests. Everything
 //! that needs no database (parsing, validation, normalisation, quality, serialising the
-//! JSON columns) happens before, on the request's task, so the job holds the writer for
-//! as short a time as possible. Because the writer runs jobs one after another, the
-//! idempotency and duplicate checks see every earlier lead, also one from the same batch
-//! or from a request that arrived in the same millisecond. Every lead received (stored, a
-//! duplicate dropped, or one that failed validation) is counted in the reports in the same
-//! job ([`count_received`], the one place ingest calls `report`; the handler counts the
-//! leads that failed validation through [`count_invalid`]).
+//! JSON columns) happens before, on the request's task ([`PreparedLead`]), so the job
+//! holds the writer for as short a time as possible. Because the writer runs jobs one
+//! after another, the idempotency and duplicate checks see every earlier lead, also one
+//! from the same batch or from a request that arrived in the same millisecond. The lead
+//! just inserted is handed on as stored ([`stored_lead`]), never read back.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::IngestError;
 use super::body;
+use super::dedupe::DuplicateMatch;
 use super::dedupe::{self, DuplicateStatus};
 use super::model::{Lead, StoredLead, StoredRequest};
 use super::normalize;
 use super::quality::Quality;
-use super::result::{IngestFacts, ItemFacts, Status, StoredFacts, StoredRequestFacts};
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::source::{DedupeScope, Source};
-use crate::report::Received;
 
 /// The duplicate rule's scope as shown in `duplicateMatch`: the source's container kind or
 /// `workspace`.
@@ -52,9 +51,6 @@ pub struct PreparedLead {
     metadata_json: Option<String>,
     reasons_json: String,
     field_values_json: Vec<String>,
-    /// The bids collected for its interests before the job, by interest position
-    /// (`ingest::handler`, DESIGN.md section 14); empty when none was asked for.
-    pub(crate) bids: Vec<Option<crate::bids::Bids>>,
     /// The outcomes of the workspace's check steps (DESIGN.md section 22), run before the
     /// job; empty when it has none.
     pub(crate) checks: Vec<crate::checks::CheckRecord>,
@@ -112,7 +108,6 @@ impl PreparedLead {
             email_key,
             phone_key,
             quality,
-            bids: Vec::new(),
             checks: Vec::new(),
         }
     }
@@ -162,25 +157,36 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("maps and lists of JSON values always serialise")
 }
 
-/// What happened to one prepared lead in the writer job.
+/// What ingest found out about a lead: the item's `ingest` object.
+#[derive(Debug, Clone)]
+pub struct IngestFacts {
+    pub quality: Quality,
+    pub duplicate_status: DuplicateStatus,
+    pub duplicate_match: Option<DuplicateMatch>,
+}
+
+/// A stored lead as an idempotent replay answers it: the columns its first answer was made
+/// of, as stored (status values as text, JSON columns as their text).
 #[derive(Debug)]
-pub enum StoreOutcome {
-    /// Stored: accepted, or a duplicate kept for review. `item` is the answer.
-    Created {
-        item: ItemFacts,
-        /// Transactions auto-delivery created for it; the outbox is woken when any were.
-        auto_delivered: usize,
-    },
-    /// The source has a lead with this externalId already: what its answer is rebuilt
-    /// from.
-    Replay(StoredFacts),
-    /// A duplicate under a rule with action `reject`: nothing was stored.
-    DuplicateRejected { item: ItemFacts },
-    /// A post whose ping was refused (DESIGN.md section 14): nothing was stored.
-    PingRefused {
-        external_id: Option<String>,
-        refusal: crate::ping::post::PingRefusal,
-    },
+pub struct StoredFacts {
+    pub lead_id: String,
+    pub external_id: String,
+    pub quality_status: String,
+    /// JSON array of reason codes.
+    pub quality_reasons: String,
+    pub duplicate_status: String,
+    /// JSON object, the `duplicateMatch`.
+    pub duplicate_match: Option<String>,
+    /// In the order the partner gave them.
+    pub requests: Vec<StoredRequestFacts>,
+}
+
+#[derive(Debug)]
+pub struct StoredRequestFacts {
+    pub id: String,
+    pub trigger_auto_delivery: bool,
+    /// Auto-delivery's stored decision (the operator's view), when one was made.
+    pub decision: Option<String>,
 }
 
 const FIND_EXTERNAL: &str = "SELECT id, quality_status, quality_reasons, duplicate_status, \
@@ -202,166 +208,100 @@ const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, 
     routing_ready, trigger_auto_delivery, field_values, created_at, request_id) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
-/// Stores `leads` in order; one outcome per lead. Runs as (part of) one writer job: an
-/// error rolls back the whole job, so a request's leads are stored all or none.
-pub fn store_all(
-    conn: &Connection,
-    source: &Source,
-    leads: &[PreparedLead],
-    now: i64,
-) -> Result<Vec<StoreOutcome>, IngestError> {
-    let mut outcomes = Vec::with_capacity(leads.len());
-    let mut statements = Statements {
-        find_external: conn.prepare_cached(FIND_EXTERNAL)?,
-        insert_lead: conn.prepare_cached(INSERT_LEAD)?,
-    };
-    for lead in leads {
-        outcomes.push(store_one(conn, &mut statements, source, lead, now)?);
-    }
-    Ok(outcomes)
-}
-
 /// The statements every lead of a job runs, taken from the connection's cache once per job
 /// rather than once per lead: each take and return hashes the statement's text and resets
 /// it (in batches of 100 the cache cost the writer 14,500 instructions per lead, now 2,650;
 /// callgrind, BENCHMARKS.md "Plain ingest").
-struct Statements<'c> {
+pub(crate) struct Statements<'c> {
     find_external: rusqlite::CachedStatement<'c>,
     insert_lead: rusqlite::CachedStatement<'c>,
 }
 
-/// Counts `count` leads of a request to `source` that failed validation (never stored) in
-/// the reports, as received and rejected; the handler calls it in the writer job that
-/// answers for them.
-pub(crate) fn count_invalid(
-    conn: &Connection,
-    source: &Source,
-    count: usize,
-    now: i64,
-) -> rusqlite::Result<()> {
-    if count == 0 {
-        return Ok(());
+impl<'c> Statements<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> rusqlite::Result<Statements<'c>> {
+        Ok(Statements {
+            find_external: conn.prepare_cached(FIND_EXTERNAL)?,
+            insert_lead: conn.prepare_cached(INSERT_LEAD)?,
+        })
     }
-    count_received(conn, source, None, Received::Invalid, count, now)
 }
 
-fn store_one(
+/// The stored lead of `source` with `lead`'s externalId, when there is one: a replay,
+/// answered as the first was from what this returns.
+pub(crate) fn replay(
     conn: &Connection,
     statements: &mut Statements,
     source: &Source,
     lead: &PreparedLead,
-    now: i64,
-) -> Result<StoreOutcome, IngestError> {
-    let external_id = lead.lead.fields.external_id.as_deref();
-    if let Some(external_id) = external_id
-        && let Some(found) =
-            find_external(conn, &mut statements.find_external, &source.id, external_id)?
-    {
-        return Ok(StoreOutcome::Replay(found));
+) -> rusqlite::Result<Option<StoredFacts>> {
+    match lead.lead.fields.external_id.as_deref() {
+        Some(external_id) => {
+            find_external(conn, &mut statements.find_external, &source.id, external_id)
+        }
+        None => Ok(None),
     }
+}
 
-    // A post (DESIGN.md section 14): its ping is claimed here, after idempotency (a
-    // replayed post answers as the first did) and before anything is stored.
-    let claim = match &lead.lead.ping_id {
-        None => None,
-        Some(ping_id) => match crate::ping::post::claim(conn, source, ping_id, lead, now)? {
-            Ok(claim) => Some(claim),
-            Err(refusal) => {
-                // Answered as a lead that failed validation, and counted so.
-                count_received(
-                    conn,
-                    source,
-                    lead.lead.interests.first().map(|i| i.product_id.as_str()),
-                    Received::Invalid,
-                    1,
-                    now,
-                )?;
-                return Ok(StoreOutcome::PingRefused {
-                    external_id: external_id.map(str::to_string),
-                    refusal,
-                });
-            }
-        },
-    };
-
+/// What the duplicate rule of `source` makes of `lead` (with its quality): the lead's
+/// `ingest` facts, which decide whether it is stored.
+pub(crate) fn judge(
+    conn: &Connection,
+    source: &Source,
+    lead: &PreparedLead,
+    now: i64,
+) -> rusqlite::Result<IngestFacts> {
     let duplicate_match = duplicate_match(conn, source, lead, now)?;
     let duplicate_status = match duplicate_match {
         Some(_) => DuplicateStatus::for_match(source.dedupe.action),
         None => DuplicateStatus::Unique,
     };
-    let ingest = IngestFacts {
+    Ok(IngestFacts {
         quality: lead.quality.clone(),
         duplicate_status,
         duplicate_match,
-    };
-    count_received(
-        conn,
-        source,
-        lead.lead.interests.first().map(|i| i.product_id.as_str()),
-        match duplicate_status {
-            DuplicateStatus::Unique => Received::Accepted,
-            DuplicateStatus::Review => Received::DuplicateKept,
-            DuplicateStatus::Rejected => Received::DuplicateDropped,
-        },
-        1,
-        now,
-    )?;
-    if duplicate_status == DuplicateStatus::Rejected {
-        if let Some(claim) = &claim {
-            crate::ping::post::release(conn, claim, "duplicate_rejected", None, now)?;
-        }
-        return Ok(StoreOutcome::DuplicateRejected {
-            item: ItemFacts {
-                status: Status::Rejected,
-                lead_id: None,
-                external_id: external_id.map(str::to_string),
-                request_ids: Vec::new(),
-                ingest: Some(ingest),
-                errors: Vec::new(),
-                warnings: Vec::new(),
-                auto_delivery: None,
-            },
-        });
-    }
+    })
+}
 
-    // The evaluator's `duplicatesSeen`, counted before the insert so that auto-delivery
-    // never reads the leads table after it; only for leads that ask for auto-delivery.
-    let duplicates_seen = if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
-        Some(dedupe::seen_before(
-            conn,
-            &source.workspace_id,
-            lead.email(),
-            lead.phone(),
-            crate::autodelivery::features::DUPLICATES_SEEN_CAP,
-        )?)
-    } else {
-        None
-    };
+/// How many earlier leads of `source`'s workspace share `lead`'s email or phone, counted up
+/// to `cap`: read before the insert so that what follows it never reads the leads table.
+pub(crate) fn seen_before(
+    conn: &Connection,
+    source: &Source,
+    lead: &PreparedLead,
+    cap: u32,
+) -> rusqlite::Result<u32> {
+    dedupe::seen_before(conn, &source.workspace_id, lead.email(), lead.phone(), cap)
+}
+
+/// A lead just inserted: its id and its requests' ids, by position.
+pub(crate) struct Inserted {
+    pub(crate) lead_id: String,
+    pub(crate) request_ids: Vec<String>,
+}
+
+/// Inserts `lead` of `source`, judged as `ingest`, and its lead requests; returns their
+/// new ids.
+pub(crate) fn insert(
+    conn: &Connection,
+    statements: &mut Statements,
+    source: &Source,
+    lead: &PreparedLead,
+    ingest: &IngestFacts,
+    now: i64,
+) -> Result<Inserted, IngestError> {
     let lead_id = crate::ids::new("lead");
-    let mut item = ItemFacts {
-        status: match duplicate_status {
-            DuplicateStatus::Unique => Status::Accepted,
-            _ => Status::Duplicate,
-        },
-        lead_id: Some(lead_id.clone()),
-        external_id: external_id.map(str::to_string),
-        request_ids: lead
-            .lead
-            .interests
-            .iter()
-            .map(|_| crate::ids::new("lreq"))
-            .collect(),
-        ingest: Some(ingest),
-        errors: Vec::new(),
-        warnings: Vec::new(),
-        auto_delivery: None,
-    };
+    let request_ids: Vec<String> = lead
+        .lead
+        .interests
+        .iter()
+        .map(|_| crate::ids::new("lreq"))
+        .collect();
     insert_lead(
         &mut statements.insert_lead,
         source,
         lead,
         &lead_id,
-        &item,
+        ingest,
         now,
     )?;
     // The writer runs a request's job with the request's X-Request-Id current
@@ -375,7 +315,7 @@ fn store_one(
         .lead
         .interests
         .iter()
-        .zip(&item.request_ids)
+        .zip(&request_ids)
         .zip(&lead.field_values_json)
         .enumerate()
     {
@@ -397,67 +337,10 @@ fn store_one(
                 .map(|id| crate::ids::compact("req", id)),
         ])?;
     }
-    // Auto-delivery (DESIGN.md section 5) runs here, inside this same writer job, so that
-    // caps and balances cannot race; it gets the lead as just written rather than reading
-    // it back. Its decisions are stored on the requests, where a replay finds them. A
-    // post's request in
-    // its ping's product goes to the reserved buyers instead, whatever it asked for.
-    let mut auto_delivered = 0;
-    let ping_position = claim.as_ref().and_then(|c| c.request_position(lead));
-    let wants_auto = lead
-        .lead
-        .interests
-        .iter()
-        .enumerate()
-        .any(|(position, i)| i.trigger_auto_delivery && Some(position) != ping_position);
-    if claim.is_some() || wants_auto {
-        let mut stored = stored_lead(source, lead, lead_id, &item, now);
-        let mut requests = Vec::new();
-        if let (Some(claim), Some(position)) = (&claim, ping_position) {
-            let request = stored.requests.remove(position);
-            requests.push(crate::ping::post::complete(
-                conn, claim, &stored, &request, now,
-            )?);
-        }
-        if let Some(duplicates_seen) = duplicates_seen.filter(|_| wants_auto) {
-            // Lapsed reservations hold nothing auto-delivery reads.
-            crate::ping::store::expire_due(conn, now)?;
-            if let Some(auto) =
-                crate::autodelivery::run_for_lead(conn, &stored, duplicates_seen, &lead.bids, now)?
-            {
-                record_bids(conn, &stored, &lead.bids, &auto.requests, now)?;
-                requests.extend(auto.requests);
-            }
-        }
-        let auto = crate::autodelivery::decision::AutoDelivery { requests };
-        auto_delivered = auto.delivered();
-        item.auto_delivery = Some(auto);
-    }
-    Ok(StoreOutcome::Created {
-        item,
-        auto_delivered,
+    Ok(Inserted {
+        lead_id,
+        request_ids,
     })
-}
-
-/// Counts `count` leads received from `source` as `how` in the reports, under the product
-/// of their first interest (`None` for leads that failed validation).
-fn count_received(
-    conn: &Connection,
-    source: &Source,
-    product_id: Option<&str>,
-    how: Received,
-    count: usize,
-    now: i64,
-) -> rusqlite::Result<()> {
-    crate::report::leads_received(
-        conn,
-        &source.workspace_id,
-        &source.id,
-        product_id,
-        how,
-        i64::try_from(count).unwrap_or(i64::MAX),
-        now,
-    )
 }
 
 /// The earlier lead `lead` duplicates under `source`'s duplicate rule, if any (none
@@ -503,64 +386,16 @@ pub(crate) fn is_replay(
     .query_row(params![source.id, external_id], |row| row.get(0))
 }
 
-/// Records the bids asked for the lead's requests (`bids`, by position) with whether each
-/// won, in the job that decided them.
-fn record_bids(
-    conn: &Connection,
-    stored: &StoredLead,
-    bids: &[Option<crate::bids::Bids>],
-    decided: &[crate::autodelivery::decision::RequestDecision],
-    now: i64,
-) -> rusqlite::Result<()> {
-    for (request, asked) in stored.requests.iter().filter_map(|request| {
-        let position = usize::try_from(request.position).ok()?;
-        Some((request, bids.get(position)?.as_ref()?))
-    }) {
-        let taken: Vec<&str> = decided
-            .iter()
-            .filter(|d| d.request_id == request.id)
-            .flat_map(|d| d.deliveries.iter().map(|d| d.buyer_id.as_str()))
-            .collect();
-        for bid in &asked.recorded {
-            let won = asked.won(bid, &taken);
-            crate::bids::record(
-                conn,
-                crate::bids::Owner::Request(&request.id),
-                bid,
-                won,
-                now,
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// The lead `store_one` has just written, as stored: the same values the inserts bound.
-fn stored_lead(
-    source: &Source,
-    lead: &PreparedLead,
-    id: String,
-    item: &ItemFacts,
-    now: i64,
-) -> StoredLead {
-    as_stored(
-        source,
-        lead,
-        id,
-        &item.request_ids,
-        item.ingest.as_ref(),
-        now,
-    )
-}
-
 /// A valid lead as it will be stored, before the writer job (no ids yet, no duplicate
-/// found): what the bidders' eligibility is read for (`ingest::handler`).
+/// found): what the bidders' eligibility is read for (`accept::bids`).
 pub(crate) fn unstored_lead(source: &Source, lead: &PreparedLead, now: i64) -> StoredLead {
     let request_ids = vec![String::new(); lead.lead.interests.len()];
-    as_stored(source, lead, String::new(), &request_ids, None, now)
+    stored_lead(source, lead, String::new(), &request_ids, None, now)
 }
 
-fn as_stored(
+/// The lead just inserted, as stored: the same values the inserts bound, handed on so that
+/// nothing after the insert reads it back.
+pub(crate) fn stored_lead(
     source: &Source,
     lead: &PreparedLead,
     id: String,
@@ -608,14 +443,14 @@ fn insert_lead(
     source: &Source,
     lead: &PreparedLead,
     lead_id: &str,
-    item: &ItemFacts,
+    ingest: &IngestFacts,
     now: i64,
 ) -> Result<(), IngestError> {
-    let ingest = item.ingest.as_ref();
-    let duplicate_status = ingest.map_or(DuplicateStatus::Unique, |i| i.duplicate_status);
+    let duplicate_status = ingest.duplicate_status;
     let duplicate_match = ingest
-        .and_then(|i| i.duplicate_match.as_ref())
-        .map(|m| m.to_json().to_string());
+        .duplicate_match
+        .as_ref()
+        .map(|m| serde_json::to_string(&m.view()).expect("a duplicate match always serialises"));
     let fields = &lead.lead.fields;
     let person = &fields.person;
     let consent = &fields.consent;

@@ -7,13 +7,15 @@
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::dedupe::DuplicateStatus;
 use super::model::{Capture, Consent, Interest, LeadFields, Person, StoredLead, StoredRequest};
 use super::quality::QualityStatus;
 use super::status::LeadStatus;
 use super::{body, normalize};
+use crate::config::container::ContainerKind;
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
     l.external_id, l.first_name, l.last_name, l.email, l.phone, l.street, l.house_number, \
@@ -448,101 +450,196 @@ pub fn for_each<E: From<rusqlite::Error>>(
 
 impl StoredLead {
     /// Everything stored about the lead, for `leadrelay lead show`.
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> StoredLeadView<'_> {
         let fields = &self.fields;
-        let mut person = Map::new();
-        person.insert("firstName".into(), fields.person.first_name.as_str().into());
-        person.insert("lastName".into(), fields.person.last_name.as_str().into());
-        for (key, value) in fields.person_pairs() {
-            person.insert(key.into(), value.clone().into());
+        StoredLeadView {
+            id: &self.id,
+            source_id: &self.source_id,
+            container: ContainerId(self.container_kind, &self.container_id),
+            workspace_id: &self.workspace_id,
+            external_id: fields.external_id.as_deref(),
+            status: self.status.as_str(),
+            person: PersonView {
+                first_name: &fields.person.first_name,
+                last_name: &fields.person.last_name,
+                rest: Pairs(fields.person_pairs()),
+            },
+            consent: Pairs(fields.consent_pairs()),
+            capture: CaptureView {
+                pairs: Pairs(fields.capture_pairs()),
+                metadata: fields.capture.metadata.as_ref(),
+            },
+            additional_properties: &fields.additional,
+            quality_status: self.quality_status.as_str(),
+            quality_reasons: &self.quality_reasons,
+            duplicate_status: self.duplicate_status.as_str(),
+            duplicate_match: self.duplicate_match.as_ref(),
+            requests: self.requests.iter().map(request_view).collect(),
+            checks: &self.checks,
+            created_at: crate::clock::iso(self.created_at),
+            erased: self.erased_at.is_some(),
+            erased_at: self.erased_at.map(crate::clock::iso),
         }
-        let consent: Map<String, Value> = fields
-            .consent_pairs()
-            .into_iter()
-            .map(|(key, value)| (key.to_string(), value.clone().into()))
-            .collect();
-        let mut capture: Map<String, Value> = fields
-            .capture_pairs()
-            .into_iter()
-            .map(|(key, value)| (key.to_string(), value.clone().into()))
-            .collect();
-        capture.insert(
-            "metadata".into(),
-            fields
-                .capture
-                .metadata
-                .clone()
-                .map_or(Value::Null, Value::Object),
-        );
-        let requests: Vec<Value> = self.requests.iter().map(request_json).collect();
-        json!({
-            "id": self.id,
-            "sourceId": self.source_id,
-            self.container_kind.id_key(): self.container_id,
-            "workspaceId": self.workspace_id,
-            "externalId": fields.external_id,
-            "status": self.status.as_str(),
-            "person": person,
-            "consent": consent,
-            "capture": capture,
-            "additionalProperties": fields.additional,
-            "qualityStatus": self.quality_status.as_str(),
-            "qualityReasons": self.quality_reasons,
-            "duplicateStatus": self.duplicate_status.as_str(),
-            "duplicateMatch": self.duplicate_match,
-            "requests": requests,
-            "checks": self.checks,
-            "createdAt": crate::clock::iso(self.created_at),
-            "erased": self.erased_at.is_some(),
-            "erasedAt": self.erased_at.map(crate::clock::iso),
-        })
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a stored lead always serialises")
     }
 
     /// One line's worth of the lead, for `leadrelay lead list`.
-    pub fn summary_json(&self) -> Value {
+    pub fn summary(&self) -> LeadSummaryView<'_> {
         let person = &self.fields.person;
-        json!({
-            "id": self.id,
-            "sourceId": self.source_id,
-            self.container_kind.id_key(): self.container_id,
-            "externalId": self.fields.external_id,
-            "firstName": person.first_name,
-            "lastName": person.last_name,
-            "email": person.email,
-            "phone": person.phone,
-            "qualityStatus": self.quality_status.as_str(),
-            "duplicateStatus": self.duplicate_status.as_str(),
-            "status": self.status.as_str(),
-            "products": self
+        LeadSummaryView {
+            id: &self.id,
+            source_id: &self.source_id,
+            container: ContainerId(self.container_kind, &self.container_id),
+            external_id: self.fields.external_id.as_deref(),
+            first_name: &person.first_name,
+            last_name: &person.last_name,
+            email: person.email.as_deref(),
+            phone: person.phone.as_deref(),
+            quality_status: self.quality_status.as_str(),
+            duplicate_status: self.duplicate_status.as_str(),
+            status: self.status.as_str(),
+            products: self
                 .requests
                 .iter()
                 .map(|r| r.interest.product_slug.as_str())
-                .collect::<Vec<_>>(),
-            "requestIds": self.requests.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
-            "createdAt": crate::clock::iso(self.created_at),
-            "erased": self.erased_at.is_some(),
-        })
+                .collect(),
+            request_ids: self.requests.iter().map(|r| r.id.as_str()).collect(),
+            created_at: crate::clock::iso(self.created_at),
+            erased: self.erased_at.is_some(),
+        }
+    }
+
+    pub fn summary_json(&self) -> Value {
+        serde_json::to_value(self.summary()).expect("a lead's summary always serialises")
     }
 }
 
-fn request_json(request: &StoredRequest) -> Value {
-    let interest = &request.interest;
-    let mut shown = json!({
-        "id": request.id,
-        "position": request.position,
-        "productId": interest.product_id,
-        "productSlug": interest.product_slug,
-        "productName": interest.product_name,
-        "routingReady": interest.routing_ready,
-        "triggerAutoDelivery": interest.trigger_auto_delivery,
-        "fieldValues": interest.field_values,
-        "status": request.status.as_str(),
-        "createdAt": crate::clock::iso(request.created_at),
-    });
-    if let Some(decision) = &request.decision {
-        shown["decision"] = decision.clone();
+/// A container's id under its kind's key (`channelId` or `tableId`), flattened into a view.
+#[derive(Debug)]
+pub(crate) struct ContainerId<S>(pub(crate) ContainerKind, pub(crate) S);
+
+impl<S: AsRef<str>> Serialize for ContainerId<S> {
+    fn serialize<T: serde::Serializer>(&self, serializer: T) -> Result<T::Ok, T::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.0.id_key(), self.1.as_ref())?;
+        map.end()
     }
-    shown
+}
+
+/// A [`StoredLead`] as `lead show` prints it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredLeadView<'a> {
+    id: &'a str,
+    source_id: &'a str,
+    #[serde(flatten)]
+    container: ContainerId<&'a str>,
+    workspace_id: &'a str,
+    external_id: Option<&'a str>,
+    status: &'static str,
+    person: PersonView<'a>,
+    consent: Pairs<'a, 4>,
+    capture: CaptureView<'a>,
+    /// The partner's additional properties (free-form).
+    additional_properties: &'a Map<String, Value>,
+    quality_status: &'static str,
+    quality_reasons: &'a [String],
+    duplicate_status: &'static str,
+    duplicate_match: Option<&'a Value>,
+    requests: Vec<RequestView<'a>>,
+    checks: &'a [crate::checks::CheckRecord],
+    created_at: String,
+    erased: bool,
+    erased_at: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PersonView<'a> {
+    first_name: &'a str,
+    last_name: &'a str,
+    #[serde(flatten)]
+    rest: Pairs<'a, 7>,
+}
+
+#[derive(Serialize)]
+struct CaptureView<'a> {
+    #[serde(flatten)]
+    pairs: Pairs<'a, 5>,
+    /// The partner's capture metadata (free-form).
+    metadata: Option<&'a Map<String, Value>>,
+}
+
+/// Named texts as one object, every key present (`null` when absent), in their order.
+struct Pairs<'a, const N: usize>([(&'static str, &'a Option<String>); N]);
+
+impl<const N: usize> Serialize for Pairs<'_, N> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, value)))
+    }
+}
+
+/// A lead request as `lead show` prints it, with its decision when one was made.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestView<'a> {
+    id: &'a str,
+    position: i64,
+    product_id: &'a str,
+    product_slug: &'a str,
+    product_name: &'a str,
+    routing_ready: Option<bool>,
+    trigger_auto_delivery: bool,
+    /// The interest's answers (free-form).
+    field_values: &'a Map<String, Value>,
+    status: &'static str,
+    created_at: String,
+    /// The operator's view of the decision, as stored (free-form).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<&'a Value>,
+}
+
+fn request_view(request: &StoredRequest) -> RequestView<'_> {
+    let interest = &request.interest;
+    RequestView {
+        id: &request.id,
+        position: request.position,
+        product_id: &interest.product_id,
+        product_slug: &interest.product_slug,
+        product_name: &interest.product_name,
+        routing_ready: interest.routing_ready,
+        trigger_auto_delivery: interest.trigger_auto_delivery,
+        field_values: &interest.field_values,
+        status: request.status.as_str(),
+        created_at: crate::clock::iso(request.created_at),
+        decision: request.decision.as_ref(),
+    }
+}
+
+/// A [`StoredLead`] as one line of `lead list`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeadSummaryView<'a> {
+    id: &'a str,
+    source_id: &'a str,
+    #[serde(flatten)]
+    container: ContainerId<&'a str>,
+    external_id: Option<&'a str>,
+    first_name: &'a str,
+    last_name: &'a str,
+    email: Option<&'a str>,
+    phone: Option<&'a str>,
+    quality_status: &'static str,
+    duplicate_status: &'static str,
+    status: &'static str,
+    products: Vec<&'a str>,
+    request_ids: Vec<&'a str>,
+    created_at: String,
+    erased: bool,
 }
 
 #[cfg(test)]

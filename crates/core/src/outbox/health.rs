@@ -20,7 +20,8 @@
 //! they are made (`worker`).
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::db::stored::stored_enum;
 
@@ -316,22 +317,52 @@ pub struct BuyerHealth {
 impl BuyerHealth {
     /// `{"buyerId", "state", "consecutiveFailures", "lastSuccessAt", "lastError",
     /// "inFlight", "latencyMs": {"p50", "p99"}, …}` (DESIGN.md section 13).
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> BuyerHealthView<'_> {
         let b = &self.breaker;
-        json!({
-            "buyerId": b.buyer_id,
-            "state": b.state.as_str(),
-            "consecutiveFailures": b.consecutive_failures,
-            "lastSuccessAt": b.last_success_at.map(crate::clock::iso),
-            "lastError": b.last_error,
-            "inFlight": self.in_flight,
-            "latencyMs": {"p50": self.latency_p50_ms, "p99": self.latency_p99_ms},
-            "lastFailureAt": b.last_failure_at.map(crate::clock::iso),
-            "unhealthySince": b.unhealthy_since.map(crate::clock::iso),
-            "nextProbeAt": b.next_probe_at.map(crate::clock::iso),
-            "reportedAt": self.reported_at.map(crate::clock::iso),
-        })
+        BuyerHealthView {
+            buyer_id: &b.buyer_id,
+            state: b.state.as_str(),
+            consecutive_failures: b.consecutive_failures,
+            last_success_at: b.last_success_at.map(crate::clock::iso),
+            last_error: b.last_error.as_deref(),
+            in_flight: self.in_flight,
+            latency_ms: Latency {
+                p50: self.latency_p50_ms,
+                p99: self.latency_p99_ms,
+            },
+            last_failure_at: b.last_failure_at.map(crate::clock::iso),
+            unhealthy_since: b.unhealthy_since.map(crate::clock::iso),
+            next_probe_at: b.next_probe_at.map(crate::clock::iso),
+            reported_at: self.reported_at.map(crate::clock::iso),
+        }
     }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a buyer's health always serialises")
+    }
+}
+
+/// A [`BuyerHealth`] as `buyer health` shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuyerHealthView<'a> {
+    buyer_id: &'a str,
+    state: &'static str,
+    consecutive_failures: i64,
+    last_success_at: Option<String>,
+    last_error: Option<&'a str>,
+    in_flight: Option<i64>,
+    latency_ms: Latency,
+    last_failure_at: Option<String>,
+    unhealthy_since: Option<String>,
+    next_probe_at: Option<String>,
+    reported_at: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Latency {
+    p50: Option<i64>,
+    p99: Option<i64>,
 }
 
 /// The health of one buyer (`Some(id)`; an empty list when there is no such buyer) or of

@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::health::Observation;
 use super::schedule::{self, RetrySchedule};
@@ -701,25 +702,43 @@ fn event_from_row(row: &Row) -> rusqlite::Result<Event> {
 
 impl Event {
     /// The summary shown by `outbox list` (without the body).
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> EventView<'_> {
         let pending = self.status == EventStatus::Pending;
-        json!({
-            "id": self.id,
-            "event": self.kind.as_str(),
-            "transactionId": self.transaction_id,
-            "buyerAccountId": self.buyer_id,
-            "status": self.status.as_str(),
-            "attempts": self.attempts,
-            "nextAttemptAt": pending.then(|| crate::clock::iso(self.next_attempt_at)),
-            "leasedUntil": self
-                .lease_until
-                .filter(|_| pending)
-                .map(crate::clock::iso),
-            "lastError": self.last_error,
-            "createdAt": crate::clock::iso(self.created_at),
-            "deliveredAt": self.delivered_at.map(crate::clock::iso),
-        })
+        EventView {
+            id: &self.id,
+            event: self.kind.as_str(),
+            transaction_id: self.transaction_id.as_deref(),
+            buyer_account_id: &self.buyer_id,
+            status: self.status.as_str(),
+            attempts: self.attempts,
+            next_attempt_at: pending.then(|| crate::clock::iso(self.next_attempt_at)),
+            leased_until: self.lease_until.filter(|_| pending).map(crate::clock::iso),
+            last_error: self.last_error.as_deref(),
+            created_at: crate::clock::iso(self.created_at),
+            delivered_at: self.delivered_at.map(crate::clock::iso),
+        }
     }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("an event always serialises")
+    }
+}
+
+/// An [`Event`] as `outbox list` shows it (without the body).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView<'a> {
+    id: &'a str,
+    event: &'static str,
+    transaction_id: Option<&'a str>,
+    buyer_account_id: &'a str,
+    status: &'static str,
+    attempts: i64,
+    next_attempt_at: Option<String>,
+    leased_until: Option<String>,
+    last_error: Option<&'a str>,
+    created_at: String,
+    delivered_at: Option<String>,
 }
 
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
@@ -789,19 +808,39 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "attempt": self.attempt,
-            "at": crate::clock::iso(self.started_at),
-            "url": self.url,
-            "durationMs": self.duration_ms,
-            "httpStatus": self.http_status,
-            "error": self.error,
-            "responseExcerpt": self.response_excerpt,
-            "outcome": self.outcome.as_str(),
-            "request": self.request,
-        })
+    pub fn view(&self) -> AttemptView<'_> {
+        AttemptView {
+            attempt: self.attempt,
+            at: crate::clock::iso(self.started_at),
+            url: &self.url,
+            duration_ms: self.duration_ms,
+            http_status: self.http_status,
+            error: self.error.as_deref(),
+            response_excerpt: self.response_excerpt.as_deref(),
+            outcome: self.outcome.as_str(),
+            request: self.request.as_ref(),
+        }
     }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("an attempt always serialises")
+    }
+}
+
+/// An [`AttemptRecord`] as shown (`outbox show`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptView<'a> {
+    attempt: i64,
+    at: String,
+    url: &'a str,
+    duration_ms: i64,
+    http_status: Option<i64>,
+    error: Option<&'a str>,
+    response_excerpt: Option<&'a str>,
+    outcome: &'static str,
+    /// A mapped integration's request as sent, secrets masked (free-form).
+    request: Option<&'a Value>,
 }
 
 /// Every attempt of an event, in order.

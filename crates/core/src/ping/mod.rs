@@ -6,7 +6,7 @@
 //! - [`route`]: the decision and the reservations, in one writer job, on auto-delivery's
 //!   rules and selection.
 //! - [`post`]: the post's checks and its delivery to the reserved buyers, inside the ingest
-//!   writer job (called by `ingest::store`).
+//!   writer job (called by `accept::job`).
 //! - [`store`]: owner of `pings` and `ping_reservations`; expiry.
 //!
 //! Bids are asked for through `bids`, before the writer job.

@@ -311,6 +311,6 @@ fn store_decision(
     ping_id: &str,
 ) -> rusqlite::Result<()> {
     decision::store_with(conn, decision, |stored| {
-        stored["pingId"] = serde_json::json!(ping_id);
+        stored["pingId"] = serde_json::Value::from(ping_id);
     })
 }

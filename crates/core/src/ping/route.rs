@@ -8,7 +8,8 @@
 //! schedules, the breaker), `select::rank` and `autodelivery::take_ranked`. What a ping
 //! reserves is written through `store::reserve`.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::PingError;
 use super::store::{self, NewPing, PingStatus, Reservation};
@@ -46,21 +47,50 @@ pub(crate) struct PingAnswer {
     pub(crate) expires_at: Option<i64>,
 }
 
+/// A [`PingAnswer`] as the partner gets it.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum PingAnswerView<'a> {
+    Accepted(AcceptedPingView<'a>),
+    Rejected(RejectedPingView<'a>),
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AcceptedPingView<'a> {
+    ping_id: &'a str,
+    status: &'static str,
+    payout: Option<f64>,
+    expires_at: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RejectedPingView<'a> {
+    ping_id: &'a str,
+    status: &'static str,
+    reason: Option<&'static str>,
+}
+
 impl PingAnswer {
-    pub(crate) fn to_json(&self) -> Value {
+    pub(crate) fn view(&self) -> PingAnswerView<'_> {
         match self.status {
-            PingStatus::Accepted => json!({
-                "pingId": self.ping_id,
-                "status": "accepted",
-                "payout": self.payout_cents.map(crate::money::to_json),
-                "expiresAt": self.expires_at.map(crate::clock::iso),
+            PingStatus::Accepted => PingAnswerView::Accepted(AcceptedPingView {
+                ping_id: &self.ping_id,
+                status: "accepted",
+                payout: self.payout_cents.map(crate::money::as_f64),
+                expires_at: self.expires_at.map(crate::clock::iso),
             }),
-            _ => json!({
-                "pingId": self.ping_id,
-                "status": "rejected",
-                "reason": self.reason,
+            _ => PingAnswerView::Rejected(RejectedPingView {
+                ping_id: &self.ping_id,
+                status: "rejected",
+                reason: self.reason,
             }),
         }
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a ping answer always serialises")
     }
 }
 

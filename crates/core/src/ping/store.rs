@@ -13,7 +13,8 @@
 //! purge.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::caps::{self, Windows};
 use crate::db::stored::stored_enum;
@@ -100,16 +101,39 @@ pub struct Reservation {
     pub bid_id: Option<String>,
 }
 
+/// A [`Reservation`] as the operator sees it (`ping show`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationView<'a> {
+    buyer_account_id: &'a str,
+    buyer_price: f64,
+    held: f64,
+    bid: Option<ReservedBidView<'a>>,
+}
+
+/// The bid a reservation was priced by.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservedBidView<'a> {
+    bid_request_id: &'a str,
+    bid_id: Option<&'a str>,
+}
+
 impl Reservation {
+    pub fn view(&self) -> ReservationView<'_> {
+        ReservationView {
+            buyer_account_id: &self.buyer_id,
+            buyer_price: crate::money::as_f64(self.price_cents),
+            held: crate::money::as_f64(self.held_cents),
+            bid: self.bid_request_id.as_deref().map(|id| ReservedBidView {
+                bid_request_id: id,
+                bid_id: self.bid_id.as_deref(),
+            }),
+        }
+    }
+
     pub fn to_json(&self) -> Value {
-        json!({
-            "buyerAccountId": self.buyer_id,
-            "buyerPrice": crate::money::to_json(self.price_cents),
-            "held": crate::money::to_json(self.held_cents),
-            "bid": self.bid_request_id.as_ref().map(|id| json!({
-                "bidRequestId": id, "bidId": self.bid_id,
-            })),
-        })
+        serde_json::to_value(self.view()).expect("a reservation always serialises")
     }
 
     fn windows(&self) -> Windows {
@@ -394,6 +418,30 @@ pub struct Ping {
     pub ended_at: Option<i64>,
 }
 
+/// A [`Ping`] as the operator sees it (`ping list`, `ping show`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PingView<'a> {
+    id: &'a str,
+    source_id: &'a str,
+    channel_id: &'a str,
+    product_id: &'a str,
+    external_id: Option<&'a str>,
+    // What the partner promised the post will match (gone once the person is erased, with
+    // the body's postal code, city and answers).
+    email_sha256: Option<&'a str>,
+    phone_sha256: Option<&'a str>,
+    /// The ping's body as received (free-form).
+    body: Value,
+    status: &'static str,
+    reason: Option<&'a str>,
+    payout: Option<f64>,
+    lead_id: Option<&'a str>,
+    created_at: String,
+    expires_at: Option<String>,
+    ended_at: Option<String>,
+}
+
 impl Ping {
     /// The status as of `now`: an accepted ping whose time has passed is expired, also
     /// before the sweep has ended it (lazy on read).
@@ -405,26 +453,28 @@ impl Ping {
     }
 
     /// The operator's view (`ping list`, `ping show`).
+    pub fn view(&self, now: i64) -> PingView<'_> {
+        PingView {
+            id: &self.id,
+            source_id: &self.source_id,
+            channel_id: &self.container_id,
+            product_id: &self.product_id,
+            external_id: self.external_id.as_deref(),
+            email_sha256: self.email_sha256.as_deref(),
+            phone_sha256: self.phone_sha256.as_deref(),
+            body: serde_json::from_str::<Value>(&self.body).unwrap_or(Value::Null),
+            status: self.status_at(now).as_str(),
+            reason: self.reason.as_deref(),
+            payout: self.payout_cents.map(crate::money::as_f64),
+            lead_id: self.lead_id.as_deref(),
+            created_at: crate::clock::iso(self.created_at),
+            expires_at: self.expires_at.map(crate::clock::iso),
+            ended_at: self.ended_at.map(crate::clock::iso),
+        }
+    }
+
     pub fn to_json(&self, now: i64) -> Value {
-        json!({
-            "id": self.id,
-            "sourceId": self.source_id,
-            "channelId": self.container_id,
-            "productId": self.product_id,
-            "externalId": self.external_id,
-            // What the partner promised the post will match (gone once the person is
-            // erased, with the body's postal code, city and answers).
-            "emailSha256": self.email_sha256,
-            "phoneSha256": self.phone_sha256,
-            "body": serde_json::from_str::<Value>(&self.body).unwrap_or(Value::Null),
-            "status": self.status_at(now).as_str(),
-            "reason": self.reason,
-            "payout": self.payout_cents.map(crate::money::to_json),
-            "leadId": self.lead_id,
-            "createdAt": crate::clock::iso(self.created_at),
-            "expiresAt": self.expires_at.map(crate::clock::iso),
-            "endedAt": self.ended_at.map(crate::clock::iso),
-        })
+        serde_json::to_value(self.view(now)).expect("a ping always serialises")
     }
 }
 

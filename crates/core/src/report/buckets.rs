@@ -1,8 +1,8 @@
 //! The `report_buckets` table: every write to it, and the recount `check` compares it with.
 //!
-//! The owners of leads and transactions call one hook each, in the writer job of their
-//! change: `ingest::store` for every lead it receives ([`leads_received`]: stored, a
-//! duplicate it drops, or leads of the request that failed validation), and
+//! Two writers, each in the writer job of the change: the job that accepts leads
+//! (`accept::job`) for every lead it receives ([`leads_received`]: stored, a duplicate it
+//! drops, or leads of the request that failed validation), and
 //! `delivery::transaction` for every write that changes a transaction's state, price or
 //! supplier cost ([`transaction_changed`]: the row moves by the difference between what
 //! the transaction counted for before and after). Nothing else writes the table.

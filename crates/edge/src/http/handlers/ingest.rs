@@ -1,15 +1,16 @@
 //! The two ingest endpoints: `POST /api/webhooks/channels/{channelId}/sources/{sourceId}/leads`
 //! and `POST /api/webhooks/lead-tables/{tableId}/sources/{sourceId}/leads` (SPEC.md 4.2 and
-//! 4.3), the HTTP half of `ingest::handler`.
+//! 4.3), the HTTP half of `accept`.
 
 use hyper::StatusCode;
 
+use crate::accept::{self, Services};
 use crate::config::container::ContainerKind;
 use crate::http::error::Error;
 use crate::http::router::Params;
 use crate::http::{AppState, Request, Response, auth, body, response};
 use crate::ingest::IngestError;
-use crate::ingest::handler::{self, Services};
+use crate::ingest::handler;
 
 pub(crate) async fn channel(
     state: &AppState,
@@ -46,7 +47,7 @@ async fn post(
         checks: &state.checks,
         arrived,
     };
-    let reply = handler::ingest(&services, source, json, raw).await?;
+    let reply = accept::ingest(&services, source, json, raw).await?;
     let status = if reply.created {
         StatusCode::CREATED
     } else {

@@ -6,22 +6,23 @@
 //! intermediate `serde_json::Value`), after the writer job, on the request's task. An
 //! idempotent replay is rebuilt from what the stored lead's columns and requests hold
 //! ([`StoredFacts`]): nothing of the first answer is stored twice. It decides nothing about
-//! leads; it reports what `store` did.
+//! leads; it reports what the writer job (`job`) did.
 //!
 //! Disclosure (DESIGN.md section 5, amended): what a partner is answered is cut to its
 //! source's current [`ResultDetail`], for a fresh answer and for a replay alike, so
 //! changing the setting changes every later answer and a replay never shows more than the
 //! setting; `lead show` reads the whole stored decisions.
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 
-use super::dedupe::{DuplicateMatch, DuplicateStatus};
-use super::problem::Problem;
-use super::quality::Quality;
-use super::store::StoreOutcome;
-use crate::autodelivery::decision::{self, AutoDelivery, RequestDecision};
+use super::job::StoreOutcome;
+use crate::autodelivery::decision::{self, AutoDelivery, Replayed, RequestDecision};
 use crate::config::source::{ResultDetail, Source};
+use crate::ingest::problem::Problem;
+use crate::ingest::store::{IngestFacts, StoredFacts};
+use crate::ingest::view::ContainerId;
 
 /// The per-lead outcome of SPEC.md 2.5.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,14 +42,6 @@ impl Status {
             Status::Rejected => "rejected",
         }
     }
-}
-
-/// What ingest found out about a lead: the item's `ingest` object.
-#[derive(Debug, Clone)]
-pub struct IngestFacts {
-    pub quality: Quality,
-    pub duplicate_status: DuplicateStatus,
-    pub duplicate_match: Option<DuplicateMatch>,
 }
 
 /// Everything a result item says about one lead, apart from where it was sent (the
@@ -85,30 +78,6 @@ impl ItemFacts {
             auto_delivery: None,
         }
     }
-}
-
-/// A stored lead as an idempotent replay answers it: the columns its first answer was made
-/// of, as stored (status values as text, JSON columns as their text).
-#[derive(Debug)]
-pub struct StoredFacts {
-    pub lead_id: String,
-    pub external_id: String,
-    pub quality_status: String,
-    /// JSON array of reason codes.
-    pub quality_reasons: String,
-    pub duplicate_status: String,
-    /// JSON object, the `duplicateMatch`.
-    pub duplicate_match: Option<String>,
-    /// In the order the partner gave them.
-    pub requests: Vec<StoredRequestFacts>,
-}
-
-#[derive(Debug)]
-pub struct StoredRequestFacts {
-    pub id: String,
-    pub trigger_auto_delivery: bool,
-    /// Auto-delivery's stored decision (the operator's view), when one was made.
-    pub decision: Option<String>,
 }
 
 /// An item ready to be serialised: facts, source and (in a batch) the position.
@@ -177,10 +146,12 @@ impl Serialize for IngestJson<'_> {
         map.serialize_entry("duplicateStatus", facts.duplicate_status.as_str())?;
         if let Some(found) = &facts.duplicate_match {
             match self.1 {
-                ResultDetail::Full => map.serialize_entry("duplicateMatch", &found.to_json())?,
+                ResultDetail::Full => map.serialize_entry("duplicateMatch", &found.view())?,
                 ResultDetail::Summary => map.serialize_entry(
                     "duplicateMatch",
-                    &duplicate_match_summary(&Value::from(found.matched_on)),
+                    &DuplicateMatchSummary {
+                        field: found.matched_on,
+                    },
                 )?,
             }
         }
@@ -189,31 +160,42 @@ impl Serialize for IngestJson<'_> {
 }
 
 /// The `summary` form of an `autoDelivery` object (DESIGN.md section 5): its version, the
-/// count delivered and, per request, only `requestId`, `outcome` and `reason`.
-fn auto_delivery_summary(full: &Value) -> Value {
-    let requests: Vec<Value> = full["requests"]
-        .as_array()
-        .map(|requests| {
-            requests
-                .iter()
-                .map(|request| {
-                    serde_json::json!({
-                        "requestId": request["requestId"],
-                        "outcome": request["outcome"],
-                        "reason": request["reason"],
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    serde_json::json!({
-        "version": full["version"],
-        "delivered": full["delivered"],
-        "requests": requests,
-    })
+/// count delivered and, per request, only `requestId`, `outcome` and `reason`; here of a
+/// replay's full object, whose values it takes.
+#[derive(Debug, Serialize)]
+struct AutoDeliverySummaryOf {
+    version: &'static str,
+    delivered: usize,
+    requests: Vec<RequestSummaryOf>,
 }
 
-/// [`auto_delivery_summary`] of a fresh answer, written straight from the decisions: the
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestSummaryOf {
+    request_id: Value,
+    outcome: Value,
+    reason: Value,
+}
+
+impl AutoDeliverySummaryOf {
+    fn of(full: Replayed) -> AutoDeliverySummaryOf {
+        AutoDeliverySummaryOf {
+            version: full.version,
+            delivered: full.delivered,
+            requests: full
+                .requests
+                .into_iter()
+                .map(|mut request| RequestSummaryOf {
+                    request_id: request["requestId"].take(),
+                    outcome: request["outcome"].take(),
+                    reason: request["reason"].take(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// [`AutoDeliverySummaryOf`] of a fresh answer, written straight from the decisions: the
 /// same keys in the same order.
 struct AutoDeliverySummary<'a>(&'a AutoDelivery);
 
@@ -243,8 +225,9 @@ impl Serialize for AutoDeliverySummary<'_> {
 
 /// The `summary` form of a `duplicateMatch` (DESIGN.md section 5): only the field it
 /// matched on, never the other lead's id.
-fn duplicate_match_summary(matched_on: &Value) -> Value {
-    serde_json::json!({"field": matched_on})
+#[derive(Debug, Serialize)]
+struct DuplicateMatchSummary<T> {
+    field: T,
 }
 
 struct ProblemsJson<'a>(&'a [Problem]);
@@ -259,7 +242,7 @@ impl Serialize for ProblemsJson<'_> {
 #[derive(Debug)]
 pub enum Answer {
     Fresh(Box<ItemFacts>),
-    Replay(Value),
+    Replay(Box<ReplayItem>),
 }
 
 impl Answer {
@@ -270,13 +253,7 @@ impl Answer {
         }
         match &mut self {
             Answer::Fresh(facts) => facts.warnings = warnings,
-            Answer::Replay(Value::Object(item)) => {
-                item.insert(
-                    "warnings".into(),
-                    warnings.iter().map(Problem::to_json).collect(),
-                );
-            }
-            Answer::Replay(_) => {}
+            Answer::Replay(item) => item.warnings = warnings,
         }
         self
     }
@@ -296,7 +273,7 @@ impl StoreOutcome {
             StoreOutcome::Created { item, .. } | StoreOutcome::DuplicateRejected { item } => {
                 Answer::Fresh(Box::new(item))
             }
-            StoreOutcome::Replay(stored) => Answer::Replay(replay_item(source, &stored)),
+            StoreOutcome::Replay(stored) => Answer::Replay(Box::new(replay_item(source, stored))),
             StoreOutcome::PingRefused {
                 external_id,
                 refusal,
@@ -315,66 +292,115 @@ impl StoreOutcome {
 
 /// The item of an idempotent replay: the stored lead's answer rebuilt from its columns and
 /// requests, in the order and shape of a first answer ([`ItemJson`]), marked as a replay.
-/// Auto-delivery's part is the partner's view of each stored decision; both it and the
-/// duplicate match are cut to the source's current detail, as a fresh answer is.
-fn replay_item(source: &Source, stored: &StoredFacts) -> Value {
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayItem {
+    status: &'static str,
+    lead_id: String,
+    #[serde(flatten)]
+    container: ContainerId<String>,
+    source_id: String,
+    external_id: String,
+    idempotent_replay: bool,
+    request_ids: Vec<String>,
+    ingest: ReplayIngest,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto_delivery: Option<ReplayAutoDelivery>,
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_problems"
+    )]
+    warnings: Vec<Problem>,
+}
+
+/// The `ingest` object of a replay, from the stored columns.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReplayIngest {
+    quality_status: String,
+    quality_reasons: Value,
+    duplicate_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duplicate_match: Option<ReplayDuplicateMatch>,
+}
+
+/// A replay's `duplicateMatch`: the stored one, or its summary.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ReplayDuplicateMatch {
+    Full(Value),
+    Summary(DuplicateMatchSummary<Value>),
+}
+
+/// A replay's `autoDelivery`: the partner's view of each stored decision, or its summary.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ReplayAutoDelivery {
+    Full(Replayed),
+    Summary(AutoDeliverySummaryOf),
+}
+
+fn serialize_problems<S: Serializer>(
+    problems: &[Problem],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    ProblemsJson(problems).serialize(serializer)
+}
+
+/// The [`ReplayItem`] of `stored`. Auto-delivery's part is the partner's view of each
+/// stored decision; both it and the duplicate match are cut to the source's current
+/// detail, as a fresh answer is.
+fn replay_item(source: &Source, stored: StoredFacts) -> ReplayItem {
     let json_column = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
-    let mut ingest = serde_json::Map::new();
-    ingest.insert("qualityStatus".into(), stored.quality_status.clone().into());
-    ingest.insert(
-        "qualityReasons".into(),
-        json_column(&stored.quality_reasons),
-    );
-    ingest.insert(
-        "duplicateStatus".into(),
-        stored.duplicate_status.clone().into(),
-    );
     let detail = source.result_detail;
-    if let Some(found) = &stored.duplicate_match {
-        let found = json_column(found);
-        let shown = match detail {
+    let duplicate_match = stored.duplicate_match.as_deref().map(|found| {
+        let mut found = json_column(found);
+        match detail {
             ResultDetail::Summary if found.is_object() => {
-                duplicate_match_summary(&found["matchedOn"])
+                ReplayDuplicateMatch::Summary(DuplicateMatchSummary {
+                    field: found["matchedOn"].take(),
+                })
             }
-            _ => found,
-        };
-        ingest.insert("duplicateMatch".into(), shown);
-    }
-    let mut item = serde_json::Map::new();
-    item.insert("status".into(), Status::IdempotentReplay.as_str().into());
-    item.insert("leadId".into(), stored.lead_id.clone().into());
-    item.insert(
-        source.container_kind.id_key().into(),
-        source.container_id.clone().into(),
-    );
-    item.insert("sourceId".into(), source.id.clone().into());
-    item.insert("externalId".into(), stored.external_id.clone().into());
-    item.insert("idempotentReplay".into(), true.into());
-    item.insert(
-        "requestIds".into(),
-        stored
-            .requests
-            .iter()
-            .map(|r| Value::from(r.id.as_str()))
-            .collect(),
-    );
-    item.insert("ingest".into(), Value::Object(ingest));
-    let decisions: Vec<Value> = stored
+            _ => ReplayDuplicateMatch::Full(found),
+        }
+    });
+    let auto_delivery = stored
         .requests
         .iter()
-        .filter(|r| r.trigger_auto_delivery)
-        .filter_map(|r| r.decision.as_deref())
-        .map(json_column)
-        .collect();
-    if stored.requests.iter().any(|r| r.trigger_auto_delivery) {
-        let full = crate::autodelivery::decision::replayed(&decisions);
-        let shown = match detail {
-            ResultDetail::Full => full,
-            ResultDetail::Summary => auto_delivery_summary(&full),
-        };
-        item.insert("autoDelivery".into(), shown);
+        .any(|r| r.trigger_auto_delivery)
+        .then(|| {
+            let decisions: Vec<Value> = stored
+                .requests
+                .iter()
+                .filter(|r| r.trigger_auto_delivery)
+                .filter_map(|r| r.decision.as_deref())
+                .map(json_column)
+                .collect();
+            let full = crate::autodelivery::decision::replayed(&decisions);
+            match detail {
+                ResultDetail::Full => ReplayAutoDelivery::Full(full),
+                ResultDetail::Summary => {
+                    ReplayAutoDelivery::Summary(AutoDeliverySummaryOf::of(full))
+                }
+            }
+        });
+    ReplayItem {
+        status: Status::IdempotentReplay.as_str(),
+        lead_id: stored.lead_id,
+        container: ContainerId(source.container_kind, source.container_id.clone()),
+        source_id: source.id.clone(),
+        external_id: stored.external_id,
+        idempotent_replay: true,
+        request_ids: stored.requests.into_iter().map(|r| r.id).collect(),
+        ingest: ReplayIngest {
+            quality_status: stored.quality_status,
+            quality_reasons: json_column(&stored.quality_reasons),
+            duplicate_status: stored.duplicate_status,
+            duplicate_match,
+        },
+        auto_delivery,
+        warnings: Vec::new(),
     }
-    Value::Object(item)
 }
 
 struct AnswerJson<'a> {
@@ -393,17 +419,20 @@ impl Serialize for AnswerJson<'_> {
                 detail: self.source.result_detail,
             }
             .serialize(serializer),
-            Answer::Replay(Value::Object(fields)) => {
-                let mut map = serializer.serialize_map(None)?;
-                if let Some(index) = self.index {
-                    map.serialize_entry("index", &index)?;
+            Answer::Replay(item) => {
+                #[derive(Serialize)]
+                struct Indexed<'a> {
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    index: Option<usize>,
+                    #[serde(flatten)]
+                    item: &'a ReplayItem,
                 }
-                for (key, value) in fields {
-                    map.serialize_entry(key, value)?;
+                Indexed {
+                    index: self.index,
+                    item,
                 }
-                map.end()
+                .serialize(serializer)
             }
-            Answer::Replay(other) => other.serialize(serializer),
         }
     }
 }
@@ -452,19 +481,29 @@ pub(crate) fn batch(source: &Source, answers: &[Answer]) -> Reply {
         answers: &'a [Answer],
         summary: [usize; 4],
     }
+    /// The batch's `summary`: how many leads it had, and of each status.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Summary {
+        received: usize,
+        accepted: usize,
+        duplicate: usize,
+        idempotent_replay: usize,
+        rejected: usize,
+    }
     impl Serialize for Body<'_> {
         fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
             let counts = &self.summary;
             let mut map = serializer.serialize_map(Some(2))?;
             map.serialize_entry(
                 "summary",
-                &serde_json::json!({
-                    "received": self.answers.len(),
-                    "accepted": counts[Status::Accepted as usize],
-                    "duplicate": counts[Status::Duplicate as usize],
-                    "idempotentReplay": counts[Status::IdempotentReplay as usize],
-                    "rejected": counts[Status::Rejected as usize],
-                }),
+                &Summary {
+                    received: self.answers.len(),
+                    accepted: counts[Status::Accepted as usize],
+                    duplicate: counts[Status::Duplicate as usize],
+                    idempotent_replay: counts[Status::IdempotentReplay as usize],
+                    rejected: counts[Status::Rejected as usize],
+                },
             )?;
             map.serialize_entry(
                 "items",
@@ -538,15 +577,19 @@ mod tests {
         let auto = AutoDelivery {
             requests: vec![decided("lreq_1", true), decided("lreq_2", false)],
         };
-        let full = serde_json::to_value(auto.partner_view()).unwrap();
+        // The replay reads the operator's views the job stored.
+        let stored: Vec<Value> = auto
+            .requests
+            .iter()
+            .map(|r| serde_json::from_str(&r.operator_text(decision::Stored::Request)).unwrap())
+            .collect();
+        let full = decision::replayed(&stored);
+        let summary = serde_json::to_value(AutoDeliverySummaryOf::of(full)).unwrap();
         assert_eq!(
             serde_json::to_string(&AutoDeliverySummary(&auto)).unwrap(),
-            auto_delivery_summary(&full).to_string(),
+            summary.to_string(),
             "same keys, same order, same values"
         );
-        assert_eq!(
-            auto_delivery_summary(&full)["requests"][1]["outcome"],
-            "not_delivered"
-        );
+        assert_eq!(summary["requests"][1]["outcome"], "not_delivered");
     }
 }

@@ -7,16 +7,17 @@ use rusqlite::Connection;
 use rusqlite::trace::{TraceEvent, TraceEventCodes};
 use serde_json::{Value, json};
 
-use super::catalog::{self, References};
-use super::quality;
-use super::shape::{self, Shape};
-use super::store::{self, PreparedLead, StoreOutcome};
-use super::validate;
+use super::job::{self, StoreOutcome};
 use crate::config::buyer::{self, Filter, NewSubscription};
 use crate::config::container::{ContainerKind, DeliveryMode};
 use crate::config::product::{self, NewProduct};
 use crate::config::source::{self, Source};
 use crate::config::testing;
+use crate::ingest::catalog::{self, References};
+use crate::ingest::quality;
+use crate::ingest::shape::{self, Shape};
+use crate::ingest::store::PreparedLead;
+use crate::ingest::validate;
 
 thread_local! {
     /// The statements run on this thread's traced connection, in order.
@@ -140,7 +141,7 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
     let (_dir, conn, source) = database();
     let prepared = prepare(&conn, lead("x1", true));
     let (outcomes, statements) = traced(&conn, || {
-        store::store_all(&conn, &source, std::slice::from_ref(&prepared), 0).unwrap()
+        job::store_all(&conn, &source, std::slice::from_ref(&prepared), 0).unwrap()
     });
     let [StoreOutcome::Created { auto_delivered, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
@@ -185,7 +186,7 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
 fn the_deliver_command_reads_the_lead_once() {
     let (_dir, conn, source) = database();
     let prepared = prepare(&conn, lead("x2", false));
-    let outcomes = store::store_all(&conn, &source, &[prepared], 0).unwrap();
+    let outcomes = job::store_all(&conn, &source, &[prepared], 0).unwrap();
     let [StoreOutcome::Created { item, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
     };
