@@ -54,7 +54,7 @@ const TABLE_OWNERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("source_doc_shares", &["crates/core/src/config/"]),
-    // Moved by the triggers of migration 31 only; `config::kept_sources` reads it.
+    // Moved by the triggers of migrations 31 and 32 only; `ingest::kept` reads it.
     ("source_stamp", &["crates/core/src/config/"]),
     ("products", &["crates/core/src/config/"]),
     ("buyers", &["crates/core/src/config/"]),

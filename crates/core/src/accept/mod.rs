@@ -32,6 +32,7 @@ use crate::config::source::Source;
 use crate::db::Db;
 use crate::ingest::IngestError;
 use crate::ingest::handler::{self, Prepared};
+use crate::ingest::kept::{Admission, WorkspaceRules};
 use crate::ingest::problem::Problem;
 use crate::ingest::shape::{self, Item, Shape};
 use crate::ingest::store::PreparedLead;
@@ -58,7 +59,7 @@ pub struct Services<'a> {
 /// body) and returns the answer.
 pub async fn ingest(
     services: &Services<'_>,
-    source: Source,
+    Admission { source, rules }: Admission,
     body: Value,
     raw: Option<String>,
 ) -> Result<Reply, IngestError> {
@@ -74,7 +75,7 @@ pub async fn ingest(
     let target = Arc::new(source);
     match shape {
         Shape::Single(item) => {
-            let answered = ingest_single(services, target, *item).await;
+            let answered = ingest_single(services, target, &rules, *item).await;
             // A single lead that fails validation is answered 400; it still counts as a
             // lead received and rejected.
             if matches!(answered, Err(IngestError::Invalid { .. })) {
@@ -84,7 +85,7 @@ pub async fn ingest(
             }
             answered
         }
-        Shape::Batch(items) => ingest_batch(services, target, items).await,
+        Shape::Batch(items) => ingest_batch(services, target, &rules, items).await,
     }
 }
 
@@ -153,6 +154,7 @@ async fn refuse_invalid(
 async fn ingest_single(
     services: &Services<'_>,
     target: Arc<Source>,
+    rules: &WorkspaceRules,
     item: Item,
 ) -> Result<Reply, IngestError> {
     let catalog = handler::load_catalog(services.db, &target, std::slice::from_ref(&item))?;
@@ -166,7 +168,7 @@ async fn ingest_single(
         }
     };
     if let Some((_, field)) =
-        handler::suppressed(services.db, &target, std::slice::from_mut(&mut lead))?.pop()
+        handler::suppressed(services.db, rules, &target, std::slice::from_mut(&mut lead))?.pop()
     {
         let ping_id = lead.lead.ping_id.take();
         refuse_invalid(services, &target, 1, ping_id.into_iter().collect()).await?;
@@ -175,10 +177,9 @@ async fn ingest_single(
         ]));
     }
     if let Some((_, name)) = handler::run_checks(
-        services.db,
         services.checks,
         services.arrived,
-        &target,
+        rules,
         std::slice::from_mut(&mut lead),
     )
     .await?
@@ -213,6 +214,7 @@ async fn ingest_single(
 async fn ingest_batch(
     services: &Services<'_>,
     target: Arc<Source>,
+    rules: &WorkspaceRules,
     items: Vec<Item>,
 ) -> Result<Reply, IngestError> {
     let catalog = handler::load_catalog(services.db, &target, &items)?;
@@ -244,7 +246,7 @@ async fn ingest_batch(
         }
     }
     // Refused as suppressed: answered like a validation error, in the batch's order.
-    for (index, field) in handler::suppressed(services.db, &target, &mut valid)?
+    for (index, field) in handler::suppressed(services.db, rules, &target, &mut valid)?
         .into_iter()
         .rev()
     {
@@ -261,16 +263,10 @@ async fn ingest_batch(
         ))));
     }
     // Rejected by a check step: answered like a validation error, in the batch's order.
-    for (index, name) in handler::run_checks(
-        services.db,
-        services.checks,
-        services.arrived,
-        &target,
-        &mut valid,
-    )
-    .await?
-    .into_iter()
-    .rev()
+    for (index, name) in handler::run_checks(services.checks, services.arrived, rules, &mut valid)
+        .await?
+        .into_iter()
+        .rev()
     {
         let position = valid_positions.remove(index);
         let lead = valid.remove(index);

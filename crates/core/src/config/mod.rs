@@ -11,7 +11,6 @@
 
 pub mod buyer;
 pub mod container;
-pub mod kept_sources;
 pub mod product;
 pub mod retire;
 pub mod return_reason;

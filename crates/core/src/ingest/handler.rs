@@ -12,30 +12,30 @@
 
 use super::IngestError;
 use super::catalog::{self, Catalog, References};
+use super::kept::{Admission, Kept, WorkspaceRules};
 use super::problem::Problem;
 use super::quality;
 use super::shape::Item;
 use super::store::PreparedLead;
 use super::validate;
 use crate::config::container::ContainerKind;
-use crate::config::kept_sources::KeptSources;
 use crate::config::source::Source;
 use crate::db::Db;
 
-/// The source a request names, if it exists, is enabled, is in the named container and
-/// `presented` holds its secret. Source (404) and secret (401) are decided before the body
-/// is read, as DESIGN.md orders them.
+/// The source a request names, with its workspace's rules, if it exists, is enabled, is in
+/// the named container and `presented` holds its secret. Source (404) and secret (401) are
+/// decided before the body is read, as DESIGN.md orders them.
 pub fn admit(
     db: &Db,
-    sources: &KeptSources,
+    kept: &Kept,
     kind: ContainerKind,
     container_id: String,
     source_id: String,
     presented: &[&str],
-) -> Result<Source, IngestError> {
-    let source = find_source(db, sources, kind, container_id, source_id)?;
-    authenticate(&source, presented)?;
-    Ok(source)
+) -> Result<Admission, IngestError> {
+    let admission = find_source(db, kept, kind, container_id, source_id)?;
+    authenticate(&admission.source, presented)?;
+    Ok(admission)
 }
 
 /// The enabled source named by the path, in the container the path names; anything else
@@ -45,25 +45,25 @@ pub fn admit(
 /// `Db::read`: it is one primary-key lookup on a pooled connection (microseconds, and WAL
 /// readers never wait for the writer), while a hop to a blocking thread and back costs
 /// more than the query and, on two cores, limits how many leads a second the server takes.
+/// What it reads is kept between requests while the file's stamp says it is unchanged
+/// (`kept`).
 fn find_source(
     db: &Db,
-    sources: &KeptSources,
+    kept: &Kept,
     kind: ContainerKind,
     container_id: String,
     source_id: String,
-) -> Result<Source, IngestError> {
+) -> Result<Admission, IngestError> {
     if !crate::ids::is_valid(&container_id) || !crate::ids::is_valid(&source_id) {
         return Err(IngestError::SourceNotFound);
     }
-    let found =
-        db.read_blocking(|conn| sources.find(conn, &source_id).map_err(IngestError::from))?;
-    match found {
-        Some(source)
-            if source.takes_leads()
-                && source.container_kind == kind
-                && source.container_id == container_id =>
+    match db.read_blocking(|conn| kept.find(conn, &source_id))? {
+        Some(admission)
+            if admission.source.takes_leads()
+                && admission.source.container_kind == kind
+                && admission.source.container_id == container_id =>
         {
-            Ok(source)
+            Ok(admission)
         }
         _ => Err(IngestError::SourceNotFound),
     }
@@ -145,20 +145,21 @@ pub(crate) fn prepare(item: Item, catalog: &Catalog) -> Prepared {
 
 /// The leads of `leads` (by index) whose email or phone is on the workspace's suppression
 /// list, with the field that is (DESIGN.md section 22), to be refused; under the
-/// workspace's `flag` action they are flagged in place instead and none is returned. One
-/// primary-key read on the pool when the workspace never wrote a list (no allocation:
-/// the empty `Vec` allocates nothing), one indexed lookup per contact otherwise.
+/// workspace's `flag` action they are flagged in place instead and none is returned. No
+/// read at all when the workspace never wrote a list (no allocation: the empty `Vec`
+/// allocates nothing), one indexed lookup per contact on the pool otherwise.
 pub(crate) fn suppressed(
     db: &Db,
+    rules: &WorkspaceRules,
     target: &Source,
     leads: &mut [PreparedLead],
 ) -> Result<Vec<(usize, &'static str)>, IngestError> {
     use crate::config::workspace::SuppressionAction;
-    use crate::suppression::{self, Kind};
+    use crate::suppression::Kind;
+    let Some(list) = &rules.suppression else {
+        return Ok(Vec::new());
+    };
     db.read_blocking(|conn| {
-        let Some(list) = suppression::lookup(conn, &target.workspace_id)? else {
-            return Ok(Vec::new());
-        };
         let mut refused = Vec::new();
         for (index, lead) in leads.iter_mut().enumerate() {
             let mut field = None;
@@ -186,30 +187,23 @@ pub(crate) fn suppressed(
 /// Runs the workspace's check steps for `leads` (DESIGN.md section 22), all at once, each
 /// within its timeout counted from the request's arrival, on this task (never inside a
 /// writer job), and records their outcomes and flags on each lead; returns the leads (by
-/// index) that a step rejects, with the step's name. One indexed read when the workspace
-/// has no steps.
+/// index) that a step rejects, with the step's name. Nothing to do when the workspace has
+/// no steps.
 pub(crate) async fn run_checks(
-    db: &Db,
     checks: &crate::checks::CheckClient,
     arrived: std::time::Instant,
-    target: &Source,
+    rules: &WorkspaceRules,
     leads: &mut [PreparedLead],
 ) -> Result<Vec<(usize, String)>, IngestError> {
-    if leads.is_empty() {
-        return Ok(Vec::new());
-    }
-    let steps = db.read_blocking(|conn| {
-        crate::checks::store::for_workspace(conn, &target.workspace_id)
-            .map_err(|e| IngestError::Internal(e.to_string()))
-    })?;
-    if steps.is_empty() {
+    let steps = &rules.steps;
+    if leads.is_empty() || steps.is_empty() {
         return Ok(Vec::new());
     }
     let bodies: Vec<serde_json::Value> = leads
         .iter()
         .map(|lead| serde_json::to_value(&lead.lead.fields).unwrap_or_default())
         .collect();
-    let verdicts = checks.run(&steps, &bodies, arrived).await;
+    let verdicts = checks.run(steps, &bodies, arrived).await;
     let mut rejected = Vec::new();
     for (index, (lead, verdict)) in leads.iter_mut().zip(verdicts).enumerate() {
         if let Some(name) = verdict.rejected_by {

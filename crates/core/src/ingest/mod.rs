@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod dedupe;
 pub(crate) mod erase;
 pub mod handler;
+pub mod kept;
 pub mod model;
 pub use leadrelay_rules::normalize;
 pub use leadrelay_rules::problem;

@@ -103,8 +103,9 @@ pub struct AppState {
     pub bids: crate::outbox::bid::BidClient,
     /// The check client of this service (the check steps of ingest, `outbox::check`).
     pub checks: leadrelay_core::checks::CheckClient,
-    /// Sources kept between ingest requests, checked against the file's stamp.
-    pub sources: leadrelay_core::config::kept_sources::KeptSources,
+    /// Sources and workspace rules kept between ingest requests, checked against the
+    /// file's stamp.
+    pub kept: leadrelay_core::ingest::kept::Kept,
     /// The health check's write probe and its cached result.
     pub(crate) health: crate::health::Prober,
     /// One permit per connection that may be open.
@@ -128,7 +129,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new(&endpoints)),
             bids: crate::outbox::bid::client(crate::outbound_url::Reach::default()),
             checks: crate::outbox::check::client(crate::outbound_url::Reach::default()),
-            sources: Default::default(),
+            kept: Default::default(),
             health: crate::health::Prober::default(),
             connections: Arc::new(Semaphore::new(config.max_connections.max(1))),
             write_requests: Arc::new(Semaphore::new(config.max_write_requests.max(1))),

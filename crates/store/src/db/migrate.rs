@@ -116,6 +116,8 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0030_source_doc_shares.sql")),
     // A stamp of the sources' rows that ingest's kept sources are checked against.
     sql(include_str!("../../migrations/0031_source_stamp.sql")),
+    // The same stamp for the workspaces' suppression keys and check steps.
+    sql(include_str!("../../migrations/0032_ingest_stamp.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the

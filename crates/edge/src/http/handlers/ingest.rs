@@ -38,7 +38,7 @@ async fn post(
     let arrived = std::time::Instant::now();
     // The write place is held until the answer (dropped with `admitted`).
     let admitted = admit_and_read(state, request, kind, params).await?;
-    let (source, json, raw) = (admitted.source, admitted.json, admitted.raw);
+    let (admission, json, raw) = (admitted.admission, admitted.json, admitted.raw);
     let services = Services {
         db: &state.db,
         outbox: &state.outbox,
@@ -47,7 +47,7 @@ async fn post(
         checks: &state.checks,
         arrived,
     };
-    let reply = accept::ingest(&services, source, json, raw).await?;
+    let reply = accept::ingest(&services, admission, json, raw).await?;
     let status = if reply.created {
         StatusCode::CREATED
     } else {
@@ -57,10 +57,11 @@ async fn post(
 }
 
 /// A request a source sent, admitted and read: the place it holds among the write
-/// requests (held until the answer), the source, the JSON and its text.
+/// requests (held until the answer), the source with its workspace's rules, the JSON and
+/// its text.
 pub(super) struct Admitted {
     pub(super) _place: tokio::sync::OwnedSemaphorePermit,
-    pub(super) source: crate::config::source::Source,
+    pub(super) admission: leadrelay_core::ingest::kept::Admission,
     pub(super) json: serde_json::Value,
     pub(super) raw: Option<String>,
 }
@@ -91,7 +92,7 @@ pub(super) async fn admit_and_read(
             let presented = auth::presented_secrets(request.headers());
             handler::admit(
                 &state.db,
-                &state.sources,
+                &state.kept,
                 kind,
                 container_id,
                 source_id,
@@ -100,8 +101,8 @@ pub(super) async fn admit_and_read(
         }
         Err(_) => Err(IngestError::SourceNotFound),
     };
-    let source = match admitted {
-        Ok(source) => source,
+    let admission = match admitted {
+        Ok(admission) => admission,
         Err(e) => {
             body::discard(request.into_body(), limit).await;
             return Err(e.into());
@@ -113,7 +114,7 @@ pub(super) async fn admit_and_read(
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
     Ok(Admitted {
         _place: place,
-        source,
+        admission,
         json,
         raw,
     })

@@ -19,7 +19,7 @@ pub(crate) async fn post(
     let arrived = std::time::Instant::now();
     // The write place is held until the answer (dropped with `admitted`).
     let admitted = admit_and_read(state, request, ContainerKind::Channel, params).await?;
-    let (source, json) = (admitted.source, admitted.json);
+    let (source, json) = (admitted.admission.source, admitted.json);
     let answer = crate::ping::answer(
         &state.db,
         &state.metrics,

@@ -1,0 +1,216 @@
+//! What ingest reads of its configuration for a request, kept between requests: the
+//! source (its row and its container's) and the rules of its workspace (the suppression
+//! list's key and action, the check steps with their secrets' values).
+//!
+//! Every ingest request names its source, and reading it (a join of `sources` and
+//! `containers`, 24 columns into a [`Source`]) cost 21,000 instructions of the request's
+//! 127,000 on the HTTP workers, and the workspace's rules two more pooled reads (and every
+//! check step's document parsed again) (callgrind, `bench/instructions.sh single`). What is
+//! kept must be what those reads would give now, whoever changed it: the CLI changes
+//! sources, lists and steps from its own process. So every lookup first reads
+//! `source_stamp` (one integer, migrations 31 and 32), which triggers in the file move on
+//! every change of a source, a container, a workspace's suppression action or key, a check
+//! step or its secret, in the same transaction as the change; what is kept is used only
+//! while the stamp is the one it was read under.
+//!
+//! The stamp is read before the rest, each in its own implicit read transaction: what is
+//! read after the stamp is at least as new as the stamp says, so a change in between only
+//! makes the next lookup read again. Only sources that exist are kept (an unknown id costs
+//! a read each time and takes no room); a new stamp drops everything kept.
+//!
+//! Owns the kept copy; `config::source`, `suppression` and `checks::store` own the SQL of
+//! what is kept, the migrations the stamp's triggers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+use super::IngestError;
+use crate::checks::run::Step;
+use crate::config::source::{self, Source};
+use crate::suppression::{self, Lookup};
+
+/// A source admitted to ingest, with the rules of its workspace.
+pub struct Admission {
+    pub source: Source,
+    pub rules: Arc<WorkspaceRules>,
+}
+
+/// What ingest applies to every lead of a workspace before it is stored.
+pub struct WorkspaceRules {
+    /// The suppression list's key and action; `None` when the workspace never wrote a list.
+    pub suppression: Option<Lookup>,
+    /// The check steps, in name order.
+    pub steps: Vec<Step>,
+}
+
+/// The sources and workspace rules read under one stamp.
+#[derive(Default)]
+pub struct Kept {
+    kept: Mutex<Copy>,
+}
+
+#[derive(Default)]
+struct Copy {
+    /// The stamp what is kept was read under; `None` before the first read.
+    stamp: Option<i64>,
+    sources: HashMap<String, Source>,
+    workspaces: HashMap<String, Arc<WorkspaceRules>>,
+}
+
+impl Kept {
+    /// Source `id` with its workspace's rules, as they are in the file now.
+    pub fn find(&self, conn: &Connection, id: &str) -> Result<Option<Admission>, IngestError> {
+        let stamp: i64 = conn
+            .prepare_cached("SELECT generation FROM source_stamp WHERE id = 1")?
+            .query_row([], |row| row.get(0))?;
+        {
+            let kept = self.lock();
+            if kept.stamp == Some(stamp)
+                && let Some(source) = kept.sources.get(id)
+                && let Some(rules) = kept.workspaces.get(&source.workspace_id)
+            {
+                return Ok(Some(Admission {
+                    source: source.clone(),
+                    rules: rules.clone(),
+                }));
+            }
+        }
+        let Some(source) = source::find(conn, id)? else {
+            return Ok(None);
+        };
+        let rules = Arc::new(WorkspaceRules {
+            suppression: suppression::lookup(conn, &source.workspace_id)?,
+            steps: crate::checks::store::for_workspace(conn, &source.workspace_id)
+                .map_err(|e| IngestError::Internal(e.to_string()))?,
+        });
+        let mut kept = self.lock();
+        if kept.stamp != Some(stamp) {
+            kept.sources.clear();
+            kept.workspaces.clear();
+            kept.stamp = Some(stamp);
+        }
+        kept.sources.insert(id.to_string(), source.clone());
+        kept.workspaces
+            .insert(source.workspace_id.clone(), rules.clone());
+        Ok(Some(Admission { source, rules }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Copy> {
+        // What is kept is whole under the lock (a clear, an insert): a panic elsewhere
+        // leaves nothing half-made, so a poisoned lock's content is still right.
+        self.kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two connections to one file, as the server's reader and the CLI's process have.
+    fn two_connections() -> (tempfile::TempDir, Connection, Connection) {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("kept.db");
+        let mut server = Connection::open(&path).expect("the file opens");
+        crate::db::apply_migrations(&mut server).expect("the schema applies");
+        server
+            .execute_batch(
+                "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0);
+                 INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
+                     VALUES ('web', 'ws', 'channel', 'Web', 0, 0);
+                 INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
+                     VALUES ('src', 'web', 'S', 'channel', 0);",
+            )
+            .expect("the fixture is written");
+        let cli = Connection::open(&path).expect("the file opens again");
+        (dir, server, cli)
+    }
+
+    fn name(kept: &Kept, conn: &Connection) -> Option<String> {
+        kept.find(conn, "src")
+            .unwrap()
+            .map(|found| found.source.name)
+    }
+
+    #[test]
+    fn a_kept_source_is_read_again_after_any_change_by_any_connection() {
+        let (_dir, server, cli) = two_connections();
+        let kept = Kept::default();
+        assert_eq!(name(&kept, &server).as_deref(), Some("S"));
+
+        cli.execute_batch("UPDATE sources SET name = 'Renamed' WHERE id = 'src'")
+            .unwrap();
+        assert_eq!(name(&kept, &server).as_deref(), Some("Renamed"));
+
+        cli.execute_batch("UPDATE sources SET enabled = 0 WHERE id = 'src'")
+            .unwrap();
+        assert!(!kept.find(&server, "src").unwrap().unwrap().source.enabled);
+
+        cli.execute_batch("UPDATE containers SET workspace_id = 'ws', kind = 'table'")
+            .unwrap();
+        let source = kept.find(&server, "src").unwrap().unwrap().source;
+        assert_eq!(
+            source.container_kind,
+            source::find(&server, "src")
+                .unwrap()
+                .unwrap()
+                .container_kind
+        );
+
+        cli.execute_batch("DELETE FROM sources WHERE id = 'src'")
+            .unwrap();
+        assert_eq!(name(&kept, &server), None);
+        assert_eq!(
+            kept.find(&server, "unknown")
+                .unwrap()
+                .map(|found| found.source.id),
+            None
+        );
+    }
+
+    #[test]
+    fn the_workspace_rules_follow_the_suppression_list_and_its_action() {
+        use crate::config::workspace::SuppressionAction;
+        let (_dir, server, cli) = two_connections();
+        let kept = Kept::default();
+        let rules = |kept: &Kept| kept.find(&server, "src").unwrap().unwrap().rules;
+        assert!(rules(&kept).suppression.is_none());
+        assert!(rules(&kept).steps.is_empty());
+
+        cli.execute_batch(
+            "INSERT INTO suppression_keys (workspace_id, hmac_key, created_at)
+                 VALUES ('ws', zeroblob(32), 0)",
+        )
+        .unwrap();
+        let action = |kept: &Kept| rules(kept).suppression.as_ref().map(|list| list.action);
+        assert_eq!(action(&kept), Some(SuppressionAction::Reject));
+
+        cli.execute_batch("UPDATE workspaces SET suppression_action = 'flag'")
+            .unwrap();
+        assert_eq!(action(&kept), Some(SuppressionAction::Flag));
+
+        cli.execute_batch("DELETE FROM suppression_keys").unwrap();
+        assert_eq!(action(&kept), None);
+    }
+
+    #[test]
+    fn an_unchanged_stamp_answers_from_what_is_kept() {
+        let (_dir, server, cli) = two_connections();
+        let kept = Kept::default();
+        assert_eq!(name(&kept, &server).as_deref(), Some("S"));
+        // A change the stamp does not see (its trigger dropped) shows that the second
+        // lookup did not read the row: it answers what was kept.
+        cli.execute_batch(
+            "DROP TRIGGER source_stamp_source_update;
+             UPDATE sources SET name = 'Unseen' WHERE id = 'src';",
+        )
+        .unwrap();
+        assert_eq!(name(&kept, &server).as_deref(), Some("S"));
+        cli.execute_batch("UPDATE source_stamp SET generation = generation + 1")
+            .unwrap();
+        assert_eq!(name(&kept, &server).as_deref(), Some("Unseen"));
+    }
+}
