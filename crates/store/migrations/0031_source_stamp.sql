@@ -1,7 +1,7 @@
 -- leadrelay schema, migration 31: a number that changes with every change of what ingest
 -- reads of a source (its row and its container's), so that ingest may keep sources between
 -- requests and still see a change made by any process (the CLI, another server's writer, an
--- operator's sqlite3) from the next request on (`config::kept_sources`).
+-- operator's sqlite3) from the next request on (`ingest::kept`).
 -- IF NOT EXISTS and OR IGNORE: running the migration again must not fail.
 CREATE TABLE IF NOT EXISTS source_stamp (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
