@@ -18,6 +18,11 @@
 //! All leads fall on one day, so with caps the counts grow with every lead. The time per lead
 //! is printed for the first and the last thousand leads, so that growing cap counts show,
 //! and as the median of the jobs (robust against a neighbour taking the CPU for a moment).
+//!
+//! `ONLY=5` runs only the fifth scenario (1-based), e.g. under callgrind, counting the
+//! instructions of the jobs alone, which a loaded machine does not change:
+//! `valgrind --tool=callgrind --toggle-collect='leadrelay_core::accept::job::store_all'
+//! target/release/examples/autodelivery_cost` with `LEADS=1000 ONLY=5`.
 //! `LEADS=2000` (a multiple of 100, at least 1000) measures fewer leads per scenario.
 //!
 //! `PREFILL=1000000` measures the twenty-buyer scenario once more on a file that already
@@ -118,9 +123,12 @@ fn main() {
         .unwrap_or(0);
     let mut plain: Option<Duration> = None;
     let last = &scenarios[scenarios.len() - 1];
+    let only: Option<usize> = std::env::var("ONLY").ok().and_then(|n| n.parse().ok());
     let runs = scenarios
         .iter()
-        .map(|s| (s, 0))
+        .enumerate()
+        .filter(|(index, _)| only.is_none_or(|only| only == index + 1))
+        .map(|(_, s)| (s, 0))
         .chain((prefill > 0).then_some((last, prefill)));
     for (scenario, prefill) in runs {
         let per_lead = run(scenario, leads, prefill);

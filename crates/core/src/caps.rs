@@ -18,6 +18,12 @@
 //! writer job, so they cannot drift from the transactions; [`rebuild`] recounts them from
 //! the transactions (the migration that introduced them, a workspace's new time zone).
 //! [`usage_now`] is the one read of "cap use of buyer × product now" for every caller.
+//!
+//! Moving the counters costs an auto-delivered lead's writer job 22,000 of its 717,000
+//! instructions (3%) with twenty capped buyers (callgrind of `examples/autodelivery_cost` with `ONLY=5 LEADS=1000`, the 20-buyer
+//! scenario, counting only the writer jobs; 65cd4d4); counting
+//! instead would read each capped buyer's transactions of the day and the month for every
+//! lead, a cost that grows with the caps (5,000 a day, 50,000 a month in that scenario).
 
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};

@@ -17,6 +17,11 @@
 //! 6.2 µs, for about ten bytes more (four of them tie the frame to its request). A trace
 //! that starts otherwise (a ping's) is stored in format 1.
 //!
+//! In the writer job of an auto-delivered lead with twenty subscribed buyers: 717,000
+//! instructions with format 2, 756,000 with format 1 (+5.5%), 675,000 with the text stored
+//! uncompressed (-6%, for about eight times the bytes on disk and in the WAL) (callgrind of `examples/autodelivery_cost` with `ONLY=5 LEADS=1000`, the 20-buyer
+//! scenario, counting only the writer jobs; 65cd4d4).
+//!
 //! A dictionary must be rebuilt identically for as long as a row exists, so each recipe
 //! is frozen with its format (pinned by a test): a change is a new format byte, never an edit.
 //! A trace that changes shape (new keys) still round-trips; it only compresses less. A
