@@ -211,6 +211,34 @@ async fn ingest_single(
     Ok(answer::single(&target, &answer, created))
 }
 
+/// A batch's valid leads (with their positions and warnings) beside its answers, while
+/// some are still refused.
+struct Pending<'a> {
+    valid: &'a mut Vec<PreparedLead>,
+    positions: &'a mut Vec<usize>,
+    warnings: &'a mut Vec<Vec<Problem>>,
+    invalid_pings: &'a mut Vec<String>,
+    answers: &'a mut [Option<Answer>],
+}
+
+impl Pending<'_> {
+    /// Takes the `refused` leads (by index into the valid ones, ascending, each with why)
+    /// out of the valid ones and answers each at its position with the problem `problem`
+    /// makes from the lead's pointer and why.
+    fn refuse<T>(&mut self, refused: Vec<(usize, T)>, problem: impl Fn(&str, T) -> Problem) {
+        for (index, why) in refused.into_iter().rev() {
+            let position = self.positions.remove(index);
+            let lead = self.valid.remove(index);
+            self.warnings.remove(index);
+            self.invalid_pings.extend(lead.lead.ping_id);
+            self.answers[position] = Some(Answer::Fresh(Box::new(ItemFacts::invalid(
+                lead.lead.fields.external_id,
+                vec![problem(&format!("/leads/{position}"), why)],
+            ))));
+        }
+    }
+}
+
 async fn ingest_batch(
     services: &Services<'_>,
     target: Arc<Source>,
@@ -245,41 +273,24 @@ async fn ingest_batch(
             }
         }
     }
-    // Refused as suppressed: answered like a validation error, in the batch's order.
-    for (index, field) in handler::suppressed(services.db, rules, &target, &mut valid)?
-        .into_iter()
-        .rev()
-    {
-        let position = valid_positions.remove(index);
-        let lead = valid.remove(index);
-        valid_warnings.remove(index);
-        invalid_pings.extend(lead.lead.ping_id);
-        answers[position] = Some(Answer::Fresh(Box::new(ItemFacts::invalid(
-            lead.lead.fields.external_id,
-            vec![handler::suppressed_problem(
-                &format!("/leads/{position}"),
-                field,
-            )],
-        ))));
-    }
-    // Rejected by a check step: answered like a validation error, in the batch's order.
-    for (index, name) in handler::run_checks(services.checks, services.arrived, rules, &mut valid)
-        .await?
-        .into_iter()
-        .rev()
-    {
-        let position = valid_positions.remove(index);
-        let lead = valid.remove(index);
-        valid_warnings.remove(index);
-        invalid_pings.extend(lead.lead.ping_id);
-        answers[position] = Some(Answer::Fresh(Box::new(ItemFacts::invalid(
-            lead.lead.fields.external_id,
-            vec![handler::check_failed_problem(
-                &format!("/leads/{position}"),
-                &name,
-            )],
-        ))));
-    }
+    // Refused as suppressed, then rejected by a check step: each answered like a validation
+    // error, in the batch's order.
+    let suppressed = handler::suppressed(services.db, rules, &target, &mut valid)?;
+    let mut pending = Pending {
+        valid: &mut valid,
+        positions: &mut valid_positions,
+        warnings: &mut valid_warnings,
+        invalid_pings: &mut invalid_pings,
+        answers: &mut answers,
+    };
+    pending.refuse(suppressed, |base, field| {
+        handler::suppressed_problem(base, field)
+    });
+    let rejected =
+        handler::run_checks(services.checks, services.arrived, rules, pending.valid).await?;
+    pending.refuse(rejected, |base, name| {
+        handler::check_failed_problem(base, &name)
+    });
     let invalid = answers.iter().filter(|a| a.is_some()).count();
     refuse_invalid(services, &target, invalid, invalid_pings).await?;
     if !valid.is_empty() {
