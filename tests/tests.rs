@@ -60,3 +60,4 @@ mod supplier;
 mod suppression;
 mod tidy;
 mod tidy_tables;
+mod views;
