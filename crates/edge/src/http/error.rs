@@ -10,7 +10,9 @@ use hyper::header::{
     ACCEPT_ENCODING, ALLOW, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
 };
 use hyper::{Method, StatusCode};
-use serde_json::{Map, Value, json};
+use leadrelay_rules::problem::ErrorBody;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::Response;
 use crate::db::{DbError, StorageFault};
@@ -233,16 +235,20 @@ fn reply(error: Error) -> Reply {
                 // `lead cancel` errors never reach HTTP; 400 keeps the mapping total.
                 _ => StatusCode::BAD_REQUEST,
             };
-            let mut body = json!({
-                "accepted": false,
-                "code": e.code(),
-                "message": e.to_string(),
-                "error": lifecycle_error_object(&e),
-            });
-            if let LifecycleError::TransitionNotAllowed { current, .. } = &e {
-                body["currentState"] = json!(current.as_str());
-            }
-            let reply = Reply::with_body(status, body);
+            let current_state = match &e {
+                LifecycleError::TransitionNotAllowed { current, .. } => Some(current.as_str()),
+                _ => None,
+            };
+            let reply = Reply::with_body(
+                status,
+                to_value(LifecycleBody {
+                    accepted: false,
+                    code: e.code(),
+                    message: e.to_string(),
+                    error: lifecycle_error_object(&e),
+                    current_state,
+                }),
+            );
             if status == StatusCode::UNAUTHORIZED {
                 reply.header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
             } else {
@@ -274,7 +280,10 @@ fn reply(error: Error) -> Reply {
             };
             let mut reply = Reply::with_body(
                 StatusCode::SERVICE_UNAVAILABLE,
-                json!({"status": "unavailable", "reason": e.to_string()}),
+                to_value(UnavailableBody {
+                    status: "unavailable",
+                    reason: e.to_string(),
+                }),
             )
             .header(RETRY_AFTER, HeaderValue::from(retry_after));
             reply.code = match e.storage_fault() {
@@ -358,6 +367,11 @@ pub(crate) fn unlogged_examples() -> Vec<(u16, Value)> {
         .collect()
 }
 
+/// `view` as the JSON value of a body.
+fn to_value(view: impl Serialize) -> Value {
+    serde_json::to_value(view).expect("an error body is strings, numbers and problems")
+}
+
 /// A fault on our side: logged, and answered without its details.
 fn internal(e: &dyn std::error::Error) -> Reply {
     log::error!("{e}");
@@ -366,63 +380,125 @@ fn internal(e: &dyn std::error::Error) -> Reply {
 
 /// The `error` object of a lifecycle error body: code and message, plus what the caller
 /// needs to act.
-fn lifecycle_error_object(e: &LifecycleError) -> Value {
-    let mut error = Map::new();
-    error.insert("code".into(), json!(e.code()));
-    error.insert("message".into(), json!(e.to_string()));
-    match e {
-        LifecycleError::Validation(problems) => {
-            error.insert("details".into(), crate::ingest::problem::details(problems));
-        }
+#[derive(Serialize)]
+struct LifecycleErrorView<'a> {
+    code: &'a str,
+    message: String,
+    #[serde(flatten)]
+    more: Option<LifecycleMore<'a>>,
+}
+
+/// What a lifecycle error's object adds to its code and message, by kind of error.
+#[derive(Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
+enum LifecycleMore<'a> {
+    Details {
+        details: &'a [crate::ingest::problem::Problem],
+    },
+    Transition {
+        current_state: &'static str,
+        requested_state: &'static str,
+    },
+    WindowElapsed {
+        class: &'static str,
+        delivered_at: String,
+        window_seconds: i64,
+        window_ended_at: String,
+    },
+    Capability {
+        capability: &'static str,
+    },
+    Balance {
+        required: f64,
+        available: f64,
+    },
+    Resolved {
+        status: &'a str,
+    },
+    Reasons {
+        valid_reason_codes: &'a [String],
+    },
+    ReturnCap {
+        return_cap: f64,
+        returned: i64,
+        delivered: i64,
+    },
+}
+
+fn lifecycle_error_object(e: &LifecycleError) -> LifecycleErrorView<'_> {
+    use crate::money::as_f64;
+    let more = match e {
+        LifecycleError::Validation(problems) => Some(LifecycleMore::Details { details: problems }),
         LifecycleError::TransitionNotAllowed { current, requested } => {
-            error.insert("currentState".into(), json!(current.as_str()));
-            error.insert("requestedState".into(), json!(requested.target().as_str()));
+            Some(LifecycleMore::Transition {
+                current_state: current.as_str(),
+                requested_state: requested.target().as_str(),
+            })
         }
         LifecycleError::CancellationWindowElapsed {
             delivered_at,
             window_secs,
-        } => {
-            error.insert("class".into(), json!("PartnerCancellationWindowError"));
-            error.insert(
-                "deliveredAt".into(),
-                json!(crate::clock::iso(*delivered_at)),
-            );
-            error.insert("windowSeconds".into(), json!(window_secs));
-            error.insert(
-                "windowEndedAt".into(),
-                json!(crate::clock::iso(
-                    delivered_at.saturating_add(window_secs.saturating_mul(1000))
-                )),
-            );
-        }
+        } => Some(LifecycleMore::WindowElapsed {
+            class: "PartnerCancellationWindowError",
+            delivered_at: crate::clock::iso(*delivered_at),
+            window_seconds: *window_secs,
+            window_ended_at: crate::clock::iso(
+                delivered_at.saturating_add(window_secs.saturating_mul(1000)),
+            ),
+        }),
         LifecycleError::CapabilityDenied { capability } => {
-            error.insert("capability".into(), json!(capability));
+            Some(LifecycleMore::Capability { capability })
         }
         LifecycleError::InsufficientBalance {
             required_cents,
             available_cents,
-        } => {
-            error.insert("required".into(), crate::money::to_json(*required_cents));
-            error.insert("available".into(), crate::money::to_json(*available_cents));
-        }
+        } => Some(LifecycleMore::Balance {
+            required: as_f64(*required_cents),
+            available: as_f64(*available_cents),
+        }),
         LifecycleError::CancellationAlreadyResolved { status } => {
-            error.insert("status".into(), json!(status));
+            Some(LifecycleMore::Resolved { status })
         }
-        LifecycleError::UnknownReasonCode { valid, .. } => {
-            error.insert("validReasonCodes".into(), json!(valid));
-        }
+        LifecycleError::UnknownReasonCode { valid, .. } => Some(LifecycleMore::Reasons {
+            valid_reason_codes: valid,
+        }),
         LifecycleError::ReturnCapReached {
             cap_bp,
             returned,
             delivered,
-        } => {
-            error.insert("returnCap".into(), crate::money::to_json(*cap_bp));
-            error.insert("returned".into(), json!(returned));
-            error.insert("delivered".into(), json!(delivered));
-        }
-        _ => {}
+        } => Some(LifecycleMore::ReturnCap {
+            return_cap: as_f64(*cap_bp),
+            returned: *returned,
+            delivered: *delivered,
+        }),
+        _ => None,
+    };
+    LifecycleErrorView {
+        code: e.code(),
+        message: e.to_string(),
+        more,
     }
-    Value::Object(error)
+}
+
+/// A lifecycle endpoint's error body: the partner form's top-level keys, then the error
+/// object, then the transaction's state when a move was refused.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LifecycleBody<'a> {
+    accepted: bool,
+    code: &'a str,
+    message: String,
+    error: LifecycleErrorView<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current_state: Option<&'static str>,
+}
+
+/// `{"status": "unavailable", "reason": …}`, the body of a 503 from the health of the
+/// service.
+#[derive(Serialize)]
+struct UnavailableBody {
+    status: &'static str,
+    reason: String,
 }
 
 /// An error answer before it becomes a [`Response`]: status, JSON body, extra headers, and
@@ -440,7 +516,7 @@ impl Reply {
     fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Reply {
         Reply::with_body(
             status,
-            json!({"error": {"code": code, "message": message.into()}}),
+            to_value(ErrorBody::<()>::new(code, message.into(), None)),
         )
     }
 
@@ -494,7 +570,7 @@ impl Reply {
         if let Some(body) = self.body.as_object_mut()
             && !body.contains_key("accepted")
         {
-            body.insert("accepted".into(), json!(false));
+            body.insert("accepted".into(), Value::Bool(false));
             body.insert("code".into(), code);
             body.insert("message".into(), message);
         }
@@ -553,6 +629,7 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use http_body_util::BodyExt;
+    use serde_json::json;
 
     use super::*;
     use crate::lifecycle::state::{Move, Status};
@@ -592,6 +669,24 @@ mod tests {
         let (_, _, body) = answer(error, Form::Partner).await;
         assert_eq!(body["error"]["class"], "PartnerCancellationWindowError");
         assert_eq!(body["error"]["windowEndedAt"], "1970-01-01T00:01:00.000Z");
+        // The whole body, keys in their order, as partners' parsers have read it.
+        assert_eq!(
+            body.to_string(),
+            "{\"accepted\":false,\"code\":\"cancellation_window_elapsed\",\"message\":\"the cancellation window of 60 seconds after delivery at 1970-01-01T00:00:00.000Z has elapsed\",\"error\":{\"code\":\"cancellation_window_elapsed\",\"message\":\"the cancellation window of 60 seconds after delivery at 1970-01-01T00:00:00.000Z has elapsed\",\"class\":\"PartnerCancellationWindowError\",\"deliveredAt\":\"1970-01-01T00:00:00.000Z\",\"windowSeconds\":60,\"windowEndedAt\":\"1970-01-01T00:01:00.000Z\"}}"
+        );
+        let error = LifecycleError::ReturnCapReached {
+            cap_bp: 1_000,
+            returned: 3,
+            delivered: 20,
+        };
+        let (_, _, body) = answer(error, Form::Partner).await;
+        assert_eq!(
+            body["error"].to_string(),
+            format!(
+                "{{\"code\":\"return_cap_reached\",\"message\":{},\"returnCap\":10.0,\"returned\":3,\"delivered\":20}}",
+                body["message"]
+            )
+        );
 
         let (status, response, _) = answer(LifecycleError::MissingCredential, Form::Partner).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
