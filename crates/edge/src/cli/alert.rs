@@ -179,7 +179,7 @@ fn target(db: &Db, out: &Output, command: TargetCommand) -> anyhow::Result<ExitC
         }
         TargetCommand::Remove { id } => {
             db.write_blocking(move |conn| store::remove_target(conn, &id))?;
-            out.print(&json!({"removed": true}));
+            out.show(&super::output::Removed { removed: true });
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -216,7 +216,7 @@ fn rule_command(db: &Db, out: &Output, command: RuleCommand) -> anyhow::Result<E
         RuleCommand::Remove { workspace, rule } => {
             let removed =
                 db.write_blocking(move |conn| store::remove_rule(conn, &workspace, rule))?;
-            out.print(&json!({"removed": removed}));
+            out.show(&super::output::Removed { removed });
         }
     }
     Ok(ExitCode::SUCCESS)

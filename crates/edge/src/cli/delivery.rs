@@ -400,7 +400,10 @@ pub(super) fn outbox(
         } => {
             let retried = retry_buyer(&db, &buyer, status);
             db.close();
-            out.print(&json!({"buyerAccountId": buyer, "retried": retried?}));
+            out.show(&RetriedForBuyer {
+                buyer_account_id: buyer,
+                retried: retried?,
+            });
         }
         // clap's group requires one of the two and forbids both.
         OutboxCommand::Retry { .. } => unreachable!("clap requires an event id or --buyer"),
@@ -477,4 +480,12 @@ pub(super) fn buyer_health(
         None => out.print_list(&found),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `outbox retry --buyer` prints.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RetriedForBuyer {
+    buyer_account_id: String,
+    retried: usize,
 }

@@ -2,11 +2,11 @@
 //! The work is in `ops::backup`, `ops::check` and `ops::restore`; this file parses flags
 //! and prints.
 
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::json;
 
 use super::output::Output;
 use crate::ops::{backup, check, restore};
@@ -24,15 +24,40 @@ pub struct BackupArgs {
 pub(super) fn backup(db: &Path, out: &Output, args: BackupArgs) -> anyhow::Result<ExitCode> {
     super::setup::require_database(db)?;
     let report = backup::backup(db, &args.out, args.force)?;
-    out.print(&json!({
-        "database": db.display().to_string(),
-        "out": report.out.display().to_string(),
-        "bytes": report.bytes,
-        "pages": report.pages,
-        "schemaVersion": report.schema_version,
-        "durationMs": u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
-    }));
+    out.show(&BackedUp {
+        database: db.display().to_string(),
+        out: report.out.display().to_string(),
+        bytes: report.bytes,
+        pages: report.pages,
+        schema_version: report.schema_version,
+        duration_ms: u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
+    });
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `backup` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BackedUp {
+    database: String,
+    out: String,
+    bytes: u64,
+    pages: u64,
+    schema_version: i64,
+    duration_ms: u64,
+}
+
+/// What `restore` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Restored {
+    database: String,
+    from: String,
+    kept_as: Option<String>,
+    bytes: u64,
+    pages: u64,
+    schema_version: i64,
+    duration_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -47,15 +72,15 @@ pub struct RestoreArgs {
 
 pub(super) fn restore(db: &Path, out: &Output, args: RestoreArgs) -> anyhow::Result<ExitCode> {
     let report = restore::restore(db, &args.from, args.force)?;
-    out.print(&json!({
-        "database": report.database.display().to_string(),
-        "from": report.from.display().to_string(),
-        "keptAs": report.kept.map(|kept| kept.display().to_string()),
-        "bytes": report.bytes,
-        "pages": report.pages,
-        "schemaVersion": report.schema_version,
-        "durationMs": u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
-    }));
+    out.show(&Restored {
+        database: report.database.display().to_string(),
+        from: report.from.display().to_string(),
+        kept_as: report.kept.map(|kept| kept.display().to_string()),
+        bytes: report.bytes,
+        pages: report.pages,
+        schema_version: report.schema_version,
+        duration_ms: u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
+    });
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,7 +3,7 @@
 //! shell, without a JSON tool). Also prints errors: `error: …` as text, or one JSON object
 //! on stderr under `--json` (`{"error": {"code", "message"}}`).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub struct Output {
     json: bool,
@@ -17,6 +17,11 @@ impl Output {
 
     pub fn is_json(&self) -> bool {
         self.json || self.get.is_some()
+    }
+
+    /// Prints the view `view` as [`Output::print`] prints a value.
+    pub fn show(&self, view: &impl serde::Serialize) {
+        self.print(&serde_json::to_value(view).expect("a view is plain data and serialises"));
     }
 
     /// Prints `value`: as JSON, or as aligned `key: value` lines (nested objects indented,
@@ -75,11 +80,18 @@ fn select<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
     })
 }
 
+/// `{"removed": …}`, what a command that removes something prints.
+#[derive(serde::Serialize)]
+pub(super) struct Removed {
+    pub(super) removed: bool,
+}
+
 /// Prints an error on stderr: `error: MESSAGE`, or under `--json` one JSON object
 /// `{"error": {"code", "message"}}` on one line.
 pub(super) fn print_error(json: bool, code: &str, message: &str) {
     if json {
-        eprintln!("{}", json!({"error": {"code": code, "message": message}}));
+        let body = leadrelay_rules::problem::ErrorBody::<()>::new(code, message.to_string(), None);
+        eprintln!("{}", body.to_json());
     } else {
         eprintln!("error: {message}");
     }
@@ -125,6 +137,7 @@ fn write_text(out: &mut String, value: &Value, indent: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn selects_by_keys_and_indexes() {

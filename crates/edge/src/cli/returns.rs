@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use super::setup::open;
@@ -176,7 +176,12 @@ pub(super) fn reason(
                 )?;
                 Ok::<_, ConfigError>(())
             })
-            .map(|()| out.print(&json!({"code": shown, "removed": true})))
+            .map(|()| {
+                out.show(&RemovedCode {
+                    code: shown,
+                    removed: true,
+                })
+            })
         }
     };
     db.close();
@@ -260,4 +265,11 @@ pub(super) fn transaction_return(
     db.close();
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `return-reason remove` prints.
+#[derive(serde::Serialize)]
+struct RemovedCode {
+    code: String,
+    removed: bool,
 }

@@ -2,11 +2,12 @@
 //! `suppression`'s; this file parses flags, streams an import's CSV in batches and prints.
 //! No command prints or logs a suppressed value.
 
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use crate::db::Db;
@@ -152,8 +153,38 @@ fn add(
         )?;
         Ok::<_, suppression::SuppressionError>(added)
     })?;
-    out.print(&json!({"added": added, "alreadyPresent": !added}));
+    out.show(&Added {
+        added,
+        already_present: !added,
+    });
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `suppression add` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Added {
+    added: bool,
+    already_present: bool,
+}
+
+/// What `suppression check` prints: whether the contact is on the list, and why and since
+/// when (null when not).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Checked {
+    suppressed: bool,
+    reason: Option<String>,
+    added_at: Option<String>,
+}
+
+/// What `suppression import` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ImportCounts {
+    added: u64,
+    already_present: u64,
+    unusable: u64,
 }
 
 fn remove(db: &Db, out: &Output, contact: Contact) -> anyhow::Result<ExitCode> {
@@ -175,7 +206,7 @@ fn remove(db: &Db, out: &Output, contact: Contact) -> anyhow::Result<ExitCode> {
         )?;
         Ok::<_, suppression::SuppressionError>(removed)
     })?;
-    out.print(&json!({"removed": removed}));
+    out.show(&super::output::Removed { removed });
     Ok(ExitCode::SUCCESS)
 }
 
@@ -183,13 +214,12 @@ fn check(db: &Db, out: &Output, contact: &Contact) -> anyhow::Result<ExitCode> {
     let (kind, value) = contact.kind_value();
     let entry =
         db.read_blocking(|conn| suppression::check(conn, &contact.workspace, kind, value))?;
-    out.print(&match entry {
-        Some(entry) => json!({
-            "suppressed": true,
-            "reason": entry.reason,
-            "addedAt": crate::clock::iso(entry.added_at),
-        }),
-        None => json!({"suppressed": false, "reason": null, "addedAt": null}),
+    out.show(&Checked {
+        suppressed: entry.is_some(),
+        added_at: entry
+            .as_ref()
+            .map(|entry| crate::clock::iso(entry.added_at)),
+        reason: entry.and_then(|entry| entry.reason),
     });
     Ok(ExitCode::SUCCESS)
 }
@@ -283,10 +313,10 @@ fn import(
             break;
         }
     }
-    out.print(&json!({
-        "added": counts.added,
-        "alreadyPresent": counts.already_present,
-        "unusable": counts.unusable,
-    }));
+    out.show(&ImportCounts {
+        added: counts.added,
+        already_present: counts.already_present,
+        unusable: counts.unusable,
+    });
     Ok(ExitCode::SUCCESS)
 }
