@@ -7,7 +7,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::json;
 
 use super::output::Output;
 use crate::config::container::{ContainerKind, DeliveryMode, NewContainer};
@@ -201,20 +200,34 @@ pub(super) fn run(path: &Path, out: &Output, args: DemoArgs) -> anyhow::Result<E
         &path.display().to_string(),
     );
     if out.is_json() {
-        out.print(&json!({
-            "workspaceId": "demo",
-            "channelId": "demo-web",
-            "tableId": "demo-list",
-            "sourceId": "demo-form",
-            "webhookPath": created.webhook_path,
-            "sourceSecret": created.source_secret,
-            "buyers": [
-                {"id": "demo-sunco", "secret": created.sunco_secret, "plan": "postpaid"},
-                {"id": "demo-heatco", "secret": created.heatco_secret, "plan": "prepaid"},
+        out.show(&DemoCreated {
+            workspace_id: "demo",
+            channel_id: "demo-web",
+            table_id: "demo-list",
+            source_id: "demo-form",
+            webhook_path: &created.webhook_path,
+            source_secret: &created.source_secret,
+            buyers: [
+                DemoBuyer {
+                    id: "demo-sunco",
+                    secret: &created.sunco_secret,
+                    plan: "postpaid",
+                },
+                DemoBuyer {
+                    id: "demo-heatco",
+                    secret: &created.heatco_secret,
+                    plan: "prepaid",
+                },
             ],
-            "supplier": {"id": "demo-supplier", "key": created.supplier_key},
-            "steps": steps.iter().map(|(title, command)| json!({"title": title, "command": command})).collect::<Vec<_>>(),
-        }));
+            supplier: DemoSupplier {
+                id: "demo-supplier",
+                key: &created.supplier_key,
+            },
+            steps: steps
+                .iter()
+                .map(|(title, command)| DemoStep { title, command })
+                .collect(),
+        });
     } else {
         println!("Demo created in {} (workspace 'demo').", path.display());
         println!("Secrets below are shown once.\n");
@@ -392,6 +405,40 @@ fn fresh_path(taken: &Path) -> std::path::PathBuf {
         .map(|n| dir.join(format!("leadrelay-demo-{n}.db")))
         .find(|candidate| candidate != taken && !candidate.exists())
         .expect("some number names no file")
+}
+
+/// What `demo --json` prints: the records made, their secrets (shown once) and the steps.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DemoCreated<'a> {
+    workspace_id: &'static str,
+    channel_id: &'static str,
+    table_id: &'static str,
+    source_id: &'static str,
+    webhook_path: &'a str,
+    source_secret: &'a str,
+    buyers: [DemoBuyer<'a>; 2],
+    supplier: DemoSupplier<'a>,
+    steps: Vec<DemoStep<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct DemoBuyer<'a> {
+    id: &'static str,
+    secret: &'a str,
+    plan: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct DemoSupplier<'a> {
+    id: &'static str,
+    key: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct DemoStep<'a> {
+    title: &'a str,
+    command: &'a str,
 }
 
 #[cfg(test)]

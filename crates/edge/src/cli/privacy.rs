@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use crate::db::Db;
@@ -100,19 +100,17 @@ pub(super) fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<Ex
         reason,
         args.suppress,
     )?;
-    let mut shown = json!({
-        "erasureId": report.erasure_id,
-        "by": report.selector,
-        "leads": report.counts.leads,
-        "records": report.counts.to_json(),
-        "noop": report.counts.leads == 0,
-        "alreadyErased": report.already_erased,
-        "walCheckpointed": report.checkpointed,
+    out.show(&Erased {
+        erasure_id: &report.erasure_id,
+        by: &report.selector,
+        leads: report.counts.leads,
+        records: report.counts.to_json(),
+        noop: report.counts.leads == 0,
+        already_erased: report.already_erased,
+        wal_checkpointed: report.checkpointed,
+        others_with_same_contact: (report.others_with_same_contact > 0)
+            .then_some(report.others_with_same_contact),
     });
-    if report.others_with_same_contact > 0 {
-        shown["othersWithSameContact"] = json!(report.others_with_same_contact);
-    }
-    out.print(&shown);
     if !out.is_json() {
         if report.counts.leads == 0 {
             eprintln!(
@@ -164,30 +162,73 @@ pub(super) fn purge(path: &Path, out: &Output, args: PurgeArgs) -> anyhow::Resul
     };
     db.close();
     let report = result?;
-    out.print(&json!({
-        "leads": report.counts.leads,
-        "pings": report.pings,
-        "dryRun": report.dry_run,
-        "olderThan": crate::duration::format(args.older_than),
-        "cutoff": crate::clock::iso(cutoff),
-        "records": report.counts.to_json(),
-        "erasureIds": report.erasure_ids,
-        "pagesFreed": report.vacuumed_pages,
-        "walCheckpointed": checkpointed,
-    }));
+    out.show(&Purged {
+        leads: report.counts.leads,
+        pings: report.pings,
+        dry_run: report.dry_run,
+        older_than: crate::duration::format(args.older_than),
+        cutoff: crate::clock::iso(cutoff),
+        records: report.counts.to_json(),
+        erasure_ids: &report.erasure_ids,
+        pages_freed: report.vacuumed_pages,
+        wal_checkpointed: checkpointed,
+    });
     Ok(ExitCode::SUCCESS)
 }
 
 pub(super) fn vacuum(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
     let report = crate::ops::vacuum::vacuum(path)?;
-    out.print(&json!({
-        "database": report.database.display().to_string(),
-        "bytesBefore": report.bytes_before,
-        "bytesAfter": report.bytes_after,
-        "bodiesCompressed": report.bodies_compressed,
-        "decisionsCompressed": report.traces_compressed,
-        "autoVacuum": "incremental",
-        "durationMs": u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
-    }));
+    out.show(&Vacuumed {
+        database: report.database.display().to_string(),
+        bytes_before: report.bytes_before,
+        bytes_after: report.bytes_after,
+        bodies_compressed: report.bodies_compressed,
+        decisions_compressed: report.traces_compressed,
+        auto_vacuum: "incremental",
+        duration_ms: u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX),
+    });
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `lead erase` prints; `othersWithSameContact` only when there are some.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Erased<'a> {
+    erasure_id: &'a str,
+    by: &'a str,
+    leads: u64,
+    records: Value,
+    noop: bool,
+    already_erased: bool,
+    wal_checkpointed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    others_with_same_contact: Option<u64>,
+}
+
+/// What `purge` prints.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Purged<'a> {
+    leads: u64,
+    pings: u64,
+    dry_run: bool,
+    older_than: String,
+    cutoff: String,
+    records: Value,
+    erasure_ids: &'a [String],
+    pages_freed: i64,
+    wal_checkpointed: Option<bool>,
+}
+
+/// What `vacuum` prints.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Vacuumed {
+    database: String,
+    bytes_before: u64,
+    bytes_after: u64,
+    bodies_compressed: usize,
+    decisions_compressed: usize,
+    auto_vacuum: &'static str,
+    duration_ms: u64,
 }

@@ -396,10 +396,12 @@ fn request_id_header(id: &RequestId) -> HeaderValue {
 /// for a moment, so that closing does not reset the connection before the answer is read.
 async fn refuse(mut stream: tokio::net::TcpStream) {
     let id = crate::request_id::generate();
-    let body = serde_json::json!({"error": {
-        "code": "overloaded",
-        "message": "too many connections are open; retry",
-    }})
+    let body = leadrelay_rules::problem::ErrorBody::<()>::new(
+        "overloaded",
+        "too many connections are open; retry".to_string(),
+        None,
+    )
+    .to_json()
     .to_string();
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
-use serde_json::json;
 
 use super::connect;
 use super::signing::SigningKey;
@@ -74,12 +73,12 @@ async fn exchange(
         Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
     let id = crate::ids::new("msg_test");
     let now = crate::clock::now_ms();
-    let body = json!({
-        "event": "lead.test",
-        "buyerAccountId": buyer_id,
-        "sentAt": crate::clock::iso(now),
+    let body = serde_json::to_string(&TestEvent {
+        event: "lead.test",
+        buyer_account_id: buyer_id,
+        sent_at: crate::clock::iso(now),
     })
-    .to_string();
+    .expect("strings serialise");
     let timestamp = now / 1000;
     let request = http::Request::post(url)
         .header(http::header::CONTENT_TYPE, "application/json")
@@ -119,4 +118,13 @@ async fn exchange(
     }
     excerpt.truncate(EXCERPT_BYTES);
     Ok((status, String::from_utf8_lossy(&excerpt).into_owned()))
+}
+
+/// The body of a `lead.test` event.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TestEvent<'a> {
+    event: &'static str,
+    buyer_account_id: &'a str,
+    sent_at: String,
 }

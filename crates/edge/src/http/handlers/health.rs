@@ -2,7 +2,6 @@
 //! when the database cannot be read or a real write cannot be committed (`health::check`).
 
 use hyper::StatusCode;
-use serde_json::json;
 
 use crate::health::{self, Unhealthy};
 use crate::http::error::Error;
@@ -24,16 +23,36 @@ pub(crate) async fn get(state: &AppState) -> Result<Response, Error> {
         .map(|created| ((now - created).max(0)) / 1000);
     Ok(response::json(
         StatusCode::OK,
-        &json!({
-            "status": "ok",
-            "version": env!("CARGO_PKG_VERSION"),
-            "database": "ok",
-            "outbox": {
-                "pending": figures.pending,
-                "failed": figures.failed,
-                "oldestPendingSeconds": oldest_pending_seconds,
+        &serde_json::to_value(Healthy {
+            status: "ok",
+            version: env!("CARGO_PKG_VERSION"),
+            database: "ok",
+            outbox: OutboxHealth {
+                pending: figures.pending,
+                failed: figures.failed,
+                oldest_pending_seconds,
             },
-            "uptimeSeconds": state.started.elapsed().as_secs(),
-        }),
+            uptime_seconds: state.started.elapsed().as_secs(),
+        })
+        .expect("figures serialise"),
     ))
+}
+
+/// The body of a healthy `GET /api/health` (SPEC.md).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Healthy {
+    status: &'static str,
+    version: &'static str,
+    database: &'static str,
+    outbox: OutboxHealth,
+    uptime_seconds: u64,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutboxHealth {
+    pending: i64,
+    failed: i64,
+    oldest_pending_seconds: Option<i64>,
 }
