@@ -102,7 +102,7 @@ pub(super) fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<Ex
     )?;
     out.show(&Erased {
         erasure_id: &report.erasure_id,
-        by: &report.selector,
+        by: report.selector,
         leads: report.counts.leads,
         records: report.counts.to_json(),
         noop: report.counts.leads == 0,
