@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use crate::alerts::{self, Measure, Rule, RuleSetting, TargetKind, store};
@@ -150,6 +150,17 @@ pub(super) fn run(path: &Path, out: &Output, command: AlertCommand) -> anyhow::R
     result
 }
 
+/// A target as `alert target add` shows it: with its signing secret, shown once (the
+/// receiver verifies the messages' signatures with it); email targets have none.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AddedTarget<'a> {
+    #[serde(flatten)]
+    target: alerts::TargetView<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signing_secret: Option<&'a str>,
+}
+
 fn target(db: &Db, out: &Output, command: TargetCommand) -> anyhow::Result<ExitCode> {
     match command {
         TargetCommand::Add {
@@ -165,12 +176,10 @@ fn target(db: &Db, out: &Output, command: TargetCommand) -> anyhow::Result<ExitC
             let target = db.write_blocking(move |conn| {
                 store::add_target(conn, &workspace, kind, &address, crate::clock::now_ms())
             })?;
-            let mut shown = target.to_json();
-            if let Some(secret) = &target.signing_secret {
-                // Shown once: the receiver verifies the messages' signatures with it.
-                shown["signingSecret"] = json!(secret);
-            }
-            out.print(&shown);
+            out.show(&AddedTarget {
+                target: target.view(),
+                signing_secret: target.signing_secret.as_deref(),
+            });
         }
         TargetCommand::List { workspace } => {
             let targets = db.read_blocking(|conn| store::targets(conn, workspace.as_deref()))?;

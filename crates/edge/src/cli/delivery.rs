@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use super::setup::open;
@@ -347,6 +347,18 @@ pub(super) fn transaction(
     Ok(ExitCode::SUCCESS)
 }
 
+/// An event as `outbox show` shows it: with its URL, its payload (as JSON where it parses)
+/// and every attempt.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownEvent<'a> {
+    #[serde(flatten)]
+    event: store::EventView<'a>,
+    url: &'a str,
+    payload: Value,
+    attempt_log: Vec<store::AttemptView<'a>>,
+}
+
 pub(super) fn outbox(
     path: &Path,
     out: &Output,
@@ -366,16 +378,17 @@ pub(super) fn outbox(
             let shown = db.read_blocking(|conn| {
                 let event = store::find(conn, &id)?
                     .ok_or_else(|| ShowError::NotFound("event", id.clone()))?;
-                let attempts: Vec<Value> = store::attempts(conn, &id)?
-                    .iter()
-                    .map(|a| a.to_json())
-                    .collect();
-                let mut value = event.to_json();
-                value["url"] = json!(event.url);
-                value["payload"] =
-                    serde_json::from_str(&event.payload).unwrap_or(Value::String(event.payload));
-                value["attemptLog"] = Value::Array(attempts);
-                Ok::<_, ShowError>(value)
+                let attempts = store::attempts(conn, &id)?;
+                let shown = ShownEvent {
+                    event: event.view(),
+                    url: &event.url,
+                    payload: serde_json::from_str(&event.payload)
+                        .unwrap_or_else(|_| Value::String(event.payload.clone())),
+                    attempt_log: attempts.iter().map(|a| a.view()).collect(),
+                };
+                Ok::<_, ShowError>(
+                    serde_json::to_value(&shown).expect("a view is plain data and serialises"),
+                )
             });
             db.close();
             out.print(&shown?);

@@ -11,7 +11,7 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::period::{self, Bound};
 use crate::db::{Db, DbError};
@@ -146,11 +146,24 @@ const TRANSACTION_COLUMNS: &[&str] = &[
 /// The transaction's fields as the export has them: `transaction show`'s, with its
 /// workspace, its lead's source and what a prepaid balance was charged.
 fn transaction_json(transaction: &Transaction, source_id: &str) -> Value {
-    let mut shown = transaction.to_json();
-    shown["workspaceId"] = json!(transaction.workspace_id);
-    shown["sourceId"] = json!(source_id);
-    shown["chargedAmount"] = crate::money::to_json(transaction.charged_cents);
-    shown
+    serde_json::to_value(ExportedTransaction {
+        transaction: transaction.view(),
+        workspace_id: &transaction.workspace_id,
+        source_id,
+        charged_amount: crate::money::as_f64(transaction.charged_cents),
+    })
+    .expect("a view is plain data and serialises")
+}
+
+/// A transaction as the export has it (see [`transaction_json`]).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExportedTransaction<'a> {
+    #[serde(flatten)]
+    transaction: transaction::TransactionView<'a>,
+    workspace_id: &'a str,
+    source_id: &'a str,
+    charged_amount: f64,
 }
 
 /// The value at a CSV column's key (`person.email`: one level down) as a cell: text as
@@ -345,6 +358,7 @@ pub(crate) fn transactions(db: &Db, args: ExportArgs) -> anyhow::Result<ExitCode
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// The keys of `record`, one level of `person` and `consent` down.
     fn keys(record: &Value) -> Vec<String> {

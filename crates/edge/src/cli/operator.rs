@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use crate::audit::{self, Changes};
@@ -71,6 +71,15 @@ pub enum OperatorCommand {
     },
 }
 
+/// A new operator as `operator create` shows it: with its token, which exists in clear
+/// only here.
+#[derive(serde::Serialize)]
+struct CreatedOperator<'a> {
+    #[serde(flatten)]
+    operator: operators::OperatorView<'a>,
+    token: &'a str,
+}
+
 pub(super) fn run(path: &Path, out: &Output, command: OperatorCommand) -> anyhow::Result<ExitCode> {
     let db = super::setup::open(path)?;
     let now = crate::clock::now_ms();
@@ -92,9 +101,10 @@ pub(super) fn run(path: &Path, out: &Output, command: OperatorCommand) -> anyhow
                 Ok(created)
             })
             .map(|created| {
-                let mut shown = created.operator.to_json();
-                shown["token"] = json!(created.token);
-                out.print(&shown);
+                out.show(&CreatedOperator {
+                    operator: created.operator.view(),
+                    token: &created.token,
+                });
             }),
         OperatorCommand::List => db
             .read_blocking(|conn| Ok(operators::list(conn)?))
