@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::integration::{read_text, secret_value};
 use super::output::Output;
@@ -228,16 +228,35 @@ fn preview(step: &crate::checks::run::Step, text: &str) -> Outcome {
     ));
     let verdict = verdict.into_iter().next().unwrap_or_default();
     let action = match (&verdict.rejected_by, verdict.flags.first()) {
-        (Some(_), _) => json!("reject"),
-        (None, Some(flag)) => json!({"flag": flag}),
-        (None, None) => json!("pass"),
+        (Some(_), _) => Action::Decided("reject"),
+        (None, Some(flag)) => Action::Flag { flag },
+        (None, None) => Action::Decided("pass"),
     };
-    Ok(json!({
-        "name": step.name,
-        "request": request,
-        "check": verdict.records.first(),
-        "action": action,
-    }))
+    Ok(serde_json::to_value(PreviewView {
+        name: &step.name,
+        request,
+        check: verdict.records.first(),
+        action,
+    })
+    .expect("a view is plain data and serialises"))
+}
+
+/// `check step preview --json`: the request as sent (secrets masked; free-form, as the
+/// step's template made it), the check's record and what ingest would do.
+#[derive(serde::Serialize)]
+struct PreviewView<'a> {
+    name: &'a str,
+    request: Option<Value>,
+    check: Option<&'a crate::checks::run::CheckRecord>,
+    action: Action<'a>,
+}
+
+/// `"reject"`, `"pass"`, or `{"flag": …}`.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Action<'a> {
+    Decided(&'static str),
+    Flag { flag: &'a str },
 }
 
 fn print_preview(shown: &Value) {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use crate::ingest::catalog::{self, References};
@@ -144,8 +144,7 @@ pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow:
             db.close();
             match published {
                 Ok((state, changed)) => {
-                    let mut shown = state.to_json();
-                    shown["changed"] = json!(changed);
+                    let shown = changed_state(&state, changed);
                     let note = if changed {
                         format!(
                             "source '{}': published mapping version {}; ingest uses it from \
@@ -175,8 +174,7 @@ pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow:
             });
             db.close();
             let (state, changed) = withdrawn?;
-            let mut shown = state.to_json();
-            shown["changed"] = json!(changed);
+            let shown = changed_state(&state, changed);
             let note = if changed {
                 format!(
                     "source '{}': published mapping withdrawn; the source takes the native \
@@ -283,7 +281,7 @@ fn print_state(out: &Output, state: &Value, note: &str) {
         None => println!("draft: none"),
         Some(draft) => {
             let updated = draft["updatedAt"].as_str().unwrap_or_default();
-            if state["unpublishedChanges"] == json!(true) {
+            if state["unpublishedChanges"] == true {
                 println!("draft: stored {updated}, not published");
                 print!("{}", document_text(&draft["document"]));
             } else {
@@ -392,6 +390,42 @@ fn native_problems(
     Ok(problems)
 }
 
+/// `source mapping preview --json`: what the mapping made of the sample, and whether
+/// ingest would take it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PreviewView<'a> {
+    source_id: &'a str,
+    mapping: &'static str,
+    version: i64,
+    leads: usize,
+    /// The native leads the mapping made: free-form, as the partner's fields are.
+    native: &'a Value,
+    validation: ValidationView<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ValidationView<'a> {
+    valid: bool,
+    problems: &'a [Problem],
+}
+
+/// A mapping's state after `publish` or `unpublish`, with whether the command changed it.
+#[derive(serde::Serialize)]
+struct ChangedState<'a> {
+    #[serde(flatten)]
+    state: store::MappingStateView<'a>,
+    changed: bool,
+}
+
+fn changed_state(state: &store::MappingState, changed: bool) -> Value {
+    serde_json::to_value(ChangedState {
+        state: state.view(),
+        changed,
+    })
+    .expect("a view is plain data and serialises")
+}
+
 fn print_preview(out: &Output, source: &str, published: bool, preview: Preview) {
     let Preview {
         version,
@@ -400,17 +434,17 @@ fn print_preview(out: &Output, source: &str, published: bool, preview: Preview) 
     } = preview;
     let leads = native["leads"].as_array().map_or(1, Vec::len);
     if out.is_json() {
-        out.print(&json!({
-            "sourceId": source,
-            "mapping": if published { "published" } else { "draft" },
-            "version": version,
-            "leads": leads,
-            "native": native,
-            "validation": {
-                "valid": problems.is_empty(),
-                "problems": problems.iter().map(Problem::to_json).collect::<Vec<_>>(),
+        out.show(&PreviewView {
+            source_id: source,
+            mapping: if published { "published" } else { "draft" },
+            version,
+            leads,
+            native: &native,
+            validation: ValidationView {
+                valid: problems.is_empty(),
+                problems: &problems,
             },
-        }));
+        });
         return;
     }
     let kind = if native.get("leads").is_some() {
