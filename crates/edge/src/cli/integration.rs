@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::output::Output;
 use crate::integration::request::{build, masked};
@@ -223,41 +223,74 @@ fn preview(
     let signing = ["webhook-id", "webhook-timestamp", "webhook-signature"];
     let Some(document) = store::document(conn, &buyer.id)? else {
         let mut headers = serde_json::Map::new();
-        headers.insert("Content-Type".into(), json!("application/json"));
+        headers.insert("Content-Type".into(), "application/json".into());
         for name in signing {
-            headers.insert(name.into(), json!("(added when sent)"));
+            headers.insert(name.into(), ADDED_WHEN_SENT.into());
         }
-        return Ok(json!({
-            "buyerId": buyer.id,
-            "kind": "generic",
-            "method": "POST",
-            "url": buyer.webhook_url,
-            "headers": headers,
-            "body": event,
-            "missingSecrets": [],
-        }));
+        return Ok(RequestPreview {
+            buyer_id: &buyer.id,
+            kind: "generic",
+            method: "POST".into(),
+            url: buyer.webhook_url.as_str().into(),
+            headers,
+            body: event,
+            missing_secrets: Vec::new(),
+        }
+        .to_json());
     };
     let names = store::secret_names(conn, &buyer.id)?;
     // Values are masked in what is printed: the stored ones are not even read.
     let built = build(&document, &event, &buyer.webhook_url, |name| {
         Some(masked(name))
     })?;
-    let mut preview = json!({"buyerId": buyer.id, "kind": "mapped"});
-    for (key, value) in built
-        .masked_json()
-        .as_object()
-        .expect("masked_json is an object")
-    {
-        preview[key] = value.clone();
-    }
+    let Value::Object(mut masked) = built.masked_json() else {
+        unreachable!("masked_json is an object")
+    };
+    let mut take = |key: &str| masked.remove(key).unwrap_or_default();
+    let (method, url, body) = (take("method"), take("url"), take("body"));
+    let mut headers = match take("headers") {
+        Value::Object(headers) => headers,
+        _ => serde_json::Map::new(),
+    };
     if document.sign {
         for name in signing {
-            preview["headers"][name] = json!("(added when sent)");
+            headers.insert(name.into(), ADDED_WHEN_SENT.into());
         }
     }
-    preview["missingSecrets"] =
-        json!(document.missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted)));
-    Ok(preview)
+    Ok(RequestPreview {
+        buyer_id: &buyer.id,
+        kind: "mapped",
+        method,
+        url,
+        headers,
+        body,
+        missing_secrets: document
+            .missing_secrets(|wanted| names.iter().any(|(name, _)| name == wanted)),
+    }
+    .to_json())
+}
+
+/// What a signing header shows in a preview: its value depends on the moment of sending.
+const ADDED_WHEN_SENT: &str = "(added when sent)";
+
+/// `buyer integration preview --json`: the request a buyer would get, secrets masked.
+/// The headers and the body are the buyer's document's (free-form).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestPreview<'a> {
+    buyer_id: &'a str,
+    kind: &'static str,
+    method: Value,
+    url: Value,
+    headers: serde_json::Map<String, Value>,
+    body: Value,
+    missing_secrets: Vec<&'a str>,
+}
+
+impl RequestPreview<'_> {
+    fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a view is plain data and serialises")
+    }
 }
 
 /// A previewed request as text: the request line, the headers, the body.
