@@ -22,12 +22,12 @@ const FREE_FORM: &[(&str, usize, &str)] = &[
     ),
     ("crates/edge/src/posting/mod.rs", 23, "not converted yet"),
     ("crates/edge/src/cli/setup.rs", 14, "not converted yet"),
-    ("crates/edge/src/cli/evaluator.rs", 10, "not converted yet"),
+    ("crates/edge/src/cli/evaluator.rs", 7, "not converted yet"),
 ];
 
 /// The most `json!` the production code may hold in all: the goal is 10, each for a
 /// free-form value; until the edge is converted, what it holds now.
-const MOST: usize = 48;
+const MOST: usize = 45;
 
 /// Every `json!` of `files`, as `path:line`.
 fn json_macros(files: &[SourceFile]) -> Vec<(String, String)> {

@@ -211,11 +211,47 @@ fn load(conn: &Connection, workspace: &str) -> Result<Current, ConfigError> {
 /// `{"workspaceId", "current": N | null, "versions": [version…]}`, newest first.
 fn history(conn: &Connection, workspace: &str) -> Result<Value, ConfigError> {
     let versions = weights::history(conn, workspace)?;
-    Ok(json!({
-        "workspaceId": workspace,
-        "current": versions.first().map(|v| v.version),
-        "versions": versions.iter().map(weights::Version::to_json).collect::<Vec<_>>(),
+    Ok(to_value(HistoryView {
+        workspace_id: workspace,
+        current: versions.first().map(|v| v.version),
+        versions: versions.iter().map(weights::Version::view).collect(),
     }))
+}
+
+/// `evaluator history --json` (see [`history`]).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HistoryView<'a> {
+    workspace_id: &'a str,
+    current: Option<i64>,
+    versions: Vec<weights::VersionView<'a>>,
+}
+
+/// `evaluator show --json` (see [`describe`]).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DescribeView<'a> {
+    workspace_id: &'a str,
+    model: &'static str,
+    version: Option<i64>,
+    custom: bool,
+    weights: Value,
+    defaults: Value,
+    thresholds: Vec<ThresholdView>,
+}
+
+/// A container's auto-delivery threshold as `evaluator show --json` lists it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThresholdView {
+    container_id: String,
+    kind: String,
+    auto_delivery: bool,
+    score_threshold: i64,
+}
+
+fn to_value(view: impl serde::Serialize) -> Value {
+    serde_json::to_value(view).expect("a view is plain data and serialises")
 }
 
 /// `{"workspaceId", "model", "version", "custom", "weights", "defaults", "thresholds":
@@ -233,22 +269,22 @@ fn describe(conn: &Connection, workspace: &str) -> Result<Value, ConfigError> {
     )?;
     let thresholds = stmt
         .query_map([workspace], |row| {
-            Ok(json!({
-                "containerId": row.get::<_, String>(0)?,
-                "kind": row.get::<_, String>(1)?,
-                "autoDelivery": row.get::<_, bool>(2)?,
-                "scoreThreshold": row.get::<_, i64>(3)?,
-            }))
+            Ok(ThresholdView {
+                container_id: row.get(0)?,
+                kind: row.get(1)?,
+                auto_delivery: row.get(2)?,
+                score_threshold: row.get(3)?,
+            })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(json!({
-        "workspaceId": workspace,
-        "model": evaluator::MODEL,
-        "version": version,
-        "custom": custom,
-        "weights": weights.to_json(),
-        "defaults": DEFAULT_WEIGHTS.to_json(),
-        "thresholds": thresholds,
+    Ok(to_value(DescribeView {
+        workspace_id: workspace,
+        model: evaluator::MODEL,
+        version,
+        custom,
+        weights: weights.to_json(),
+        defaults: DEFAULT_WEIGHTS.to_json(),
+        thresholds,
     }))
 }
 
