@@ -420,6 +420,27 @@ fn documents_are_checked_with_paths_and_a_secret_header_is_never_printed() {
     let previewed = lr(path, format!("buyer integration preview crm --lead {lead}")).json();
     assert_eq!(previewed["body"]["reference"], "txn_preview");
     assert_eq!(previewed["body"]["price"], 25.0);
+    // The keys, in their order, as `--json` has printed them.
+    let keys: Vec<&str> = previewed
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "buyerId",
+            "kind",
+            "method",
+            "url",
+            "headers",
+            "body",
+            "missingSecrets"
+        ]
+    );
+    assert_eq!(previewed["kind"], "mapped");
+    assert_eq!(previewed["missingSecrets"], serde_json::json!([]));
     deliver(path, &request, "crm", None);
     let arrived = receiver.wait_for_on("/crm", 1, WAIT);
     assert_eq!(arrived[0].header("x-api-key"), Some(CRM_KEY));
