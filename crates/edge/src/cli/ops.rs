@@ -2,11 +2,11 @@
 //! The work is in `ops::backup`, `ops::check` and `ops::restore`; this file parses flags
 //! and prints.
 
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use serde::Serialize;
 
 use super::output::Output;
 use crate::ops::{backup, check, restore};

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::args::*;
@@ -173,15 +174,17 @@ fn delete(db: &Db, out: &Output, kind: retire::Kind, id: String) -> anyhow::Resu
         audit::record(conn, &actor, &action, &id, &changes, crate::clock::now_ms())?;
         Ok(retired)
     })?;
-    out.print(&json!({
-        "id": shown_id,
-        "kind": kind.name(),
-        "outcome": retired.as_str(),
-        "note": match retired {
+    out.show(&DeletedRecord {
+        id: &shown_id,
+        kind: kind.name(),
+        outcome: retired.as_str(),
+        note: match retired {
             Retired::Deleted => "deleted: nothing referenced it",
-            Retired::Archived => "archived: it has history, which stays readable; list --all shows it",
+            Retired::Archived => {
+                "archived: it has history, which stays readable; list --all shows it"
+            }
         },
-    }));
+    });
     Ok(ExitCode::SUCCESS)
 }
 
@@ -195,10 +198,10 @@ fn print_rotated(out: &Output, mut shown: Value, key: &str, secret: String, unti
 pub(super) fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
     let db = create_or_open(path)?;
     db.close();
-    out.print(&json!({
-        "database": path.display().to_string(),
-        "schemaVersion": crate::db::SCHEMA_VERSION,
-    }));
+    out.show(&Initialised {
+        database: path.display().to_string(),
+        schema_version: crate::db::SCHEMA_VERSION,
+    });
     Ok(ExitCode::SUCCESS)
 }
 
@@ -571,7 +574,11 @@ fn source_docs(
         };
         let url = format!("{}/docs/{token}", portal_url.trim_end_matches('/'));
         if out.is_json() {
-            out.print(&json!({"sourceId": id, "url": url, "token": token}));
+            out.show(&SharedDocs {
+                source_id: &id,
+                url: &url,
+                token: &token,
+            });
         } else {
             println!("{url}");
         }
@@ -590,7 +597,10 @@ fn source_docs(
             })?
         };
         if out.is_json() {
-            out.print(&json!({"sourceId": id, "removed": removed}));
+            out.show(&UnsharedDocs {
+                source_id: &id,
+                removed,
+            });
         } else if removed {
             println!("source '{id}': the shared link no longer works");
         } else {
@@ -605,7 +615,10 @@ fn source_docs(
             crate::posting::render(conn, &id, format, base_url)
         })?;
         if out.is_json() {
-            out.print(&json!({"sourceId": id, "document": document}));
+            out.show(&SourceDocs {
+                source_id: &id,
+                document: &document,
+            });
         } else {
             print!("{document}");
         }
@@ -966,7 +979,11 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 )?;
                 Ok(())
             })?;
-            out.print(&json!({"buyerId": id, "product": product, "subscribed": false}));
+            out.show(&Unsubscribed {
+                buyer_id: &id,
+                product: &product,
+                subscribed: false,
+            });
         }
         BuyerCommand::Fund { id, amount } => {
             let funded = audited(
@@ -1197,4 +1214,55 @@ fn pricing_of(
             ))
         }
     }
+}
+
+/// What `delete` prints: what became of the record and why.
+#[derive(Serialize)]
+struct DeletedRecord<'a> {
+    id: &'a str,
+    kind: &'static str,
+    outcome: &'static str,
+    note: &'static str,
+}
+
+/// What `init` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Initialised {
+    database: String,
+    schema_version: i64,
+}
+
+/// What `source docs --share` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SharedDocs<'a> {
+    source_id: &'a str,
+    url: &'a str,
+    token: &'a str,
+}
+
+/// What `source docs --unshare` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UnsharedDocs<'a> {
+    source_id: &'a str,
+    removed: bool,
+}
+
+/// What `source docs --json` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SourceDocs<'a> {
+    source_id: &'a str,
+    document: &'a str,
+}
+
+/// What `buyer unsubscribe` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Unsubscribed<'a> {
+    buyer_id: &'a str,
+    product: &'a str,
+    subscribed: bool,
 }

@@ -2,11 +2,11 @@
 //! `suppression`'s; this file parses flags, streams an import's CSV in batches and prints.
 //! No command prints or logs a suppressed value.
 
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Subcommand};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::output::Output;
