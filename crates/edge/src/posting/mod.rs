@@ -13,7 +13,8 @@ mod html;
 mod markdown;
 
 use rusqlite::Connection;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::config::container::{self, ContainerKind};
 use crate::config::product::Product;
@@ -151,13 +152,15 @@ pub(crate) fn gather(
         (Some((_, sample)), _) => (sample.clone(), single_answer(&source, &lead)),
         (None, _) => (Value::Object(lead.clone()), single_answer(&source, &lead)),
     };
-    let batch_example = json!({"leads": [
-        Value::Object(lead.clone()),
-        Value::Object(example_lead(
-            &products,
-            ("example-1002", "John", "Roe", "+49 170 5550102"),
-        )),
-    ]});
+    let batch_example = to_value(BatchExample {
+        leads: [
+            lead.clone(),
+            example_lead(
+                &products,
+                ("example-1002", "John", "Roe", "+49 170 5550102"),
+            ),
+        ],
+    });
     let ping = match source.container_kind {
         ContainerKind::Channel => {
             let channel = container::get(conn, &source.container_id, ContainerKind::Channel)?;
@@ -190,48 +193,85 @@ pub(crate) fn gather(
     })
 }
 
+/// A batch body: `{"leads": [...]}`.
+#[derive(Serialize)]
+struct BatchExample {
+    leads: [Map<String, Value>; 2],
+}
+
 /// A native Lead that validates against the products: the first product's interest with a
 /// value for each field (its first allowed value, or `example`).
 fn example_lead(
     products: &[Product],
     (external_id, first, last, phone): (&str, &str, &str, &str),
 ) -> Map<String, Value> {
-    let mut lead = Map::new();
-    lead.insert("externalId".into(), json!(external_id));
-    lead.insert("firstName".into(), json!(first));
-    lead.insert("lastName".into(), json!(last));
-    lead.insert(
-        "email".into(),
-        json!(format!(
+    let product = products.first();
+    let field_values = product
+        .map(|product| {
+            product
+                .fields
+                .iter()
+                .map(|field| {
+                    let value = field
+                        .allowed_values
+                        .as_ref()
+                        .and_then(|allowed| allowed.first().cloned())
+                        .unwrap_or_else(|| "example".into());
+                    (field.name.clone(), value)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let lead = ExampleLead {
+        external_id,
+        first_name: first,
+        last_name: last,
+        email: format!(
             "{}.{}@example.com",
             first.to_lowercase(),
             last.to_lowercase()
-        )),
-    );
-    lead.insert("phone".into(), json!(phone));
-    lead.insert("postalCode".into(), json!("10115"));
-    lead.insert("city".into(), json!("Berlin"));
-    lead.insert("country".into(), json!("DE"));
-    lead.insert("consentStatus".into(), json!("granted"));
-    if let Some(product) = products.first() {
-        lead.insert("productSlug".into(), json!(product.slug));
-        let values: Map<String, Value> = product
-            .fields
-            .iter()
-            .map(|field| {
-                let value = field
-                    .allowed_values
-                    .as_ref()
-                    .and_then(|allowed| allowed.first().cloned())
-                    .unwrap_or_else(|| "example".into());
-                (field.name.clone(), Value::String(value))
-            })
-            .collect();
-        if !values.is_empty() {
-            lead.insert("fieldValues".into(), Value::Object(values));
-        }
+        ),
+        phone,
+        postal_code: "10115",
+        city: "Berlin",
+        country: "DE",
+        consent_status: "granted",
+        product_slug: product.map(|product| product.slug.as_str()),
+        field_values,
+    };
+    match to_value(lead) {
+        Value::Object(lead) => lead,
+        _ => unreachable!("a struct serialises as an object"),
     }
-    lead
+}
+
+/// The example Lead's keys, in the order the interface lists them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExampleLead<'a> {
+    external_id: &'a str,
+    first_name: &'a str,
+    last_name: &'a str,
+    email: String,
+    phone: &'a str,
+    postal_code: &'static str,
+    city: &'static str,
+    country: &'static str,
+    consent_status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    product_slug: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "as_object")]
+    field_values: Vec<(String, String)>,
+}
+
+/// Pairs as a JSON object, in their order.
+fn as_object<S: serde::Serializer>(pairs: &[(String, String)], to: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = to.serialize_map(Some(pairs.len()))?;
+    for (key, value) in pairs {
+        map.serialize_entry(key, value)?;
+    }
+    map.end()
 }
 
 /// A ping for `lead`: its product and address, the email as a hash, no personal data.
@@ -248,47 +288,109 @@ fn ping_example(lead: &Map<String, Value>) -> Value {
         .unwrap_or_default();
     ping.insert(
         "emailSha256".into(),
-        json!(leadrelay_rules::secrets::hash(email)),
+        Value::String(leadrelay_rules::secrets::hash(email)),
     );
     Value::Object(ping)
 }
 
 /// The answer item of an accepted lead, as the source's default disclosure shows it.
-fn answer_item(source: &Source, lead: &Map<String, Value>) -> Map<String, Value> {
-    let mut item = Map::new();
-    item.insert("status".into(), json!("accepted"));
-    item.insert("leadId".into(), json!("lead_01JD7Q4N9V3X8K2M5P6R7S8T9W"));
-    item.insert(
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AnswerItem<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<usize>,
+    status: &'static str,
+    lead_id: &'static str,
+    /// `channelId` or `tableId`, as the container is.
+    #[serde(flatten)]
+    container: Map<String, Value>,
+    source_id: &'a str,
+    external_id: &'a Value,
+    idempotent_replay: bool,
+    request_ids: Vec<&'static str>,
+    ingest: ExampleIngest,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExampleIngest {
+    quality_status: &'static str,
+    quality_reasons: [&'static str; 0],
+    duplicate_status: &'static str,
+}
+
+fn answer_item<'a>(
+    source: &'a Source,
+    lead: &'a Map<String, Value>,
+    index: Option<usize>,
+) -> AnswerItem<'a> {
+    let mut container = Map::new();
+    container.insert(
         source.container_kind.id_key().into(),
-        json!(source.container_id),
+        Value::String(source.container_id.clone()),
     );
-    item.insert("sourceId".into(), json!(source.id));
-    item.insert("externalId".into(), lead["externalId"].clone());
-    item.insert("idempotentReplay".into(), json!(false));
-    let requests = if lead.contains_key("productSlug") {
-        json!(["lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9"])
-    } else {
-        json!([])
-    };
-    item.insert("requestIds".into(), requests);
-    item.insert(
-        "ingest".into(),
-        json!({"qualityStatus": "ok", "qualityReasons": [], "duplicateStatus": "unique"}),
-    );
-    item
+    AnswerItem {
+        index,
+        status: "accepted",
+        lead_id: "lead_01JD7Q4N9V3X8K2M5P6R7S8T9W",
+        container,
+        source_id: &source.id,
+        external_id: &lead["externalId"],
+        idempotent_replay: false,
+        request_ids: if lead.contains_key("productSlug") {
+            vec!["lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9"]
+        } else {
+            Vec::new()
+        },
+        ingest: ExampleIngest {
+            quality_status: "ok",
+            quality_reasons: [],
+            duplicate_status: "unique",
+        },
+    }
+}
+
+#[derive(Serialize)]
+struct SingleAnswer<'a> {
+    item: AnswerItem<'a>,
 }
 
 fn single_answer(source: &Source, lead: &Map<String, Value>) -> Value {
-    json!({"item": answer_item(source, lead)})
+    to_value(SingleAnswer {
+        item: answer_item(source, lead, None),
+    })
+}
+
+#[derive(Serialize)]
+struct BatchAnswer<'a> {
+    summary: ExampleSummary,
+    items: [AnswerItem<'a>; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ExampleSummary {
+    received: u32,
+    accepted: u32,
+    duplicate: u32,
+    idempotent_replay: u32,
+    rejected: u32,
 }
 
 fn batch_answer(source: &Source, lead: &Map<String, Value>) -> Value {
-    let mut item = Map::new();
-    item.insert("index".into(), json!(0));
-    item.extend(answer_item(source, lead));
-    json!({
-        "summary": {"received": 1, "accepted": 1, "duplicate": 0, "idempotentReplay": 0,
-                    "rejected": 0},
-        "items": [item],
+    to_value(BatchAnswer {
+        summary: ExampleSummary {
+            received: 1,
+            accepted: 1,
+            duplicate: 0,
+            idempotent_replay: 0,
+            rejected: 0,
+        },
+        items: [answer_item(source, lead, Some(0))],
     })
+}
+
+/// `view` as a JSON value.
+fn to_value(view: impl Serialize) -> Value {
+    serde_json::to_value(view).expect("an example is strings and numbers")
 }
