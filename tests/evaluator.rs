@@ -180,6 +180,37 @@ fn training_on_outcomes_learns_the_phone_and_apply_changes_the_next_score() {
     assert_eq!(trained["training"], 208);
     assert_eq!(trained["withoutFeatures"], 0);
     assert_eq!(trained["applied"], false);
+    // The keys, in their order, as `--json` has printed them.
+    let keys: Vec<&str> = trained
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "rows",
+            "training",
+            "holdout",
+            "labels",
+            "withoutFeatures",
+            "unreadableFeatures",
+            "rareCategories",
+            "lambda",
+            "iterations",
+            "current",
+            "trained",
+            "weights",
+            "workspaceId",
+            "since",
+            "product",
+            "features",
+            "currentVersion",
+            "applied",
+            "version",
+        ]
+    );
     let weights = &trained["weights"];
     let phone = weights["validPhone"].as_f64().unwrap();
     assert!(

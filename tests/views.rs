@@ -21,12 +21,11 @@ const FREE_FORM: &[(&str, usize, &str)] = &[
         "the stored decision is read back as free-form JSON; the partner view keeps a filter mismatch's field only",
     ),
     ("crates/edge/src/cli/setup.rs", 8, "not converted yet"),
-    ("crates/edge/src/cli/evaluator.rs", 7, "not converted yet"),
 ];
 
 /// The most `json!` the production code may hold in all: the goal is 10, each for a
 /// free-form value; until the edge is converted, what it holds now.
-const MOST: usize = 16;
+const MOST: usize = 9;
 
 /// Every `json!` of `files`, as `path:line`.
 fn json_macros(files: &[SourceFile]) -> Vec<(String, String)> {

@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use rusqlite::Connection;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::output::Output;
 use super::setup::open;
@@ -346,15 +347,18 @@ fn train(path: &Path, out: &Output, args: TrainArgs) -> anyhow::Result<ExitCode>
             return Err(e.into());
         }
     };
-    let mut shown = report.to_json();
-    shown["workspaceId"] = json!(args.workspace);
-    shown["since"] = json!(crate::clock::iso(since_ms));
-    shown["product"] = json!(product_id);
-    shown["features"] = json!(groups.iter().map(|g| g.name()).collect::<Vec<_>>());
-    shown["currentVersion"] = json!(current.version);
+    let trained = TrainedView {
+        report: report.view(),
+        workspace_id: &args.workspace,
+        since: crate::clock::iso(since_ms),
+        product: product_id.as_deref(),
+        features: groups.iter().map(|g| g.name()).collect(),
+        current_version: current.version,
+    };
+    let detail = serde_json::to_value(&trained).expect("a training report serialises");
     let mut applied = None;
     if args.apply {
-        let detail = shown.clone();
+        let detail = detail.clone();
         let workspace = args.workspace.clone();
         let weights = report.weights.clone();
         let actor = super::actor();
@@ -387,8 +391,12 @@ fn train(path: &Path, out: &Output, args: TrainArgs) -> anyhow::Result<ExitCode>
         }
     }
     db.close();
-    shown["applied"] = json!(applied.is_some());
-    shown["version"] = json!(applied);
+    let shown = serde_json::to_value(AppliedView {
+        trained,
+        applied: applied.is_some(),
+        version: applied,
+    })
+    .expect("a training report serialises");
     if out.is_json() {
         out.print(&shown);
     } else {
@@ -481,4 +489,27 @@ fn train_text(
 
 fn percent(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
+}
+
+/// What `evaluator train` found, with what it was trained on (kept with the weights it
+/// made when applied).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TrainedView<'a> {
+    #[serde(flatten)]
+    report: training::ReportView,
+    workspace_id: &'a str,
+    since: String,
+    product: Option<&'a str>,
+    features: Vec<&'static str>,
+    current_version: Option<i64>,
+}
+
+/// What `evaluator train` prints: the training and whether its weights were applied.
+#[derive(Serialize)]
+struct AppliedView<'a> {
+    #[serde(flatten)]
+    trained: TrainedView<'a>,
+    applied: bool,
+    version: Option<i64>,
 }
