@@ -3,9 +3,6 @@
 //! production code keeps `json!` only where the value is free-form (what a partner or an
 //! operator wrote), each place listed in [`FREE_FORM`] with why; any other `json!` fails,
 //! and so does a listed place that no longer has one or has more than listed.
-//!
-//! The edge crate's command output, error bodies and posting instructions are not all
-//! converted yet: they are listed as such with their counts, which may only go down.
 
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
@@ -20,12 +17,16 @@ const FREE_FORM: &[(&str, usize, &str)] = &[
         1,
         "the stored decision is read back as free-form JSON; the partner view keeps a filter mismatch's field only",
     ),
-    ("crates/edge/src/cli/setup.rs", 8, "not converted yet"),
+    (
+        "crates/edge/src/cli/setup.rs",
+        2,
+        "an audit entry's view of a record marks the secret field the command names as rotated, never its value",
+    ),
 ];
 
-/// The most `json!` the production code may hold in all: the goal is 10, each for a
-/// free-form value; until the edge is converted, what it holds now.
-const MOST: usize = 9;
+/// The most `json!` the production code may hold in all (at most 10, each for a free-form
+/// value): what it holds now, so the count only goes down.
+const MOST: usize = 3;
 
 /// Every `json!` of `files`, as `path:line`.
 fn json_macros(files: &[SourceFile]) -> Vec<(String, String)> {

@@ -188,11 +188,60 @@ fn delete(db: &Db, out: &Output, kind: retire::Kind, id: String) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
-/// A rotated record with its new secret under `key` and `oldValidUntil`.
-fn print_rotated(out: &Output, mut shown: Value, key: &str, secret: String, until: Option<i64>) {
-    shown[key] = json!(secret);
-    shown["oldValidUntil"] = json!(until.map(crate::clock::iso));
-    out.print(&shown);
+/// A rotated record with its new secret (shown once) and until when the old one is valid.
+fn print_rotated(out: &Output, record: impl Serialize, new: NewSecret<'_>, until: Option<i64>) {
+    out.show(&RotatedShown {
+        record,
+        new,
+        old_valid_until: until.map(crate::clock::iso),
+    });
+}
+
+/// A record as printed once after a rotation.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RotatedShown<'a, V: Serialize> {
+    #[serde(flatten)]
+    record: V,
+    #[serde(flatten)]
+    new: NewSecret<'a>,
+    old_valid_until: Option<String>,
+}
+
+/// A new secret under the key that names its kind.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+enum NewSecret<'a> {
+    Secret(&'a str),
+    SigningSecret(&'a str),
+    Key(&'a str),
+}
+
+/// A record as printed once after its creation, with the secrets made for it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreatedShown<'a, V: Serialize> {
+    #[serde(flatten)]
+    record: V,
+    #[serde(flatten)]
+    secrets: CreatedSecrets<'a>,
+}
+
+/// The secrets of a new source (`secret`, null when it takes none), buyer (`secret`, null
+/// likewise, and `signingSecret`) or supplier (`key`).
+#[derive(Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
+enum CreatedSecrets<'a> {
+    Source {
+        secret: Option<&'a str>,
+    },
+    Buyer {
+        secret: Option<&'a str>,
+        signing_secret: &'a str,
+    },
+    Supplier {
+        key: &'a str,
+    },
 }
 
 pub(super) fn init(path: &Path, out: &Output) -> anyhow::Result<ExitCode> {
@@ -451,9 +500,12 @@ pub(super) fn source(
                 },
                 |c| with_secret(c.source.to_json(), "secret", c.secret.is_some()),
             )?;
-            let mut shown = created.source.to_json();
-            shown["secret"] = json!(created.secret);
-            out.print(&shown);
+            out.show(&CreatedShown {
+                record: created.source.view(),
+                secrets: CreatedSecrets::Source {
+                    secret: created.secret.as_deref(),
+                },
+            });
         }
         SourceCommand::List {
             channel,
@@ -531,7 +583,12 @@ pub(super) fn source(
                     source::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
                 },
             )?;
-            print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
+            print_rotated(
+                out,
+                record.view(),
+                NewSecret::Secret(&secret),
+                old_valid_until,
+            );
         }
         SourceCommand::Delete { id } => {
             return delete(&db, out, retire::Kind::Source, id);
@@ -777,10 +834,13 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     with_secret(view, "signingSecret", true)
                 },
             )?;
-            let mut shown = created.buyer.to_json();
-            shown["secret"] = json!(created.secret);
-            shown["signingSecret"] = json!(created.signing_secret);
-            out.print(&shown);
+            out.show(&CreatedShown {
+                record: created.buyer.view(),
+                secrets: CreatedSecrets::Buyer {
+                    secret: created.secret.as_deref(),
+                    signing_secret: &created.signing_secret,
+                },
+            });
         }
         BuyerCommand::List(ListArgs { workspace, all }) => {
             let found = read(&db, |conn| buyer::list(conn, workspace.as_deref(), all))?;
@@ -1037,7 +1097,12 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     buyer::rotate_secret(conn, &id, rotate.secret.as_deref(), rotate.overlap)
                 },
             )?;
-            print_rotated(out, record.to_json(), "secret", secret, old_valid_until);
+            print_rotated(
+                out,
+                record.view(),
+                NewSecret::Secret(&secret),
+                old_valid_until,
+            );
         }
         BuyerCommand::RotateSigningSecret {
             id,
@@ -1057,9 +1122,8 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             )?;
             print_rotated(
                 out,
-                record.to_json(),
-                "signingSecret",
-                secret,
+                record.view(),
+                NewSecret::SigningSecret(&secret),
                 old_valid_until,
             );
         }
@@ -1113,9 +1177,10 @@ pub(super) fn supplier(
                 },
                 |(s, _)| with_secret(s.to_json(), "key", true),
             )?;
-            let mut shown = created.to_json();
-            shown["key"] = json!(key);
-            out.print(&shown);
+            out.show(&CreatedShown {
+                record: created.view(),
+                secrets: CreatedSecrets::Supplier { key: &key },
+            });
         }
         SupplierCommand::List(ListArgs { workspace, all }) => {
             let found = read(&db, |conn| supplier::list(conn, workspace.as_deref(), all))?;
@@ -1148,7 +1213,7 @@ pub(super) fn supplier(
                 "key",
                 move |conn| supplier::rotate_key(conn, &id, key.as_deref(), overlap),
             )?;
-            print_rotated(out, record.to_json(), "key", secret, old_valid_until);
+            print_rotated(out, record.view(), NewSecret::Key(&secret), old_valid_until);
         }
         SupplierCommand::Delete { id } => {
             return delete(&db, out, retire::Kind::Supplier, id);
