@@ -181,14 +181,8 @@ fn training_on_outcomes_learns_the_phone_and_apply_changes_the_next_score() {
     assert_eq!(trained["withoutFeatures"], 0);
     assert_eq!(trained["applied"], false);
     // The keys, in their order, as `--json` has printed them.
-    let keys: Vec<&str> = trained
-        .as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        crate::util::json::keys(&trained),
         [
             "rows",
             "training",

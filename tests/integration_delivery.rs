@@ -421,14 +421,8 @@ fn documents_are_checked_with_paths_and_a_secret_header_is_never_printed() {
     assert_eq!(previewed["body"]["reference"], "txn_preview");
     assert_eq!(previewed["body"]["price"], 25.0);
     // The keys, in their order, as `--json` has printed them.
-    let keys: Vec<&str> = previewed
-        .as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        crate::util::json::keys(&previewed),
         [
             "buyerId",
             "kind",
