@@ -42,6 +42,6 @@ use leadrelay_store::{db, ids, logging, request_id};
 
 /// A `#[derive(Serialize)]` view as a JSON value, for callers that print, store or compare
 /// one. The views hold strings, numbers, options and JSON values, which always serialise.
-pub(crate) fn to_value(view: impl serde::Serialize) -> serde_json::Value {
+pub fn to_value(view: impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(view).expect("a view of strings, numbers and JSON values serialises")
 }

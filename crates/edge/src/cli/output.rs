@@ -21,7 +21,7 @@ impl Output {
 
     /// Prints the view `view` as [`Output::print`] prints a value.
     pub fn show(&self, view: &impl serde::Serialize) {
-        self.print(&serde_json::to_value(view).expect("a view is plain data and serialises"));
+        self.print(&leadrelay_core::to_value(view));
     }
 
     /// Prints `value`: as JSON, or as aligned `key: value` lines (nested objects indented,

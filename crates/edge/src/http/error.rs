@@ -10,6 +10,7 @@ use hyper::header::{
     ACCEPT_ENCODING, ALLOW, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
 };
 use hyper::{Method, StatusCode};
+use leadrelay_core::to_value;
 use leadrelay_rules::problem::ErrorBody;
 use serde::Serialize;
 use serde_json::Value;
@@ -365,11 +366,6 @@ pub(crate) fn unlogged_examples() -> Vec<(u16, Value)> {
         .chain([Reply::internal()])
         .map(|reply| (reply.status.as_u16(), reply.body))
         .collect()
-}
-
-/// `view` as the JSON value of a body.
-fn to_value(view: impl Serialize) -> Value {
-    serde_json::to_value(view).expect("an error body is strings, numbers and problems")
 }
 
 /// A fault on our side: logged, and answered without its details.

@@ -12,6 +12,7 @@ mod content;
 mod html;
 mod markdown;
 
+use leadrelay_core::to_value;
 use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -388,9 +389,4 @@ fn batch_answer(source: &Source, lead: &Map<String, Value>) -> Value {
         },
         items: [answer_item(source, lead, Some(0))],
     })
-}
-
-/// `view` as a JSON value.
-fn to_value(view: impl Serialize) -> Value {
-    serde_json::to_value(view).expect("an example is strings and numbers")
 }
