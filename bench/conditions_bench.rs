@@ -256,12 +256,7 @@ fn hanging(settings: &Settings, hanging: usize, delay: Duration) {
         backlog
             .iter()
             .enumerate()
-            .map(|(n, r)| {
-                (
-                    r.clone(),
-                    buyer_id(settings.buyers - 1 - n % backlog_buyers),
-                )
-            })
+            .map(|(n, r)| (*r, buyer_id(settings.buyers - 1 - n % backlog_buyers)))
             .collect(),
     );
     let notifier = Notifier::new();
@@ -276,7 +271,7 @@ fn hanging(settings: &Settings, hanging: usize, delay: Duration) {
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        let events = deliver(&db, vec![(request.clone(), buyer_id(n % healthy))]);
+        let events = deliver(&db, vec![(*request, buyer_id(n % healthy))]);
         committed.insert(events[0].clone(), Instant::now());
         notifier.notify();
     }
@@ -320,11 +315,11 @@ fn latency(settings: &Settings) {
     let notifier = Notifier::new();
     let service = Service::start(db.clone(), outbox(settings), notifier.clone());
     let (woken, polled) = requests.split_at(settings.samples);
-    let one_at_a_time = |requests: &[String], wake: bool| -> Vec<Duration> {
+    let one_at_a_time = |requests: &[leadrelay::ids::LeadRequestId], wake: bool| -> Vec<Duration> {
         let mut samples = Vec::with_capacity(requests.len());
         for (n, request) in requests.iter().enumerate() {
             let recorded = notifier.counts().delivered;
-            let events = deliver(&db, vec![(request.clone(), buyer_id(n % settings.buyers))]);
+            let events = deliver(&db, vec![(*request, buyer_id(n % settings.buyers))]);
             let committed = Instant::now();
             if wake {
                 notifier.notify();

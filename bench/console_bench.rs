@@ -173,7 +173,7 @@ fn id(prefix: &str, ms: i64, n: u64) -> String {
 }
 
 /// Id `text` as a file of schema `version` stores it: lead and lead-request ids as their
-/// 16 bytes from migration 20 on (`leadrelay::ids::Stored`), as text before, so the
+/// 16 bytes from migration 20 on (`leadrelay::ids::LeadId`), as text before, so the
 /// generator fills a file made by an older binary too.
 fn stored_id(version: i64, prefix: &str, text: &str) -> rusqlite::types::Value {
     if version >= 20 {
@@ -591,7 +591,7 @@ fn portal(args: &Args, lead: &str, email: &str, size: u64) {
     let (txn, buyer): (String, String) = conn
         .query_row(
             "SELECT id, buyer_id FROM transactions WHERE lead_id = ?1 LIMIT 1",
-            [leadrelay::ids::lead(lead)],
+            [lead.parse::<leadrelay::ids::LeadId>().expect("a lead id")],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .expect("the lead was sold");
@@ -922,7 +922,7 @@ fn generate_if_empty(args: &Args) -> (String, String) {
         .query_row(
             "SELECT lead_id FROM transactions WHERE status = 'acknowledged' ORDER BY created_at DESC LIMIT 1",
             [],
-            |r| leadrelay::ids::lead_at(r, 0),
+            |r| r.get::<_, leadrelay::ids::LeadId>(0).map(|id| id.to_string()),
         )
         .unwrap();
     (lead, format!("user{}@example.com", count / 3))

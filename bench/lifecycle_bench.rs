@@ -178,7 +178,7 @@ fn main() {
                 leadrelay::delivery::deliver(
                     conn,
                     &DeliveryOrder {
-                        lead_request_id: &request,
+                        lead_request_id: request.parse().expect("a request id"),
                         buyer_id: "b",
                         price_cents: None,
                         actor: "operator",

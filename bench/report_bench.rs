@@ -184,7 +184,7 @@ fn id(prefix: &str, ms: i64, n: u64) -> String {
 }
 
 /// Id `text` as a file of schema `version` stores it: lead and lead-request ids as their
-/// 16 bytes from migration 20 on (`leadrelay::ids::Stored`), as text before.
+/// 16 bytes from migration 20 on (`leadrelay::ids::LeadId`), as text before.
 fn stored_id(version: i64, prefix: &str, text: &str) -> rusqlite::types::Value {
     if version >= 20 {
         leadrelay::ids::compact(prefix, text)

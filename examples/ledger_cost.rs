@@ -169,29 +169,21 @@ fn deliver_group(conn: &Connection, job: usize) -> Result<Vec<Duration>, DbError
     let now = leadrelay::clock::now_ms();
     let mut timings = Vec::with_capacity(PER_JOB);
     for n in 0..PER_JOB {
-        let lead_id = leadrelay::ids::new("lead");
-        let request_id = leadrelay::ids::new("lreq");
+        let lead_id = leadrelay::ids::LeadId::generate();
+        let request_id = leadrelay::ids::LeadRequestId::generate();
         conn.prepare_cached(
             "INSERT INTO leads (id, source_id, container_id, workspace_id, first_name, last_name,
                 email, quality_status, duplicate_status, created_at)
              VALUES (?1, 'src', 'web', 'ws', 'Ann', 'Lee', ?2, 'ok', 'unique', ?3)",
         )?
-        .execute(params![
-            leadrelay::ids::lead(&lead_id),
-            format!("ann{job}-{n}@example.com"),
-            now
-        ])?;
+        .execute(params![lead_id, format!("ann{job}-{n}@example.com"), now])?;
         conn.prepare_cached(
             "INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
              VALUES (?1, ?2, 0, 'solar', ?3)",
         )?
-        .execute(params![
-            leadrelay::ids::lead_request(&request_id),
-            leadrelay::ids::lead(&lead_id),
-            now
-        ])?;
+        .execute(params![request_id, lead_id, now])?;
         let order = DeliveryOrder {
-            lead_request_id: &request_id,
+            lead_request_id: request_id,
             buyer_id: "b",
             price_cents: Some(2500),
             actor: "operator",

@@ -269,7 +269,10 @@ fn deliverer(
                 continue;
             };
             statement
-                .query_map([], |row| leadrelay::ids::lead_request_at(row, 0))
+                .query_map([], |row| {
+                    row.get::<_, leadrelay::ids::LeadRequestId>(0)
+                        .map(|id| id.to_string())
+                })
                 .map(|rows| rows.filter_map(Result::ok).collect())
                 .unwrap_or_default()
         };
@@ -448,7 +451,13 @@ fn nothing_acknowledged_is_lost_or_doubled_across_sigkills() {
         .prepare("SELECT external_id, min(id), count(*) FROM leads WHERE source_id = ?1 GROUP BY external_id")
         .expect("the query prepares")
         .query_map([SOURCE], |row| {
-            Ok((row.get(0)?, (leadrelay::ids::lead_at(row, 1)?, row.get(2)?)))
+            Ok((
+                row.get(0)?,
+                (
+                    row.get::<_, leadrelay::ids::LeadId>(1)?.to_string(),
+                    row.get(2)?,
+                ),
+            ))
         })
         .expect("the query runs")
         .collect::<Result<_, _>>()

@@ -172,7 +172,7 @@ fn a_delivery_creates_the_transaction_and_the_buyer_gets_the_signed_event() {
         .query_row(
             "SELECT r.status, b.last_served_at FROM lead_requests r, buyers b
              WHERE r.id = ?1 AND b.id = 'b1'",
-            [leadrelay::ids::lead_request(&request_id)],
+            [request_id.parse::<leadrelay::ids::LeadRequestId>().unwrap()],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .unwrap();
@@ -265,7 +265,7 @@ fn refusals_are_clear_errors_that_write_nothing() {
     let status: String = conn
         .query_row(
             "SELECT status FROM lead_requests WHERE id = ?1",
-            [leadrelay::ids::lead_request(&request)],
+            [request.parse::<leadrelay::ids::LeadRequestId>().unwrap()],
             |r| r.get(0),
         )
         .unwrap();

@@ -530,7 +530,7 @@ fn a_lead_is_durable_once_answered() {
     let stored: String = conn
         .query_row(
             "SELECT first_name FROM leads WHERE id = ?1",
-            [leadrelay::ids::lead(&lead_id)],
+            [lead_id.parse::<leadrelay::ids::LeadId>().unwrap()],
             |r| r.get(0),
         )
         .unwrap();

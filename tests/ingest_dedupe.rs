@@ -267,7 +267,11 @@ fn the_window_limits_how_far_back_duplicates_are_found() {
         conn.execute(
             "UPDATE leads SET created_at = created_at - ?2 WHERE id = ?1",
             rusqlite::params![
-                leadrelay::ids::lead(original.json["item"]["leadId"].as_str().unwrap()),
+                original.json["item"]["leadId"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<leadrelay::ids::LeadId>()
+                    .unwrap(),
                 days * 86_400_000
             ],
         )

@@ -224,7 +224,8 @@ fn check_reports_a_balance_that_is_not_the_sum_of_its_ledger() {
 /// A file as leadrelay 0.1.0 left it: migration 1 (`schema.sql`) only, with buyers that have
 /// balances and transactions with supplier costs, among them one that took the cost over
 /// from a rejected one, one whose cost a clawback reversed, one from a source without a
-/// supplier, and one whose margin does not match its price and cost.
+/// supplier, and one whose margin does not match its price and cost. Its lead and request ids
+/// are as 0.1.0 made them (a prefix and a ULID), which migration 20 stores as 16 bytes.
 fn version_one_file(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(include_str!("../crates/store/schema.sql"))
@@ -253,27 +254,27 @@ fn version_one_file(path: &Path) {
                      0, 1002);
          INSERT INTO leads (id, source_id, container_id, workspace_id, first_name, last_name,
                  quality_status, duplicate_status, status, created_at)
-             VALUES ('lead_1', 'src', 'web', 'ws', 'A', 'A', 'ok', 'unique', 'active', 2000),
-                    ('lead_2', 'src', 'web', 'ws', 'B', 'B', 'ok', 'unique', 'active', 2000),
-                    ('lead_3', 'src', 'web', 'ws', 'C', 'C', 'ok', 'unique', 'cancelled', 2000),
-                    ('lead_4', 'own', 'web', 'ws', 'D', 'D', 'ok', 'unique', 'active', 2000);
+             VALUES ('lead_01JD7Q4N9V0000000000000001', 'src', 'web', 'ws', 'A', 'A', 'ok', 'unique', 'active', 2000),
+                    ('lead_01JD7Q4N9V0000000000000002', 'src', 'web', 'ws', 'B', 'B', 'ok', 'unique', 'active', 2000),
+                    ('lead_01JD7Q4N9V0000000000000003', 'src', 'web', 'ws', 'C', 'C', 'ok', 'unique', 'cancelled', 2000),
+                    ('lead_01JD7Q4N9V0000000000000004', 'own', 'web', 'ws', 'D', 'D', 'ok', 'unique', 'active', 2000);
          INSERT INTO lead_requests (id, lead_id, position, product_id, status, created_at)
-             VALUES ('lreq_1', 'lead_1', 0, 'solar', 'delivered', 2000),
-                    ('lreq_2', 'lead_2', 0, 'solar', 'delivered', 2000),
-                    ('lreq_3', 'lead_3', 0, 'solar', 'delivered', 2000),
-                    ('lreq_4', 'lead_4', 0, 'solar', 'delivered', 2000);
+             VALUES ('lreq_01JD7Q4N9V0000000000000001', 'lead_01JD7Q4N9V0000000000000001', 0, 'solar', 'delivered', 2000),
+                    ('lreq_01JD7Q4N9V0000000000000002', 'lead_01JD7Q4N9V0000000000000002', 0, 'solar', 'delivered', 2000),
+                    ('lreq_01JD7Q4N9V0000000000000003', 'lead_01JD7Q4N9V0000000000000003', 0, 'solar', 'delivered', 2000),
+                    ('lreq_01JD7Q4N9V0000000000000004', 'lead_01JD7Q4N9V0000000000000004', 0, 'solar', 'delivered', 2000);
          INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
                  workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents,
                  margin_cents, charged_cents, status, created_at, updated_at)
-             VALUES ('txn_1', 'lreq_1', 'lead_1', 'pre', 'solar', 'ws', 'exclusive', 2500, 400,
+             VALUES ('txn_1', 'lreq_01JD7Q4N9V0000000000000001', 'lead_01JD7Q4N9V0000000000000001', 'pre', 'solar', 'ws', 'exclusive', 2500, 400,
                      2100, 2500, 'acknowledged', 3000, 3000),
-                    ('txn_2a', 'lreq_2', 'lead_2', 'pre', 'solar', 'ws', 'exclusive', 2500, 400,
+                    ('txn_2a', 'lreq_01JD7Q4N9V0000000000000002', 'lead_01JD7Q4N9V0000000000000002', 'pre', 'solar', 'ws', 'exclusive', 2500, 400,
                      2100, 0, 'rejected', 3001, 3001),
-                    ('txn_2b', 'lreq_2', 'lead_2', 'post', 'solar', 'ws', 'exclusive', 2000,
+                    ('txn_2b', 'lreq_01JD7Q4N9V0000000000000002', 'lead_01JD7Q4N9V0000000000000002', 'post', 'solar', 'ws', 'exclusive', 2000,
                      400, 1600, 0, 'delivered', 3002, 3002),
-                    ('txn_3', 'lreq_3', 'lead_3', 'post', 'solar', 'ws', 'exclusive', 2000, 0,
+                    ('txn_3', 'lreq_01JD7Q4N9V0000000000000003', 'lead_01JD7Q4N9V0000000000000003', 'post', 'solar', 'ws', 'exclusive', 2000, 0,
                      2000, 0, 'cancelled', 3003, 3003),
-                    ('txn_4', 'lreq_4', 'lead_4', 'owing', 'solar', 'ws', 'exclusive', 1000,
+                    ('txn_4', 'lreq_01JD7Q4N9V0000000000000004', 'lead_01JD7Q4N9V0000000000000004', 'owing', 'solar', 'ws', 'exclusive', 1000,
                      300, 999, 1000, 'delivered', 3004, 3004);",
     )
     .unwrap();

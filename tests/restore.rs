@@ -45,7 +45,10 @@ fn lead_ids(path: &Path) -> Vec<String> {
             .unwrap();
     let mut statement = conn.prepare("SELECT id FROM leads ORDER BY id").unwrap();
     statement
-        .query_map([], |r| leadrelay::ids::lead_at(r, 0))
+        .query_map([], |r| {
+            r.get::<_, leadrelay::ids::LeadId>(0)
+                .map(|id| id.to_string())
+        })
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap()

@@ -1,4 +1,4 @@
-//! Lead and lead-request ids stored as their ULID's 16 bytes (migration 20, `ids::Stored`):
+//! Lead and lead-request ids stored as their ULID's 16 bytes (migration 20, `ids::LeadId`):
 //! every column that names one holds the bytes, a file written before has its text ids
 //! rewritten when it is opened and reads back exactly as it did, and an id that is not one
 //! of ours is answered as unknown, as before.
@@ -174,7 +174,7 @@ fn every_column_that_names_a_lead_or_request_stores_16_bytes() {
     let stored: Vec<u8> = conn
         .query_row(
             "SELECT id FROM leads WHERE id = ?1",
-            [leadrelay::ids::lead(&leads[0])],
+            [leads[0].parse::<leadrelay::ids::LeadId>().unwrap()],
             |r| r.get(0),
         )
         .unwrap();

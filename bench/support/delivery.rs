@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use leadrelay::config::{buyer, container, product, source, workspace};
 use leadrelay::db::{Db, DbError};
 use leadrelay::delivery::{DeliveryError, DeliveryOrder};
+use leadrelay::ids::LeadRequestId;
 use leadrelay::outbox::{Notifier, WorkerConfig};
 use leadrelay::service::ServiceOptions;
 
@@ -133,7 +134,7 @@ pub fn configure(db: &Db, urls: Vec<String>, setup: Setup) -> Option<String> {
 
 /// Writes `count` leads with one request each (no automated delivery), the requests with
 /// `field_values` (a JSON object); the request ids.
-pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> Vec<String> {
+pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> Vec<LeadRequestId> {
     let mut ids = Vec::with_capacity(count);
     for start in (0..count).step_by(1000) {
         let end = count.min(start + 1000);
@@ -142,8 +143,8 @@ pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> 
                 let now = leadrelay::clock::now_ms();
                 let mut ids = Vec::new();
                 for n in start..end {
-                    let lead = leadrelay::ids::new("lead");
-                    let request = leadrelay::ids::new("lreq");
+                    let lead = leadrelay::ids::LeadId::generate();
+                    let request = LeadRequestId::generate();
                     conn.prepare_cached(
                         "INSERT INTO leads (id, source_id, container_id, workspace_id,
                             external_id, first_name, last_name, email, phone, postal_code,
@@ -154,7 +155,7 @@ pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> 
                             'ok', 'unique', ?4)",
                     )?
                     .execute(rusqlite::params![
-                        leadrelay::ids::lead(&lead),
+                        lead,
                         format!("seed-{n}-{lead}"),
                         format!("ada{n}@example.org"),
                         now
@@ -165,8 +166,8 @@ pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> 
                          VALUES (?1, ?2, 0, 'solar', ?3, ?4)",
                     )?
                     .execute(rusqlite::params![
-                        leadrelay::ids::lead_request(&request),
-                        leadrelay::ids::lead(&lead),
+                        request,
+                        lead,
                         field_values,
                         now
                     ])?;
@@ -181,7 +182,7 @@ pub fn seed_lead_requests(db: &Db, count: usize, field_values: &'static str) -> 
 }
 
 /// Request n to buyer n % `buyers`.
-pub fn round_robin(requests: Vec<String>, buyers: usize) -> Vec<(String, String)> {
+pub fn round_robin(requests: Vec<LeadRequestId>, buyers: usize) -> Vec<(LeadRequestId, String)> {
     requests
         .into_iter()
         .enumerate()
@@ -190,7 +191,7 @@ pub fn round_robin(requests: Vec<String>, buyers: usize) -> Vec<(String, String)
 }
 
 /// Delivers each (request, buyer) in write jobs of up to 500; the event ids.
-pub fn deliver(db: &Db, orders: Vec<(String, String)>) -> Vec<String> {
+pub fn deliver(db: &Db, orders: Vec<(LeadRequestId, String)>) -> Vec<String> {
     let mut events = Vec::with_capacity(orders.len());
     for chunk in orders.chunks(500) {
         let chunk = chunk.to_vec();
@@ -201,7 +202,7 @@ pub fn deliver(db: &Db, orders: Vec<(String, String)>) -> Vec<String> {
                     let delivered = leadrelay::delivery::deliver(
                         conn,
                         &DeliveryOrder {
-                            lead_request_id: request,
+                            lead_request_id: *request,
                             buyer_id: buyer,
                             price_cents: None,
                             actor: "bench",

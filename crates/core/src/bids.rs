@@ -274,7 +274,7 @@ fn tally(bidders: &[Bidder], results: Vec<BidResult>) -> Bids {
 pub enum Owner<'a> {
     Ping(&'a str),
     /// A lead request decided by auto-delivery.
-    Request(&'a str),
+    Request(crate::ids::LeadRequestId),
 }
 
 /// Records one bid request and what came of it (`won` when its buyer was taken at the
@@ -298,7 +298,7 @@ pub(crate) fn record(
     .execute(params![
         bid.id,
         ping_id,
-        request_id.map(crate::ids::lead_request),
+        request_id,
         bid.buyer_id,
         bid.outcome,
         bid.price_cents,
@@ -328,7 +328,7 @@ const OF_REQUEST: &str = "SELECT id, buyer_id, outcome, price_cents, bid_id, lat
 fn of_owner(owner: Owner<'_>) -> (&'static str, rusqlite::types::Value) {
     match owner {
         Owner::Ping(id) => (OF_PING, id.to_string().into()),
-        Owner::Request(id) => (OF_REQUEST, crate::ids::lead_request(id).value()),
+        Owner::Request(id) => (OF_REQUEST, rusqlite::types::Value::from(id)),
     }
 }
 
@@ -370,7 +370,7 @@ struct BidView {
     won: bool,
     /// The lead request it belongs to, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    lead_request_id: Option<String>,
+    lead_request_id: Option<crate::ids::LeadRequestId>,
 }
 
 /// The bids of `owner` as the operator sees them (`ping show`, `lead show`).
@@ -387,7 +387,7 @@ pub fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Value>> {
                 latency_ms: row.get(5)?,
                 error: row.get(6)?,
                 won: row.get(7)?,
-                lead_request_id: crate::ids::expand_at(row, 8, crate::ids::LEAD_REQUEST)?,
+                lead_request_id: row.get(8)?,
             };
             Ok(serde_json::to_value(shown).expect("a bid always serialises"))
         })?

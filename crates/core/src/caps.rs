@@ -392,7 +392,14 @@ mod tests {
         let now = ms("2025-01-15T10:00:00Z");
         let windows = Windows::at(now, &TimeZone::UTC);
         let add = |buyer: &str, product: &str, status: &str, at: &str| {
-            add_transaction(&conn, "lreq_old", buyer, product, status, ms(at))
+            add_transaction(
+                &conn,
+                crate::autodelivery::testing::old_request_id(),
+                buyer,
+                product,
+                status,
+                ms(at),
+            )
         };
         add("b", "solar", "delivered", "2025-01-15T09:00:00Z");
         add("b", "solar", "paid", "2025-01-15T08:00:00Z");

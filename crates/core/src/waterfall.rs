@@ -90,10 +90,10 @@ pub fn after_refusal(
     first_attempt: bool,
     now_ms: i64,
 ) -> Result<usize, AutoDeliveryError> {
-    let Some(lead) = crate::ingest::view::find(conn, &refused.lead_id)? else {
+    let Some(lead) = crate::ingest::view::find(conn, refused.lead_id)? else {
         return Ok(0);
     };
-    let Some(request) = lead.request(&refused.lead_request_id) else {
+    let Some(request) = lead.request(refused.lead_request_id) else {
         return Ok(0);
     };
     let mut settings =
@@ -143,7 +143,7 @@ pub fn after_refusal(
             if let Some(previous) = &request.decision {
                 let mut kept = previous.clone();
                 kept["waterfall"] = Value::Array(steps);
-                let open = !transaction::of_request(conn, &request.id)?
+                let open = !transaction::of_request(conn, request.id)?
                     .iter()
                     .any(|t| t.status.is_live());
                 let status = if open {
@@ -153,7 +153,7 @@ pub fn after_refusal(
                 };
                 crate::ingest::status::record_decision(
                     conn,
-                    &request.id,
+                    request.id,
                     &kept.to_string(),
                     status,
                 )?;
@@ -164,13 +164,13 @@ pub fn after_refusal(
             // The lead falls to the next bidder: the bids recorded for it (its ping's, or
             // its own when it was auto-delivered) price the bid-priced buyers asked, and
             // a post's supplier earns what its ping promised.
-            let ping = crate::ping::store::posted_of_lead(conn, &lead.id)?;
+            let ping = crate::ping::store::posted_of_lead(conn, lead.id)?;
             let bids = match &ping {
                 Some(ping) => {
                     settings.source_cost_cents = ping.payout_cents.or(settings.source_cost_cents);
                     crate::bids::known(conn, crate::bids::Owner::Ping(&ping.id))?
                 }
-                None => crate::bids::known(conn, crate::bids::Owner::Request(&request.id))?,
+                None => crate::bids::known(conn, crate::bids::Owner::Request(request.id))?,
             };
             let decided = crate::autodelivery::decide(
                 conn,

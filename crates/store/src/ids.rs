@@ -1,7 +1,11 @@
 //! Record identifiers: a type prefix and a ULID (`lead_01JD…`), so ids say what they name
 //! and sort by creation time.
 //!
-//! Also owns the rule for operator-chosen ids of configuration objects.
+//! Owns one type per id of ours with its one stored form: [`LeadId`] and [`LeadRequestId`]
+//! are held as their ULID and stored as its 16 bytes (a BLOB) in every column that names
+//! one; printed, serialized and parsed as the text (`lead_01JD…`), and only that exact text
+//! names one, so anything else a partner or operator types is an unknown id. Also owns the
+//! rule for operator-chosen ids of configuration objects ([`is_valid`]).
 
 /// A new id with the given prefix, e.g. `new("lead")` → `lead_01JD3…`.
 pub fn new(prefix: &str) -> String {
@@ -62,74 +66,125 @@ pub fn expand_at(
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, kind, Box::new(e)))
 }
 
-/// The prefix of a lead's id (`lead_…`).
-pub const LEAD: &str = "lead";
-/// The prefix of a lead request's id (`lreq_…`).
-pub const LEAD_REQUEST: &str = "lreq";
-
-/// A lead or lead-request id as a statement binds it: its stored form ([`compact`]), so
-/// `WHERE id = ?1` with `ids::lead(&id)` finds the row the text `id` names. Every column
-/// that holds a lead's or lead request's id stores this form (migration 20): `leads.id`,
-/// `lead_requests.id` and `.lead_id`, `transactions.lead_id` and `.lead_request_id`,
-/// `evaluation_features.lead_request_id`, `pings.lead_id`, `bids.lead_request_id`,
-/// `supplier_cancellations.lead_id`. A text that is not one of our ids (malformed, another
-/// prefix, lower case) binds as itself and so finds nothing, as before.
-#[derive(Debug, Clone, Copy)]
-pub struct Stored<'a> {
-    prefix: &'static str,
-    text: &'a str,
+/// The ULID of `text` when `text` is exactly `{prefix}_` and a ULID in the canonical text
+/// this module prints (26 upper-case Crockford base32 characters); anything else (lower
+/// case, another prefix, a client's own id) is `None`, so it names nothing.
+fn canonical_ulid(prefix: &str, text: &str) -> Option<ulid::Ulid> {
+    let rest = text.strip_prefix(prefix)?.strip_prefix('_')?;
+    let ulid = ulid::Ulid::from_string(rest).ok()?;
+    // `from_string` also reads lower case; only the text we print names an id.
+    let mut canonical = [0; ulid::ULID_LEN];
+    (ulid.array_to_str(&mut canonical) == rest).then_some(ulid)
 }
 
-/// Lead id `id` as bound in a statement.
-pub fn lead(id: &str) -> Stored<'_> {
-    Stored {
-        prefix: LEAD,
-        text: id,
-    }
+/// The text given for an id that is not one of ours in its canonical form: an unknown id,
+/// whatever the caller answers for one it never made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a {prefix} id: {text}")]
+pub struct NotAnId {
+    pub prefix: &'static str,
+    pub text: String,
 }
 
-/// Lead-request id `id` as bound in a statement.
-pub fn lead_request(id: &str) -> Stored<'_> {
-    Stored {
-        prefix: LEAD_REQUEST,
-        text: id,
-    }
+/// An id of ours: a type prefix and a ULID, held as the ULID (16 bytes, `Copy`) and stored as
+/// its 16 bytes, a BLOB, in every column that names one (migration 20). Printed, serialized
+/// and parsed as `{prefix}_` and the ULID's canonical text, exactly as the text ids were.
+macro_rules! ulid_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(ulid::Ulid);
+
+        impl $name {
+            /// The prefix of the id's text.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new id: the current time and random bits, so ids sort by creation.
+            pub fn generate() -> Self {
+                Self(ulid::Ulid::new())
+            }
+
+            /// The id `text` names, when it is exactly the text [`Display`](std::fmt::Display)
+            /// prints; `None` for anything else, which therefore names no record.
+            pub fn parse(text: &str) -> Option<Self> {
+                canonical_ulid(Self::PREFIX, text).map(Self)
+            }
+
+            /// The stored form's 16 bytes (the ULID, big-endian).
+            pub fn to_bytes(self) -> [u8; 16] {
+                self.0.to_bytes()
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let mut text = [0; ulid::ULID_LEN];
+                write!(f, "{}_{}", Self::PREFIX, self.0.array_to_str(&mut text))
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = NotAnId;
+
+            fn from_str(text: &str) -> Result<Self, NotAnId> {
+                Self::parse(text).ok_or_else(|| NotAnId {
+                    prefix: Self::PREFIX,
+                    text: text.to_string(),
+                })
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        /// Only the text [`Display`](std::fmt::Display) prints (ids inside stored JSON).
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl rusqlite::types::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::Owned(
+                    rusqlite::types::Value::from(*self),
+                ))
+            }
+        }
+
+        /// The stored form, for a list of dynamic parameters.
+        impl From<$name> for rusqlite::types::Value {
+            fn from(id: $name) -> Self {
+                rusqlite::types::Value::Blob(id.to_bytes().to_vec())
+            }
+        }
+
+        /// Only the 16 bytes: any other stored value is an error, never a guess.
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(
+                stored: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
+                <[u8; 16]>::column_result(stored).map(|bytes| Self(ulid::Ulid::from_bytes(bytes)))
+            }
+        }
+    };
 }
 
-impl Stored<'_> {
-    /// The stored value, for a list of dynamic parameters.
-    pub fn value(&self) -> rusqlite::types::Value {
-        compact(self.prefix, self.text)
-    }
-}
+ulid_id!(
+    /// A lead's id, `lead_01JD…`.
+    LeadId,
+    "lead"
+);
 
-impl rusqlite::types::ToSql for Stored<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        Ok(rusqlite::types::ToSqlOutput::Owned(self.value()))
-    }
-}
-
-/// Column `index` of `row`, a lead id as stored, as its text; NULL is an error.
-pub fn lead_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
-    required(row, index, LEAD)
-}
-
-/// Column `index` of `row`, a lead-request id as stored, as its text; NULL is an error.
-pub fn lead_request_at(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
-    required(row, index, LEAD_REQUEST)
-}
-
-fn required(row: &rusqlite::Row<'_>, index: usize, prefix: &str) -> rusqlite::Result<String> {
-    expand_at(row, index, prefix)?.ok_or_else(|| {
-        rusqlite::Error::InvalidColumnType(
-            index,
-            row.as_ref()
-                .column_name(index)
-                .map_or_else(|_| index.to_string(), str::to_string),
-            rusqlite::types::Type::Null,
-        )
-    })
-}
+ulid_id!(
+    /// A lead request's id (one product a lead asks for), `lreq_01JD…`.
+    LeadRequestId,
+    "lreq"
+);
 
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,
 /// digits, `-`, `_` and `.`. Keeping ids to this set means they never need escaping in a
@@ -197,6 +252,50 @@ mod tests {
         }
         assert_eq!(expand("req", ValueRef::Null).unwrap(), None);
         assert!(expand("req", ValueRef::Blob(&[1, 2, 3])).is_err());
+    }
+
+    #[test]
+    fn lead_ids_print_parse_and_store_as_16_bytes() {
+        use rusqlite::types::{FromSql, ToSql, ToSqlOutput, Value, ValueRef};
+        let id = LeadId::generate();
+        let text = id.to_string();
+        assert!(text.starts_with("lead_"), "{text}");
+        assert_eq!(text.len(), "lead_".len() + 26);
+        assert_eq!(LeadId::parse(&text), Some(id));
+        assert_eq!(text.parse::<LeadId>(), Ok(id));
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{text}\""));
+        assert_eq!(serde_json::from_str::<LeadId>(&json).unwrap(), id);
+        assert!(serde_json::from_str::<LeadId>(&json.to_lowercase()).is_err());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let later = LeadId::generate();
+        assert!(later > id && later.to_string() > text);
+
+        let ToSqlOutput::Owned(Value::Blob(bytes)) = id.to_sql().unwrap() else {
+            panic!("not a BLOB")
+        };
+        assert_eq!(bytes.len(), 16);
+        assert_eq!(LeadId::column_result(ValueRef::Blob(&bytes)), Ok(id));
+        // Only the 16 bytes are a stored id.
+        assert!(LeadId::column_result(ValueRef::Blob(&bytes[..15])).is_err());
+        assert!(LeadId::column_result(ValueRef::Text(text.as_bytes())).is_err());
+        assert!(LeadId::column_result(ValueRef::Null).is_err());
+
+        // Anything but the text we print names no id.
+        let request = LeadRequestId::parse(&text.replacen("lead_", "lreq_", 1)).unwrap();
+        assert_eq!(request.to_string(), text.replacen("lead_", "lreq_", 1));
+        for other in [
+            text.to_lowercase(),
+            text.replacen("lead_", "lreq_", 1),
+            text["lead_".len()..].to_string(),
+            format!("{text}x"),
+            "lead_".to_string(),
+            "lead_nope".to_string(),
+            String::new(),
+        ] {
+            assert_eq!(LeadId::parse(&other), None, "{other}");
+            assert!(other.parse::<LeadId>().is_err(), "{other}");
+        }
     }
 
     #[test]

@@ -49,9 +49,9 @@ impl Status {
 #[derive(Debug, Clone)]
 pub struct ItemFacts {
     pub status: Status,
-    pub lead_id: Option<String>,
+    pub lead_id: Option<crate::ids::LeadId>,
     pub external_id: Option<String>,
-    pub request_ids: Vec<String>,
+    pub request_ids: Vec<crate::ids::LeadRequestId>,
     /// `None` only for a lead that failed validation.
     pub ingest: Option<IngestFacts>,
     /// The validation problems of a rejected batch item.
@@ -296,13 +296,13 @@ impl StoreOutcome {
 #[serde(rename_all = "camelCase")]
 pub struct ReplayItem {
     status: &'static str,
-    lead_id: String,
+    lead_id: crate::ids::LeadId,
     #[serde(flatten)]
     container: ContainerId<String>,
     source_id: String,
     external_id: String,
     idempotent_replay: bool,
-    request_ids: Vec<String>,
+    request_ids: Vec<crate::ids::LeadRequestId>,
     ingest: ReplayIngest,
     #[serde(skip_serializing_if = "Option::is_none")]
     auto_delivery: Option<ReplayAutoDelivery>,
@@ -548,9 +548,9 @@ mod tests {
     use crate::autodelivery::decision::{Delivery, RequestReason};
     use crate::config::container::DeliveryMode;
 
-    fn decided(id: &str, delivered: bool) -> RequestDecision {
+    fn decided(delivered: bool) -> RequestDecision {
         RequestDecision {
-            request_id: id.into(),
+            request_id: decision::Subject::Request(crate::ids::LeadRequestId::generate()),
             reason: if delivered {
                 RequestReason::Delivered
             } else {
@@ -575,7 +575,7 @@ mod tests {
     #[test]
     fn a_fresh_summary_is_written_as_the_summary_of_the_full_view() {
         let auto = AutoDelivery {
-            requests: vec![decided("lreq_1", true), decided("lreq_2", false)],
+            requests: vec![decided(true), decided(false)],
         };
         // The replay reads the operator's views the job stored.
         let stored: Vec<Value> = auto

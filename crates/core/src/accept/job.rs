@@ -175,7 +175,7 @@ fn store_one(
             DuplicateStatus::Unique => Status::Accepted,
             _ => Status::Duplicate,
         },
-        lead_id: Some(lead_id.clone()),
+        lead_id: Some(lead_id),
         external_id: external_id.map(str::to_string),
         request_ids: inserted.request_ids,
         ingest: Some(ingest),
@@ -273,13 +273,7 @@ fn record_bids(
             .collect();
         for bid in &asked.recorded {
             let won = asked.won(bid, &taken);
-            crate::bids::record(
-                conn,
-                crate::bids::Owner::Request(&request.id),
-                bid,
-                won,
-                now,
-            )?;
+            crate::bids::record(conn, crate::bids::Owner::Request(request.id), bid, won, now)?;
         }
     }
     Ok(())

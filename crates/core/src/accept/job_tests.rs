@@ -190,12 +190,12 @@ fn the_deliver_command_reads_the_lead_once() {
     let [StoreOutcome::Created { item, .. }] = outcomes.as_slice() else {
         panic!("one lead created: {outcomes:?}");
     };
-    let request = item.request_ids[0].clone();
+    let request = item.request_ids[0];
     let (delivered, statements) = traced(&conn, || {
         crate::delivery::deliver(
             &conn,
             &crate::delivery::DeliveryOrder {
-                lead_request_id: &request,
+                lead_request_id: request,
                 buyer_id: "at",
                 price_cents: Some(1000),
                 actor: "operator",

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::eligibility::{Candidate, Reason};
 use super::evaluator::Evaluation;
 use crate::config::container::DeliveryMode;
+use crate::ids::LeadRequestId;
 use crate::ingest::status::RequestStatus;
 
 /// The `version` of every `autoDelivery` object.
@@ -59,10 +60,42 @@ pub struct Delivery {
     pub mode: DeliveryMode,
 }
 
+/// What a decision is about: a stored lead request, or a ping (its lead is not stored
+/// yet). Shown as the id's text (`requestId`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Request(LeadRequestId),
+    Ping(String),
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Request(id) => id.fmt(f),
+            Subject::Ping(id) => f.write_str(id),
+        }
+    }
+}
+
+impl Serialize for Subject {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Subject::Request(id) => id.serialize(serializer),
+            Subject::Ping(id) => serializer.serialize_str(id),
+        }
+    }
+}
+
+impl PartialEq<LeadRequestId> for Subject {
+    fn eq(&self, other: &LeadRequestId) -> bool {
+        matches!(self, Subject::Request(id) if id == other)
+    }
+}
+
 /// The decision for one interest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestDecision {
-    pub request_id: String,
+    pub request_id: Subject,
     pub reason: RequestReason,
     /// `None` when an earlier step ended the evaluation.
     pub evaluation: Option<Evaluation>,
@@ -136,7 +169,7 @@ pub(crate) enum Stored {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Shown<'a> {
-    request_id: &'a str,
+    request_id: &'a Subject,
     outcome: &'a str,
     reason: &'static str,
     evaluation: Option<&'a Evaluation>,
@@ -370,7 +403,11 @@ fn write(conn: &Connection, decision: &RequestDecision, text: &str) -> rusqlite:
     } else {
         RequestStatus::Delivered
     };
-    crate::ingest::status::record_decision(conn, &decision.request_id, text, status)
+    match &decision.request_id {
+        Subject::Request(id) => crate::ingest::status::record_decision(conn, *id, text, status),
+        // A ping's decision is stored with the ping (`ping::store`).
+        Subject::Ping(_) => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -391,9 +428,11 @@ mod tests {
         }
     }
 
+    const LREQ_1: &str = "lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9";
+
     fn decision() -> RequestDecision {
         RequestDecision {
-            request_id: "lreq_1".into(),
+            request_id: Subject::Request(LREQ_1.parse().unwrap()),
             reason: RequestReason::Delivered,
             evaluation: Some(evaluate(
                 &Features {
@@ -473,7 +512,7 @@ mod tests {
         decided.candidates[0].last_served_at = Some(0);
         assert_eq!(
             decided.operator_text(Stored::Request),
-            r#"{"requestId":"lreq_1","outcome":"delivered","reason":"delivered","evaluation":null,"#
+            r#"{"requestId":"lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9","outcome":"delivered","reason":"delivered","evaluation":null,"#
                 .to_owned()
                 + r#""deliveries":[{"transactionId":"txn_1","buyerAccountId":"sunco","buyerPrice":25.0,"deliveryMode":"exclusive"}],"#
                 + r#""candidates":[{"buyerAccountId":"sunco","eligible":true,"reason":"selected","buyerPrice":25.0,"priority":3,"lastServedAt":"1970-01-01T00:00:00.000Z"},"#
@@ -500,7 +539,7 @@ mod tests {
     #[test]
     fn an_early_stop_has_no_evaluation_and_no_candidates() {
         let stopped = RequestDecision {
-            request_id: "lreq_2".into(),
+            request_id: Subject::Request(LREQ_1.parse().unwrap()),
             reason: RequestReason::NotRoutingReady,
             evaluation: None,
             deliveries: Vec::new(),
@@ -517,7 +556,7 @@ mod tests {
     #[test]
     fn a_replay_gives_the_partner_what_the_first_answer_did() {
         let stopped = RequestDecision {
-            request_id: "lreq_2".into(),
+            request_id: Subject::Request(LREQ_1.parse().unwrap()),
             reason: RequestReason::NotRoutingReady,
             evaluation: None,
             deliveries: Vec::new(),

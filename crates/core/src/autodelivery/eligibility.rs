@@ -200,7 +200,7 @@ fn checked(
     }
     let holders = match holders {
         Some(holders) => holders,
-        None => transaction::buyers_of_request(conn, &context.request.id)?,
+        None => transaction::buyers_of_request(conn, context.request.id)?,
     };
     let mut candidates = Vec::with_capacity(subscribed.len());
     for buyer in subscribed {
@@ -564,7 +564,7 @@ mod tests {
         // f_daily: one delivery today. g_monthly: two earlier this month, none today.
         add_transaction(
             &conn,
-            "lreq_old",
+            crate::autodelivery::testing::old_request_id(),
             "f_daily",
             "solar",
             "delivered",
@@ -572,7 +572,7 @@ mod tests {
         );
         add_transaction(
             &conn,
-            "lreq_old",
+            crate::autodelivery::testing::old_request_id(),
             "g_monthly",
             "solar",
             "paid",
@@ -580,7 +580,7 @@ mod tests {
         );
         add_transaction(
             &conn,
-            "lreq_old",
+            crate::autodelivery::testing::old_request_id(),
             "g_monthly",
             "solar",
             "acknowledged",
@@ -588,7 +588,7 @@ mod tests {
         );
         add_transaction(
             &conn,
-            "lreq_test",
+            crate::autodelivery::testing::request_id(),
             "j_holder",
             "solar",
             "rejected",
@@ -633,7 +633,14 @@ mod tests {
         };
         add_buyer(&conn, "capped", &capped_at_two);
         let capped = |status: &str, at: i64| {
-            add_transaction(&conn, "lreq_old", "capped", "solar", status, at)
+            add_transaction(
+                &conn,
+                crate::autodelivery::testing::old_request_id(),
+                "capped",
+                "solar",
+                status,
+                at,
+            )
         };
         capped("rejected", NOW - 60_000);
         capped("cancelled", NOW - 60_000);

@@ -333,7 +333,7 @@ pub(crate) fn decide(
     sold: Sold,
 ) -> Result<RequestDecision, AutoDeliveryError> {
     let stop = |reason, evaluation, candidates| RequestDecision {
-        request_id: request.id.clone(),
+        request_id: decision::Subject::Request(request.id),
         reason,
         evaluation,
         deliveries: Vec::new(),
@@ -402,10 +402,10 @@ pub(crate) fn decide(
         &mut candidates,
     )?;
     if !deliveries.is_empty() {
-        stored_features::record(conn, &request.id, &lead.container_id, &features)?;
+        stored_features::record(conn, request.id, &lead.container_id, &features)?;
     }
     Ok(RequestDecision {
-        request_id: request.id.clone(),
+        request_id: decision::Subject::Request(request.id),
         reason: if deliveries.is_empty() {
             RequestReason::NoEligibleBuyer
         } else {
@@ -515,7 +515,7 @@ fn take(
                 price_cents: delivered.buyer_price_cents,
                 mode: delivered.delivery_mode,
             }),
-            &request.id,
+            request.id,
             &candidate.buyer_id,
         )
     })
@@ -525,7 +525,7 @@ fn take(
 /// detail; a database error stops the job.
 pub(crate) fn refusal_of<T>(
     result: Result<T, DeliveryError>,
-    request_id: &str,
+    request_id: impl std::fmt::Display,
     buyer_id: &str,
 ) -> Result<Attempt<T>, AutoDeliveryError> {
     match result {
@@ -563,9 +563,12 @@ pub enum RerouteError {
     #[error("unknown lead '{0}'")]
     NotFound(String),
     #[error("lead '{lead_id}' is {status} and cannot be delivered")]
-    NotActive { lead_id: String, status: String },
+    NotActive {
+        lead_id: crate::ids::LeadId,
+        status: String,
+    },
     #[error("lead '{0}' has no open request: each is held by a live transaction (void it first)")]
-    NothingOpen(String),
+    NothingOpen(crate::ids::LeadId),
     #[error(transparent)]
     AutoDelivery(#[from] AutoDeliveryError),
 }
@@ -590,14 +593,14 @@ impl From<DbError> for RerouteError {
 /// operator's view of them is returned.
 pub fn reroute(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     now_ms: i64,
 ) -> Result<AutoDelivery, RerouteError> {
     let lead = crate::ingest::view::find(conn, lead_id)?
         .ok_or_else(|| RerouteError::NotFound(lead_id.to_string()))?;
     if lead.status != crate::ingest::status::LeadStatus::Active {
         return Err(RerouteError::NotActive {
-            lead_id: lead.id.clone(),
+            lead_id: lead.id,
             status: lead.status.as_str().replace('_', " "),
         });
     }
@@ -608,7 +611,7 @@ pub fn reroute(
         })?;
     let mut requests = Vec::new();
     for request in &lead.requests {
-        let held = crate::delivery::transaction::of_request(conn, &request.id)?
+        let held = crate::delivery::transaction::of_request(conn, request.id)?
             .iter()
             .any(|t| t.status.is_live());
         if held {

@@ -43,7 +43,7 @@ const V1_NUMERIC: [&str; 8] = [
 /// the features of its latest decision: the one its live transaction was sold by.
 pub(crate) fn record(
     conn: &Connection,
-    lead_request_id: &str,
+    lead_request_id: crate::ids::LeadRequestId,
     container_id: &str,
     features: &Features,
 ) -> rusqlite::Result<()> {
@@ -52,11 +52,7 @@ pub(crate) fn record(
          VALUES (?1, ?2, ?3)
          ON CONFLICT (lead_request_id) DO UPDATE SET features = excluded.features",
     )?
-    .execute(params![
-        crate::ids::lead_request(lead_request_id),
-        container_id,
-        encode(features)
-    ])?;
+    .execute(params![lead_request_id, container_id, encode(features)])?;
     Ok(())
 }
 
@@ -69,16 +65,17 @@ const ERASED_GROUPS: [&str; 2] = ["answer:", "postalPrefix:"];
 /// Removes the person's categories ([`ERASED_GROUPS`]) from the stored features of lead
 /// `lead_id`'s requests (for `privacy`); returns how many rows changed. A row that does not
 /// decode as expected loses all its categories rather than keep one by mistake.
-pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Result<u64> {
-    let rows: Vec<(String, String)> = {
+pub(crate) fn erase_personal(
+    conn: &Connection,
+    lead_id: crate::ids::LeadId,
+) -> rusqlite::Result<u64> {
+    let rows: Vec<(crate::ids::LeadRequestId, String)> = {
         let mut stmt = conn.prepare_cached(
             "SELECT f.lead_request_id, f.features FROM evaluation_features f
              JOIN lead_requests r ON r.id = f.lead_request_id WHERE r.lead_id = ?1",
         )?;
-        stmt.query_map([crate::ids::lead(lead_id)], |row| {
-            Ok((crate::ids::lead_request_at(row, 0)?, row.get(1)?))
-        })?
-        .collect::<Result<_, _>>()?
+        stmt.query_map([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?
     };
     let mut changed = 0;
     for (request_id, text) in rows {
@@ -100,8 +97,7 @@ pub(crate) fn erase_personal(conn: &Connection, lead_id: &str) -> rusqlite::Resu
                 .prepare_cached(
                     "UPDATE evaluation_features SET features = ?2 WHERE lead_request_id = ?1",
                 )?
-                .execute(params![crate::ids::lead_request(&request_id), kept])?
-                as u64;
+                .execute(params![request_id, kept])? as u64;
         }
     }
     Ok(changed)
@@ -197,13 +193,13 @@ pub(crate) fn decode(text: &str) -> Result<Stored<'_>, DecodeError> {
 #[cfg(test)]
 pub(crate) fn find(
     conn: &Connection,
-    lead_request_id: &str,
+    lead_request_id: crate::ids::LeadRequestId,
 ) -> rusqlite::Result<Option<serde_json::Value>> {
     use rusqlite::OptionalExtension;
     let text: Option<String> = conn
         .query_row(
             "SELECT features FROM evaluation_features WHERE lead_request_id = ?1",
-            [crate::ids::lead_request(lead_request_id)],
+            [lead_request_id],
             |row| row.get(0),
         )
         .optional()?;
@@ -259,10 +255,21 @@ mod tests {
     #[test]
     fn a_recorded_row_is_found() {
         let conn = super::super::testing::database();
-        record(&conn, "lreq_test", "web", &sample()).unwrap();
-        let stored = find(&conn, "lreq_test").unwrap().unwrap();
+        record(
+            &conn,
+            crate::autodelivery::testing::request_id(),
+            "web",
+            &sample(),
+        )
+        .unwrap();
+        let stored = find(&conn, crate::autodelivery::testing::request_id())
+            .unwrap()
+            .unwrap();
         assert_eq!(stored[2][0], "source:web");
-        assert_eq!(find(&conn, "lreq_old").unwrap(), None);
+        assert_eq!(
+            find(&conn, crate::autodelivery::testing::old_request_id()).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -272,10 +279,27 @@ mod tests {
         // As rows written before the postal-prefix group was dropped have it.
         features.categories.push("postalPrefix:DE-80".into());
         features.categories.push("hourOfDay:night".into());
-        record(&conn, "lreq_test", "web", &features).unwrap();
-        record(&conn, "lreq_old", "web", &Features::default()).unwrap();
-        assert_eq!(erase_personal(&conn, "lead_test").unwrap(), 1);
-        let stored = find(&conn, "lreq_test").unwrap().unwrap();
+        record(
+            &conn,
+            crate::autodelivery::testing::request_id(),
+            "web",
+            &features,
+        )
+        .unwrap();
+        record(
+            &conn,
+            crate::autodelivery::testing::old_request_id(),
+            "web",
+            &Features::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            erase_personal(&conn, crate::autodelivery::testing::lead_id()).unwrap(),
+            1
+        );
+        let stored = find(&conn, crate::autodelivery::testing::request_id())
+            .unwrap()
+            .unwrap();
         assert_eq!(
             stored,
             serde_json::json!([
@@ -285,7 +309,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            erase_personal(&conn, "lead_test").unwrap(),
+            erase_personal(&conn, crate::autodelivery::testing::lead_id()).unwrap(),
             0,
             "twice: nothing"
         );

@@ -6,12 +6,34 @@ use serde_json::{Map, Value};
 
 use crate::config::container::{ContainerKind, DeliveryMode};
 use crate::delivery::transaction::{self, NewTransaction, Status};
+use crate::ids::{LeadId, LeadRequestId};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{Interest, StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
 use crate::ingest::status::{LeadStatus, RequestStatus};
 
-/// Lead `lead_test` with `fields` set by interface name (read as ingest's validation reads
+/// The id of the fixtures' lead ([`lead`]).
+pub fn lead_id() -> LeadId {
+    "lead_01JD7Q4N9V3X8K2M5P6R7S8T9W"
+        .parse()
+        .expect("a canonical lead id")
+}
+
+/// The id of the fixtures' request ([`request`]).
+pub fn request_id() -> LeadRequestId {
+    "lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9"
+        .parse()
+        .expect("a canonical request id")
+}
+
+/// Another request of the fixtures' lead, decided earlier.
+pub fn old_request_id() -> LeadRequestId {
+    "lreq_01JD7Q4N9V0000000000000000"
+        .parse()
+        .expect("a canonical request id")
+}
+
+/// Lead [`lead_id`] with `fields` set by interface name (read as ingest's validation reads
 /// a Lead), quality ok and unique, with request [`request`] and no answers.
 pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
     let body: Map<String, Value> = fields
@@ -21,7 +43,7 @@ pub fn lead(fields: &[(&str, &str)]) -> StoredLead {
     // Missing names are problems the fixtures do not care about.
     let draft = crate::ingest::validate::lead(body, "", &mut Vec::new());
     StoredLead {
-        id: "lead_test".into(),
+        id: lead_id(),
         source_id: "src".into(),
         container_id: "web".into(),
         container_kind: ContainerKind::Channel,
@@ -54,10 +76,10 @@ pub fn interest(answers: &[(&str, &str)]) -> Interest {
     }
 }
 
-/// Request `lreq_test` of `lead_test`: an interest in `solar` with `answers`.
+/// Request [`request_id`] of [`lead_id`]: an interest in `solar` with `answers`.
 pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
     StoredRequest {
-        id: "lreq_test".into(),
+        id: request_id(),
         position: 0,
         interest: interest(answers),
         status: RequestStatus::Open,
@@ -67,8 +89,8 @@ pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
 }
 
 /// An in-memory database with the schema; workspaces `ws` and `other`; products `solar` and
-/// `heat`; channel `web` with source `src`; lead `lead_test` with requests `lreq_test` and
-/// `lreq_old` for `solar`.
+/// `heat`; channel `web` with source `src`; lead [`lead_id`] with requests [`request_id`]
+/// and [`old_request_id`] for `solar`.
 pub fn database() -> Connection {
     let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
     crate::db::apply_migrations(&mut conn).expect("the schema applies");
@@ -79,15 +101,22 @@ pub fn database() -> Connection {
          INSERT INTO containers (id, workspace_id, kind, name, auto_delivery, created_at)
              VALUES ('web', 'ws', 'channel', 'Web', 1, 0);
          INSERT INTO sources (id, container_id, name, dedupe_scope, created_at)
-             VALUES ('src', 'web', 'S', 'channel', 0);
-         INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
-             last_name, quality_status, duplicate_status, created_at)
-             VALUES ('lead_test', 'src', 'web', 'ws', 'Ann', 'Lee', 'ok', 'unique', 0);
-         INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
-             VALUES ('lreq_test', 'lead_test', 0, 'solar', 0),
-                    ('lreq_old', 'lead_test', 1, 'solar', 0);",
+             VALUES ('src', 'web', 'S', 'channel', 0);",
     )
     .expect("the fixture rows insert");
+    conn.execute(
+        "INSERT INTO leads (id, source_id, container_id, workspace_id, first_name,
+             last_name, quality_status, duplicate_status, created_at)
+         VALUES (?1, 'src', 'web', 'ws', 'Ann', 'Lee', 'ok', 'unique', 0)",
+        [lead_id()],
+    )
+    .expect("the fixture lead inserts");
+    conn.execute(
+        "INSERT INTO lead_requests (id, lead_id, position, product_id, created_at)
+         VALUES (?1, ?3, 0, 'solar', 0), (?2, ?3, 1, 'solar', 0)",
+        rusqlite::params![request_id(), old_request_id(), lead_id()],
+    )
+    .expect("the fixture requests insert");
     conn
 }
 
@@ -165,11 +194,11 @@ pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
     .expect("the subscription fixture inserts");
 }
 
-/// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at` and
+/// A transaction of `buyer` for `product` on `request` of [`lead_id`], created at `at` and
 /// moved to `status`, written through the transaction's owner.
 pub fn add_transaction(
     conn: &Connection,
-    request: &str,
+    request: LeadRequestId,
     buyer: &str,
     product: &str,
     status: &str,
@@ -180,7 +209,7 @@ pub fn add_transaction(
         bid: None,
         id: &id,
         lead_request_id: request,
-        lead_id: "lead_test",
+        lead_id: lead_id(),
         buyer_id: buyer,
         product_id: product,
         workspace_id: "ws",

@@ -8,6 +8,7 @@ use super::DeliveryError;
 use super::transaction::{self, NewTransaction, SaleView};
 use crate::config::buyer::{self, Plan};
 use crate::config::container::DeliveryMode;
+use crate::ids::{LeadId, LeadRequestId};
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ingest::status::LeadStatus;
 use crate::ingest::view;
@@ -16,7 +17,7 @@ use crate::ledger;
 /// What to deliver to whom, the request named by its id (the `deliver` command).
 #[derive(Debug, Clone)]
 pub struct DeliveryOrder<'a> {
-    pub lead_request_id: &'a str,
+    pub lead_request_id: LeadRequestId,
     pub buyer_id: &'a str,
     /// The operator's price; `None` takes the buyer's subscription price.
     pub price_cents: Option<i64>,
@@ -29,8 +30,8 @@ pub struct DeliveryOrder<'a> {
 pub struct Delivered {
     pub transaction_id: String,
     pub event_id: String,
-    pub lead_request_id: String,
-    pub lead_id: String,
+    pub lead_request_id: LeadRequestId,
+    pub lead_id: LeadId,
     pub buyer_id: String,
     pub product_id: String,
     pub delivery_mode: DeliveryMode,
@@ -49,8 +50,8 @@ impl Delivered {
             transaction_id: &self.transaction_id,
             event_id: &self.event_id,
             sale: SaleView {
-                lead_request_id: &self.lead_request_id,
-                lead_id: &self.lead_id,
+                lead_request_id: self.lead_request_id,
+                lead_id: self.lead_id,
                 buyer_account_id: &self.buyer_id,
                 product_id: &self.product_id,
                 delivery_mode: self.delivery_mode.as_str(),
@@ -240,18 +241,18 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
         });
     }
     if lead.erased_at.is_some() {
-        return Err(DeliveryError::LeadErased(lead.id.clone()));
+        return Err(DeliveryError::LeadErased(lead.id));
     }
     if lead
         .quality_reasons
         .iter()
         .any(|r| r == crate::suppression::SUPPRESSED)
     {
-        return Err(DeliveryError::LeadSuppressed(lead.id.clone()));
+        return Err(DeliveryError::LeadSuppressed(lead.id));
     }
     if lead.status != LeadStatus::Active {
         return Err(DeliveryError::LeadNotActive {
-            lead_id: lead.id.clone(),
+            lead_id: lead.id,
             status: lead.status.as_str().replace('_', " "),
         });
     }
@@ -276,11 +277,11 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
     let earlier = if known.unsold {
         Vec::new()
     } else {
-        transaction::of_request(conn, &request.id)?
+        transaction::of_request(conn, request.id)?
     };
     if let Some(had) = earlier.iter().find(|t| t.buyer_id == buyer.id) {
         return Err(DeliveryError::AlreadyDeliveredToBuyer {
-            lead_request_id: request.id.clone(),
+            lead_request_id: request.id,
             buyer_id: buyer.id,
             transaction_id: had.id.clone(),
         });
@@ -290,7 +291,7 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
         DeliveryMode::Exclusive => {
             if let Some(holder) = live.first() {
                 return Err(DeliveryError::AlreadyDelivered {
-                    lead_request_id: request.id.clone(),
+                    lead_request_id: request.id,
                     transaction_id: holder.id.clone(),
                 });
             }
@@ -298,7 +299,7 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
         DeliveryMode::Multi => {
             if live.len() as i64 >= terms.max_buyers {
                 return Err(DeliveryError::MaxBuyersReached {
-                    lead_request_id: request.id.clone(),
+                    lead_request_id: request.id,
                     max_buyers: terms.max_buyers,
                 });
             }
@@ -337,8 +338,8 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
     let delivered = Delivered {
         transaction_id: crate::ids::new("txn"),
         event_id: String::new(),
-        lead_request_id: request.id.clone(),
-        lead_id: lead.id.clone(),
+        lead_request_id: request.id,
+        lead_id: lead.id,
         buyer_id: buyer.id.clone(),
         product_id: product.product_id.clone(),
         delivery_mode: terms.mode,
@@ -404,8 +405,8 @@ fn write(
         conn,
         &NewTransaction {
             id: &delivered.transaction_id,
-            lead_request_id: &delivered.lead_request_id,
-            lead_id: &delivered.lead_id,
+            lead_request_id: delivered.lead_request_id,
+            lead_id: delivered.lead_id,
             buyer_id: &delivered.buyer_id,
             product_id: &delivered.product_id,
             workspace_id: &workspace_id,
@@ -453,7 +454,7 @@ fn write(
     }
     buyer::mark_served(conn, &delivered.buyer_id, now)?;
     if !known.status_by_caller {
-        crate::ingest::status::mark_request_delivered(conn, &delivered.lead_request_id)?;
+        crate::ingest::status::mark_request_delivered(conn, delivered.lead_request_id)?;
     }
     delivered.event_id = crate::outbox::store::insert(
         conn,

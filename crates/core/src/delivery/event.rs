@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::config::buyer::Buyer;
 use crate::config::container::DeliveryMode;
+use crate::ids::{LeadId, LeadRequestId};
 use crate::ingest::model::{LeadFields, StoredLead, StoredRequest};
 
 pub(crate) struct Party<'a> {
@@ -29,8 +30,8 @@ pub(crate) struct ProductRef<'a> {
 /// Everything the event body says.
 pub(crate) struct LeadDelivered<'a> {
     pub transaction_id: &'a str,
-    pub lead_request_id: &'a str,
-    pub lead_id: &'a str,
+    pub lead_request_id: LeadRequestId,
+    pub lead_id: LeadId,
     pub delivery_mode: DeliveryMode,
     pub sent_at_ms: i64,
     pub buyer: Party<'a>,
@@ -67,8 +68,8 @@ impl Serialize for LeadDelivered<'_> {
         map.serialize_entry("event", "lead.delivered")?;
         map.serialize_entry("transactionId", self.transaction_id)?;
         map.serialize_entry("deliveryChannel", "webhook")?;
-        map.serialize_entry("leadRequestId", self.lead_request_id)?;
-        map.serialize_entry("leadId", self.lead_id)?;
+        map.serialize_entry("leadRequestId", &self.lead_request_id)?;
+        map.serialize_entry("leadId", &self.lead_id)?;
         map.serialize_entry("deliveryMode", self.delivery_mode.as_str())?;
         map.serialize_entry("sentAt", &crate::clock::iso(self.sent_at_ms))?;
         map.serialize_entry(
@@ -172,8 +173,8 @@ pub(crate) fn lead_delivered<'a>(
     let product = &request.interest;
     LeadDelivered {
         transaction_id,
-        lead_request_id: &request.id,
-        lead_id: &lead.id,
+        lead_request_id: request.id,
+        lead_id: lead.id,
         delivery_mode: sale.delivery_mode,
         sent_at_ms: crate::clock::now_ms(),
         buyer: Party {
@@ -219,6 +220,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const LEAD: &str = "lead_01JD7Q4N9V3X8K2M5P6R7S8T9W";
+    const LREQ: &str = "lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9";
+
     #[test]
     fn an_erased_body_keeps_the_deal_and_drops_the_person() {
         let body = json!({
@@ -263,8 +267,8 @@ mod tests {
         let body = LeadDelivered {
             bid: None,
             transaction_id: "txn_1",
-            lead_request_id: "lreq_1",
-            lead_id: "lead_1",
+            lead_request_id: LREQ.parse().unwrap(),
+            lead_id: LEAD.parse().unwrap(),
             delivery_mode: DeliveryMode::Multi,
             sent_at_ms: 0,
             buyer: Party { id: "b", name: "B" },
@@ -308,8 +312,8 @@ mod tests {
         let body = LeadDelivered {
             bid: Some(&bid),
             transaction_id: "txn_1",
-            lead_request_id: "lreq_1",
-            lead_id: "lead_1",
+            lead_request_id: LREQ.parse().unwrap(),
+            lead_id: LEAD.parse().unwrap(),
             delivery_mode: DeliveryMode::Exclusive,
             sent_at_ms: 1_700_000_000_123,
             buyer: Party {
@@ -330,13 +334,13 @@ mod tests {
         let text = body.to_text();
         assert_eq!(
             text,
-            r#"{"event":"lead.delivered","transactionId":"txn_1","deliveryChannel":"webhook","leadRequestId":"lreq_1","leadId":"lead_1","deliveryMode":"exclusive","sentAt":"2023-11-14T22:13:20.123Z","buyer":{"id":"b","name":"B ü"},"product":{"id":"p","name":"P","slug":"p-1"},"pricing":{"buyerPrice":25.5,"supplierCost":-0.05,"marginAmount":25.55},"lead":{"externalId":"x1","firstName":"Ann \"A\"","lastName":"","capture":{"metadata":{"form":"f1"}},"score":7.5},"fieldValues":{"roof":"tile","n":"3","none":null},"bid":{"bidRequestId":"breq_1","bidId":"bid_1"}}"#
+            r#"{"event":"lead.delivered","transactionId":"txn_1","deliveryChannel":"webhook","leadRequestId":"lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9","leadId":"lead_01JD7Q4N9V3X8K2M5P6R7S8T9W","deliveryMode":"exclusive","sentAt":"2023-11-14T22:13:20.123Z","buyer":{"id":"b","name":"B ü"},"product":{"id":"p","name":"P","slug":"p-1"},"pricing":{"buyerPrice":25.5,"supplierCost":-0.05,"marginAmount":25.55},"lead":{"externalId":"x1","firstName":"Ann \"A\"","lastName":"","capture":{"metadata":{"form":"f1"}},"score":7.5},"fieldValues":{"roof":"tile","n":"3","none":null},"bid":{"bidRequestId":"breq_1","bidId":"bid_1"}}"#
         );
         assert_eq!(body.to_json().to_string(), text);
         // The same text as the tree of `Value`s the body was built as before.
         let tree = json!({
             "event": "lead.delivered", "transactionId": "txn_1", "deliveryChannel": "webhook",
-            "leadRequestId": "lreq_1", "leadId": "lead_1", "deliveryMode": "exclusive",
+            "leadRequestId": LREQ, "leadId": LEAD, "deliveryMode": "exclusive",
             "sentAt": crate::clock::iso(1_700_000_000_123),
             "buyer": {"id": "b", "name": "B ü"},
             "product": {"id": "p", "name": "P", "slug": "p-1"},

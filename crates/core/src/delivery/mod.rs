@@ -16,6 +16,7 @@ pub use deliver::{Delivered, DeliveryOrder, deliver};
 pub(crate) use deliver::{DeliveryTerms, Known, LeadDelivery, deliver_known, deliver_lead};
 
 use crate::db::DbError;
+use crate::ids::{LeadId, LeadRequestId};
 use crate::money::display;
 
 /// Why a delivery was refused. A refusal writes nothing.
@@ -33,13 +34,13 @@ pub enum DeliveryError {
     },
     /// The lead is cancelled or has a supplier cancellation pending.
     #[error("lead '{lead_id}' is {status} and cannot be delivered")]
-    LeadNotActive { lead_id: String, status: String },
+    LeadNotActive { lead_id: LeadId, status: String },
     /// The lead's person was erased (or the lead purged): there is nobody to deliver.
     #[error("lead '{0}' was erased and cannot be delivered")]
-    LeadErased(String),
+    LeadErased(LeadId),
     /// The lead's email or phone is suppressed (stored flagged, DESIGN.md 22): never sold.
     #[error("lead '{0}' has a suppressed email or phone and cannot be delivered")]
-    LeadSuppressed(String),
+    LeadSuppressed(LeadId),
     #[error("buyer '{0}' is paused")]
     BuyerPaused(String),
     /// No subscription to the product and no price given.
@@ -55,7 +56,7 @@ pub enum DeliveryError {
         "lead request '{lead_request_id}' is exclusive and already delivered (transaction '{transaction_id}')"
     )]
     AlreadyDelivered {
-        lead_request_id: String,
+        lead_request_id: LeadRequestId,
         transaction_id: String,
     },
     /// The buyer has had this lead request already (in either mode, also when that
@@ -64,14 +65,14 @@ pub enum DeliveryError {
         "buyer '{buyer_id}' already had lead request '{lead_request_id}' (transaction '{transaction_id}')"
     )]
     AlreadyDeliveredToBuyer {
-        lead_request_id: String,
+        lead_request_id: LeadRequestId,
         buyer_id: String,
         transaction_id: String,
     },
     /// Multi mode: the container's maximum number of buyers hold the request already.
     #[error("lead request '{lead_request_id}' already went to its maximum of {max_buyers} buyers")]
     MaxBuyersReached {
-        lead_request_id: String,
+        lead_request_id: LeadRequestId,
         max_buyers: i64,
     },
     /// A prepaid buyer's balance plus credit limit does not cover the price.

@@ -19,7 +19,7 @@ pub fn event_for(
     lead: &StoredLead,
     buyer: &Buyer,
 ) -> Result<Value, DeliveryError> {
-    if let Some(payload) = crate::outbox::store::latest_payload(conn, &lead.id, &buyer.id)?
+    if let Some(payload) = crate::outbox::store::latest_payload(conn, lead.id, &buyer.id)?
         && let Ok(event) = serde_json::from_str(&payload)
     {
         return Ok(event);
@@ -48,7 +48,7 @@ pub fn event_for(
         &lead.source_id,
         &request.interest.product_id,
     )?
-    .ok_or_else(|| DeliveryError::RequestNotFound(request.id.clone()))?;
+    .ok_or_else(|| DeliveryError::RequestNotFound(request.id.to_string()))?;
     Ok(super::event::lead_delivered(
         "txn_preview",
         lead,

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
+use crate::ids::{LeadId, LeadRequestId};
 use crate::report::{Counted, Standing};
 
 stored_enum! {
@@ -68,8 +69,8 @@ stored_enum! {
 #[derive(Debug, Clone)]
 pub struct Transaction {
     pub id: String,
-    pub lead_request_id: String,
-    pub lead_id: String,
+    pub lead_request_id: LeadRequestId,
+    pub lead_id: LeadId,
     pub buyer_id: String,
     pub product_id: String,
     pub workspace_id: String,
@@ -133,8 +134,8 @@ pub struct TransactionView<'a> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SaleView<'a> {
-    pub(crate) lead_request_id: &'a str,
-    pub(crate) lead_id: &'a str,
+    pub(crate) lead_request_id: LeadRequestId,
+    pub(crate) lead_id: LeadId,
     pub(crate) buyer_account_id: &'a str,
     pub(crate) product_id: &'a str,
     pub(crate) delivery_mode: &'static str,
@@ -148,8 +149,8 @@ impl Transaction {
         TransactionView {
             transaction_id: &self.id,
             sale: SaleView {
-                lead_request_id: &self.lead_request_id,
-                lead_id: &self.lead_id,
+                lead_request_id: self.lead_request_id,
+                lead_id: self.lead_id,
                 buyer_account_id: &self.buyer_id,
                 product_id: &self.product_id,
                 delivery_mode: self.delivery_mode.as_str(),
@@ -180,8 +181,8 @@ pub(crate) const COLUMNS: &str = "id, lead_request_id, lead_id, buyer_id, produc
 pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     Ok(Transaction {
         id: row.get(0)?,
-        lead_request_id: crate::ids::lead_request_at(row, 1)?,
-        lead_id: crate::ids::lead_at(row, 2)?,
+        lead_request_id: row.get(1)?,
+        lead_id: row.get(2)?,
         buyer_id: row.get(3)?,
         product_id: row.get(4)?,
         workspace_id: row.get(5)?,
@@ -214,11 +215,14 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>
 }
 
 /// Every transaction of a lead request, oldest first.
-pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<Vec<Transaction>> {
+pub fn of_request(
+    conn: &Connection,
+    lead_request_id: LeadRequestId,
+) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_request_id = ?1 ORDER BY created_at, id"
     ))?;
-    let rows = stmt.query_map([crate::ids::lead_request(lead_request_id)], from_row)?;
+    let rows = stmt.query_map([lead_request_id], from_row)?;
     rows.collect()
 }
 
@@ -227,7 +231,7 @@ pub fn of_request(conn: &Connection, lead_request_id: &str) -> rusqlite::Result<
 #[derive(Debug, Default, Clone)]
 pub struct ListFilter {
     pub buyer_id: Option<String>,
-    pub lead_id: Option<String>,
+    pub lead_id: Option<LeadId>,
     pub status: Option<Status>,
     /// Only the transactions of this source's leads.
     pub source_id: Option<String>,
@@ -251,9 +255,9 @@ impl ListFilter {
             sql.push("t.buyer_id = ?");
             values.push(buyer_id.clone().into());
         }
-        if let Some(lead_id) = &self.lead_id {
+        if let Some(lead_id) = self.lead_id {
             sql.push("t.lead_id = ?");
-            values.push(crate::ids::lead(lead_id).value());
+            values.push(rusqlite::types::Value::from(lead_id));
         }
         if let Some(status) = self.status {
             sql.push("t.status = ?");
@@ -438,8 +442,8 @@ fn append_history(
 #[derive(Debug, Clone)]
 pub(crate) struct NewTransaction<'a> {
     pub id: &'a str,
-    pub lead_request_id: &'a str,
-    pub lead_id: &'a str,
+    pub lead_request_id: LeadRequestId,
+    pub lead_id: LeadId,
     pub buyer_id: &'a str,
     pub product_id: &'a str,
     pub workspace_id: &'a str,
@@ -474,8 +478,8 @@ pub(crate) fn create(
     )?
     .execute(params![
         new.id,
-        crate::ids::lead_request(new.lead_request_id),
-        crate::ids::lead(new.lead_id),
+        new.lead_request_id,
+        new.lead_id,
         new.buyer_id,
         new.product_id,
         new.workspace_id,
@@ -541,16 +545,16 @@ fn count(conn: &Connection, before: Option<&Counted>, after: &Counted) -> rusqli
 }
 
 /// The source of lead `lead_id`: where the reports count its transactions.
-fn source_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<String> {
+fn source_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<String> {
     conn.prepare_cached("SELECT source_id FROM leads WHERE id = ?1")?
-        .query_row([crate::ids::lead(lead_id)], |row| row.get(0))
+        .query_row([lead_id], |row| row.get(0))
 }
 
 /// Transaction `id` as stored with its lead's source, for a write that tells the reports
 /// what it was before.
 fn stored(conn: &Connection, id: &str) -> rusqlite::Result<(Transaction, String)> {
     let transaction = find(conn, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-    let source_id = source_of_lead(conn, &transaction.lead_id)?;
+    let source_id = source_of_lead(conn, transaction.lead_id)?;
     Ok((transaction, source_id))
 }
 
@@ -602,7 +606,7 @@ pub(crate) fn move_to(
         )?;
     }
     append_history(conn, id, Some(from), to, actor, reason, now)?;
-    let source_id = source_of_lead(conn, &moved.lead_id)?;
+    let source_id = source_of_lead(conn, moved.lead_id)?;
     let after = moved.counted(conn, &source_id)?;
     let before = Counted {
         standing: from.standing(),
@@ -648,10 +652,10 @@ pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64
 }
 
 /// The ids of the transactions of lead `lead_id` (an erasure's walk).
-pub(crate) fn ids_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<String>> {
+pub(crate) fn ids_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<Vec<String>> {
     let mut stmt =
         conn.prepare_cached("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
-    let rows = stmt.query_map([crate::ids::lead(lead_id)], |row| row.get(0))?;
+    let rows = stmt.query_map([lead_id], |row| row.get(0))?;
     rows.collect()
 }
 
@@ -714,36 +718,32 @@ pub(crate) fn delivered_to_buyer(
 }
 
 /// Every transaction of a lead, oldest first.
-pub(crate) fn of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<Transaction>> {
+pub(crate) fn of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<Vec<Transaction>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM transactions WHERE lead_id = ?1 ORDER BY created_at, id"
     ))?;
-    let rows = stmt.query_map([crate::ids::lead(lead_id)], from_row)?;
+    let rows = stmt.query_map([lead_id], from_row)?;
     rows.collect()
 }
 
 /// How many transactions a lead has, and how many of them ended without a sale (rejected
 /// or cancelled).
-pub(crate) fn void_tally(conn: &Connection, lead_id: &str) -> rusqlite::Result<(i64, i64)> {
+pub(crate) fn void_tally(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<(i64, i64)> {
     conn.prepare_cached(
         "SELECT count(*), count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
          FROM transactions WHERE lead_id = ?1",
     )?
-    .query_row([crate::ids::lead(lead_id)], |row| {
-        Ok((row.get(0)?, row.get(1)?))
-    })
+    .query_row([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))
 }
 
 /// The buyers that hold any transaction of the request, whatever its state.
 pub(crate) fn buyers_of_request(
     conn: &Connection,
-    lead_request_id: &str,
+    lead_request_id: LeadRequestId,
 ) -> rusqlite::Result<HashSet<String>> {
     let mut stmt =
         conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
-    let rows = stmt.query_map([crate::ids::lead_request(lead_request_id)], |row| {
-        row.get(0)
-    })?;
+    let rows = stmt.query_map([lead_request_id], |row| row.get(0))?;
     rows.collect()
 }
 
@@ -796,8 +796,8 @@ mod tests {
     fn a_transaction_shows_its_keys_in_the_documented_order() {
         let transaction = Transaction {
             id: "txn_1".into(),
-            lead_request_id: "lrq_1".into(),
-            lead_id: "lead_1".into(),
+            lead_request_id: "lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9".parse().unwrap(),
+            lead_id: "lead_01JD7Q4N9V3X8K2M5P6R7S8T9W".parse().unwrap(),
             buyer_id: "b".into(),
             product_id: "p".into(),
             workspace_id: "w".into(),
@@ -818,7 +818,9 @@ mod tests {
         };
         assert_eq!(
             transaction.to_json().to_string(),
-            r#"{"transactionId":"txn_1","leadRequestId":"lrq_1","leadId":"lead_1","#.to_string()
+            r#"{"transactionId":"txn_1","leadRequestId":"lreq_01JD7Q4N9VB2C3D4E5F6G7H8J9","#
+                .to_string()
+                + r#""leadId":"lead_01JD7Q4N9V3X8K2M5P6R7S8T9W","#
                 + r#""buyerAccountId":"b","productId":"p","deliveryMode":"exclusive","#
                 + r#""buyerPrice":25.0,"supplierCost":12.5,"marginAmount":12.5,"#
                 + r#""status":"delivered","partnerExternalId":null,"deliveryStatus":"pending","#

@@ -40,7 +40,7 @@ impl DuplicateStatus {
 /// The earlier lead a new one duplicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DuplicateMatch {
-    pub lead_id: String,
+    pub lead_id: crate::ids::LeadId,
     /// `email` or `phone`.
     pub matched_on: &'static str,
     /// `channel`, `table` or `workspace`.
@@ -51,17 +51,17 @@ pub struct DuplicateMatch {
 /// A [`DuplicateMatch`] as shown (`duplicateMatch` of a result, stored on the lead).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DuplicateMatchView<'a> {
-    lead_id: &'a str,
+pub struct DuplicateMatchView {
+    lead_id: crate::ids::LeadId,
     matched_on: &'static str,
     scope: &'static str,
     created_at: String,
 }
 
 impl DuplicateMatch {
-    pub fn view(&self) -> DuplicateMatchView<'_> {
+    pub fn view(&self) -> DuplicateMatchView {
         DuplicateMatchView {
-            lead_id: &self.lead_id,
+            lead_id: self.lead_id,
             matched_on: self.matched_on,
             scope: self.scope,
             created_at: crate::clock::iso(self.created_at),
@@ -154,7 +154,7 @@ pub(crate) fn seen_before(
         {
             // A hash collision is another person: confirmed against the stored value.
             if matches(row.get_ref(1)?.as_str_or_null()?, key) {
-                seen.insert(crate::ids::lead_at(row, 0)?);
+                seen.insert(row.get::<_, crate::ids::LeadId>(0)?);
             }
         }
     }
@@ -199,7 +199,7 @@ pub(crate) fn find_match(
         let mut found = None;
         while let Some(row) = rows.next()? {
             if matches(row.get_ref(2)?.as_str_or_null()?) {
-                found = Some((crate::ids::lead_at(row, 0)?, row.get::<_, i64>(1)?));
+                found = Some((row.get(0)?, row.get::<_, i64>(1)?));
                 break;
             }
         }

@@ -83,16 +83,18 @@ pub(crate) struct Tombstoned {
 }
 
 /// Makes lead `id` a tombstone erased at `now`; an erased lead is left as it is.
-pub(crate) fn tombstone(conn: &Connection, id: &str, now: i64) -> rusqlite::Result<Tombstoned> {
+pub(crate) fn tombstone(
+    conn: &Connection,
+    id: crate::ids::LeadId,
+    now: i64,
+) -> rusqlite::Result<Tombstoned> {
     let leads = conn
         .prepare_cached(TOMBSTONE_LEAD)?
-        .execute(params![crate::ids::lead(id), now])?;
+        .execute(params![id, now])?;
     if leads == 0 {
         return Ok(Tombstoned::default());
     }
-    let requests = conn
-        .prepare_cached(TOMBSTONE_REQUESTS)?
-        .execute([crate::ids::lead(id)])?;
+    let requests = conn.prepare_cached(TOMBSTONE_REQUESTS)?.execute([id])?;
     Ok(Tombstoned {
         leads: leads as u64,
         requests: requests as u64,
@@ -110,18 +112,24 @@ pub(crate) fn count_with_phone(conn: &Connection, key: &str) -> rusqlite::Result
 }
 
 /// Whether lead `id` exists, and when it was erased (`Some(None)`: not erased).
-pub(crate) fn erased_at(conn: &Connection, id: &str) -> rusqlite::Result<Option<Option<i64>>> {
+pub(crate) fn erased_at(
+    conn: &Connection,
+    id: crate::ids::LeadId,
+) -> rusqlite::Result<Option<Option<i64>>> {
     conn.prepare_cached("SELECT erased_at FROM leads WHERE id = ?1")?
-        .query_row([crate::ids::lead(id)], |row| row.get(0))
+        .query_row([id], |row| row.get(0))
         .optional()
 }
 
 /// How many other leads, not erased, share lead `id`'s email or phone (to tell the
 /// operator who erased one lead of a person that more are there).
-pub(crate) fn others_with_same_contact(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+pub(crate) fn others_with_same_contact(
+    conn: &Connection,
+    id: crate::ids::LeadId,
+) -> rusqlite::Result<u64> {
     let contact: Option<(Option<String>, Option<String>)> = conn
         .prepare_cached("SELECT email, phone FROM leads WHERE id = ?1")?
-        .query_row([crate::ids::lead(id)], |row| Ok((row.get(0)?, row.get(1)?)))
+        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     let Some((email, phone)) = contact else {
         return Ok(0);
@@ -133,7 +141,7 @@ pub(crate) fn others_with_same_contact(conn: &Connection, id: &str) -> rusqlite:
     if let Some(key) = phone.as_deref().and_then(normalize::phone_key) {
         others.extend(view::with_phone(conn, &key, usize::MAX)?);
     }
-    others.remove(id);
+    others.remove(&id);
     Ok(others.len() as u64)
 }
 
@@ -164,7 +172,7 @@ pub(crate) fn older_than(
         params![source_id, quality, duplicate, after.0, after.1, cutoff],
         |row| {
             Ok(PurgeCandidate {
-                id: crate::ids::lead_at(row, 0)?,
+                id: row.get(0)?,
                 position: (row.get(1)?, row.get(2)?),
                 erased: row.get(3)?,
             })
@@ -176,7 +184,7 @@ pub(crate) fn older_than(
 /// A lead a purge passes: its id, its position on the index, whether it is a tombstone.
 #[derive(Debug, Clone)]
 pub(crate) struct PurgeCandidate {
-    pub(crate) id: String,
+    pub(crate) id: crate::ids::LeadId,
     pub(crate) position: (i64, i64),
     pub(crate) erased: bool,
 }

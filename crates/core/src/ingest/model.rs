@@ -17,6 +17,7 @@ use super::dedupe::DuplicateStatus;
 use super::quality::QualityStatus;
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::container::ContainerKind;
+use crate::ids::{LeadId, LeadRequestId};
 use leadrelay_rules::fields::FIELD_NAMES;
 
 /// A validated lead, every interest resolved to a product of the source's workspace: what
@@ -104,7 +105,7 @@ impl Interest {
 /// from the file (the `deliver` command, `lead show`, `lead list`).
 #[derive(Debug, Clone)]
 pub struct StoredLead {
-    pub(crate) id: String,
+    pub(crate) id: LeadId,
     pub(crate) source_id: String,
     pub(crate) container_id: String,
     pub(crate) container_kind: ContainerKind,
@@ -127,7 +128,7 @@ pub struct StoredLead {
 
 impl StoredLead {
     /// The request `id` of this lead.
-    pub(crate) fn request(&self, id: &str) -> Option<&StoredRequest> {
+    pub(crate) fn request(&self, id: LeadRequestId) -> Option<&StoredRequest> {
         self.requests.iter().find(|r| r.id == id)
     }
 }
@@ -135,7 +136,7 @@ impl StoredLead {
 /// A stored lead request: one interest of a stored lead, with its state.
 #[derive(Debug, Clone)]
 pub struct StoredRequest {
-    pub id: String,
+    pub id: LeadRequestId,
     pub(crate) position: i64,
     pub(crate) interest: Interest,
     pub(crate) status: RequestStatus,

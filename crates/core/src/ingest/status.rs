@@ -34,32 +34,32 @@ stored_enum! {
 /// Moves the lead's lifecycle status.
 pub(crate) fn set_lead_status(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     status: LeadStatus,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE leads SET status = ?2 WHERE id = ?1")?
-        .execute(params![crate::ids::lead(lead_id), status])?;
+        .execute(params![lead_id, status])?;
     Ok(())
 }
 
 /// Marks a request delivered (a transaction was written for it).
-pub(crate) fn mark_request_delivered(conn: &Connection, request_id: &str) -> rusqlite::Result<()> {
+pub(crate) fn mark_request_delivered(
+    conn: &Connection,
+    request_id: crate::ids::LeadRequestId,
+) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
-        .execute(params![
-            crate::ids::lead_request(request_id),
-            RequestStatus::Delivered
-        ])?;
+        .execute(params![request_id, RequestStatus::Delivered])?;
     Ok(())
 }
 
 /// Opens a request again: its last live transaction was voided, so it can be delivered
 /// again (by hand or `lead reroute`).
-pub(crate) fn reopen_request(conn: &Connection, request_id: &str) -> rusqlite::Result<()> {
+pub(crate) fn reopen_request(
+    conn: &Connection,
+    request_id: crate::ids::LeadRequestId,
+) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
-        .execute(params![
-            crate::ids::lead_request(request_id),
-            RequestStatus::Open
-        ])?;
+        .execute(params![request_id, RequestStatus::Open])?;
     Ok(())
 }
 
@@ -67,14 +67,14 @@ pub(crate) fn reopen_request(conn: &Connection, request_id: &str) -> rusqlite::R
 /// status it led to, compressed (`trace`).
 pub(crate) fn record_decision(
     conn: &Connection,
-    request_id: &str,
+    request_id: crate::ids::LeadRequestId,
     decision: &str,
     status: RequestStatus,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
         .execute(params![
-            crate::ids::lead_request(request_id),
-            super::trace::encode(decision, request_id),
+            request_id,
+            super::trace::encode(decision, &request_id.to_string()),
             status
         ])?;
     Ok(())

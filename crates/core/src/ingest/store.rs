@@ -22,6 +22,7 @@ use super::normalize;
 use super::quality::Quality;
 use super::status::{LeadStatus, RequestStatus};
 use crate::config::source::{DedupeScope, Source};
+use crate::ids::{LeadId, LeadRequestId};
 
 /// The duplicate rule's scope as shown in `duplicateMatch`: the source's container kind or
 /// `workspace`.
@@ -169,7 +170,7 @@ pub struct IngestFacts {
 /// of, as stored (status values as text, JSON columns as their text).
 #[derive(Debug)]
 pub struct StoredFacts {
-    pub lead_id: String,
+    pub lead_id: LeadId,
     pub external_id: String,
     pub quality_status: String,
     /// JSON array of reason codes.
@@ -183,7 +184,7 @@ pub struct StoredFacts {
 
 #[derive(Debug)]
 pub struct StoredRequestFacts {
-    pub id: String,
+    pub id: LeadRequestId,
     pub trigger_auto_delivery: bool,
     /// Auto-delivery's stored decision (the operator's view), when one was made.
     pub decision: Option<String>,
@@ -275,8 +276,8 @@ pub(crate) fn seen_before(
 
 /// A lead just inserted: its id and its requests' ids, by position.
 pub(crate) struct Inserted {
-    pub(crate) lead_id: String,
-    pub(crate) request_ids: Vec<String>,
+    pub(crate) lead_id: LeadId,
+    pub(crate) request_ids: Vec<LeadRequestId>,
 }
 
 /// Inserts `lead` of `source`, judged as `ingest`, and its lead requests; returns their
@@ -289,18 +290,18 @@ pub(crate) fn insert(
     ingest: &IngestFacts,
     now: i64,
 ) -> Result<Inserted, IngestError> {
-    let lead_id = crate::ids::new("lead");
-    let request_ids: Vec<String> = lead
+    let lead_id = LeadId::generate();
+    let request_ids: Vec<LeadRequestId> = lead
         .lead
         .interests
         .iter()
-        .map(|_| crate::ids::new("lreq"))
+        .map(|_| LeadRequestId::generate())
         .collect();
     insert_lead(
         &mut statements.insert_lead,
         source,
         lead,
-        &lead_id,
+        lead_id,
         ingest,
         now,
     )?;
@@ -324,8 +325,8 @@ pub(crate) fn insert(
             None => insert_request.insert(conn.prepare_cached(INSERT_REQUEST)?),
         };
         insert_request.execute(params![
-            crate::ids::lead_request(request_id),
-            crate::ids::lead(&lead_id),
+            request_id,
+            lead_id,
             position as i64,
             interest.product_id,
             interest.routing_ready,
@@ -389,8 +390,11 @@ pub(crate) fn is_replay(
 /// A valid lead as it will be stored, before the writer job (no ids yet, no duplicate
 /// found): what the bidders' eligibility is read for (`accept::bids`).
 pub(crate) fn unstored_lead(source: &Source, lead: &PreparedLead, now: i64) -> StoredLead {
-    let request_ids = vec![String::new(); lead.lead.interests.len()];
-    stored_lead(source, lead, String::new(), &request_ids, None, now)
+    // Placeholders that name no stored row.
+    let request_ids: Vec<LeadRequestId> = (0..lead.lead.interests.len())
+        .map(|_| LeadRequestId::generate())
+        .collect();
+    stored_lead(source, lead, LeadId::generate(), &request_ids, None, now)
 }
 
 /// The lead just inserted, as stored: the same values the inserts bound, handed on so that
@@ -398,8 +402,8 @@ pub(crate) fn unstored_lead(source: &Source, lead: &PreparedLead, now: i64) -> S
 pub(crate) fn stored_lead(
     source: &Source,
     lead: &PreparedLead,
-    id: String,
-    request_ids: &[String],
+    id: LeadId,
+    request_ids: &[LeadRequestId],
     ingest: Option<&IngestFacts>,
     now: i64,
 ) -> StoredLead {
@@ -427,7 +431,7 @@ pub(crate) fn stored_lead(
             .zip(request_ids)
             .enumerate()
             .map(|(position, (interest, id))| StoredRequest {
-                id: id.clone(),
+                id: *id,
                 position: position as i64,
                 interest: interest.clone(),
                 status: RequestStatus::Open,
@@ -442,7 +446,7 @@ fn insert_lead(
     insert: &mut rusqlite::Statement,
     source: &Source,
     lead: &PreparedLead,
-    lead_id: &str,
+    lead_id: LeadId,
     ingest: &IngestFacts,
     now: i64,
 ) -> Result<(), IngestError> {
@@ -456,7 +460,7 @@ fn insert_lead(
     let consent = &fields.consent;
     let capture = &fields.capture;
     insert.execute(params![
-        crate::ids::lead(lead_id),
+        lead_id,
         source.id,
         source.container_id,
         source.workspace_id,
@@ -505,7 +509,7 @@ fn find_external(
     let found = find
         .query_row(params![source_id, external_id], |row| {
             Ok(StoredFacts {
-                lead_id: crate::ids::lead_at(row, 0)?,
+                lead_id: row.get(0)?,
                 external_id: external_id.to_string(),
                 quality_status: row.get(1)?,
                 quality_reasons: row.get(2)?,
@@ -520,11 +524,11 @@ fn find_external(
     };
     facts.requests = conn
         .prepare_cached(FIND_REQUESTS)?
-        .query_map([crate::ids::lead(&facts.lead_id)], |row| {
-            let id = crate::ids::lead_request_at(row, 0)?;
+        .query_map([facts.lead_id], |row| {
+            let id: LeadRequestId = row.get(0)?;
             Ok(StoredRequestFacts {
                 trigger_auto_delivery: row.get(1)?,
-                decision: super::trace::decode(row.get_ref(2)?, &id)?,
+                decision: super::trace::decode(row.get_ref(2)?, &id.to_string())?,
                 id,
             })
         })?
@@ -553,8 +557,8 @@ pub(crate) fn compress_legacy_traces(
         last = Some(rowid);
         if let rusqlite::types::ValueRef::Text(_) = row.get_ref(2)? {
             let json = row.get_ref(2)?.as_str()?;
-            let id = crate::ids::lead_request_at(row, 1)?;
-            encoded.push((rowid, super::trace::encode(json, &id)));
+            let id: LeadRequestId = row.get(1)?;
+            encoded.push((rowid, super::trace::encode(json, &id.to_string())));
         }
     }
     let mut update = conn.prepare("UPDATE lead_requests SET decision = ?2 WHERE rowid = ?1")?;

@@ -16,6 +16,7 @@ use super::quality::QualityStatus;
 use super::status::LeadStatus;
 use super::{body, normalize};
 use crate::config::container::ContainerKind;
+use crate::ids::{LeadId, LeadRequestId};
 
 const LEAD_COLUMNS: &str = "l.id, l.source_id, l.container_id, c.kind, l.workspace_id, \
     l.external_id, l.first_name, l.last_name, l.email, l.phone, l.street, l.house_number, \
@@ -31,7 +32,7 @@ fn json_column<T: serde::de::DeserializeOwned>(text: Option<String>) -> Option<T
 
 fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
     Ok(StoredLead {
-        id: crate::ids::lead_at(row, 0)?,
+        id: row.get(0)?,
         source_id: row.get(1)?,
         container_id: row.get(2)?,
         container_kind: row.get(3)?,
@@ -80,13 +81,13 @@ fn lead_from_row(row: &Row) -> rusqlite::Result<StoredLead> {
 /// Up to `limit` leads, not yet erased, whose email has duplicate key `key`
 /// (`normalize::email_key`), oldest first: found by the key's hash on the `leads_email`
 /// index, each confirmed against its stored email (an erased lead has no hash).
-pub fn with_email(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
+pub fn with_email(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<LeadId>> {
     let sql = "SELECT id, email FROM leads WHERE email_key = ?1 ORDER BY created_at";
     confirmed(conn, sql, key, limit, normalize::email_matches)
 }
 
 /// [`with_email`] by the phone's digits (`normalize::phone_key`).
-pub fn with_phone(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<String>> {
+pub fn with_phone(conn: &Connection, key: &str, limit: usize) -> rusqlite::Result<Vec<LeadId>> {
     let sql = "SELECT id, phone FROM leads WHERE phone_key = ?1 ORDER BY created_at";
     confirmed(conn, sql, key, limit, normalize::phone_matches)
 }
@@ -98,7 +99,7 @@ fn confirmed(
     key: &str,
     limit: usize,
     matches: fn(Option<&str>, &str) -> bool,
-) -> rusqlite::Result<Vec<String>> {
+) -> rusqlite::Result<Vec<LeadId>> {
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query([normalize::key_hash(key)])?;
     let mut ids = Vec::new();
@@ -106,20 +107,20 @@ fn confirmed(
         && let Some(row) = rows.next()?
     {
         if matches(row.get_ref(1)?.as_str_or_null()?, key) {
-            ids.push(crate::ids::lead_at(row, 0)?);
+            ids.push(row.get(0)?);
         }
     }
     Ok(ids)
 }
 
 /// The lead `id` with its requests, or `None`.
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredLead>> {
+pub fn find(conn: &Connection, id: LeadId) -> rusqlite::Result<Option<StoredLead>> {
     let found = conn
         .prepare_cached(&format!(
             "SELECT {LEAD_COLUMNS} FROM leads l JOIN containers c ON c.id = l.container_id
              WHERE l.id = ?1"
         ))?
-        .query_row([crate::ids::lead(id)], lead_from_row)
+        .query_row([id], lead_from_row)
         .optional()?;
     with_requests(conn, found)
 }
@@ -127,14 +128,14 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<StoredLead>>
 /// The lead that lead request `request_id` belongs to, with its requests, or `None`.
 pub(crate) fn find_by_request(
     conn: &Connection,
-    request_id: &str,
+    request_id: LeadRequestId,
 ) -> rusqlite::Result<Option<StoredLead>> {
     let found = conn
         .prepare_cached(&format!(
             "SELECT {LEAD_COLUMNS} FROM lead_requests r JOIN leads l ON l.id = r.lead_id
              JOIN containers c ON c.id = l.container_id WHERE r.id = ?1"
         ))?
-        .query_row([crate::ids::lead_request(request_id)], lead_from_row)
+        .query_row([request_id], lead_from_row)
         .optional()?;
     with_requests(conn, found)
 }
@@ -146,20 +147,20 @@ fn with_requests(
     let Some(mut lead) = lead else {
         return Ok(None);
     };
-    lead.requests = requests_of(conn, &lead.id)?;
+    lead.requests = requests_of(conn, lead.id)?;
     Ok(Some(lead))
 }
 
 /// The lead's requests with their products, in the order they were given.
-fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredRequest>> {
+fn requests_of(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<Vec<StoredRequest>> {
     let mut stmt = conn.prepare_cached(
         "SELECT r.id, r.position, r.product_id, p.slug, p.name, r.routing_ready,
                 r.trigger_auto_delivery, r.field_values, r.status, r.decision, r.created_at
          FROM lead_requests r JOIN products p ON p.id = r.product_id
          WHERE r.lead_id = ?1 ORDER BY r.position",
     )?;
-    stmt.query_map([crate::ids::lead(lead_id)], |row| {
-        let id = crate::ids::lead_request_at(row, 0)?;
+    stmt.query_map([lead_id], |row| {
+        let id: LeadRequestId = row.get(0)?;
         Ok(StoredRequest {
             position: row.get(1)?,
             interest: Interest {
@@ -171,7 +172,7 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
                 field_values: json_column(row.get(7)?).unwrap_or_default(),
             },
             status: row.get(8)?,
-            decision: json_column(super::trace::decode(row.get_ref(9)?, &id)?),
+            decision: json_column(super::trace::decode(row.get_ref(9)?, &id.to_string())?),
             created_at: row.get(10)?,
             id,
         })
@@ -181,18 +182,18 @@ fn requests_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<Vec<StoredR
 
 /// The raw body the lead came in (the batch item for a batch), as received; `None` for an
 /// unknown lead or one without a body (erased).
-pub fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError> {
+pub fn raw_body(conn: &Connection, id: LeadId) -> Result<Option<String>, ViewError> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT body, {} FROM leads WHERE id = ?1",
         body::COLUMN_NAMES
     ))?;
-    let mut rows = stmt.query([crate::ids::lead(id)])?;
+    let mut rows = stmt.query([id])?;
     let Some(row) = rows.next()? else {
         return Ok(None);
     };
     let columns = body::Columns::at(row, 1)?;
     body::decode(row.get_ref(0)?, &columns).map_err(|e| ViewError::Body {
-        lead_id: id.to_string(),
+        lead_id: id,
         error: e,
     })
 }
@@ -202,7 +203,7 @@ pub fn raw_body(conn: &Connection, id: &str) -> Result<Option<String>, ViewError
 pub enum ViewError {
     #[error("the raw body of lead '{lead_id}' cannot be read: {error}")]
     Body {
-        lead_id: String,
+        lead_id: LeadId,
         error: body::BodyError,
     },
     #[error(transparent)]
@@ -227,7 +228,7 @@ pub struct LeadFilter {
     pub to_ms: Option<i64>,
     /// Only the leads after this one in the list's order (newest first: older ones), for
     /// paging with the last id of the previous page.
-    pub after_id: Option<String>,
+    pub after_id: Option<LeadId>,
 }
 
 /// The order leads are read in: by creation time, then rowid (rows are inserted by the one
@@ -302,7 +303,7 @@ impl LeadFilter {
             sql.push(pick("l.created_at < ?", "+l.created_at < ?"));
             values.push(to.into());
         }
-        if let Some(after) = &self.after_id {
+        if let Some(after) = self.after_id {
             // The time bound is the index range; the row value then orders the leads of
             // that same millisecond by rowid.
             sql.push(pick(
@@ -311,8 +312,8 @@ impl LeadFilter {
                 "+l.created_at <= (SELECT created_at FROM leads WHERE id = ?) \
                  AND (l.created_at, l.rowid) < (SELECT created_at, rowid FROM leads WHERE id = ?)",
             ));
-            values.push(crate::ids::lead(after).value());
-            values.push(crate::ids::lead(after).value());
+            values.push(rusqlite::types::Value::from(after));
+            values.push(rusqlite::types::Value::from(after));
         }
         (sql.join(" AND "), values)
     }
@@ -424,7 +425,7 @@ pub fn list(
         .query_map(params_from_iter(values), lead_from_row)?
         .collect::<Result<_, _>>()?;
     for lead in &mut leads {
-        lead.requests = requests_of(conn, &lead.id)?;
+        lead.requests = requests_of(conn, lead.id)?;
     }
     Ok(leads)
 }
@@ -442,7 +443,7 @@ pub fn for_each<E: From<rusqlite::Error>>(
     let mut rows = stmt.query(params_from_iter(values))?;
     while let Some(row) = rows.next()? {
         let mut lead = lead_from_row(row)?;
-        lead.requests = requests_of(conn, &lead.id)?;
+        lead.requests = requests_of(conn, lead.id)?;
         each(&lead)?;
     }
     Ok(())
@@ -453,7 +454,7 @@ impl StoredLead {
     pub fn view(&self) -> StoredLeadView<'_> {
         let fields = &self.fields;
         StoredLeadView {
-            id: &self.id,
+            id: self.id,
             source_id: &self.source_id,
             container: ContainerId(self.container_kind, &self.container_id),
             workspace_id: &self.workspace_id,
@@ -490,7 +491,7 @@ impl StoredLead {
     pub fn summary(&self) -> LeadSummaryView<'_> {
         let person = &self.fields.person;
         LeadSummaryView {
-            id: &self.id,
+            id: self.id,
             source_id: &self.source_id,
             container: ContainerId(self.container_kind, &self.container_id),
             external_id: self.fields.external_id.as_deref(),
@@ -506,7 +507,7 @@ impl StoredLead {
                 .iter()
                 .map(|r| r.interest.product_slug.as_str())
                 .collect(),
-            request_ids: self.requests.iter().map(|r| r.id.as_str()).collect(),
+            request_ids: self.requests.iter().map(|r| r.id).collect(),
             created_at: crate::clock::iso(self.created_at),
             erased: self.erased_at.is_some(),
         }
@@ -534,7 +535,7 @@ impl<S: AsRef<str>> Serialize for ContainerId<S> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredLeadView<'a> {
-    id: &'a str,
+    id: LeadId,
     source_id: &'a str,
     #[serde(flatten)]
     container: ContainerId<&'a str>,
@@ -587,7 +588,7 @@ impl<const N: usize> Serialize for Pairs<'_, N> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct RequestView<'a> {
-    id: &'a str,
+    id: LeadRequestId,
     position: i64,
     product_id: &'a str,
     product_slug: &'a str,
@@ -606,7 +607,7 @@ struct RequestView<'a> {
 fn request_view(request: &StoredRequest) -> RequestView<'_> {
     let interest = &request.interest;
     RequestView {
-        id: &request.id,
+        id: request.id,
         position: request.position,
         product_id: &interest.product_id,
         product_slug: &interest.product_slug,
@@ -624,7 +625,7 @@ fn request_view(request: &StoredRequest) -> RequestView<'_> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeadSummaryView<'a> {
-    id: &'a str,
+    id: LeadId,
     source_id: &'a str,
     #[serde(flatten)]
     container: ContainerId<&'a str>,
@@ -637,7 +638,7 @@ pub struct LeadSummaryView<'a> {
     duplicate_status: &'static str,
     status: &'static str,
     products: Vec<&'a str>,
-    request_ids: Vec<&'a str>,
+    request_ids: Vec<LeadRequestId>,
     created_at: String,
     erased: bool,
 }
@@ -675,7 +676,7 @@ mod tests {
                 LeadFilter {
                     source_id: text("src"),
                     status: Some(LeadStatus::Active),
-                    after_id: text("lead"),
+                    after_id: Some(crate::ids::LeadId::generate()),
                     ..LeadFilter::default()
                 },
             ),
@@ -707,7 +708,7 @@ mod tests {
                 "time and a page",
                 LeadFilter {
                     from_ms: Some(1),
-                    after_id: text("lead"),
+                    after_id: Some(crate::ids::LeadId::generate()),
                     ..LeadFilter::default()
                 },
             ),

@@ -157,7 +157,7 @@ pub(crate) struct SupplierHolding {
 /// supplier and transaction, the sum of its rows, where it is not 0.
 pub(crate) fn supplier_holdings_of_lead(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<Vec<SupplierHolding>> {
     let mut stmt = conn.prepare_cached(
         "SELECT e.workspace_id, e.supplier_id, e.transaction_id, sum(e.amount_cents)
@@ -167,7 +167,7 @@ pub(crate) fn supplier_holdings_of_lead(
          HAVING sum(e.amount_cents) <> 0
          ORDER BY e.transaction_id, e.supplier_id",
     )?;
-    let rows = stmt.query_map([crate::ids::lead(lead_id)], |row| {
+    let rows = stmt.query_map([lead_id], |row| {
         Ok(SupplierHolding {
             workspace_id: row.get(0)?,
             supplier_id: row.get(1)?,

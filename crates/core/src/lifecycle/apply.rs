@@ -219,7 +219,7 @@ pub(super) fn end_sale(
             None,
         )?;
     }
-    super::clawback::open_when_all_void(conn, &current.lead_id, now)?;
+    super::clawback::open_when_all_void(conn, current.lead_id, now)?;
     Ok(refunded)
 }
 
@@ -330,8 +330,8 @@ mod tests {
         Transaction {
             bid: None,
             id: "txn_1".into(),
-            lead_request_id: "lreq_1".into(),
-            lead_id: "lead_1".into(),
+            lead_request_id: crate::ids::LeadRequestId::generate(),
+            lead_id: crate::ids::LeadId::generate(),
             buyer_id: "b".into(),
             product_id: "p".into(),
             workspace_id: "ws".into(),

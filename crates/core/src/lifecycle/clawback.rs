@@ -40,7 +40,7 @@ stored_enum! {
 #[derive(Debug, Clone)]
 pub struct SupplierCancellation {
     pub id: String,
-    pub lead_id: String,
+    pub lead_id: crate::ids::LeadId,
     pub supplier_id: String,
     pub status: CancellationStatus,
     pub origin: Origin,
@@ -54,7 +54,7 @@ impl SupplierCancellation {
     pub fn view(&self) -> SupplierCancellationView<'_> {
         SupplierCancellationView {
             id: &self.id,
-            lead_id: &self.lead_id,
+            lead_id: self.lead_id,
             supplier_id: &self.supplier_id,
             status: self.status.as_str(),
             origin: self.origin.as_str(),
@@ -76,7 +76,7 @@ impl SupplierCancellation {
 #[serde(rename_all = "camelCase")]
 pub struct SupplierCancellationView<'a> {
     id: &'a str,
-    lead_id: &'a str,
+    lead_id: crate::ids::LeadId,
     supplier_id: &'a str,
     status: &'static str,
     origin: &'static str,
@@ -92,7 +92,7 @@ const COLUMNS: &str =
 fn from_row(row: &Row) -> rusqlite::Result<SupplierCancellation> {
     Ok(SupplierCancellation {
         id: row.get(0)?,
-        lead_id: crate::ids::lead_at(row, 1)?,
+        lead_id: row.get(1)?,
         supplier_id: row.get(2)?,
         status: row.get(3)?,
         origin: row.get(4)?,
@@ -106,12 +106,12 @@ fn from_row(row: &Row) -> rusqlite::Result<SupplierCancellation> {
 /// The supplier cancellation of a lead, if one was ever opened.
 pub(crate) fn of_lead(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<Option<SupplierCancellation>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM supplier_cancellations WHERE lead_id = ?1"
     ))?
-    .query_row([crate::ids::lead(lead_id)], from_row)
+    .query_row([lead_id], from_row)
     .optional()
 }
 
@@ -123,13 +123,13 @@ pub(crate) struct LeadSupply {
 
 pub(crate) fn lead_supply(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<Option<LeadSupply>> {
     conn.prepare_cached(
         "SELECT l.status, s.supplier_id FROM leads l JOIN sources s ON s.id = l.source_id
          WHERE l.id = ?1",
     )?
-    .query_row([crate::ids::lead(lead_id)], |row| {
+    .query_row([lead_id], |row| {
         Ok(LeadSupply {
             status: row.get(0)?,
             supplier_id: row.get(1)?,
@@ -140,7 +140,7 @@ pub(crate) fn lead_supply(
 
 fn open(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     supplier_id: &str,
     origin: Origin,
     reason: &str,
@@ -154,7 +154,7 @@ fn open(
     )?
     .execute(params![
         id,
-        crate::ids::lead(lead_id),
+        lead_id,
         supplier_id,
         CancellationStatus::Pending,
         origin,
@@ -164,7 +164,7 @@ fn open(
     status::set_lead_status(conn, lead_id, LeadStatus::CancellationPending)?;
     Ok(SupplierCancellation {
         id,
-        lead_id: lead_id.to_string(),
+        lead_id,
         supplier_id: supplier_id.to_string(),
         status: CancellationStatus::Pending,
         origin,
@@ -180,7 +180,7 @@ fn open(
 /// Returns the cancellation it opened.
 pub(crate) fn open_when_all_void(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     now: i64,
 ) -> rusqlite::Result<Option<SupplierCancellation>> {
     let (total, void) = crate::delivery::transaction::void_tally(conn, lead_id)?;
@@ -220,25 +220,28 @@ pub(crate) fn resolve(
         CancellationStatus::Acknowledged => LeadStatus::Cancelled,
         CancellationStatus::Rejected | CancellationStatus::Pending => LeadStatus::Active,
     };
-    status::set_lead_status(conn, &cancellation.lead_id, lead_status)
+    status::set_lead_status(conn, cancellation.lead_id, lead_status)
 }
 
 /// Removes the free-text reasons (the operator's and the supplier's) of lead `lead_id`'s
 /// cancellation for an erasure; its status and times stay.
-pub(crate) fn erase_reasons(conn: &Connection, lead_id: &str) -> rusqlite::Result<u64> {
+pub(crate) fn erase_reasons(
+    conn: &Connection,
+    lead_id: crate::ids::LeadId,
+) -> rusqlite::Result<u64> {
     let changed = conn
         .prepare_cached(
             "UPDATE supplier_cancellations SET reason = NULL, response_reason = NULL
              WHERE lead_id = ?1 AND (reason IS NOT NULL OR response_reason IS NOT NULL)",
         )?
-        .execute([crate::ids::lead(lead_id)])?;
+        .execute([lead_id])?;
     Ok(changed as u64)
 }
 
 /// `leadrelay lead cancel ID --reason R`: opens a supplier cancellation by hand.
 pub fn open_by_operator(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     reason: &str,
     now: i64,
 ) -> Result<SupplierCancellation, LifecycleError> {

@@ -39,6 +39,7 @@ pub(crate) struct BuyerCall {
 /// A supplier's answer to a lead cancellation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SupplierAnswer {
+    /// As sent: text that is not one of our lead ids names no lead (`supplier::answer`).
     pub lead_id: String,
     /// `acknowledged` (true) or `rejected` (false).
     pub acknowledged: bool,

@@ -47,7 +47,7 @@ impl Answered {
         AnsweredView {
             accepted: true,
             code: self.code(),
-            lead_id: &self.cancellation.lead_id,
+            lead_id: self.cancellation.lead_id,
             already_applied: self.already_applied,
             outcome: self.outcome(),
             cancellation: self.cancellation.view(),
@@ -66,7 +66,7 @@ impl Answered {
 pub struct AnsweredView<'a> {
     accepted: bool,
     code: &'static str,
-    lead_id: &'a str,
+    lead_id: crate::ids::LeadId,
     already_applied: bool,
     outcome: &'static str,
     cancellation: SupplierCancellationView<'a>,
@@ -97,11 +97,13 @@ pub(crate) fn answer(
     answer: &SupplierAnswer,
     now: i64,
 ) -> Result<Answered, LifecycleError> {
-    let Some(cancellation) = clawback::of_lead(conn, &answer.lead_id)? else {
+    // Text that is not one of our lead ids names no lead.
+    let lead_id = crate::ids::LeadId::parse(&answer.lead_id).ok_or(LifecycleError::LeadNotFound)?;
+    let Some(cancellation) = clawback::of_lead(conn, lead_id)? else {
         // A lead of this supplier without a cancellation, or not this supplier's lead (or
         // no lead at all): the second answer is the same as the third, so a supplier learns
         // nothing about other suppliers' leads.
-        let supply = clawback::lead_supply(conn, &answer.lead_id)?;
+        let supply = clawback::lead_supply(conn, lead_id)?;
         return match supply {
             Some(s) if s.supplier_id.as_deref() == Some(supplier.id.as_str()) => {
                 Err(LifecycleError::NoCancellationRequested)
@@ -133,9 +135,9 @@ pub(crate) fn answer(
     }
     clawback::resolve(conn, &cancellation, wanted, answer.reason.as_deref(), now)?;
     if answer.acknowledged {
-        reverse_supplier_cost(conn, &answer.lead_id, &supplier.id, now)?;
+        reverse_supplier_cost(conn, lead_id, &supplier.id, now)?;
     }
-    let cancellation = clawback::of_lead(conn, &answer.lead_id)?
+    let cancellation = clawback::of_lead(conn, lead_id)?
         .expect("the cancellation was read in this job and nothing deletes it");
     let changes = crate::audit::Changes::new().set(
         "cancellation",
@@ -162,7 +164,7 @@ pub(crate) fn answer(
 /// held on the lead's transactions goes back, one `supplier_reversal` row per transaction.
 fn reverse_supplier_cost(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     supplier_id: &str,
     now: i64,
 ) -> rusqlite::Result<()> {

@@ -121,11 +121,11 @@ pub(super) fn take_back(
     if event_cancelled {
         transaction::set_delivery_status(conn, &current.id, DeliveryStatus::Failed, None)?;
     }
-    let request_open = !transaction::of_request(conn, &current.lead_request_id)?
+    let request_open = !transaction::of_request(conn, current.lead_request_id)?
         .iter()
         .any(|t| t.status.is_live());
     if request_open {
-        crate::ingest::status::reopen_request(conn, &current.lead_request_id)?;
+        crate::ingest::status::reopen_request(conn, current.lead_request_id)?;
     }
     Ok((refunded, event_cancelled, request_open))
 }

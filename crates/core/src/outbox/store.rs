@@ -778,7 +778,7 @@ pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Resu
 /// exactly what was sent).
 pub(crate) fn latest_payload(
     conn: &Connection,
-    lead_id: &str,
+    lead_id: crate::ids::LeadId,
     buyer_id: &str,
 ) -> rusqlite::Result<Option<String>> {
     conn.prepare_cached(
@@ -786,9 +786,7 @@ pub(crate) fn latest_payload(
          WHERE t.lead_id = ?1 AND t.buyer_id = ?2
          ORDER BY e.created_at DESC, e.id DESC LIMIT 1",
     )?
-    .query_row(params![crate::ids::lead(lead_id), buyer_id], |row| {
-        row.get(0)
-    })
+    .query_row(params![lead_id, buyer_id], |row| row.get(0))
     .optional()
 }
 

@@ -135,8 +135,9 @@ async fn decide(
         .next()
         .ok_or_else(|| PingError::Internal("a ping without its product".into()))?;
     let prepared = PreparedPing {
+        id,
         lead: StoredLead {
-            id: id.clone(),
+            id: crate::ids::LeadId::generate(),
             source_id: source.id.clone(),
             container_id: source.container_id.clone(),
             container_kind: source.container_kind,
@@ -151,7 +152,7 @@ async fn decide(
             checks: Vec::new(),
             created_at: now,
             requests: vec![StoredRequest {
-                id,
+                id: crate::ids::LeadRequestId::generate(),
                 position: 0,
                 interest,
                 status: RequestStatus::Open,

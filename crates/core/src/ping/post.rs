@@ -13,7 +13,7 @@
 use rusqlite::Connection;
 
 use super::store::{self, Ping, PingStatus};
-use crate::autodelivery::decision::{self, RequestDecision, RequestReason};
+use crate::autodelivery::decision::{self, RequestDecision, RequestReason, Subject};
 use crate::autodelivery::eligibility::{Candidate, Reason};
 use crate::autodelivery::{self, Attempt, AutoDeliveryError, Settings};
 use crate::config::source::Source;
@@ -143,7 +143,7 @@ pub(crate) fn release(
     conn: &Connection,
     claim: &Claim,
     reason: &str,
-    lead_id: Option<&str>,
+    lead_id: Option<crate::ids::LeadId>,
     now: i64,
 ) -> rusqlite::Result<()> {
     store::end(
@@ -194,7 +194,7 @@ pub(crate) fn complete(
     now: i64,
 ) -> Result<RequestDecision, AutoDeliveryError> {
     let stop = |reason| RequestDecision {
-        request_id: request.id.clone(),
+        request_id: Subject::Request(request.id),
         reason,
         evaluation: None,
         deliveries: Vec::new(),
@@ -209,7 +209,7 @@ pub(crate) fn complete(
         None
     };
     if let Some(reason) = refused {
-        release(conn, claim, reason.code(), Some(&lead.id), now)?;
+        release(conn, claim, reason.code(), Some(lead.id), now)?;
         let decision = stop(reason);
         store_decision(conn, &decision, &claim.ping.id)?;
         return Ok(decision);
@@ -219,7 +219,7 @@ pub(crate) fn complete(
         &claim.ping.id,
         PingStatus::Posted,
         None,
-        Some(&lead.id),
+        Some(lead.id),
         now,
     )?;
     let settings =
@@ -272,7 +272,7 @@ pub(crate) fn complete(
         };
         let delivered = delivery::deliver_lead(conn, &order);
         Ok(
-            match autodelivery::refusal_of(delivered, &request.id, &c.buyer_id)? {
+            match autodelivery::refusal_of(delivered, request.id, &c.buyer_id)? {
                 Attempt::Taken(d) => Attempt::Taken(decision::Delivery {
                     transaction_id: d.transaction_id,
                     buyer_id: d.buyer_id,
@@ -289,7 +289,7 @@ pub(crate) fn complete(
         )
     })?;
     let decision = RequestDecision {
-        request_id: request.id.clone(),
+        request_id: Subject::Request(request.id),
         reason: if deliveries.is_empty() {
             RequestReason::NoEligibleBuyer
         } else {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::PingError;
 use super::store::{self, NewPing, PingStatus, Reservation};
-use crate::autodelivery::decision::{RequestDecision, RequestReason, Stored};
+use crate::autodelivery::decision::{RequestDecision, RequestReason, Stored, Subject};
 use crate::autodelivery::eligibility::{self, Candidate};
 use crate::autodelivery::features::{Feature, Features};
 use crate::autodelivery::{self, Attempt, ProductTerms, Settings, evaluator, select};
@@ -24,6 +24,10 @@ use crate::ingest::model::{StoredLead, StoredRequest};
 /// A checked ping, ready for the writer: the lead it stands for (no person: the fields a
 /// ping may carry) with its one request, whose id is the ping's.
 pub(crate) struct PreparedPing {
+    /// The ping's id (`png_…`).
+    pub(crate) id: String,
+    /// The lead the ping describes, as eligibility reads one; its ids are placeholders that
+    /// name no stored row (a post makes the lead with its own).
     pub(crate) lead: StoredLead,
     pub(crate) email_sha256: Option<String>,
     pub(crate) phone_sha256: Option<String>,
@@ -242,7 +246,7 @@ pub(crate) fn decide(
     };
     let accepted = !reserved.is_empty();
     let decision = RequestDecision {
-        request_id: request.id.clone(),
+        request_id: Subject::Ping(ping.id.clone()),
         reason,
         evaluation,
         deliveries: Vec::new(),
@@ -258,7 +262,7 @@ pub(crate) fn decide(
             .or(product.default_cost_cents)
             .unwrap_or(0);
         PingAnswer {
-            ping_id: request.id.clone(),
+            ping_id: ping.id.clone(),
             status: PingStatus::Accepted,
             reason: None,
             payout_cents: Some(payout(
@@ -270,7 +274,7 @@ pub(crate) fn decide(
         }
     } else {
         PingAnswer {
-            ping_id: request.id.clone(),
+            ping_id: ping.id.clone(),
             status: PingStatus::Rejected,
             reason: Some(reason.code()),
             payout_cents: None,

@@ -227,7 +227,7 @@ pub(crate) fn end(
     ping_id: &str,
     status: PingStatus,
     reason: Option<&str>,
-    lead_id: Option<&str>,
+    lead_id: Option<crate::ids::LeadId>,
     now: i64,
 ) -> rusqlite::Result<Vec<Reservation>> {
     let changed = conn
@@ -236,13 +236,7 @@ pub(crate) fn end(
                 ended_at = ?5
              WHERE id = ?1 AND status = 'accepted'",
         )?
-        .execute(params![
-            ping_id,
-            status,
-            reason,
-            lead_id.map(crate::ids::lead),
-            now
-        ])?;
+        .execute(params![ping_id, status, reason, lead_id, now])?;
     if changed == 0 {
         return Ok(Vec::new());
     }
@@ -335,7 +329,7 @@ pub(crate) fn delete_unposted_before(
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Tie<'a> {
     /// The ping whose post made this lead.
-    Lead(&'a str),
+    Lead(crate::ids::LeadId),
     /// Every ping that promised this email hash (`secrets::hash` of the duplicate key).
     EmailHash(&'a str),
     /// Every ping that promised this phone hash.
@@ -368,7 +362,7 @@ pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64>
     let (sql, value) = match tie {
         Tie::Lead(id) => (
             "SELECT id, body FROM pings WHERE lead_id = ?1",
-            crate::ids::lead(id).value(),
+            rusqlite::types::Value::from(id),
         ),
         Tie::EmailHash(hash) => (
             "SELECT id, body FROM pings WHERE email_sha256 = ?1",
@@ -412,7 +406,7 @@ pub struct Ping {
     pub reason: Option<String>,
     pub payout_cents: Option<i64>,
     pub decision: Option<String>,
-    pub lead_id: Option<String>,
+    pub lead_id: Option<crate::ids::LeadId>,
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub ended_at: Option<i64>,
@@ -436,7 +430,7 @@ pub struct PingView<'a> {
     status: &'static str,
     reason: Option<&'a str>,
     payout: Option<f64>,
-    lead_id: Option<&'a str>,
+    lead_id: Option<crate::ids::LeadId>,
     created_at: String,
     expires_at: Option<String>,
     ended_at: Option<String>,
@@ -466,7 +460,7 @@ impl Ping {
             status: self.status_at(now).as_str(),
             reason: self.reason.as_deref(),
             payout: self.payout_cents.map(crate::money::as_f64),
-            lead_id: self.lead_id.as_deref(),
+            lead_id: self.lead_id,
             created_at: crate::clock::iso(self.created_at),
             expires_at: self.expires_at.map(crate::clock::iso),
             ended_at: self.ended_at.map(crate::clock::iso),
@@ -499,7 +493,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Ping> {
         reason: row.get(9)?,
         payout_cents: row.get(10)?,
         decision,
-        lead_id: crate::ids::expand_at(row, 12, crate::ids::LEAD)?,
+        lead_id: row.get(12)?,
         created_at: row.get(13)?,
         expires_at: row.get(14)?,
         ended_at: row.get(15)?,
@@ -513,11 +507,14 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
 }
 
 /// The ping whose post made lead `lead_id` (`posted`), if any.
-pub(crate) fn posted_of_lead(conn: &Connection, lead_id: &str) -> rusqlite::Result<Option<Ping>> {
+pub(crate) fn posted_of_lead(
+    conn: &Connection,
+    lead_id: crate::ids::LeadId,
+) -> rusqlite::Result<Option<Ping>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM pings WHERE lead_id = ?1 AND status = 'posted'"
     ))?
-    .query_row([crate::ids::lead(lead_id)], from_row)
+    .query_row([lead_id], from_row)
     .optional()
 }
 

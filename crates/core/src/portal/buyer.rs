@@ -196,10 +196,7 @@ pub fn leads(
     for lead_id in &contacts {
         found.extend(
             by_lead
-                .query_map(
-                    params![buyer_id, crate::ids::lead(lead_id), status],
-                    row_from,
-                )?
+                .query_map(params![buyer_id, lead_id, status], row_from)?
                 .collect::<Result<Vec<_>, _>>()?,
         );
     }

@@ -138,7 +138,7 @@ impl Outcome {
 
 /// A lead as the supplier sees it.
 pub struct LeadRow {
-    pub id: String,
+    pub id: crate::ids::LeadId,
     pub created_at: i64,
     pub source_id: String,
     pub external_id: Option<String>,
@@ -153,19 +153,19 @@ pub struct LeadRow {
 
 /// Whether the lead was sold, and whether a sale of it was returned (cancelled, or a return
 /// waiting for review).
-fn sale_of(conn: &Connection, lead_id: &str) -> rusqlite::Result<(bool, bool)> {
+fn sale_of(conn: &Connection, lead_id: crate::ids::LeadId) -> rusqlite::Result<(bool, bool)> {
     conn.prepare_cached(
         "SELECT count(*) > 0, coalesce(sum(status = 'cancelled' OR status = 'return_requested'), 0) > 0
          FROM transactions WHERE lead_id = ?1",
     )?
-    .query_row([crate::ids::lead(lead_id)], |row| Ok((row.get(0)?, row.get(1)?)))
+    .query_row([lead_id], |row| Ok((row.get(0)?, row.get(1)?)))
 }
 
 fn row_of(conn: &Connection, lead: &StoredLead) -> rusqlite::Result<LeadRow> {
-    let (sold, returned) = sale_of(conn, &lead.id)?;
+    let (sold, returned) = sale_of(conn, lead.id)?;
     let person = &lead.fields.person;
     Ok(LeadRow {
-        id: lead.id.clone(),
+        id: lead.id,
         created_at: lead.created_at,
         source_id: lead.source_id.clone(),
         external_id: lead.fields.external_id.clone(),
@@ -214,8 +214,8 @@ pub fn leads(conn: &Connection, supplier_id: &str, limit: usize) -> rusqlite::Re
     let mut id_of = conn.prepare_cached("SELECT id FROM leads WHERE rowid = ?1")?;
     let mut rows = Vec::with_capacity(newest.len());
     for (_, rowid) in newest {
-        let id = id_of.query_row([rowid], |row| crate::ids::lead_at(row, 0))?;
-        if let Some(lead) = crate::ingest::view::find(conn, &id)? {
+        let id: crate::ids::LeadId = id_of.query_row([rowid], |row| row.get(0))?;
+        if let Some(lead) = crate::ingest::view::find(conn, id)? {
             rows.push(row_of(conn, &lead)?);
         }
     }
@@ -235,13 +235,17 @@ pub struct LeadPage {
 
 /// Lead `id` of supplier `supplier_id`, or `None` when it does not exist or came from
 /// another supplier's source (one answer for both).
-pub fn lead(conn: &Connection, supplier_id: &str, id: &str) -> rusqlite::Result<Option<LeadPage>> {
+pub fn lead(
+    conn: &Connection,
+    supplier_id: &str,
+    id: crate::ids::LeadId,
+) -> rusqlite::Result<Option<LeadPage>> {
     let own = conn
         .prepare_cached(
             "SELECT 1 FROM leads l JOIN sources s ON s.id = l.source_id
              WHERE l.id = ?1 AND s.supplier_id = ?2",
         )?
-        .query_row(params![crate::ids::lead(id), supplier_id], |_| Ok(()))
+        .query_row(params![id, supplier_id], |_| Ok(()))
         .optional()?;
     if own.is_none() {
         return Ok(None);

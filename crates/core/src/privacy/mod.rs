@@ -38,7 +38,7 @@ pub const LEADS_PER_JOB: usize = 100;
 /// What names the person to erase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selector {
-    Lead(String),
+    Lead(crate::ids::LeadId),
     /// The email's duplicate key (`normalize::email_key`): trimmed, lower-cased.
     Email(String),
     /// The phone's duplicate key: its digits.
@@ -46,6 +46,13 @@ pub enum Selector {
 }
 
 impl Selector {
+    /// A lead id as typed; one that is not one of ours is an unknown lead.
+    pub fn lead(text: &str) -> Result<Selector, PrivacyError> {
+        crate::ids::LeadId::parse(text)
+            .map(Selector::Lead)
+            .ok_or_else(|| PrivacyError::UnknownLead(text.to_string()))
+    }
+
     /// An email as the operator typed it, matched after the duplicate rule's
     /// normalisation; refused when it is not a usable address (no lead is stored with such
     /// a key).
@@ -166,7 +173,11 @@ pub struct RecordsView {
 
 /// Removes the person from lead `lead_id` and everything made from it; a lead that is a
 /// tombstone already is left alone (its erasure did all of this in the same job).
-pub(crate) fn erase_lead(conn: &Connection, lead_id: &str, now: i64) -> rusqlite::Result<Counts> {
+pub(crate) fn erase_lead(
+    conn: &Connection,
+    lead_id: crate::ids::LeadId,
+    now: i64,
+) -> rusqlite::Result<Counts> {
     let tombstoned = crate::ingest::erase::tombstone(conn, lead_id, now)?;
     if tombstoned.leads == 0 {
         return Ok(Counts::default());
@@ -378,12 +389,12 @@ pub fn erase(
     let mut others = 0;
     if let Selector::Lead(id) = &selector {
         let (state, sharing) = db.read_blocking(|conn| {
-            let state = crate::ingest::erase::erased_at(conn, id)?;
-            let sharing = crate::ingest::erase::others_with_same_contact(conn, id)?;
+            let state = crate::ingest::erase::erased_at(conn, *id)?;
+            let sharing = crate::ingest::erase::others_with_same_contact(conn, *id)?;
             Ok::<_, PrivacyError>((state, sharing))
         })?;
         match state {
-            None => return Err(PrivacyError::UnknownLead(id.clone())),
+            None => return Err(PrivacyError::UnknownLead(id.to_string())),
             Some(Some(_)) => already_erased = true,
             Some(None) => others = sharing,
         }
@@ -394,7 +405,7 @@ pub fn erase(
         let by = by.clone();
         let reason = reason.map(str::to_string);
         let lead = match &selector {
-            Selector::Lead(id) => Some(id.clone()),
+            Selector::Lead(id) => Some(id.to_string()),
             _ => None,
         };
         move |conn| {
@@ -452,15 +463,17 @@ pub fn erase(
 
 /// Puts lead `id`'s email and phone (unless erased already) on its workspace's
 /// suppression list, reason `erased`.
-fn suppress_contact(conn: &Connection, id: &str, now: i64) -> Result<(), PrivacyError> {
+fn suppress_contact(
+    conn: &Connection,
+    id: crate::ids::LeadId,
+    now: i64,
+) -> Result<(), PrivacyError> {
     use crate::suppression::{self, Kind};
     let contact: Option<(String, Option<String>, Option<String>)> = conn
         .prepare_cached(
             "SELECT workspace_id, email, phone FROM leads WHERE id = ?1 AND erased_at IS NULL",
         )?
-        .query_row([crate::ids::lead(id)], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
+        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
     let Some((workspace_id, email, phone)) = contact else {
         return Ok(());
@@ -486,7 +499,7 @@ fn erase_step(
     let ids = match selector {
         // A tombstone already is left alone by `erase_lead` (the one guard: erasing twice
         // changes nothing, and the first erasure's time stays).
-        Selector::Lead(id) => vec![id.clone()],
+        Selector::Lead(id) => vec![*id],
         Selector::Email(key) => crate::ingest::erase::with_email(conn, key, LEADS_PER_JOB)?,
         Selector::Phone(key) => crate::ingest::erase::with_phone(conn, key, LEADS_PER_JOB)?,
     };
@@ -494,9 +507,9 @@ fn erase_step(
     let mut counts = Counts::default();
     for id in &ids {
         if suppress {
-            suppress_contact(conn, id, now)?;
+            suppress_contact(conn, *id, now)?;
         }
-        counts.add(erase_lead(conn, id, now)?);
+        counts.add(erase_lead(conn, *id, now)?);
     }
     // Pings that promised the person's hash, posted or not (a posted one went with its
     // lead above); a repeat finds none left.
@@ -517,7 +530,7 @@ fn erase_step(
 /// How many leads, not erased, `selector` names now (what `lead erase` asks to confirm).
 pub fn matching(conn: &Connection, selector: &Selector) -> Result<u64, DbError> {
     Ok(match selector {
-        Selector::Lead(id) => u64::from(crate::ingest::erase::erased_at(conn, id)? == Some(None)),
+        Selector::Lead(id) => u64::from(crate::ingest::erase::erased_at(conn, *id)? == Some(None)),
         Selector::Email(key) => crate::ingest::erase::count_with_email(conn, key)?,
         Selector::Phone(key) => crate::ingest::erase::count_with_phone(conn, key)?,
     })

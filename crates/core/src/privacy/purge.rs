@@ -466,7 +466,7 @@ fn purge_step(
         if candidate.erased {
             continue;
         }
-        walked.counts.add(erase_lead(conn, &candidate.id, now)?);
+        walked.counts.add(erase_lead(conn, candidate.id, now)?);
         if walked.counts.leads as usize >= PURGE_LEADS_PER_JOB {
             // Stop here; the next job goes on from this lead.
             walked.exhausted = false;

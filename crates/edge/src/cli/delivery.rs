@@ -190,10 +190,13 @@ pub(super) fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::R
     let db = open(path)?;
     let actor = super::actor();
     let result = db.write_blocking(move |conn| {
+        // Text that is not one of our request ids names no request.
+        let lead_request_id = crate::ids::LeadRequestId::parse(&args.request)
+            .ok_or_else(|| crate::delivery::DeliveryError::RequestNotFound(args.request.clone()))?;
         let delivered = crate::delivery::deliver(
             conn,
             &DeliveryOrder {
-                lead_request_id: &args.request,
+                lead_request_id,
                 buyer_id: &args.buyer,
                 price_cents: args.price,
                 actor: "operator",
@@ -325,6 +328,12 @@ pub(super) fn transaction(
                 {
                     return Err(ShowError::NotFound("transaction", id.clone()));
                 }
+                // Text that is not one of our lead ids names a lead without transactions.
+                let lead = match lead.as_deref().map(crate::ids::LeadId::parse) {
+                    Some(None) => return Ok(Vec::new()),
+                    Some(Some(id)) => Some(id),
+                    None => None,
+                };
                 let tz = super::period::zone(conn, workspace.as_deref())?;
                 let (from_ms, to_ms) = super::period::range(&tz, from, to)?;
                 let filter = ListFilter {

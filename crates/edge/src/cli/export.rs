@@ -268,14 +268,14 @@ fn write_lead_rows<W: Write>(
         let none = std::iter::repeat_n(Cell::text(""), REQUEST_COLUMNS.len());
         csv.record(own.iter().cloned().chain(none))?;
     }
-    for request in requests {
-        let id = request["id"].as_str().unwrap_or_default();
+    // `shown["requests"]` is `lead.requests`, one for one, in order.
+    for (request, stored) in requests.iter().zip(&lead.requests) {
         let request_cells = [
             field(request, "id"),
             field(request, "productSlug"),
             field(request, "status"),
         ];
-        let sales = transaction::of_request(conn, id)?;
+        let sales = transaction::of_request(conn, stored.id)?;
         if sales.is_empty() {
             let unsold = std::iter::repeat_n(Cell::text(""), REQUEST_COLUMNS.len() - 3);
             csv.record(
@@ -391,7 +391,7 @@ mod tests {
         );
         crate::autodelivery::testing::add_transaction(
             &conn,
-            "lreq_test",
+            crate::autodelivery::testing::request_id(),
             "b",
             "solar",
             "delivered",

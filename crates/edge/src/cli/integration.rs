@@ -214,8 +214,12 @@ fn preview(
 ) -> Result<Value, IntegrationError> {
     let buyer = crate::config::buyer::find(conn, buyer_id)?
         .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
-    let lead = crate::ingest::view::find(conn, lead_id)?
-        .ok_or_else(|| IntegrationError::LeadNotFound(lead_id.into()))?;
+    // Text that is not one of our lead ids names no lead.
+    let lead = match crate::ids::LeadId::parse(lead_id) {
+        Some(id) => crate::ingest::view::find(conn, id)?,
+        None => None,
+    }
+    .ok_or_else(|| IntegrationError::LeadNotFound(lead_id.into()))?;
     let event = crate::delivery::preview::event_for(conn, &lead, &buyer).map_err(|e| match e {
         crate::delivery::DeliveryError::Db(db) => IntegrationError::Db(db),
         other => IntegrationError::LeadNotFound(format!("{lead_id} ({other})")),

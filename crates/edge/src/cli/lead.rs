@@ -122,10 +122,14 @@ pub(super) fn run(path: &Path, out: &Output, command: LeadCommand) -> anyhow::Re
 }
 
 fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::Result<ExitCode> {
+    // Text that is not one of our lead ids names no lead.
+    let Some(lead_id) = crate::ids::LeadId::parse(id) else {
+        anyhow::bail!("unknown lead '{id}'");
+    };
     let (lead, raw, bids) = db.read_blocking(|conn| {
-        let lead = view::find(conn, id).map_err(DbError::from)?;
+        let lead = view::find(conn, lead_id).map_err(DbError::from)?;
         let raw = if with_body {
-            view::raw_body(conn, id)?
+            view::raw_body(conn, lead_id)?
         } else {
             None
         };
@@ -133,7 +137,7 @@ fn show(db: &crate::db::Db, out: &Output, id: &str, with_body: bool) -> anyhow::
         let mut bids = Vec::new();
         for request in lead.iter().flat_map(|lead| &lead.requests) {
             bids.extend(
-                crate::bids::shown(conn, crate::bids::Owner::Request(&request.id))
+                crate::bids::shown(conn, crate::bids::Owner::Request(request.id))
                     .map_err(DbError::from)?,
             );
         }
@@ -172,11 +176,13 @@ fn list(db: &crate::db::Db, out: &Output, args: ListArgs) -> anyhow::Result<Exit
                 None => return Ok(Err(format!("unknown buyer '{id}'"))),
             }
         }
-        if let Some(id) = &args.after
-            && view::find(conn, id)?.is_none()
-        {
-            return Ok(Err(format!("unknown lead '{id}'")));
-        }
+        let after = match args.after.as_deref() {
+            Some(text) => match crate::ids::LeadId::parse(text) {
+                Some(id) if view::find(conn, id)?.is_some() => Some(id),
+                _ => return Ok(Err(format!("unknown lead '{text}'"))),
+            },
+            None => None,
+        };
         let tz = super::period::zone(conn, workspace.as_deref())?;
         let (from_ms, to_ms) = match super::period::range(&tz, args.from, args.to) {
             Ok(range) => range,
@@ -188,7 +194,7 @@ fn list(db: &crate::db::Db, out: &Output, args: ListArgs) -> anyhow::Result<Exit
             status: args.status,
             from_ms,
             to_ms,
-            after_id: args.after.clone(),
+            after_id: after,
         };
         Ok::<_, DbError>(Ok(view::list(conn, &filter, args.limit as usize)?))
     })?;
@@ -210,7 +216,10 @@ fn cancel(
     let actor = super::actor();
     let opened = db.write_blocking(move |conn| {
         let now = crate::clock::now_ms();
-        let opened = crate::lifecycle::clawback::open_by_operator(conn, &id, &reason, now)?;
+        // Text that is not one of our lead ids names no lead.
+        let lead_id =
+            crate::ids::LeadId::parse(&id).ok_or(crate::lifecycle::LifecycleError::LeadNotFound)?;
+        let opened = crate::lifecycle::clawback::open_by_operator(conn, lead_id, &reason, now)?;
         let changes =
             crate::audit::Changes::new().set("reason", serde_json::Value::Null, reason.as_str());
         crate::audit::record(conn, &actor, "lead.cancel", &id, &changes, now)?;
@@ -224,7 +233,10 @@ fn reroute(db: &crate::db::Db, out: &Output, id: String) -> anyhow::Result<ExitC
     let actor = super::actor();
     let decided = db.write_blocking(move |conn| {
         let now = crate::clock::now_ms();
-        let decided = crate::autodelivery::reroute(conn, &id, now)?;
+        // Text that is not one of our lead ids names no lead.
+        let lead_id = crate::ids::LeadId::parse(&id)
+            .ok_or_else(|| crate::autodelivery::RerouteError::NotFound(id.clone()))?;
+        let decided = crate::autodelivery::reroute(conn, lead_id, now)?;
         let changes = crate::audit::diff(&serde_json::Value::Null, &decided.to_operator_json());
         crate::audit::record(conn, &actor, "lead.reroute", &id, &changes, now)?;
         Ok::<_, crate::autodelivery::RerouteError>(decided)

@@ -67,7 +67,7 @@ fn operator() -> String {
 
 pub(super) fn erase(db: &Db, out: &Output, args: EraseArgs) -> anyhow::Result<ExitCode> {
     let selector = match (args.lead, args.email, args.phone) {
-        (Some(id), _, _) => Selector::Lead(id),
+        (Some(id), _, _) => Selector::lead(&id)?,
         (_, Some(email), _) => Selector::email(&email)?,
         (_, _, Some(phone)) => Selector::phone(&phone)?,
         (None, None, None) => unreachable!("clap requires one of --lead, --email, --phone"),

@@ -66,7 +66,7 @@ const MIGRATIONS: &[Migration] = &[
     )),
     // The report aggregate rolled up per UTC day: long reports read days, not quarter hours.
     sql(include_str!("../../migrations/0019_report_days.sql")),
-    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::Stored`).
+    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::LeadId`, `ids::LeadRequestId`).
     Migration {
         sql: include_str!("../../migrations/0020_stored_ids.sql"),
         then: Some(compact_stored_ids),

@@ -64,12 +64,16 @@ pub(crate) async fn get(db: &Db, operator: &Session, id: String) -> Result<Respo
 }
 
 fn load(conn: &Connection, id: &str) -> Result<Option<LeadPage>, DbError> {
+    // Text that is not one of our lead ids names no lead.
+    let Some(id) = crate::ids::LeadId::parse(id) else {
+        return Ok(None);
+    };
     let Some(lead) = crate::ingest::view::find(conn, id)? else {
         return Ok(None);
     };
     let mut sales = Vec::new();
     for request in &lead.requests {
-        for transaction in crate::delivery::transaction::of_request(conn, &request.id)? {
+        for transaction in crate::delivery::transaction::of_request(conn, request.id)? {
             let history = crate::delivery::transaction::history(conn, &transaction.id)?
                 .iter()
                 .map(|entry| entry.to_json())

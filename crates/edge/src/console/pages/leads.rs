@@ -22,7 +22,7 @@ const LIMIT: i64 = 100;
 
 /// A lead as the list shows it.
 pub(super) struct Row {
-    pub id: String,
+    pub id: crate::ids::LeadId,
     pub created_at: i64,
     pub name: String,
     pub email: Option<String>,
@@ -42,7 +42,7 @@ const COLUMNS: &str = "id, created_at, first_name || ' ' || last_name, email, ph
 
 fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Row> {
     Ok(Row {
-        id: crate::ids::lead_at(row, 0)?,
+        id: row.get(0)?,
         created_at: row.get(1)?,
         name: row.get(2)?,
         email: row.get(3)?,
@@ -99,8 +99,8 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
         return statement.query_map([], from_row)?.collect();
     }
     // By email or phone: the leads whose stored contact has the key (found by the key's
-    // hash on `leads_email` / `leads_phone`, each confirmed), as JSON arrays of their
-    // stored ids (`ids::Stored`): the 16 bytes in hex, and any id stored as text.
+    // hash on `leads_email` / `leads_phone`, each confirmed), as a JSON array of their
+    // stored ids: the 16 bytes in hex.
     let mut contacts = Vec::new();
     if let Some(key) = crate::ingest::normalize::email_key(q) {
         contacts.extend(crate::ingest::view::with_email(conn, &key, LIMIT as usize)?);
@@ -108,17 +108,11 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
     if let Some(key) = crate::ingest::normalize::phone_key(q) {
         contacts.extend(crate::ingest::view::with_phone(conn, &key, LIMIT as usize)?);
     }
-    let (mut blobs, mut texts) = (Vec::new(), Vec::new());
-    for id in &contacts {
-        match crate::ids::lead(id).value() {
-            rusqlite::types::Value::Blob(bytes) => {
-                blobs.push(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
-            }
-            _ => texts.push(id.as_str()),
-        }
-    }
+    let blobs: Vec<String> = contacts
+        .iter()
+        .map(|id| id.to_bytes().iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
     let blobs = serde_json::Value::from(blobs).to_string();
-    let texts = serde_json::Value::from(texts).to_string();
     // `source_id IN (SELECT id FROM sources)` lets SQLite use the (source, external id)
     // index once per source instead of scanning every lead.
     let mut statement = conn.prepare_cached(&format!(
@@ -127,7 +121,6 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
              UNION SELECT lead_id FROM lead_requests WHERE id = ?3
              UNION SELECT lead_id FROM transactions WHERE id = ?1
              UNION SELECT unhex(value) FROM json_each(?4)
-             UNION SELECT value FROM json_each(?5)
              UNION SELECT id FROM leads
                    WHERE source_id IN (SELECT id FROM sources) AND external_id = ?1)
          ORDER BY created_at DESC LIMIT {LIMIT}"
@@ -136,10 +129,9 @@ fn find(conn: &Connection, q: &str) -> rusqlite::Result<Vec<Row>> {
         .query_map(
             params![
                 q,
-                crate::ids::lead(q),
-                crate::ids::lead_request(q),
-                blobs,
-                texts
+                crate::ids::LeadId::parse(q),
+                crate::ids::LeadRequestId::parse(q),
+                blobs
             ],
             from_row,
         )?

@@ -18,7 +18,7 @@ const LIMIT: i64 = 200;
 struct EventRow {
     id: String,
     buyer_id: String,
-    lead_id: Option<String>,
+    lead_id: Option<crate::ids::LeadId>,
     attempts: i64,
     next_attempt_at: i64,
     last_error: Option<String>,
@@ -70,7 +70,7 @@ fn load(conn: &Connection) -> Result<OutboxPage, DbError> {
                 Ok(EventRow {
                     id: row.get(0)?,
                     buyer_id: row.get(1)?,
-                    lead_id: crate::ids::expand_at(row, 2, crate::ids::LEAD)?,
+                    lead_id: row.get(2)?,
                     attempts: row.get(3)?,
                     next_attempt_at: row.get(4)?,
                     last_error: row.get(5)?,

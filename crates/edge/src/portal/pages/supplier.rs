@@ -137,7 +137,11 @@ pub(crate) async fn lead(
     id: String,
 ) -> Result<Response, Error> {
     let Some((me, found)) = with_me(db, supplier_id, move |conn, me| {
-        read::lead(conn, &me.supplier_id, &id)
+        // Text that is not one of our lead ids names no lead.
+        match crate::ids::LeadId::parse(&id) {
+            Some(id) => read::lead(conn, &me.supplier_id, id),
+            None => Ok(None),
+        }
     })
     .await?
     else {
