@@ -23,19 +23,11 @@ fn request_ids_of(db: &std::path::Path) -> Vec<Option<String>> {
     let mut stmt = conn
         .prepare("SELECT request_id FROM lead_requests ORDER BY rowid")
         .unwrap();
-    // One of our own ids is stored as its ULID's 16 bytes, a client's id as its text.
-    stmt.query_map([], |row| {
-        Ok(match row.get_ref(0)? {
-            rusqlite::types::ValueRef::Blob(bytes) => Some(format!(
-                "req_{}",
-                ulid::Ulid::from_bytes(bytes.try_into().expect("16 bytes"))
-            )),
-            _ => row.get(0)?,
-        })
-    })
-    .unwrap()
-    .collect::<Result<_, _>>()
-    .unwrap()
+    // One stored form: the text, ours and a client's alike (migration 33).
+    stmt.query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 #[test]
@@ -89,7 +81,7 @@ fn request_ids_are_taken_when_sane_generated_otherwise_and_stored() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(stored, ["text:15", "text:15", "blob:16"]);
+    assert_eq!(stored, ["text:15", "text:15", "text:30"]);
     assert_eq!(
         request_ids_of(&server.db.path),
         vec![
@@ -179,8 +171,8 @@ fn log_lines_name_the_request_and_the_code_of_a_refusal() {
         .header("X-Request-Id", "trace-writer-4")
         .send();
     assert_eq!(payout.status, 400, "{}", payout.text);
-    // A request that names no id gets one of ours, which its lead request stores as the
-    // ULID's 16 bytes (`ids::compact`): the outbox's line names it all the same.
+    // A request that names no id gets one of ours, which its lead request stores as its
+    // text, as a client's: the outbox's line names it all the same.
     let mut other = lead.clone();
     other["email"] = json!("bob@example.com");
     other["phone"] = json!("+49 30 7654321");

@@ -1,7 +1,8 @@
 //! Lead and lead-request ids stored as their ULID's 16 bytes (migration 20, `ids::LeadId`):
 //! every column that names one holds the bytes, a file written before has its text ids
 //! rewritten when it is opened and reads back exactly as it did, and an id that is not one
-//! of ours is answered as unknown, as before.
+//! of ours is answered as unknown, as before. Request ids are text, ours and clients' alike
+//! (migration 33).
 
 use std::path::Path;
 
@@ -56,9 +57,14 @@ fn as_before_migration_20(path: &Path) {
         2,
         rusqlite::functions::FunctionFlags::SQLITE_UTF8,
         |ctx| {
-            let prefix = ctx.get::<String>(0)?;
-            leadrelay::ids::expand(&prefix, ctx.get_raw(1))
-                .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))
+            Ok(match ctx.get::<String>(0)?.as_str() {
+                "lead" => ctx
+                    .get::<Option<leadrelay::ids::LeadId>>(1)?
+                    .map(|id| id.to_string()),
+                _ => ctx
+                    .get::<Option<leadrelay::ids::LeadRequestId>>(1)?
+                    .map(|id| id.to_string()),
+            })
         },
     )
     .unwrap();
@@ -262,4 +268,90 @@ fn an_id_that_is_not_one_of_ours_is_unknown_as_before() {
         lr(&f.server, format!("lead show {lead}")).json()["id"],
         lead.as_str()
     );
+}
+
+/// Each lead request's `request_id` in `path` (NULLs aside) with its storage class, in
+/// insert order; a BLOB as the `req_` id its 16 bytes are.
+fn request_ids(path: &Path) -> Vec<(String, String)> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut statement = conn
+        .prepare(
+            "SELECT typeof(request_id), request_id FROM lead_requests
+             WHERE request_id IS NOT NULL ORDER BY rowid",
+        )
+        .unwrap();
+    statement
+        .query_map([], |row| {
+            let text = match row.get::<_, rusqlite::types::Value>(1)? {
+                rusqlite::types::Value::Blob(bytes) => {
+                    let bytes: [u8; 16] = bytes.try_into().unwrap();
+                    format!("req_{}", ulid::Ulid::from_bytes(bytes))
+                }
+                rusqlite::types::Value::Text(text) => text,
+                other => panic!("a request id stored as {other:?}"),
+            };
+            Ok((row.get(0)?, text))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Makes the file at `path` what a build before migration 33 wrote: request id `ours` as
+/// its ULID's 16 bytes (a client's stays text), schema version 32.
+fn as_before_migration_33(path: &Path, ours: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let ulid = ulid::Ulid::from_string(ours.strip_prefix("req_").unwrap()).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE lead_requests SET request_id = ?1 WHERE request_id = ?2",
+            rusqlite::params![ulid.to_bytes().to_vec(), ours],
+        )
+        .unwrap();
+    assert!(changed > 0, "no lead request of {ours}");
+    conn.pragma_update(None, "user_version", 32).unwrap();
+}
+
+#[test]
+fn migration_33_stores_every_request_id_as_its_text_and_reads_back_the_same_ids() {
+    let f = Fixture::new();
+    let post = |request_id: Option<&str>, external_id: &str, email: &str, phone: &str| {
+        let mut request = f
+            .server
+            .post("/api/webhooks/channels/web/sources/src/leads")
+            .json(&complete_lead(external_id, email, phone));
+        if let Some(id) = request_id {
+            request = request.header("X-Request-Id", id);
+        }
+        let reply = request.send();
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        reply.header("x-request-id").unwrap().to_string()
+    };
+    let ours = post(None, "ours-1", "ann@example.org", "+49 30 123456");
+    assert!(ours.starts_with("req_"), "{ours}");
+    let theirs = post(
+        Some("client-trace-7"),
+        "theirs-1",
+        "bo@example.org",
+        "+49 30 654321",
+    );
+    assert_eq!(theirs, "client-trace-7");
+    let text = |id: &str| ("text".to_string(), id.to_string());
+    let blob = |id: &str| ("blob".to_string(), id.to_string());
+    let copy = f.server.db.dir.path().join("copy.db");
+    lr(&f.server, "backup --out").arg(&copy).json();
+    assert_eq!(request_ids(&copy), [text(&ours), text(&theirs)]);
+
+    as_before_migration_33(&copy, &ours);
+    assert_eq!(
+        request_ids(&copy),
+        [blob(&ours), text(&theirs)],
+        "as an older build stored them"
+    );
+    // Any command brings the file forward: the same ids, each as its text.
+    lr(&copy, "lead list").json();
+    assert_eq!(request_ids(&copy), [text(&ours), text(&theirs)]);
+    let report = lr(&copy, "check").json();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["schemaVersion"], leadrelay::db::SCHEMA_VERSION);
 }

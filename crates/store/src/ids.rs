@@ -12,60 +12,6 @@ pub fn new(prefix: &str) -> String {
     format!("{prefix}_{}", ulid::Ulid::new())
 }
 
-/// The stored form of id `text` named with `prefix` (`"req"` for `req_01JD…`): the ULID's 16
-/// bytes as a BLOB when `text` is exactly `{prefix}_` and a ULID in its canonical text (the
-/// form [`new`] makes), else the text itself. [`expand`] gives the text back, byte for byte:
-/// a text that would not come back exactly (a lower-case ULID, another prefix, a client's
-/// own id) is kept as text. 16 bytes instead of 30 or more per stored id.
-pub fn compact(prefix: &str, text: &str) -> rusqlite::types::Value {
-    use rusqlite::types::Value;
-    let ulid = text
-        .strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix('_'))
-        .and_then(|rest| Some((rest, ulid::Ulid::from_string(rest).ok()?)));
-    match ulid {
-        Some((rest, ulid)) if ulid.to_string() == rest => Value::Blob(ulid.to_bytes().to_vec()),
-        _ => Value::Text(text.to_string()),
-    }
-}
-
-/// The text of an id stored by [`compact`] with the same `prefix`; `None` for NULL. A BLOB
-/// that is not 16 bytes is an error, not a guess.
-pub fn expand(
-    prefix: &str,
-    stored: rusqlite::types::ValueRef<'_>,
-) -> rusqlite::types::FromSqlResult<Option<String>> {
-    use rusqlite::types::{FromSqlError, ValueRef};
-    match stored {
-        ValueRef::Null => Ok(None),
-        ValueRef::Text(text) => std::str::from_utf8(text)
-            .map(|text| Some(text.to_string()))
-            .map_err(|e| FromSqlError::Other(Box::new(e))),
-        ValueRef::Blob(bytes) => {
-            let bytes: [u8; 16] = bytes
-                .try_into()
-                .map_err(|_| FromSqlError::InvalidBlobSize {
-                    expected_size: 16,
-                    blob_size: bytes.len(),
-                })?;
-            Ok(Some(format!("{prefix}_{}", ulid::Ulid::from_bytes(bytes))))
-        }
-        _ => Err(FromSqlError::InvalidType),
-    }
-}
-
-/// [`expand`] of column `index` of `row`, as a rusqlite error when it does not expand.
-pub fn expand_at(
-    row: &rusqlite::Row<'_>,
-    index: usize,
-    prefix: &str,
-) -> rusqlite::Result<Option<String>> {
-    let stored = row.get_ref(index)?;
-    let kind = stored.data_type();
-    expand(prefix, stored)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, kind, Box::new(e)))
-}
-
 /// The ULID of `text` when `text` is exactly `{prefix}_` and a ULID in the canonical text
 /// this module prints (26 upper-case Crockford base32 characters); anything else (lower
 /// case, another prefix, a client's own id) is `None`, so it names nothing.
@@ -212,46 +158,6 @@ mod tests {
         assert_ne!(a, b);
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert!(new("lead") > a);
-    }
-
-    #[test]
-    fn compact_ids_are_16_bytes_and_come_back_exactly() {
-        use rusqlite::types::{Value, ValueRef};
-        let ours = new("req");
-        let stored = compact("req", &ours);
-        let Value::Blob(bytes) = &stored else {
-            panic!("{stored:?}")
-        };
-        assert_eq!(bytes.len(), 16);
-        assert_eq!(
-            expand("req", ValueRef::Blob(bytes)).unwrap(),
-            Some(ours.clone())
-        );
-        // Anything that would not come back byte for byte stays text.
-        let lower = ours.to_lowercase();
-        let other_prefix = ours.replacen("req_", "lead_", 1);
-        for text in [
-            "client-id-1",
-            "req_",
-            "req_x",
-            &lower,
-            &other_prefix,
-            &ours[4..],
-        ] {
-            assert_eq!(
-                compact("req", text),
-                Value::Text(text.to_string()),
-                "{text}"
-            );
-            assert_eq!(
-                expand("req", ValueRef::Text(text.as_bytes()))
-                    .unwrap()
-                    .as_deref(),
-                Some(text)
-            );
-        }
-        assert_eq!(expand("req", ValueRef::Null).unwrap(), None);
-        assert!(expand("req", ValueRef::Blob(&[1, 2, 3])).is_err());
     }
 
     #[test]

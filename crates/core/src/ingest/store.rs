@@ -306,9 +306,8 @@ pub(crate) fn insert(
         now,
     )?;
     // The writer runs a request's job with the request's X-Request-Id current
-    // (`request_id::current`); it is kept on each lead request. None for leads that came
-    // without an HTTP request. One of our own ids is stored as its ULID's 16 bytes
-    // (`ids::compact`).
+    // (`request_id::current`); it is kept on each lead request as its text (migration 33),
+    // ours and a client's alike. None for leads that came without an HTTP request.
     let http_request_id = crate::request_id::current();
     // Taken from the statement cache only for a lead with interests (a plain lead has none).
     let mut insert_request = None;
@@ -333,9 +332,7 @@ pub(crate) fn insert(
             interest.trigger_auto_delivery,
             field_values,
             now,
-            http_request_id
-                .as_deref()
-                .map(|id| crate::ids::compact("req", id)),
+            http_request_id.as_deref(),
         ])?;
     }
     Ok(Inserted {

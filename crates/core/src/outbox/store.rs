@@ -268,7 +268,7 @@ pub fn claim_for_buyer(
                 // The claim about to be made: the job that reads the row also writes it.
                 claim: row.get::<_, i64>(4)? + 1,
                 probe,
-                request_id: crate::ids::expand_at(row, 3, "req")?,
+                request_id: row.get(3)?,
                 // A buyer's document maps `lead.delivered`; any other event goes as the
                 // generic signed webhook.
                 integration: integration.clone().filter(|_| delivery).map(|document| {

@@ -66,7 +66,7 @@ const MIGRATIONS: &[Migration] = &[
     )),
     // The report aggregate rolled up per UTC day: long reports read days, not quarter hours.
     sql(include_str!("../../migrations/0019_report_days.sql")),
-    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::LeadId`, `ids::LeadRequestId`).
+    // Storage per lead: lead and lead-request ids stored as 16 bytes (`ids::LeadId`).
     Migration {
         sql: include_str!("../../migrations/0020_stored_ids.sql"),
         then: Some(compact_stored_ids),
@@ -118,6 +118,11 @@ const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/0031_source_stamp.sql")),
     // The same stamp for the workspaces' suppression keys and check steps.
     sql(include_str!("../../migrations/0032_ingest_stamp.sql")),
+    // Request ids in one stored form, their text: the 16 bytes of ours become `req_…`.
+    Migration {
+        sql: include_str!("../../migrations/0033_request_ids_text.sql"),
+        then: Some(request_ids_as_text),
+    },
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
@@ -262,7 +267,7 @@ fn checks_rewritten(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Migration 20: every column that names a lead or a lead request to the ids' stored form
-/// (`ids::compact`, as SQL `leadrelay_compact_id`), parents first. A chunk of rows per
+/// (`ids::LeadId`, `ids::LeadRequestId`; as SQL `leadrelay_compact_id`), parents first. A chunk of rows per
 /// statement: a statement's journal (in memory, `temp_store=MEMORY`) holds every page the
 /// statement changes, and one statement over a table of a million leads took 0.9 GB.
 fn compact_stored_ids(conn: &Connection) -> rusqlite::Result<()> {
@@ -326,6 +331,28 @@ fn compact_stored_ids(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Migration 33: every lead request's `request_id` stored as a BLOB (the 16 bytes of a
+/// `req_` id leadrelay made) to its text (`leadrelay_id_text`), a chunk of rows per statement
+/// as in [`compact_stored_ids`].
+fn request_ids_as_text(conn: &Connection) -> rusqlite::Result<()> {
+    const CHUNK: i64 = 4_096;
+    let last: i64 = conn.query_row(
+        "SELECT coalesce(max(rowid), 0) FROM lead_requests",
+        [],
+        |row| row.get(0),
+    )?;
+    let mut update = conn.prepare(
+        "UPDATE lead_requests SET request_id = leadrelay_id_text('req', request_id)
+         WHERE rowid > ?1 AND rowid <= ?2 AND typeof(request_id) = 'blob'",
+    )?;
+    let mut after = 0;
+    while after < last {
+        update.execute([after, after + CHUNK])?;
+        after += CHUNK;
+    }
+    Ok(())
+}
+
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -334,17 +361,49 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
 }
 
 /// The SQL functions migrations call to compute what only Rust can (migration 7's
-/// backfill of the duplicate keys' hashes, migration 20's stored ids).
+/// backfill of the duplicate keys' hashes, migration 20's stored ids, migration 33's text of
+/// request ids).
 fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
+    use rusqlite::types::Value;
+    // Migration 20: a lead's or lead request's id in its canonical text (`lead_` or `lreq_`
+    // and an upper-case ULID) to its 16 bytes; any other value as it is.
     conn.create_scalar_function(
         "leadrelay_compact_id",
         2,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
             let prefix = ctx.get::<String>(0)?;
-            Ok(match ctx.get::<rusqlite::types::Value>(1)? {
-                rusqlite::types::Value::Text(text) => crate::ids::compact(&prefix, &text),
+            Ok(match ctx.get::<Value>(1)? {
+                Value::Text(text) => match prefix.as_str() {
+                    crate::ids::LeadId::PREFIX => crate::ids::LeadId::parse(&text).map(Value::from),
+                    crate::ids::LeadRequestId::PREFIX => {
+                        crate::ids::LeadRequestId::parse(&text).map(Value::from)
+                    }
+                    _ => None,
+                }
+                .unwrap_or(Value::Text(text)),
+                other => other,
+            })
+        },
+    )?;
+    // Migration 33: a ULID's 16 bytes to `{prefix}_` and its text; any other value as it
+    // is. A BLOB of another size is an error: the migration stops rather than guess.
+    conn.create_scalar_function(
+        "leadrelay_id_text",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let prefix = ctx.get::<String>(0)?;
+            Ok(match ctx.get::<Value>(1)? {
+                Value::Blob(bytes) => {
+                    let bytes: [u8; 16] = bytes.as_slice().try_into().map_err(|_| {
+                        rusqlite::Error::UserFunctionError(
+                            format!("a stored id of {} bytes, not 16", bytes.len()).into(),
+                        )
+                    })?;
+                    Value::Text(format!("{prefix}_{}", ulid::Ulid::from_bytes(bytes)))
+                }
                 other => other,
             })
         },

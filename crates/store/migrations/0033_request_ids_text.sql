@@ -1,0 +1,8 @@
+-- Request ids in one stored form: their text. A lead request's `request_id` (the
+-- X-Request-Id of the HTTP request that stored it) was kept as a ULID's 16 bytes for the
+-- ids leadrelay makes (`req_01JD…`) and as text for a client's own, in the same column;
+-- from here on every one is its text, as sent or made.
+--
+-- The rewrite is this migration's Rust step (`db::migrate::request_ids_as_text`, through
+-- the SQL function `leadrelay_id_text`): a chunk of rows per statement, as in migration 20.
+-- No index or key names the column.
