@@ -186,7 +186,7 @@ fn main() {
                 )
             })
             .unwrap_or_else(|e: DeliveryError| panic!("delivery: {e}"));
-        *transaction_ids[i].lock().expect("no poisoning") = delivered.transaction_id;
+        *transaction_ids[i].lock().expect("no poisoning") = delivered.transaction_id.to_string();
     });
     report("setup: deliver (library, writer)", n, took);
     let pending = || -> i64 {

@@ -46,7 +46,7 @@ pub fn decide_return(
     conn: &Connection,
     actor: &Actor,
     history_actor: &str,
-    id: &str,
+    id: &crate::ids::TransactionId,
     decision: Decision,
     note: Option<&str>,
     now: i64,
@@ -65,7 +65,7 @@ pub fn decide_return(
             decided.transaction.status.as_str(),
         )
         .set("note", Value::Null, decided.item.note.clone());
-    audit::record(conn, actor, action, id, &changes, now)?;
+    audit::record(conn, actor, action, id.as_str(), &changes, now)?;
     Ok(decided)
 }
 
@@ -77,7 +77,7 @@ pub fn request_return(
     conn: &Connection,
     actor: &Actor,
     history_actor: &str,
-    id: &str,
+    id: &crate::ids::TransactionId,
     reason_code: &str,
     note: Option<&str>,
     now: i64,
@@ -87,7 +87,14 @@ pub fn request_return(
         let changes = Changes::new()
             .set("reasonCode", Value::Null, reason_code)
             .set("note", Value::Null, note);
-        audit::record(conn, actor, "transaction.return_request", id, &changes, now)?;
+        audit::record(
+            conn,
+            actor,
+            "transaction.return_request",
+            id.as_str(),
+            &changes,
+            now,
+        )?;
     }
     Ok(filed)
 }
@@ -160,7 +167,7 @@ pub async fn set_buyer_paused_job(
 pub async fn decide_return_job(
     db: &Db,
     actor: Actor,
-    id: String,
+    id: crate::ids::TransactionId,
     decision: Decision,
     note: Option<String>,
     now: i64,

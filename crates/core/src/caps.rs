@@ -423,7 +423,7 @@ mod tests {
             "a recount from the transactions agrees"
         );
 
-        let paid: String = conn
+        let paid: crate::ids::TransactionId = conn
             .query_row(
                 "SELECT id FROM transactions WHERE status = 'paid'",
                 [],

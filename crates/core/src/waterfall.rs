@@ -54,7 +54,7 @@ struct Step<'a> {
     /// 1 for the first refusal of the request.
     step: usize,
     refused_by: &'a str,
-    transaction_id: &'a str,
+    transaction_id: &'a crate::ids::TransactionId,
     reason: &'a str,
     at: String,
     /// Whether the lead went on to a new decision; `outcome` is its reason code, or why not.

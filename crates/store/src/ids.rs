@@ -132,6 +132,81 @@ ulid_id!(
     "lreq"
 );
 
+/// An id of ours stored as its text (TEXT): `{prefix}_` and a ULID when made here. Any text
+/// read back or typed names one (a file may hold ids an older build made differently), so
+/// an unknown one simply finds no row. Printed and serialized as the text itself.
+macro_rules! text_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(
+            Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// The prefix of the ids made here.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new id: the prefix, the current time and random bits, so ids sort by
+            /// creation.
+            pub fn generate() -> Self {
+                Self(format!("{}_{}", Self::PREFIX, ulid::Ulid::new()))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// The id `text` names (a lookup of one never made finds nothing).
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                Self(text.to_string())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(text: String) -> Self {
+                Self(text)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl rusqlite::types::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                self.0.to_sql()
+            }
+        }
+
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(
+                stored: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
+                String::column_result(stored).map(Self)
+            }
+        }
+
+        /// The stored form, for a list of dynamic parameters.
+        impl From<$name> for rusqlite::types::Value {
+            fn from(id: $name) -> Self {
+                rusqlite::types::Value::Text(id.0)
+            }
+        }
+    };
+}
+
+text_id!(
+    /// A transaction's id, `txn_01JD…`.
+    TransactionId,
+    "txn"
+);
+
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,
 /// digits, `-`, `_` and `.`. Keeping ids to this set means they never need escaping in a
 /// URL path, and a percent-encoded or traversal trick in a path can never name a record.
@@ -202,6 +277,24 @@ mod tests {
             assert_eq!(LeadId::parse(&other), None, "{other}");
             assert!(other.parse::<LeadId>().is_err(), "{other}");
         }
+    }
+
+    #[test]
+    fn transaction_ids_are_their_text_in_and_out() {
+        use rusqlite::types::{FromSql, ToSql, ToSqlOutput, ValueRef};
+        let id = TransactionId::generate();
+        assert!(id.as_str().starts_with("txn_"), "{id}");
+        assert_eq!(id.as_str().len(), "txn_".len() + 26);
+        assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{id}\""));
+        let ToSqlOutput::Borrowed(ValueRef::Text(text)) = id.to_sql().unwrap() else {
+            panic!("not text")
+        };
+        assert_eq!(text, id.as_str().as_bytes());
+        assert_eq!(TransactionId::column_result(ValueRef::Text(text)), Ok(id));
+        // Any text names one (an older file's, a typed one); a BLOB is not a stored id.
+        let older = TransactionId::column_result(ValueRef::Text(b"txn_1")).unwrap();
+        assert_eq!(older, TransactionId::from("txn_1"));
+        assert!(TransactionId::column_result(ValueRef::Blob(&[0; 16])).is_err());
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl RequestReason {
 /// One transaction auto-delivery created.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub buyer_id: String,
     pub price_cents: i64,
     pub mode: DeliveryMode,
@@ -187,7 +187,7 @@ impl Serialize for Deliveries<'_> {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Shown<'a> {
-            transaction_id: &'a str,
+            transaction_id: &'a crate::ids::TransactionId,
             buyer_account_id: &'a str,
             buyer_price: f64,
             delivery_mode: &'static str,

@@ -204,7 +204,7 @@ pub fn add_transaction(
     status: &str,
     at: i64,
 ) {
-    let id = crate::ids::new("txn");
+    let id = crate::ids::TransactionId::generate();
     let new = NewTransaction {
         bid: None,
         id: &id,

@@ -28,7 +28,7 @@ pub struct DeliveryOrder<'a> {
 /// A delivery that was written (and commits with the caller's write job).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivered {
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub event_id: String,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
@@ -72,7 +72,7 @@ impl Delivered {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveredView<'a> {
-    transaction_id: &'a str,
+    transaction_id: &'a crate::ids::TransactionId,
     event_id: &'a str,
     #[serde(flatten)]
     sale: SaleView<'a>,
@@ -336,7 +336,7 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
     let margin_cents = price_cents - supplier_cost_cents;
 
     let delivered = Delivered {
-        transaction_id: crate::ids::new("txn"),
+        transaction_id: crate::ids::TransactionId::generate(),
         event_id: String::new(),
         lead_request_id: request.id,
         lead_id: lead.id,

@@ -29,7 +29,7 @@ pub(crate) struct ProductRef<'a> {
 
 /// Everything the event body says.
 pub(crate) struct LeadDelivered<'a> {
-    pub transaction_id: &'a str,
+    pub transaction_id: &'a crate::ids::TransactionId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
     pub delivery_mode: DeliveryMode,
@@ -164,7 +164,7 @@ pub(crate) struct Sale<'a> {
 /// margin is price minus cost), sent now: the one builder of a `lead.delivered` body, for
 /// a delivery and for `buyer integration preview`.
 pub(crate) fn lead_delivered<'a>(
-    transaction_id: &'a str,
+    transaction_id: &'a crate::ids::TransactionId,
     lead: &'a StoredLead,
     request: &'a StoredRequest,
     buyer: &'a Buyer,
@@ -266,7 +266,7 @@ mod tests {
         };
         let body = LeadDelivered {
             bid: None,
-            transaction_id: "txn_1",
+            transaction_id: &"txn_1".into(),
             lead_request_id: LREQ.parse().unwrap(),
             lead_id: LEAD.parse().unwrap(),
             delivery_mode: DeliveryMode::Multi,
@@ -311,7 +311,7 @@ mod tests {
         };
         let body = LeadDelivered {
             bid: Some(&bid),
-            transaction_id: "txn_1",
+            transaction_id: &"txn_1".into(),
             lead_request_id: LREQ.parse().unwrap(),
             lead_id: LEAD.parse().unwrap(),
             delivery_mode: DeliveryMode::Exclusive,

@@ -57,7 +57,7 @@ pub enum DeliveryError {
     )]
     AlreadyDelivered {
         lead_request_id: LeadRequestId,
-        transaction_id: String,
+        transaction_id: crate::ids::TransactionId,
     },
     /// The buyer has had this lead request already (in either mode, also when that
     /// transaction was rejected or cancelled).
@@ -67,7 +67,7 @@ pub enum DeliveryError {
     AlreadyDeliveredToBuyer {
         lead_request_id: LeadRequestId,
         buyer_id: String,
-        transaction_id: String,
+        transaction_id: crate::ids::TransactionId,
     },
     /// Multi mode: the container's maximum number of buyers hold the request already.
     #[error("lead request '{lead_request_id}' already went to its maximum of {max_buyers} buyers")]

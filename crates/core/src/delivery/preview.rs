@@ -49,8 +49,10 @@ pub fn event_for(
         &request.interest.product_id,
     )?
     .ok_or_else(|| DeliveryError::RequestNotFound(request.id.to_string()))?;
+    // A preview names no transaction of the file.
+    let preview_id = crate::ids::TransactionId::from("txn_preview");
     Ok(super::event::lead_delivered(
-        "txn_preview",
+        &preview_id,
         lead,
         request,
         buyer,

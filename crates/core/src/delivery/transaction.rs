@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
-use crate::ids::{LeadId, LeadRequestId};
+use crate::ids::{LeadId, LeadRequestId, TransactionId};
 use crate::report::{Counted, Standing};
 
 stored_enum! {
@@ -68,7 +68,7 @@ stored_enum! {
 
 #[derive(Debug, Clone)]
 pub struct Transaction {
-    pub id: String,
+    pub id: TransactionId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
     pub buyer_id: String,
@@ -118,7 +118,7 @@ pub struct BidRefView<'a> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TransactionView<'a> {
-    transaction_id: &'a str,
+    transaction_id: &'a TransactionId,
     #[serde(flatten)]
     sale: SaleView<'a>,
     status: &'static str,
@@ -208,7 +208,7 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
     })
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Transaction>> {
+pub fn find(conn: &Connection, id: &TransactionId) -> rusqlite::Result<Option<Transaction>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM transactions WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
@@ -239,7 +239,7 @@ pub struct ListFilter {
     pub to_ms: Option<i64>,
     /// Only the transactions after this one in the list's order (newest first: older
     /// ones), for paging with the last id of the previous page.
-    pub after_id: Option<String>,
+    pub after_id: Option<TransactionId>,
     /// At most this many (`list` only).
     pub limit: i64,
 }
@@ -416,7 +416,7 @@ impl HistoryEntry {
 /// its rows. `actor` says who moved it (`operator`, `auto-delivery`, `buyer:<id>`, …).
 fn append_history(
     conn: &Connection,
-    transaction_id: &str,
+    transaction_id: &TransactionId,
     from: Option<Status>,
     to: Status,
     actor: &str,
@@ -441,7 +441,7 @@ fn append_history(
 /// A transaction to write: what `delivery::deliver` decided.
 #[derive(Debug, Clone)]
 pub(crate) struct NewTransaction<'a> {
-    pub id: &'a str,
+    pub id: &'a TransactionId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
     pub buyer_id: &'a str,
@@ -523,7 +523,11 @@ pub(crate) fn create(
 /// bought nothing new (`delivery::deliver` posts the cost to the supplier's ledger once).
 /// Stable while the transaction lives: costs change only when a confirmed cancellation
 /// sets them all to 0 ([`reverse_supplier_cost`]).
-fn report_cost(conn: &Connection, id: &str, supplier_cost_cents: i64) -> rusqlite::Result<i64> {
+fn report_cost(
+    conn: &Connection,
+    id: &TransactionId,
+    supplier_cost_cents: i64,
+) -> rusqlite::Result<i64> {
     if supplier_cost_cents == 0 {
         return Ok(0);
     }
@@ -552,7 +556,7 @@ fn source_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<String
 
 /// Transaction `id` as stored with its lead's source, for a write that tells the reports
 /// what it was before.
-fn stored(conn: &Connection, id: &str) -> rusqlite::Result<(Transaction, String)> {
+fn stored(conn: &Connection, id: &TransactionId) -> rusqlite::Result<(Transaction, String)> {
     let transaction = find(conn, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     let source_id = source_of_lead(conn, transaction.lead_id)?;
     Ok((transaction, source_id))
@@ -583,7 +587,7 @@ impl Transaction {
 /// the reports count it in its new state.
 pub(crate) fn move_to(
     conn: &Connection,
-    id: &str,
+    id: &TransactionId,
     from: Status,
     to: Status,
     actor: &str,
@@ -619,7 +623,7 @@ pub(crate) fn move_to(
 /// balance was charged for it.
 pub(crate) fn set_price(
     conn: &Connection,
-    id: &str,
+    id: &TransactionId,
     buyer_price_cents: i64,
     charged_cents: i64,
 ) -> rusqlite::Result<()> {
@@ -641,7 +645,7 @@ pub(crate) fn set_price(
 /// Removes the free-text reasons from transaction `id`'s history for an erasure (a
 /// buyer's or an operator's words about a lead may name its person); every move, its
 /// actor and time stay. Returns how many entries had one.
-pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+pub(crate) fn erase_reasons(conn: &Connection, id: &TransactionId) -> rusqlite::Result<u64> {
     let changed = conn
         .prepare_cached(
             "UPDATE transaction_history SET reason = NULL
@@ -652,7 +656,10 @@ pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64
 }
 
 /// The ids of the transactions of lead `lead_id` (an erasure's walk).
-pub(crate) fn ids_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<Vec<String>> {
+pub(crate) fn ids_of_lead(
+    conn: &Connection,
+    lead_id: LeadId,
+) -> rusqlite::Result<Vec<TransactionId>> {
     let mut stmt =
         conn.prepare_cached("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
     let rows = stmt.query_map([lead_id], |row| row.get(0))?;
@@ -660,7 +667,7 @@ pub(crate) fn ids_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Resul
 }
 
 /// Records that the prepaid charge was returned (a refund).
-pub(crate) fn clear_charge(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+pub(crate) fn clear_charge(conn: &Connection, id: &TransactionId) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE transactions SET charged_cents = 0 WHERE id = ?1")?
         .execute([id])?;
     Ok(())
@@ -748,7 +755,10 @@ pub(crate) fn buyers_of_request(
 }
 
 /// The history of a transaction, in the order the moves happened.
-pub fn history(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<HistoryEntry>> {
+pub fn history(
+    conn: &Connection,
+    transaction_id: &TransactionId,
+) -> rusqlite::Result<Vec<HistoryEntry>> {
     let mut stmt = conn.prepare_cached(
         "SELECT from_status, to_status, actor, reason, at FROM transaction_history
          WHERE transaction_id = ?1 ORDER BY id",
@@ -768,7 +778,7 @@ pub fn history(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<
 /// Records the delivery state of the transaction's event (called by the outbox).
 pub(crate) fn set_delivery_status(
     conn: &Connection,
-    transaction_id: &str,
+    transaction_id: &TransactionId,
     status: DeliveryStatus,
     partner_external_id: Option<&str>,
 ) -> rusqlite::Result<()> {
@@ -887,7 +897,7 @@ mod tests {
                 ..ListFilter::default()
             },
             ListFilter {
-                after_id: text("txn"),
+                after_id: Some("txn".into()),
                 ..ListFilter::default()
             },
             ListFilter {
@@ -897,7 +907,7 @@ mod tests {
             },
             ListFilter {
                 status: Some(Status::Paid),
-                after_id: text("txn"),
+                after_id: Some("txn".into()),
                 ..ListFilter::default()
             },
         ];

@@ -73,7 +73,7 @@ pub(crate) enum Party<'a> {
 pub(crate) struct Posting<'a> {
     pub(crate) workspace_id: &'a str,
     pub party: Party<'a>,
-    pub transaction_id: Option<&'a str>,
+    pub transaction_id: Option<&'a crate::ids::TransactionId>,
     pub kind: Kind,
     /// Signed, as [`Kind::admits`] says.
     pub amount_cents: i64,
@@ -86,7 +86,10 @@ pub(crate) struct Posting<'a> {
 /// Removes the reason text of transaction `transaction_id`'s refund rows for an erasure: a
 /// refund's reason carries the buyer's words about the lead, which may name its person.
 /// The one change to a written row: amounts, kinds, parties and times never change.
-pub(crate) fn erase_reasons(conn: &Connection, transaction_id: &str) -> rusqlite::Result<u64> {
+pub(crate) fn erase_reasons(
+    conn: &Connection,
+    transaction_id: &crate::ids::TransactionId,
+) -> rusqlite::Result<u64> {
     let changed = conn
         .prepare_cached(
             "UPDATE ledger_entries SET reason = NULL

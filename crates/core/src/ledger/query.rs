@@ -15,7 +15,7 @@ pub struct Entry {
     pub workspace_id: String,
     pub buyer_id: Option<String>,
     pub supplier_id: Option<String>,
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<crate::ids::TransactionId>,
     pub kind: Kind,
     pub amount_cents: i64,
     pub reason: Option<String>,
@@ -32,7 +32,7 @@ impl Entry {
             workspace_id: &self.workspace_id,
             buyer_id: self.buyer_id.as_deref(),
             supplier_id: self.supplier_id.as_deref(),
-            transaction_id: self.transaction_id.as_deref(),
+            transaction_id: self.transaction_id.as_ref(),
             amount: crate::money::as_f64(self.amount_cents),
             reason: self.reason.as_deref(),
             actor: &self.actor,
@@ -55,7 +55,7 @@ pub struct EntryView<'a> {
     workspace_id: &'a str,
     buyer_id: Option<&'a str>,
     supplier_id: Option<&'a str>,
-    transaction_id: Option<&'a str>,
+    transaction_id: Option<&'a crate::ids::TransactionId>,
     amount: f64,
     reason: Option<&'a str>,
     actor: &'a str,
@@ -84,7 +84,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Entry> {
 pub struct ListFilter {
     pub buyer_id: Option<String>,
     pub supplier_id: Option<String>,
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<crate::ids::TransactionId>,
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
     pub limit: i64,
@@ -103,15 +103,15 @@ pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Entr
     ) {
         (Some(buyer), _, _) => (
             format!("SELECT {COLUMNS} FROM ledger_entries WHERE buyer_id = ?1 AND {RANGE}"),
-            Some(buyer),
+            Some(buyer.as_str()),
         ),
         (None, Some(supplier), _) => (
             format!("SELECT {COLUMNS} FROM ledger_entries WHERE supplier_id = ?1 AND {RANGE}"),
-            Some(supplier),
+            Some(supplier.as_str()),
         ),
         (None, None, Some(transaction)) => (
             format!("SELECT {COLUMNS} FROM ledger_entries WHERE transaction_id = ?1 AND {RANGE}"),
-            Some(transaction),
+            Some(transaction.as_str()),
         ),
         (None, None, None) => (
             format!("SELECT {COLUMNS} FROM ledger_entries WHERE ?1 IS NULL AND {RANGE}"),
@@ -149,7 +149,7 @@ pub(crate) fn supplier_balance(conn: &Connection, supplier_id: &str) -> rusqlite
 pub(crate) struct SupplierHolding {
     pub workspace_id: String,
     pub supplier_id: String,
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub amount_cents: i64,
 }
 

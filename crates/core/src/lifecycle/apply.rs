@@ -64,7 +64,7 @@ pub(crate) fn buyer_call(
             conn,
             &crate::audit::Actor::ApiBuyer(authorized.buyer.id.clone()),
             action,
-            &authorized.transaction_id,
+            authorized.transaction_id.as_str(),
             &before,
             &applied.item.to_json(),
             now,
@@ -181,7 +181,7 @@ pub(super) fn apply(
 }
 
 /// The transaction `id` again, after a write of this job.
-fn reread(conn: &Connection, id: &str) -> rusqlite::Result<Transaction> {
+fn reread(conn: &Connection, id: &crate::ids::TransactionId) -> rusqlite::Result<Transaction> {
     Ok(transaction::find(conn, id)?
         .expect("the transaction was read in this job and nothing deletes transactions"))
 }

@@ -90,7 +90,7 @@ pub enum LifecycleError {
     ReturnDenied,
     /// An operator's decision on a transaction without a pending return.
     #[error("transaction '{0}' has no return waiting for review")]
-    NoPendingReturn(String),
+    NoPendingReturn(crate::ids::TransactionId),
     /// The return was decided already (`status`: approved or denied).
     #[error("the return of this transaction was {status} already")]
     ReturnAlreadyDecided { status: String },

@@ -18,7 +18,7 @@ pub(crate) const MAX_REASON_CHARS: usize = 2000;
 /// How a buyer call names its transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Address {
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<crate::ids::TransactionId>,
     /// `externalId` or its alias `partnerExternalId`.
     pub external_id: Option<String>,
     pub buyer_account_id: Option<String>,
@@ -228,7 +228,7 @@ pub(crate) fn confirmation(
     }
     let call = acknowledged.map(|acknowledged| BuyerCall {
         address: Address {
-            transaction_id,
+            transaction_id: transaction_id.map(crate::ids::TransactionId::from),
             external_id,
             buyer_account_id,
         },
@@ -263,7 +263,7 @@ pub(crate) fn transaction_move(body: &Value, requested: Move) -> Result<BuyerCal
     };
     let call = transaction_id.map(|id| BuyerCall {
         address: Address {
-            transaction_id: Some(id),
+            transaction_id: Some(id.into()),
             external_id: None,
             buyer_account_id: None,
         },

@@ -15,7 +15,7 @@ use crate::config::buyer::{self, Buyer};
 /// A transaction the caller may act on, and its buyer.
 #[derive(Debug, Clone)]
 pub(crate) struct Authorized {
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub buyer: Buyer,
 }
 
@@ -25,7 +25,7 @@ struct BuyerMatches {
     /// How many of the buyer's transactions match.
     count: usize,
     /// One of them (the oldest); the only one when `count` is 1.
-    first: String,
+    first: crate::ids::TransactionId,
 }
 
 /// Candidates for `address`, grouped by buyer. Grouping keeps the work per call bounded by

@@ -29,7 +29,7 @@ pub struct Refused {
 /// meanwhile) or was paid.
 pub fn refuse(
     conn: &Connection,
-    transaction_id: &str,
+    transaction_id: &crate::ids::TransactionId,
     reason: &str,
     now: i64,
 ) -> Result<Option<Refused>, LifecycleError> {

@@ -55,7 +55,7 @@ impl Decision {
 
 #[derive(Debug, Clone)]
 pub struct Return {
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub buyer_id: String,
     pub reason_code: String,
     pub reason: Option<String>,
@@ -71,7 +71,7 @@ pub struct Return {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReturnView<'a> {
-    transaction_id: &'a str,
+    transaction_id: &'a crate::ids::TransactionId,
     buyer_id: &'a str,
     reason_code: &'a str,
     reason: Option<&'a str>,
@@ -121,7 +121,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Return> {
 }
 
 /// The return of transaction `id`, if one was ever requested.
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Return>> {
+pub fn find(conn: &Connection, id: &crate::ids::TransactionId) -> rusqlite::Result<Option<Return>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM returns WHERE transaction_id = ?1"
     ))?
@@ -132,7 +132,10 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Return>> {
 /// Removes the free text of transaction `id`'s return (the buyer's reason, the operator's
 /// note) for an erasure: a person's words may name the person. The code, the decision and
 /// the times stay. Returns how many returns had any.
-pub(crate) fn erase_reasons(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+pub(crate) fn erase_reasons(
+    conn: &Connection,
+    id: &crate::ids::TransactionId,
+) -> rusqlite::Result<u64> {
     let changed = conn
         .prepare_cached(
             "UPDATE returns SET reason = NULL, note = NULL
@@ -487,7 +490,7 @@ pub struct FiledView<'a> {
 /// the same rules hold (window, state, denied, code, cap, review).
 pub fn request(
     conn: &Connection,
-    id: &str,
+    id: &crate::ids::TransactionId,
     reason_code: &str,
     note: Option<&str>,
     actor: &str,
@@ -498,7 +501,7 @@ pub fn request(
         .ok_or(LifecycleError::TransactionNotFound)?;
     let call = super::input::BuyerCall {
         address: super::input::Address {
-            transaction_id: Some(id.to_string()),
+            transaction_id: Some(id.clone()),
             external_id: None,
             buyer_account_id: None,
         },
@@ -571,7 +574,7 @@ pub struct DecidedView<'a> {
 #[serde(rename_all = "camelCase")]
 struct ReturnDecided<'a> {
     event: &'static str,
-    transaction_id: &'a str,
+    transaction_id: &'a crate::ids::TransactionId,
     decision: &'static str,
     note: Option<&'a str>,
     decided_at: String,
@@ -584,7 +587,7 @@ struct ReturnDecided<'a> {
 /// `transaction.return_decided` through the outbox, in the same job.
 pub fn decide(
     conn: &Connection,
-    id: &str,
+    id: &crate::ids::TransactionId,
     decision: Decision,
     note: Option<&str>,
     actor: &str,
@@ -594,7 +597,7 @@ pub fn decide(
     if decision == Decision::Deny && note.is_none() {
         return Err(LifecycleError::NoteRequired);
     }
-    let pending = find(conn, id)?.ok_or_else(|| LifecycleError::NoPendingReturn(id.into()))?;
+    let pending = find(conn, id)?.ok_or_else(|| LifecycleError::NoPendingReturn(id.clone()))?;
     if pending.status != ReturnStatus::Pending {
         return Err(LifecycleError::ReturnAlreadyDecided {
             status: pending.status.to_string(),
@@ -642,7 +645,7 @@ pub fn decide(
 fn notify_buyer(
     conn: &Connection,
     buyer_id: &str,
-    transaction_id: &str,
+    transaction_id: &crate::ids::TransactionId,
     status: ReturnStatus,
     note: Option<&str>,
     now: i64,

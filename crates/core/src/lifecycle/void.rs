@@ -26,11 +26,14 @@ pub(crate) const ACTOR: &str = "operator";
 #[derive(Debug, thiserror::Error)]
 pub enum VoidError {
     #[error("unknown transaction '{0}'")]
-    NotFound(String),
+    NotFound(crate::ids::TransactionId),
     #[error("transaction '{0}' is paid and cannot be voided")]
-    Paid(String),
+    Paid(crate::ids::TransactionId),
     #[error("transaction '{id}' is {status} already; there is nothing to void")]
-    Ended { id: String, status: Status },
+    Ended {
+        id: crate::ids::TransactionId,
+        status: Status,
+    },
     #[error("a reason is needed: say why the sale is voided")]
     NoReason,
     /// Moving the money failed (only on the database).
@@ -131,12 +134,17 @@ pub(super) fn take_back(
 }
 
 /// Voids transaction `id` for `reason` at `now`.
-pub fn void(conn: &Connection, id: &str, reason: &str, now: i64) -> Result<Voided, VoidError> {
+pub fn void(
+    conn: &Connection,
+    id: &crate::ids::TransactionId,
+    reason: &str,
+    now: i64,
+) -> Result<Voided, VoidError> {
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(VoidError::NoReason);
     }
-    let current = transaction::find(conn, id)?.ok_or_else(|| VoidError::NotFound(id.into()))?;
+    let current = transaction::find(conn, id)?.ok_or_else(|| VoidError::NotFound(id.clone()))?;
     match current.status {
         Status::Paid => return Err(VoidError::Paid(current.id)),
         Status::Rejected | Status::Cancelled => {

@@ -41,7 +41,7 @@ stored_enum! {
 pub const EXCERPT_LIMIT: usize = 1024;
 
 pub(crate) struct NewEvent<'a> {
-    pub transaction_id: &'a str,
+    pub transaction_id: &'a crate::ids::TransactionId,
     pub buyer_id: &'a str,
     /// The buyer's webhook URL when the event was made (each attempt records the URL it
     /// actually used, which follows the buyer's current setting).
@@ -68,7 +68,7 @@ pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<St
 /// Writes `event` (of `transaction_id`, when it delivers one), due at once; its id.
 fn insert_row(
     conn: &Connection,
-    transaction_id: Option<&str>,
+    transaction_id: Option<&crate::ids::TransactionId>,
     event: &NewNotice,
 ) -> rusqlite::Result<String> {
     let id = crate::ids::new("evt");
@@ -392,7 +392,7 @@ stored_enum! {
 /// do next, in the same job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub buyer_id: String,
     pub reason: String,
     /// Refused at the event's first attempt (the waterfall applies only then).
@@ -433,7 +433,7 @@ pub fn record_attempt(
             row.get::<_, i64>(2)?,
             row.get::<_, i64>(3)?,
             row.get::<_, i64>(4)?,
-            row.get::<_, Option<String>>(5)?,
+            row.get::<_, Option<crate::ids::TransactionId>>(5)?,
             row.get::<_, bool>(6)?,
         ))
     };
@@ -534,7 +534,7 @@ pub fn record_attempt(
                 }
                 None => {
                     if current {
-                        mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                        mark_failed(conn, rowid, transaction_id.as_ref(), &error)?;
                         counted = true;
                     }
                     Outcome::Failed
@@ -543,7 +543,7 @@ pub fn record_attempt(
         }
         Verdict::Failed => {
             if current {
-                mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                mark_failed(conn, rowid, transaction_id.as_ref(), &error)?;
                 counted = true;
             }
             Outcome::Failed
@@ -551,7 +551,7 @@ pub fn record_attempt(
         // Given up like a permanent failure; the transaction's fate is the caller's.
         Verdict::Refused { reason } => {
             if current {
-                mark_failed(conn, rowid, transaction_id.as_deref(), &error)?;
+                mark_failed(conn, rowid, transaction_id.as_ref(), &error)?;
                 counted = true;
                 refusal = transaction_id.clone().map(|transaction_id| Refusal {
                     transaction_id,
@@ -591,7 +591,7 @@ pub fn record_attempt(
 fn mark_failed(
     conn: &Connection,
     rowid: i64,
-    transaction_id: Option<&str>,
+    transaction_id: Option<&crate::ids::TransactionId>,
     error: &Option<String>,
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
@@ -648,7 +648,7 @@ pub enum OutboxError {
     )]
     TransactionEnded {
         id: String,
-        transaction_id: String,
+        transaction_id: crate::ids::TransactionId,
         status: transaction::Status,
     },
     #[error(transparent)]
@@ -666,7 +666,7 @@ impl From<rusqlite::Error> for OutboxError {
 pub struct Event {
     pub id: String,
     pub kind: EventKind,
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<crate::ids::TransactionId>,
     pub buyer_id: String,
     pub url: String,
     pub payload: String,
@@ -707,7 +707,7 @@ impl Event {
         EventView {
             id: &self.id,
             event: self.kind.as_str(),
-            transaction_id: self.transaction_id.as_deref(),
+            transaction_id: self.transaction_id.as_ref(),
             buyer_account_id: &self.buyer_id,
             status: self.status.as_str(),
             attempts: self.attempts,
@@ -730,7 +730,7 @@ impl Event {
 pub struct EventView<'a> {
     id: &'a str,
     event: &'static str,
-    transaction_id: Option<&'a str>,
+    transaction_id: Option<&'a crate::ids::TransactionId>,
     buyer_account_id: &'a str,
     status: &'static str,
     attempts: i64,
@@ -765,7 +765,10 @@ pub fn list(
 }
 
 /// The events of one transaction, oldest first.
-pub fn of_transaction(conn: &Connection, transaction_id: &str) -> rusqlite::Result<Vec<Event>> {
+pub fn of_transaction(
+    conn: &Connection,
+    transaction_id: &crate::ids::TransactionId,
+) -> rusqlite::Result<Vec<Event>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE transaction_id = ?1
          ORDER BY created_at, id"
@@ -877,7 +880,7 @@ pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError
     if let Requeued::TakenBack {
         transaction_id,
         status,
-    } = requeue(conn, id, event.status, event.transaction_id.as_deref(), now)?
+    } = requeue(conn, id, event.status, event.transaction_id.as_ref(), now)?
     {
         return Err(OutboxError::TransactionEnded {
             id: event.id,
@@ -901,7 +904,12 @@ pub fn retry_buyer(
     chunk: usize,
     now: i64,
 ) -> rusqlite::Result<(usize, Option<String>)> {
-    let found: Vec<(String, EventStatus, Option<i64>, Option<String>)> = conn
+    let found: Vec<(
+        String,
+        EventStatus,
+        Option<i64>,
+        Option<crate::ids::TransactionId>,
+    )> = conn
         .prepare_cached(
             "SELECT id, status, lease_until, transaction_id FROM outbox_events
              WHERE buyer_id = ?1 AND id > ?2 AND status <> 'delivered'
@@ -921,7 +929,7 @@ pub fn retry_buyer(
         if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
             continue;
         }
-        let requeued = requeue(conn, id, *event_status, transaction_id.as_deref(), now)?;
+        let requeued = requeue(conn, id, *event_status, transaction_id.as_ref(), now)?;
         if matches!(requeued, Requeued::Due) {
             retried += 1;
         }
@@ -935,7 +943,7 @@ enum Requeued {
     Due,
     /// Left as it was: its transaction was rejected or cancelled (`status`).
     TakenBack {
-        transaction_id: String,
+        transaction_id: crate::ids::TransactionId,
         status: transaction::Status,
     },
 }
@@ -950,7 +958,7 @@ fn requeue(
     conn: &Connection,
     id: &str,
     status: EventStatus,
-    transaction_id: Option<&str>,
+    transaction_id: Option<&crate::ids::TransactionId>,
     now: i64,
 ) -> rusqlite::Result<Requeued> {
     if let Some(txn) = transaction_id
@@ -980,7 +988,7 @@ fn requeue(
 /// with `reason`, and an attempt under way that still gets its 2xx marks it delivered.
 pub(crate) fn cancel_pending(
     conn: &Connection,
-    transaction_id: &str,
+    transaction_id: &crate::ids::TransactionId,
     reason: &str,
 ) -> rusqlite::Result<usize> {
     conn.prepare_cached(
@@ -996,7 +1004,7 @@ pub(crate) fn cancel_pending(
 /// one tried before goes on as it was. Returns how many were voided.
 pub(crate) fn void_unsent(
     conn: &Connection,
-    transaction_id: &str,
+    transaction_id: &crate::ids::TransactionId,
     reason: &str,
     now: i64,
 ) -> rusqlite::Result<usize> {
@@ -1011,7 +1019,7 @@ pub(crate) fn void_unsent(
 /// The events of a transaction as an erasure rewrites them: id and payload.
 pub(crate) fn payloads_of_transaction(
     conn: &Connection,
-    transaction_id: &str,
+    transaction_id: &crate::ids::TransactionId,
 ) -> rusqlite::Result<Vec<(String, String)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, payload FROM outbox_events WHERE transaction_id = ?1 ORDER BY id",

@@ -21,7 +21,7 @@ fn event(conn: &Connection, buyer: &str, due: i64) -> String {
     let id = insert(
         conn,
         &NewEvent {
-            transaction_id: "txn_none",
+            transaction_id: &"txn_none".into(),
             buyer_id: buyer,
             url: "http://127.0.0.1:9/hook",
             payload: "{}",
@@ -241,13 +241,16 @@ fn a_voided_transactions_pending_event_is_given_up() {
     let (_dir, conn) = database();
     let id = event(&conn, "a", 0);
     assert_eq!(
-        cancel_pending(&conn, "txn_none", "voided: buyer down").unwrap(),
+        cancel_pending(&conn, &"txn_none".into(), "voided: buyer down").unwrap(),
         1
     );
     let shown = find(&conn, &id).unwrap().unwrap();
     assert_eq!(shown.status, EventStatus::Failed);
     assert_eq!(shown.last_error.as_deref(), Some("voided: buyer down"));
-    assert_eq!(cancel_pending(&conn, "txn_none", "again").unwrap(), 0);
+    assert_eq!(
+        cancel_pending(&conn, &"txn_none".into(), "again").unwrap(),
+        0
+    );
 }
 
 fn attempt(claimed: &Claimed, verdict: Verdict) -> Attempt {

@@ -109,7 +109,7 @@ pub fn overview(
 
 /// A transaction as the buyer's list shows it.
 pub struct LeadRow {
-    pub transaction_id: String,
+    pub transaction_id: crate::ids::TransactionId,
     pub created_at: i64,
     pub first_name: String,
     pub last_name: String,
@@ -356,7 +356,7 @@ pub fn ledger(
 pub struct Attempt {
     pub event_id: String,
     pub kind: String,
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<crate::ids::TransactionId>,
     pub started_at: i64,
     pub duration_ms: i64,
     pub http_status: Option<i64>,

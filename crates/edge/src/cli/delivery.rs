@@ -66,7 +66,7 @@ pub enum TransactionCommand {
     #[command(after_help = "Example:\n  leadrelay transaction show txn_01J0000000000000000000000")]
     Show {
         /// The transaction's id.
-        id: String,
+        id: crate::ids::TransactionId,
     },
     /// List transactions, newest first.
     #[command(
@@ -94,7 +94,7 @@ pub enum TransactionCommand {
         to: Option<super::period::Bound>,
         /// The next page: the transactions listed after this one (pass the last id shown).
         #[arg(long, value_name = "ID")]
-        after: Option<String>,
+        after: Option<crate::ids::TransactionId>,
         /// At most this many transactions.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
@@ -113,7 +113,7 @@ pub enum TransactionCommand {
     )]
     Void {
         /// The transaction's id.
-        id: String,
+        id: crate::ids::TransactionId,
         /// Why the sale is voided; kept in the transaction's history.
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
         reason: String,
@@ -209,7 +209,14 @@ pub(super) fn deliver(path: &Path, out: &Output, args: DeliverArgs) -> anyhow::R
             .set("buyerPrice", Value::Null, shown["buyerPrice"].clone());
         let now = crate::clock::now_ms();
         let object = &delivered.transaction_id;
-        crate::audit::record(conn, &actor, "transaction.deliver", object, &changes, now)?;
+        crate::audit::record(
+            conn,
+            &actor,
+            "transaction.deliver",
+            object.as_str(),
+            &changes,
+            now,
+        )?;
         Ok::<_, crate::delivery::DeliveryError>(delivered)
     });
     db.close();
@@ -249,7 +256,7 @@ pub(super) fn transaction(
         TransactionCommand::Show { id } => {
             let shown = db.read_blocking(|conn| {
                 let txn = transaction::find(conn, &id)?
-                    .ok_or_else(|| ShowError::NotFound("transaction", id.clone()))?;
+                    .ok_or_else(|| ShowError::NotFound("transaction", id.to_string()))?;
                 let mut value = txn.to_json();
                 let history: Vec<Value> = transaction::history(conn, &id)?
                     .iter()
@@ -286,7 +293,7 @@ pub(super) fn transaction(
                 let changes = crate::audit::Changes::new()
                     .set("status", before, voided.to_json()["status"].clone())
                     .set("reason", Value::Null, reason.as_str());
-                crate::audit::record(conn, &actor, "transaction.void", &id, &changes, now)?;
+                crate::audit::record(conn, &actor, "transaction.void", id.as_str(), &changes, now)?;
                 Ok::<_, crate::lifecycle::void::VoidError>(voided)
             });
             db.close();
@@ -326,7 +333,7 @@ pub(super) fn transaction(
                 if let Some(id) = &after
                     && transaction::find(conn, id)?.is_none()
                 {
-                    return Err(ShowError::NotFound("transaction", id.clone()));
+                    return Err(ShowError::NotFound("transaction", id.to_string()));
                 }
                 // Text that is not one of our lead ids names a lead without transactions.
                 let lead = match lead.as_deref().map(crate::ids::LeadId::parse) {

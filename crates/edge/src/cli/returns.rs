@@ -94,7 +94,7 @@ pub enum ReturnCommand {
     )]
     Request {
         /// The transaction's id.
-        id: String,
+        id: crate::ids::TransactionId,
         /// A reason code of the workspace's list.
         #[arg(long)]
         reason_code: String,
@@ -109,7 +109,7 @@ pub enum ReturnCommand {
     )]
     Approve {
         /// The transaction's id.
-        id: String,
+        id: crate::ids::TransactionId,
         /// Told to the buyer.
         #[arg(long)]
         note: Option<String>,
@@ -121,7 +121,7 @@ pub enum ReturnCommand {
     )]
     Deny {
         /// The transaction's id.
-        id: String,
+        id: crate::ids::TransactionId,
         /// Why, told to the buyer.
         #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
         note: String,

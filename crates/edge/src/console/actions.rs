@@ -145,10 +145,10 @@ async fn run(
     };
     match action {
         Action::ApproveReturn(id) => {
-            lifecycle(decide_return_job(db, actor, id, Decision::Approve, note, now).await)
+            lifecycle(decide_return_job(db, actor, id.into(), Decision::Approve, note, now).await)
         }
         Action::DenyReturn(id) => {
-            lifecycle(decide_return_job(db, actor, id, Decision::Deny, note, now).await)
+            lifecycle(decide_return_job(db, actor, id.into(), Decision::Deny, note, now).await)
         }
         Action::PauseBuyer(id) => config(set_buyer_paused_job(db, actor, id, true, now).await),
         Action::ResumeBuyer(id) => config(set_buyer_paused_job(db, actor, id, false, now).await),

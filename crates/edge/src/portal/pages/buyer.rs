@@ -383,7 +383,10 @@ pub(crate) async fn file_return(
     }
     let history_actor = format!("portal:{}", current.session.user_id);
     let actor = Actor::BuyerUser(current.session.user_id.clone());
-    let (txn, now) = (id.clone(), crate::clock::now_ms());
+    let (txn, now) = (
+        crate::ids::TransactionId::from(id.as_str()),
+        crate::clock::now_ms(),
+    );
     let filed = portal
         .db
         .write(move |conn| {
@@ -469,7 +472,7 @@ pub(super) fn ledger_table(
                     tr {
                         td { (when(tz, entry.at)) }
                         td { (entry.kind.as_str()) }
-                        td { (entry.transaction_id.as_deref().unwrap_or("")) }
+                        td { (entry.transaction_id.as_ref().map_or("", |id| id.as_str())) }
                         td class="num" { (money(entry.amount_cents)) }
                         td { (entry.reason.as_deref().unwrap_or("")) }
                     }

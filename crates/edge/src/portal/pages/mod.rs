@@ -62,7 +62,7 @@ pub(super) fn statement(entries: &[Entry]) -> Response {
             out.record([
                 Cell::text(crate::clock::iso(entry.at)),
                 Cell::text(entry.kind.as_str()),
-                Cell::text(entry.transaction_id.as_deref().unwrap_or("")),
+                Cell::text(entry.transaction_id.as_ref().map_or("", |id| id.as_str())),
                 Cell::number(crate::money::display(entry.amount_cents)),
                 Cell::text(entry.reason.as_deref().unwrap_or("")),
             ])?;
