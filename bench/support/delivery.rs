@@ -208,7 +208,7 @@ pub fn deliver(db: &Db, orders: Vec<(LeadRequestId, String)>) -> Vec<String> {
                             actor: "bench",
                         },
                     )?;
-                    events.push(delivered.event_id);
+                    events.push(delivered.event_id.to_string());
                 }
                 Ok::<_, DeliveryError>(events)
             })

@@ -137,7 +137,7 @@ pub fn revoke_portal_user_of(
 pub fn retry_event(
     conn: &Connection,
     actor: &Actor,
-    id: &str,
+    id: &crate::ids::EventId,
     now: i64,
 ) -> Result<Event, OutboxError> {
     let before = outbox::find(conn, id)?.map(|e| e.status.as_str().to_string());
@@ -147,7 +147,7 @@ pub fn retry_event(
         before.map_or(Value::Null, Value::from),
         after.status.as_str(),
     );
-    audit::record(conn, actor, "outbox.retry", id, &changes, now)?;
+    audit::record(conn, actor, "outbox.retry", id.as_str(), &changes, now)?;
     Ok(after)
 }
 
@@ -201,7 +201,7 @@ pub async fn revoke_portal_user_job(
 pub async fn retry_event_job(
     db: &Db,
     actor: Actor,
-    id: String,
+    id: crate::ids::EventId,
     now: i64,
 ) -> Result<Event, OutboxError> {
     db.write(move |conn| retry_event(conn, &actor, &id, now))

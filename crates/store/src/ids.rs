@@ -207,6 +207,12 @@ text_id!(
     "txn"
 );
 
+text_id!(
+    /// An outbox event's id, `evt_01JD…`: also its `webhook-id`.
+    EventId,
+    "evt"
+);
+
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,
 /// digits, `-`, `_` and `.`. Keeping ids to this set means they never need escaping in a
 /// URL path, and a percent-encoded or traversal trick in a path can never name a record.
@@ -295,6 +301,8 @@ mod tests {
         let older = TransactionId::column_result(ValueRef::Text(b"txn_1")).unwrap();
         assert_eq!(older, TransactionId::from("txn_1"));
         assert!(TransactionId::column_result(ValueRef::Blob(&[0; 16])).is_err());
+        let event = EventId::generate();
+        assert!(event.as_str().starts_with("evt_"), "{event}");
     }
 
     #[test]

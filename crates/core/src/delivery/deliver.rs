@@ -29,7 +29,7 @@ pub struct DeliveryOrder<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivered {
     pub transaction_id: crate::ids::TransactionId,
-    pub event_id: String,
+    pub event_id: crate::ids::EventId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
     pub buyer_id: String,
@@ -73,7 +73,7 @@ impl Delivered {
 #[serde(rename_all = "camelCase")]
 pub struct DeliveredView<'a> {
     transaction_id: &'a crate::ids::TransactionId,
-    event_id: &'a str,
+    event_id: &'a crate::ids::EventId,
     #[serde(flatten)]
     sale: SaleView<'a>,
 }
@@ -337,7 +337,8 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
 
     let delivered = Delivered {
         transaction_id: crate::ids::TransactionId::generate(),
-        event_id: String::new(),
+        // Set when the event is written (`write`).
+        event_id: crate::ids::EventId::from(String::new()),
         lead_request_id: request.id,
         lead_id: lead.id,
         buyer_id: buyer.id.clone(),

@@ -51,7 +51,7 @@ pub(crate) struct NewEvent<'a> {
 }
 
 /// Writes a `lead.delivered` event, due at once, and returns its id (the `webhook-id`).
-pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<String> {
+pub(crate) fn insert(conn: &Connection, event: &NewEvent) -> rusqlite::Result<crate::ids::EventId> {
     insert_row(
         conn,
         Some(event.transaction_id),
@@ -70,8 +70,8 @@ fn insert_row(
     conn: &Connection,
     transaction_id: Option<&crate::ids::TransactionId>,
     event: &NewNotice,
-) -> rusqlite::Result<String> {
-    let id = crate::ids::new("evt");
+) -> rusqlite::Result<crate::ids::EventId> {
+    let id = crate::ids::EventId::generate();
     conn.prepare_cached(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
             next_attempt_at, created_at)
@@ -104,14 +104,17 @@ pub(crate) struct NewNotice<'a> {
 /// `transaction_id`, which ties an event to the transaction it delivers: its outcome must
 /// not move that transaction's delivery status, nor a refusal take the sale back (the
 /// payload names the transaction).
-pub(crate) fn insert_notice(conn: &Connection, notice: &NewNotice) -> rusqlite::Result<String> {
+pub(crate) fn insert_notice(
+    conn: &Connection,
+    notice: &NewNotice,
+) -> rusqlite::Result<crate::ids::EventId> {
     insert_row(conn, None, notice)
 }
 
 /// A due event taken by a claim, with what sending it needs.
 #[derive(Debug, Clone)]
 pub struct Claimed {
-    pub id: String,
+    pub id: crate::ids::EventId,
     /// The event's rowid when it was claimed: its attempt is recorded through it, without
     /// a search of the id index ([`record_attempt`] checks that it still names `id`).
     pub row: i64,
@@ -302,7 +305,11 @@ pub fn claim_for_buyer(
 
 /// Extends the leases of events still in flight here, so no claim elsewhere takes them
 /// while this process still owns them.
-pub fn renew(conn: &Connection, held: &[(String, i64)], lease_until: i64) -> rusqlite::Result<()> {
+pub fn renew(
+    conn: &Connection,
+    held: &[(crate::ids::EventId, i64)],
+    lease_until: i64,
+) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -326,7 +333,11 @@ pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<
 }
 
 /// Gives up claims that were never sent (shutdown), so the events are due again at once.
-pub fn release(conn: &Connection, held: &[(String, i64)], now: i64) -> rusqlite::Result<()> {
+pub fn release(
+    conn: &Connection,
+    held: &[(crate::ids::EventId, i64)],
+    now: i64,
+) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
@@ -355,7 +366,7 @@ pub enum Verdict {
 /// One attempt, ready to record.
 #[derive(Debug, Clone)]
 pub struct Attempt {
-    pub event_id: String,
+    pub event_id: crate::ids::EventId,
     /// The event's rowid when it was claimed ([`Claimed::row`]).
     pub row: i64,
     pub buyer_id: String,
@@ -637,9 +648,9 @@ pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
     #[error("unknown event '{0}'")]
-    NotFound(String),
+    NotFound(crate::ids::EventId),
     #[error("event '{0}' was delivered already; there is nothing to retry")]
-    AlreadyDelivered(String),
+    AlreadyDelivered(crate::ids::EventId),
     /// The sale was taken back (the buyer's API refused it, the buyer rejected it, the
     /// operator voided it): sending the lead again would hand it over for nothing.
     #[error(
@@ -647,7 +658,7 @@ pub enum OutboxError {
          back is not sent again"
     )]
     TransactionEnded {
-        id: String,
+        id: crate::ids::EventId,
         transaction_id: crate::ids::TransactionId,
         status: transaction::Status,
     },
@@ -664,7 +675,7 @@ impl From<rusqlite::Error> for OutboxError {
 /// An event as the operator sees it.
 #[derive(Debug, Clone)]
 pub struct Event {
-    pub id: String,
+    pub id: crate::ids::EventId,
     pub kind: EventKind,
     pub transaction_id: Option<crate::ids::TransactionId>,
     pub buyer_id: String,
@@ -728,7 +739,7 @@ impl Event {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView<'a> {
-    id: &'a str,
+    id: &'a crate::ids::EventId,
     event: &'static str,
     transaction_id: Option<&'a crate::ids::TransactionId>,
     buyer_account_id: &'a str,
@@ -741,7 +752,7 @@ pub struct EventView<'a> {
     delivered_at: Option<String>,
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Event>> {
+pub fn find(conn: &Connection, id: &crate::ids::EventId) -> rusqlite::Result<Option<Event>> {
     conn.prepare_cached(&format!(
         "SELECT {EVENT_COLUMNS} FROM outbox_events WHERE id = ?1"
     ))?
@@ -845,7 +856,10 @@ pub struct AttemptView<'a> {
 }
 
 /// Every attempt of an event, in order.
-pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<AttemptRecord>> {
+pub fn attempts(
+    conn: &Connection,
+    event_id: &crate::ids::EventId,
+) -> rusqlite::Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
             outcome, request
@@ -872,10 +886,10 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
 /// Makes a failed or pending event due now. A failed event starts the retry schedule
 /// again; its transaction's delivery status goes back to pending. Refused for an event of
 /// a sale taken back ([`requeue`]).
-pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError> {
-    let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
+pub fn retry(conn: &Connection, id: &crate::ids::EventId, now: i64) -> Result<Event, OutboxError> {
+    let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.clone()))?;
     if event.status == EventStatus::Delivered {
-        return Err(OutboxError::AlreadyDelivered(id.to_string()));
+        return Err(OutboxError::AlreadyDelivered(id.clone()));
     }
     if let Requeued::TakenBack {
         transaction_id,
@@ -888,7 +902,7 @@ pub fn retry(conn: &Connection, id: &str, now: i64) -> Result<Event, OutboxError
             status,
         });
     }
-    find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))
+    find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.clone()))
 }
 
 /// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
@@ -905,7 +919,7 @@ pub fn retry_buyer(
     now: i64,
 ) -> rusqlite::Result<(usize, Option<String>)> {
     let found: Vec<(
-        String,
+        crate::ids::EventId,
         EventStatus,
         Option<i64>,
         Option<crate::ids::TransactionId>,
@@ -922,7 +936,7 @@ pub fn retry_buyer(
         // No `LIMIT ?` (see `claim_for_buyer`): the rows come in id order.
         .take(chunk)
         .collect::<Result<_, _>>()?;
-    let last = found.last().map(|(id, ..)| id.clone());
+    let last = found.last().map(|(id, ..)| id.to_string());
     let mut retried = 0;
     for (id, event_status, lease_until, transaction_id) in &found {
         // An event in flight is being tried already; making it due would send it twice.
@@ -956,7 +970,7 @@ enum Requeued {
 /// delivery status goes back to pending.
 fn requeue(
     conn: &Connection,
-    id: &str,
+    id: &crate::ids::EventId,
     status: EventStatus,
     transaction_id: Option<&crate::ids::TransactionId>,
     now: i64,

@@ -17,7 +17,7 @@ fn database() -> (tempfile::TempDir, Connection) {
 }
 
 /// An event of `buyer` due at `due`.
-fn event(conn: &Connection, buyer: &str, due: i64) -> String {
+fn event(conn: &Connection, buyer: &str, due: i64) -> crate::ids::EventId {
     let id = insert(
         conn,
         &NewEvent {
@@ -58,7 +58,7 @@ fn a_claim_takes_due_events_and_an_expired_lease_makes_an_event_due_again() {
     assert_eq!(ids(&claimed), [first.as_str(), second.as_str()]);
     assert!(claimed.iter().all(|e| e.claim == 1 && !e.probe));
     assert!(claimed[0].signing_secret.starts_with("whsec_"));
-    let due_of = |id: &str| -> (i64, Option<i64>) {
+    let due_of = |id: &crate::ids::EventId| -> (i64, Option<i64>) {
         conn.query_row(
             "SELECT next_attempt_at, lease_until FROM outbox_events WHERE id = ?1",
             [id],
@@ -166,7 +166,7 @@ fn claims_of_any_size_reuse_the_compiled_statements() {
 #[test]
 fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
     let (_dir, conn) = database();
-    let failed: Vec<String> = (0..5).map(|n| event(&conn, "a", n)).collect();
+    let failed: Vec<crate::ids::EventId> = (0..5).map(|n| event(&conn, "a", n)).collect();
     for id in &failed {
         conn.execute(
             "UPDATE outbox_events SET status = 'failed', attempts = 8 WHERE id = ?1",
@@ -272,7 +272,7 @@ fn attempt(claimed: &Claimed, verdict: Verdict) -> Attempt {
     }
 }
 
-fn state(conn: &Connection, id: &str) -> (String, i64, i64, Option<i64>) {
+fn state(conn: &Connection, id: &crate::ids::EventId) -> (String, i64, i64, Option<i64>) {
     conn.query_row(
         "SELECT status, attempts, next_attempt_at, lease_until FROM outbox_events WHERE id = ?1",
         [id],
@@ -350,7 +350,7 @@ fn a_used_up_schedule_fails_and_an_operator_retry_starts_it_again() {
     );
 }
 
-fn retry_event(conn: &Connection, id: &str, now: i64) -> Event {
+fn retry_event(conn: &Connection, id: &crate::ids::EventId, now: i64) -> Event {
     super::retry(conn, id, now).unwrap()
 }
 

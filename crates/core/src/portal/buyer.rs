@@ -354,7 +354,7 @@ pub fn ledger(
 
 /// One delivery attempt to the buyer.
 pub struct Attempt {
-    pub event_id: String,
+    pub event_id: crate::ids::EventId,
     pub kind: String,
     pub transaction_id: Option<crate::ids::TransactionId>,
     pub started_at: i64,

@@ -159,7 +159,7 @@ pub enum OutboxCommand {
     #[command(after_help = "Example:\n  leadrelay outbox show evt_01J0000000000000000000000")]
     Show {
         /// The event's id.
-        id: String,
+        id: crate::ids::EventId,
     },
     /// Make a failed or pending event due now (a failed one starts the retry schedule
     /// again), or, with --buyer, every such event of a buyer (and its next probe, if its
@@ -170,7 +170,7 @@ pub enum OutboxCommand {
     )]
     Retry {
         /// The event's id.
-        id: Option<String>,
+        id: Option<crate::ids::EventId>,
         /// Every failed or pending event of this buyer.
         #[arg(long, conflicts_with = "id")]
         buyer: Option<String>,
@@ -393,7 +393,7 @@ pub(super) fn outbox(
         OutboxCommand::Show { id } => {
             let shown = db.read_blocking(|conn| {
                 let event = store::find(conn, &id)?
-                    .ok_or_else(|| ShowError::NotFound("event", id.clone()))?;
+                    .ok_or_else(|| ShowError::NotFound("event", id.to_string()))?;
                 let attempts = store::attempts(conn, &id)?;
                 let shown = ShownEvent {
                     event: event.view(),

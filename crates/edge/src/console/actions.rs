@@ -152,7 +152,7 @@ async fn run(
         }
         Action::PauseBuyer(id) => config(set_buyer_paused_job(db, actor, id, true, now).await),
         Action::ResumeBuyer(id) => config(set_buyer_paused_job(db, actor, id, false, now).await),
-        Action::RetryEvent(id) => match retry_event_job(db, actor, id, now).await {
+        Action::RetryEvent(id) => match retry_event_job(db, actor, id.into(), now).await {
             Ok(_) => Ok(Ok(())),
             Err(OutboxError::Db(e)) => Err(e),
             Err(refused) => Ok(Err(refused.to_string())),

@@ -234,19 +234,23 @@ impl Sender {
         key: &SigningKey,
         timestamp: i64,
     ) -> Result<http::Request<Full<Bytes>>, http::Error> {
-        let mut signature = key.sign(&event.id, timestamp, event.payload.as_bytes());
+        let mut signature = key.sign(event.id.as_str(), timestamp, event.payload.as_bytes());
         // During a rotation's overlap the previous secret signs too (Standard Webhooks:
         // space-separated signatures), so a buyer verifying with either one accepts it.
         if let Some(previous) = &event.previous_signing_secret
             && let Ok(previous) = SigningKey::from_secret(previous)
         {
             signature.push(' ');
-            signature.push_str(&previous.sign(&event.id, timestamp, event.payload.as_bytes()));
+            signature.push_str(&previous.sign(
+                event.id.as_str(),
+                timestamp,
+                event.payload.as_bytes(),
+            ));
         }
         http::Request::post(event.url.as_str())
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::USER_AGENT, &*self.user_agent)
-            .header("webhook-id", &event.id)
+            .header("webhook-id", event.id.as_str())
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
             .body(Full::new(Bytes::from(event.payload.clone())))
@@ -271,11 +275,11 @@ impl Sender {
         }
         if let Some(key) = key {
             request = request
-                .header("webhook-id", &event.id)
+                .header("webhook-id", event.id.as_str())
                 .header("webhook-timestamp", timestamp.to_string())
                 .header(
                     "webhook-signature",
-                    key.sign(&event.id, timestamp, &built.body),
+                    key.sign(event.id.as_str(), timestamp, &built.body),
                 );
         }
         request.body(Full::new(Bytes::from(built.body.clone())))

@@ -123,7 +123,7 @@ struct Coordinator {
     db: Db,
     notifier: Notifier,
     pool: Pool,
-    in_flight: HashMap<String, Held>,
+    in_flight: HashMap<crate::ids::EventId, Held>,
     concurrency: usize,
     per_buyer: usize,
     lease: Duration,
@@ -138,7 +138,7 @@ struct Coordinator {
 /// What one round asks the database to do.
 struct Round {
     finished: Vec<Attempt>,
-    renew: Vec<(String, i64)>,
+    renew: Vec<(crate::ids::EventId, i64)>,
     /// Places to fill with claims; 0 for none.
     claim: usize,
     /// Places each buyer holds once `finished` are recorded.
@@ -336,7 +336,7 @@ impl Coordinator {
         }
     }
 
-    fn due_renewals(&self) -> Vec<(String, i64)> {
+    fn due_renewals(&self) -> Vec<(crate::ids::EventId, i64)> {
         let horizon = crate::clock::now_ms() + millis(self.lease) / 2;
         self.in_flight
             .iter()
@@ -520,7 +520,8 @@ impl Coordinator {
     fn shut_down(self, mut finished: Vec<Attempt>) {
         let unsent = self.pool.close();
         finished.extend(self.notifier.wait(Instant::now()).finished);
-        let release: Vec<(String, i64)> = unsent.iter().map(|e| (e.id.clone(), e.claim)).collect();
+        let release: Vec<(crate::ids::EventId, i64)> =
+            unsent.iter().map(|e| (e.id.clone(), e.claim)).collect();
         let schedule = self.config.retry_schedule.clone();
         let breaker = self.config.breaker;
         let recorded = self.db.write_blocking(move |conn| {

@@ -16,7 +16,7 @@ use crate::http::error::Error;
 const LIMIT: i64 = 200;
 
 struct EventRow {
-    id: String,
+    id: crate::ids::EventId,
     buyer_id: String,
     lead_id: Option<crate::ids::LeadId>,
     attempts: i64,
