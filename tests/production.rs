@@ -616,6 +616,21 @@ fn metrics_include_the_process_figures() {
     assert_eq!(metrics.value("leadrelay_db_write_queue_capacity"), 1024.0);
 }
 
+/// mimalloc advises huge pages on its arenas; the kernel zeroed a 2 MiB page at each first
+/// touch (6% of the server's samples under batch ingest). The server runs without them.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_server_runs_without_transparent_huge_pages() {
+    let db = TempDb::new();
+    let server = ServeProcess::start(&db.path, &[]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("THP_enabled:"))
+        .expect("the kernel reports THP_enabled (Linux 5.0 and later)");
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 /// A tmpfs of `size` mounted on a new temp directory, unmounted when dropped; `None` (with
 /// the reason) when this process may not mount one.
 struct SmallDisk {
