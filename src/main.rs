@@ -9,7 +9,6 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    no_transparent_huge_pages();
     // Before anything can open a connection, while this is the only thread.
     leadrelay::db::sqlite_memory::configure();
     let cli = leadrelay::cli::parse();
@@ -27,22 +26,6 @@ fn main() -> ExitCode {
     match leadrelay::cli::run(cli) {
         Ok(code) => code,
         Err(e) => leadrelay::cli::report(&e, json),
-    }
-}
-
-/// Turns transparent huge pages off for this process. mimalloc asks for them on its arenas
-/// (`madvise(MADV_HUGEPAGE)`), and the kernel then zeroes a whole 2 MiB page on the first
-/// touch of each, again after every purge of freed memory: under batch ingest the kernel's
-/// `clear_page_erms` took 6% of the server's samples (`perf record` of `serve` under
-/// `bench/reference.sh`'s batch load), and without huge pages the server's system time per
-/// batched lead fell from 9.9-10.0 to 6.7-7.4 µs (the same build, alternating). The flag
-/// covers every mapping, those made before it too, from their next fault on.
-fn no_transparent_huge_pages() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_THP_DISABLE takes integer arguments and touches no memory of ours; an
-    // error (an old kernel) leaves the default, which is only slower.
-    unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
 }
 
