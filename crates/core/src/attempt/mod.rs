@@ -19,4 +19,5 @@ mod retry;
 mod tests;
 
 pub use record::{Recorded, record_all};
-pub use retry::{RetryError, retry_buyer, retry_event};
+pub(crate) use retry::retry_event;
+pub use retry::{RetryError, retry_buyer};

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 
 use crate::db::DbError;
 use crate::delivery::transaction::{self, Status, Transaction};
-use crate::outbox::store::{self as outbox, Event, EventStatus, OutboxError, Retryable};
+use crate::outbox::store::{self as outbox, BuyerChunk, Event, OutboxError, Retryable};
 
 /// Why an operator's retry of an event was refused.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +47,7 @@ impl From<rusqlite::Error> for RetryError {
 /// Makes failed or pending event `id` due now. A failed event starts the retry schedule
 /// again; its transaction's delivery status goes back to pending. Refused for an event of
 /// a sale taken back: the event stays as it is, its transaction untouched.
-pub fn retry_event(conn: &Connection, id: &str, now: i64) -> Result<Event, RetryError> {
+pub(crate) fn retry_event(conn: &Connection, id: &str, now: i64) -> Result<Event, RetryError> {
     let event = outbox::retryable(conn, id)?;
     if let Some(ended) = taken_back(conn, &event)? {
         return Err(RetryError::TransactionEnded {
@@ -60,20 +60,16 @@ pub fn retry_event(conn: &Connection, id: &str, now: i64) -> Result<Event, Retry
     Ok(outbox::find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?)
 }
 
-/// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
-/// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
-/// narrows (`None`: both), as [`retry_event`] does each of them: the events of a sale
-/// taken back stay as they are. Returns how many events it retried and the last id it
-/// looked at (`None` when there were none: the caller is done).
+/// Makes due now the events of `chunk` that are failed, or pending and not in flight, as
+/// [`retry_event`] does each of them: the events of a sale taken back stay as they are.
+/// Returns how many events it retried and the last id it looked at (`None` when there were
+/// none: the caller is done).
 pub fn retry_buyer(
     conn: &Connection,
-    buyer_id: &str,
-    status: Option<EventStatus>,
-    after: &str,
-    chunk: usize,
+    chunk: &BuyerChunk,
     now: i64,
 ) -> rusqlite::Result<(usize, Option<String>)> {
-    let (events, last) = outbox::retryable_of_buyer(conn, buyer_id, status, after, chunk, now)?;
+    let (events, last) = outbox::retryable_of_buyer(conn, chunk, now)?;
     let mut retried = 0;
     for event in &events {
         if taken_back(conn, event)?.is_none() {

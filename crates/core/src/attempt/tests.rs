@@ -179,7 +179,13 @@ fn a_retry_sets_the_delivery_status_back_to_pending_only_for_a_live_transaction(
     )
     .unwrap();
     assert_eq!(delivery_status(&conn, &live), DeliveryStatus::Failed);
-    let (retried, last) = retry_buyer(&conn, "a", None, "", 100, 5_000).unwrap();
+    let chunk = store::BuyerChunk {
+        buyer_id: "a",
+        status: None,
+        after: "",
+        size: 100,
+    };
+    let (retried, last) = retry_buyer(&conn, &chunk, 5_000).unwrap();
     assert_eq!(retried, 1, "only the live sale's event");
     assert!(last.is_some());
     assert_eq!(delivery_status(&conn, &live), DeliveryStatus::Pending);

@@ -395,7 +395,7 @@ stored_enum! {
 /// Where an event that delivers a transaction now stands, as that transaction's delivery
 /// status says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendState {
+pub(crate) enum SendState {
     /// Due (again): an operator's retry reopened a failed event.
     Pending,
     /// The event's first 2xx; the buyer's own id for the transaction when its answer named
@@ -409,14 +409,14 @@ pub enum SendState {
 /// to apply through the transaction's owner in the same job. An event that delivers no
 /// transaction (a notice) makes none.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeliveryFact {
+pub(crate) struct DeliveryFact {
     pub transaction_id: String,
     pub state: SendState,
 }
 
 /// What recording one attempt did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub outcome: Outcome,
     /// The transaction's new delivery status, when the attempt moved its event to one.
     pub delivery: Option<DeliveryFact>,
@@ -457,7 +457,7 @@ const EVENT_STATE: &str =
 /// [`record`], also returning what the attempt means for the event's transaction (its
 /// delivery status, a refusal), for the caller to apply in the same job. `None` when the
 /// event is gone.
-pub fn record_attempt(
+pub(crate) fn record_attempt(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
@@ -897,7 +897,7 @@ pub fn attempts(conn: &Connection, event_id: &str) -> rusqlite::Result<Vec<Attem
 
 /// An event an operator's retry may make due now: failed, or pending and not in flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retryable {
+pub(crate) struct Retryable {
     pub id: String,
     pub status: EventStatus,
     /// The transaction it delivers, if any: the retry's caller leaves the event alone when
@@ -907,7 +907,7 @@ pub struct Retryable {
 
 /// Event `id` as an operator's retry brings it back; refused when it is unknown or was
 /// delivered already.
-pub fn retryable(conn: &Connection, id: &str) -> Result<Retryable, OutboxError> {
+pub(crate) fn retryable(conn: &Connection, id: &str) -> Result<Retryable, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.to_string()))?;
     if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.to_string()));
@@ -919,16 +919,24 @@ pub fn retryable(conn: &Connection, id: &str) -> Result<Retryable, OutboxError> 
     })
 }
 
-/// One chunk of at most `chunk` events with ids after `after` (by id) of `buyer_id` that
-/// are failed, or pending and not in flight, as `status` narrows (`None`: both): what
+/// One chunk of a buyer's events, by id, for `outbox retry --buyer`.
+#[derive(Debug, Clone, Copy)]
+pub struct BuyerChunk<'a> {
+    pub buyer_id: &'a str,
+    /// Only failed or only pending events; `None`: both.
+    pub status: Option<EventStatus>,
+    /// The last id of the previous chunk (`""` for the first).
+    pub after: &'a str,
+    /// How many events at most.
+    pub size: usize,
+}
+
+/// The events of `chunk` that are failed, or pending and not in flight at `now`: what
 /// `outbox retry --buyer` makes due, each through [`reopen`]. Returns them and the last id
 /// it looked at (`None` when there were none: the caller is done).
-pub fn retryable_of_buyer(
+pub(crate) fn retryable_of_buyer(
     conn: &Connection,
-    buyer_id: &str,
-    status: Option<EventStatus>,
-    after: &str,
-    chunk: usize,
+    chunk: &BuyerChunk,
     now: i64,
 ) -> rusqlite::Result<(Vec<Retryable>, Option<String>)> {
     let found: Vec<(Retryable, Option<i64>)> = conn
@@ -938,7 +946,7 @@ pub fn retryable_of_buyer(
                AND (?3 IS NULL OR status = ?3)
              ORDER BY id",
         )?
-        .query_map(params![buyer_id, after, status], |row| {
+        .query_map(params![chunk.buyer_id, chunk.after, chunk.status], |row| {
             Ok((
                 Retryable {
                     id: row.get(0)?,
@@ -949,7 +957,7 @@ pub fn retryable_of_buyer(
             ))
         })?
         // No `LIMIT ?` (see `claim_for_buyer`): the rows come in id order.
-        .take(chunk)
+        .take(chunk.size)
         .collect::<Result<_, _>>()?;
     let last = found.last().map(|(event, _)| event.id.clone());
     let retryable = found
@@ -967,7 +975,7 @@ pub fn retryable_of_buyer(
 /// event back. A failed event starts the retry schedule again, and its transaction's
 /// delivery status goes back to pending: the fact returned, for the caller to apply. The
 /// caller decides first whether the event may go again (its sale not taken back).
-pub fn reopen(
+pub(crate) fn reopen(
     conn: &Connection,
     event: &Retryable,
     now: i64,

@@ -245,7 +245,13 @@ fn reopen_of_buyer(
     chunk: usize,
     now: i64,
 ) -> (usize, Option<String>) {
-    let (events, last) = retryable_of_buyer(conn, "a", status, after, chunk, now).unwrap();
+    let chunk = BuyerChunk {
+        buyer_id: "a",
+        status,
+        after,
+        size: chunk,
+    };
+    let (events, last) = retryable_of_buyer(conn, &chunk, now).unwrap();
     for event in &events {
         reopen(conn, event, now).unwrap();
     }

@@ -454,7 +454,13 @@ fn retry_buyer(
         let actor = super::actor();
         let (retried, last) = db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
-            let chunk = crate::attempt::retry_buyer(conn, &buyer, status, &from, RETRY_CHUNK, now)?;
+            let chunk = store::BuyerChunk {
+                buyer_id: &buyer,
+                status,
+                after: &from,
+                size: RETRY_CHUNK,
+            };
+            let chunk = crate::attempt::retry_buyer(conn, &chunk, now)?;
             if chunk.0 > 0 {
                 let changes = crate::audit::Changes::new().set("retried", Value::Null, chunk.0);
                 crate::audit::record(conn, &actor, "outbox.retry_buyer", &buyer, &changes, now)?;

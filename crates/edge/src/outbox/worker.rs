@@ -2,12 +2,12 @@
 //! fair share of sends among buyers.
 //!
 //! Each round is one write job: it records the attempts the senders finished (the event
-//! and its transaction through `attempt::record_all`, the buyer's breaker), renews the leases of events still in flight,
-//! claims due events for the free places and, every few seconds, reports the per-buyer
-//! figures and a heartbeat for `buyer health`. Batching the writes keeps the database cost
-//! per event a fraction of a commit, and the senders never wait for a commit. Between
-//! rounds it sleeps until a sender finishes, a [`Notifier`] wakes it, the next event falls
-//! due, or the poll interval passes.
+//! and its transaction through `attempt::record_all`, the buyer's breaker), renews the
+//! leases of events still in flight, claims due events for the free places and, every few
+//! seconds, reports the per-buyer figures and a heartbeat for `buyer health`. Batching the
+//! writes keeps the database cost per event a fraction of a commit, and the senders never
+//! wait for a commit. Between rounds it sleeps until a sender finishes, a [`Notifier`]
+//! wakes it, the next event falls due, or the poll interval passes.
 //!
 //! Fairness: at most `concurrency` events are in flight in all and `per_buyer` of one
 //! buyer's; free places are dealt round-robin over the buyers with due events (each gets
