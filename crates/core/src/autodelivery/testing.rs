@@ -66,12 +66,17 @@ pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
     }
 }
 
-/// An in-memory database with the schema; workspaces `ws` and `other`; products `solar` and
-/// `heat`; channel `web` with source `src`; lead `lead_test` with requests `lreq_test` and
-/// `lreq_old` for `solar`.
+/// An in-memory database with the schema and the [`rows`].
 pub fn database() -> Connection {
     let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
     crate::db::apply_migrations(&mut conn).expect("the schema applies");
+    rows(&conn);
+    conn
+}
+
+/// Workspaces `ws` and `other`; products `solar` and `heat`; channel `web` with source
+/// `src`; lead `lead_test` with requests `lreq_test` and `lreq_old` for `solar`.
+pub fn rows(conn: &Connection) {
     conn.execute_batch(
         "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
          INSERT INTO products (id, workspace_id, slug, name, created_at)
@@ -88,7 +93,6 @@ pub fn database() -> Connection {
                     ('lreq_old', 'lead_test', 1, 'solar', 0);",
     )
     .expect("the fixture rows insert");
-    conn
 }
 
 /// A buyer and its subscription as the tests vary them; the default is an active postpaid
@@ -166,7 +170,7 @@ pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
 }
 
 /// A transaction of `buyer` for `product` on `request` of `lead_test`, created at `at` and
-/// moved to `status`, written through the transaction's owner.
+/// moved to `status`, written through the transaction's owner; its id.
 pub fn add_transaction(
     conn: &Connection,
     request: &str,
@@ -174,7 +178,7 @@ pub fn add_transaction(
     product: &str,
     status: &str,
     at: i64,
-) {
+) -> String {
     let id = crate::ids::new("txn");
     let new = NewTransaction {
         bid: None,
@@ -198,4 +202,5 @@ pub fn add_transaction(
         transaction::move_to(conn, &id, Status::Delivered, status, "test", None, at)
             .expect("the transaction fixture moves");
     }
+    id
 }
