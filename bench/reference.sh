@@ -11,8 +11,9 @@
 # (16 connections) against both builds, the two in alternating order (wrk, DURATION each),
 # then the ceiling (bench/ceiling.rs: leads written straight into SQLite at 16 and at 100 per
 # commit). It prints every run, then per build the median single-lead req/s with its p99, the
-# median batch leads/s with its p99, their ratios to the ceilings and to the reference, with
-# the commit of each build.
+# median batch leads/s with its p99, the server's CPU time (user + system) per lead, their
+# ratios to the ceilings and to the reference, with the commit of each build. The CPU time
+# per lead is the figure to compare when something else shares the cores.
 #
 # Settings (environment): RUNS (3), DURATION (8s), SINGLE_CONNECTIONS (64),
 # BATCH_CONNECTIONS (16), WRK_THREADS (2), LEADRELAY_BIN (this checkout's binary instead of
@@ -30,7 +31,7 @@ WRK_THREADS="${WRK_THREADS:-2}"
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh" reference wrk
 NEW_BIN="$BIN"
-NEW_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo +changes)"
+NEW_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src crates Cargo.toml Cargo.lock || echo +changes)"
 
 if [ -x "$REFERENCE" ] && [ ! -d "$REFERENCE" ]; then
   REF_BIN="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"
@@ -66,7 +67,7 @@ setup() {
 }
 
 # Runs one load of build $1 (new|ref) with BENCH_BATCH=$2 on $3 connections; prints
-# "build batch rate p99" (rate: leads/s).
+# "build batch rate p99 cpu" (rate: leads/s; cpu: the server's µs of CPU per lead).
 run_one() {
   local which="$1" batch="$2" connections="$3" bin port out
   bin="$NEW_BIN"; [ "$which" = ref ] && bin="$REF_BIN"
@@ -80,11 +81,15 @@ run_one() {
   SERVER_PID=$!
   for _ in $(seq 200); do curl -fs "http://127.0.0.1:$port/api/health" >/dev/null && break; sleep 0.05; done
   out="$WORK/wrk.txt"
+  local ticks_before ticks_after
+  ticks_before="$(cpu_ticks "$SERVER_PID")"
   BENCH_BATCH="$batch" wrk -t "$WRK_THREADS" -c "$connections" -d "$DURATION" --latency \
     -s "$BENCH_DIR/plain.lua" "http://127.0.0.1:$port$LEADS_PATH" >"$out"
+  ticks_after="$(cpu_ticks "$SERVER_PID")"
   stop_server
-  awk -v w="$which" -v b="$batch" '/Requests\/sec/ {r = $2} $1 == "99%" {p = $2}
-    END {printf "%s %s %.0f %s\n", w, b, r * b, p}' "$out"
+  awk -v w="$which" -v b="$batch" -v ticks=$((ticks_after - ticks_before)) -v hz="$(getconf CLK_TCK)" \
+    '/Requests\/sec/ {r = $2} $1 == "99%" {p = $2} /requests in/ {n = $1}
+    END {printf "%s %s %.0f %s %.1f\n", w, b, r * b, p, ticks / hz * 1e6 / (n * b)}' "$out"
 }
 
 results="$WORK/results.txt"
@@ -115,10 +120,13 @@ for which, name in (("new", sys.argv[3]), ("ref", sys.argv[4])):
         rate = statistics.median(float(r[2]) for r in mine)
         median[which, batch] = rate
         p99 = ", ".join(r[3] for r in mine)
+        cpu = statistics.median(float(r[4]) for r in mine)
+        median[which, batch, "cpu"] = cpu
         what = "single-lead" if batch == "1" else "batch-100"
         print(f"{name:>16} {what:>11}: {rate:8.0f} leads/s (median), p99 {p99}; "
-              f"ratio to the ceiling {rate / ceiling:.2f}")
+              f"{cpu:.1f} µs CPU per lead; ratio to the ceiling {rate / ceiling:.2f}")
 for batch in ("1", "100"):
     what = "single-lead" if batch == "1" else "batch-100"
-    print(f"{what}: {sys.argv[3]} / {sys.argv[4]} = {median['new', batch] / median['ref', batch]:.2f}")
+    print(f"{what}: {sys.argv[3]} / {sys.argv[4]} = {median['new', batch] / median['ref', batch]:.2f}"
+          f" (CPU per lead {median['new', batch, 'cpu'] / median['ref', batch, 'cpu']:.2f})")
 PY

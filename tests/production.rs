@@ -608,6 +608,25 @@ fn metrics_include_the_process_figures() {
     assert_eq!(metrics.value("leadrelay_db_write_queue_capacity"), 1024.0);
 }
 
+/// mimalloc advised its arenas as transparent huge pages, and the kernel zeroed a whole
+/// 2 MiB page at the first touch of each (6% of the server's samples under batch ingest).
+/// The server's memory has none after it has ingested.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_server_holds_no_transparent_huge_pages() {
+    let db = TempDb::new();
+    setup(&db.path);
+    let server = ServeProcess::start(&db.path, &[]);
+    let ingest = server.post(INGEST).json(&simple_lead(1)).send();
+    assert_eq!(ingest.status, 201, "{}", ingest.text);
+    let memory = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", server.pid())).unwrap();
+    let line = memory
+        .lines()
+        .find(|line| line.starts_with("AnonHugePages:"))
+        .expect("smaps_rollup names AnonHugePages");
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 /// A tmpfs of `size` mounted on a new temp directory, unmounted when dropped; `None` (with
 /// the reason) when this process may not mount one.
 struct SmallDisk {

@@ -9,12 +9,13 @@
 use rusqlite::Connection;
 use serde_json::Value;
 
+use crate::attempt::RetryError;
 use crate::audit::{self, Actor, Changes};
 use crate::config::{ConfigError, buyer};
 use crate::db::Db;
 use crate::lifecycle::LifecycleError;
 use crate::lifecycle::returns::{self, Decided, Decision, Filed};
-use crate::outbox::store::{self as outbox, Event, OutboxError};
+use crate::outbox::store::{self as outbox, Event};
 use crate::partners::{self, PartnerUser, PartnerUserError};
 
 /// Pauses (`paused`) or resumes buyer `id`: `buyer.pause` or `buyer.resume`.
@@ -133,15 +134,15 @@ pub fn revoke_portal_user_of(
     Ok(user)
 }
 
-/// Makes failed or pending event `id` due now (`outbox::store::retry`): `outbox.retry`.
+/// Makes failed or pending event `id` due now (`attempt::retry_event`): `outbox.retry`.
 pub fn retry_event(
     conn: &Connection,
     actor: &Actor,
     id: &crate::ids::EventId,
     now: i64,
-) -> Result<Event, OutboxError> {
+) -> Result<Event, RetryError> {
     let before = outbox::find(conn, id)?.map(|e| e.status.as_str().to_string());
-    let after = outbox::retry(conn, id, now)?;
+    let after = crate::attempt::retry_event(conn, id, now)?;
     let changes = Changes::new().set(
         "status",
         before.map_or(Value::Null, Value::from),
@@ -203,7 +204,7 @@ pub async fn retry_event_job(
     actor: Actor,
     id: crate::ids::EventId,
     now: i64,
-) -> Result<Event, OutboxError> {
+) -> Result<Event, RetryError> {
     db.write(move |conn| retry_event(conn, &actor, &id, now))
         .await
 }

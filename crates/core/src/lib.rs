@@ -9,6 +9,7 @@
 
 pub mod accept;
 pub mod alerts;
+pub mod attempt;
 pub mod audit;
 pub mod audited;
 pub mod autodelivery;

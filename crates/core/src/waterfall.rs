@@ -5,7 +5,7 @@
 //! auto-delivered lead, `bids::known`) price the bid-priced buyers asked, and a post's
 //! supplier earns the ping's payout.
 //!
-//! Runs in the outbox's writer job that records the refusal, right after
+//! Runs in the outbox's writer job that records the refusal (`attempt`), right after
 //! `lifecycle::refusal` took the sale back (no network here: the new buyer's event is sent
 //! by the outbox like any other). The decision is auto-delivery's own (`autodelivery::decide`,
 //! as `lead reroute` runs it): a buyer that held the request before, its transaction

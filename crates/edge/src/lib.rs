@@ -18,9 +18,9 @@ pub(crate) mod web;
 
 // The layers below, under the paths the modules use (`crate::config::buyer`).
 use leadrelay_core::{
-    accept, alerts, audit, audited, autodelivery, bids, caps, checks, config, delivery, health,
-    ingest, integration, ledger, lifecycle, mapping, metrics, operators, ops, partners, ping,
-    privacy, report, suppression, training, waterfall,
+    accept, alerts, attempt, audit, audited, autodelivery, bids, caps, checks, config, delivery,
+    health, ingest, integration, ledger, lifecycle, mapping, metrics, operators, ops, partners,
+    ping, privacy, report, suppression, training,
 };
 use leadrelay_rules::{clock, duration, fields, money, outbound_url, ratelimit};
 use leadrelay_store::{db, ids, logging, request_id};

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::config::container::{ContainerKind, DeliveryMode};
 use crate::delivery::transaction::{self, NewTransaction, Status};
-use crate::ids::{LeadId, LeadRequestId};
+use crate::ids::{LeadId, LeadRequestId, TransactionId};
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::{Interest, StoredLead, StoredRequest};
 use crate::ingest::quality::QualityStatus;
@@ -88,12 +88,17 @@ pub fn request(answers: &[(&str, &str)]) -> StoredRequest {
     }
 }
 
-/// An in-memory database with the schema; workspaces `ws` and `other`; products `solar` and
-/// `heat`; channel `web` with source `src`; lead [`lead_id`] with requests [`request_id`]
-/// and [`old_request_id`] for `solar`.
+/// An in-memory database with the schema and the [`rows`].
 pub fn database() -> Connection {
     let mut conn = Connection::open_in_memory().expect("an in-memory database opens");
     crate::db::apply_migrations(&mut conn).expect("the schema applies");
+    rows(&conn);
+    conn
+}
+
+/// Workspaces `ws` and `other`; products `solar` and `heat`; channel `web` with source
+/// `src`; lead [`lead_id`] with requests [`request_id`] and [`old_request_id`] for `solar`.
+pub fn rows(conn: &Connection) {
     conn.execute_batch(
         "INSERT INTO workspaces (id, name, created_at) VALUES ('ws', 'W', 0), ('other', 'O', 0);
          INSERT INTO products (id, workspace_id, slug, name, created_at)
@@ -117,7 +122,6 @@ pub fn database() -> Connection {
         rusqlite::params![request_id(), old_request_id(), lead_id()],
     )
     .expect("the fixture requests insert");
-    conn
 }
 
 /// A buyer and its subscription as the tests vary them; the default is an active postpaid
@@ -195,7 +199,7 @@ pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
 }
 
 /// A transaction of `buyer` for `product` on `request` of [`lead_id`], created at `at` and
-/// moved to `status`, written through the transaction's owner.
+/// moved to `status`, written through the transaction's owner; its id.
 pub fn add_transaction(
     conn: &Connection,
     request: LeadRequestId,
@@ -203,8 +207,8 @@ pub fn add_transaction(
     product: &str,
     status: &str,
     at: i64,
-) {
-    let id = crate::ids::TransactionId::generate();
+) -> TransactionId {
+    let id = TransactionId::generate();
     let new = NewTransaction {
         bid: None,
         id: &id,
@@ -227,4 +231,5 @@ pub fn add_transaction(
         transaction::move_to(conn, &id, Status::Delivered, status, "test", None, at)
             .expect("the transaction fixture moves");
     }
+    id
 }

@@ -775,7 +775,8 @@ pub fn history(
     rows.collect()
 }
 
-/// Records the delivery state of the transaction's event (called by the outbox).
+/// Records the delivery state of the transaction's event (the outbox's fact, applied by
+/// `attempt`).
 pub(crate) fn set_delivery_status(
     conn: &Connection,
     transaction_id: &TransactionId,

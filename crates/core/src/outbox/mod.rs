@@ -11,8 +11,11 @@
 //!
 //! Owns the event's life after it is written: claiming, signing, sending, retrying,
 //! recording, and the operator's views of it. It does not own what an event says
-//! (`delivery::event`) or when one is created (`delivery::deliver`). It is the only module
-//! that makes outbound HTTP calls.
+//! (`delivery::event`) or when one is created (`delivery::deliver`), and writes no
+//! transaction: recording an attempt or reopening an event returns facts (the
+//! transaction's delivery status, a buyer API's refusal) that the use case `attempt`
+//! applies in the same job. The HTTP sends themselves are the edge crate's (its `outbox`
+//! module), as are those of bids, checks and alert messages.
 
 pub mod bid;
 pub mod health;

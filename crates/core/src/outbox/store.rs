@@ -4,6 +4,11 @@
 //! transaction, claiming due events under a lease, renewing and releasing leases, recording
 //! an attempt and moving the event (delivered, due again later, failed), and the operator's
 //! views. It does not own when these run (the worker) or how a request is sent (sender).
+//!
+//! It writes no other table: what an attempt or a retry means for the event's transaction
+//! comes back as facts ([`Recorded`], [`DeliveryFact`], [`Refusal`]) that the use case
+//! recording the attempt (`attempt`) applies through the transaction's owner in the same
+//! job.
 
 use std::time::Duration;
 
@@ -15,7 +20,6 @@ use super::health::Observation;
 use super::schedule::{self, RetrySchedule};
 use crate::db::DbError;
 use crate::db::stored::stored_enum;
-use crate::delivery::transaction::{self, DeliveryStatus};
 
 stored_enum! {
     /// Where an event stands: due (or in flight), delivered after a 2xx, given up, or
@@ -399,6 +403,38 @@ stored_enum! {
     }
 }
 
+/// Where an event that delivers a transaction now stands, as that transaction's delivery
+/// status says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SendState {
+    /// Due (again): an operator's retry reopened a failed event.
+    Pending,
+    /// The event's first 2xx; the buyer's own id for the transaction when its answer named
+    /// one.
+    Sent { partner_external_id: Option<String> },
+    /// The event was given up.
+    Failed,
+}
+
+/// A change of the delivery status of the transaction an event delivers, for the use case
+/// to apply through the transaction's owner in the same job. An event that delivers no
+/// transaction (a notice) makes none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DeliveryFact {
+    pub transaction_id: crate::ids::TransactionId,
+    pub state: SendState,
+}
+
+/// What recording one attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    pub outcome: Outcome,
+    /// The transaction's new delivery status, when the attempt moved its event to one.
+    pub delivery: Option<DeliveryFact>,
+    /// The refusal a refused attempt of the event's latest claim made.
+    pub refusal: Option<Refusal>,
+}
+
 /// A refusal recorded on a pending event: what the transaction's owner and the waterfall
 /// do next, in the same job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,21 +458,22 @@ pub(crate) fn record(
     schedule: &RetrySchedule,
     now: i64,
 ) -> rusqlite::Result<Option<Outcome>> {
-    Ok(record_attempt(conn, attempt, schedule, now)?.map(|(outcome, _)| outcome))
+    Ok(record_attempt(conn, attempt, schedule, now)?.map(|recorded| recorded.outcome))
 }
 
 /// What recording an attempt reads of its event.
 const EVENT_STATE: &str =
     "rowid, status, attempts, retry_base, claims, transaction_id, erased_at IS NOT NULL";
 
-/// [`record`], also returning the refusal a refused attempt of the event's latest claim
-/// made, for the caller to apply to the transaction in the same job.
-pub fn record_attempt(
+/// [`record`], also returning what the attempt means for the event's transaction (its
+/// delivery status, a refusal), for the caller to apply in the same job. `None` when the
+/// event is gone.
+pub(crate) fn record_attempt(
     conn: &Connection,
     attempt: &Attempt,
     schedule: &RetrySchedule,
     now: i64,
-) -> rusqlite::Result<Option<(Outcome, Option<Refusal>)>> {
+) -> rusqlite::Result<Option<Recorded>> {
     let state = |row: &Row| {
         Ok((
             row.get::<_, i64>(0)?,
@@ -486,6 +523,13 @@ pub fn record_attempt(
         _ => attempt.http_status.map(|s| format!("HTTP {s}")),
     });
     let mut refusal = None;
+    let mut delivery = None;
+    let state_now = |state: SendState| {
+        transaction_id.clone().map(|transaction_id| DeliveryFact {
+            transaction_id,
+            state,
+        })
+    };
     // Whether the statement that moved the event also counted the attempt: one write of
     // the event's row per attempt instead of two (the row holds the whole payload).
     let mut counted = false;
@@ -501,14 +545,9 @@ pub fn record_attempt(
                 )?
                 .execute(params![rowid, now])?;
                 counted = true;
-                if let Some(txn) = &transaction_id {
-                    transaction::set_delivery_status(
-                        conn,
-                        txn,
-                        DeliveryStatus::Sent,
-                        partner_external_id.as_deref(),
-                    )?;
-                }
+                delivery = state_now(SendState::Sent {
+                    partner_external_id: partner_external_id.clone(),
+                });
             }
             Outcome::Delivered
         }
@@ -545,8 +584,9 @@ pub fn record_attempt(
                 }
                 None => {
                     if current {
-                        mark_failed(conn, rowid, transaction_id.as_ref(), &error)?;
+                        mark_failed(conn, rowid, &error)?;
                         counted = true;
+                        delivery = state_now(SendState::Failed);
                     }
                     Outcome::Failed
                 }
@@ -554,16 +594,18 @@ pub fn record_attempt(
         }
         Verdict::Failed => {
             if current {
-                mark_failed(conn, rowid, transaction_id.as_ref(), &error)?;
+                mark_failed(conn, rowid, &error)?;
                 counted = true;
+                delivery = state_now(SendState::Failed);
             }
             Outcome::Failed
         }
         // Given up like a permanent failure; the transaction's fate is the caller's.
         Verdict::Refused { reason } => {
             if current {
-                mark_failed(conn, rowid, transaction_id.as_ref(), &error)?;
+                mark_failed(conn, rowid, &error)?;
                 counted = true;
+                delivery = state_now(SendState::Failed);
                 refusal = transaction_id.clone().map(|transaction_id| Refusal {
                     transaction_id,
                     buyer_id: attempt.buyer_id.clone(),
@@ -595,25 +637,21 @@ pub fn record_attempt(
         outcome,
         request
     ])?;
-    Ok(Some((outcome, refusal)))
+    Ok(Some(Recorded {
+        outcome,
+        delivery,
+        refusal,
+    }))
 }
 
 /// Gives the event at `rowid` up after an attempt, counting the attempt.
-fn mark_failed(
-    conn: &Connection,
-    rowid: i64,
-    transaction_id: Option<&crate::ids::TransactionId>,
-    error: &Option<String>,
-) -> rusqlite::Result<()> {
+fn mark_failed(conn: &Connection, rowid: i64, error: &Option<String>) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2,
             attempts = attempts + 1
          WHERE rowid = ?1",
     )?
     .execute(params![rowid, error])?;
-    if let Some(txn) = transaction_id {
-        transaction::set_delivery_status(conn, txn, DeliveryStatus::Failed, None)?;
-    }
     Ok(())
 }
 
@@ -644,24 +682,13 @@ pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
     })
 }
 
-/// Why an operator command on an event was refused.
+/// Why an operator's retry of an event was refused by the outbox.
 #[derive(Debug, thiserror::Error)]
 pub enum OutboxError {
     #[error("unknown event '{0}'")]
     NotFound(crate::ids::EventId),
     #[error("event '{0}' was delivered already; there is nothing to retry")]
     AlreadyDelivered(crate::ids::EventId),
-    /// The sale was taken back (the buyer's API refused it, the buyer rejected it, the
-    /// operator voided it): sending the lead again would hand it over for nothing.
-    #[error(
-        "event '{id}' is of transaction '{transaction_id}', which is {status}; a sale taken \
-         back is not sent again"
-    )]
-    TransactionEnded {
-        id: crate::ids::EventId,
-        transaction_id: crate::ids::TransactionId,
-        status: transaction::Status,
-    },
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -883,119 +910,109 @@ pub fn attempts(
     rows.collect()
 }
 
-/// Makes a failed or pending event due now. A failed event starts the retry schedule
-/// again; its transaction's delivery status goes back to pending. Refused for an event of
-/// a sale taken back ([`requeue`]).
-pub fn retry(conn: &Connection, id: &crate::ids::EventId, now: i64) -> Result<Event, OutboxError> {
+/// An event an operator's retry may make due now: failed, or pending and not in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Retryable {
+    pub id: crate::ids::EventId,
+    pub status: EventStatus,
+    /// The transaction it delivers, if any: the retry's caller leaves the event alone when
+    /// that sale was taken back.
+    pub transaction_id: Option<crate::ids::TransactionId>,
+}
+
+/// Event `id` as an operator's retry brings it back; refused when it is unknown or was
+/// delivered already.
+pub(crate) fn retryable(
+    conn: &Connection,
+    id: &crate::ids::EventId,
+) -> Result<Retryable, OutboxError> {
     let event = find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.clone()))?;
     if event.status == EventStatus::Delivered {
         return Err(OutboxError::AlreadyDelivered(id.clone()));
     }
-    if let Requeued::TakenBack {
-        transaction_id,
-        status,
-    } = requeue(conn, id, event.status, event.transaction_id.as_ref(), now)?
-    {
-        return Err(OutboxError::TransactionEnded {
-            id: event.id,
-            transaction_id,
-            status,
-        });
-    }
-    find(conn, id)?.ok_or_else(|| OutboxError::NotFound(id.clone()))
+    Ok(Retryable {
+        id: event.id,
+        status: event.status,
+        transaction_id: event.transaction_id,
+    })
 }
 
-/// Makes due now, in one chunk of at most `chunk` events with ids after `after` (by id),
-/// the events of `buyer_id` that are failed, or pending and not in flight, as `status`
-/// narrows (`None`: both), as [`retry`] does each of them: the events of a sale taken back
-/// stay as they are. Returns how many events it retried and the last id it looked at
-/// (`None` when there were none: the caller is done).
-pub fn retry_buyer(
+/// One chunk of a buyer's events, by id, for `outbox retry --buyer`.
+#[derive(Debug, Clone, Copy)]
+pub struct BuyerChunk<'a> {
+    pub buyer_id: &'a str,
+    /// Only failed or only pending events; `None`: both.
+    pub status: Option<EventStatus>,
+    /// The last id of the previous chunk (`""` for the first).
+    pub after: &'a str,
+    /// How many events at most.
+    pub size: usize,
+}
+
+/// The events of `chunk` that are failed, or pending and not in flight at `now`: what
+/// `outbox retry --buyer` makes due, each through [`reopen`]. Returns them and the last id
+/// it looked at (`None` when there were none: the caller is done).
+pub(crate) fn retryable_of_buyer(
     conn: &Connection,
-    buyer_id: &str,
-    status: Option<EventStatus>,
-    after: &str,
-    chunk: usize,
+    chunk: &BuyerChunk,
     now: i64,
-) -> rusqlite::Result<(usize, Option<String>)> {
-    let found: Vec<(
-        crate::ids::EventId,
-        EventStatus,
-        Option<i64>,
-        Option<crate::ids::TransactionId>,
-    )> = conn
+) -> rusqlite::Result<(Vec<Retryable>, Option<String>)> {
+    let found: Vec<(Retryable, Option<i64>)> = conn
         .prepare_cached(
             "SELECT id, status, lease_until, transaction_id FROM outbox_events
              WHERE buyer_id = ?1 AND id > ?2 AND status <> 'delivered'
                AND (?3 IS NULL OR status = ?3)
              ORDER BY id",
         )?
-        .query_map(params![buyer_id, after, status], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        .query_map(params![chunk.buyer_id, chunk.after, chunk.status], |row| {
+            Ok((
+                Retryable {
+                    id: row.get(0)?,
+                    status: row.get(1)?,
+                    transaction_id: row.get(3)?,
+                },
+                row.get(2)?,
+            ))
         })?
         // No `LIMIT ?` (see `claim_for_buyer`): the rows come in id order.
-        .take(chunk)
+        .take(chunk.size)
         .collect::<Result<_, _>>()?;
-    let last = found.last().map(|(id, ..)| id.to_string());
-    let mut retried = 0;
-    for (id, event_status, lease_until, transaction_id) in &found {
+    let last = found.last().map(|(event, _)| event.id.to_string());
+    let retryable = found
+        .into_iter()
         // An event in flight is being tried already; making it due would send it twice.
-        if *event_status == EventStatus::Pending && lease_until.is_some_and(|end| end > now) {
-            continue;
-        }
-        let requeued = requeue(conn, id, *event_status, transaction_id.as_ref(), now)?;
-        if matches!(requeued, Requeued::Due) {
-            retried += 1;
-        }
-    }
-    Ok((retried, last))
+        .filter(|(event, lease_until)| {
+            !(event.status == EventStatus::Pending && lease_until.is_some_and(|end| end > now))
+        })
+        .map(|(event, _)| event)
+        .collect();
+    Ok((retryable, last))
 }
 
-/// What [`requeue`] did.
-#[derive(Debug)]
-enum Requeued {
-    Due,
-    /// Left as it was: its transaction was rejected or cancelled (`status`).
-    TakenBack {
-        transaction_id: crate::ids::TransactionId,
-        status: transaction::Status,
-    },
-}
-
-/// Makes event `id` (now `status`, of `transaction_id`) due now, the one way an operator's
-/// retry (by id or in bulk) brings an event back, unless its sale was taken back: the
-/// buyer's API refused it, the buyer rejected it or the operator voided it, and sending the
-/// lead again would hand it over for nothing (the event stays failed, its transaction
-/// untouched). A failed event starts the retry schedule again and its transaction's
-/// delivery status goes back to pending.
-fn requeue(
+/// Makes `event` due now, the one way an operator's retry (by id or in bulk) brings an
+/// event back. A failed event starts the retry schedule again, and its transaction's
+/// delivery status goes back to pending: the fact returned, for the caller to apply. The
+/// caller decides first whether the event may go again (its sale not taken back).
+pub(crate) fn reopen(
     conn: &Connection,
-    id: &crate::ids::EventId,
-    status: EventStatus,
-    transaction_id: Option<&crate::ids::TransactionId>,
+    event: &Retryable,
     now: i64,
-) -> rusqlite::Result<Requeued> {
-    if let Some(txn) = transaction_id
-        && let Some(ended) = transaction::find(conn, txn)?.filter(|t| !t.status.is_live())
-    {
-        return Ok(Requeued::TakenBack {
-            transaction_id: ended.id,
-            status: ended.status,
-        });
-    }
+) -> rusqlite::Result<Option<DeliveryFact>> {
     conn.prepare_cached(
         "UPDATE outbox_events
          SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
              retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
          WHERE id = ?1",
     )?
-    .execute(params![id, now])?;
-    if status == EventStatus::Failed
-        && let Some(txn) = transaction_id
-    {
-        transaction::set_delivery_status(conn, txn, DeliveryStatus::Pending, None)?;
-    }
-    Ok(Requeued::Due)
+    .execute(params![event.id, now])?;
+    Ok(event
+        .transaction_id
+        .clone()
+        .filter(|_| event.status == EventStatus::Failed)
+        .map(|transaction_id| DeliveryFact {
+            transaction_id,
+            state: SendState::Pending,
+        }))
 }
 
 /// Gives up a pending event for good (its transaction was voided): it is marked failed

@@ -189,7 +189,7 @@ fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
     let mut retried = 0;
     let mut chunks = 0;
     loop {
-        let (n, last) = retry_buyer(&conn, "a", None, &after, 2, 2_000).unwrap();
+        let (n, last) = reopen_of_buyer(&conn, None, &after, 2, 2_000);
         retried += n;
         chunks += 1;
         match last {
@@ -232,8 +232,30 @@ fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
         [&failed[0]],
     )
     .unwrap();
-    let (n, _) = retry_buyer(&conn, "a", Some(EventStatus::Failed), "", 100, 3_000).unwrap();
+    let (n, _) = reopen_of_buyer(&conn, Some(EventStatus::Failed), "", 100, 3_000);
     assert_eq!(n, 1);
+}
+
+/// Reopens one chunk of buyer `a`'s retryable events, as `attempt::retry_buyer` does for
+/// events of live sales: how many, and the last id looked at.
+fn reopen_of_buyer(
+    conn: &Connection,
+    status: Option<EventStatus>,
+    after: &str,
+    chunk: usize,
+    now: i64,
+) -> (usize, Option<String>) {
+    let chunk = BuyerChunk {
+        buyer_id: "a",
+        status,
+        after,
+        size: chunk,
+    };
+    let (events, last) = retryable_of_buyer(conn, &chunk, now).unwrap();
+    for event in &events {
+        reopen(conn, event, now).unwrap();
+    }
+    (events.len(), last)
 }
 
 #[test]
@@ -350,8 +372,18 @@ fn a_used_up_schedule_fails_and_an_operator_retry_starts_it_again() {
     );
 }
 
+/// An operator's retry of event `id` (its transaction's fate is `attempt`'s): the event.
 fn retry_event(conn: &Connection, id: &crate::ids::EventId, now: i64) -> Event {
-    super::retry(conn, id, now).unwrap()
+    let event = retryable(conn, id).unwrap();
+    assert_eq!(
+        reopen(conn, &event, now).unwrap(),
+        Some(DeliveryFact {
+            transaction_id: "txn_none".into(),
+            state: SendState::Pending
+        }),
+        "a failed event's transaction goes back to pending"
+    );
+    find(conn, id).unwrap().unwrap()
 }
 
 #[test]

@@ -13,10 +13,11 @@ use serde_json::Value;
 
 use super::output::Output;
 use super::setup::open;
+use crate::attempt::RetryError;
 use crate::db::DbError;
 use crate::delivery::DeliveryOrder;
 use crate::delivery::transaction::{self, ListFilter, Status};
-use crate::outbox::store::{self, EventStatus, OutboxError};
+use crate::outbox::store::{self, EventStatus};
 
 #[derive(Debug, Args)]
 pub struct DeliverArgs {
@@ -419,7 +420,7 @@ pub(super) fn outbox(
                 crate::audited::retry_event(conn, &actor, &id, crate::clock::now_ms())
             });
             db.close();
-            let event: Result<_, OutboxError> = retried;
+            let event: Result<_, RetryError> = retried;
             out.print(&event?.to_json());
         }
         OutboxCommand::Retry {
@@ -469,7 +470,13 @@ fn retry_buyer(
         let actor = super::actor();
         let (retried, last) = db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
-            let chunk = store::retry_buyer(conn, &buyer, status, &from, RETRY_CHUNK, now)?;
+            let chunk = store::BuyerChunk {
+                buyer_id: &buyer,
+                status,
+                after: &from,
+                size: RETRY_CHUNK,
+            };
+            let chunk = crate::attempt::retry_buyer(conn, &chunk, now)?;
             if chunk.0 > 0 {
                 let changes = crate::audit::Changes::new().set("retried", Value::Null, chunk.0);
                 crate::audit::record(conn, &actor, "outbox.retry_buyer", &buyer, &changes, now)?;

@@ -125,12 +125,12 @@ async fn run(
     action: Action,
     note: Option<String>,
 ) -> Result<Result<(), String>, DbError> {
+    use crate::attempt::RetryError;
     use crate::audited::{
         decide_return_job, retry_event_job, revoke_portal_user_job, set_buyer_paused_job,
     };
     use crate::config::ConfigError;
     use crate::lifecycle::LifecycleError;
-    use crate::outbox::store::OutboxError;
     use crate::partners::PartnerUserError;
     let (db, now) = (&console.db, crate::clock::now_ms());
     let lifecycle = |result: Result<_, LifecycleError>| match result {
@@ -154,7 +154,7 @@ async fn run(
         Action::ResumeBuyer(id) => config(set_buyer_paused_job(db, actor, id, false, now).await),
         Action::RetryEvent(id) => match retry_event_job(db, actor, id.into(), now).await {
             Ok(_) => Ok(Ok(())),
-            Err(OutboxError::Db(e)) => Err(e),
+            Err(RetryError::Db(e)) => Err(e),
             Err(refused) => Ok(Err(refused.to_string())),
         },
         Action::RevokePortalUser(id) => match revoke_portal_user_job(db, actor, id, now).await {

@@ -1,13 +1,13 @@
 //! The coordinator thread: everything the outbox asks of the database, in rounds, and the
 //! fair share of sends among buyers.
 //!
-//! Each round is one write job: it records the attempts the senders finished (the event,
-//! its transaction, the buyer's breaker), renews the leases of events still in flight,
-//! claims due events for the free places and, every few seconds, reports the per-buyer
-//! figures and a heartbeat for `buyer health`. Batching the writes keeps the database cost
-//! per event a fraction of a commit, and the senders never wait for a commit. Between
-//! rounds it sleeps until a sender finishes, a [`Notifier`] wakes it, the next event falls
-//! due, or the poll interval passes.
+//! Each round is one write job: it records the attempts the senders finished (the event
+//! and its transaction through `attempt::record_all`, the buyer's breaker), renews the
+//! leases of events still in flight, claims due events for the free places and, every few
+//! seconds, reports the per-buyer figures and a heartbeat for `buyer health`. Batching the
+//! writes keeps the database cost per event a fraction of a commit, and the senders never
+//! wait for a commit. Between rounds it sleeps until a sender finishes, a [`Notifier`]
+//! wakes it, the next event falls due, or the poll interval passes.
 //!
 //! Fairness: at most `concurrency` events are in flight in all and `per_buyer` of one
 //! buyer's; free places are dealt round-robin over the buyers with due events (each gets
@@ -382,12 +382,12 @@ impl Coordinator {
         }
         self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
-            let (outcomes, rerouted) = record_all(conn, &finished, &schedule, now)?;
+            let recorded = crate::attempt::record_all(conn, &finished, &schedule, now)?;
             let transitions = observe_all(conn, &finished, &breaker, now)?;
             store::renew(conn, &renew, now + lease)?;
             let mut done = Done {
-                outcomes,
-                rerouted,
+                outcomes: recorded.outcomes,
+                rerouted: recorded.rerouted,
                 transitions,
                 claimed: Vec::new(),
                 more_due: false,
@@ -526,11 +526,11 @@ impl Coordinator {
         let breaker = self.config.breaker;
         let recorded = self.db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
-            let (outcomes, _) = record_all(conn, &finished, &schedule, now)?;
+            let recorded = crate::attempt::record_all(conn, &finished, &schedule, now)?;
             observe_all(conn, &finished, &breaker, now)?;
             store::release(conn, &release, now)?;
             health::stopped(conn)?;
-            Ok::<_, DbError>(outcomes)
+            Ok::<_, DbError>(recorded.outcomes)
         });
         match recorded {
             Ok(outcomes) => {
@@ -542,80 +542,6 @@ impl Coordinator {
             Err(e) => log::warn!("outbox: recording the last attempts at shutdown failed: {e}"),
         }
         log::debug!("outbox workers stopped");
-    }
-}
-
-/// Records each attempt and moves its event. A buyer API's refusal (a mapped integration)
-/// also takes the sale back (`lifecycle::refusal`) and lets the waterfall offer the lead
-/// to the next buyer (`autodelivery::waterfall`), in this same job: the refusal and what
-/// follows from it commit together or not at all. Returns the outcomes and how many new
-/// deliveries the waterfall made.
-fn record_all(
-    conn: &rusqlite::Connection,
-    finished: &[Attempt],
-    schedule: &super::RetrySchedule,
-    now: i64,
-) -> Result<(Vec<Option<Outcome>>, usize), DbError> {
-    let mut outcomes = Vec::with_capacity(finished.len());
-    let mut rerouted = 0;
-    for attempt in finished {
-        let recorded = store::record_attempt(conn, attempt, schedule, now)?;
-        if let Some((_, Some(refusal))) = &recorded {
-            rerouted += after_refusal(conn, refusal, now)?;
-        }
-        outcomes.push(recorded.map(|(outcome, _)| outcome));
-    }
-    Ok((outcomes, rerouted))
-}
-
-/// What a refusal does beyond the outbox. Database errors fail the job (and the attempt is
-/// recorded again next round); anything else is logged, the refusal itself stands.
-fn after_refusal(
-    conn: &rusqlite::Connection,
-    refusal: &store::Refusal,
-    now: i64,
-) -> Result<usize, DbError> {
-    use crate::autodelivery::AutoDeliveryError;
-    use crate::lifecycle::LifecycleError;
-    let refused = match crate::lifecycle::refusal::refuse(
-        conn,
-        &refusal.transaction_id,
-        &refusal.reason,
-        now,
-    ) {
-        Ok(Some(refused)) => refused,
-        Ok(None) => return Ok(0),
-        Err(LifecycleError::Db(e)) => return Err(e),
-        Err(e) => {
-            log::warn!(
-                "outbox: the refusal of transaction {} could not be applied: {e}",
-                refusal.transaction_id
-            );
-            return Ok(0);
-        }
-    };
-    log::info!(
-        "outbox: buyer {} refused transaction {} (refunded: {})",
-        refusal.buyer_id,
-        refusal.transaction_id,
-        refused.refunded
-    );
-    match crate::waterfall::after_refusal(
-        conn,
-        &refused.transaction,
-        &refusal.reason,
-        refusal.first_attempt,
-        now,
-    ) {
-        Ok(delivered) => Ok(delivered),
-        Err(AutoDeliveryError::Db(e)) => Err(e),
-        Err(e) => {
-            log::warn!(
-                "outbox: the waterfall after transaction {} stopped: {e}",
-                refusal.transaction_id
-            );
-            Ok(0)
-        }
     }
 }
 
