@@ -1,11 +1,14 @@
 //! Record identifiers: a type prefix and a ULID (`lead_01JD…`), so ids say what they name
 //! and sort by creation time.
 //!
-//! Owns one type per id of ours with its one stored form: [`LeadId`] and [`LeadRequestId`]
-//! are held as their ULID and stored as its 16 bytes (a BLOB) in every column that names
-//! one; printed, serialized and parsed as the text (`lead_01JD…`), and only that exact text
-//! names one, so anything else a partner or operator types is an unknown id. Also owns the
-//! rule for operator-chosen ids of configuration objects ([`is_valid`]).
+//! Owns one type per id of ours, each with one stored form. [`LeadId`] and
+//! [`LeadRequestId`] are held as their ULID (`Copy`, made without formatting text) and
+//! stored as its 16 bytes in every column that names one; they print, serialize and parse
+//! as the text (`lead_01JD…`), and only that exact text names one, so anything else a
+//! partner or operator types is an unknown id. [`TransactionId`] and [`EventId`] are stored
+//! as their text, which names them whatever an older build made. Request ids
+//! (`request_id`) are text too, a client's as sent. Also owns the rule for operator-chosen
+//! ids of configuration objects ([`is_valid`]), which are plain strings.
 
 /// A new id with the given prefix, e.g. `new("lead")` → `lead_01JD3…`.
 pub fn new(prefix: &str) -> String {
