@@ -109,7 +109,7 @@ fn archived_at(conn: &Connection, kind: Kind, id: &str) -> Result<Option<i64>, C
         Kind::Source => source::get(conn, id)?.archived_at,
         Kind::Product => product::get(conn, id)?.archived_at,
         Kind::Buyer => buyer::get(conn, id)?.archived_at,
-        Kind::Supplier => supplier::get(conn, id)?.archived_at,
+        Kind::Supplier => supplier::get(conn, &id.into())?.archived_at,
     })
 }
 

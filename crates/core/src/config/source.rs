@@ -12,6 +12,7 @@ use super::container::{self, ContainerKind};
 use super::rotation::{Rotation, StoredSecret};
 use super::{ConfigError, check_name, choose_id, ensure_live, insert_error};
 use crate::db::stored::stored_enum;
+use crate::ids::SupplierId;
 
 /// The fields a duplicate rule may compare.
 pub const DEDUPE_FIELDS: &[&str] = &["email", "phone"];
@@ -67,7 +68,7 @@ pub struct Source {
     pub workspace_id: String,
     pub name: String,
     pub secret: StoredSecret,
-    pub supplier_id: Option<String>,
+    pub supplier_id: Option<SupplierId>,
     pub supplier_cost_cents: Option<i64>,
     /// A ping's payout as a share of the winning price, in hundredths of a percent
     /// (`--revenue-share`, DESIGN.md section 14); `None`: the supplier cost.
@@ -120,7 +121,7 @@ impl Source {
                 .secret
                 .previous_valid_until(now)
                 .map(crate::clock::iso),
-            supplier_id: self.supplier_id.as_deref(),
+            supplier_id: self.supplier_id.as_ref(),
             supplier_cost: self.supplier_cost_cents.map(crate::money::as_f64),
             revenue_share: self.revenue_share_bp.map(crate::money::as_f64),
             dedupe: DedupeView {
@@ -162,7 +163,7 @@ pub struct SourceView<'a> {
     name: &'a str,
     has_secret: bool,
     previous_secret_valid_until: Option<String>,
-    supplier_id: Option<&'a str>,
+    supplier_id: Option<&'a SupplierId>,
     supplier_cost: Option<f64>,
     revenue_share: Option<f64>,
     dedupe: DedupeView<'a>,
@@ -211,7 +212,7 @@ pub struct NewSource<'a> {
     pub name: &'a str,
     /// `None`: no secret. `Some(None)`: generate one. `Some(Some(s))`: use `s`.
     pub secret: Option<Option<&'a str>>,
-    pub supplier_id: Option<&'a str>,
+    pub supplier_id: Option<&'a SupplierId>,
     pub supplier_cost_cents: Option<i64>,
     /// Hundredths of a percent, 0 to 10000.
     pub revenue_share_bp: Option<i64>,
@@ -229,7 +230,7 @@ pub struct NewSource<'a> {
 #[derive(Debug, Default)]
 pub struct SourceChanges {
     pub name: Option<String>,
-    pub supplier_id: Option<Option<String>>,
+    pub supplier_id: Option<Option<SupplierId>>,
     pub supplier_cost_cents: Option<Option<i64>>,
     pub revenue_share_bp: Option<Option<i64>>,
     /// An empty list turns the rule off.
@@ -334,12 +335,12 @@ fn scope_text(scope: DedupeScope, kind: ContainerKind) -> &'static str {
 /// Checks that `supplier` is a live supplier of `workspace_id`.
 fn check_supplier(
     conn: &Connection,
-    supplier: &str,
+    supplier: &SupplierId,
     workspace_id: &str,
 ) -> Result<(), ConfigError> {
     match super::supplier::find(conn, supplier)? {
         Some(found) if found.workspace_id == workspace_id => {
-            ensure_live("supplier", supplier, found.archived_at)
+            ensure_live("supplier", supplier.as_str(), found.archived_at)
         }
         _ => Err(ConfigError::NotFound {
             kind: "supplier",
@@ -572,7 +573,7 @@ pub fn set_enabled(conn: &Connection, id: &str, enabled: bool) -> Result<Source,
 
 /// The supplier of source `id`, who is paid the supplier cost of its leads; `None` when it
 /// has none (or there is no such source).
-pub(crate) fn supplier_of(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
+pub(crate) fn supplier_of(conn: &Connection, id: &str) -> rusqlite::Result<Option<SupplierId>> {
     Ok(conn
         .prepare_cached("SELECT supplier_id FROM sources WHERE id = ?1")?
         .query_row([id], |row| row.get(0))

@@ -223,7 +223,7 @@ struct Decided {
     /// The supplier this delivery buys the lead from: set when the transaction carries a
     /// supplier cost, the source has a supplier, and no earlier transaction of the request
     /// bought the lead already.
-    supplier_id: Option<String>,
+    supplier_id: Option<crate::ids::SupplierId>,
 }
 
 /// Reads what a delivery needs and checks every rule; writes nothing.

@@ -96,21 +96,25 @@ where
 
 /// An update of record `id` with its audit entry: `get` reads the record before the change,
 /// `view` shows it before and after.
-fn audited_update<T, G, F>(
+fn audited_update<I, T, G, F>(
     db: &Db,
     action: &'static str,
-    id: &str,
+    id: &I,
     get: G,
     change: F,
     view: fn(&T) -> Value,
 ) -> anyhow::Result<T>
 where
-    G: FnOnce(&rusqlite::Connection, &str) -> Result<T, ConfigError> + Send + 'static,
+    I: ?Sized + ToOwned + std::fmt::Display,
+    I::Owned: Send + 'static,
+    G: FnOnce(&rusqlite::Connection, &I) -> Result<T, ConfigError> + Send + 'static,
     F: FnOnce(&rusqlite::Connection) -> Result<T, ConfigError> + Send + 'static,
     T: Send + 'static,
 {
-    let object = id.to_string();
-    let before = move |conn: &rusqlite::Connection| Ok(view(&get(conn, &object)?));
+    let object = id.to_owned();
+    let before = move |conn: &rusqlite::Connection| {
+        Ok(view(&get(conn, std::borrow::Borrow::borrow(&object))?))
+    };
     audited(db, action, Some(id.to_string()), before, change, view)
 }
 
@@ -118,7 +122,7 @@ where
 fn audited_rotation<T, F>(
     db: &Db,
     action: &'static str,
-    id: &str,
+    id: &(impl std::fmt::Display + ?Sized),
     key: &'static str,
     rotate: F,
 ) -> anyhow::Result<Rotated<T>>
@@ -312,7 +316,7 @@ pub(super) fn workspace(
             let updated = audited_update(
                 &db,
                 "workspace.update",
-                &id.clone(),
+                id.clone().as_str(),
                 workspace::get,
                 move |conn| workspace::update(conn, &id, &changes),
                 to_value,
@@ -410,7 +414,7 @@ pub(super) fn container(
             let updated = audited_update(
                 &db,
                 container_action(kind, false),
-                &id.clone(),
+                id.clone().as_str(),
                 move |conn, id| container::get(conn, id, kind),
                 move |conn| container::update(conn, &id, kind, &changes),
                 to_value,
@@ -487,7 +491,7 @@ pub(super) fn source(
                             } else {
                                 Some(secret.as_deref())
                             },
-                            supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
+                            supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_ref()),
                             supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
                             revenue_share_bp: settings.revenue_share.and_then(|s| s.0),
                             dedupe_fields: settings.dedupe_fields.map(|l| l.0),
@@ -540,7 +544,7 @@ pub(super) fn source(
             let updated = audited_update(
                 &db,
                 "source.update",
-                &id.clone(),
+                id.clone().as_str(),
                 source::get,
                 move |conn| source::update(conn, &id, &changes),
                 source::Source::to_json,
@@ -551,7 +555,7 @@ pub(super) fn source(
             let enabled = audited_update(
                 &db,
                 "source.enable",
-                &id.clone(),
+                id.clone().as_str(),
                 source::get,
                 move |conn| source::set_enabled(conn, &id, true),
                 source::Source::to_json,
@@ -562,7 +566,7 @@ pub(super) fn source(
             let disabled = audited_update(
                 &db,
                 "source.disable",
-                &id.clone(),
+                id.clone().as_str(),
                 source::get,
                 move |conn| source::set_enabled(conn, &id, false),
                 source::Source::to_json,
@@ -744,7 +748,7 @@ pub(super) fn product(
             let updated = audited_update(
                 &db,
                 "product.update",
-                &id.clone(),
+                id.clone().as_str(),
                 product::get,
                 move |conn| product::update(conn, &id, &changes),
                 to_value,
@@ -1216,7 +1220,7 @@ pub(super) fn supplier(
             print_rotated(out, record.view(), NewSecret::Key(&secret), old_valid_until);
         }
         SupplierCommand::Delete { id } => {
-            return delete(&db, out, retire::Kind::Supplier, id);
+            return delete(&db, out, retire::Kind::Supplier, id.to_string());
         }
         SupplierCommand::User(command) => {
             db.close();

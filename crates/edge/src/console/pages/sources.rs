@@ -44,7 +44,7 @@ struct SourceRow {
     id: String,
     name: String,
     container: String,
-    supplier: Option<String>,
+    supplier: Option<crate::ids::SupplierId>,
     enabled: bool,
     volume: Volume,
 }
@@ -157,7 +157,7 @@ fn render(rows: &[SourceRow]) -> Markup {
                         tr class="source" id={ "source-" (row.id) } {
                             td { strong { (row.name) } br; span class="id" { (row.id) } }
                             td { (row.container) }
-                            td { (row.supplier.as_deref().unwrap_or("")) }
+                            td { (row.supplier.as_ref().map_or("", |id| id.as_str())) }
                             td { @if row.enabled { "yes" } @else { "no" } }
                             td { (v.today) }
                             td { (v.received) }
