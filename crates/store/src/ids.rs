@@ -8,7 +8,7 @@
 //! partner or operator types is an unknown id. [`TransactionId`] and [`EventId`] are stored
 //! as their text, which names them whatever an older build made. Request ids
 //! (`request_id`) are text too, a client's as sent. Configuration objects' ids
-//! ([`SupplierId`]) are stored as their text too: the operator's choice, checked by the rule
+//! ([`SupplierId`], [`SourceId`]) are stored as their text too: the operator's choice, checked by the rule
 //! for operator-chosen ids ([`is_valid`]) when the object is made ([`ConfigId`]), or
 //! generated; the other configuration objects' ids are plain strings under the same rule.
 
@@ -262,6 +262,12 @@ config_id!(
     "sup"
 );
 
+config_id!(
+    /// A source's id: the operator's, or `src_01JD…`.
+    SourceId,
+    "src"
+);
+
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,
 /// digits, `-`, `_` and `.`. Keeping ids to this set means they never need escaping in a
 /// URL path, and a percent-encoded or traversal trick in a path can never name a record.
@@ -393,6 +399,11 @@ mod tests {
     #[test]
     fn supplier_ids_are_their_text_in_and_out() {
         config_id_is_its_text::<SupplierId>("sup");
+    }
+
+    #[test]
+    fn source_ids_are_their_text_in_and_out() {
+        config_id_is_its_text::<SourceId>("src");
     }
 
     #[test]

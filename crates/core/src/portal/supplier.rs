@@ -141,7 +141,7 @@ impl Outcome {
 pub struct LeadRow {
     pub id: crate::ids::LeadId,
     pub created_at: i64,
-    pub source_id: String,
+    pub source_id: crate::ids::SourceId,
     pub external_id: Option<String>,
     pub name: String,
     pub outcome: Outcome,
@@ -181,7 +181,10 @@ fn row_of(conn: &Connection, lead: &StoredLead) -> rusqlite::Result<LeadRow> {
 }
 
 /// The supplier's source ids.
-fn source_ids(conn: &Connection, supplier_id: &SupplierId) -> rusqlite::Result<Vec<String>> {
+fn source_ids(
+    conn: &Connection,
+    supplier_id: &SupplierId,
+) -> rusqlite::Result<Vec<crate::ids::SourceId>> {
     conn.prepare_cached("SELECT id FROM sources WHERE supplier_id = ?1 ORDER BY id")?
         .query_map([supplier_id], |row| row.get(0))?
         .collect()
@@ -309,7 +312,7 @@ pub fn payouts(
 
 /// A source as its supplier sees it.
 pub struct SourceRow {
-    pub id: String,
+    pub id: crate::ids::SourceId,
     pub name: String,
     pub enabled: bool,
     pub archived: bool,
@@ -341,7 +344,7 @@ pub fn sources(conn: &Connection, supplier_id: &SupplierId) -> rusqlite::Result<
 pub fn owns_source(
     conn: &Connection,
     supplier_id: &SupplierId,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
 ) -> rusqlite::Result<bool> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM sources WHERE id = ?1 AND supplier_id = ?2")?
@@ -395,7 +398,7 @@ mod tests {
             leads_received(
                 &conn,
                 "ws",
-                "src",
+                &"src".into(),
                 None,
                 Received::Accepted,
                 count,

@@ -592,7 +592,7 @@ pub enum SourceCommand {
     #[command(after_help = "Example:\n  leadrelay source show landing")]
     Show {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
     /// Change a source's name, supplier, cost or duplicate rule; prints it after the change.
     #[command(
@@ -600,7 +600,7 @@ pub enum SourceCommand {
     )]
     Update {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
         /// A new name.
         #[arg(long)]
         name: Option<String>,
@@ -617,20 +617,20 @@ pub enum SourceCommand {
     #[command(after_help = "Example:\n  leadrelay source enable landing")]
     Enable {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
     /// Disable a source: its ingest path answers 404 until it is enabled again.
     #[command(after_help = "Example:\n  leadrelay source disable landing")]
     Disable {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
     /// Replace a source's secret; prints the new one once. With --overlap the old one
     /// stays accepted that long.
     #[command(after_help = "Example:\n  leadrelay source rotate-secret landing --overlap 24h")]
     RotateSecret {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
         #[command(flatten)]
         rotate: RotateArgs,
     },
@@ -641,7 +641,7 @@ pub enum SourceCommand {
     )]
     Docs {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
         /// markdown (plain text) or html.
         #[arg(long, value_enum, default_value = "markdown")]
         format: DocsFormatArg,
@@ -664,7 +664,7 @@ pub enum SourceCommand {
     #[command(after_help = "Example:\n  leadrelay source delete landing")]
     Delete {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
 }
 

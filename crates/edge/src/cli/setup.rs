@@ -544,7 +544,7 @@ pub(super) fn source(
             let updated = audited_update(
                 &db,
                 "source.update",
-                id.clone().as_str(),
+                &id.clone(),
                 source::get,
                 move |conn| source::update(conn, &id, &changes),
                 source::Source::to_json,
@@ -555,7 +555,7 @@ pub(super) fn source(
             let enabled = audited_update(
                 &db,
                 "source.enable",
-                id.clone().as_str(),
+                &id.clone(),
                 source::get,
                 move |conn| source::set_enabled(conn, &id, true),
                 source::Source::to_json,
@@ -566,7 +566,7 @@ pub(super) fn source(
             let disabled = audited_update(
                 &db,
                 "source.disable",
-                id.clone().as_str(),
+                &id.clone(),
                 source::get,
                 move |conn| source::set_enabled(conn, &id, false),
                 source::Source::to_json,
@@ -595,7 +595,7 @@ pub(super) fn source(
             );
         }
         SourceCommand::Delete { id } => {
-            return delete(&db, out, retire::Kind::Source, id);
+            return delete(&db, out, retire::Kind::Source, id.to_string());
         }
         SourceCommand::Docs {
             id,
@@ -614,7 +614,7 @@ pub(super) fn source(
 fn source_docs(
     db: &Db,
     out: &Output,
-    id: String,
+    id: crate::ids::SourceId,
     format: DocsFormatArg,
     base_url: &str,
     share: bool,
@@ -629,7 +629,14 @@ fn source_docs(
                 let token = source::share_docs(conn, &id)?;
                 let changes = audit::Changes::new().secret("sharedLink");
                 let now = crate::clock::now_ms();
-                audit::record(conn, &actor, "source.docs_share", &id, &changes, now)?;
+                audit::record(
+                    conn,
+                    &actor,
+                    "source.docs_share",
+                    id.as_str(),
+                    &changes,
+                    now,
+                )?;
                 Ok(token)
             })?
         };
@@ -653,7 +660,14 @@ fn source_docs(
                     changes = changes.set("sharedLink", audit::ROTATED, Value::Null);
                 }
                 let now = crate::clock::now_ms();
-                audit::record(conn, &actor, "source.docs_unshare", &id, &changes, now)?;
+                audit::record(
+                    conn,
+                    &actor,
+                    "source.docs_unshare",
+                    id.as_str(),
+                    &changes,
+                    now,
+                )?;
                 Ok(removed)
             })?
         };
@@ -1306,7 +1320,7 @@ struct Initialised {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SharedDocs<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     url: &'a str,
     token: &'a str,
 }
@@ -1315,7 +1329,7 @@ struct SharedDocs<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct UnsharedDocs<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     removed: bool,
 }
 
@@ -1323,7 +1337,7 @@ struct UnsharedDocs<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SourceDocs<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     document: &'a str,
 }
 

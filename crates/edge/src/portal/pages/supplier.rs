@@ -295,7 +295,7 @@ pub(crate) async fn sources(
 /// source. A configuration error other than a missing record is logged and shown as none.
 fn instructions(
     conn: &rusqlite::Connection,
-    id: &str,
+    id: &crate::ids::SourceId,
     base_url: &str,
 ) -> Result<Option<maud::Markup>, DbError> {
     match crate::posting::markup(conn, id, base_url) {
@@ -319,6 +319,7 @@ pub(crate) async fn source_docs(
 ) -> Result<Response, Error> {
     let base_url = portal.config.api_url.clone();
     let supplier = supplier_id.clone();
+    let id = crate::ids::SourceId::from(id);
     let found = portal
         .db
         .read(move |conn| {
