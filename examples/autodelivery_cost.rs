@@ -168,7 +168,7 @@ fn run(scenario: &Scenario, leads: usize, prefill: usize) -> Vec<Duration> {
     let (buyers, caps, everywhere) = (scenario.buyers, scenario.caps, scenario.filters_everywhere);
     db.write_blocking(move |conn| setup(conn, buyers, caps, everywhere))
         .expect("the setup is valid");
-    let source_id = format!("{}-src", scenario.channel);
+    let source_id = leadrelay::ids::SourceId::from(format!("{}-src", scenario.channel));
     let target = db
         .read_blocking(|conn| source::find(conn, &source_id).map_err(DbError::from))
         .expect("the source is read")

@@ -20,6 +20,7 @@ use leadrelay::config::supplier::{self, NewSupplier};
 use leadrelay::config::workspace::{self, NewWorkspace};
 use leadrelay::db::{Db, DbError};
 use leadrelay::delivery::{self, DeliveryOrder};
+use leadrelay::ids::SupplierId;
 use rusqlite::{Connection, params};
 
 const DELIVERIES: usize = 10_000;
@@ -118,7 +119,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
             container_kind: ContainerKind::Channel,
             name: "src",
             secret: None,
-            supplier_id: with_supplier.then_some("sup"),
+            supplier_id: with_supplier.then_some(&SupplierId::from("sup")),
             supplier_cost_cents: Some(400),
             revenue_share_bp: None,
             dedupe_fields: None,

@@ -145,7 +145,9 @@ fn share_stores_a_hashed_token_that_finds_the_source_until_unshare() {
     source(&db.path, "web", "landing", "");
     let shared = |token: &str| {
         let conn = rusqlite::Connection::open(&db.path).expect("the file opens");
-        leadrelay::config::source::shared_source(&conn, token).expect("the lookup runs")
+        leadrelay::config::source::shared_source(&conn, token)
+            .expect("the lookup runs")
+            .map(|id| id.to_string())
     };
     let first = lr(
         &db.path,

@@ -37,7 +37,7 @@ pub enum Actor {
     /// A buyer's lifecycle call over the partner API, by buyer id.
     ApiBuyer(String),
     /// A supplier's lifecycle call over the partner API, by supplier id.
-    ApiSupplier(String),
+    ApiSupplier(crate::ids::SupplierId),
     /// The server on its own (retention, sweeps).
     Server,
 }

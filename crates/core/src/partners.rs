@@ -31,7 +31,7 @@ pub enum PartnerUserError {
     #[error("unknown buyer '{0}'")]
     BuyerNotFound(String),
     #[error("unknown supplier '{0}'")]
-    SupplierNotFound(String),
+    SupplierNotFound(crate::ids::SupplierId),
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
@@ -48,7 +48,7 @@ impl From<rusqlite::Error> for PartnerUserError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Party {
     Buyer(String),
-    Supplier(String),
+    Supplier(crate::ids::SupplierId),
 }
 
 impl Party {
@@ -63,7 +63,7 @@ impl Party {
     fn columns(&self) -> (Option<&str>, Option<&str>) {
         match self {
             Party::Buyer(id) => (Some(id), None),
-            Party::Supplier(id) => (None, Some(id)),
+            Party::Supplier(id) => (None, Some(id.as_str())),
         }
     }
 }
@@ -203,7 +203,7 @@ const COLUMNS: &str = "id, buyer_id, supplier_id, name, created_at, revoked_at, 
 
 fn from_row(row: &rusqlite::Row) -> rusqlite::Result<PartnerUser> {
     let buyer_id: Option<String> = row.get(1)?;
-    let supplier_id: Option<String> = row.get(2)?;
+    let supplier_id: Option<crate::ids::SupplierId> = row.get(2)?;
     let party = match (buyer_id, supplier_id) {
         (Some(id), _) => Party::Buyer(id),
         (None, Some(id)) => Party::Supplier(id),
@@ -346,7 +346,7 @@ pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Resul
     )?
     .query_row(params![crate::secrets::hash(session_id), now], |row| {
         let buyer_id: Option<String> = row.get(2)?;
-        let supplier_id: Option<String> = row.get(3)?;
+        let supplier_id: Option<crate::ids::SupplierId> = row.get(3)?;
         Ok((row.get(0)?, row.get(1)?, buyer_id, supplier_id, row.get(4)?))
     })
     .optional()

@@ -7,8 +7,10 @@
 //! as the text (`lead_01JD…`), and only that exact text names one, so anything else a
 //! partner or operator types is an unknown id. [`TransactionId`] and [`EventId`] are stored
 //! as their text, which names them whatever an older build made. Request ids
-//! (`request_id`) are text too, a client's as sent. Also owns the rule for operator-chosen
-//! ids of configuration objects ([`is_valid`]), which are plain strings.
+//! (`request_id`) are text too, a client's as sent. Configuration objects' ids
+//! ([`SupplierId`], [`SourceId`]) are stored as their text too: the operator's choice, checked by the rule
+//! for operator-chosen ids ([`is_valid`]) when the object is made ([`ConfigId`]), or
+//! generated; the other configuration objects' ids are plain strings under the same rule.
 
 /// A new id with the given prefix, e.g. `new("lead")` → `lead_01JD3…`.
 pub fn new(prefix: &str) -> String {
@@ -216,6 +218,56 @@ text_id!(
     "evt"
 );
 
+/// The text given for a new configuration object's id that [`is_valid`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid id '{0}': use 1 to 64 letters, digits, '-', '_' or '.'")]
+pub struct InvalidId(pub String);
+
+/// The id of a configuration object: the operator's choice (checked by [`is_valid`]) or,
+/// when none is given, a generated one (`{prefix}_` and a ULID).
+pub trait ConfigId: Sized {
+    /// The operator's id, when [`is_valid`] accepts it.
+    fn chosen(text: &str) -> Result<Self, InvalidId>;
+
+    /// A new id with the type's prefix.
+    fn generated() -> Self;
+}
+
+/// An id of a configuration object: a [`text_id!`], made by the operator ([`ConfigId`]).
+/// Lookups take any text, so an unknown one finds no row and answers as before.
+macro_rules! config_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        text_id!($(#[$doc])* $name, $prefix);
+
+        impl ConfigId for $name {
+            fn chosen(text: &str) -> Result<Self, InvalidId> {
+                if is_valid(text) {
+                    Ok(Self(text.to_string()))
+                } else {
+                    Err(InvalidId(text.to_string()))
+                }
+            }
+
+            fn generated() -> Self {
+                Self::generate()
+            }
+        }
+
+    };
+}
+
+config_id!(
+    /// A supplier's id: the operator's, or `sup_01JD…`.
+    SupplierId,
+    "sup"
+);
+
+config_id!(
+    /// A source's id: the operator's, or `src_01JD…`.
+    SourceId,
+    "src"
+);
+
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,
 /// digits, `-`, `_` and `.`. Keeping ids to this set means they never need escaping in a
 /// URL path, and a percent-encoded or traversal trick in a path can never name a record.
@@ -308,6 +360,52 @@ mod tests {
         assert!(event.as_str().starts_with("evt_"), "{event}");
     }
 
+    /// A configuration id: the operator's text in and out (Display, JSON, TEXT), refused
+    /// when [`is_valid`] refuses it, and generated as `{prefix}_` and a ULID.
+    fn config_id_is_its_text<Id>(prefix: &str)
+    where
+        Id: ConfigId
+            + std::fmt::Debug
+            + std::fmt::Display
+            + PartialEq
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + rusqlite::types::ToSql
+            + rusqlite::types::FromSql,
+    {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        let chosen = Id::chosen("lead-farm.2").unwrap();
+        assert_eq!(chosen.to_string(), "lead-farm.2");
+        assert_eq!(serde_json::to_string(&chosen).unwrap(), "\"lead-farm.2\"");
+        assert_eq!(
+            serde_json::from_str::<Id>("\"lead-farm.2\"").unwrap(),
+            chosen
+        );
+        let ToSqlOutput::Borrowed(ValueRef::Text(text)) = chosen.to_sql().unwrap() else {
+            panic!("not text")
+        };
+        assert_eq!(text, b"lead-farm.2");
+        assert_eq!(Id::column_result(ValueRef::Text(text)), Ok(chosen));
+        assert!(Id::column_result(ValueRef::Blob(b"lead-farm.2")).is_err());
+        for bad in ["", "..", "a/b", "lead farm"] {
+            assert_eq!(Id::chosen(bad), Err(InvalidId(bad.to_string())), "{bad}");
+        }
+        let generated = Id::generated().to_string();
+        assert!(generated.starts_with(&format!("{prefix}_")), "{generated}");
+        assert_eq!(generated.len(), prefix.len() + 1 + 26);
+        assert_eq!(Id::chosen(&generated).unwrap().to_string(), generated);
+    }
+
+    #[test]
+    fn supplier_ids_are_their_text_in_and_out() {
+        config_id_is_its_text::<SupplierId>("sup");
+    }
+
+    #[test]
+    fn source_ids_are_their_text_in_and_out() {
+        config_id_is_its_text::<SourceId>("src");
+    }
+
     #[test]
     fn operator_ids_are_restricted_to_a_safe_set() {
         for ok in ["acme", "src-1", "ws_2", "a.b", "X9"] {
@@ -316,5 +414,9 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "a b", "%2e", "é", &"x".repeat(65)] {
             assert!(!is_valid(bad), "{bad}");
         }
+        assert_eq!(
+            InvalidId("a/b".into()).to_string(),
+            "invalid id 'a/b': use 1 to 64 letters, digits, '-', '_' or '.'"
+        );
     }
 }

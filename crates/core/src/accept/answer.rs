@@ -299,7 +299,7 @@ pub struct ReplayItem {
     lead_id: crate::ids::LeadId,
     #[serde(flatten)]
     container: ContainerId<String>,
-    source_id: String,
+    source_id: crate::ids::SourceId,
     external_id: String,
     idempotent_replay: bool,
     request_ids: Vec<crate::ids::LeadRequestId>,

@@ -99,7 +99,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
         )
         .unwrap();
     }
-    let source = source::find(&conn, "src")
+    let source = source::find(&conn, &"src".into())
         .unwrap()
         .expect("the source exists");
     (dir, conn, source)

@@ -114,7 +114,10 @@ pub fn holding(
                        AND balance_cents < ?2",
                 )?;
                 let rows = stmt.query_map(params![ws, threshold], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                    Ok((
+                        row.get::<_, crate::ids::SourceId>(0)?,
+                        row.get::<_, i64>(1)?,
+                    ))
                 })?;
                 for row in rows {
                     let (buyer, balance) = row?;
@@ -134,7 +137,10 @@ pub fn holding(
                 )?;
                 let sources = stmt
                     .query_map([ws], |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                        Ok((
+                            row.get::<_, crate::ids::SourceId>(0)?,
+                            row.get::<_, i64>(1)?,
+                        ))
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()?;
                 for (source, created_at) in sources {

@@ -171,7 +171,7 @@ impl Settings {
     pub(crate) fn load_for(
         conn: &Connection,
         container_id: &str,
-        source_id: &str,
+        source_id: &crate::ids::SourceId,
         now_ms: i64,
     ) -> rusqlite::Result<Option<Settings>> {
         let row = conn
@@ -184,7 +184,7 @@ impl Settings {
                  LEFT JOIN sources s ON s.id = ?2
                  WHERE c.id = ?1",
             )?
-            .query_row([container_id, source_id], |row| {
+            .query_row(rusqlite::params![container_id, source_id], |row| {
                 Ok((
                     (
                         row.get::<_, bool>(0)?,
@@ -306,7 +306,7 @@ pub(crate) fn features_for(
     let required: Vec<&str> = product.required_fields.iter().map(String::as_str).collect();
     let choices: Vec<&str> = product.choice_fields.iter().map(String::as_str).collect();
     let context = features::Context {
-        source_id: &lead.source_id,
+        source_id: lead.source_id.as_str(),
         required_fields: &required,
         choice_fields: &choices,
         duplicates_seen: settings.duplicates_seen,

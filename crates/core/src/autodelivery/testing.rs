@@ -217,7 +217,7 @@ pub fn add_transaction(
         buyer_id: buyer,
         product_id: product,
         workspace_id: "ws",
-        source_id: "src",
+        source_id: &"src".into(),
         delivery_mode: DeliveryMode::Exclusive,
         buyer_price_cents: 1000,
         supplier_cost_cents: 0,

@@ -86,15 +86,24 @@ pub(crate) fn insert_error(e: rusqlite::Error, kind: &'static str, id: &str) -> 
     }
 }
 
+impl From<crate::ids::InvalidId> for ConfigError {
+    fn from(e: crate::ids::InvalidId) -> Self {
+        ConfigError::Invalid(e.to_string())
+    }
+}
+
 /// The id to use for a new record: the operator's (checked) or a generated one.
 pub(crate) fn choose_id(given: Option<&str>, prefix: &str) -> Result<String, ConfigError> {
     match given {
         Some(id) if crate::ids::is_valid(id) => Ok(id.to_string()),
-        Some(id) => Err(ConfigError::Invalid(format!(
-            "invalid id '{id}': use 1 to 64 letters, digits, '-', '_' or '.'"
-        ))),
+        Some(id) => Err(crate::ids::InvalidId(id.to_string()).into()),
         None => Ok(crate::ids::new(prefix)),
     }
+}
+
+/// The typed id to use for a new record: the operator's (checked) or a generated one.
+pub(crate) fn choose<Id: crate::ids::ConfigId>(given: Option<&str>) -> Result<Id, ConfigError> {
+    Ok(given.map_or_else(|| Ok(Id::generated()), Id::chosen)?)
 }
 
 /// Checks an operator-chosen secret or key: long enough to resist guessing.

@@ -106,10 +106,10 @@ fn archived_at(conn: &Connection, kind: Kind, id: &str) -> Result<Option<i64>, C
     Ok(match kind {
         Kind::Workspace => workspace::get(conn, id)?.archived_at,
         Kind::Container(container_kind) => container::get(conn, id, container_kind)?.archived_at,
-        Kind::Source => source::get(conn, id)?.archived_at,
+        Kind::Source => source::get(conn, &id.into())?.archived_at,
         Kind::Product => product::get(conn, id)?.archived_at,
         Kind::Buyer => buyer::get(conn, id)?.archived_at,
-        Kind::Supplier => supplier::get(conn, id)?.archived_at,
+        Kind::Supplier => supplier::get(conn, &id.into())?.archived_at,
     })
 }
 
@@ -140,7 +140,7 @@ fn live_dependents(conn: &Connection, kind: Kind, id: &str) -> Result<Option<Str
         Kind::Container(_) => {
             let sources: Vec<String> = source::list(conn, Some(id), false)?
                 .into_iter()
-                .map(|s| s.id)
+                .map(|s| s.id.to_string())
                 .collect();
             (!sources.is_empty()).then(|| {
                 format!(

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use super::container::{self, ContainerKind};
 use super::rotation::{Rotation, StoredSecret};
-use super::{ConfigError, check_name, choose_id, ensure_live, insert_error};
+use super::{ConfigError, check_name, choose, ensure_live, insert_error};
 use crate::db::stored::stored_enum;
+use crate::ids::{SourceId, SupplierId};
 
 /// The fields a duplicate rule may compare.
 pub const DEDUPE_FIELDS: &[&str] = &["email", "phone"];
@@ -61,13 +62,13 @@ pub struct DedupeRule {
 
 #[derive(Debug, Clone)]
 pub struct Source {
-    pub id: String,
+    pub id: SourceId,
     pub container_id: String,
     pub container_kind: ContainerKind,
     pub workspace_id: String,
     pub name: String,
     pub secret: StoredSecret,
-    pub supplier_id: Option<String>,
+    pub supplier_id: Option<SupplierId>,
     pub supplier_cost_cents: Option<i64>,
     /// A ping's payout as a share of the winning price, in hundredths of a percent
     /// (`--revenue-share`, DESIGN.md section 14); `None`: the supplier cost.
@@ -120,7 +121,7 @@ impl Source {
                 .secret
                 .previous_valid_until(now)
                 .map(crate::clock::iso),
-            supplier_id: self.supplier_id.as_deref(),
+            supplier_id: self.supplier_id.as_ref(),
             supplier_cost: self.supplier_cost_cents.map(crate::money::as_f64),
             revenue_share: self.revenue_share_bp.map(crate::money::as_f64),
             dedupe: DedupeView {
@@ -153,7 +154,7 @@ impl Source {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceView<'a> {
-    id: &'a str,
+    id: &'a SourceId,
     #[serde(skip_serializing_if = "Option::is_none")]
     channel_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,7 +163,7 @@ pub struct SourceView<'a> {
     name: &'a str,
     has_secret: bool,
     previous_secret_valid_until: Option<String>,
-    supplier_id: Option<&'a str>,
+    supplier_id: Option<&'a SupplierId>,
     supplier_cost: Option<f64>,
     revenue_share: Option<f64>,
     dedupe: DedupeView<'a>,
@@ -193,7 +194,7 @@ pub struct MappingSummary {
     published: bool,
 }
 
-pub fn webhook_path(kind: ContainerKind, container_id: &str, source_id: &str) -> String {
+pub fn webhook_path(kind: ContainerKind, container_id: &str, source_id: &SourceId) -> String {
     match kind {
         ContainerKind::Channel => {
             format!("/api/webhooks/channels/{container_id}/sources/{source_id}/leads")
@@ -211,7 +212,7 @@ pub struct NewSource<'a> {
     pub name: &'a str,
     /// `None`: no secret. `Some(None)`: generate one. `Some(Some(s))`: use `s`.
     pub secret: Option<Option<&'a str>>,
-    pub supplier_id: Option<&'a str>,
+    pub supplier_id: Option<&'a SupplierId>,
     pub supplier_cost_cents: Option<i64>,
     /// Hundredths of a percent, 0 to 10000.
     pub revenue_share_bp: Option<i64>,
@@ -229,7 +230,7 @@ pub struct NewSource<'a> {
 #[derive(Debug, Default)]
 pub struct SourceChanges {
     pub name: Option<String>,
-    pub supplier_id: Option<Option<String>>,
+    pub supplier_id: Option<Option<SupplierId>>,
     pub supplier_cost_cents: Option<Option<i64>>,
     pub revenue_share_bp: Option<Option<i64>>,
     /// An empty list turns the rule off.
@@ -334,12 +335,12 @@ fn scope_text(scope: DedupeScope, kind: ContainerKind) -> &'static str {
 /// Checks that `supplier` is a live supplier of `workspace_id`.
 fn check_supplier(
     conn: &Connection,
-    supplier: &str,
+    supplier: &SupplierId,
     workspace_id: &str,
 ) -> Result<(), ConfigError> {
     match super::supplier::find(conn, supplier)? {
         Some(found) if found.workspace_id == workspace_id => {
-            ensure_live("supplier", supplier, found.archived_at)
+            ensure_live("supplier", supplier.as_str(), found.archived_at)
         }
         _ => Err(ConfigError::NotFound {
             kind: "supplier",
@@ -358,7 +359,7 @@ fn check_window(days: i64) -> Result<(), ConfigError> {
 }
 
 pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, ConfigError> {
-    let id = choose_id(new.id, "src")?;
+    let id: SourceId = choose(new.id)?;
     check_name(new.name)?;
     let container = container::get(conn, new.container_id, new.container_kind)?;
     ensure_live(
@@ -405,7 +406,7 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
             new.revenue_share_bp,
         ],
     )
-    .map_err(|e| insert_error(e, "source", &id))?;
+    .map_err(|e| insert_error(e, "source", id.as_str()))?;
     Ok(CreatedSource {
         source: get(conn, &id)?,
         secret,
@@ -413,7 +414,7 @@ pub fn create(conn: &Connection, new: &NewSource) -> Result<CreatedSource, Confi
 }
 
 /// Cached statement: ingest looks a source up on every request.
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Source>> {
+pub fn find(conn: &Connection, id: &SourceId) -> rusqlite::Result<Option<Source>> {
     conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM sources s JOIN containers c ON c.id = s.container_id
          WHERE s.id = ?1"
@@ -422,7 +423,7 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Source>> {
     .optional()
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Source, ConfigError> {
+pub fn get(conn: &Connection, id: &SourceId) -> Result<Source, ConfigError> {
     find(conn, id)?.ok_or_else(|| ConfigError::NotFound {
         kind: "source",
         id: id.to_string(),
@@ -445,14 +446,18 @@ pub fn list(
 }
 
 /// A source that may change: it exists and is not archived.
-fn get_live(conn: &Connection, id: &str) -> Result<Source, ConfigError> {
+fn get_live(conn: &Connection, id: &SourceId) -> Result<Source, ConfigError> {
     let source = get(conn, id)?;
-    ensure_live("source", id, source.archived_at)?;
+    ensure_live("source", id.as_str(), source.archived_at)?;
     Ok(source)
 }
 
 /// Changes the given fields of source `id`; ingest applies them from the next request on.
-pub fn update(conn: &Connection, id: &str, changes: &SourceChanges) -> Result<Source, ConfigError> {
+pub fn update(
+    conn: &Connection,
+    id: &SourceId,
+    changes: &SourceChanges,
+) -> Result<Source, ConfigError> {
     let mut source = get_live(conn, id)?;
     if let Some(name) = &changes.name {
         check_name(name)?;
@@ -534,7 +539,7 @@ pub struct Rotated<T> {
 /// accepted for `overlap` (none: cut off at once).
 pub fn rotate_secret(
     conn: &Connection,
-    id: &str,
+    id: &SourceId,
     given: Option<&str>,
     overlap: std::time::Duration,
 ) -> Result<Rotated<Source>, ConfigError> {
@@ -561,7 +566,7 @@ pub fn rotate_secret(
 
 /// Enables or disables a source: a disabled one's ingest path answers 404 from the next
 /// request on.
-pub fn set_enabled(conn: &Connection, id: &str, enabled: bool) -> Result<Source, ConfigError> {
+pub fn set_enabled(conn: &Connection, id: &SourceId, enabled: bool) -> Result<Source, ConfigError> {
     get_live(conn, id)?;
     conn.execute(
         "UPDATE sources SET enabled = ?2 WHERE id = ?1",
@@ -572,7 +577,10 @@ pub fn set_enabled(conn: &Connection, id: &str, enabled: bool) -> Result<Source,
 
 /// The supplier of source `id`, who is paid the supplier cost of its leads; `None` when it
 /// has none (or there is no such source).
-pub(crate) fn supplier_of(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
+pub(crate) fn supplier_of(
+    conn: &Connection,
+    id: &SourceId,
+) -> rusqlite::Result<Option<SupplierId>> {
     Ok(conn
         .prepare_cached("SELECT supplier_id FROM sources WHERE id = ?1")?
         .query_row([id], |row| row.get(0))
@@ -582,7 +590,7 @@ pub(crate) fn supplier_of(conn: &Connection, id: &str) -> rusqlite::Result<Optio
 
 /// Makes a new shared link token for source `id`'s posting instructions (DESIGN.md section
 /// 21), replacing any earlier one; the token is returned once and only its hash is stored.
-pub fn share_docs(conn: &Connection, id: &str) -> Result<String, ConfigError> {
+pub fn share_docs(conn: &Connection, id: &SourceId) -> Result<String, ConfigError> {
     get_live(conn, id)?;
     let token = crate::secrets::generate("");
     conn.execute(
@@ -595,13 +603,13 @@ pub fn share_docs(conn: &Connection, id: &str) -> Result<String, ConfigError> {
 }
 
 /// Ends source `id`'s shared link; whether there was one.
-pub fn unshare_docs(conn: &Connection, id: &str) -> Result<bool, ConfigError> {
+pub fn unshare_docs(conn: &Connection, id: &SourceId) -> Result<bool, ConfigError> {
     get(conn, id)?;
     Ok(conn.execute("DELETE FROM source_doc_shares WHERE source_id = ?1", [id])? > 0)
 }
 
 /// Whether source `id` has a shared link.
-pub fn docs_shared(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
+pub fn docs_shared(conn: &Connection, id: &SourceId) -> rusqlite::Result<bool> {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM source_doc_shares WHERE source_id = ?1)",
         [id],
@@ -612,8 +620,8 @@ pub fn docs_shared(conn: &Connection, id: &str) -> rusqlite::Result<bool> {
 /// The source whose shared link has `token`, while the link stands and the source is not
 /// archived. Found by the token's hash (an index probe), decided by the constant-time
 /// comparison, as everywhere a secret is checked.
-pub fn shared_source(conn: &Connection, token: &str) -> rusqlite::Result<Option<String>> {
-    let found: Option<(String, String)> = conn
+pub fn shared_source(conn: &Connection, token: &str) -> rusqlite::Result<Option<SourceId>> {
+    let found: Option<(SourceId, String)> = conn
         .prepare_cached(
             "SELECT d.source_id, d.token_hash FROM source_doc_shares d
              JOIN sources s ON s.id = d.source_id

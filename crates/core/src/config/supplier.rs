@@ -7,12 +7,13 @@ use serde::Serialize;
 
 use super::rotation::{Rotation, StoredSecret};
 use super::source::Rotated;
-use super::{ConfigError, check_name, choose_id, ensure_live, exists, insert_error, workspace};
+use super::{ConfigError, check_name, choose, ensure_live, exists, insert_error, workspace};
+use crate::ids::SupplierId;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Supplier {
-    pub id: String,
+    pub id: SupplierId,
     pub workspace_id: String,
     pub name: String,
     /// Never shown: only its hash is stored, and only compared.
@@ -101,13 +102,13 @@ fn new_key(conn: &Connection, given: Option<&str>) -> Result<String, ConfigError
 
 /// Creates a supplier; returns it with its key in clear (shown once).
 pub fn create(conn: &Connection, new: &NewSupplier) -> Result<(Supplier, String), ConfigError> {
-    let id = choose_id(new.id, "sup")?;
+    let id: SupplierId = choose(new.id)?;
     check_name(new.name)?;
     workspace::get_live(conn, new.workspace_id)?;
-    if exists(conn, "suppliers", &id)? {
+    if exists(conn, "suppliers", id.as_str())? {
         return Err(ConfigError::AlreadyExists {
             kind: "supplier",
-            id,
+            id: id.to_string(),
         });
     }
     let key = new_key(conn, new.key)?;
@@ -123,11 +124,11 @@ pub fn create(conn: &Connection, new: &NewSupplier) -> Result<(Supplier, String)
             created_at
         ],
     )
-    .map_err(|e| insert_error(e, "supplier", &id))?;
+    .map_err(|e| insert_error(e, "supplier", id.as_str()))?;
     Ok((get(conn, &id)?, key))
 }
 
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Supplier>> {
+pub fn find(conn: &Connection, id: &SupplierId) -> rusqlite::Result<Option<Supplier>> {
     conn.query_row(
         &format!("SELECT {COLUMNS} FROM suppliers WHERE id = ?1"),
         [id],
@@ -136,16 +137,16 @@ pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Supplier>> {
     .optional()
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Supplier, ConfigError> {
+pub fn get(conn: &Connection, id: &SupplierId) -> Result<Supplier, ConfigError> {
     find(conn, id)?.ok_or_else(|| ConfigError::NotFound {
         kind: "supplier",
         id: id.to_string(),
     })
 }
 
-fn get_live(conn: &Connection, id: &str) -> Result<Supplier, ConfigError> {
+fn get_live(conn: &Connection, id: &SupplierId) -> Result<Supplier, ConfigError> {
     let supplier = get(conn, id)?;
-    ensure_live("supplier", id, supplier.archived_at)?;
+    ensure_live("supplier", id.as_str(), supplier.archived_at)?;
     Ok(supplier)
 }
 
@@ -183,7 +184,7 @@ pub fn list(
 
 pub fn update(
     conn: &Connection,
-    id: &str,
+    id: &SupplierId,
     changes: &SupplierChanges,
 ) -> Result<Supplier, ConfigError> {
     let mut supplier = get_live(conn, id)?;
@@ -202,7 +203,7 @@ pub fn update(
 /// for `overlap` (none: cut off at once).
 pub fn rotate_key(
     conn: &Connection,
-    id: &str,
+    id: &SupplierId,
     given: Option<&str>,
     overlap: std::time::Duration,
 ) -> Result<Rotated<Supplier>, ConfigError> {

@@ -113,7 +113,7 @@ pub(crate) struct LeadDelivery<'a> {
 pub(super) fn load_terms(
     conn: &Connection,
     container_id: &str,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     product_id: &str,
 ) -> rusqlite::Result<Option<DeliveryTerms>> {
     conn.prepare_cached(
@@ -122,14 +122,17 @@ pub(super) fn load_terms(
          FROM containers c, sources s, products p
          WHERE c.id = ?1 AND s.id = ?2 AND p.id = ?3",
     )?
-    .query_row([container_id, source_id, product_id], |row| {
-        Ok(DeliveryTerms {
-            mode: row.get(0)?,
-            max_buyers: row.get(1)?,
-            supplier_cost_cents: row.get(2)?,
-            cap_windows: None,
-        })
-    })
+    .query_row(
+        rusqlite::params![container_id, source_id, product_id],
+        |row| {
+            Ok(DeliveryTerms {
+                mode: row.get(0)?,
+                max_buyers: row.get(1)?,
+                supplier_cost_cents: row.get(2)?,
+                cap_windows: None,
+            })
+        },
+    )
     .optional()
 }
 
@@ -216,14 +219,14 @@ struct Decided {
     delivered: Delivered,
     workspace_id: String,
     /// The lead's source.
-    source_id: String,
+    source_id: crate::ids::SourceId,
     webhook_url: String,
     /// The `lead.delivered` event's body as the outbox stores it.
     body: String,
     /// The supplier this delivery buys the lead from: set when the transaction carries a
     /// supplier cost, the source has a supplier, and no earlier transaction of the request
     /// bought the lead already.
-    supplier_id: Option<String>,
+    supplier_id: Option<crate::ids::SupplierId>,
 }
 
 /// Reads what a delivery needs and checks every rule; writes nothing.

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::config::container::DeliveryMode;
 use crate::db::stored::stored_enum;
-use crate::ids::{LeadId, LeadRequestId, TransactionId};
+use crate::ids::{LeadId, LeadRequestId, SourceId, TransactionId};
 use crate::report::{Counted, Standing};
 
 stored_enum! {
@@ -234,7 +234,7 @@ pub struct ListFilter {
     pub lead_id: Option<LeadId>,
     pub status: Option<Status>,
     /// Only the transactions of this source's leads.
-    pub source_id: Option<String>,
+    pub source_id: Option<SourceId>,
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
     /// Only the transactions after this one in the list's order (newest first: older
@@ -360,7 +360,7 @@ pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Tran
 pub fn for_each<E: From<rusqlite::Error>>(
     conn: &Connection,
     filter: &ListFilter,
-    mut each: impl FnMut(&Transaction, &str) -> Result<(), E>,
+    mut each: impl FnMut(&Transaction, &SourceId) -> Result<(), E>,
 ) -> Result<(), E> {
     let (sql, values) = filter.query(conn, "ASC", None)?;
     let mut stmt = conn.prepare(&sql)?;
@@ -368,7 +368,7 @@ pub fn for_each<E: From<rusqlite::Error>>(
     let mut rows = stmt.query(params_from_iter(values))?;
     while let Some(row) = rows.next()? {
         let transaction = from_row(row)?;
-        let source_id: String = row.get(source_at)?;
+        let source_id: SourceId = row.get(source_at)?;
         each(&transaction, &source_id)?;
     }
     Ok(())
@@ -448,7 +448,7 @@ pub(crate) struct NewTransaction<'a> {
     pub product_id: &'a str,
     pub workspace_id: &'a str,
     /// The lead's source (the reports count a transaction under it).
-    pub source_id: &'a str,
+    pub source_id: &'a SourceId,
     pub delivery_mode: DeliveryMode,
     pub buyer_price_cents: i64,
     pub supplier_cost_cents: i64,
@@ -549,14 +549,14 @@ fn count(conn: &Connection, before: Option<&Counted>, after: &Counted) -> rusqli
 }
 
 /// The source of lead `lead_id`: where the reports count its transactions.
-fn source_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<String> {
+fn source_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<SourceId> {
     conn.prepare_cached("SELECT source_id FROM leads WHERE id = ?1")?
         .query_row([lead_id], |row| row.get(0))
 }
 
 /// Transaction `id` as stored with its lead's source, for a write that tells the reports
 /// what it was before.
-fn stored(conn: &Connection, id: &TransactionId) -> rusqlite::Result<(Transaction, String)> {
+fn stored(conn: &Connection, id: &TransactionId) -> rusqlite::Result<(Transaction, SourceId)> {
     let transaction = find(conn, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     let source_id = source_of_lead(conn, transaction.lead_id)?;
     Ok((transaction, source_id))
@@ -567,7 +567,7 @@ impl Transaction {
     fn counted<'a>(
         &'a self,
         conn: &Connection,
-        source_id: &'a str,
+        source_id: &'a SourceId,
     ) -> rusqlite::Result<Counted<'a>> {
         Ok(Counted {
             workspace_id: &self.workspace_id,
@@ -892,7 +892,7 @@ mod tests {
         let text = |s: &str| Some(s.to_string());
         let cases = [
             ListFilter {
-                source_id: text("src"),
+                source_id: Some("src".into()),
                 from_ms: Some(1),
                 to_ms: Some(2),
                 ..ListFilter::default()

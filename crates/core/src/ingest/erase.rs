@@ -152,7 +152,7 @@ pub(crate) fn others_with_same_contact(
 /// lead once.
 pub(crate) fn older_than(
     conn: &Connection,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     statuses: (QualityStatus, DuplicateStatus),
     after: (i64, i64),
     cutoff: i64,
@@ -194,7 +194,7 @@ pub(crate) struct PurgeCandidate {
 /// `leads_source_mix`, as the purge walks them.
 pub(crate) fn count_older_than(
     conn: &Connection,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     from: i64,
     cutoff: i64,
 ) -> rusqlite::Result<u64> {

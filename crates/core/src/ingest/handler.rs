@@ -57,6 +57,7 @@ fn find_source(
     if !crate::ids::is_valid(&container_id) || !crate::ids::is_valid(&source_id) {
         return Err(IngestError::SourceNotFound);
     }
+    let source_id = crate::ids::SourceId::from(source_id);
     match db.read_blocking(|conn| kept.find(conn, &source_id))? {
         Some(admission)
             if admission.source.takes_leads()

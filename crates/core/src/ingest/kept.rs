@@ -55,13 +55,17 @@ pub struct Kept {
 struct Copy {
     /// The stamp what is kept was read under; `None` before the first read.
     stamp: Option<i64>,
-    sources: HashMap<String, Source>,
+    sources: HashMap<crate::ids::SourceId, Source>,
     workspaces: HashMap<String, Arc<WorkspaceRules>>,
 }
 
 impl Kept {
     /// Source `id` with its workspace's rules, as they are in the file now.
-    pub fn find(&self, conn: &Connection, id: &str) -> Result<Option<Admission>, IngestError> {
+    pub fn find(
+        &self,
+        conn: &Connection,
+        id: &crate::ids::SourceId,
+    ) -> Result<Option<Admission>, IngestError> {
         let stamp: i64 = conn
             .prepare_cached("SELECT generation FROM source_stamp WHERE id = 1")?
             .query_row([], |row| row.get(0))?;
@@ -91,7 +95,7 @@ impl Kept {
             kept.workspaces.clear();
             kept.stamp = Some(stamp);
         }
-        kept.sources.insert(id.to_string(), source.clone());
+        kept.sources.insert(id.clone(), source.clone());
         kept.workspaces
             .insert(source.workspace_id.clone(), rules.clone());
         Ok(Some(Admission { source, rules }))
@@ -130,7 +134,7 @@ mod tests {
     }
 
     fn name(kept: &Kept, conn: &Connection) -> Option<String> {
-        kept.find(conn, "src")
+        kept.find(conn, &"src".into())
             .unwrap()
             .map(|found| found.source.name)
     }
@@ -147,14 +151,21 @@ mod tests {
 
         cli.execute_batch("UPDATE sources SET enabled = 0 WHERE id = 'src'")
             .unwrap();
-        assert!(!kept.find(&server, "src").unwrap().unwrap().source.enabled);
+        assert!(
+            !kept
+                .find(&server, &"src".into())
+                .unwrap()
+                .unwrap()
+                .source
+                .enabled
+        );
 
         cli.execute_batch("UPDATE containers SET workspace_id = 'ws', kind = 'table'")
             .unwrap();
-        let source = kept.find(&server, "src").unwrap().unwrap().source;
+        let source = kept.find(&server, &"src".into()).unwrap().unwrap().source;
         assert_eq!(
             source.container_kind,
-            source::find(&server, "src")
+            source::find(&server, &"src".into())
                 .unwrap()
                 .unwrap()
                 .container_kind
@@ -164,7 +175,7 @@ mod tests {
             .unwrap();
         assert_eq!(name(&kept, &server), None);
         assert_eq!(
-            kept.find(&server, "unknown")
+            kept.find(&server, &"unknown".into())
                 .unwrap()
                 .map(|found| found.source.id),
             None
@@ -176,7 +187,7 @@ mod tests {
         use crate::config::workspace::SuppressionAction;
         let (_dir, server, cli) = two_connections();
         let kept = Kept::default();
-        let rules = |kept: &Kept| kept.find(&server, "src").unwrap().unwrap().rules;
+        let rules = |kept: &Kept| kept.find(&server, &"src".into()).unwrap().unwrap().rules;
         assert!(rules(&kept).suppression.is_none());
         assert!(rules(&kept).steps.is_empty());
 

@@ -106,7 +106,7 @@ impl Interest {
 #[derive(Debug, Clone)]
 pub struct StoredLead {
     pub(crate) id: LeadId,
-    pub(crate) source_id: String,
+    pub(crate) source_id: crate::ids::SourceId,
     pub(crate) container_id: String,
     pub(crate) container_kind: ContainerKind,
     pub(crate) workspace_id: String,

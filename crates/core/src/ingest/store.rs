@@ -500,7 +500,7 @@ fn insert_lead(
 fn find_external(
     conn: &Connection,
     find: &mut rusqlite::Statement,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     external_id: &str,
 ) -> rusqlite::Result<Option<StoredFacts>> {
     let found = find

@@ -220,7 +220,7 @@ impl From<rusqlite::Error> for ViewError {
 /// in ms.
 #[derive(Debug, Clone, Default)]
 pub struct LeadFilter {
-    pub source_id: Option<String>,
+    pub source_id: Option<crate::ids::SourceId>,
     /// Only leads that have a transaction of this buyer.
     pub buyer_id: Option<String>,
     pub status: Option<LeadStatus>,
@@ -397,7 +397,10 @@ pub(crate) fn stored_statuses() -> impl Iterator<Item = (QualityStatus, Duplicat
 
 /// When the newest lead of `source_id` was received, if any: one seek per status pair on
 /// `leads_source_mix` (`source_silent` asks it every few seconds, whatever the leads' count).
-pub fn last_lead_at(conn: &Connection, source_id: &str) -> rusqlite::Result<Option<i64>> {
+pub fn last_lead_at(
+    conn: &Connection,
+    source_id: &crate::ids::SourceId,
+) -> rusqlite::Result<Option<i64>> {
     let mut stmt = conn.prepare_cached(
         "SELECT max(created_at) FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3",
@@ -536,7 +539,7 @@ impl<S: AsRef<str>> Serialize for ContainerId<S> {
 #[serde(rename_all = "camelCase")]
 pub struct StoredLeadView<'a> {
     id: LeadId,
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     #[serde(flatten)]
     container: ContainerId<&'a str>,
     workspace_id: &'a str,
@@ -626,7 +629,7 @@ fn request_view(request: &StoredRequest) -> RequestView<'_> {
 #[serde(rename_all = "camelCase")]
 pub struct LeadSummaryView<'a> {
     id: LeadId,
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     #[serde(flatten)]
     container: ContainerId<&'a str>,
     external_id: Option<&'a str>,
@@ -665,7 +668,7 @@ mod tests {
             (
                 "source and time",
                 LeadFilter {
-                    source_id: text("src"),
+                    source_id: Some("src".into()),
                     from_ms: Some(1),
                     to_ms: Some(2),
                     ..LeadFilter::default()
@@ -674,7 +677,7 @@ mod tests {
             (
                 "source, status active and a page",
                 LeadFilter {
-                    source_id: text("src"),
+                    source_id: Some("src".into()),
                     status: Some(LeadStatus::Active),
                     after_id: Some(crate::ids::LeadId::generate()),
                     ..LeadFilter::default()
@@ -691,7 +694,7 @@ mod tests {
                 "buyer and source",
                 LeadFilter {
                     buyer_id: text("buyer"),
-                    source_id: text("src"),
+                    source_id: Some("src".into()),
                     from_ms: Some(1),
                     ..LeadFilter::default()
                 },
@@ -700,7 +703,7 @@ mod tests {
                 "status cancelled and source",
                 LeadFilter {
                     status: Some(LeadStatus::Cancelled),
-                    source_id: text("src"),
+                    source_id: Some("src".into()),
                     ..LeadFilter::default()
                 },
             ),

@@ -65,7 +65,7 @@ impl Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Party<'a> {
     Buyer(&'a str),
-    Supplier(&'a str),
+    Supplier(&'a crate::ids::SupplierId),
 }
 
 /// One money move, ready to post.
@@ -114,7 +114,7 @@ pub(crate) fn post(conn: &Connection, posting: &Posting) -> rusqlite::Result<i64
     );
     let (buyer_id, supplier_id) = match posting.party {
         Party::Buyer(id) => (Some(id), None),
-        Party::Supplier(id) => (None, Some(id)),
+        Party::Supplier(id) => (None, Some(id.as_str())),
     };
     let id = conn
         .prepare_cached(
@@ -325,6 +325,7 @@ mod tests {
                  VALUES ('s', 'ws', 'S', 'h', 0);",
         )
         .unwrap();
+        let supplier = crate::ids::SupplierId::from("s");
         let posting = |party, kind, amount_cents| Posting {
             workspace_id: "ws",
             party,
@@ -339,7 +340,7 @@ mod tests {
         post(&conn, &posting(Party::Buyer("b"), Kind::Adjustment, -1250)).unwrap();
         post(
             &conn,
-            &posting(Party::Supplier("s"), Kind::SupplierCost, 400),
+            &posting(Party::Supplier(&supplier), Kind::SupplierCost, 400),
         )
         .unwrap();
         let cached: i64 = conn
@@ -349,7 +350,7 @@ mod tests {
             .unwrap();
         assert_eq!(cached, 3750);
         assert_eq!(query::buyer_balance(&conn, "b").unwrap(), 3750);
-        assert_eq!(query::supplier_balance(&conn, "s").unwrap(), 400);
+        assert_eq!(query::supplier_balance(&conn, &supplier).unwrap(), 400);
         assert_eq!(query::balance_mismatches(&conn).unwrap(), Vec::new());
     }
 }

@@ -14,7 +14,7 @@ pub struct Entry {
     pub at: i64,
     pub workspace_id: String,
     pub buyer_id: Option<String>,
-    pub supplier_id: Option<String>,
+    pub supplier_id: Option<crate::ids::SupplierId>,
     pub transaction_id: Option<crate::ids::TransactionId>,
     pub kind: Kind,
     pub amount_cents: i64,
@@ -31,7 +31,7 @@ impl Entry {
             kind: self.kind.as_str(),
             workspace_id: &self.workspace_id,
             buyer_id: self.buyer_id.as_deref(),
-            supplier_id: self.supplier_id.as_deref(),
+            supplier_id: self.supplier_id.as_ref(),
             transaction_id: self.transaction_id.as_ref(),
             amount: crate::money::as_f64(self.amount_cents),
             reason: self.reason.as_deref(),
@@ -54,7 +54,7 @@ pub struct EntryView<'a> {
     kind: &'static str,
     workspace_id: &'a str,
     buyer_id: Option<&'a str>,
-    supplier_id: Option<&'a str>,
+    supplier_id: Option<&'a crate::ids::SupplierId>,
     transaction_id: Option<&'a crate::ids::TransactionId>,
     amount: f64,
     reason: Option<&'a str>,
@@ -83,7 +83,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Entry> {
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     pub buyer_id: Option<String>,
-    pub supplier_id: Option<String>,
+    pub supplier_id: Option<crate::ids::SupplierId>,
     pub transaction_id: Option<crate::ids::TransactionId>,
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
@@ -137,7 +137,10 @@ pub(crate) fn buyer_balance(conn: &Connection, buyer_id: &str) -> rusqlite::Resu
 
 /// What the operator owes a supplier as its ledger says.
 #[cfg(test)]
-pub(crate) fn supplier_balance(conn: &Connection, supplier_id: &str) -> rusqlite::Result<i64> {
+pub(crate) fn supplier_balance(
+    conn: &Connection,
+    supplier_id: &crate::ids::SupplierId,
+) -> rusqlite::Result<i64> {
     conn.prepare_cached(
         "SELECT coalesce(sum(amount_cents), 0) FROM ledger_entries WHERE supplier_id = ?1",
     )?
@@ -148,7 +151,7 @@ pub(crate) fn supplier_balance(conn: &Connection, supplier_id: &str) -> rusqlite
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SupplierHolding {
     pub workspace_id: String,
-    pub supplier_id: String,
+    pub supplier_id: crate::ids::SupplierId,
     pub transaction_id: crate::ids::TransactionId,
     pub amount_cents: i64,
 }

@@ -41,7 +41,7 @@ stored_enum! {
 pub struct SupplierCancellation {
     pub id: String,
     pub lead_id: crate::ids::LeadId,
-    pub supplier_id: String,
+    pub supplier_id: crate::ids::SupplierId,
     pub status: CancellationStatus,
     pub origin: Origin,
     pub reason: Option<String>,
@@ -77,7 +77,7 @@ impl SupplierCancellation {
 pub struct SupplierCancellationView<'a> {
     id: &'a str,
     lead_id: crate::ids::LeadId,
-    supplier_id: &'a str,
+    supplier_id: &'a crate::ids::SupplierId,
     status: &'static str,
     origin: &'static str,
     reason: Option<&'a str>,
@@ -118,7 +118,7 @@ pub(crate) fn of_lead(
 /// A lead as clawback sees it: its lifecycle status and its source's supplier.
 pub(crate) struct LeadSupply {
     pub status: LeadStatus,
-    pub supplier_id: Option<String>,
+    pub supplier_id: Option<crate::ids::SupplierId>,
 }
 
 pub(crate) fn lead_supply(
@@ -141,7 +141,7 @@ pub(crate) fn lead_supply(
 fn open(
     conn: &Connection,
     lead_id: crate::ids::LeadId,
-    supplier_id: &str,
+    supplier_id: &crate::ids::SupplierId,
     origin: Origin,
     reason: &str,
     now: i64,
@@ -165,7 +165,7 @@ fn open(
     Ok(SupplierCancellation {
         id,
         lead_id,
-        supplier_id: supplier_id.to_string(),
+        supplier_id: supplier_id.clone(),
         status: CancellationStatus::Pending,
         origin,
         reason: Some(reason.to_string()),

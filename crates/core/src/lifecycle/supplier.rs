@@ -105,7 +105,7 @@ pub(crate) fn answer(
         // nothing about other suppliers' leads.
         let supply = clawback::lead_supply(conn, lead_id)?;
         return match supply {
-            Some(s) if s.supplier_id.as_deref() == Some(supplier.id.as_str()) => {
+            Some(s) if s.supplier_id.as_ref() == Some(&supplier.id) => {
                 Err(LifecycleError::NoCancellationRequested)
             }
             _ => Err(LifecycleError::LeadNotFound),
@@ -165,7 +165,7 @@ pub(crate) fn answer(
 fn reverse_supplier_cost(
     conn: &Connection,
     lead_id: crate::ids::LeadId,
-    supplier_id: &str,
+    supplier_id: &crate::ids::SupplierId,
     now: i64,
 ) -> rusqlite::Result<()> {
     let actor = format!("supplier:{supplier_id}");

@@ -112,11 +112,14 @@ pub enum MappingError {
     },
     /// A stored document no longer parses (written by another version, or edited by hand).
     #[error("the stored mapping of source '{source_id}' is not valid: {why}")]
-    Stored { source_id: String, why: String },
+    Stored {
+        source_id: crate::ids::SourceId,
+        why: String,
+    },
     #[error("unknown source '{0}'")]
-    SourceNotFound(String),
+    SourceNotFound(crate::ids::SourceId),
     #[error("source '{0}' has no draft mapping; store one with mapping set")]
-    NoDraft(String),
+    NoDraft(crate::ids::SourceId),
     #[error(transparent)]
     Db(#[from] DbError),
 }

@@ -11,11 +11,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{MappingDocument, MappingError};
+use crate::ids::SourceId;
 
 /// Both versions of a source's mapping.
 #[derive(Debug, Clone)]
 pub struct MappingState {
-    pub source_id: String,
+    pub source_id: SourceId,
     pub draft: Option<StoredDocument>,
     pub published: Option<StoredDocument>,
     /// How many times a mapping of this source was published; the published document
@@ -67,7 +68,7 @@ impl MappingState {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MappingStateView<'a> {
-    source_id: &'a str,
+    source_id: &'a SourceId,
     version: i64,
     draft: Option<DraftView>,
     published: Option<PublishedView>,
@@ -104,7 +105,7 @@ pub(crate) fn check(document: &Value) -> Result<MappingDocument, MappingError> {
     })
 }
 
-pub fn state(conn: &Connection, source_id: &str) -> Result<MappingState, MappingError> {
+pub fn state(conn: &Connection, source_id: &SourceId) -> Result<MappingState, MappingError> {
     conn.query_row(
         "SELECT mapping_draft, mapping_draft_at, mapping_published, mapping_published_at,
                 mapping_version
@@ -118,7 +119,7 @@ pub fn state(conn: &Connection, source_id: &str) -> Result<MappingState, Mapping
                 })
             };
             Ok(MappingState {
-                source_id: source_id.to_string(),
+                source_id: source_id.clone(),
                 draft: stored(row.get(0)?, row.get(1)?),
                 published: stored(row.get(2)?, row.get(3)?),
                 version: row.get(4)?,
@@ -126,13 +127,13 @@ pub fn state(conn: &Connection, source_id: &str) -> Result<MappingState, Mapping
         },
     )
     .optional()?
-    .ok_or_else(|| MappingError::SourceNotFound(source_id.to_string()))
+    .ok_or_else(|| MappingError::SourceNotFound(source_id.clone()))
 }
 
 /// Checks `document` and stores it as the source's draft; what ingest uses is unchanged.
 pub fn set_draft(
     conn: &Connection,
-    source_id: &str,
+    source_id: &SourceId,
     document: &Value,
 ) -> Result<MappingState, MappingError> {
     check(document)?;
@@ -142,7 +143,7 @@ pub fn set_draft(
         params![source_id, text, crate::clock::now_ms()],
     )?;
     if changed == 0 {
-        return Err(MappingError::SourceNotFound(source_id.to_string()));
+        return Err(MappingError::SourceNotFound(source_id.clone()));
     }
     state(conn, source_id)
 }
@@ -150,10 +151,13 @@ pub fn set_draft(
 /// Makes the draft the published mapping, from the next ingest request on, and counts a
 /// new version. Publishing a draft that equals the published mapping changes nothing;
 /// the flag says whether anything changed.
-pub fn publish(conn: &Connection, source_id: &str) -> Result<(MappingState, bool), MappingError> {
+pub fn publish(
+    conn: &Connection,
+    source_id: &SourceId,
+) -> Result<(MappingState, bool), MappingError> {
     let current = state(conn, source_id)?;
     let Some(draft) = &current.draft else {
-        return Err(MappingError::NoDraft(source_id.to_string()));
+        return Err(MappingError::NoDraft(source_id.clone()));
     };
     if !current.has_unpublished_changes() {
         return Ok((current, false));
@@ -161,7 +165,7 @@ pub fn publish(conn: &Connection, source_id: &str) -> Result<(MappingState, bool
     // The draft was checked when it was stored; checking again guards against a document
     // stored by an older version whose rules were looser.
     let value: Value = serde_json::from_str(&draft.text).map_err(|e| MappingError::Stored {
-        source_id: source_id.to_string(),
+        source_id: source_id.clone(),
         why: format!("the draft is not valid JSON: {e}"),
     })?;
     check(&value)?;
@@ -176,7 +180,10 @@ pub fn publish(conn: &Connection, source_id: &str) -> Result<(MappingState, bool
 
 /// Withdraws the published mapping: from the next request on the source takes the native
 /// shapes again. The draft stays, so publishing brings the mapping back.
-pub fn unpublish(conn: &Connection, source_id: &str) -> Result<(MappingState, bool), MappingError> {
+pub fn unpublish(
+    conn: &Connection,
+    source_id: &SourceId,
+) -> Result<(MappingState, bool), MappingError> {
     let current = state(conn, source_id)?;
     if current.published.is_none() {
         return Ok((current, false));

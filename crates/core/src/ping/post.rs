@@ -162,12 +162,12 @@ pub(crate) fn release(
 /// alone. Its own writer job.
 pub(crate) fn release_invalid(
     conn: &Connection,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     ping_id: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
     if let Some(ping) = store::find(conn, ping_id)?
-        && ping.source_id == source_id
+        && ping.source_id == *source_id
         && ping.status_at(now) == PingStatus::Accepted
     {
         store::end(

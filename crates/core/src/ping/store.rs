@@ -39,7 +39,7 @@ stored_enum! {
 /// A new ping as the writer inserts it.
 pub(crate) struct NewPing<'a> {
     pub(crate) id: &'a str,
-    pub(crate) source_id: &'a str,
+    pub(crate) source_id: &'a crate::ids::SourceId,
     pub(crate) container_id: &'a str,
     pub(crate) workspace_id: &'a str,
     pub(crate) product_id: &'a str,
@@ -395,7 +395,7 @@ pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64>
 #[derive(Debug, Clone)]
 pub struct Ping {
     pub id: String,
-    pub source_id: String,
+    pub source_id: crate::ids::SourceId,
     pub container_id: String,
     pub product_id: String,
     pub external_id: Option<String>,
@@ -417,7 +417,7 @@ pub struct Ping {
 #[serde(rename_all = "camelCase")]
 pub struct PingView<'a> {
     id: &'a str,
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     channel_id: &'a str,
     product_id: &'a str,
     external_id: Option<&'a str>,
@@ -521,7 +521,7 @@ pub(crate) fn posted_of_lead(
 /// What `ping list` selects.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
-    pub source_id: Option<String>,
+    pub source_id: Option<crate::ids::SourceId>,
     pub status: Option<PingStatus>,
     pub limit: i64,
 }

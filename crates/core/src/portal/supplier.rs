@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
 use crate::caps::Windows;
+use crate::ids::SupplierId;
 use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::model::StoredLead;
 use crate::ingest::quality::QualityStatus;
@@ -16,13 +17,13 @@ use crate::ledger::query::Entry;
 
 /// What the portal knows of its supplier.
 pub struct Me {
-    pub supplier_id: String,
+    pub supplier_id: SupplierId,
     pub name: String,
     pub tz: TimeZone,
 }
 
 /// The supplier `supplier_id` with its workspace's time zone (`None` once it is gone).
-pub fn me(conn: &Connection, supplier_id: &str) -> rusqlite::Result<Option<Me>> {
+pub fn me(conn: &Connection, supplier_id: &SupplierId) -> rusqlite::Result<Option<Me>> {
     let Some(supplier) = crate::config::supplier::find(conn, supplier_id)? else {
         return Ok(None);
     };
@@ -60,7 +61,7 @@ pub struct Overview {
 /// source index instead, which holds every bucket of a supplier owning all sources.
 pub fn overview(
     conn: &Connection,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     windows: &Windows,
 ) -> rusqlite::Result<Overview> {
     let tally = |(from, to): (i64, i64)| -> rusqlite::Result<Tally> {
@@ -140,7 +141,7 @@ impl Outcome {
 pub struct LeadRow {
     pub id: crate::ids::LeadId,
     pub created_at: i64,
-    pub source_id: String,
+    pub source_id: crate::ids::SourceId,
     pub external_id: Option<String>,
     pub name: String,
     pub outcome: Outcome,
@@ -180,7 +181,10 @@ fn row_of(conn: &Connection, lead: &StoredLead) -> rusqlite::Result<LeadRow> {
 }
 
 /// The supplier's source ids.
-fn source_ids(conn: &Connection, supplier_id: &str) -> rusqlite::Result<Vec<String>> {
+fn source_ids(
+    conn: &Connection,
+    supplier_id: &SupplierId,
+) -> rusqlite::Result<Vec<crate::ids::SourceId>> {
     conn.prepare_cached("SELECT id FROM sources WHERE supplier_id = ?1 ORDER BY id")?
         .query_map([supplier_id], |row| row.get(0))?
         .collect()
@@ -190,7 +194,11 @@ fn source_ids(conn: &Connection, supplier_id: &str) -> rusqlite::Result<Vec<Stri
 /// `leads_source_mix` (one per stored quality and duplicate status, `ingest::view`) gives
 /// its newest `limit` (time and rowid only: the index covers them); the newest `limit` of
 /// those are then read whole.
-pub fn leads(conn: &Connection, supplier_id: &str, limit: usize) -> rusqlite::Result<Vec<LeadRow>> {
+pub fn leads(
+    conn: &Connection,
+    supplier_id: &SupplierId,
+    limit: usize,
+) -> rusqlite::Result<Vec<LeadRow>> {
     let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut newest: Vec<(i64, i64)> = Vec::new();
     let mut range = conn.prepare_cached(
@@ -237,7 +245,7 @@ pub struct LeadPage {
 /// another supplier's source (one answer for both).
 pub fn lead(
     conn: &Connection,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     id: crate::ids::LeadId,
 ) -> rusqlite::Result<Option<LeadPage>> {
     let own = conn
@@ -287,13 +295,13 @@ pub fn lead(
 /// clawbacks.
 pub fn payouts(
     conn: &Connection,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     (from, to): (i64, i64),
 ) -> rusqlite::Result<Vec<Entry>> {
     crate::ledger::query::list(
         conn,
         &crate::ledger::query::ListFilter {
-            supplier_id: Some(supplier_id.to_string()),
+            supplier_id: Some(supplier_id.clone()),
             from_ms: Some(from),
             to_ms: Some(to),
             limit: i64::MAX,
@@ -304,7 +312,7 @@ pub fn payouts(
 
 /// A source as its supplier sees it.
 pub struct SourceRow {
-    pub id: String,
+    pub id: crate::ids::SourceId,
     pub name: String,
     pub enabled: bool,
     pub archived: bool,
@@ -313,7 +321,7 @@ pub struct SourceRow {
 }
 
 /// The supplier's sources, by id.
-pub fn sources(conn: &Connection, supplier_id: &str) -> rusqlite::Result<Vec<SourceRow>> {
+pub fn sources(conn: &Connection, supplier_id: &SupplierId) -> rusqlite::Result<Vec<SourceRow>> {
     conn.prepare_cached(
         "SELECT id, name, enabled, archived_at IS NOT NULL, secret_hash IS NOT NULL,
                 mapping_published IS NOT NULL
@@ -335,8 +343,8 @@ pub fn sources(conn: &Connection, supplier_id: &str) -> rusqlite::Result<Vec<Sou
 /// Whether source `source_id` is supplier `supplier_id`'s.
 pub fn owns_source(
     conn: &Connection,
-    supplier_id: &str,
-    source_id: &str,
+    supplier_id: &SupplierId,
+    source_id: &crate::ids::SourceId,
 ) -> rusqlite::Result<bool> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM sources WHERE id = ?1 AND supplier_id = ?2")?
@@ -390,7 +398,7 @@ mod tests {
             leads_received(
                 &conn,
                 "ws",
-                "src",
+                &"src".into(),
                 None,
                 Received::Accepted,
                 count,
@@ -400,11 +408,11 @@ mod tests {
         }
         let tz = crate::caps::timezone_of(&conn, "ws").expect("the zone");
         let windows = Windows::at(at("2026-11-22T06:00:00Z"), &tz);
-        let own = overview(&conn, "sup", &windows).expect("the overview is read");
+        let own = overview(&conn, &"sup".into(), &windows).expect("the overview is read");
         assert_eq!(own.today.sent, 110_000);
         assert_eq!(own.month.sent, 1_111_110);
         assert_eq!(own.month.accepted, 1_111_110);
-        let other = overview(&conn, "nobody", &windows).expect("the overview is read");
+        let other = overview(&conn, &"nobody".into(), &windows).expect("the overview is read");
         assert_eq!(other.month.sent, 0);
     }
 }

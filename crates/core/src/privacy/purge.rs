@@ -265,7 +265,10 @@ fn purged_before(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Opti
     .query_row([workspace_id], |row| row.get(0))
 }
 
-fn sources_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Vec<String>> {
+fn sources_of(
+    conn: &Connection,
+    workspace_id: &str,
+) -> rusqlite::Result<Vec<crate::ids::SourceId>> {
     let mut stmt = conn.prepare_cached(
         "SELECT s.id FROM sources s JOIN containers c ON c.id = s.container_id
          WHERE c.workspace_id = ?1 ORDER BY s.id",
@@ -449,7 +452,7 @@ struct LeadsWalked {
 /// [`PURGE_LEADS_PER_JOB`] erased).
 fn purge_step(
     conn: &Connection,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     statuses: (QualityStatus, DuplicateStatus),
     after: (i64, i64),
     cutoff: i64,

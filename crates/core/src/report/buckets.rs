@@ -16,6 +16,7 @@
 //! report reads the rows of its period, not the leads and transactions of the file
 //! (`bench/report.sh`).
 
+use crate::ids::SourceId;
 use rusqlite::{Connection, params};
 
 use super::Figures;
@@ -32,7 +33,7 @@ pub fn bucket_of(at_ms: i64) -> i64 {
 struct Key<'a> {
     workspace_id: &'a str,
     at_ms: i64,
-    source_id: &'a str,
+    source_id: &'a SourceId,
     buyer_id: &'a str,
     product_id: &'a str,
 }
@@ -116,7 +117,7 @@ fn add(conn: &Connection, key: &Key, delta: &Figures) -> rusqlite::Result<()> {
 struct Row {
     workspace_id: String,
     bucket: i64,
-    source_id: String,
+    source_id: SourceId,
     buyer_id: String,
     product_id: String,
 }
@@ -124,7 +125,7 @@ struct Row {
 impl Row {
     fn is(&self, key: &Key) -> bool {
         self.bucket == bucket_of(key.at_ms)
-            && self.source_id == key.source_id
+            && self.source_id == *key.source_id
             && self.product_id == key.product_id
             && self.buyer_id == key.buyer_id
             && self.workspace_id == key.workspace_id
@@ -172,7 +173,7 @@ fn sum_into(rows: &mut Vec<(Row, Figures)>, key: &Key, delta: &Figures) {
             Row {
                 workspace_id: key.workspace_id.to_string(),
                 bucket: bucket_of(key.at_ms),
-                source_id: key.source_id.to_string(),
+                source_id: key.source_id.clone(),
                 buyer_id: key.buyer_id.to_string(),
                 product_id: key.product_id.to_string(),
             },
@@ -341,7 +342,7 @@ pub(crate) enum Received {
 pub(crate) fn leads_received(
     conn: &Connection,
     workspace_id: &str,
-    source_id: &str,
+    source_id: &SourceId,
     product_id: Option<&str>,
     how: Received,
     count: i64,
@@ -392,7 +393,7 @@ pub(crate) enum Standing {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counted<'a> {
     pub(crate) workspace_id: &'a str,
-    pub(crate) source_id: &'a str,
+    pub(crate) source_id: &'a SourceId,
     pub(crate) buyer_id: &'a str,
     pub(crate) product_id: &'a str,
     /// When it was delivered (`created_at`).
@@ -593,10 +594,10 @@ mod tests {
         assert_eq!(bucket_of(-1), -BUCKET_MS);
     }
 
-    fn counted(standing: Standing) -> Counted<'static> {
+    fn counted(source_id: &SourceId, standing: Standing) -> Counted<'_> {
         Counted {
             workspace_id: "ws",
-            source_id: "src",
+            source_id,
             buyer_id: "b",
             product_id: "p",
             delivered_at: 0,
@@ -616,8 +617,9 @@ mod tests {
             // The supplier is owed the lead until a confirmed cancellation reverses it.
             (Standing::Returned, 0, 1, 0, 0, 400),
         ];
+        let source_id = SourceId::from("src");
         for (standing, acknowledged, returned, paid, revenue, cost) in table {
-            let f = counted(standing).figures();
+            let f = counted(&source_id, standing).figures();
             assert_eq!(
                 (f.sold, f.acknowledged, f.returned, f.paid),
                 (1, acknowledged, returned, paid),

@@ -28,8 +28,17 @@ fn at(text: &str) -> i64 {
 }
 
 fn received(conn: &Connection, when: &str, count: i64) {
-    leads_received(conn, "ws", "src", None, Received::Accepted, count, at(when))
-        .expect("the count is written");
+    let source = crate::ids::SourceId::from("src");
+    leads_received(
+        conn,
+        "ws",
+        &source,
+        None,
+        Received::Accepted,
+        count,
+        at(when),
+    )
+    .expect("the count is written");
 }
 
 fn query(from: jiff::civil::Date, to: jiff::civil::Date, by: &[By]) -> ReportQuery {
@@ -184,11 +193,12 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
         let tz = jiff::tz::TimeZone::get(zone).unwrap();
         let events = times(at("2026-10-20T00:00:00Z"), 150);
         let buyers = ["b1", "b2", "b3"];
+        let source_id = crate::ids::SourceId::from("src");
         for (n, when) in events.iter().enumerate() {
             leads_received(
                 &conn,
                 "ws",
-                "src",
+                &source_id,
                 None,
                 Received::Accepted,
                 1 + n as i64 % 3,
@@ -197,7 +207,7 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
             .unwrap();
             let sale = Counted {
                 workspace_id: "ws",
-                source_id: "src",
+                source_id: &source_id,
                 buyer_id: buyers[n % 3],
                 product_id: "",
                 delivered_at: *when,
@@ -367,7 +377,7 @@ async fn a_group_writes_what_its_kept_jobs_counted_once_and_before_a_job_that_do
     let db = crate::db::Db::open(dir.path().join("test.db")).expect("the file opens");
     let now = crate::clock::now_ms();
     let count = move |conn: &Connection, n: i64| {
-        leads_received(conn, "ws", "src", None, Received::Accepted, n, now)
+        leads_received(conn, "ws", &"src".into(), None, Received::Accepted, n, now)
     };
     // The writer is held in a job while the others queue, so they run as one group.
     let (started, writer_busy) = std::sync::mpsc::channel::<()>();

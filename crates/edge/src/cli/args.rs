@@ -74,10 +74,10 @@ fn ping_ttl(text: &str) -> Result<i64, String> {
     }
 }
 
-fn id_or_none(text: &str) -> Result<OrNone<String>, String> {
+fn id_or_none<Id: From<String>>(text: &str) -> Result<OrNone<Id>, String> {
     match text {
         "none" => Ok(OrNone(None)),
-        _ => Ok(OrNone(Some(text.to_string()))),
+        _ => Ok(OrNone(Some(Id::from(text.to_string())))),
     }
 }
 
@@ -518,8 +518,8 @@ pub enum ContainerCommand {
 #[derive(Debug, Args)]
 pub struct SourceSettings {
     /// The supplier leads from this source are bought from (`none` on update: no supplier).
-    #[arg(long, value_parser = id_or_none)]
-    pub supplier: Option<OrNone<String>>,
+    #[arg(long, value_parser = id_or_none::<crate::ids::SupplierId>)]
+    pub supplier: Option<OrNone<crate::ids::SupplierId>>,
     /// What a lead from this source costs, e.g. 4.50 (`none` on update: the product's).
     #[arg(long, value_parser = money_or_none)]
     pub supplier_cost: Option<OrNone<i64>>,
@@ -592,7 +592,7 @@ pub enum SourceCommand {
     #[command(after_help = "Example:\n  leadrelay source show landing")]
     Show {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
     /// Change a source's name, supplier, cost or duplicate rule; prints it after the change.
     #[command(
@@ -600,7 +600,7 @@ pub enum SourceCommand {
     )]
     Update {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
         /// A new name.
         #[arg(long)]
         name: Option<String>,
@@ -617,20 +617,20 @@ pub enum SourceCommand {
     #[command(after_help = "Example:\n  leadrelay source enable landing")]
     Enable {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
     /// Disable a source: its ingest path answers 404 until it is enabled again.
     #[command(after_help = "Example:\n  leadrelay source disable landing")]
     Disable {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
     /// Replace a source's secret; prints the new one once. With --overlap the old one
     /// stays accepted that long.
     #[command(after_help = "Example:\n  leadrelay source rotate-secret landing --overlap 24h")]
     RotateSecret {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
         #[command(flatten)]
         rotate: RotateArgs,
     },
@@ -641,7 +641,7 @@ pub enum SourceCommand {
     )]
     Docs {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
         /// markdown (plain text) or html.
         #[arg(long, value_enum, default_value = "markdown")]
         format: DocsFormatArg,
@@ -664,7 +664,7 @@ pub enum SourceCommand {
     #[command(after_help = "Example:\n  leadrelay source delete landing")]
     Delete {
         /// The source's id.
-        id: String,
+        id: crate::ids::SourceId,
     },
 }
 
@@ -1110,7 +1110,7 @@ pub enum SupplierCommand {
     #[command(after_help = "Example:\n  leadrelay supplier show leadfarm")]
     Show {
         /// The supplier's id.
-        id: String,
+        id: crate::ids::SupplierId,
     },
     /// Change a supplier's name; prints it after the change.
     #[command(
@@ -1118,7 +1118,7 @@ pub enum SupplierCommand {
     )]
     Update {
         /// The supplier's id.
-        id: String,
+        id: crate::ids::SupplierId,
         /// A new name.
         #[arg(long)]
         name: Option<String>,
@@ -1128,7 +1128,7 @@ pub enum SupplierCommand {
     #[command(after_help = "Example:\n  leadrelay supplier rotate-key leadfarm --overlap 24h")]
     RotateKey {
         /// The supplier's id.
-        id: String,
+        id: crate::ids::SupplierId,
         /// Use this key instead of a generated one (at least 16 characters).
         #[arg(long)]
         key: Option<String>,
@@ -1141,7 +1141,7 @@ pub enum SupplierCommand {
     #[command(after_help = "Example:\n  leadrelay supplier delete leadfarm")]
     Delete {
         /// The supplier's id.
-        id: String,
+        id: crate::ids::SupplierId,
     },
     /// The supplier's users of the partner portal and their login tokens (create, list,
     /// revoke).

@@ -85,7 +85,7 @@ pub enum TransactionCommand {
         status: Option<TransactionStatusArg>,
         /// Only the transactions of this source's leads.
         #[arg(long)]
-        source: Option<String>,
+        source: Option<crate::ids::SourceId>,
         /// Delivered from this date (the workspace's time zone) or time
         /// (2026-11-23T10:00:00Z).
         #[arg(long, value_parser = super::period::bound)]
@@ -327,7 +327,7 @@ pub(super) fn transaction(
                 if let Some(id) = &source {
                     workspace = Some(
                         crate::config::source::find(conn, id)?
-                            .ok_or_else(|| ShowError::NotFound("source", id.clone()))?
+                            .ok_or_else(|| ShowError::NotFound("source", id.to_string()))?
                             .workspace_id,
                     );
                 }

@@ -38,7 +38,7 @@ pub struct ExportArgs {
     to: Option<Bound>,
     /// Only the records of this source('s leads).
     #[arg(long)]
-    source: Option<String>,
+    source: Option<crate::ids::SourceId>,
     /// One JSON object a line (ndjson), or RFC 4180 CSV with a header line (csv).
     #[arg(long, value_enum, default_value = "ndjson")]
     format: Format,
@@ -145,7 +145,7 @@ const TRANSACTION_COLUMNS: &[&str] = &[
 
 /// The transaction's fields as the export has them: `transaction show`'s, with its
 /// workspace, its lead's source and what a prepaid balance was charged.
-fn transaction_json(transaction: &Transaction, source_id: &str) -> Value {
+fn transaction_json(transaction: &Transaction, source_id: &crate::ids::SourceId) -> Value {
     serde_json::to_value(ExportedTransaction {
         transaction: transaction.view(),
         workspace_id: &transaction.workspace_id,
@@ -162,7 +162,7 @@ struct ExportedTransaction<'a> {
     #[serde(flatten)]
     transaction: transaction::TransactionView<'a>,
     workspace_id: &'a str,
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     charged_amount: f64,
 }
 
@@ -231,7 +231,7 @@ fn scope(
     let workspace = match &args.source {
         Some(id) => Some(
             crate::config::source::find(conn, id)?
-                .ok_or_else(|| ExportError::UnknownSource(id.clone()))?
+                .ok_or_else(|| ExportError::UnknownSource(id.to_string()))?
                 .workspace_id,
         ),
         None => None,
@@ -402,7 +402,7 @@ mod tests {
             ..transaction::ListFilter::default()
         };
         let stored = transaction::list(&conn, &filter).unwrap().remove(0);
-        for key in keys(&transaction_json(&stored, "src")) {
+        for key in keys(&transaction_json(&stored, &"src".into())) {
             assert!(
                 TRANSACTION_COLUMNS.contains(&key.as_str()),
                 "no column for {key}"

@@ -78,7 +78,7 @@ pub enum LeadCommand {
 pub struct ListArgs {
     /// Only the leads of this source.
     #[arg(long)]
-    source: Option<String>,
+    source: Option<crate::ids::SourceId>,
     /// Only the leads sold to this buyer (with a transaction of it, in any state).
     #[arg(long)]
     buyer: Option<String>,

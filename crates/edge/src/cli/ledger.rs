@@ -27,7 +27,7 @@ pub enum LedgerCommand {
         buyer: Option<String>,
         /// Only this supplier's rows.
         #[arg(long)]
-        supplier: Option<String>,
+        supplier: Option<crate::ids::SupplierId>,
         /// From this date (the workspace's time zone) or time (2026-11-23T10:00:00Z).
         #[arg(long, value_parser = super::period::bound)]
         from: Option<super::period::Bound>,
@@ -78,7 +78,7 @@ pub(super) fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::
         if let Some(id) = &supplier {
             workspace = Some(
                 supplier::find(conn, id)?
-                    .ok_or_else(|| ListError::NotFound("supplier", id.clone()))?
+                    .ok_or_else(|| ListError::NotFound("supplier", id.to_string()))?
                     .workspace_id,
             );
         }

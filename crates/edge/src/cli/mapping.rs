@@ -28,7 +28,7 @@ pub enum MappingCommand {
     )]
     Set {
         /// The source's id.
-        source: String,
+        source: crate::ids::SourceId,
         /// The mapping document (JSON); `-` reads standard input.
         #[arg(long)]
         file: PathBuf,
@@ -39,7 +39,7 @@ pub enum MappingCommand {
     )]
     Preview {
         /// The source's id.
-        source: String,
+        source: crate::ids::SourceId,
         /// A sample body as the partner would send it (JSON); `-` reads standard input.
         #[arg(long)]
         file: PathBuf,
@@ -51,19 +51,19 @@ pub enum MappingCommand {
     #[command(after_help = "Example:\n  leadrelay mapping publish sunpartner")]
     Publish {
         /// The source's id.
-        source: String,
+        source: crate::ids::SourceId,
     },
     /// Withdraw the published mapping: the source takes the native shapes again.
     #[command(after_help = "Example:\n  leadrelay mapping unpublish sunpartner")]
     Unpublish {
         /// The source's id.
-        source: String,
+        source: crate::ids::SourceId,
     },
     /// Show the draft and the published mapping with their times and version.
     #[command(after_help = "Example:\n  leadrelay mapping show sunpartner")]
     Show {
         /// The source's id.
-        source: String,
+        source: crate::ids::SourceId,
     },
 }
 
@@ -72,7 +72,7 @@ fn record_publication(
     conn: &rusqlite::Connection,
     actor: &crate::audit::Actor,
     action: &str,
-    source: &str,
+    source: &crate::ids::SourceId,
     changed: bool,
 ) -> rusqlite::Result<()> {
     let changes = crate::audit::Changes::new().set("changed", Value::Null, changed);
@@ -80,7 +80,7 @@ fn record_publication(
         conn,
         actor,
         action,
-        source,
+        source.as_str(),
         &changes,
         crate::clock::now_ms(),
     )
@@ -96,7 +96,14 @@ pub(super) fn run(path: &Path, out: &Output, command: MappingCommand) -> anyhow:
                 let state = store::set_draft(conn, &source, &document)?;
                 let changes = crate::audit::Changes::new().set("draft", Value::Null, document);
                 let now = crate::clock::now_ms();
-                crate::audit::record(conn, &actor, "mapping.set_draft", &source, &changes, now)?;
+                crate::audit::record(
+                    conn,
+                    &actor,
+                    "mapping.set_draft",
+                    source.as_str(),
+                    &changes,
+                    now,
+                )?;
                 Ok::<_, crate::mapping::MappingError>(state)
             });
             db.close();
@@ -330,7 +337,7 @@ struct Preview {
 /// failure.
 fn preview(
     conn: &rusqlite::Connection,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     published: bool,
     sample: &Value,
 ) -> anyhow::Result<Result<Preview, MappingError>> {
@@ -369,7 +376,7 @@ fn preview(
 /// checked.
 fn native_problems(
     conn: &rusqlite::Connection,
-    source_id: &str,
+    source_id: &crate::ids::SourceId,
     native: &Value,
 ) -> anyhow::Result<Vec<Problem>> {
     let source = crate::config::source::get(conn, source_id)?;
@@ -395,7 +402,7 @@ fn native_problems(
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PreviewView<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     mapping: &'static str,
     version: i64,
     leads: usize,
@@ -426,7 +433,7 @@ fn changed_state(state: &store::MappingState, changed: bool) -> Value {
     .expect("a view is plain data and serialises")
 }
 
-fn print_preview(out: &Output, source: &str, published: bool, preview: Preview) {
+fn print_preview(out: &Output, source: &crate::ids::SourceId, published: bool, preview: Preview) {
     let Preview {
         version,
         native,

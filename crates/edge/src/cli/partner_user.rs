@@ -48,7 +48,7 @@ pub enum SupplierUserCommand {
     )]
     Create {
         /// The supplier's id.
-        supplier: String,
+        supplier: crate::ids::SupplierId,
         /// Who uses the token, as shown by `supplier user list`.
         #[arg(long)]
         name: String,
@@ -57,7 +57,7 @@ pub enum SupplierUserCommand {
     #[command(after_help = "Example:\n  leadrelay supplier user list leadfarm --json")]
     List {
         /// The supplier's id.
-        supplier: String,
+        supplier: crate::ids::SupplierId,
     },
     /// Revoke a supplier's portal user: its token no longer logs in, its sessions end now.
     #[command(

@@ -40,7 +40,7 @@ pub enum PingCommand {
     List {
         /// Only this source's pings.
         #[arg(long)]
-        source: Option<String>,
+        source: Option<crate::ids::SourceId>,
         /// Only pings in this state (an accepted ping past its time is expired).
         #[arg(long, value_enum)]
         status: Option<PingStatusArg>,

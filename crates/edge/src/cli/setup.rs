@@ -96,21 +96,25 @@ where
 
 /// An update of record `id` with its audit entry: `get` reads the record before the change,
 /// `view` shows it before and after.
-fn audited_update<T, G, F>(
+fn audited_update<I, T, G, F>(
     db: &Db,
     action: &'static str,
-    id: &str,
+    id: &I,
     get: G,
     change: F,
     view: fn(&T) -> Value,
 ) -> anyhow::Result<T>
 where
-    G: FnOnce(&rusqlite::Connection, &str) -> Result<T, ConfigError> + Send + 'static,
+    I: ?Sized + ToOwned + std::fmt::Display,
+    I::Owned: Send + 'static,
+    G: FnOnce(&rusqlite::Connection, &I) -> Result<T, ConfigError> + Send + 'static,
     F: FnOnce(&rusqlite::Connection) -> Result<T, ConfigError> + Send + 'static,
     T: Send + 'static,
 {
-    let object = id.to_string();
-    let before = move |conn: &rusqlite::Connection| Ok(view(&get(conn, &object)?));
+    let object = id.to_owned();
+    let before = move |conn: &rusqlite::Connection| {
+        Ok(view(&get(conn, std::borrow::Borrow::borrow(&object))?))
+    };
     audited(db, action, Some(id.to_string()), before, change, view)
 }
 
@@ -118,7 +122,7 @@ where
 fn audited_rotation<T, F>(
     db: &Db,
     action: &'static str,
-    id: &str,
+    id: &(impl std::fmt::Display + ?Sized),
     key: &'static str,
     rotate: F,
 ) -> anyhow::Result<Rotated<T>>
@@ -312,7 +316,7 @@ pub(super) fn workspace(
             let updated = audited_update(
                 &db,
                 "workspace.update",
-                &id.clone(),
+                id.clone().as_str(),
                 workspace::get,
                 move |conn| workspace::update(conn, &id, &changes),
                 to_value,
@@ -410,7 +414,7 @@ pub(super) fn container(
             let updated = audited_update(
                 &db,
                 container_action(kind, false),
-                &id.clone(),
+                id.clone().as_str(),
                 move |conn, id| container::get(conn, id, kind),
                 move |conn| container::update(conn, &id, kind, &changes),
                 to_value,
@@ -487,7 +491,7 @@ pub(super) fn source(
                             } else {
                                 Some(secret.as_deref())
                             },
-                            supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_deref()),
+                            supplier_id: settings.supplier.as_ref().and_then(|s| s.0.as_ref()),
                             supplier_cost_cents: settings.supplier_cost.and_then(|c| c.0),
                             revenue_share_bp: settings.revenue_share.and_then(|s| s.0),
                             dedupe_fields: settings.dedupe_fields.map(|l| l.0),
@@ -591,7 +595,7 @@ pub(super) fn source(
             );
         }
         SourceCommand::Delete { id } => {
-            return delete(&db, out, retire::Kind::Source, id);
+            return delete(&db, out, retire::Kind::Source, id.to_string());
         }
         SourceCommand::Docs {
             id,
@@ -610,7 +614,7 @@ pub(super) fn source(
 fn source_docs(
     db: &Db,
     out: &Output,
-    id: String,
+    id: crate::ids::SourceId,
     format: DocsFormatArg,
     base_url: &str,
     share: bool,
@@ -625,7 +629,14 @@ fn source_docs(
                 let token = source::share_docs(conn, &id)?;
                 let changes = audit::Changes::new().secret("sharedLink");
                 let now = crate::clock::now_ms();
-                audit::record(conn, &actor, "source.docs_share", &id, &changes, now)?;
+                audit::record(
+                    conn,
+                    &actor,
+                    "source.docs_share",
+                    id.as_str(),
+                    &changes,
+                    now,
+                )?;
                 Ok(token)
             })?
         };
@@ -649,7 +660,14 @@ fn source_docs(
                     changes = changes.set("sharedLink", audit::ROTATED, Value::Null);
                 }
                 let now = crate::clock::now_ms();
-                audit::record(conn, &actor, "source.docs_unshare", &id, &changes, now)?;
+                audit::record(
+                    conn,
+                    &actor,
+                    "source.docs_unshare",
+                    id.as_str(),
+                    &changes,
+                    now,
+                )?;
                 Ok(removed)
             })?
         };
@@ -744,7 +762,7 @@ pub(super) fn product(
             let updated = audited_update(
                 &db,
                 "product.update",
-                &id.clone(),
+                id.clone().as_str(),
                 product::get,
                 move |conn| product::update(conn, &id, &changes),
                 to_value,
@@ -1216,7 +1234,7 @@ pub(super) fn supplier(
             print_rotated(out, record.view(), NewSecret::Key(&secret), old_valid_until);
         }
         SupplierCommand::Delete { id } => {
-            return delete(&db, out, retire::Kind::Supplier, id);
+            return delete(&db, out, retire::Kind::Supplier, id.to_string());
         }
         SupplierCommand::User(command) => {
             db.close();
@@ -1302,7 +1320,7 @@ struct Initialised {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SharedDocs<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     url: &'a str,
     token: &'a str,
 }
@@ -1311,7 +1329,7 @@ struct SharedDocs<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct UnsharedDocs<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     removed: bool,
 }
 
@@ -1319,7 +1337,7 @@ struct UnsharedDocs<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SourceDocs<'a> {
-    source_id: &'a str,
+    source_id: &'a crate::ids::SourceId,
     document: &'a str,
 }
 

@@ -51,7 +51,7 @@ pub(crate) fn blocks(doc: &Instructions) -> Vec<Block> {
         Block::Heading(1, format!("Posting instructions: {}", source.name)),
         Block::Paragraph(vec![
             t("Source "),
-            c(&source.id),
+            c(source.id.as_str()),
             t(format!(" of {container} ")),
             c(&source.container_id),
             t(", workspace "),

@@ -21,6 +21,7 @@ use crate::config::container::{self, ContainerKind};
 use crate::config::product::Product;
 use crate::config::source::Source;
 use crate::config::{ConfigError, product, source};
+use crate::ids::SourceId;
 use crate::mapping::MappingDocument;
 
 /// The base URL the document names when none is given: `serve`'s default listener.
@@ -42,7 +43,7 @@ pub(crate) enum Format {
 /// `/`) as the service's address.
 pub(crate) fn render(
     conn: &Connection,
-    source_id: &str,
+    source_id: &SourceId,
     format: Format,
     base_url: &str,
 ) -> Result<String, ConfigError> {
@@ -57,7 +58,7 @@ pub(crate) fn render(
 /// and layout (the partner portal's `/sources/{sourceId}/docs`).
 pub(crate) fn markup(
     conn: &Connection,
-    source_id: &str,
+    source_id: &SourceId,
     base_url: &str,
 ) -> Result<maud::Markup, ConfigError> {
     Ok(html::body(&gather(conn, source_id, base_url)?))
@@ -121,7 +122,7 @@ fn shell_quote(text: &str) -> String {
 /// Reads source `source_id`'s configuration into the document's parts.
 pub(crate) fn gather(
     conn: &Connection,
-    source_id: &str,
+    source_id: &SourceId,
     base_url: &str,
 ) -> Result<Instructions, ConfigError> {
     let source = source::get(conn, source_id)?;
@@ -305,7 +306,7 @@ struct AnswerItem<'a> {
     /// `channelId` or `tableId`, as the container is.
     #[serde(flatten)]
     container: Map<String, Value>,
-    source_id: &'a str,
+    source_id: &'a SourceId,
     external_id: &'a Value,
     idempotent_replay: bool,
     request_ids: Vec<&'static str>,

@@ -27,7 +27,7 @@ pub(super) struct Row {
     pub name: String,
     pub email: Option<String>,
     pub phone: Option<String>,
-    pub source_id: String,
+    pub source_id: crate::ids::SourceId,
     pub external_id: Option<String>,
     pub quality: String,
     pub duplicate: String,

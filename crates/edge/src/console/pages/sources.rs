@@ -41,10 +41,10 @@ struct Volume {
 }
 
 struct SourceRow {
-    id: String,
+    id: crate::ids::SourceId,
     name: String,
     container: String,
-    supplier: Option<String>,
+    supplier: Option<crate::ids::SupplierId>,
     enabled: bool,
     volume: Volume,
 }
@@ -89,7 +89,7 @@ fn load(conn: &Connection, now: i64, today: i64) -> Result<Vec<SourceRow>, DbErr
         })?
         .collect::<Result<Vec<_>, _>>()?;
     // What each source sent: lead counts are the aggregate's rows without a buyer.
-    let mut by_source: HashMap<String, (i64, i64, i64, i64)> = HashMap::new();
+    let mut by_source: HashMap<crate::ids::SourceId, (i64, i64, i64, i64)> = HashMap::new();
     for (from, is_today) in [(since, false), (today, true)] {
         for span in crate::report::buckets::spans(from, i64::MAX) {
             let (table, time) = span.grain.table();
@@ -157,7 +157,7 @@ fn render(rows: &[SourceRow]) -> Markup {
                         tr class="source" id={ "source-" (row.id) } {
                             td { strong { (row.name) } br; span class="id" { (row.id) } }
                             td { (row.container) }
-                            td { (row.supplier.as_deref().unwrap_or("")) }
+                            td { (row.supplier.as_ref().map_or("", |id| id.as_str())) }
                             td { @if row.enabled { "yes" } @else { "no" } }
                             td { (v.today) }
                             td { (v.received) }

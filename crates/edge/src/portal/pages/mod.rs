@@ -15,16 +15,20 @@ use crate::report::csv::{Cell, Writer};
 
 /// The session's party as `me` reads it (`None` once it is gone), and what `read` reads
 /// with it, in one trip to the read pool.
-pub(super) async fn with_party<M: Send + 'static, T: Send + 'static>(
+pub(super) async fn with_party<I, M: Send + 'static, T: Send + 'static>(
     db: &Db,
-    party_id: &str,
-    me: fn(&rusqlite::Connection, &str) -> rusqlite::Result<Option<M>>,
+    party_id: &I,
+    me: fn(&rusqlite::Connection, &I) -> rusqlite::Result<Option<M>>,
     read: impl FnOnce(&rusqlite::Connection, &M) -> rusqlite::Result<T> + Send + 'static,
-) -> Result<Option<(M, T)>, Error> {
-    let party_id = party_id.to_string();
+) -> Result<Option<(M, T)>, Error>
+where
+    I: ?Sized + ToOwned + 'static,
+    I::Owned: Send + 'static,
+{
+    let party_id = party_id.to_owned();
     Ok(db
         .read(move |conn| {
-            let Some(me) = me(conn, &party_id)? else {
+            let Some(me) = me(conn, std::borrow::Borrow::borrow(&party_id))? else {
                 return Ok::<_, DbError>(None);
             };
             let found = read(conn, &me)?;

@@ -17,11 +17,12 @@ use crate::caps::Windows;
 use crate::db::{Db, DbError};
 use crate::http::Response;
 use crate::http::error::Error;
+use crate::ids::SupplierId;
 
 /// The supplier and what `read` reads, in one trip.
 async fn with_me<T: Send + 'static>(
     db: &Db,
-    id: &str,
+    id: &SupplierId,
     read: impl FnOnce(&rusqlite::Connection, &Me) -> rusqlite::Result<T> + Send + 'static,
 ) -> Result<Option<(Me, T)>, Error> {
     super::with_party(db, id, read::me, read).await
@@ -38,7 +39,7 @@ fn yes_no(value: bool) -> &'static str {
 pub(crate) async fn overview(
     db: &Db,
     current: &Current,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
 ) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
     let Some((me, overview)) = with_me(db, supplier_id, move |conn, me| {
@@ -81,7 +82,7 @@ pub(crate) async fn overview(
 pub(crate) async fn leads(
     db: &Db,
     current: &Current,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
 ) -> Result<Response, Error> {
     let Some((me, rows)) = with_me(db, supplier_id, move |conn, me| {
         read::leads(conn, &me.supplier_id, LIST_LIMIT)
@@ -133,7 +134,7 @@ pub(crate) async fn leads(
 pub(crate) async fn lead(
     db: &Db,
     current: &Current,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     id: String,
 ) -> Result<Response, Error> {
     let Some((me, found)) = with_me(db, supplier_id, move |conn, me| {
@@ -200,7 +201,7 @@ pub(crate) async fn lead(
 pub(crate) async fn payouts(
     db: &Db,
     current: &Current,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     query: &str,
 ) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
@@ -236,7 +237,7 @@ pub(crate) async fn payouts(
 
 pub(crate) async fn statement_csv(
     db: &Db,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     query: &str,
 ) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
@@ -255,7 +256,7 @@ pub(crate) async fn statement_csv(
 pub(crate) async fn sources(
     db: &Db,
     current: &Current,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
 ) -> Result<Response, Error> {
     let Some((me, rows)) = with_me(db, supplier_id, move |conn, me| {
         read::sources(conn, &me.supplier_id)
@@ -294,7 +295,7 @@ pub(crate) async fn sources(
 /// source. A configuration error other than a missing record is logged and shown as none.
 fn instructions(
     conn: &rusqlite::Connection,
-    id: &str,
+    id: &crate::ids::SourceId,
     base_url: &str,
 ) -> Result<Option<maud::Markup>, DbError> {
     match crate::posting::markup(conn, id, base_url) {
@@ -313,11 +314,12 @@ fn instructions(
 pub(crate) async fn source_docs(
     portal: &super::super::Portal,
     current: &Current,
-    supplier_id: &str,
+    supplier_id: &SupplierId,
     id: String,
 ) -> Result<Response, Error> {
     let base_url = portal.config.api_url.clone();
-    let supplier = supplier_id.to_string();
+    let supplier = supplier_id.clone();
+    let id = crate::ids::SourceId::from(id);
     let found = portal
         .db
         .read(move |conn| {
