@@ -179,7 +179,7 @@ fn main() {
                     conn,
                     &DeliveryOrder {
                         lead_request_id: request.parse().expect("a request id"),
-                        buyer_id: "b",
+                        buyer_id: &"b".into(),
                         price_cents: None,
                         actor: "operator",
                     },

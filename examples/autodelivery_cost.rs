@@ -387,7 +387,7 @@ fn setup(
             conn,
             &NewSubscription {
                 pricing: Default::default(),
-                buyer_id: &id,
+                buyer_id: &id.as_str().into(),
                 product: "solar",
                 price_cents: 2000 + (n as i64 % 3) * 100,
                 daily_cap: caps.map(|c| c.0),

@@ -159,7 +159,7 @@ fn setup(conn: &Connection, plan: Plan, with_supplier: bool) -> Result<(), Confi
         },
     )?;
     if plan == Plan::Prepaid {
-        buyer::fund(conn, "b", 2500 * DELIVERIES as i64)?;
+        buyer::fund(conn, &"b".into(), 2500 * DELIVERIES as i64)?;
     }
     Ok(())
 }
@@ -185,7 +185,7 @@ fn deliver_group(conn: &Connection, job: usize) -> Result<Vec<Duration>, DbError
         .execute(params![request_id, lead_id, now])?;
         let order = DeliveryOrder {
             lead_request_id: request_id,
-            buyer_id: "b",
+            buyer_id: &"b".into(),
             price_cents: Some(2500),
             actor: "operator",
         };

@@ -115,7 +115,7 @@ pub fn configure(db: &Db, urls: Vec<String>, setup: Setup) -> Option<String> {
                 conn,
                 &buyer::NewSubscription {
                     pricing: Default::default(),
-                    buyer_id: &id,
+                    buyer_id: &id.as_str().into(),
                     product: "solar",
                     price_cents: 2500,
                     daily_cap: setup.caps.then_some(1_000_000),
@@ -203,7 +203,7 @@ pub fn deliver(db: &Db, orders: Vec<(LeadRequestId, String)>) -> Vec<String> {
                         conn,
                         &DeliveryOrder {
                             lead_request_id: *request,
-                            buyer_id: buyer,
+                            buyer_id: &buyer.as_str().into(),
                             price_cents: None,
                             actor: "bench",
                         },

@@ -35,7 +35,7 @@ pub enum Actor {
     /// A supplier portal user, by id.
     SupplierUser(String),
     /// A buyer's lifecycle call over the partner API, by buyer id.
-    ApiBuyer(String),
+    ApiBuyer(crate::ids::BuyerId),
     /// A supplier's lifecycle call over the partner API, by supplier id.
     ApiSupplier(crate::ids::SupplierId),
     /// The server on its own (retention, sweeps).

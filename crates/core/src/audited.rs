@@ -22,7 +22,7 @@ use crate::partners::{self, PartnerUser, PartnerUserError};
 pub fn set_buyer_paused(
     conn: &Connection,
     actor: &Actor,
-    id: &str,
+    id: &crate::ids::BuyerId,
     paused: bool,
     now: i64,
 ) -> Result<buyer::Buyer, ConfigError> {
@@ -35,7 +35,7 @@ pub fn set_buyer_paused(
     };
     let status = |b: &buyer::Buyer| if b.paused { "paused" } else { "active" };
     let changes = Changes::new().set("status", status(&before), status(&after));
-    audit::record(conn, actor, action, id, &changes, now)?;
+    audit::record(conn, actor, action, id.as_str(), &changes, now)?;
     Ok(after)
 }
 
@@ -156,7 +156,7 @@ pub fn retry_event(
 pub async fn set_buyer_paused_job(
     db: &Db,
     actor: Actor,
-    id: String,
+    id: crate::ids::BuyerId,
     paused: bool,
     now: i64,
 ) -> Result<buyer::Buyer, ConfigError> {

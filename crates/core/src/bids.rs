@@ -26,7 +26,7 @@ use crate::outbox::bid::{BidCall, BidClient, BidOutcome, BidResult};
 /// A bid-priced subscription of the request's product.
 #[derive(Debug, Clone)]
 pub(crate) struct Bidder {
-    pub(crate) buyer_id: String,
+    pub(crate) buyer_id: crate::ids::BuyerId,
     url: String,
     timeout_ms: i64,
     min_price_cents: Option<i64>,
@@ -45,7 +45,7 @@ impl Bidder {
 #[derive(Debug, Clone)]
 pub(crate) struct RecordedBid {
     pub(crate) id: String,
-    pub(crate) buyer_id: String,
+    pub(crate) buyer_id: crate::ids::BuyerId,
     /// `bid`, `pass`, `timeout`, `error`, `below_min`, `above_max`.
     pub(crate) outcome: &'static str,
     pub(crate) price_cents: Option<i64>,
@@ -101,14 +101,14 @@ pub(crate) fn bidders(
 /// auto-delivered lead, or, when the waterfall decides again, the recorded ones.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KnownBids {
-    pub(crate) asked: HashSet<String>,
-    pub(crate) prices: HashMap<String, i64>,
-    pub(crate) refs: HashMap<String, BidRef>,
+    pub(crate) asked: HashSet<crate::ids::BuyerId>,
+    pub(crate) prices: HashMap<crate::ids::BuyerId, i64>,
+    pub(crate) refs: HashMap<crate::ids::BuyerId, BidRef>,
 }
 
 impl KnownBids {
     /// The bid that prices `buyer_id`, if it made a usable one.
-    pub(crate) fn bid_of(&self, buyer_id: &str) -> Option<&BidRef> {
+    pub(crate) fn bid_of(&self, buyer_id: &crate::ids::BuyerId) -> Option<&BidRef> {
         self.refs
             .get(buyer_id)
             .filter(|_| self.prices.contains_key(buyer_id))
@@ -340,7 +340,7 @@ pub(crate) fn known(conn: &Connection, owner: Owner) -> rusqlite::Result<KnownBi
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query([id])?;
     while let Some(row) = rows.next()? {
-        let buyer_id: String = row.get(1)?;
+        let buyer_id: crate::ids::BuyerId = row.get(1)?;
         known.asked.insert(buyer_id.clone());
         if let ("bid", Some(price)) = (row.get_ref(2)?.as_str()?, row.get::<_, Option<i64>>(3)?) {
             known.prices.insert(buyer_id.clone(), price);

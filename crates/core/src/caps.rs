@@ -141,7 +141,7 @@ pub fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Ti
 /// ([`Windows::at`] with [`timezone_of`]).
 pub fn usage_now(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     windows: &Windows,
 ) -> rusqlite::Result<Usage> {
@@ -149,7 +149,9 @@ pub fn usage_now(
         .prepare_cached(&format!(
             "SELECT {COUNTER_COLUMNS} FROM cap_usage u WHERE u.buyer_id = ?1 AND u.product_id = ?2"
         ))?
-        .query_row([buyer_id, product_id], |row| counters_from_row(row, 0))
+        .query_row(rusqlite::params![buyer_id, product_id], |row| {
+            counters_from_row(row, 0)
+        })
         .optional()?
         .unwrap_or_default();
     Ok(counters.usage(windows))
@@ -193,7 +195,7 @@ fn upsert(moved: &str, other: &str) -> String {
 /// the row's (a clock that went back) leaves the row's alone. Never below 0.
 fn change(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     windows: &Windows,
     column: Column,
@@ -218,7 +220,7 @@ fn change(
 /// Counts a new live transaction created at `at` in `windows` (the windows of `at`).
 pub(crate) fn count(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     windows: &Windows,
 ) -> rusqlite::Result<()> {
@@ -230,7 +232,7 @@ pub(crate) fn count(
 pub(crate) fn uncount(
     conn: &Connection,
     workspace_id: &str,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     created_at: i64,
 ) -> rusqlite::Result<()> {
@@ -256,7 +258,7 @@ pub(crate) fn uncount(
 /// counts a won bid against the caps until its lead is posted or it expires).
 pub(crate) fn hold(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     windows: &Windows,
 ) -> rusqlite::Result<()> {
@@ -267,7 +269,7 @@ pub(crate) fn hold(
 /// place of a passed window is moot).
 pub(crate) fn release(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     windows: &Windows,
 ) -> rusqlite::Result<()> {
@@ -410,7 +412,9 @@ mod tests {
         // Earlier this month, and last month (a day and a month that have passed).
         add("b", "solar", "acknowledged", "2025-01-03T12:00:00Z");
         add("b", "solar", "delivered", "2024-12-31T23:00:00Z");
-        let usage = |conn: &Connection| usage_now(conn, "b", "solar", &windows).unwrap();
+        let usage = |conn: &Connection| {
+            usage_now(conn, &crate::ids::BuyerId::from("b"), "solar", &windows).unwrap()
+        };
         let expected = Usage {
             today: 2,
             this_month: 3,
@@ -450,7 +454,7 @@ mod tests {
 
         let tomorrow = Windows::at(ms("2025-01-16T00:00:00Z"), &TimeZone::UTC);
         assert_eq!(
-            usage_now(&conn, "b", "solar", &tomorrow).unwrap(),
+            usage_now(&conn, &crate::ids::BuyerId::from("b"), "solar", &tomorrow).unwrap(),
             Usage {
                 today: 0,
                 this_month: 2
@@ -459,7 +463,7 @@ mod tests {
         );
         let february = Windows::at(ms("2025-02-01T00:00:00Z"), &TimeZone::UTC);
         assert_eq!(
-            usage_now(&conn, "b", "solar", &february).unwrap(),
+            usage_now(&conn, &crate::ids::BuyerId::from("b"), "solar", &february).unwrap(),
             Usage::default()
         );
     }
@@ -470,10 +474,12 @@ mod tests {
         add_buyer(&conn, "b", &BuyerFixture::default());
         let today = Windows::at(ms("2025-01-15T10:00:00Z"), &TimeZone::UTC);
         let tomorrow = Windows::at(ms("2025-01-16T10:00:00Z"), &TimeZone::UTC);
-        hold(&conn, "b", "solar", &today).unwrap();
-        hold(&conn, "b", "solar", &today).unwrap();
-        count(&conn, "b", "solar", &today).unwrap();
-        let usage = |windows: &Windows| usage_now(&conn, "b", "solar", windows).unwrap();
+        hold(&conn, &crate::ids::BuyerId::from("b"), "solar", &today).unwrap();
+        hold(&conn, &crate::ids::BuyerId::from("b"), "solar", &today).unwrap();
+        count(&conn, &crate::ids::BuyerId::from("b"), "solar", &today).unwrap();
+        let usage = |windows: &Windows| {
+            usage_now(&conn, &crate::ids::BuyerId::from("b"), "solar", windows).unwrap()
+        };
         assert_eq!(
             usage(&today),
             Usage {
@@ -481,7 +487,7 @@ mod tests {
                 this_month: 3
             }
         );
-        release(&conn, "b", "solar", &today).unwrap();
+        release(&conn, &crate::ids::BuyerId::from("b"), "solar", &today).unwrap();
         assert_eq!(
             usage(&today),
             Usage {
@@ -490,7 +496,7 @@ mod tests {
             }
         );
         // The next day: the day's counters start over, the month's go on.
-        count(&conn, "b", "solar", &tomorrow).unwrap();
+        count(&conn, &crate::ids::BuyerId::from("b"), "solar", &tomorrow).unwrap();
         assert_eq!(
             usage(&tomorrow),
             Usage {
@@ -499,7 +505,7 @@ mod tests {
             }
         );
         // Yesterday's hold given back now moves nothing of today's.
-        release(&conn, "b", "solar", &today).unwrap();
+        release(&conn, &crate::ids::BuyerId::from("b"), "solar", &today).unwrap();
         assert_eq!(
             usage(&tomorrow),
             Usage {
@@ -508,7 +514,7 @@ mod tests {
             }
         );
         // A change for a passed day (a clock that went back) leaves today alone.
-        count(&conn, "b", "solar", &today).unwrap();
+        count(&conn, &crate::ids::BuyerId::from("b"), "solar", &today).unwrap();
         assert_eq!(
             usage(&tomorrow),
             Usage {
@@ -517,7 +523,7 @@ mod tests {
             }
         );
         for _ in 0..5 {
-            release(&conn, "b", "solar", &tomorrow).unwrap();
+            release(&conn, &crate::ids::BuyerId::from("b"), "solar", &tomorrow).unwrap();
         }
         assert_eq!(
             usage(&tomorrow),

@@ -29,7 +29,7 @@ pub enum PartnerUserError {
     #[error("unknown user '{0}'")]
     NotFound(String),
     #[error("unknown buyer '{0}'")]
-    BuyerNotFound(String),
+    BuyerNotFound(crate::ids::BuyerId),
     #[error("unknown supplier '{0}'")]
     SupplierNotFound(crate::ids::SupplierId),
     #[error("{0}")]
@@ -47,7 +47,7 @@ impl From<rusqlite::Error> for PartnerUserError {
 /// Whose data a user sees: one buyer's or one supplier's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Party {
-    Buyer(String),
+    Buyer(crate::ids::BuyerId),
     Supplier(crate::ids::SupplierId),
 }
 
@@ -62,7 +62,7 @@ impl Party {
 
     fn columns(&self) -> (Option<&str>, Option<&str>) {
         match self {
-            Party::Buyer(id) => (Some(id), None),
+            Party::Buyer(id) => (Some(id.as_str()), None),
             Party::Supplier(id) => (None, Some(id.as_str())),
         }
     }
@@ -202,7 +202,7 @@ pub fn create(
 const COLUMNS: &str = "id, buyer_id, supplier_id, name, created_at, revoked_at, last_login_at";
 
 fn from_row(row: &rusqlite::Row) -> rusqlite::Result<PartnerUser> {
-    let buyer_id: Option<String> = row.get(1)?;
+    let buyer_id: Option<crate::ids::BuyerId> = row.get(1)?;
     let supplier_id: Option<crate::ids::SupplierId> = row.get(2)?;
     let party = match (buyer_id, supplier_id) {
         (Some(id), _) => Party::Buyer(id),
@@ -345,7 +345,7 @@ pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Resul
            AND coalesce(b.id, p.id) IS NOT NULL",
     )?
     .query_row(params![crate::secrets::hash(session_id), now], |row| {
-        let buyer_id: Option<String> = row.get(2)?;
+        let buyer_id: Option<crate::ids::BuyerId> = row.get(2)?;
         let supplier_id: Option<crate::ids::SupplierId> = row.get(3)?;
         Ok((row.get(0)?, row.get(1)?, buyer_id, supplier_id, row.get(4)?))
     })

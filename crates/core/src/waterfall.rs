@@ -127,7 +127,7 @@ pub fn after_refusal(
     };
     let mut step = Step {
         step: steps.len() + 1,
-        refused_by: &refused.buyer_id,
+        refused_by: refused.buyer_id.as_str(),
         transaction_id: &refused.id,
         reason,
         at: crate::clock::iso(now_ms),

@@ -7,10 +7,11 @@
 //! as the text (`lead_01JD…`), and only that exact text names one, so anything else a
 //! partner or operator types is an unknown id. [`TransactionId`] and [`EventId`] are stored
 //! as their text, which names them whatever an older build made. Request ids
-//! (`request_id`) are text too, a client's as sent. Configuration objects' ids
-//! ([`SupplierId`], [`SourceId`]) are stored as their text too: the operator's choice, checked by the rule
-//! for operator-chosen ids ([`is_valid`]) when the object is made ([`ConfigId`]), or
-//! generated; the other configuration objects' ids are plain strings under the same rule.
+//! (`request_id`) are text too, a client's as sent. The ids of suppliers, sources and
+//! buyers ([`SupplierId`], [`SourceId`], [`BuyerId`]) are stored as their text too: the
+//! operator's choice, checked by the rule for operator-chosen ids ([`is_valid`]) when the
+//! object is made ([`ConfigId`]), or generated; the other configuration objects' ids are
+//! plain strings under the same rule.
 
 /// A new id with the given prefix, e.g. `new("lead")` → `lead_01JD3…`.
 pub fn new(prefix: &str) -> String {
@@ -268,6 +269,12 @@ config_id!(
     "src"
 );
 
+config_id!(
+    /// A buyer's id: the operator's, or `buyer_01JD…`.
+    BuyerId,
+    "buyer"
+);
+
 /// Whether `id` is acceptable as an operator-chosen id: 1 to 64 characters of ASCII letters,
 /// digits, `-`, `_` and `.`. Keeping ids to this set means they never need escaping in a
 /// URL path, and a percent-encoded or traversal trick in a path can never name a record.
@@ -404,6 +411,11 @@ mod tests {
     #[test]
     fn source_ids_are_their_text_in_and_out() {
         config_id_is_its_text::<SourceId>("src");
+    }
+
+    #[test]
+    fn buyer_ids_are_their_text_in_and_out() {
+        config_id_is_its_text::<BuyerId>("buyer");
     }
 
     #[test]

@@ -86,7 +86,7 @@ fn database() -> (tempfile::TempDir, Connection, Source) {
             &conn,
             &NewSubscription {
                 pricing: Default::default(),
-                buyer_id: id,
+                buyer_id: &id.into(),
                 product: "solar",
                 price_cents: price,
                 daily_cap: Some(100),
@@ -196,7 +196,7 @@ fn the_deliver_command_reads_the_lead_once() {
             &conn,
             &crate::delivery::DeliveryOrder {
                 lead_request_id: request,
-                buyer_id: "at",
+                buyer_id: &crate::ids::BuyerId::from("at"),
                 price_cents: Some(1000),
                 actor: "operator",
             },

@@ -85,7 +85,7 @@ pub fn holding(
                 )?;
                 let rows = stmt.query_map([ws], |row| {
                     Ok((
-                        row.get::<_, String>(0)?,
+                        row.get::<_, crate::ids::BuyerId>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, i64>(2)?,
                     ))

@@ -27,7 +27,7 @@ fn sale(conn: &Connection, status: &str) -> (TransactionId, EventId) {
         conn,
         &NewEvent {
             transaction_id: &transaction_id,
-            buyer_id: "a",
+            buyer_id: &crate::ids::BuyerId::from("a"),
             url: "http://127.0.0.1:9/hook",
             payload: "{}",
             created_at: 0,
@@ -39,26 +39,33 @@ fn sale(conn: &Connection, status: &str) -> (TransactionId, EventId) {
 
 /// Claims `a`'s due events at `now` and finishes each with `verdict`.
 fn attempts(conn: &Connection, now: i64, verdict: &Verdict) -> Vec<Attempt> {
-    store::claim_for_buyer(conn, "a", now, now + 1_000, 10, false)
-        .unwrap()
-        .into_iter()
-        .map(|claimed| Attempt {
-            event_id: claimed.id,
-            row: claimed.row,
-            buyer_id: claimed.buyer_id,
-            claim: claimed.claim,
-            probe: false,
-            url: claimed.url,
-            started_at: now,
-            duration_ms: 1,
-            http_status: None,
-            error: None,
-            response_excerpt: None,
-            verdict: verdict.clone(),
-            observation: Observation::Failure,
-            request: None,
-        })
-        .collect()
+    store::claim_for_buyer(
+        conn,
+        &crate::ids::BuyerId::from("a"),
+        now,
+        now + 1_000,
+        10,
+        false,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|claimed| Attempt {
+        event_id: claimed.id,
+        row: claimed.row,
+        buyer_id: claimed.buyer_id,
+        claim: claimed.claim,
+        probe: false,
+        url: claimed.url,
+        started_at: now,
+        duration_ms: 1,
+        http_status: None,
+        error: None,
+        response_excerpt: None,
+        verdict: verdict.clone(),
+        observation: Observation::Failure,
+        request: None,
+    })
+    .collect()
 }
 
 fn delivery_status(conn: &Connection, id: &TransactionId) -> DeliveryStatus {
@@ -182,7 +189,7 @@ fn a_retry_sets_the_delivery_status_back_to_pending_only_for_a_live_transaction(
     .unwrap();
     assert_eq!(delivery_status(&conn, &live), DeliveryStatus::Failed);
     let chunk = store::BuyerChunk {
-        buyer_id: "a",
+        buyer_id: &crate::ids::BuyerId::from("a"),
         status: None,
         after: "",
         size: 100,

@@ -55,7 +55,7 @@ impl RequestReason {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
     pub transaction_id: crate::ids::TransactionId,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub price_cents: i64,
     pub mode: DeliveryMode,
 }
@@ -194,7 +194,7 @@ impl Serialize for Deliveries<'_> {
         }
         serializer.collect_seq(self.0.iter().map(|d| Shown {
             transaction_id: &d.transaction_id,
-            buyer_account_id: &d.buyer_id,
+            buyer_account_id: d.buyer_id.as_str(),
             buyer_price: crate::money::as_f64(d.price_cents),
             delivery_mode: d.mode.as_str(),
         }))
@@ -238,7 +238,7 @@ enum Detail<'a> {
 
 fn candidate_shown(candidate: &Candidate, view: View) -> CandidateShown<'_> {
     let mut shown = CandidateShown {
-        buyer_account_id: &candidate.buyer_id,
+        buyer_account_id: candidate.buyer_id.as_str(),
         eligible: candidate.reason.is_eligible(),
         reason: candidate.reason.code(),
         detail: None,

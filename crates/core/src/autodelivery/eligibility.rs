@@ -90,7 +90,7 @@ impl Reason {
 /// A subscribed buyer with the terms that rank it and its verdict.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub price_cents: i64,
     pub priority: i64,
     pub last_served_at: Option<i64>,
@@ -193,7 +193,7 @@ fn checked(
     conn: &Connection,
     context: &Context,
     subscribed: &[Rc<Subscribed>],
-    holders: Option<HashSet<String>>,
+    holders: Option<HashSet<crate::ids::BuyerId>>,
 ) -> rusqlite::Result<Vec<Candidate>> {
     if subscribed.is_empty() {
         return Ok(Vec::new());
@@ -221,7 +221,7 @@ fn checked(
 fn check(
     context: &Context,
     buyer: &Subscribed,
-    holders: &std::collections::HashSet<String>,
+    holders: &std::collections::HashSet<crate::ids::BuyerId>,
 ) -> (Reason, Option<Value>) {
     if buyer.paused {
         return (Reason::BuyerPaused, None);
@@ -481,7 +481,7 @@ mod tests {
         let mut found: Vec<_> = candidates(conn, &context)
             .unwrap()
             .into_iter()
-            .map(|c| (c.buyer_id, c.reason.code(), c.detail))
+            .map(|c| (c.buyer_id.to_string(), c.reason.code(), c.detail))
             .collect();
         found.sort_by(|a, b| a.0.cmp(&b.0));
         found

@@ -526,7 +526,7 @@ fn take(
 pub(crate) fn refusal_of<T>(
     result: Result<T, DeliveryError>,
     request_id: impl std::fmt::Display,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> Result<Attempt<T>, AutoDeliveryError> {
     match result {
         Ok(taken) => Ok(Attempt::Taken(taken)),

@@ -61,7 +61,10 @@ mod tests {
 
     fn ranked(mut candidates: Vec<Candidate>) -> Vec<String> {
         rank(&mut candidates);
-        candidates.into_iter().map(|c| c.buyer_id).collect()
+        candidates
+            .into_iter()
+            .map(|c| c.buyer_id.to_string())
+            .collect()
     }
 
     #[test]

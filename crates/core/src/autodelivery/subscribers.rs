@@ -45,7 +45,7 @@ use crate::config::buyer::{BuyerStatus, Plan};
 /// A subscribed buyer as read, before the checks.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Subscribed {
-    pub(crate) buyer_id: String,
+    pub(crate) buyer_id: crate::ids::BuyerId,
     pub(crate) paused: bool,
     pub(crate) unhealthy: bool,
     pub(crate) plan: Plan,
@@ -126,10 +126,13 @@ fn read_one(
     conn: &Connection,
     workspace_id: &str,
     product_id: &str,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Option<Subscribed>> {
     conn.prepare_cached(&select_sql(true))?
-        .query_row([product_id, workspace_id, buyer_id], from_row)
+        .query_row(
+            rusqlite::params![product_id, workspace_id, buyer_id],
+            from_row,
+        )
         .optional()
 }
 
@@ -253,7 +256,7 @@ struct Kept {
 struct Changed {
     token: i64,
     all: bool,
-    buyers: HashSet<String>,
+    buyers: HashSet<crate::ids::BuyerId>,
 }
 
 impl Changed {
@@ -282,7 +285,7 @@ static NEXT_TOKEN: AtomicI64 = AtomicI64::new(1);
 const CHANGED_FUNCTION: &str = "leadrelay_subscribers_changed";
 
 /// What the triggers' function does for the connection of `token`: marks `buyer` (NULL: all).
-fn mark(token: i64, buyer: Option<String>) {
+fn mark(token: i64, buyer: Option<crate::ids::BuyerId>) {
     CHANGED.with(|changed| {
         let mut changed = changed.borrow_mut();
         // Another connection's writes on this thread: what is kept here sees them once
@@ -397,7 +400,7 @@ mod tests {
 
     fn balances(rows: &[Rc<Subscribed>]) -> Vec<(String, i64)> {
         rows.iter()
-            .map(|row| (row.buyer_id.clone(), row.balance_cents))
+            .map(|row| (row.buyer_id.to_string(), row.balance_cents))
             .collect()
     }
 

@@ -171,7 +171,7 @@ pub fn add_buyer(conn: &Connection, id: &str, fixture: &BuyerFixture) {
             conn,
             &crate::ledger::Posting {
                 workspace_id: "ws",
-                party: crate::ledger::Party::Buyer(id),
+                party: crate::ledger::Party::Buyer(&id.into()),
                 transaction_id: None,
                 kind: crate::ledger::Kind::Adjustment,
                 amount_cents: fixture.balance_cents,
@@ -214,7 +214,7 @@ pub fn add_transaction(
         id: &id,
         lead_request_id: request,
         lead_id: lead_id(),
-        buyer_id: buyer,
+        buyer_id: &buyer.into(),
         product_id: product,
         workspace_id: "ws",
         source_id: &"src".into(),

@@ -21,8 +21,9 @@ use serde_json::Value;
 
 use super::rotation::{Rotation, StoredSecret};
 use super::source::Rotated;
-use super::{ConfigError, check_name, choose_id, ensure_live, insert_error, workspace};
+use super::{ConfigError, check_name, choose, ensure_live, insert_error, workspace};
 use crate::db::stored::stored_enum;
+use crate::ids::BuyerId;
 
 pub use super::subscription::{
     Filter, FilterOp, NewSubscription, Subscription, find_subscription, subscribe,
@@ -61,7 +62,7 @@ stored_enum! {
 
 #[derive(Debug, Clone)]
 pub struct Buyer {
-    pub id: String,
+    pub id: BuyerId,
     pub workspace_id: String,
     pub name: String,
     pub webhook_url: String,
@@ -101,7 +102,7 @@ impl Buyer {
         let now = crate::clock::now_ms();
         let window = Duration::from_secs(self.cancellation_window_secs.max(0).unsigned_abs());
         BuyerView {
-            id: &self.id,
+            id: self.id.as_str(),
             workspace_id: &self.workspace_id,
             name: &self.name,
             webhook_url: &self.webhook_url,
@@ -289,7 +290,7 @@ fn check_window(secs: i64) -> Result<(), ConfigError> {
 }
 
 pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigError> {
-    let id = choose_id(new.id, "buyer")?;
+    let id: BuyerId = choose(new.id)?;
     check_name(new.name)?;
     check_webhook_url(new.webhook_url)?;
     check_window(new.cancellation_window_secs)?;
@@ -323,7 +324,7 @@ pub fn create(conn: &Connection, new: &NewBuyer) -> Result<CreatedBuyer, ConfigE
             new.return_review,
         ],
     )
-    .map_err(|e| insert_error(e, "buyer", &id))?;
+    .map_err(|e| insert_error(e, "buyer", id.as_str()))?;
     Ok(CreatedBuyer {
         buyer: get(conn, &id)?,
         secret,
@@ -359,13 +360,13 @@ fn check_signing_secret(secret: &str) -> Result<(), ConfigError> {
 /// Cached: every delivery (auto-delivery's and a post's, on the writer) looks its buyer up
 /// here, and preparing the statement anew cost 30% of a post's delivery (perf of `serve`
 /// during `bench/ping.sh`'s ping-then-post pairs).
-pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Buyer>> {
+pub fn find(conn: &Connection, id: &BuyerId) -> rusqlite::Result<Option<Buyer>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM buyers WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Buyer, ConfigError> {
+pub fn get(conn: &Connection, id: &BuyerId) -> Result<Buyer, ConfigError> {
     find(conn, id)?.ok_or_else(|| ConfigError::NotFound {
         kind: "buyer",
         id: id.to_string(),
@@ -373,9 +374,9 @@ pub fn get(conn: &Connection, id: &str) -> Result<Buyer, ConfigError> {
 }
 
 /// A buyer that may change: it exists and is not archived.
-pub(crate) fn get_live(conn: &Connection, id: &str) -> Result<Buyer, ConfigError> {
+pub(crate) fn get_live(conn: &Connection, id: &BuyerId) -> Result<Buyer, ConfigError> {
     let buyer = get(conn, id)?;
-    ensure_live("buyer", id, buyer.archived_at)?;
+    ensure_live("buyer", id.as_str(), buyer.archived_at)?;
     Ok(buyer)
 }
 
@@ -396,7 +397,11 @@ pub fn list(
 
 /// Changes the given fields of buyer `id`. The outbox reads the URL when it sends, so the
 /// next event goes to a new URL; lifecycle calls read capabilities and window per call.
-pub fn update(conn: &Connection, id: &str, changes: &BuyerChanges) -> Result<Buyer, ConfigError> {
+pub fn update(
+    conn: &Connection,
+    id: &BuyerId,
+    changes: &BuyerChanges,
+) -> Result<Buyer, ConfigError> {
     let mut buyer = get_live(conn, id)?;
     if let Some(name) = &changes.name {
         check_name(name)?;
@@ -453,7 +458,7 @@ pub fn update(conn: &Connection, id: &str, changes: &BuyerChanges) -> Result<Buy
 
 /// Adds `amount_cents` to a prepaid buyer's balance: a `fund` row in the ledger, which owns
 /// the balance.
-pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, ConfigError> {
+pub fn fund(conn: &Connection, id: &BuyerId, amount_cents: i64) -> Result<Buyer, ConfigError> {
     let buyer = get_live(conn, id)?;
     if buyer.plan != Plan::Prepaid {
         return Err(ConfigError::Invalid(format!(
@@ -470,7 +475,7 @@ pub fn fund(conn: &Connection, id: &str, amount_cents: i64) -> Result<Buyer, Con
 /// `adjustment` row in the ledger with the operator's reason.
 pub fn adjust(
     conn: &Connection,
-    id: &str,
+    id: &BuyerId,
     amount_cents: i64,
     reason: &str,
 ) -> Result<Buyer, ConfigError> {
@@ -527,14 +532,14 @@ fn operator_move(
 }
 
 /// Records that the buyer was just served (`last_served_at`, selection's last tie-breaker).
-pub(crate) fn mark_served(conn: &Connection, id: &str, now: i64) -> rusqlite::Result<()> {
+pub(crate) fn mark_served(conn: &Connection, id: &BuyerId, now: i64) -> rusqlite::Result<()> {
     conn.prepare_cached("UPDATE buyers SET last_served_at = ?2 WHERE id = ?1")?
         .execute(params![id, now])?;
     Ok(())
 }
 
 /// Pauses (`true`) or resumes (`false`) a buyer. A paused buyer gets no deliveries.
-pub fn set_paused(conn: &Connection, id: &str, paused: bool) -> Result<Buyer, ConfigError> {
+pub fn set_paused(conn: &Connection, id: &BuyerId, paused: bool) -> Result<Buyer, ConfigError> {
     get_live(conn, id)?;
     let status = if paused {
         BuyerStatus::Paused
@@ -552,7 +557,7 @@ pub fn set_paused(conn: &Connection, id: &str, paused: bool) -> Result<Buyer, Co
 /// one stays accepted for `overlap` (none: cut off at once).
 pub fn rotate_secret(
     conn: &Connection,
-    id: &str,
+    id: &BuyerId,
     given: Option<&str>,
     overlap: Duration,
 ) -> Result<Rotated<Buyer>, ConfigError> {
@@ -582,7 +587,7 @@ pub fn rotate_secret(
 /// can switch its verification at any moment in between.
 pub fn rotate_signing_secret(
     conn: &Connection,
-    id: &str,
+    id: &BuyerId,
     given: Option<&str>,
     overlap: Duration,
 ) -> Result<Rotated<Buyer>, ConfigError> {

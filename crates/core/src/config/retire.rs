@@ -108,7 +108,7 @@ fn archived_at(conn: &Connection, kind: Kind, id: &str) -> Result<Option<i64>, C
         Kind::Container(container_kind) => container::get(conn, id, container_kind)?.archived_at,
         Kind::Source => source::get(conn, &id.into())?.archived_at,
         Kind::Product => product::get(conn, id)?.archived_at,
-        Kind::Buyer => buyer::get(conn, id)?.archived_at,
+        Kind::Buyer => buyer::get(conn, &id.into())?.archived_at,
         Kind::Supplier => supplier::get(conn, &id.into())?.archived_at,
     })
 }
@@ -153,7 +153,7 @@ fn live_dependents(conn: &Connection, kind: Kind, id: &str) -> Result<Option<Str
         Kind::Product => {
             let buyers: Vec<String> = subscription::subscriptions_to_product(conn, id)?
                 .into_iter()
-                .map(|s| s.buyer_id)
+                .map(|s| s.buyer_id.to_string())
                 .collect();
             (!buyers.is_empty()).then(|| {
                 format!(
@@ -164,7 +164,7 @@ fn live_dependents(conn: &Connection, kind: Kind, id: &str) -> Result<Option<Str
             })
         }
         Kind::Buyer => {
-            let products = subscription::products_of_buyer(conn, id)?;
+            let products = subscription::products_of_buyer(conn, &id.into())?;
             (!products.is_empty()).then(|| {
                 format!(
                     "it is subscribed to {}; unsubscribe it first (buyer unsubscribe {id} \

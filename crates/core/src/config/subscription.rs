@@ -148,7 +148,7 @@ impl Pricing {
 pub struct Subscription {
     #[serde(skip)]
     pub pricing: Pricing,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub product_id: String,
     #[serde(rename = "price", serialize_with = "crate::config::serialize_money")]
     pub price_cents: i64,
@@ -164,7 +164,7 @@ pub struct Subscription {
 
 pub struct NewSubscription<'a> {
     pub pricing: Pricing,
-    pub buyer_id: &'a str,
+    pub buyer_id: &'a crate::ids::BuyerId,
     /// Product id or slug in the buyer's workspace.
     pub product: &'a str,
     pub price_cents: i64,
@@ -254,7 +254,7 @@ impl Terms {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TermsView<'a> {
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     product_id: &'a str,
     product_slug: &'a str,
     pricing: &'static str,
@@ -378,7 +378,7 @@ pub fn subscribe(conn: &Connection, new: &NewSubscription) -> Result<Subscriptio
 /// them from the next lead on.
 pub fn set_terms(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product: &str,
     changes: &TermsChanges,
 ) -> Result<Subscription, ConfigError> {
@@ -494,7 +494,7 @@ fn check_bid_url(url: &str) -> Result<(), ConfigError> {
         .map_err(|e| ConfigError::Invalid(format!("invalid bid URL: {e}")))
 }
 
-fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {
+fn not_subscribed(buyer_id: &crate::ids::BuyerId, product: &Product) -> ConfigError {
     ConfigError::Invalid(format!(
         "buyer '{buyer_id}' is not subscribed to '{}'",
         product.slug
@@ -503,7 +503,11 @@ fn not_subscribed(buyer_id: &str, product: &Product) -> ConfigError {
 
 /// Ends the buyer's subscription to `product`; the buyer gets no more of its leads from
 /// auto-delivery. Its transactions stay as they are.
-pub fn unsubscribe(conn: &Connection, buyer_id: &str, product: &str) -> Result<(), ConfigError> {
+pub fn unsubscribe(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    product: &str,
+) -> Result<(), ConfigError> {
     let buyer = buyer::get(conn, buyer_id)?;
     let product = product::resolve(conn, &buyer.workspace_id, product)?;
     let removed = conn.execute(
@@ -518,7 +522,11 @@ pub fn unsubscribe(conn: &Connection, buyer_id: &str, product: &str) -> Result<(
 
 /// The buyer's subscriptions, by product slug, each with its cap use today and this month
 /// in the workspace's time zone at `now_ms`.
-pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms>, ConfigError> {
+pub fn terms(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    now_ms: i64,
+) -> Result<Vec<Terms>, ConfigError> {
     let buyer = buyer::get(conn, buyer_id)?;
     let tz = super::workspace::get(conn, &buyer.workspace_id)?.tz();
     let windows = Windows::at(now_ms, &tz);
@@ -552,7 +560,7 @@ pub fn terms(conn: &Connection, buyer_id: &str, now_ms: i64) -> Result<Vec<Terms
 /// The one entry of `terms` for `product`.
 pub fn terms_of(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
     now_ms: i64,
 ) -> Result<Terms, ConfigError> {
@@ -625,7 +633,7 @@ const SUBSCRIPTION_COLUMNS_OF_S: &str = "s.buyer_id, s.product_id, s.price_cents
 
 pub fn find_subscription(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     product_id: &str,
 ) -> rusqlite::Result<Option<Subscription>> {
     conn.query_row(
@@ -633,7 +641,7 @@ pub fn find_subscription(
             "SELECT {SUBSCRIPTION_COLUMNS} FROM subscriptions
              WHERE buyer_id = ?1 AND product_id = ?2"
         ),
-        [buyer_id, product_id],
+        rusqlite::params![buyer_id, product_id],
         subscription_from_row,
     )
     .optional()
@@ -655,7 +663,7 @@ pub fn subscriptions_to_product(
 /// The products (slugs) the buyer is subscribed to.
 pub(crate) fn products_of_buyer(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare(
         "SELECT p.slug FROM subscriptions s JOIN products p ON p.id = s.product_id

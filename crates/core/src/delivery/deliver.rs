@@ -18,7 +18,7 @@ use crate::ledger;
 #[derive(Debug, Clone)]
 pub struct DeliveryOrder<'a> {
     pub lead_request_id: LeadRequestId,
-    pub buyer_id: &'a str,
+    pub buyer_id: &'a crate::ids::BuyerId,
     /// The operator's price; `None` takes the buyer's subscription price.
     pub price_cents: Option<i64>,
     /// Who delivers, for the transaction history (`operator`, `auto-delivery`).
@@ -32,7 +32,7 @@ pub struct Delivered {
     pub event_id: crate::ids::EventId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub product_id: String,
     pub delivery_mode: DeliveryMode,
     pub buyer_price_cents: i64,
@@ -52,7 +52,7 @@ impl Delivered {
             sale: SaleView {
                 lead_request_id: self.lead_request_id,
                 lead_id: self.lead_id,
-                buyer_account_id: &self.buyer_id,
+                buyer_account_id: self.buyer_id.as_str(),
                 product_id: &self.product_id,
                 delivery_mode: self.delivery_mode.as_str(),
                 buyer_price: crate::money::as_f64(self.buyer_price_cents),
@@ -99,7 +99,7 @@ pub(crate) struct LeadDelivery<'a> {
     pub(crate) lead: &'a StoredLead,
     pub(crate) request: &'a StoredRequest,
     pub(crate) terms: DeliveryTerms,
-    pub(crate) buyer_id: &'a str,
+    pub(crate) buyer_id: &'a crate::ids::BuyerId,
     /// The operator's price; `None` takes the buyer's subscription price.
     pub(crate) price_cents: Option<i64>,
     /// Who delivers, for the transaction history (`operator`, `auto-delivery`).
@@ -236,7 +236,7 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
     // An archived buyer takes no deliveries: it is as unknown as one that never was.
     let buyer = buyer::find(conn, order.buyer_id)?
         .filter(|buyer| !buyer.is_archived())
-        .ok_or_else(|| DeliveryError::BuyerNotFound(order.buyer_id.to_string()))?;
+        .ok_or_else(|| DeliveryError::BuyerNotFound(order.buyer_id.clone()))?;
     if buyer.workspace_id != lead.workspace_id {
         return Err(DeliveryError::OtherWorkspace {
             buyer_id: buyer.id,

@@ -178,7 +178,7 @@ pub(crate) fn lead_delivered<'a>(
         delivery_mode: sale.delivery_mode,
         sent_at_ms: crate::clock::now_ms(),
         buyer: Party {
-            id: &buyer.id,
+            id: buyer.id.as_str(),
             name: &buyer.name,
         },
         product: ProductRef {

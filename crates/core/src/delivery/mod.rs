@@ -25,11 +25,11 @@ pub enum DeliveryError {
     #[error("unknown lead request '{0}'")]
     RequestNotFound(String),
     #[error("unknown buyer '{0}'")]
-    BuyerNotFound(String),
+    BuyerNotFound(crate::ids::BuyerId),
     /// The buyer belongs to another workspace than the lead.
     #[error("buyer '{buyer_id}' is not in the lead's workspace '{workspace_id}'")]
     OtherWorkspace {
-        buyer_id: String,
+        buyer_id: crate::ids::BuyerId,
         workspace_id: String,
     },
     /// The lead is cancelled or has a supplier cancellation pending.
@@ -42,13 +42,13 @@ pub enum DeliveryError {
     #[error("lead '{0}' has a suppressed email or phone and cannot be delivered")]
     LeadSuppressed(LeadId),
     #[error("buyer '{0}' is paused")]
-    BuyerPaused(String),
+    BuyerPaused(crate::ids::BuyerId),
     /// No subscription to the product and no price given.
     #[error(
         "buyer '{buyer_id}' is not subscribed to product '{product_id}'; give a price with --price"
     )]
     NotSubscribed {
-        buyer_id: String,
+        buyer_id: crate::ids::BuyerId,
         product_id: String,
     },
     /// Exclusive mode: the request has a live transaction already.
@@ -66,7 +66,7 @@ pub enum DeliveryError {
     )]
     AlreadyDeliveredToBuyer {
         lead_request_id: LeadRequestId,
-        buyer_id: String,
+        buyer_id: crate::ids::BuyerId,
         transaction_id: crate::ids::TransactionId,
     },
     /// Multi mode: the container's maximum number of buyers hold the request already.
@@ -82,7 +82,7 @@ pub enum DeliveryError {
         display(*.price_cents)
     )]
     InsufficientBalance {
-        buyer_id: String,
+        buyer_id: crate::ids::BuyerId,
         available_cents: i64,
         price_cents: i64,
     },

@@ -71,7 +71,7 @@ pub struct Transaction {
     pub id: TransactionId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub product_id: String,
     pub workspace_id: String,
     pub delivery_mode: DeliveryMode,
@@ -151,7 +151,7 @@ impl Transaction {
             sale: SaleView {
                 lead_request_id: self.lead_request_id,
                 lead_id: self.lead_id,
-                buyer_account_id: &self.buyer_id,
+                buyer_account_id: self.buyer_id.as_str(),
                 product_id: &self.product_id,
                 delivery_mode: self.delivery_mode.as_str(),
                 buyer_price: crate::money::as_f64(self.buyer_price_cents),
@@ -230,7 +230,7 @@ pub fn of_request(
 /// Times are `[from, to)` in ms, of the delivery (`created_at`).
 #[derive(Debug, Default, Clone)]
 pub struct ListFilter {
-    pub buyer_id: Option<String>,
+    pub buyer_id: Option<crate::ids::BuyerId>,
     pub lead_id: Option<LeadId>,
     pub status: Option<Status>,
     /// Only the transactions of this source's leads.
@@ -444,7 +444,7 @@ pub(crate) struct NewTransaction<'a> {
     pub id: &'a TransactionId,
     pub lead_request_id: LeadRequestId,
     pub lead_id: LeadId,
-    pub buyer_id: &'a str,
+    pub buyer_id: &'a crate::ids::BuyerId,
     pub product_id: &'a str,
     pub workspace_id: &'a str,
     /// The lead's source (the reports count a transaction under it).
@@ -713,7 +713,7 @@ pub(crate) fn reverse_supplier_cost(
 /// became of them: the base of the buyer's return cap.
 pub(crate) fn delivered_to_buyer(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     from: i64,
     to: i64,
 ) -> rusqlite::Result<i64> {
@@ -747,7 +747,7 @@ pub(crate) fn void_tally(conn: &Connection, lead_id: LeadId) -> rusqlite::Result
 pub(crate) fn buyers_of_request(
     conn: &Connection,
     lead_request_id: LeadRequestId,
-) -> rusqlite::Result<HashSet<String>> {
+) -> rusqlite::Result<HashSet<crate::ids::BuyerId>> {
     let mut stmt =
         conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
     let rows = stmt.query_map([lead_request_id], |row| row.get(0))?;
@@ -889,7 +889,6 @@ mod tests {
             )
             .unwrap();
         }
-        let text = |s: &str| Some(s.to_string());
         let cases = [
             ListFilter {
                 source_id: Some("src".into()),
@@ -902,7 +901,7 @@ mod tests {
                 ..ListFilter::default()
             },
             ListFilter {
-                buyer_id: text("buyer"),
+                buyer_id: Some("buyer".into()),
                 from_ms: Some(1),
                 ..ListFilter::default()
             },

@@ -222,7 +222,7 @@ impl From<rusqlite::Error> for ViewError {
 pub struct LeadFilter {
     pub source_id: Option<crate::ids::SourceId>,
     /// Only leads that have a transaction of this buyer.
-    pub buyer_id: Option<String>,
+    pub buyer_id: Option<crate::ids::BuyerId>,
     pub status: Option<LeadStatus>,
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
@@ -663,7 +663,6 @@ mod tests {
             .expect("the database opens")
             .close();
         let conn = Connection::open(&path).expect("the file opens");
-        let text = |s: &str| Some(s.to_string());
         let cases = [
             (
                 "source and time",
@@ -686,14 +685,14 @@ mod tests {
             (
                 "buyer",
                 LeadFilter {
-                    buyer_id: text("buyer"),
+                    buyer_id: Some("buyer".into()),
                     ..LeadFilter::default()
                 },
             ),
             (
                 "buyer and source",
                 LeadFilter {
-                    buyer_id: text("buyer"),
+                    buyer_id: Some("buyer".into()),
                     source_id: Some("src".into()),
                     from_ms: Some(1),
                     ..LeadFilter::default()

@@ -37,16 +37,19 @@ pub enum IntegrationError {
     #[error("the integration file is not JSON: {0}")]
     NotJson(String),
     #[error("unknown buyer '{0}'")]
-    BuyerNotFound(String),
+    BuyerNotFound(crate::ids::BuyerId),
     #[error("buyer '{0}' is archived; an archived record cannot change")]
-    BuyerArchived(String),
+    BuyerArchived(crate::ids::BuyerId),
     #[error("unknown lead '{0}'")]
     LeadNotFound(String),
     #[error("{0}")]
     InvalidSecret(String),
     /// A stored document no longer parses (written by another version, or by hand).
     #[error("the stored integration of buyer '{buyer_id}' is not valid: {why}")]
-    Stored { buyer_id: String, why: String },
+    Stored {
+        buyer_id: crate::ids::BuyerId,
+        why: String,
+    },
     /// The event cannot be turned into the buyer's request (a preview).
     #[error(transparent)]
     Build(#[from] request::BuildError),

@@ -17,8 +17,9 @@ use crate::config::buyer::{self, Buyer};
 use crate::to_value;
 
 /// The live buyer `id`, for a change.
-fn live_buyer(conn: &Connection, id: &str) -> Result<Buyer, IntegrationError> {
-    let buyer = buyer::find(conn, id)?.ok_or_else(|| IntegrationError::BuyerNotFound(id.into()))?;
+fn live_buyer(conn: &Connection, id: &crate::ids::BuyerId) -> Result<Buyer, IntegrationError> {
+    let buyer =
+        buyer::find(conn, id)?.ok_or_else(|| IntegrationError::BuyerNotFound(id.clone()))?;
     if buyer.is_archived() {
         return Err(IntegrationError::BuyerArchived(buyer.id));
     }
@@ -26,7 +27,11 @@ fn live_buyer(conn: &Connection, id: &str) -> Result<Buyer, IntegrationError> {
 }
 
 /// Checks `text` as an integration document and stores it as buyer `buyer_id`'s.
-pub fn set(conn: &Connection, buyer_id: &str, text: &str) -> Result<Value, IntegrationError> {
+pub fn set(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    text: &str,
+) -> Result<Value, IntegrationError> {
     let value: Value =
         serde_json::from_str(text).map_err(|e| IntegrationError::NotJson(e.to_string()))?;
     Document::parse(&value).map_err(|problems| IntegrationError::InvalidDocument {
@@ -42,7 +47,7 @@ pub fn set(conn: &Connection, buyer_id: &str, text: &str) -> Result<Value, Integ
 }
 
 /// Back to the generic webhook; the integration's secrets are deleted with it.
-pub fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
+pub fn reset(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> Result<Value, IntegrationError> {
     let buyer = live_buyer(conn, buyer_id)?;
     conn.execute(
         "UPDATE buyers SET integration = NULL WHERE id = ?1",
@@ -58,7 +63,7 @@ pub fn reset(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationErro
 /// Stores secret `name` of buyer `buyer_id` (a new value replaces the old one).
 pub fn set_secret(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     name: &str,
     value: &str,
     now: i64,
@@ -91,7 +96,7 @@ pub fn set_secret(
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SecretSet<'a> {
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     secret: &'a str,
     updated_at: String,
 }
@@ -119,7 +124,7 @@ pub(crate) fn secret_views(names: &[(String, i64)]) -> Vec<SecretNameView<'_>> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct IntegrationShow<'a> {
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     /// `generic` (the signed webhook) or `mapped` (a document).
     kind: &'static str,
     url: &'a str,
@@ -130,7 +135,10 @@ struct IntegrationShow<'a> {
 }
 
 /// The stored document of buyer `buyer_id` (`None`: generic, or no such buyer).
-pub(crate) fn document_text(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Option<String>> {
+pub(crate) fn document_text(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+) -> rusqlite::Result<Option<String>> {
     Ok(conn
         .prepare_cached("SELECT integration FROM buyers WHERE id = ?1")?
         .query_row([buyer_id], |row| row.get::<_, Option<String>>(0))
@@ -141,12 +149,12 @@ pub(crate) fn document_text(conn: &Connection, buyer_id: &str) -> rusqlite::Resu
 /// The parsed document of buyer `buyer_id`, `None` for the generic webhook.
 pub fn document(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> Result<Option<IntegrationDocument>, IntegrationError> {
     document_text(conn, buyer_id)?
         .map(|text| {
             IntegrationDocument::from_stored(&text).map_err(|why| IntegrationError::Stored {
-                buyer_id: buyer_id.to_string(),
+                buyer_id: buyer_id.clone(),
                 why,
             })
         })
@@ -156,7 +164,7 @@ pub fn document(
 /// Buyer `buyer_id`'s secrets with their values, by name: what the outbox sends.
 pub(crate) fn secrets(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Vec<(String, String)>> {
     conn.prepare_cached(
         "SELECT name, value FROM buyer_integration_secrets WHERE buyer_id = ?1 ORDER BY name",
@@ -166,7 +174,10 @@ pub(crate) fn secrets(
 }
 
 /// Buyer `buyer_id`'s secret names and when each was set: never the values.
-pub fn secret_names(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(String, i64)>> {
+pub fn secret_names(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+) -> rusqlite::Result<Vec<(String, i64)>> {
     conn.prepare_cached(
         "SELECT name, updated_at FROM buyer_integration_secrets WHERE buyer_id = ?1
          ORDER BY name",
@@ -177,9 +188,9 @@ pub fn secret_names(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Vec<(
 
 /// `buyer integration show`: the kind, the document, the URL requests go to, and which
 /// secrets are set or still missing. No secret value.
-pub fn show(conn: &Connection, buyer_id: &str) -> Result<Value, IntegrationError> {
+pub fn show(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> Result<Value, IntegrationError> {
     let buyer = buyer::find(conn, buyer_id)?
-        .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
+        .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.clone()))?;
     let text = document_text(conn, &buyer.id)?;
     let names = secret_names(conn, &buyer.id)?;
     let secrets = secret_views(&names);

@@ -64,7 +64,7 @@ impl Kind {
 /// Whose account a row moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Party<'a> {
-    Buyer(&'a str),
+    Buyer(&'a crate::ids::BuyerId),
     Supplier(&'a crate::ids::SupplierId),
 }
 
@@ -158,7 +158,7 @@ pub(crate) enum BalanceError {
         crate::money::BOUND_TEXT
     )]
     OutOfRange {
-        buyer_id: String,
+        buyer_id: crate::ids::BuyerId,
         kind: Kind,
         balance_cents: i64,
         amount_cents: i64,
@@ -181,7 +181,7 @@ pub(crate) fn post_to_balance(conn: &Connection, posting: &Posting) -> Result<i6
         .query_row([buyer_id], |row| row.get(0))?;
     if crate::money::moved_balance(balance_cents, posting.amount_cents).is_none() {
         return Err(BalanceError::OutOfRange {
-            buyer_id: buyer_id.to_string(),
+            buyer_id: buyer_id.clone(),
             kind: posting.kind,
             balance_cents,
             amount_cents: posting.amount_cents,
@@ -222,7 +222,7 @@ pub(crate) fn covers(
 /// delivery's `charge` takes its place) or lapses. Holding in the ledger as rows would
 /// double every ping's cost in rows and make `ledger list` and reports show moves that never
 /// happened.
-pub(crate) fn held(conn: &Connection, buyer_id: &str) -> rusqlite::Result<i64> {
+pub(crate) fn held(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> rusqlite::Result<i64> {
     use rusqlite::OptionalExtension;
     Ok(conn
         .prepare_cached("SELECT held_cents FROM buyers WHERE id = ?1")?
@@ -232,7 +232,11 @@ pub(crate) fn held(conn: &Connection, buyer_id: &str) -> rusqlite::Result<i64> {
 }
 
 /// Holds `cents` of the buyer's balance (a reservation was taken).
-pub(crate) fn hold(conn: &Connection, buyer_id: &str, cents: i64) -> rusqlite::Result<()> {
+pub(crate) fn hold(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    cents: i64,
+) -> rusqlite::Result<()> {
     if cents > 0 {
         conn.prepare_cached("UPDATE buyers SET held_cents = held_cents + ?2 WHERE id = ?1")?
             .execute(params![buyer_id, cents])?;
@@ -241,7 +245,11 @@ pub(crate) fn hold(conn: &Connection, buyer_id: &str, cents: i64) -> rusqlite::R
 }
 
 /// Gives back a hold taken by [`hold`] (the reservation was posted or ended). Never below 0.
-pub(crate) fn unhold(conn: &Connection, buyer_id: &str, cents: i64) -> rusqlite::Result<()> {
+pub(crate) fn unhold(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    cents: i64,
+) -> rusqlite::Result<()> {
     if cents > 0 {
         conn.prepare_cached(
             "UPDATE buyers SET held_cents = max(held_cents - ?2, 0) WHERE id = ?1",
@@ -326,6 +334,7 @@ mod tests {
         )
         .unwrap();
         let supplier = crate::ids::SupplierId::from("s");
+        let buyer = crate::ids::BuyerId::from("b");
         let posting = |party, kind, amount_cents| Posting {
             workspace_id: "ws",
             party,
@@ -336,8 +345,12 @@ mod tests {
             actor: "operator",
             at: 7,
         };
-        post(&conn, &posting(Party::Buyer("b"), Kind::Fund, 5000)).unwrap();
-        post(&conn, &posting(Party::Buyer("b"), Kind::Adjustment, -1250)).unwrap();
+        post(&conn, &posting(Party::Buyer(&buyer), Kind::Fund, 5000)).unwrap();
+        post(
+            &conn,
+            &posting(Party::Buyer(&buyer), Kind::Adjustment, -1250),
+        )
+        .unwrap();
         post(
             &conn,
             &posting(Party::Supplier(&supplier), Kind::SupplierCost, 400),
@@ -349,7 +362,10 @@ mod tests {
             })
             .unwrap();
         assert_eq!(cached, 3750);
-        assert_eq!(query::buyer_balance(&conn, "b").unwrap(), 3750);
+        assert_eq!(
+            query::buyer_balance(&conn, &crate::ids::BuyerId::from("b")).unwrap(),
+            3750
+        );
         assert_eq!(query::supplier_balance(&conn, &supplier).unwrap(), 400);
         assert_eq!(query::balance_mismatches(&conn).unwrap(), Vec::new());
     }

@@ -13,7 +13,7 @@ pub struct Entry {
     pub id: i64,
     pub at: i64,
     pub workspace_id: String,
-    pub buyer_id: Option<String>,
+    pub buyer_id: Option<crate::ids::BuyerId>,
     pub supplier_id: Option<crate::ids::SupplierId>,
     pub transaction_id: Option<crate::ids::TransactionId>,
     pub kind: Kind,
@@ -30,7 +30,7 @@ impl Entry {
             at: crate::clock::iso(self.at),
             kind: self.kind.as_str(),
             workspace_id: &self.workspace_id,
-            buyer_id: self.buyer_id.as_deref(),
+            buyer_id: self.buyer_id.as_ref(),
             supplier_id: self.supplier_id.as_ref(),
             transaction_id: self.transaction_id.as_ref(),
             amount: crate::money::as_f64(self.amount_cents),
@@ -53,7 +53,7 @@ pub struct EntryView<'a> {
     at: String,
     kind: &'static str,
     workspace_id: &'a str,
-    buyer_id: Option<&'a str>,
+    buyer_id: Option<&'a crate::ids::BuyerId>,
     supplier_id: Option<&'a crate::ids::SupplierId>,
     transaction_id: Option<&'a crate::ids::TransactionId>,
     amount: f64,
@@ -82,7 +82,7 @@ fn from_row(row: &Row) -> rusqlite::Result<Entry> {
 /// What `ledger list` narrows by; `None` means any. Times are `[from, to)` in ms.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
-    pub buyer_id: Option<String>,
+    pub buyer_id: Option<crate::ids::BuyerId>,
     pub supplier_id: Option<crate::ids::SupplierId>,
     pub transaction_id: Option<crate::ids::TransactionId>,
     pub from_ms: Option<i64>,
@@ -128,7 +128,10 @@ pub fn list(conn: &Connection, filter: &ListFilter) -> rusqlite::Result<Vec<Entr
 
 /// A buyer's balance as its ledger says: the sum of its rows.
 #[cfg(test)]
-pub(crate) fn buyer_balance(conn: &Connection, buyer_id: &str) -> rusqlite::Result<i64> {
+pub(crate) fn buyer_balance(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+) -> rusqlite::Result<i64> {
     conn.prepare_cached(
         "SELECT coalesce(sum(amount_cents), 0) FROM ledger_entries WHERE buyer_id = ?1",
     )?
@@ -185,7 +188,7 @@ pub(crate) fn supplier_holdings_of_lead(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct BalanceMismatch {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub cached_cents: i64,
     pub ledger_cents: i64,
 }

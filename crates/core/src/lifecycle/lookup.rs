@@ -21,7 +21,7 @@ pub(crate) struct Authorized {
 
 /// The transactions of one buyer that an address matches.
 struct BuyerMatches {
-    buyer_id: String,
+    buyer_id: crate::ids::BuyerId,
     /// How many of the buyer's transactions match.
     count: usize,
     /// One of them (the oldest); the only one when `count` is 1.

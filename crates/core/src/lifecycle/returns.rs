@@ -56,7 +56,7 @@ impl Decision {
 #[derive(Debug, Clone)]
 pub struct Return {
     pub transaction_id: crate::ids::TransactionId,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub reason_code: String,
     pub reason: Option<String>,
     pub status: ReturnStatus,
@@ -72,7 +72,7 @@ pub struct Return {
 #[serde(rename_all = "camelCase")]
 pub struct ReturnView<'a> {
     transaction_id: &'a crate::ids::TransactionId,
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     reason_code: &'a str,
     reason: Option<&'a str>,
     requested_at: String,
@@ -346,7 +346,12 @@ pub fn write_reasons_csv<W: std::io::Write>(out: W, report: &ReasonReport) -> cs
 
 /// The returns of `buyer_id` requested in `[from, to)` that count against its cap: pending
 /// and approved ones (a denied return was no return).
-fn counted_returns(conn: &Connection, buyer_id: &str, from: i64, to: i64) -> rusqlite::Result<i64> {
+fn counted_returns(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    from: i64,
+    to: i64,
+) -> rusqlite::Result<i64> {
     conn.prepare_cached(
         "SELECT count(*) FROM returns
          WHERE buyer_id = ?1 AND requested_at >= ?2 AND requested_at < ?3 AND status <> 'denied'",
@@ -644,7 +649,7 @@ pub fn decide(
 /// buyer-native integration maps `lead.delivered` only). Returns whether it did.
 fn notify_buyer(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     transaction_id: &crate::ids::TransactionId,
     status: ReturnStatus,
     note: Option<&str>,

@@ -101,7 +101,7 @@ pub struct Gauges {
 /// outcome and their durations.
 #[derive(Debug, Clone)]
 pub struct BuyerGauges {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub unhealthy: bool,
     pub in_flight: usize,
     /// Delivered, retry, failed, as [`DELIVERY_OUTCOMES`] names them.
@@ -219,7 +219,7 @@ impl Metrics {
     }
 
     /// Counts one bid request to `buyer_id` by outcome ([`BID_OUTCOMES`]) with its latency.
-    pub fn bid(&self, buyer_id: &str, outcome: &str, latency_ms: i64) {
+    pub fn bid(&self, buyer_id: &crate::ids::BuyerId, outcome: &str, latency_ms: i64) {
         let mut bids = self
             .bids
             .lock()
@@ -603,7 +603,7 @@ fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
     for buyer in buyers {
         w.sample(
             "leadrelay_buyer_endpoint_unhealthy",
-            &[("buyer", &buyer.buyer_id)],
+            &[("buyer", buyer.buyer_id.as_str())],
             u64::from(buyer.unhealthy),
         );
     }
@@ -615,7 +615,7 @@ fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
     for buyer in buyers {
         w.sample(
             "leadrelay_buyer_deliveries_in_flight",
-            &[("buyer", &buyer.buyer_id)],
+            &[("buyer", buyer.buyer_id.as_str())],
             buyer.in_flight,
         );
     }
@@ -628,7 +628,7 @@ fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
         for (outcome, count) in DELIVERY_OUTCOMES.iter().zip(buyer.attempts) {
             w.sample(
                 "leadrelay_buyer_delivery_attempts_total",
-                &[("buyer", &buyer.buyer_id), ("outcome", outcome)],
+                &[("buyer", buyer.buyer_id.as_str()), ("outcome", outcome)],
                 count,
             );
         }
@@ -641,7 +641,7 @@ fn render_buyers(w: &mut TextWriter, buyers: &[BuyerGauges]) {
     for buyer in buyers {
         w.histogram(
             "leadrelay_buyer_delivery_duration_seconds",
-            &[("buyer", &buyer.buyer_id)],
+            &[("buyer", buyer.buyer_id.as_str())],
             &buyer.duration_ms,
             1e3,
         );

@@ -14,7 +14,7 @@ use serde_json::Value;
 /// One bid request to send.
 #[derive(Debug, Clone)]
 pub struct BidCall {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub bid_request_id: String,
     pub url: String,
     pub signing_secret: String,
@@ -55,7 +55,7 @@ impl BidOutcome {
 /// One answered (or unanswered) bid request.
 #[derive(Debug, Clone)]
 pub struct BidResult {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub bid_request_id: String,
     pub outcome: BidOutcome,
     pub latency_ms: i64,

@@ -74,7 +74,7 @@ pub enum Observation {
 /// One buyer's breaker as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Breaker {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub state: State,
     pub consecutive_failures: i64,
     pub failing_since: Option<i64>,
@@ -95,9 +95,9 @@ pub enum Transition {
 
 impl Breaker {
     /// A buyer that was never tried.
-    pub(crate) fn new(buyer_id: &str) -> Breaker {
+    pub(crate) fn new(buyer_id: &crate::ids::BuyerId) -> Breaker {
         Breaker {
-            buyer_id: buyer_id.to_string(),
+            buyer_id: buyer_id.clone(),
             state: State::Healthy,
             consecutive_failures: 0,
             failing_since: None,
@@ -196,7 +196,7 @@ fn breaker_from_row(row: &rusqlite::Row) -> rusqlite::Result<Breaker> {
 }
 
 /// The stored breaker of `buyer_id`, or a fresh one when it was never tried.
-pub fn load(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Breaker> {
+pub fn load(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> rusqlite::Result<Breaker> {
     Ok(conn
         .prepare_cached(&format!(
             "SELECT {BREAKER_COLUMNS} FROM buyer_health WHERE buyer_id = ?1"
@@ -237,7 +237,11 @@ pub fn save(conn: &Connection, breaker: &Breaker) -> rusqlite::Result<()> {
 
 /// Lets an unhealthy buyer's next probe go out now (`outbox retry --buyer`: the operator
 /// says the endpoint is back). Nothing changes for a healthy buyer.
-pub fn probe_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<()> {
+pub fn probe_now(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    now: i64,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "UPDATE buyer_health SET next_probe_at = ?2 WHERE buyer_id = ?1 AND state = 'unhealthy'",
     )?
@@ -279,7 +283,7 @@ pub fn stopped(conn: &Connection) -> rusqlite::Result<()> {
 /// Stores the running server's figures of `buyer_id` as of `now`.
 pub fn report(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     figures: &Figures,
     now: i64,
 ) -> rusqlite::Result<()> {
@@ -346,7 +350,7 @@ impl BuyerHealth {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BuyerHealthView<'a> {
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     state: &'static str,
     consecutive_failures: i64,
     last_success_at: Option<String>,
@@ -371,7 +375,7 @@ struct Latency {
 /// server last reported them (in flight only while a server's heartbeat is fresh).
 pub fn read(
     conn: &Connection,
-    buyer_id: Option<&str>,
+    buyer_id: Option<&crate::ids::BuyerId>,
     now: i64,
 ) -> rusqlite::Result<Vec<BuyerHealth>> {
     let server: Option<(i64, i64)> = conn
@@ -429,7 +433,7 @@ mod tests {
 
     #[test]
     fn consecutive_failures_trip_the_breaker_and_an_answer_resets_the_count() {
-        let mut b = Breaker::new("b");
+        let mut b = Breaker::new(&crate::ids::BuyerId::from("b"));
         assert_eq!(fail(&mut b, 1, false), None);
         assert_eq!(fail(&mut b, 2, false), None);
         assert_eq!(
@@ -449,11 +453,11 @@ mod tests {
 
     #[test]
     fn failures_over_the_window_trip_the_breaker_however_few() {
-        let mut b = Breaker::new("b");
+        let mut b = Breaker::new(&crate::ids::BuyerId::from("b"));
         assert_eq!(fail(&mut b, 1_000, false), None);
         assert_eq!(fail(&mut b, 60_999, false), None);
         assert_eq!(b.state, State::Healthy);
-        let mut b = Breaker::new("b");
+        let mut b = Breaker::new(&crate::ids::BuyerId::from("b"));
         fail(&mut b, 1_000, false);
         assert_eq!(
             fail(&mut b, 61_000, false),
@@ -463,7 +467,7 @@ mod tests {
 
     #[test]
     fn failed_probes_double_the_spacing_up_to_the_maximum_and_a_success_recovers() {
-        let mut b = Breaker::new("b");
+        let mut b = Breaker::new(&crate::ids::BuyerId::from("b"));
         for at in 1..=3 {
             fail(&mut b, at, false);
         }

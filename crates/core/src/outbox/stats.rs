@@ -45,7 +45,7 @@ impl Entry {
 /// One buyer's figures at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuyerFigures {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub unhealthy: bool,
     pub in_flight: usize,
     pub delivered: u64,
@@ -59,11 +59,11 @@ pub struct BuyerFigures {
 
 #[derive(Default)]
 pub struct Stats {
-    buyers: Mutex<HashMap<String, Entry>>,
+    buyers: Mutex<HashMap<crate::ids::BuyerId, Entry>>,
 }
 
 impl Stats {
-    fn with<R>(&self, buyer_id: &str, f: impl FnOnce(&mut Entry) -> R) -> R {
+    fn with<R>(&self, buyer_id: &crate::ids::BuyerId, f: impl FnOnce(&mut Entry) -> R) -> R {
         // Plain figures that a panicking holder cannot leave half-changed.
         let mut buyers = self
             .buyers
@@ -71,15 +71,13 @@ impl Stats {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let entry = match buyers.get_mut(buyer_id) {
             Some(entry) => entry,
-            None => buyers
-                .entry(buyer_id.to_string())
-                .or_insert_with(Entry::new),
+            None => buyers.entry(buyer_id.clone()).or_insert_with(Entry::new),
         };
         f(entry)
     }
 
     /// Counts a recorded attempt and its duration.
-    pub fn attempt(&self, buyer_id: &str, outcome: Outcome, duration_ms: i64) {
+    pub fn attempt(&self, buyer_id: &crate::ids::BuyerId, outcome: Outcome, duration_ms: i64) {
         self.with(buyer_id, |entry| {
             let slot = match outcome {
                 Outcome::Delivered => 0,
@@ -96,11 +94,11 @@ impl Stats {
         });
     }
 
-    pub fn set_in_flight(&self, buyer_id: &str, in_flight: usize) {
+    pub fn set_in_flight(&self, buyer_id: &crate::ids::BuyerId, in_flight: usize) {
         self.with(buyer_id, |entry| entry.in_flight = in_flight);
     }
 
-    pub fn set_unhealthy(&self, buyer_id: &str, unhealthy: bool) {
+    pub fn set_unhealthy(&self, buyer_id: &crate::ids::BuyerId, unhealthy: bool) {
         self.with(buyer_id, |entry| entry.unhealthy = unhealthy);
     }
 
@@ -155,14 +153,14 @@ mod tests {
         let stats = Stats::default();
         assert_eq!(stats.read(), Vec::new());
         for ms in 1..=100 {
-            stats.attempt("b", Outcome::Delivered, ms);
+            stats.attempt(&crate::ids::BuyerId::from("b"), Outcome::Delivered, ms);
         }
         let figures = &stats.read()[0];
         assert_eq!((figures.p50_ms, figures.p99_ms), (Some(50), Some(99)));
         assert_eq!(figures.delivered, 100);
         assert_eq!(figures.latency.count, 100);
         for _ in 0..RECENT {
-            stats.attempt("b", Outcome::Retry, 15_000);
+            stats.attempt(&crate::ids::BuyerId::from("b"), Outcome::Retry, 15_000);
         }
         let figures = &stats.read()[0];
         assert_eq!(

@@ -46,7 +46,7 @@ pub const EXCERPT_LIMIT: usize = 1024;
 
 pub(crate) struct NewEvent<'a> {
     pub transaction_id: &'a crate::ids::TransactionId,
-    pub buyer_id: &'a str,
+    pub buyer_id: &'a crate::ids::BuyerId,
     /// The buyer's webhook URL when the event was made (each attempt records the URL it
     /// actually used, which follows the buyer's current setting).
     pub url: &'a str,
@@ -98,7 +98,7 @@ fn insert_row(
 /// integration only.
 pub(crate) struct NewNotice<'a> {
     pub kind: EventKind,
-    pub buyer_id: &'a str,
+    pub buyer_id: &'a crate::ids::BuyerId,
     pub url: &'a str,
     pub payload: &'a str,
     pub created_at: i64,
@@ -122,7 +122,7 @@ pub struct Claimed {
     /// The event's rowid when it was claimed: its attempt is recorded through it, without
     /// a search of the id index ([`record_attempt`] checks that it still names `id`).
     pub row: i64,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub url: String,
     pub signing_secret: String,
     /// The buyer's previous signing secret while a rotation's overlap lasts: the event is
@@ -155,7 +155,7 @@ pub struct BuyerIntegration {
 /// before its lease ends), and its endpoint's breaker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DueBuyer {
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub next_due: i64,
     pub unhealthy: bool,
     pub next_probe_at: Option<i64>,
@@ -237,7 +237,7 @@ const CLAIM_PROBE: &str = claim_select!("(e.lease_until IS NULL OR e.lease_until
 /// costs the same as the LIMIT did.
 pub fn claim_for_buyer(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     now: i64,
     lease_until: i64,
     limit: usize,
@@ -267,7 +267,7 @@ pub fn claim_for_buyer(
             Ok(Claimed {
                 row: row.get(0)?,
                 id: row.get(1)?,
-                buyer_id: buyer_id.to_string(),
+                buyer_id: buyer_id.clone(),
                 url: url.clone(),
                 signing_secret: signing_secret.clone(),
                 payload: row.get(2)?,
@@ -327,7 +327,11 @@ pub fn renew(
 /// Makes the buyer's waiting events due now (its endpoint answers again after being
 /// unhealthy: what failed while it was down goes out at once, not hours later on its own
 /// schedule). Events in flight are left alone; each keeps its place in its schedule.
-pub fn due_now(conn: &Connection, buyer_id: &str, now: i64) -> rusqlite::Result<usize> {
+pub fn due_now(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    now: i64,
+) -> rusqlite::Result<usize> {
     conn.prepare_cached(
         "UPDATE outbox_events SET next_attempt_at = ?2
          WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
@@ -373,7 +377,7 @@ pub struct Attempt {
     pub event_id: crate::ids::EventId,
     /// The event's rowid when it was claimed ([`Claimed::row`]).
     pub row: i64,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub claim: i64,
     /// The attempt was the probe of an unhealthy endpoint.
     pub probe: bool,
@@ -440,7 +444,7 @@ pub(crate) struct Recorded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub transaction_id: crate::ids::TransactionId,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub reason: String,
     /// Refused at the event's first attempt (the waterfall applies only then).
     pub first_attempt: bool,
@@ -705,7 +709,7 @@ pub struct Event {
     pub id: crate::ids::EventId,
     pub kind: EventKind,
     pub transaction_id: Option<crate::ids::TransactionId>,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub url: String,
     pub payload: String,
     pub status: EventStatus,
@@ -746,7 +750,7 @@ impl Event {
             id: &self.id,
             event: self.kind.as_str(),
             transaction_id: self.transaction_id.as_ref(),
-            buyer_account_id: &self.buyer_id,
+            buyer_account_id: self.buyer_id.as_str(),
             status: self.status.as_str(),
             attempts: self.attempts,
             next_attempt_at: pending.then(|| crate::clock::iso(self.next_attempt_at)),
@@ -820,7 +824,7 @@ pub fn of_transaction(
 pub(crate) fn latest_payload(
     conn: &Connection,
     lead_id: crate::ids::LeadId,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Option<String>> {
     conn.prepare_cached(
         "SELECT e.payload FROM outbox_events e JOIN transactions t ON t.id = e.transaction_id
@@ -940,7 +944,7 @@ pub(crate) fn retryable(
 /// One chunk of a buyer's events, by id, for `outbox retry --buyer`.
 #[derive(Debug, Clone, Copy)]
 pub struct BuyerChunk<'a> {
-    pub buyer_id: &'a str,
+    pub buyer_id: &'a crate::ids::BuyerId,
     /// Only failed or only pending events; `None`: both.
     pub status: Option<EventStatus>,
     /// The last id of the previous chunk (`""` for the first).

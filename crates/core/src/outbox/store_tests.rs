@@ -22,7 +22,7 @@ fn event(conn: &Connection, buyer: &str, due: i64) -> crate::ids::EventId {
         conn,
         &NewEvent {
             transaction_id: &"txn_none".into(),
-            buyer_id: buyer,
+            buyer_id: &buyer.into(),
             url: "http://127.0.0.1:9/hook",
             payload: "{}",
             created_at: due,
@@ -39,7 +39,15 @@ fn event(conn: &Connection, buyer: &str, due: i64) -> crate::ids::EventId {
 
 /// Claims up to `limit` of buyer `a`'s due events at `now`, leased until `lease_until`.
 fn claim(conn: &Connection, now: i64, lease_until: i64, limit: usize) -> Vec<Claimed> {
-    claim_for_buyer(conn, "a", now, lease_until, limit, false).unwrap()
+    claim_for_buyer(
+        conn,
+        &crate::ids::BuyerId::from("a"),
+        now,
+        lease_until,
+        limit,
+        false,
+    )
+    .unwrap()
 }
 
 fn ids(claimed: &[Claimed]) -> Vec<&str> {
@@ -91,7 +99,7 @@ fn due_buyers_lists_each_buyer_with_pending_events_and_its_breaker() {
     event(&conn, "a", 500);
     event(&conn, "a", 100);
     let b = event(&conn, "b", 700);
-    let mut breaker = super::super::health::Breaker::new("b");
+    let mut breaker = super::super::health::Breaker::new(&crate::ids::BuyerId::from("b"));
     breaker.state = super::super::health::State::Unhealthy;
     breaker.next_probe_at = Some(9_000);
     super::super::health::save(&conn, &breaker).unwrap();
@@ -151,7 +159,15 @@ fn claims_of_any_size_reuse_the_compiled_statements() {
         event(&conn, "a", n);
     }
     for (limit, probe) in [(1, false), (3, false), (2, true), (5, false), (1, true)] {
-        claim_for_buyer(&conn, "a", 100, 50, limit, probe).unwrap();
+        claim_for_buyer(
+            &conn,
+            &crate::ids::BuyerId::from("a"),
+            100,
+            50,
+            limit,
+            probe,
+        )
+        .unwrap();
     }
     for sql in [CLAIM_DUE, CLAIM_PROBE] {
         let stmt = conn.prepare_cached(sql).unwrap();
@@ -176,7 +192,15 @@ fn a_bulk_retry_takes_a_buyers_failed_and_idle_pending_events_chunk_by_chunk() {
     }
     let waiting = event(&conn, "a", 50_000);
     let in_flight = event(&conn, "a", 100);
-    claim_for_buyer(&conn, "a", 1_000, 30_000, 1, false).unwrap();
+    claim_for_buyer(
+        &conn,
+        &crate::ids::BuyerId::from("a"),
+        1_000,
+        30_000,
+        1,
+        false,
+    )
+    .unwrap();
     let delivered = event(&conn, "a", 10);
     conn.execute(
         "UPDATE outbox_events SET status = 'delivered' WHERE id = ?1",
@@ -246,7 +270,7 @@ fn reopen_of_buyer(
     now: i64,
 ) -> (usize, Option<String>) {
     let chunk = BuyerChunk {
-        buyer_id: "a",
+        buyer_id: &crate::ids::BuyerId::from("a"),
         status,
         after,
         size: chunk,
@@ -391,11 +415,27 @@ fn a_probe_takes_the_earliest_event_not_in_flight_and_its_failure_costs_no_retry
     let (_dir, conn) = database();
     let schedule = RetrySchedule::from_secs(&[10]);
     let in_flight = event(&conn, "a", 0);
-    claim_for_buyer(&conn, "a", 100, 50_000, 1, false).unwrap();
+    claim_for_buyer(
+        &conn,
+        &crate::ids::BuyerId::from("a"),
+        100,
+        50_000,
+        1,
+        false,
+    )
+    .unwrap();
     let waiting = event(&conn, "a", 90_000);
     event(&conn, "a", 95_000);
 
-    let probe = claim_for_buyer(&conn, "a", 1_000, 2_000, 1, true).unwrap();
+    let probe = claim_for_buyer(
+        &conn,
+        &crate::ids::BuyerId::from("a"),
+        1_000,
+        2_000,
+        1,
+        true,
+    )
+    .unwrap();
     assert_eq!(
         ids(&probe),
         [waiting.as_str()],

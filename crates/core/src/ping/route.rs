@@ -315,7 +315,7 @@ pub(crate) fn decide(
 
 fn plan_of(
     conn: &rusqlite::Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> Result<Option<Plan>, autodelivery::AutoDeliveryError> {
     use rusqlite::OptionalExtension;
     Ok(conn

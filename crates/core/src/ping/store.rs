@@ -89,7 +89,7 @@ pub(crate) fn insert(conn: &Connection, ping: &NewPing) -> rusqlite::Result<()> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     pub position: i64,
-    pub buyer_id: String,
+    pub buyer_id: crate::ids::BuyerId,
     pub product_id: String,
     pub price_cents: i64,
     /// What it holds of a prepaid balance (0 for postpaid buyers).
@@ -122,7 +122,7 @@ pub struct ReservedBidView<'a> {
 impl Reservation {
     pub fn view(&self) -> ReservationView<'_> {
         ReservationView {
-            buyer_account_id: &self.buyer_id,
+            buyer_account_id: self.buyer_id.as_str(),
             buyer_price: crate::money::as_f64(self.price_cents),
             held: crate::money::as_f64(self.held_cents),
             bid: self.bid_request_id.as_deref().map(|id| ReservedBidView {

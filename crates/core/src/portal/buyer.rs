@@ -21,7 +21,7 @@ pub struct Me {
 }
 
 /// The buyer `buyer_id` with its workspace's time zone (`None` once it is gone).
-pub fn me(conn: &Connection, buyer_id: &str) -> rusqlite::Result<Option<Me>> {
+pub fn me(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> rusqlite::Result<Option<Me>> {
     let Some(buyer) = crate::config::buyer::find(conn, buyer_id)? else {
         return Ok(None);
     };
@@ -57,7 +57,7 @@ pub struct Overview {
 /// its return's review, and the spend is what the live ones cost.
 pub fn overview(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     windows: &Windows,
 ) -> rusqlite::Result<Overview> {
     let tally = |(from, to): (i64, i64)| -> rusqlite::Result<Tally> {
@@ -151,7 +151,7 @@ pub const NAME_SEARCH_WINDOW: i64 = 5000;
 /// empty: all) with status `status`.
 pub fn leads(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     q: &str,
     status: Option<Status>,
     limit: usize,
@@ -326,7 +326,7 @@ pub fn lead(
 }
 
 /// Whether transaction `id` is buyer `buyer_id`'s: a return is filed only for one's own.
-pub fn owns(conn: &Connection, buyer_id: &str, id: &str) -> rusqlite::Result<bool> {
+pub fn owns(conn: &Connection, buyer_id: &crate::ids::BuyerId, id: &str) -> rusqlite::Result<bool> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM transactions WHERE id = ?1 AND buyer_id = ?2")?
         .query_row(params![id, buyer_id], |_| Ok(()))
@@ -337,13 +337,13 @@ pub fn owns(conn: &Connection, buyer_id: &str, id: &str) -> rusqlite::Result<boo
 /// The buyer's ledger entries of `[from, to)`, oldest first.
 pub fn ledger(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     (from, to): (i64, i64),
 ) -> rusqlite::Result<Vec<Entry>> {
     crate::ledger::query::list(
         conn,
         &crate::ledger::query::ListFilter {
-            buyer_id: Some(buyer_id.to_string()),
+            buyer_id: Some(buyer_id.clone()),
             from_ms: Some(from),
             to_ms: Some(to),
             limit: i64::MAX,
@@ -365,7 +365,11 @@ pub struct Attempt {
 }
 
 /// The buyer's last `limit` attempts, newest first.
-pub fn attempts(conn: &Connection, buyer_id: &str, limit: usize) -> rusqlite::Result<Vec<Attempt>> {
+pub fn attempts(
+    conn: &Connection,
+    buyer_id: &crate::ids::BuyerId,
+    limit: usize,
+) -> rusqlite::Result<Vec<Attempt>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut statement = conn.prepare_cached(
         "SELECT a.event_id, e.kind, e.transaction_id, a.started_at, a.duration_ms,
@@ -392,7 +396,7 @@ pub fn attempts(conn: &Connection, buyer_id: &str, limit: usize) -> rusqlite::Re
 /// The endpoint's health as the outbox workers record it.
 pub fn health(
     conn: &Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<crate::outbox::health::Breaker> {
     crate::outbox::health::load(conn, buyer_id)
 }

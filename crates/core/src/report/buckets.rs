@@ -394,7 +394,7 @@ pub(crate) enum Standing {
 pub(crate) struct Counted<'a> {
     pub(crate) workspace_id: &'a str,
     pub(crate) source_id: &'a SourceId,
-    pub(crate) buyer_id: &'a str,
+    pub(crate) buyer_id: &'a crate::ids::BuyerId,
     pub(crate) product_id: &'a str,
     /// When it was delivered (`created_at`).
     pub(crate) delivered_at: i64,
@@ -447,7 +447,7 @@ pub(crate) fn transaction_changed(
             workspace_id: after.workspace_id,
             at_ms: after.delivered_at,
             source_id: after.source_id,
-            buyer_id: after.buyer_id,
+            buyer_id: after.buyer_id.as_str(),
             product_id: after.product_id,
         },
         &after.figures().minus(&was),
@@ -594,11 +594,14 @@ mod tests {
         assert_eq!(bucket_of(-1), -BUCKET_MS);
     }
 
+    static BUYER: std::sync::LazyLock<crate::ids::BuyerId> =
+        std::sync::LazyLock::new(|| "b".into());
+
     fn counted(source_id: &SourceId, standing: Standing) -> Counted<'_> {
         Counted {
             workspace_id: "ws",
             source_id,
-            buyer_id: "b",
+            buyer_id: &BUYER,
             product_id: "p",
             delivered_at: 0,
             standing,

@@ -208,7 +208,7 @@ fn reports_read_from_days_and_quarter_hours_equal_a_count_by_local_date() {
             let sale = Counted {
                 workspace_id: "ws",
                 source_id: &source_id,
-                buyer_id: buyers[n % 3],
+                buyer_id: &buyers[n % 3].into(),
                 product_id: "",
                 delivered_at: *when,
                 standing: super::Standing::Delivered,

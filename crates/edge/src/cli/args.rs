@@ -795,7 +795,7 @@ fn percent_or_none(text: &str) -> Result<OrNone<i64>, String> {
 pub struct TermsArgs {
     /// The buyer's id.
     #[arg(required = true)]
-    pub id: Option<String>,
+    pub id: Option<crate::ids::BuyerId>,
     #[command(subcommand)]
     pub set: Option<TermsCommand>,
 }
@@ -808,7 +808,7 @@ pub enum TermsCommand {
     )]
     Set {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// The product (id or slug).
         #[arg(long)]
         product: String,
@@ -901,7 +901,7 @@ pub enum BuyerCommand {
     #[command(after_help = "Example:\n  leadrelay buyer show sunco")]
     Show {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
     },
     /// Change a buyer's name, webhook URL, capabilities, window, plan or credit limit;
     /// prints it after the change. The next event goes to a new URL.
@@ -910,7 +910,7 @@ pub enum BuyerCommand {
     )]
     Update {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// A new name.
         #[arg(long)]
         name: Option<String>,
@@ -930,7 +930,7 @@ pub enum BuyerCommand {
     )]
     Subscribe {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// Product id or slug.
         #[arg(long)]
         product: String,
@@ -987,7 +987,7 @@ pub enum BuyerCommand {
     #[command(after_help = "Example:\n  leadrelay buyer unsubscribe sunco --product solar")]
     Unsubscribe {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// Product id or slug.
         #[arg(long)]
         product: String,
@@ -996,7 +996,7 @@ pub enum BuyerCommand {
     #[command(after_help = "Example:\n  leadrelay buyer fund heatco --amount 250")]
     Fund {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// How much to add, e.g. 250 or 99.90.
         #[arg(long, value_parser = money)]
         amount: i64,
@@ -1008,7 +1008,7 @@ pub enum BuyerCommand {
     )]
     Adjust {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// The correction: positive credits the buyer, negative (`--amount=-5`) debits.
         #[arg(long, value_parser = signed_money)]
         amount: i64,
@@ -1023,7 +1023,7 @@ pub enum BuyerCommand {
     )]
     Pause {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
     },
     /// Resume deliveries to a buyer (alias: enable).
     #[command(
@@ -1032,14 +1032,14 @@ pub enum BuyerCommand {
     )]
     Resume {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
     },
     /// Replace a buyer's inbound lifecycle secret; prints the new one once. With --overlap
     /// the old one stays accepted that long.
     #[command(after_help = "Example:\n  leadrelay buyer rotate-secret sunco --overlap 24h")]
     RotateSecret {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         #[command(flatten)]
         rotate: RotateArgs,
     },
@@ -1048,7 +1048,7 @@ pub enum BuyerCommand {
     #[command(after_help = "Example:\n  leadrelay buyer rotate-signing-secret sunco --overlap 24h")]
     RotateSigningSecret {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
         /// Use this signing secret (whsec_…) instead of a generated one.
         #[arg(long)]
         secret: Option<String>,
@@ -1061,7 +1061,7 @@ pub enum BuyerCommand {
     #[command(after_help = "Example:\n  leadrelay buyer delete sunco")]
     Delete {
         /// The buyer's id.
-        id: String,
+        id: crate::ids::BuyerId,
     },
     /// The health of a buyer's webhook endpoint (every buyer's without an id): healthy or
     /// unhealthy (its circuit breaker), failures in a row, last success, last error, and
@@ -1071,7 +1071,7 @@ pub enum BuyerCommand {
     )]
     Health {
         /// The buyer's id; every buyer without it.
-        id: Option<String>,
+        id: Option<crate::ids::BuyerId>,
     },
     /// The buyer's delivery method: the generic signed webhook, or a mapped integration
     /// posting into the buyer's own API (set, show, preview, reset, secret).

@@ -26,7 +26,7 @@ pub struct DeliverArgs {
     pub request: String,
     /// The buyer account to deliver it to.
     #[arg(long)]
-    pub buyer: String,
+    pub buyer: crate::ids::BuyerId,
     /// The buyer price; without it the buyer's subscription price applies.
     #[arg(long, value_parser = super::args::money)]
     pub price: Option<i64>,
@@ -76,7 +76,7 @@ pub enum TransactionCommand {
     List {
         /// Only this buyer's transactions.
         #[arg(long)]
-        buyer: Option<String>,
+        buyer: Option<crate::ids::BuyerId>,
         /// Only the transactions of this lead.
         #[arg(long)]
         lead: Option<String>,
@@ -174,7 +174,7 @@ pub enum OutboxCommand {
         id: Option<crate::ids::EventId>,
         /// Every failed or pending event of this buyer.
         #[arg(long, conflicts_with = "id")]
-        buyer: Option<String>,
+        buyer: Option<crate::ids::BuyerId>,
         /// With --buyer: only the events in this status.
         #[arg(long, value_enum, requires = "buyer")]
         status: Option<RetryStatusArg>,
@@ -320,7 +320,7 @@ pub(super) fn transaction(
                 if let Some(id) = &buyer {
                     workspace = Some(
                         crate::config::buyer::find(conn, id)?
-                            .ok_or_else(|| ShowError::NotFound("buyer", id.clone()))?
+                            .ok_or_else(|| ShowError::NotFound("buyer", id.to_string()))?
                             .workspace_id,
                     );
                 }
@@ -449,10 +449,10 @@ const RETRY_CHUNK: usize = 1000;
 /// chunk, and lets its next probe go out now. Returns how many events it retried.
 fn retry_buyer(
     db: &crate::db::Db,
-    buyer: &str,
+    buyer: &crate::ids::BuyerId,
     status: Option<RetryStatusArg>,
 ) -> anyhow::Result<usize> {
-    let wanted = buyer.to_string();
+    let wanted = buyer.clone();
     let known = db.read_blocking(move |conn| {
         crate::config::buyer::find(conn, &wanted).map_err(DbError::from)
     })?;
@@ -466,7 +466,7 @@ fn retry_buyer(
     let mut after = String::new();
     let mut total = 0;
     loop {
-        let (buyer, from) = (buyer.to_string(), after.clone());
+        let (buyer, from) = (buyer.clone(), after.clone());
         let actor = super::actor();
         let (retried, last) = db.write_blocking(move |conn| {
             let now = crate::clock::now_ms();
@@ -479,7 +479,14 @@ fn retry_buyer(
             let chunk = crate::attempt::retry_buyer(conn, &chunk, now)?;
             if chunk.0 > 0 {
                 let changes = crate::audit::Changes::new().set("retried", Value::Null, chunk.0);
-                crate::audit::record(conn, &actor, "outbox.retry_buyer", &buyer, &changes, now)?;
+                crate::audit::record(
+                    conn,
+                    &actor,
+                    "outbox.retry_buyer",
+                    buyer.as_str(),
+                    &changes,
+                    now,
+                )?;
             }
             if chunk.1.is_none() {
                 crate::outbox::health::probe_now(conn, &buyer, now)?;
@@ -498,12 +505,12 @@ fn retry_buyer(
 pub(super) fn buyer_health(
     path: &Path,
     out: &Output,
-    id: Option<String>,
+    id: Option<crate::ids::BuyerId>,
 ) -> anyhow::Result<ExitCode> {
     let db = open(path)?;
     let wanted = id.clone();
     let read = db.read_blocking(move |conn| {
-        crate::outbox::health::read(conn, wanted.as_deref(), crate::clock::now_ms())
+        crate::outbox::health::read(conn, wanted.as_ref(), crate::clock::now_ms())
             .map_err(DbError::from)
     });
     db.close();
@@ -522,6 +529,6 @@ pub(super) fn buyer_health(
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct RetriedForBuyer {
-    buyer_account_id: String,
+    buyer_account_id: crate::ids::BuyerId,
     retried: usize,
 }

@@ -155,7 +155,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
             conn,
             &buyer::NewSubscription {
                 pricing: Default::default(),
-                buyer_id,
+                buyer_id: &buyer_id.into(),
                 product: product_id,
                 price_cents,
                 daily_cap: Some(100),
@@ -167,7 +167,7 @@ fn create_all(conn: &rusqlite::Connection, webhook_url: &str) -> Result<Created,
             },
         )?;
     }
-    buyer::fund(conn, "demo-heatco", 10_000)?;
+    buyer::fund(conn, &"demo-heatco".into(), 10_000)?;
     Ok(Created {
         source_secret: created_source
             .secret

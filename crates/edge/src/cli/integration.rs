@@ -28,7 +28,7 @@ pub enum IntegrationCommand {
     )]
     Set {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
         /// The integration document (JSON); `-` reads standard input.
         #[arg(long)]
         file: PathBuf,
@@ -38,7 +38,7 @@ pub enum IntegrationCommand {
     #[command(after_help = "Example:\n  leadrelay buyer integration show sunco --json")]
     Show {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
     },
     /// Print the exact request the buyer would get for a lead (method, URL, headers with
     /// secrets masked, body) without sending it.
@@ -47,7 +47,7 @@ pub enum IntegrationCommand {
     )]
     Preview {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
         /// The lead's id.
         #[arg(long)]
         lead: String,
@@ -57,7 +57,7 @@ pub enum IntegrationCommand {
     #[command(after_help = "Example:\n  leadrelay buyer integration reset sunco")]
     Reset {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
     },
     /// Store a named secret the integration's headers send (`{"secret": NAME}`). The value
     /// is never printed or shown again.
@@ -66,7 +66,7 @@ pub enum IntegrationCommand {
     )]
     Secret {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
         /// The secret's name, as the document names it.
         name: String,
         /// The value; `-` reads it from standard input (a trailing newline is dropped).
@@ -83,7 +83,7 @@ pub(super) fn run(
     match command {
         IntegrationCommand::Set { buyer, file } => {
             let text = read_text(&file)?;
-            let object = buyer.clone();
+            let object = buyer.to_string();
             let stored = write(path, "integration.set", object, move |conn| {
                 store::set(conn, &buyer, &text)
             })?;
@@ -105,7 +105,7 @@ pub(super) fn run(
             finish(out, previewed, print_request)
         }
         IntegrationCommand::Reset { buyer } => {
-            let object = buyer.clone();
+            let object = buyer.to_string();
             let reset = write(path, "integration.reset", object, move |conn| {
                 store::reset(conn, &buyer)
             })?;
@@ -118,7 +118,7 @@ pub(super) fn run(
         }
         IntegrationCommand::Secret { buyer, name, value } => {
             let value = secret_value(value)?;
-            let object = buyer.clone();
+            let object = buyer.to_string();
             let stored = write(path, "integration.secret", object, move |conn| {
                 store::set_secret(conn, &buyer, &name, &value, crate::clock::now_ms())
             })?;
@@ -209,11 +209,11 @@ pub(super) fn read_text(file: &Path) -> anyhow::Result<String> {
 /// The request of `buyer_id` for `lead_id`, as JSON with secrets masked.
 fn preview(
     conn: &rusqlite::Connection,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     lead_id: &str,
 ) -> Result<Value, IntegrationError> {
     let buyer = crate::config::buyer::find(conn, buyer_id)?
-        .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.into()))?;
+        .ok_or_else(|| IntegrationError::BuyerNotFound(buyer_id.clone()))?;
     // Text that is not one of our lead ids names no lead.
     let lead = match crate::ids::LeadId::parse(lead_id) {
         Some(id) => crate::ingest::view::find(conn, id)?,
@@ -282,7 +282,7 @@ const ADDED_WHEN_SENT: &str = "(added when sent)";
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct RequestPreview<'a> {
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     kind: &'static str,
     method: Value,
     url: Value,

@@ -81,7 +81,7 @@ pub struct ListArgs {
     source: Option<crate::ids::SourceId>,
     /// Only the leads sold to this buyer (with a transaction of it, in any state).
     #[arg(long)]
-    buyer: Option<String>,
+    buyer: Option<crate::ids::BuyerId>,
     /// Only the leads in this state (as the output spells it).
     #[arg(long, value_parser = lead_status)]
     status: Option<LeadStatus>,

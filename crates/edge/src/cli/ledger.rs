@@ -24,7 +24,7 @@ pub enum LedgerCommand {
     List {
         /// Only this buyer's rows.
         #[arg(long, conflicts_with = "supplier")]
-        buyer: Option<String>,
+        buyer: Option<crate::ids::BuyerId>,
         /// Only this supplier's rows.
         #[arg(long)]
         supplier: Option<crate::ids::SupplierId>,
@@ -71,7 +71,7 @@ pub(super) fn run(path: &Path, out: &Output, command: LedgerCommand) -> anyhow::
         if let Some(id) = &buyer {
             workspace = Some(
                 buyer::find(conn, id)?
-                    .ok_or_else(|| ListError::NotFound("buyer", id.clone()))?
+                    .ok_or_else(|| ListError::NotFound("buyer", id.to_string()))?
                     .workspace_id,
             );
         }

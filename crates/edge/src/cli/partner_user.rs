@@ -21,7 +21,7 @@ pub enum BuyerUserCommand {
     #[command(after_help = "Example:\n  leadrelay buyer user create sunco --name 'Maria (sales)'")]
     Create {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
         /// Who uses the token, as shown by `buyer user list`.
         #[arg(long)]
         name: String,
@@ -30,7 +30,7 @@ pub enum BuyerUserCommand {
     #[command(after_help = "Example:\n  leadrelay buyer user list sunco --json")]
     List {
         /// The buyer's id.
-        buyer: String,
+        buyer: crate::ids::BuyerId,
     },
     /// Revoke a buyer's portal user: its token no longer logs in, its sessions end now.
     #[command(after_help = "Example:\n  leadrelay buyer user revoke pu_01JD3Q0C8V6Y2T9W4N5M7K1H2G")]

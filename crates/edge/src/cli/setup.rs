@@ -778,9 +778,9 @@ pub(super) fn product(
 
 /// Reads buyer `id`'s view, for an audit entry's "before".
 fn buyer_view(
-    id: &str,
+    id: &crate::ids::BuyerId,
 ) -> impl FnOnce(&rusqlite::Connection) -> Result<Value, ConfigError> + Send + 'static {
-    let id = id.to_string();
+    let id = id.clone();
     move |conn| Ok(buyer::get(conn, &id)?.to_json())
 }
 
@@ -888,7 +888,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             let updated = audited(
                 &db,
                 "buyer.update",
-                Some(id.clone()),
+                Some(id.to_string()),
                 buyer_view(&id),
                 move |conn| buyer::update(conn, &id, &changes),
                 buyer::Buyer::to_json,
@@ -922,7 +922,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     max_price,
                 },
             )?;
-            let object = id.clone();
+            let object = id.to_string();
             let terms = audited(
                 &db,
                 "subscription.subscribe",
@@ -1022,7 +1022,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                 let terms = audited(
                     &db,
                     "subscription.terms_set",
-                    Some(id.clone()),
+                    Some(id.to_string()),
                     before,
                     move |conn| {
                         let subscription = subscription::set_terms(conn, &id, &product, &changes)?;
@@ -1051,7 +1051,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
                     conn,
                     &actor,
                     "subscription.unsubscribe",
-                    &buyer_id,
+                    buyer_id.as_str(),
                     &changes,
                     now,
                 )?;
@@ -1067,7 +1067,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             let funded = audited(
                 &db,
                 "ledger.fund",
-                Some(id.clone()),
+                Some(id.to_string()),
                 buyer_view(&id),
                 move |conn| buyer::fund(conn, &id, amount),
                 buyer::Buyer::to_json,
@@ -1078,7 +1078,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             let adjusted = audited(
                 &db,
                 "ledger.adjust",
-                Some(id.clone()),
+                Some(id.to_string()),
                 buyer_view(&id),
                 move |conn| buyer::adjust(conn, &id, amount, &reason),
                 buyer::Buyer::to_json,
@@ -1146,7 +1146,7 @@ pub(super) fn buyer(path: &Path, out: &Output, command: BuyerCommand) -> anyhow:
             );
         }
         BuyerCommand::Delete { id } => {
-            return delete(&db, out, retire::Kind::Buyer, id);
+            return delete(&db, out, retire::Kind::Buyer, id.to_string());
         }
         BuyerCommand::Health { id } => {
             db.close();
@@ -1345,7 +1345,7 @@ struct SourceDocs<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Unsubscribed<'a> {
-    buyer_id: &'a str,
+    buyer_id: &'a crate::ids::BuyerId,
     product: &'a str,
     subscribed: bool,
 }

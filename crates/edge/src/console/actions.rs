@@ -150,8 +150,12 @@ async fn run(
         Action::DenyReturn(id) => {
             lifecycle(decide_return_job(db, actor, id.into(), Decision::Deny, note, now).await)
         }
-        Action::PauseBuyer(id) => config(set_buyer_paused_job(db, actor, id, true, now).await),
-        Action::ResumeBuyer(id) => config(set_buyer_paused_job(db, actor, id, false, now).await),
+        Action::PauseBuyer(id) => {
+            config(set_buyer_paused_job(db, actor, id.into(), true, now).await)
+        }
+        Action::ResumeBuyer(id) => {
+            config(set_buyer_paused_job(db, actor, id.into(), false, now).await)
+        }
         Action::RetryEvent(id) => match retry_event_job(db, actor, id.into(), now).await {
             Ok(_) => Ok(Ok(())),
             Err(RetryError::Db(e)) => Err(e),

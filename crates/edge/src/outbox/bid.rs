@@ -290,7 +290,7 @@ mod tests {
             .unwrap();
         let calls = vec![call("calm", "bidreq_calm"), call("wild", "bidreq_wild")];
         let results = runtime.block_on(collect_with(calls, |call| async move {
-            if call.buyer_id == "wild" {
+            if call.buyer_id.as_str() == "wild" {
                 panic!("a test panic with {}", call.body);
             }
             BidResult {

@@ -61,11 +61,15 @@ pub(crate) struct Sender {
 /// parse and the whole rule check (bench/integration.sh, BENCHMARKS.md). One entry per
 /// buyer that has sent through an integration since the service started.
 #[derive(Default)]
-struct Documents(Mutex<HashMap<String, (String, Arc<IntegrationDocument>)>>);
+struct Documents(Mutex<HashMap<crate::ids::BuyerId, (String, Arc<IntegrationDocument>)>>);
 
 impl Documents {
     /// `buyer_id`'s document stored as `text`, parsed.
-    fn get(&self, buyer_id: &str, text: &str) -> Result<Arc<IntegrationDocument>, String> {
+    fn get(
+        &self,
+        buyer_id: &crate::ids::BuyerId,
+        text: &str,
+    ) -> Result<Arc<IntegrationDocument>, String> {
         // A poisoned lock only means a sender panicked while parsing; the map is intact.
         let mut parsed = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((parsed_from, document)) = parsed.get(buyer_id)
@@ -74,10 +78,7 @@ impl Documents {
             return Ok(Arc::clone(document));
         }
         let document = Arc::new(IntegrationDocument::from_stored(text)?);
-        parsed.insert(
-            buyer_id.to_string(),
-            (text.to_string(), Arc::clone(&document)),
-        );
+        parsed.insert(buyer_id.clone(), (text.to_string(), Arc::clone(&document)));
         Ok(document)
     }
 }
@@ -502,23 +503,23 @@ mod tests {
     fn a_document_is_parsed_once_per_version_and_buyer() {
         let documents = Documents::default();
         let form = include_str!("../../../../docs/examples/form-integration.json");
-        let first = documents.get("b1", form).unwrap();
-        let again = documents.get("b1", form).unwrap();
+        let first = documents.get(&"b1".into(), form).unwrap();
+        let again = documents.get(&"b1".into(), form).unwrap();
         assert!(
             Arc::ptr_eq(&first, &again),
             "the same version is parsed once"
         );
-        let other_buyer = documents.get("b2", form).unwrap();
+        let other_buyer = documents.get(&"b2".into(), form).unwrap();
         assert!(!Arc::ptr_eq(&first, &other_buyer), "one entry per buyer");
         let crm = include_str!("../../../../docs/examples/crm-integration.json");
-        let changed = documents.get("b1", crm).unwrap();
+        let changed = documents.get(&"b1".into(), crm).unwrap();
         assert!(!Arc::ptr_eq(&first, &changed), "a new version is parsed");
         assert_ne!(changed.url, first.url);
         assert!(
-            documents.get("b1", "{").is_err(),
+            documents.get(&"b1".into(), "{").is_err(),
             "a stored document that does not parse is an error, never an old version"
         );
-        let crm_again = documents.get("b1", crm).unwrap();
+        let crm_again = documents.get(&"b1".into(), crm).unwrap();
         assert!(
             Arc::ptr_eq(&changed, &crm_again),
             "a failed parse keeps the last version"

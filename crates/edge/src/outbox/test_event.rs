@@ -33,7 +33,7 @@ pub(crate) struct TestAnswer {
 
 /// Sends a signed `lead.test` event for buyer `buyer_id` to `url`.
 pub(crate) async fn send(
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     url: &str,
     signing_secret: &str,
     reach: Reach,
@@ -60,7 +60,7 @@ pub(crate) async fn send(
 }
 
 async fn exchange(
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     url: &str,
     signing_secret: &str,
     reach: Reach,
@@ -75,7 +75,7 @@ async fn exchange(
     let now = crate::clock::now_ms();
     let body = serde_json::to_string(&TestEvent {
         event: "lead.test",
-        buyer_account_id: buyer_id,
+        buyer_account_id: buyer_id.as_str(),
         sent_at: crate::clock::iso(now),
     })
     .expect("strings serialise");

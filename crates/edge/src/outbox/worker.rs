@@ -112,7 +112,7 @@ fn instant_at(at_ms: i64) -> Instant {
 
 /// An event claimed by this process and not yet recorded.
 struct Held {
-    buyer_id: String,
+    buyer_id: crate::ids::BuyerId,
     claim: i64,
     lease_end: i64,
     /// The request that caused the event, named by the lines logged about it.
@@ -131,7 +131,7 @@ struct Coordinator {
     rotation: usize,
     started_at: i64,
     /// The figures last reported per buyer, so unchanged ones are not written again.
-    reported: HashMap<String, Figures>,
+    reported: HashMap<crate::ids::BuyerId, Figures>,
     config: WorkerConfig,
 }
 
@@ -142,9 +142,9 @@ struct Round {
     /// Places to fill with claims; 0 for none.
     claim: usize,
     /// Places each buyer holds once `finished` are recorded.
-    held: HashMap<String, usize>,
+    held: HashMap<crate::ids::BuyerId, usize>,
     /// Per-buyer figures to report, with the heartbeat; `None` when not due.
-    report: Option<Vec<(String, Figures)>>,
+    report: Option<Vec<(crate::ids::BuyerId, Figures)>>,
 }
 
 /// What a round did.
@@ -152,13 +152,13 @@ struct Done {
     outcomes: Vec<Option<Outcome>>,
     /// New deliveries the waterfall made after refusals: their events are due now.
     rerouted: usize,
-    transitions: Vec<(String, Transition, health::Breaker)>,
+    transitions: Vec<(crate::ids::BuyerId, Transition, health::Breaker)>,
     claimed: Vec<Claimed>,
     /// Due events left unclaimed because every free place was taken.
     more_due: bool,
     /// When the next event that nothing else will wake us for falls due.
     next_due: Option<i64>,
-    unhealthy: Vec<(String, bool)>,
+    unhealthy: Vec<(crate::ids::BuyerId, bool)>,
     now: i64,
 }
 
@@ -290,7 +290,7 @@ impl Coordinator {
 
     /// The places each buyer holds once `finished` are recorded: only the claim that sent
     /// an event frees its place (an older claim's late answer must not release a newer one).
-    fn held_after(&self, finished: &[Attempt]) -> HashMap<String, usize> {
+    fn held_after(&self, finished: &[Attempt]) -> HashMap<crate::ids::BuyerId, usize> {
         let mut counts = self.per_buyer_counts();
         for attempt in finished {
             if let Some(held) = self.in_flight.get(&attempt.event_id)
@@ -304,8 +304,8 @@ impl Coordinator {
     }
 
     /// In-flight counts per buyer.
-    fn per_buyer_counts(&self) -> HashMap<String, usize> {
-        let mut counts: HashMap<String, usize> = HashMap::new();
+    fn per_buyer_counts(&self) -> HashMap<crate::ids::BuyerId, usize> {
+        let mut counts: HashMap<crate::ids::BuyerId, usize> = HashMap::new();
         for held in self.in_flight.values() {
             *counts.entry(held.buyer_id.clone()).or_default() += 1;
         }
@@ -347,7 +347,7 @@ impl Coordinator {
 
     /// The figures of buyers that changed since they were last reported, or that were
     /// never reported by this process.
-    fn figures_to_report(&self) -> Vec<(String, Figures)> {
+    fn figures_to_report(&self) -> Vec<(crate::ids::BuyerId, Figures)> {
         let counts = self.per_buyer_counts();
         self.notifier
             .buyer_figures()
@@ -553,9 +553,9 @@ fn observe_all(
     attempts: &[Attempt],
     config: &BreakerConfig,
     now: i64,
-) -> rusqlite::Result<Vec<(String, Transition, health::Breaker)>> {
-    let mut transitions: Vec<(String, Transition, health::Breaker)> = Vec::new();
-    let mut seen: HashSet<&str> = HashSet::new();
+) -> rusqlite::Result<Vec<(crate::ids::BuyerId, Transition, health::Breaker)>> {
+    let mut transitions: Vec<(crate::ids::BuyerId, Transition, health::Breaker)> = Vec::new();
+    let mut seen: HashSet<&crate::ids::BuyerId> = HashSet::new();
     for attempt in attempts {
         if !seen.insert(&attempt.buyer_id) {
             continue;
@@ -590,7 +590,7 @@ fn observe_all(
 /// Places a buyer may take in this round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Slot {
-    buyer_id: String,
+    buyer_id: crate::ids::BuyerId,
     capacity: usize,
     probe: bool,
 }
@@ -607,7 +607,12 @@ struct Plan {
 /// `per_buyer` in flight; an unhealthy one (any pending event) a single probe once its
 /// probe falls due and nothing of its is in flight. A buyer at its limit is not waited for here: its attempts
 /// finishing start the next round.
-fn plan(due: &[DueBuyer], in_flight: &HashMap<String, usize>, per_buyer: usize, now: i64) -> Plan {
+fn plan(
+    due: &[DueBuyer],
+    in_flight: &HashMap<crate::ids::BuyerId, usize>,
+    per_buyer: usize,
+    now: i64,
+) -> Plan {
     let mut plan = Plan::default();
     let mut wake = |at: i64| {
         plan.next_due = Some(plan.next_due.map_or(at, |next: i64| next.min(at)));
@@ -714,10 +719,10 @@ mod tests {
 
     #[test]
     fn the_plan_gives_healthy_buyers_their_free_places_and_unhealthy_ones_a_probe() {
-        let in_flight: HashMap<String, usize> = [
-            ("busy".to_string(), 16),
-            ("half".to_string(), 10),
-            ("sick_busy".to_string(), 1),
+        let in_flight: HashMap<crate::ids::BuyerId, usize> = [
+            ("busy".into(), 16),
+            ("half".into(), 10),
+            ("sick_busy".into(), 1),
         ]
         .into_iter()
         .collect();
@@ -757,13 +762,13 @@ mod tests {
         let slots = backlog
             .iter()
             .map(|(buyer, _)| Slot {
-                buyer_id: buyer.to_string(),
+                buyer_id: (*buyer).into(),
                 capacity,
                 probe: false,
             })
             .collect();
-        let mut left: HashMap<String, usize> =
-            backlog.iter().map(|(b, n)| (b.to_string(), *n)).collect();
+        let mut left: HashMap<crate::ids::BuyerId, usize> =
+            backlog.iter().map(|(b, n)| ((*b).into(), *n)).collect();
         let (taken, more) = deal(slots, rotation, free, |slot, want| {
             let have = left.get_mut(&slot.buyer_id).unwrap();
             let n = want.min(*have);
@@ -773,7 +778,7 @@ mod tests {
         .unwrap();
         let counts = backlog
             .iter()
-            .map(|(b, _)| taken.iter().filter(|t| *t == b).count())
+            .map(|(b, _)| taken.iter().filter(|t| t.as_str() == *b).count())
             .collect();
         (counts, more)
     }

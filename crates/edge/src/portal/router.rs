@@ -103,7 +103,7 @@ async fn signed_in(
 async fn buyer_post(
     portal: &Portal,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     path: &str,
     form: &crate::web::Form,
 ) -> Result<Response, Error> {

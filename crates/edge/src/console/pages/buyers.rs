@@ -134,7 +134,7 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
         let (buyer, product_id, slug, price_cents, daily_cap, monthly_cap, timezone) = found?;
         let tz = jiff::tz::TimeZone::get(&timezone).unwrap_or(jiff::tz::TimeZone::UTC);
         let windows = crate::caps::Windows::at(now, &tz);
-        let usage = crate::caps::usage_now(conn, &buyer, &product_id, &windows)?;
+        let usage = crate::caps::usage_now(conn, &buyer.as_str().into(), &product_id, &windows)?;
         caps.entry(buyer).or_default().push(Cap {
             product: slug,
             price_cents,
@@ -214,7 +214,7 @@ fn load(conn: &Connection, now: i64) -> Result<Vec<BuyerRow>, DbError> {
 
     let mut health: HashMap<String, BuyerHealth> = health::read(conn, None, now)?
         .into_iter()
-        .map(|h| (h.breaker.buyer_id.clone(), h))
+        .map(|h| (h.breaker.buyer_id.to_string(), h))
         .collect();
 
     Ok(buyers

@@ -17,7 +17,7 @@ const LIMIT: i64 = 200;
 
 struct EventRow {
     id: crate::ids::EventId,
-    buyer_id: String,
+    buyer_id: crate::ids::BuyerId,
     lead_id: Option<crate::ids::LeadId>,
     attempts: i64,
     next_attempt_at: i64,

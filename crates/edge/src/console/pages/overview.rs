@@ -114,7 +114,11 @@ fn load(conn: &Connection, now: i64) -> Result<Overview, DbError> {
         .filter(|h| h.breaker.state == crate::outbox::health::State::Unhealthy)
         .map(|h| {
             let b = h.breaker;
-            (b.buyer_id, b.consecutive_failures, b.unhealthy_since)
+            (
+                b.buyer_id.to_string(),
+                b.consecutive_failures,
+                b.unhealthy_since,
+            )
         })
         .collect();
     let alerts = crate::alerts::store::open(conn, None)?;

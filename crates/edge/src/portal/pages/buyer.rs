@@ -29,7 +29,7 @@ use crate::report::csv::{Cell, Writer};
 /// The buyer and what `read` reads, in one trip.
 async fn with_me<T: Send + 'static>(
     db: &Db,
-    id: &str,
+    id: &crate::ids::BuyerId,
     read: impl FnOnce(&rusqlite::Connection, &Me) -> rusqlite::Result<T> + Send + 'static,
 ) -> Result<Option<(Me, T)>, Error> {
     super::with_party(db, id, read::me, read).await
@@ -42,7 +42,7 @@ fn gone() -> Response {
 pub(crate) async fn overview(
     db: &Db,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
     let Some((me, overview)) = with_me(db, buyer_id, move |conn, me| {
@@ -111,7 +111,7 @@ fn lead_filters(query: &str) -> (String, Option<Status>) {
 
 async fn find_leads(
     db: &Db,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     query: &str,
 ) -> Result<Option<(Me, (String, Option<Status>, Vec<LeadRow>))>, Error> {
     let (q, status) = lead_filters(query);
@@ -125,7 +125,7 @@ async fn find_leads(
 pub(crate) async fn leads(
     db: &Db,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     query: &str,
 ) -> Result<Response, Error> {
     let Some((me, (q, status, rows))) = find_leads(db, buyer_id, query).await? else {
@@ -190,7 +190,11 @@ pub(crate) async fn leads(
     ))
 }
 
-pub(crate) async fn leads_csv(db: &Db, buyer_id: &str, query: &str) -> Result<Response, Error> {
+pub(crate) async fn leads_csv(
+    db: &Db,
+    buyer_id: &crate::ids::BuyerId,
+    query: &str,
+) -> Result<Response, Error> {
     let Some((me, (_, _, rows))) = find_leads(db, buyer_id, query).await? else {
         return Ok(gone());
     };
@@ -266,7 +270,7 @@ fn fields(value: &Value) -> Markup {
 pub(crate) async fn lead(
     db: &Db,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     id: String,
     notice: Option<Markup>,
 ) -> Result<Response, Error> {
@@ -361,7 +365,7 @@ pub(crate) async fn lead(
 pub(crate) async fn file_return(
     portal: &Portal,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     id: String,
     form: &crate::web::Form,
 ) -> Result<Response, Error> {
@@ -372,7 +376,7 @@ pub(crate) async fn file_return(
     };
     let reason_code = pick("reasonCode").unwrap_or_default();
     let note: Option<String> = pick("note").map(|n| n.chars().take(1000).collect());
-    let (owner, txn) = (buyer_id.to_string(), id.clone());
+    let (owner, txn) = (buyer_id.clone(), id.clone());
     let owned = portal
         .db
         .read(move |conn| Ok::<_, DbError>(read::owns(conn, &owner, &txn)?))
@@ -421,7 +425,7 @@ pub(crate) async fn file_return(
 pub(crate) async fn account(
     db: &Db,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     query: &str,
 ) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
@@ -483,7 +487,11 @@ pub(super) fn ledger_table(
 }
 
 /// `/statement.csv?month=YYYY-MM` (this month without one): the month's ledger rows.
-pub(crate) async fn statement_csv(db: &Db, buyer_id: &str, query: &str) -> Result<Response, Error> {
+pub(crate) async fn statement_csv(
+    db: &Db,
+    buyer_id: &crate::ids::BuyerId,
+    query: &str,
+) -> Result<Response, Error> {
     let now = crate::clock::now_ms();
     let month = query_value(query, "month");
     let Some((_, entries)) = with_me(db, buyer_id, move |conn, me| {
@@ -500,7 +508,7 @@ pub(crate) async fn statement_csv(db: &Db, buyer_id: &str, query: &str) -> Resul
 pub(crate) async fn delivery(
     portal: &Portal,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     notice: Option<Markup>,
 ) -> Result<Response, Error> {
     let Some((me, (health, attempts))) = with_me(&portal.db, buyer_id, move |conn, me| {
@@ -574,11 +582,11 @@ pub(crate) async fn delivery(
 pub(crate) async fn set_paused(
     portal: &Portal,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
     paused: bool,
 ) -> Result<Response, Error> {
     let actor = Actor::BuyerUser(current.session.user_id.clone());
-    let (id, now) = (buyer_id.to_string(), crate::clock::now_ms());
+    let (id, now) = (buyer_id.clone(), crate::clock::now_ms());
     let changed = crate::audited::set_buyer_paused_job(&portal.db, actor, id, paused, now).await;
     if let Err(e) = changed {
         log::warn!("portal: pausing buyer {buyer_id}: {e}");
@@ -595,9 +603,9 @@ pub(crate) async fn set_paused(
 pub(crate) async fn send_test(
     portal: &Portal,
     current: &Current,
-    buyer_id: &str,
+    buyer_id: &crate::ids::BuyerId,
 ) -> Result<Response, Error> {
-    let id = buyer_id.to_string();
+    let id = buyer_id.clone();
     let buyer = portal
         .db
         .read(move |conn| Ok::<_, DbError>(crate::config::buyer::find(conn, &id)?))
