@@ -11,6 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     // Before anything can open a connection, while this is the only thread.
     leadrelay::db::sqlite_memory::configure();
+    leadrelay::db::sqlite_page_cache::configure();
     let cli = leadrelay::cli::parse();
     let json = cli.json;
     if !matches!(cli.command, leadrelay::cli::Command::Serve(_)) {

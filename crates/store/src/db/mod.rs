@@ -11,6 +11,7 @@ mod checkpoint;
 pub mod files;
 mod migrate;
 pub mod sqlite_memory;
+pub mod sqlite_page_cache;
 pub mod stored;
 mod writer;
 
