@@ -65,8 +65,8 @@ fn commits_after_page_splits_skip_the_scan_and_the_file_stays_whole() {
     assert!(parked >= 10, "page numbers were swapped: {parked}");
     let skipped = sqlite_page_cache::truncations_skipped() - before;
     assert!(
-        skipped >= 60,
-        "no commit had a page past the end to drop: {skipped}"
+        skipped >= 50,
+        "almost no commit had a page past the end to drop: {skipped}"
     );
 
     let check: String = conn
