@@ -54,7 +54,7 @@ pub fn detect(
         )]);
     };
     if map.contains_key("leads") {
-        return batch(map, raw.as_deref());
+        return batch(map);
     }
     if map.contains_key("person") {
         if kind == ContainerKind::Table {
@@ -81,25 +81,7 @@ fn to_text(value: &Value) -> String {
     serde_json::to_string(value).expect("a serde_json::Value always serialises")
 }
 
-/// Each item of the batch `raw` as its own text, in order; `None` when the text does not
-/// give exactly `count` items (a body mapped from another shape has no text of its own).
-///
-/// Why: a batch item's raw body is its text as received. Writing each parsed item out
-/// again instead was 2% of the server's time under batch ingest (`perf record`, mostly
-/// escaping strings), where finding the items' bounds in the text is a scan without
-/// building anything.
-fn item_texts(raw: Option<&str>, count: usize) -> Option<Vec<&str>> {
-    #[derive(serde::Deserialize)]
-    struct Items<'a> {
-        #[serde(borrow)]
-        leads: Vec<&'a serde_json::value::RawValue>,
-    }
-    let items: Items = serde_json::from_str(raw?).ok()?;
-    let texts: Vec<&str> = items.leads.into_iter().map(|item| item.get()).collect();
-    (texts.len() == count).then_some(texts)
-}
-
-fn batch(map: Map<String, Value>, raw: Option<&str>) -> Result<Shape, Vec<Problem>> {
+fn batch(map: Map<String, Value>) -> Result<Shape, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut leads = None;
     for (key, value) in map {
@@ -148,15 +130,11 @@ fn batch(map: Map<String, Value>, raw: Option<&str>) -> Result<Shape, Vec<Proble
     if !problems.is_empty() {
         return Err(problems);
     }
-    let texts = item_texts(raw, items.len());
     let items = items
         .into_iter()
         .enumerate()
         .map(|(position, value)| {
-            let raw = match texts.as_ref().and_then(|texts| texts.get(position)) {
-                Some(text) => (*text).to_string(),
-                None => to_text(&value),
-            };
+            let raw = to_text(&value);
             let path = index("/leads", position);
             let mut problems = Vec::new();
             let draft = match value {
@@ -250,46 +228,4 @@ fn wrapper(map: Map<String, Value>, raw: String) -> Result<Shape, Vec<Problem>> 
         problems,
         raw,
     })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn raws(body: &str, raw: Option<&str>) -> Vec<String> {
-        let value: Value = serde_json::from_str(body).unwrap();
-        let Ok(Shape::Batch(items)) =
-            detect(value, raw.map(str::to_string), ContainerKind::Channel)
-        else {
-            panic!("a batch")
-        };
-        items.into_iter().map(|item| item.raw).collect()
-    }
-
-    #[test]
-    fn a_batch_item_keeps_its_text_as_received() {
-        let body = r#"{ "leads" : [ {"lastName": "Doe",  "firstName":"Jane", "n": 1.50},
-            {"firstName":"Jos\u00e9"} , 7 ] }"#;
-        assert_eq!(
-            raws(body, Some(body)),
-            [
-                r#"{"lastName": "Doe",  "firstName":"Jane", "n": 1.50}"#,
-                r#"{"firstName":"Jos\u00e9"}"#,
-                "7"
-            ]
-        );
-        // Without the text (a mapped body), each item is written out from its value.
-        assert_eq!(
-            raws(body, None),
-            [
-                r#"{"lastName":"Doe","firstName":"Jane","n":1.5}"#,
-                r#"{"firstName":"José"}"#,
-                "7"
-            ]
-        );
-        // Text that may not give the parsed items (two "leads" keys: the last one is the
-        // parsed one) is not trusted.
-        let twice = r#"{"leads":[{"a": 1}],"leads":[{"b": 2}]}"#;
-        assert_eq!(raws(twice, Some(twice)), [r#"{"b":2}"#]);
-    }
 }

@@ -15,11 +15,8 @@
 use std::cell::RefCell;
 
 /// zstd's level: the inputs are a few hundred bytes to a few kilobytes, where higher levels
-/// find little more and cost more time on the request's task or the writer. Level 1 made a
-/// lead's body frame in 19,600 instructions against 22,400 at level 3, and 2 bytes smaller
-/// (callgrind of the frame of `bench/plain.lua`'s lead). A frame reads back the same
-/// whatever level wrote it.
-const LEVEL: i32 = 1;
+/// find little more and cost more time on the request's task or the writer.
+const LEVEL: i32 = 3;
 
 /// A raw dictionary prepared for compressing and decompressing, for a format's lifetime.
 pub(super) struct Prepared {
