@@ -197,18 +197,19 @@ fn write_pages(c: &Connection, name: &str, pages: u32) -> rusqlite::Result<()> {
 fn the_wal_is_checkpointed_while_the_writer_runs_a_job() {
     let (dir, db) = temp_db();
     let before = file_size(&dir);
-    // Job A writes some 1,500 pages (past the checkpointer's 1,000-frame mark) and queues job
-    // B, which then holds the writer thread until the test lets it go. The 6 MB must reach
-    // the database file while B holds the writer: the checkpoint runs on a thread of its
-    // own, so no job waits for it and it waits for no job. (A checkpoint on the writer
+    // Job A writes half again as many pages as the checkpointer's mark and queues job B,
+    // which then holds the writer thread until the test lets it go. All of A's pages must
+    // reach the database file while B holds the writer: the checkpoint runs on a thread of
+    // its own, so no job waits for it and it waits for no job. (A checkpoint on the writer
     // thread, SQLite's inside A's commit or the writer's after the answers, would have made
     // B wait for it, or would wait for B.)
+    let pages = checkpoint::CHECKPOINT_FRAMES as u32 * 3 / 2;
     let (started, writer_busy) = std::sync::mpsc::channel::<()>();
     let (release, hold) = std::sync::mpsc::channel::<()>();
     let queuer = db.clone();
     let a = db.inner.writer.submit(
         move |c| {
-            write_pages(c, "big", 1500)?;
+            write_pages(c, "big", pages)?;
             let b = queuer.inner.writer.submit(
                 move |_conn| {
                     started.send(()).expect("the test waits for job B");
@@ -225,7 +226,12 @@ fn the_wal_is_checkpointed_while_the_writer_runs_a_job() {
     );
     let b = a.unwrap().blocking_recv().unwrap().unwrap();
     writer_busy.recv().unwrap();
-    wait_for_checkpoint(&dir, before, 6_000_000, "while job B held the writer");
+    wait_for_checkpoint(
+        &dir,
+        before,
+        u64::from(pages) * 4000,
+        "while job B held the writer",
+    );
     release.send(()).unwrap();
     b.blocking_recv().unwrap().unwrap();
     let stats = db.writer_stats().checkpoints;
@@ -236,20 +242,21 @@ fn the_wal_is_checkpointed_while_the_writer_runs_a_job() {
 fn the_writer_checkpoints_itself_when_the_checkpointer_falls_behind() {
     let (dir, db) = temp_db();
     // No checkpointer (as if it could not keep up): the WAL must not grow without bound.
-    // Under the writer's own mark (4,000 frames) nothing is checkpointed; past it, with no
-    // job waiting, the writer checkpoints after the group's answer.
+    // Under the writer's own mark nothing is checkpointed; past it, with no job waiting,
+    // the writer checkpoints after the group's answer.
     db.inner.checkpointer.stop();
     let before = file_size(&dir);
-    db.write_blocking(|c| write_pages(c, "small", 2500).map_err(DbError::from))
+    let pages = writer::WRITER_CHECKPOINT_FRAMES as u32 * 5 / 8;
+    db.write_blocking(move |c| write_pages(c, "small", pages).map_err(DbError::from))
         .unwrap();
     assert!(
         file_size(&dir) < before + 1_000_000,
         "no checkpoint under the writer's mark: {} bytes, {before} before",
         file_size(&dir)
     );
-    db.write_blocking(|c| write_pages(c, "more", 2500).map_err(DbError::from))
+    db.write_blocking(move |c| write_pages(c, "more", pages).map_err(DbError::from))
         .unwrap();
-    wait_for_checkpoint(&dir, before, 20_000_000, "by the writer");
+    wait_for_checkpoint(&dir, before, u64::from(pages) * 8000, "by the writer");
     let stats = db.writer_stats().checkpoints;
     assert_eq!((stats.passes, stats.by_writer), (0, 1), "{stats:?}");
 }

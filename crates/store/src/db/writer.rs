@@ -101,7 +101,7 @@ pub struct LastCommit {
 /// of it (its passes seldom end between two of the writer's transactions under steady load;
 /// a reader may pin an old snapshot). The writer's checkpoint copies what the checkpointer
 /// left, usually a short tail, and the WAL restarts at its next transaction.
-const WRITER_CHECKPOINT_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
+pub(super) const WRITER_CHECKPOINT_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
 
 /// WAL frames past which the writer checkpoints even with jobs waiting, so that a queue that
 /// never empties cannot grow the WAL without bound.
