@@ -15,7 +15,7 @@
 //! pass runs, so a pass usually leaves the frames of those commits behind; the checkpointer
 //! then runs another pass for that short tail, a few times at most ([`MAX_PASSES`]). Under
 //! steady load that rarely lands in a gap between two of the writer's transactions, so the
-//! writer checkpoints the tail itself once the WAL has 16,000 frames and no job waits
+//! writer checkpoints the tail itself once the WAL has 8,000 frames and no job waits
 //! (`db::writer`): a short copy and the fsync of the file, ~2 ms at 1,000 pings/s against
 //! 2-12 ms for a whole checkpoint, and the WAL stays bounded as before. A reader pinning an
 //! old snapshot (a backup) holds back both, as it did SQLite's own checkpoint.
@@ -30,16 +30,18 @@ use rusqlite::Connection;
 use super::DbError;
 use crate::logging::Repeated;
 
-/// Frames the WAL grows by between two nudges of the checkpointer (16 MiB at 4 KiB pages).
+/// Frames the WAL grows by between two nudges of the checkpointer (8 MiB at 4 KiB pages).
 /// Every checkpoint copies the pages written since the one before, each once however often
-/// it was written, and syncs the file: at SQLite's own `wal_autocheckpoint` mark of 1,000
-/// the leaves and inner pages every commit writes (the tables' last leaves, the indexes'
-/// upper levels) were copied four times as often, and the checkpointer spent 3.0-3.6 µs of
-/// CPU per batched lead and 2.8-2.9 per single lead; at 4,000, 1.7-1.8 and 1.3-1.5
-/// (`/proc/PID/task/*/stat` of the checkpointer thread under `bench/reference.sh`'s loads,
-/// the two alternating), with fixed-price pings' p99 at 1,000/s unchanged
-/// (`PHASES=fixed bench/ping.sh`).
-pub(super) const CHECKPOINT_FRAMES: i32 = 4000;
+/// it was written, and syncs the file. At SQLite's own `wal_autocheckpoint` mark of 1,000
+/// the pages every commit writes (the tables' last leaves, the indexes' upper levels) were
+/// copied twice as often: the checkpointer spent 3.3 µs of CPU per batched lead and 3.2 per
+/// single lead, at 2,000 2.4 and 2.1 (`/proc/PID/task/*/stat` of its thread under
+/// `bench/reference.sh`'s loads). At 4,000 it spent less still (1.7 and 1.4), but on a file
+/// of a million leads, whose random index leaves coalesce little, ingest fell to 0.70-0.77 of
+/// a fresh file against 0.83-0.89 at 1,000 and 0.86-0.91 at 2,000 (`bench/big_file.sh`,
+/// alternating): every page the writer misses in its cache is looked up in the WAL's index,
+/// one hash table per 4,096 frames.
+pub(super) const CHECKPOINT_FRAMES: i32 = 2000;
 
 /// Passes per nudge: the first copies what the nudge found, the others the frames committed
 /// while the one before ran, until none are left.
