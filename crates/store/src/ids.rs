@@ -224,6 +224,16 @@ text_id!(
 #[error("invalid id '{0}': use 1 to 64 letters, digits, '-', '_' or '.'")]
 pub struct InvalidId(pub String);
 
+/// `text` as an operator-chosen id, when [`is_valid`] accepts it: the one check of every
+/// configuration object's id, typed ([`ConfigId`]) or not.
+pub fn chosen(text: &str) -> Result<String, InvalidId> {
+    if is_valid(text) {
+        Ok(text.to_string())
+    } else {
+        Err(InvalidId(text.to_string()))
+    }
+}
+
 /// The id of a configuration object: the operator's choice (checked by [`is_valid`]) or,
 /// when none is given, a generated one (`{prefix}_` and a ULID).
 pub trait ConfigId: Sized {
@@ -242,11 +252,7 @@ macro_rules! config_id {
 
         impl ConfigId for $name {
             fn chosen(text: &str) -> Result<Self, InvalidId> {
-                if is_valid(text) {
-                    Ok(Self(text.to_string()))
-                } else {
-                    Err(InvalidId(text.to_string()))
-                }
+                chosen(text).map(Self)
             }
 
             fn generated() -> Self {

@@ -95,8 +95,7 @@ impl From<crate::ids::InvalidId> for ConfigError {
 /// The id to use for a new record: the operator's (checked) or a generated one.
 pub(crate) fn choose_id(given: Option<&str>, prefix: &str) -> Result<String, ConfigError> {
     match given {
-        Some(id) if crate::ids::is_valid(id) => Ok(id.to_string()),
-        Some(id) => Err(crate::ids::InvalidId(id.to_string()).into()),
+        Some(id) => Ok(crate::ids::chosen(id)?),
         None => Ok(crate::ids::new(prefix)),
     }
 }
