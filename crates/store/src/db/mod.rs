@@ -12,6 +12,7 @@ pub mod files;
 mod migrate;
 pub mod sqlite_memory;
 pub mod sqlite_page_cache;
+pub mod sqlite_wal_writes;
 pub mod stored;
 mod writer;
 
@@ -235,6 +236,23 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The writer's connection: through [`sqlite_wal_writes`], whose held WAL writes are safe
+/// only because [`configure`] sets `synchronous=FULL` (a commit syncs the WAL before other
+/// connections may read its frames).
+fn open_writer_connection(path: &Path) -> rusqlite::Result<Connection> {
+    match sqlite_wal_writes::register() {
+        Ok(()) => Connection::open_with_flags_and_vfs(
+            path,
+            rusqlite::OpenFlags::default(),
+            sqlite_wal_writes::VFS_NAME,
+        ),
+        Err(code) => {
+            log::warn!("WAL writes are not gathered (SQLite refused the VFS: code {code})");
+            Connection::open(path)
+        }
+    }
+}
+
 /// Settings of a [`Db`] beyond its file.
 #[derive(Debug, Clone, Copy)]
 pub struct DbOptions {
@@ -271,7 +289,7 @@ impl Db {
         let in_use = files::UseLock::shared(&path).map_err(DbError::Io)?;
         files::prepare(&path).map_err(DbError::Io)?;
 
-        let mut write_conn = Connection::open(&path)?;
+        let mut write_conn = open_writer_connection(&path)?;
         // A new file gives freed pages back to the file system on request (`PRAGMA
         // incremental_vacuum`, run after a purge). The mode is written into the file's
         // first page, so it must be chosen before anything else writes it (even the switch

@@ -20,6 +20,27 @@ fn count(db: &Db) -> i64 {
 }
 
 #[test]
+fn the_writer_gathers_its_wal_writes_and_syncs_every_commit() {
+    // sqlite_wal_writes holds WAL writes until a sync: safe only if every commit syncs.
+    let (_dir, db) = temp_db();
+    let level: i64 = db
+        .write_blocking(|c| {
+            c.pragma_query_value(None, "synchronous", |r| r.get(0))
+                .map_err(DbError::from)
+        })
+        .unwrap();
+    assert!(level >= 2, "synchronous={level}");
+    let joined = sqlite_wal_writes::writes_joined();
+    db.write_blocking(|c| {
+        c.execute("INSERT INTO t VALUES ('a', 1)", [])
+            .map_err(DbError::from)
+    })
+    .unwrap();
+    assert!(sqlite_wal_writes::writes_joined() > joined);
+    assert_eq!(count(&db), 1);
+}
+
+#[test]
 fn new_file_is_migrated_to_the_current_version() {
     let (_dir, db) = temp_db();
     let version = db
