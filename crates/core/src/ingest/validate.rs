@@ -212,21 +212,30 @@ pub fn misspelt(key: &str) -> Option<&'static str> {
 /// The optimal-string-alignment distance of `a` and `b` (insertions, deletions,
 /// substitutions and swaps of neighbours, by byte, ASCII letters without case) when it is
 /// at most two.
+///
+/// Runs for every additional property of every lead (`utm_source` and the like, which
+/// partners send often) against each Lead field name, so it stops at the first row of the
+/// table whose every cell is past two: no later row can come back under it (a swap reaches
+/// back two rows, but the cell it comes from already bounds the row between).
 fn edits_within_two(a: &[u8], b: &[u8]) -> Option<usize> {
-    const MOST: usize = 2;
-    if a.len().abs_diff(b.len()) > MOST || a.len() > 64 {
+    const MOST: u8 = 2;
+    if a.len().abs_diff(b.len()) > usize::from(MOST) || a.len() > 64 || b.len() > 64 {
         return None;
     }
-    // Three rows of the distance table, each at most 65 cells (the bound above and the
-    // Lead's longest field name): on the stack.
+    // Three rows of the distance table, each at most 65 cells (the bound above), of at
+    // most 128 edits each: on the stack, and only the used width set.
     let width = b.len() + 1;
-    let mut before = [0usize; 65];
-    let mut previous: [usize; 65] = std::array::from_fn(|j| j);
-    let mut current = [0usize; 65];
-    for i in 1..=a.len() {
-        current[0] = i;
+    let mut before = [0u8; 65];
+    let mut previous = [0u8; 65];
+    let mut current = [0u8; 65];
+    for (j, cell) in (0u8..).zip(&mut previous[..width]) {
+        *cell = j;
+    }
+    for (i, row) in (1..=a.len()).zip(1u8..) {
+        current[0] = row;
+        let mut row_least = row;
         for j in 1..width {
-            let cost = usize::from(!a[i - 1].eq_ignore_ascii_case(&b[j - 1]));
+            let cost = u8::from(!a[i - 1].eq_ignore_ascii_case(&b[j - 1]));
             let mut best = (previous[j] + 1)
                 .min(current[j - 1] + 1)
                 .min(previous[j - 1] + cost);
@@ -238,11 +247,15 @@ fn edits_within_two(a: &[u8], b: &[u8]) -> Option<usize> {
                 best = best.min(before[j - 2] + 1);
             }
             current[j] = best;
+            row_least = row_least.min(best);
+        }
+        if row_least > MOST {
+            return None;
         }
         std::mem::swap(&mut before, &mut previous);
         std::mem::swap(&mut previous, &mut current);
     }
-    Some(previous[b.len()]).filter(|edits| *edits <= MOST)
+    Some(usize::from(previous[b.len()])).filter(|edits| *edits <= usize::from(MOST))
 }
 
 /// Checks an `externalId` value: 1 to 128 characters. True when it is valid.
@@ -673,5 +686,52 @@ mod tests {
         assert_eq!(edits_within_two(b"abc", b"abc"), Some(0));
         assert_eq!(edits_within_two(b"abcd", b"badc"), Some(2));
         assert_eq!(edits_within_two(b"abcdef", b"abc"), None);
+    }
+
+    /// The whole table, no early stop: what the early stop must agree with.
+    fn full_distance(a: &[u8], b: &[u8]) -> usize {
+        let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+        for (i, row) in d.iter_mut().enumerate() {
+            row[0] = i;
+        }
+        for (j, cell) in d[0].iter_mut().enumerate() {
+            *cell = j;
+        }
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                let cost = usize::from(!a[i - 1].eq_ignore_ascii_case(&b[j - 1]));
+                d[i][j] = (d[i - 1][j] + 1)
+                    .min(d[i][j - 1] + 1)
+                    .min(d[i - 1][j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+                }
+            }
+        }
+        d[a.len()][b.len()]
+    }
+
+    #[test]
+    fn stopping_early_agrees_with_the_whole_table() {
+        // Strings over three letters, so that swaps and near misses are common.
+        let mut state = 0x2545_f491_u32;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        let word = |next: &mut dyn FnMut() -> u32| -> Vec<u8> {
+            let len = (next() % 9) as usize;
+            (0..len).map(|_| b"abc"[(next() % 3) as usize]).collect()
+        };
+        let mut within = 0;
+        for _ in 0..20_000 {
+            let (a, b) = (word(&mut next), word(&mut next));
+            let expected = Some(full_distance(&a, &b)).filter(|d| *d <= 2);
+            within += usize::from(expected.is_some());
+            assert_eq!(edits_within_two(&a, &b), expected, "{a:?} {b:?}");
+        }
+        assert!(within > 1_000, "{within}");
     }
 }
