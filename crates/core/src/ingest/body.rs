@@ -2,19 +2,26 @@
 //! columns.
 //!
 //! The raw body (the partner's text, or the batch item) repeats what the lead's columns
-//! hold: names, email, phone, address, consent. It is stored as a zstd frame whose
-//! dictionary is those column values as JSON text (a "raw content" dictionary, the
-//! mechanism of `zstd --patch-from`), so what the body repeats costs a few bytes and what
-//! it adds (interest shortcuts, the partner's key order and spacing) is kept exactly:
-//! [`decode`] gives back the body byte for byte. The frame carries a checksum, so a body
-//! decoded against columns that changed since ingest is refused rather than returned
-//! wrong.
+//! hold: names, email, phone, address, consent. It is stored compressed against a
+//! dictionary made of those column values as JSON text ([`dictionary`]), so what the body
+//! repeats costs a few bytes and what it adds (interest shortcuts, the partner's key order
+//! and spacing) is kept exactly: [`decode`] gives back the body byte for byte. Each stored
+//! form carries a check of the body, so a body decoded against columns that changed since
+//! ingest is refused rather than returned wrong.
+//!
+//! Two formats, one dictionary, told apart by the first byte:
+//! - format 2 (written): the body's length (4 bytes, little-endian), the first 8 bytes of its
+//!   SHA-256, then an LZ4 block against the dictionary;
+//! - format 1 (read only): a zstd frame with its checksum against the dictionary as raw
+//!   content (the mechanism of `zstd --patch-from`). zstd builds its entropy and match tables
+//!   for every frame, 2-5 µs of a 200-byte body on the request's task; the LZ4 block costs a
+//!   third of that and is as small (BENCHMARKS.md).
 //!
 //! The dictionary must be rebuilt identically for as long as a row exists, so its recipe
-//! is frozen as format 1 ([`dictionary`], pinned by a test): a change is a new format byte,
-//! never an edit. The person columns it reads are written once by ingest and changed only
-//! by an erasure, which removes the body in the same statement. A body stored before this
-//! format (a TEXT value) is read as is.
+//! is frozen (pinned by a test with each format's stored bytes): a change is a new format
+//! byte, never an edit. The person columns it reads are written once by ingest and changed
+//! only by an erasure, which removes the body in the same statement. A body stored before
+//! format 1 (a TEXT value) is read as is.
 //!
 //! Owns the stored form of the body; `store` writes it, `view` reads it, `erase` clears it.
 
@@ -22,8 +29,14 @@ use rusqlite::types::ValueRef;
 
 use super::model::LeadFields;
 
-/// The first byte of a stored body: format 1 is a zstd frame against [`dictionary`] v1.
+/// The first byte of a stored body: format 1 is a zstd frame against [`dictionary`].
 const FORMAT_V1: u8 = 1;
+/// Format 2: length, check and an LZ4 block against [`dictionary`].
+const FORMAT_V2: u8 = 2;
+/// The bytes of the body's SHA-256 a format 2 body keeps as its check.
+const CHECK_LEN: usize = 8;
+/// Format 2's bytes before its block: the format, the length, the check.
+const V2_HEADER: usize = 1 + 4 + CHECK_LEN;
 
 /// The longest body a frame may claim to hold (the ingest limit is 1 MiB).
 const MAX_BODY: usize = 2 * 1024 * 1024;
@@ -190,13 +203,30 @@ fn dictionary(columns: &Columns) -> Vec<u8> {
     dict
 }
 
-/// The stored form of `raw` for a lead with `columns`.
+/// The stored form of `raw` for a lead with `columns` (format 2).
 pub(crate) fn encode(raw: &str, columns: &Columns) -> Vec<u8> {
-    let frame = super::zframe::compress(&dictionary(columns), raw.as_bytes());
-    let mut stored = Vec::with_capacity(frame.len() + 1);
-    stored.push(FORMAT_V1);
-    stored.extend_from_slice(&frame);
+    let dict = dictionary(columns);
+    let raw = raw.as_bytes();
+    let length = u32::try_from(raw.len()).expect("a body is at most the ingest limit, 1 MiB");
+    let mut stored =
+        Vec::with_capacity(V2_HEADER + lz4_flex::block::get_maximum_output_size(raw.len()));
+    stored.push(FORMAT_V2);
+    stored.extend_from_slice(&length.to_le_bytes());
+    stored.extend_from_slice(&check(raw));
+    stored.resize(stored.capacity(), 0);
+    let written = lz4_flex::block::compress_into_with_dict(raw, &mut stored[V2_HEADER..], &dict)
+        .expect("the output has the block's maximum size");
+    stored.truncate(V2_HEADER + written);
     stored
+}
+
+/// A format 2 body's check: the first bytes of its SHA-256.
+fn check(raw: &[u8]) -> [u8; CHECK_LEN] {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(raw);
+    let mut check = [0; CHECK_LEN];
+    check.copy_from_slice(&digest[..CHECK_LEN]);
+    check
 }
 
 /// Why a stored body could not be read back.
@@ -223,15 +253,36 @@ pub(crate) fn decode(stored: ValueRef<'_>, columns: &Columns) -> Result<Option<S
     let Some((&format, frame)) = bytes.split_first() else {
         return Err(BodyError::Corrupt("empty".into()));
     };
-    if format != FORMAT_V1 {
-        return Err(BodyError::UnknownFormat(format));
-    }
-    let dict = dictionary(columns);
-    let decoded = super::zframe::decompress(&dict, frame, MAX_BODY);
-    let decoded = decoded.map_err(|e| BodyError::Corrupt(e.to_string()))?;
+    let decoded = match format {
+        FORMAT_V2 => decode_v2(frame, &dictionary(columns))?,
+        FORMAT_V1 => super::zframe::decompress(&dictionary(columns), frame, MAX_BODY)
+            .map_err(|e| BodyError::Corrupt(e.to_string()))?,
+        other => return Err(BodyError::UnknownFormat(other)),
+    };
     String::from_utf8(decoded)
         .map(Some)
         .map_err(|_| BodyError::Corrupt("not UTF-8".into()))
+}
+
+/// Format 2's bytes after its format byte, decoded against `dict` and checked.
+fn decode_v2(stored: &[u8], dict: &[u8]) -> Result<Vec<u8>, BodyError> {
+    let corrupt = |why: &str| BodyError::Corrupt(why.to_string());
+    let (length, rest) = stored
+        .split_first_chunk::<4>()
+        .ok_or_else(|| corrupt("shorter than its header"))?;
+    let (expected, block) = rest
+        .split_first_chunk::<CHECK_LEN>()
+        .ok_or_else(|| corrupt("shorter than its header"))?;
+    let length = u32::from_le_bytes(*length) as usize;
+    if length > MAX_BODY {
+        return Err(corrupt("claims a body past the limit"));
+    }
+    let decoded = lz4_flex::block::decompress_with_dict(block, length, dict)
+        .map_err(|e| BodyError::Corrupt(e.to_string()))?;
+    if decoded.len() != length || check(&decoded) != *expected {
+        return Err(corrupt("does not match its check"));
+    }
+    Ok(decoded)
 }
 
 #[cfg(test)]
@@ -268,7 +319,7 @@ mod tests {
     #[test]
     fn a_body_comes_back_byte_for_byte_and_small() {
         let stored = encode(RAW, &columns());
-        assert_eq!(stored[0], FORMAT_V1);
+        assert_eq!(stored[0], FORMAT_V2);
         assert!(
             stored.len() < 80,
             "{} bytes for a body of {}",
@@ -346,5 +397,39 @@ mod tests {
             decode(blob(&STORED), &columns()).unwrap().as_deref(),
             Some(RAW)
         );
+    }
+
+    /// Format 2 is frozen as format 1 is: `STORED` was written by `encode` when format 2
+    /// was made.
+    #[test]
+    fn format_2_is_frozen() {
+        const STORED: [u8; 61] = [
+            2, 190, 1, 0, 0, 131, 178, 28, 5, 207, 51, 163, 230, 26, 123, 0, 2, 13, 46, 1, 15, 119,
+            1, 255, 48, 11, 235, 4, 95, 115, 111, 108, 97, 114, 225, 4, 19, 176, 114, 111, 111,
+            102, 34, 58, 34, 116, 105, 108, 101, 144, 4, 9, 190, 1, 96, 101, 110, 99, 104, 34, 125,
+        ];
+        assert_eq!(
+            decode(blob(&STORED), &columns()).unwrap().as_deref(),
+            Some(RAW)
+        );
+    }
+
+    #[test]
+    fn a_damaged_body_is_refused_not_misread() {
+        let stored = encode(RAW, &columns());
+        let mut damaged = vec![
+            stored[..V2_HEADER - 1].to_vec(),
+            stored[..stored.len() - 3].to_vec(),
+            [&[FORMAT_V2][..], &u32::MAX.to_le_bytes(), &stored[5..]].concat(),
+        ];
+        for at in [5, V2_HEADER, stored.len() - 1] {
+            let mut flipped = stored.clone();
+            flipped[at] ^= 0x20;
+            damaged.push(flipped);
+        }
+        for value in damaged {
+            let error = decode(blob(&value), &columns()).unwrap_err();
+            assert!(matches!(error, BodyError::Corrupt(_)), "{error}");
+        }
     }
 }
