@@ -361,7 +361,7 @@ mod tests {
         conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
             .unwrap();
         let reader = Connection::open(&path).unwrap();
-        let joined = writes_joined();
+        let (joined, runs) = (writes_joined(), runs_written());
         for commit in 1..=50_i64 {
             conn.execute(
                 "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4) \
@@ -381,6 +381,8 @@ mod tests {
             "{}",
             writes_joined() - joined
         );
+        // At least one run per commit, written before the commit's sync.
+        assert!(runs_written() - runs >= 50, "{}", runs_written() - runs);
     }
 
     fn sum_and_count(conn: &Connection) -> (i64, i64) {
