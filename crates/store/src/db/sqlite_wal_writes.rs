@@ -23,9 +23,9 @@
 //! its own write failed; a crash loses only bytes that were never synced, which a commit
 //! never relies on.
 
+use std::cell::Cell;
 use std::ffi::{CStr, c_int, c_void};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::ffi;
 
@@ -41,19 +41,22 @@ const MAX_HELD: usize = 1024 * 1024;
 /// 16 pages and their frame headers.
 const MAX_WRITE: usize = 64 * 1024;
 
-/// Writes that joined a held run (no system call of their own), for tests.
-static WRITES_JOINED: AtomicU64 = AtomicU64::new(0);
-/// Runs written, for tests.
-static RUNS_WRITTEN: AtomicU64 = AtomicU64::new(0);
-
-/// Writes that joined a held run instead of making their own system call.
-pub fn writes_joined() -> u64 {
-    WRITES_JOINED.load(Ordering::Relaxed)
+thread_local! {
+    /// Writes that joined a held run (no system call of their own), per thread: SQLite
+    /// writes on the thread that runs the statement, so a test counts its own connection's.
+    static WRITES_JOINED: Cell<u64> = const { Cell::new(0) };
+    /// Runs written, per thread.
+    static RUNS_WRITTEN: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Held runs written to their files.
+/// Writes on this thread that joined a held run instead of making their own system call.
+pub fn writes_joined() -> u64 {
+    WRITES_JOINED.with(Cell::get)
+}
+
+/// Held runs written on this thread.
 pub fn runs_written() -> u64 {
-    RUNS_WRITTEN.load(Ordering::Relaxed)
+    RUNS_WRITTEN.with(Cell::get)
 }
 
 /// The registered VFS: the default one's copy with its own name, file size and `xOpen`.
@@ -199,7 +202,7 @@ fn write_held(wal: &mut WalFile) -> c_int {
         offset += piece.len() as i64;
     }
     wal.held.clear();
-    RUNS_WRITTEN.fetch_add(1, Ordering::Relaxed);
+    RUNS_WRITTEN.with(|runs| runs.set(runs.get() + 1));
     rc
 }
 
@@ -219,7 +222,7 @@ unsafe extern "C" fn write(
     let continues = offset == wal.held_at + wal.held.len() as i64;
     if !wal.held.is_empty() && continues && wal.held.len() + bytes.len() <= MAX_HELD {
         wal.held.extend_from_slice(bytes);
-        WRITES_JOINED.fetch_add(1, Ordering::Relaxed);
+        WRITES_JOINED.with(|joined| joined.set(joined.get() + 1));
         return ffi::SQLITE_OK;
     }
     let rc = write_held(wal);
