@@ -1,8 +1,9 @@
 //! zstd frames against a "raw content" dictionary (the mechanism of `zstd --patch-from`),
-//! for the stored forms compressed against what their reader can rebuild: the raw body
-//! (`body`, against the lead's columns) and the decision trace (`trace`, against its
-//! shape). One compression and one decompression context per thread, reused: creating one
-//! costs more than compressing a body. Every frame carries a checksum, so a frame decoded
+//! for the stored forms compressed against what their reader can rebuild: the decision
+//! trace (`trace`, against its shape), and the raw body's format 1 (`body`, against the
+//! lead's columns), which is read but no longer written. One compression and one
+//! decompression context per thread, reused: creating one costs more than compressing a
+//! small input. Every frame carries a checksum, so a frame decoded
 //! against another dictionary is refused rather than returned wrong.
 //!
 //! A format whose dictionary never changes prepares it once ([`Prepared`]): compressing
@@ -78,9 +79,9 @@ fn with_decompressor<R>(
 /// The dictionary is referenced as the frame's prefix (`ZSTD_CCtx_refPrefix`), not loaded:
 /// loading a raw dictionary builds a dictionary object with match tables sized for an input
 /// of unknown length (level 3: some 700 KB cleared per frame), where a prefix's tables are
-/// sized for the prefix and the input together. For a lead's body (a dictionary of a few
-/// hundred bytes) that was 62 k of the 64 k instructions of a compression (callgrind of
-/// `serve` under `bench/instructions.sh single`). Raw content referenced as a prefix is what
+/// sized for the prefix and the input together. For a dictionary of a few hundred bytes that
+/// was 62 k of the 64 k instructions of a compression (callgrind of `serve` under
+/// `bench/instructions.sh single`, when the body was written in format 1). Raw content referenced as a prefix is what
 /// a loaded raw dictionary means to the decoder, so [`decompress`] reads both.
 pub(super) fn compress(dict: &[u8], data: &[u8]) -> Vec<u8> {
     PREFIX_COMPRESSOR.with(|cell| {

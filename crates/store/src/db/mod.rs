@@ -12,7 +12,7 @@ pub mod files;
 mod migrate;
 pub mod sqlite_memory;
 pub mod sqlite_page_cache;
-pub mod sqlite_wal_writes;
+mod sqlite_wal_writes;
 pub mod stored;
 mod writer;
 

@@ -23,6 +23,7 @@
 //! its own write failed; a crash loses only bytes that were never synced, which a commit
 //! never relies on.
 
+#[cfg(test)]
 use std::cell::Cell;
 use std::ffi::{CStr, c_int, c_void};
 use std::sync::OnceLock;
@@ -41,71 +42,68 @@ const MAX_HELD: usize = 1024 * 1024;
 /// 16 pages and their frame headers.
 const MAX_WRITE: usize = 64 * 1024;
 
+// What a test reads: writes that joined a held run (no system call of their own) and runs
+// written, per thread (SQLite writes on the thread that runs the statement, so a test counts
+// its own connection's). Not kept outside tests.
+#[cfg(test)]
 thread_local! {
-    /// Writes that joined a held run (no system call of their own), per thread: SQLite
-    /// writes on the thread that runs the statement, so a test counts its own connection's.
     static WRITES_JOINED: Cell<u64> = const { Cell::new(0) };
-    /// Runs written, per thread.
     static RUNS_WRITTEN: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Writes on this thread that joined a held run instead of making their own system call.
-pub fn writes_joined() -> u64 {
+#[cfg(test)]
+pub(crate) fn writes_joined() -> u64 {
     WRITES_JOINED.with(Cell::get)
 }
 
 /// Held runs written on this thread.
-pub fn runs_written() -> u64 {
+#[cfg(test)]
+pub(crate) fn runs_written() -> u64 {
     RUNS_WRITTEN.with(Cell::get)
 }
 
-/// The registered VFS: the default one's copy with its own name, file size and `xOpen`.
-struct Registered(*mut ffi::sqlite3_vfs);
-// SAFETY: the struct is leaked and never written after registration; SQLite reads it from
+/// The default VFS the registered one forwards to.
+struct Inner(*mut ffi::sqlite3_vfs);
+// SAFETY: SQLite's default VFS lives for the process and is only read; SQLite reads it from
 // any thread, as it does its own VFSes.
-unsafe impl Send for Registered {}
-unsafe impl Sync for Registered {}
+unsafe impl Send for Inner {}
+unsafe impl Sync for Inner {}
 
-static REGISTERED: OnceLock<Result<Registered, c_int>> = OnceLock::new();
-/// The default VFS this one forwards to.
-static INNER: OnceLock<Registered> = OnceLock::new();
+static INNER: OnceLock<Inner> = OnceLock::new();
+/// The outcome of the registration, made once per process.
+static REGISTERED: OnceLock<Result<(), c_int>> = OnceLock::new();
 
 /// Registers the VFS (once per process); an error is SQLite's code when it has no default
 /// VFS or refuses the registration.
 pub(crate) fn register() -> Result<(), c_int> {
-    REGISTERED
-        .get_or_init(|| {
-            // SAFETY: sqlite3_vfs_find(NULL) returns the default VFS, which lives for the
-            // process; the copy is leaked, so it outlives every connection using it.
-            unsafe {
-                let rc = ffi::sqlite3_initialize();
-                if rc != ffi::SQLITE_OK {
-                    return Err(rc);
-                }
-                let inner = ffi::sqlite3_vfs_find(std::ptr::null());
-                if inner.is_null() {
-                    return Err(ffi::SQLITE_ERROR);
-                }
-                let _ = INNER.set(Registered(inner));
-                let mut vfs = std::ptr::read(inner);
-                // The copy keeps the default VFS's methods and their `pAppData` (the unix
-                // VFS finds its locking style there), so every call but xOpen behaves as the
-                // default VFS's.
-                vfs.zName = VFS_NAME.as_ptr();
-                vfs.pNext = std::ptr::null_mut();
-                vfs.szOsFile = (*inner).szOsFile + std::mem::size_of::<WalFile>() as c_int;
-                vfs.xOpen = Some(open);
-                let vfs = Box::into_raw(Box::new(vfs));
-                let rc = ffi::sqlite3_vfs_register(vfs, 0);
-                if rc != ffi::SQLITE_OK {
-                    return Err(rc);
-                }
-                Ok(Registered(vfs))
+    *REGISTERED.get_or_init(|| {
+        // SAFETY: sqlite3_vfs_find(NULL) returns the default VFS, which lives for the
+        // process; the copy is leaked, so it outlives every connection using it.
+        unsafe {
+            let rc = ffi::sqlite3_initialize();
+            if rc != ffi::SQLITE_OK {
+                return Err(rc);
             }
-        })
-        .as_ref()
-        .map(|_| ())
-        .map_err(|rc| *rc)
+            let inner = ffi::sqlite3_vfs_find(std::ptr::null());
+            if inner.is_null() {
+                return Err(ffi::SQLITE_ERROR);
+            }
+            let _ = INNER.set(Inner(inner));
+            let mut vfs = std::ptr::read(inner);
+            // The copy keeps the default VFS's methods and their `pAppData` (the unix VFS
+            // finds its locking style there), so every call but xOpen behaves as the default
+            // VFS's.
+            vfs.zName = VFS_NAME.as_ptr();
+            vfs.pNext = std::ptr::null_mut();
+            vfs.szOsFile = (*inner).szOsFile + std::mem::size_of::<WalFile>() as c_int;
+            vfs.xOpen = Some(open);
+            match ffi::sqlite3_vfs_register(Box::into_raw(Box::new(vfs)), 0) {
+                ffi::SQLITE_OK => Ok(()),
+                rc => Err(rc),
+            }
+        }
+    })
 }
 
 fn inner_vfs() -> *mut ffi::sqlite3_vfs {
@@ -202,6 +200,7 @@ fn write_held(wal: &mut WalFile) -> c_int {
         offset += piece.len() as i64;
     }
     wal.held.clear();
+    #[cfg(test)]
     RUNS_WRITTEN.with(|runs| runs.set(runs.get() + 1));
     rc
 }
@@ -222,6 +221,7 @@ unsafe extern "C" fn write(
     let continues = offset == wal.held_at + wal.held.len() as i64;
     if !wal.held.is_empty() && continues && wal.held.len() + bytes.len() <= MAX_HELD {
         wal.held.extend_from_slice(bytes);
+        #[cfg(test)]
         WRITES_JOINED.with(|joined| joined.set(joined.get() + 1));
         return ffi::SQLITE_OK;
     }
