@@ -105,9 +105,11 @@ async fn write(
     leads: Vec<PreparedLead>,
     bids: bids::Collected,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
+    // Without a savepoint: the job's refusals are outcomes, so only the database or a bug
+    // fails it, and the savepoint would copy every page the lead changes.
     let (outcomes, leads) = services
         .db
-        .write_deferring(&crate::report::buckets::ROLLUP, move |conn| {
+        .write_deferring_without_savepoint(&crate::report::buckets::ROLLUP, move |conn| {
             let outcomes =
                 job::store_with_bids(conn, &target, &leads, &bids, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer

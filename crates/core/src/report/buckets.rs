@@ -144,7 +144,7 @@ impl Row {
 
 /// What the writer's current group transaction has counted and not yet written: the sums
 /// of its committed jobs' figures per bucket row (`group`) and of the running job's
-/// (`job`, dropped when its savepoint is rolled back). A group's jobs nearly all count
+/// (`job`, dropped when the job fails). A group's jobs nearly all count
 /// under the same few rows, so each list stays short and is searched in order.
 #[derive(Debug, Default)]
 struct Sums {

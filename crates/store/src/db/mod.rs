@@ -26,7 +26,7 @@ use rusqlite::Connection;
 
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
 pub use writer::{
-    CheckpointStats, Deferred, GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, WriterStats,
+    CheckpointStats, Deferred, GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, Undo, WriterStats,
 };
 
 /// How long a connection waits for another process's write lock (the server's writer
@@ -93,7 +93,8 @@ pub enum DbError {
         why: String,
         fault: Option<StorageFault>,
     },
-    /// A job panicked; its savepoint was rolled back and its neighbours were not affected.
+    /// A job panicked; its writes were rolled back (its savepoint, or for a job without one
+    /// its group's transaction, whose other jobs are then told so).
     #[error("database job panicked")]
     JobPanicked,
     #[error("database file error: {0}")]
@@ -226,7 +227,7 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     // the free list (`FAST` would leave it on free-list pages, which a backup copies), so an
     // erased person is not left in the file's bytes (DESIGN.md section 12).
     conn.pragma_update(None, "secure_delete", "ON")?;
-    // Each writer job runs in a SAVEPOINT, whose journal SQLite would otherwise move to a
+    // Most writer jobs run in a SAVEPOINT, whose journal SQLite would otherwise move to a
     // temporary file once it outgrows 64 KiB: a file created and deleted per large job.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // Ingest, auto-delivery, delivery, lifecycle and the outbox run some 50 distinct cached
@@ -379,7 +380,7 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        self.write_as(f, None).await
+        self.write_as(f, None, Undo::Savepoint).await
     }
 
     /// [`Db::write`] for a job that leaves writes to its group (`deferred`: the report
@@ -396,13 +397,32 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        self.write_as(f, Some(deferred)).await
+        self.write_as(f, Some(deferred), Undo::Savepoint).await
+    }
+
+    /// [`Db::write_deferring`] for a job that fails only before its first write unless the
+    /// database or a bug fails it (ingest, whose refusals are answers): it runs without a
+    /// savepoint of its own ([`Undo::Group`]), which spares SQLite a copy of every page the
+    /// job changes. Should it fail after writing anyway, the group's transaction is rolled
+    /// back, and the group's earlier jobs are answered with [`DbError::GroupFailed`].
+    pub async fn write_deferring_without_savepoint<T, E, F>(
+        &self,
+        deferred: &'static dyn writer::Deferred,
+        f: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
+        T: Send + 'static,
+        E: From<DbError> + Send + 'static,
+    {
+        self.write_as(f, Some(deferred), Undo::Group).await
     }
 
     async fn write_as<T, E, F>(
         &self,
         f: F,
         deferred: Option<&'static dyn writer::Deferred>,
+        undo: Undo,
     ) -> Result<T, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
@@ -412,7 +432,7 @@ impl Db {
         let reply = self
             .inner
             .writer
-            .submit(f, writer::Admission::Bounded, deferred)?;
+            .submit(f, writer::Admission::Bounded, deferred, undo)?;
         match reply.await {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),
@@ -428,10 +448,10 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        let reply = self
-            .inner
-            .writer
-            .submit(f, writer::Admission::Always, None)?;
+        let reply =
+            self.inner
+                .writer
+                .submit(f, writer::Admission::Always, None, Undo::Savepoint)?;
         match reply.blocking_recv() {
             Ok(result) => result,
             Err(_) => Err(E::from(DbError::WriterGone)),

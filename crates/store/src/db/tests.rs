@@ -88,6 +88,154 @@ async fn failing_job_does_not_lose_its_neighbours_writes() {
     assert_eq!(keys, vec!["a", "c"]);
 }
 
+/// Runs `jobs` (each with its undo) as one group behind a job that holds the writer, and
+/// returns their answers in order.
+fn one_group(
+    db: &Db,
+    jobs: Vec<(
+        Undo,
+        Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send>,
+    )>,
+) -> Vec<Result<(), DbError>> {
+    let writer = &db.inner.writer;
+    let (started, writer_busy) = std::sync::mpsc::channel::<()>();
+    let (release, hold) = std::sync::mpsc::channel::<()>();
+    let blocker = writer
+        .submit(
+            move |_conn| {
+                started.send(()).expect("the test waits for the writer");
+                hold.recv().expect("the test releases the writer");
+                Ok::<(), DbError>(())
+            },
+            writer::Admission::Always,
+            None,
+            Undo::Savepoint,
+        )
+        .unwrap();
+    writer_busy.recv().unwrap();
+    let groups_before = db.writer_stats().groups;
+    let replies: Vec<_> = jobs
+        .into_iter()
+        .map(|(undo, job)| {
+            writer
+                .submit(job, writer::Admission::Always, None, undo)
+                .unwrap()
+        })
+        .collect();
+    release.send(()).unwrap();
+    blocker.blocking_recv().unwrap().unwrap();
+    let answers = replies
+        .into_iter()
+        .map(|reply| reply.blocking_recv().unwrap())
+        .collect();
+    assert!(
+        db.writer_stats().groups - groups_before <= 2,
+        "the jobs ran as one group (or two, when one rolled back the first transaction)"
+    );
+    answers
+}
+
+fn insert(key: &'static str) -> Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send> {
+    Box::new(move |c| {
+        c.execute("INSERT INTO t VALUES (?1, 1)", [key])?;
+        Ok(())
+    })
+}
+
+fn keys(db: &Db) -> Vec<String> {
+    db.read_blocking(|conn| -> Result<Vec<String>, DbError> {
+        let mut stmt = conn.prepare("SELECT k FROM t ORDER BY k")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_job_without_a_savepoint_that_fails_before_writing_keeps_its_group() {
+    let (_dir, db) = temp_db();
+    let answers = one_group(
+        &db,
+        vec![
+            (Undo::Group, insert("a")),
+            (
+                Undo::Group,
+                Box::new(|c| {
+                    // Reads, then refuses: nothing of its own to undo.
+                    c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))?;
+                    Err(DbError::JobPanicked)
+                }),
+            ),
+            (Undo::Group, insert("c")),
+        ],
+    );
+    assert!(answers[0].is_ok(), "{answers:?}");
+    assert!(
+        matches!(answers[1], Err(DbError::JobPanicked)),
+        "{answers:?}"
+    );
+    assert!(answers[2].is_ok(), "{answers:?}");
+    assert_eq!(keys(&db), vec!["a", "c"]);
+}
+
+#[test]
+fn a_job_without_a_savepoint_that_fails_after_writing_takes_its_transaction_with_it() {
+    let (_dir, db) = temp_db();
+    let answers = one_group(
+        &db,
+        vec![
+            (Undo::Group, insert("a")),
+            (Undo::Savepoint, insert("b")),
+            (
+                Undo::Group,
+                Box::new(|c| {
+                    c.execute("INSERT INTO t VALUES ('x', 1)", [])?;
+                    // Duplicate key: fails after its first write.
+                    c.execute("INSERT INTO t VALUES ('a', 2)", [])?;
+                    Ok(())
+                }),
+            ),
+            (Undo::Group, insert("d")),
+        ],
+    );
+    // Its own error, not the group's.
+    assert!(matches!(answers[2], Err(DbError::Sqlite(_))), "{answers:?}");
+    // The earlier jobs' writes went with the transaction: they are told so, not answered Ok.
+    for earlier in &answers[..2] {
+        assert!(
+            matches!(earlier, Err(DbError::GroupFailed { .. })),
+            "{answers:?}"
+        );
+    }
+    // The later job ran in a new transaction and committed.
+    assert!(answers[3].is_ok(), "{answers:?}");
+    assert_eq!(keys(&db), vec!["d"]);
+}
+
+#[test]
+fn a_panicking_job_without_a_savepoint_leaves_nothing_behind() {
+    let (_dir, db) = temp_db();
+    let answers = one_group(
+        &db,
+        vec![
+            (
+                Undo::Group,
+                Box::new(|c| {
+                    c.execute("INSERT INTO t VALUES ('p', 1)", [])?;
+                    panic!("job panics on purpose");
+                }),
+            ),
+            (Undo::Group, insert("q")),
+        ],
+    );
+    assert!(
+        matches!(answers[0], Err(DbError::JobPanicked)),
+        "{answers:?}"
+    );
+    assert!(answers[1].is_ok(), "{answers:?}");
+    assert_eq!(keys(&db), vec!["q"]);
+}
+
 #[test]
 fn panicking_job_is_isolated_and_the_writer_survives() {
     let (_dir, db) = temp_db();
@@ -149,6 +297,7 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
             },
             writer::Admission::Always,
             None,
+            Undo::Savepoint,
         )
         .unwrap();
     writer_busy.recv().unwrap();
@@ -169,6 +318,7 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
                     },
                     writer::Admission::Always,
                     None,
+                    Undo::Savepoint,
                 )
                 .unwrap()
         })
@@ -244,11 +394,13 @@ fn the_wal_is_checkpointed_while_the_writer_runs_a_job() {
                 },
                 writer::Admission::Always,
                 None,
+                Undo::Savepoint,
             )?;
             Ok::<_, DbError>(b)
         },
         writer::Admission::Always,
         None,
+        Undo::Savepoint,
     );
     let b = a.unwrap().blocking_recv().unwrap().unwrap();
     writer_busy.recv().unwrap();

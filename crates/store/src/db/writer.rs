@@ -7,6 +7,13 @@
 //! requests, and because jobs run one after another, checks such as idempotency, duplicates,
 //! caps and balances see every earlier job's writes: they cannot race.
 //!
+//! A savepoint is not free: SQLite copies every page a job changes into the savepoint's
+//! journal first, so that it could undo the job alone. Ingest's jobs fail only before their
+//! first write unless the database or a bug fails them (a refused lead is an answer, not an
+//! error), so they run without one ([`Undo::Group`]): should such a job fail after writing
+//! anyway, the group's transaction is rolled back and its earlier jobs are answered with a
+//! group failure (nothing of theirs was answered or committed, so they may retry).
+//!
 //! SQLite would also checkpoint the WAL inside a commit (`wal_autocheckpoint`, every 1,000
 //! frames), so that the jobs of the group whose commit crossed the mark waited for a copy of
 //! the WAL into the database file and its fsync, several milliseconds, and every job arriving
@@ -58,6 +65,18 @@ pub(super) enum Admission {
     /// A worker's or a CLI command's job: always queued. These callers are few and each
     /// waits for one job at a time, so they cannot grow the queue without bound.
     Always,
+}
+
+/// What undoes a job's writes when the job fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undo {
+    /// The job's own savepoint: a failing job's writes are rolled back alone.
+    Savepoint,
+    /// The group's transaction, for a job that fails only before its first write unless the
+    /// database or a bug fails it. The job runs without a savepoint; a failure that wrote
+    /// nothing needs no undo, and one that wrote (counted by SQLite's changes) rolls back
+    /// the whole transaction, whose earlier jobs are then answered with a group failure.
+    Group,
 }
 
 /// Writes that jobs leave to their group (the report roll-up, `report::buckets`): a job
@@ -159,6 +178,8 @@ trait Job: Send {
     fn request_id(&self) -> Option<&RequestId>;
     /// What the job leaves to its group, if anything ([`Deferred`]).
     fn deferred(&self) -> Option<&'static dyn Deferred>;
+    /// What undoes the job's writes when it fails.
+    fn undo(&self) -> Undo;
 }
 
 struct TypedJob<T, E, F> {
@@ -167,6 +188,7 @@ struct TypedJob<T, E, F> {
     reply: oneshot::Sender<Result<T, E>>,
     request_id: Option<RequestId>,
     deferred: Option<&'static dyn Deferred>,
+    undo: Undo,
     /// The job's place in the bounded queue, given back when the job is answered.
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -219,6 +241,10 @@ where
 
     fn deferred(&self) -> Option<&'static dyn Deferred> {
         self.deferred
+    }
+
+    fn undo(&self) -> Undo {
+        self.undo
     }
 }
 
@@ -325,6 +351,7 @@ impl WriterHandle {
         work: F,
         admission: Admission,
         deferred: Option<&'static dyn Deferred>,
+        undo: Undo,
     ) -> Result<oneshot::Receiver<Result<T, E>>, E>
     where
         F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
@@ -348,6 +375,7 @@ impl WriterHandle {
             reply,
             request_id: crate::request_id::current(),
             deferred,
+            undo,
             _permit: permit,
         };
         self.sender
@@ -591,9 +619,12 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
                 let _ = conn.execute_batch("ROLLBACK");
             }
         }
+        let undo = jobs[index].undo();
         if conn.is_autocommit() {
             // The roll-up's error rolled back the transaction: start it again below.
-        } else if let Err(e) = control(conn, "SAVEPOINT job") {
+        } else if undo == Undo::Savepoint
+            && let Err(e) = control(conn, "SAVEPOINT job")
+        {
             failures[index] = Some(GroupFailure::of(
                 format!("could not open a savepoint: {e}"),
                 &e,
@@ -602,6 +633,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         }
         let job = &mut jobs[index];
         let request_id = job.request_id().cloned();
+        let changes_before = conn.total_changes();
         let ok = !conn.is_autocommit()
             && crate::request_id::on_thread(request_id.as_ref(), || match own {
                 Some(own) => {
@@ -612,6 +644,15 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
                 }
                 None => job.run(conn),
             });
+        if !ok
+            && undo == Undo::Group
+            && !conn.is_autocommit()
+            && conn.total_changes() != changes_before
+        {
+            // The job wrote before it failed, without a savepoint: only the transaction's
+            // rollback undoes its writes, and the earlier jobs' with them.
+            let _ = conn.execute_batch("ROLLBACK");
+        }
         if conn.is_autocommit() {
             if let Some(group) = collecting {
                 group.discard();
@@ -656,7 +697,9 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
             }
             continue;
         }
-        let end = if ok {
+        let end = if undo == Undo::Group {
+            Ok(())
+        } else if ok {
             control(conn, "RELEASE job")
         } else {
             control(conn, "ROLLBACK TO job").and_then(|()| control(conn, "RELEASE job"))
