@@ -88,15 +88,12 @@ async fn failing_job_does_not_lose_its_neighbours_writes() {
     assert_eq!(keys, vec!["a", "c"]);
 }
 
+/// A test's job for the writer.
+type TestJob = Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send>;
+
 /// Runs `jobs` (each with its undo) as one group behind a job that holds the writer, and
 /// returns their answers in order.
-fn one_group(
-    db: &Db,
-    jobs: Vec<(
-        Undo,
-        Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send>,
-    )>,
-) -> Vec<Result<(), DbError>> {
+fn one_group(db: &Db, jobs: Vec<(Undo, TestJob)>) -> Vec<Result<(), DbError>> {
     let writer = &db.inner.writer;
     let (started, writer_busy) = std::sync::mpsc::channel::<()>();
     let (release, hold) = std::sync::mpsc::channel::<()>();
@@ -135,7 +132,7 @@ fn one_group(
     answers
 }
 
-fn insert(key: &'static str) -> Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send> {
+fn insert(key: &'static str) -> TestJob {
     Box::new(move |c| {
         c.execute("INSERT INTO t VALUES (?1, 1)", [key])?;
         Ok(())
