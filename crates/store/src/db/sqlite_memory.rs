@@ -1,9 +1,10 @@
 //! SQLite's memory: from mimalloc (the process's allocator in the binary) instead of glibc's
 //! `malloc`, and without SQLite's memory statistics.
 //!
-//! Why: the writer runs every job in a `SAVEPOINT`, and with `temp_store=MEMORY` SQLite
-//! copies each page a job first changes into an in-memory journal made of 1 KiB chunks,
-//! several allocations per page, all freed when the job ends. glibc serves those past its
+//! Why: the writer runs most jobs in a `SAVEPOINT` (and multi-row statements in a statement
+//! journal), and with `temp_store=MEMORY` SQLite copies each page a job first changes into an
+//! in-memory journal made of 1 KiB chunks, several allocations per page, all freed when the
+//! job ends. glibc serves those past its
 //! small per-thread cache from an arena under a lock: 8% of the writer's time for an
 //! auto-delivered lead went to glibc's `malloc` and `free` called by SQLite (perf of the
 //! writer during `bench/autodelivery.sh`'s auto-delivery load). With its statistics on (the default),
