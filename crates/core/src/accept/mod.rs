@@ -29,7 +29,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::config::source::Source;
-use crate::db::Db;
+use crate::db::{Db, Undo};
 use crate::ingest::IngestError;
 use crate::ingest::handler::{self, Prepared};
 use crate::ingest::kept::{Admission, WorkspaceRules};
@@ -109,7 +109,7 @@ async fn write(
     // fails it, and the savepoint would copy every page the lead changes.
     let (outcomes, leads) = services
         .db
-        .write_deferring_without_savepoint(&crate::report::buckets::ROLLUP, move |conn| {
+        .write_deferring(&crate::report::buckets::ROLLUP, Undo::Group, move |conn| {
             let outcomes =
                 job::store_with_bids(conn, &target, &leads, &bids, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
@@ -142,14 +142,18 @@ async fn refuse_invalid(
     let target = target.clone();
     services
         .db
-        .write_deferring(&crate::report::buckets::ROLLUP, move |conn| {
-            let now = crate::clock::now_ms();
-            job::count_invalid(conn, &target, invalid, now)?;
-            for ping_id in &ping_ids {
-                crate::ping::post::release_invalid(conn, &target.id, ping_id, now)?;
-            }
-            Ok::<_, IngestError>(())
-        })
+        .write_deferring(
+            &crate::report::buckets::ROLLUP,
+            Undo::Savepoint,
+            move |conn| {
+                let now = crate::clock::now_ms();
+                job::count_invalid(conn, &target, invalid, now)?;
+                for ping_id in &ping_ids {
+                    crate::ping::post::release_invalid(conn, &target.id, ping_id, now)?;
+                }
+                Ok::<_, IngestError>(())
+            },
+        )
         .await
 }
 

@@ -8,6 +8,7 @@ use super::buckets::Grain;
 use super::{By, Counted, Received, ReportQuery, leads_received, run, transaction_changed};
 use crate::config::container::DeliveryMode;
 use crate::config::testing;
+use crate::db::Undo;
 
 /// A migrated file with workspace `ws` in `timezone` and its source `src`.
 fn database(timezone: &str) -> (tempfile::TempDir, Connection) {
@@ -397,11 +398,12 @@ async fn a_group_writes_what_its_kept_jobs_counted_once_and_before_a_job_that_do
         .await
         .expect("the wait ends");
     let groups_before = db.writer_stats().groups;
-    let kept = db.write_deferring(&super::buckets::ROLLUP, move |c| {
+    let kept = db.write_deferring(&super::buckets::ROLLUP, Undo::Savepoint, move |c| {
         count(c, 3).map_err(crate::db::DbError::from)
     });
     let failed = db.write_deferring(
         &super::buckets::ROLLUP,
+        Undo::Savepoint,
         move |c| -> Result<(), crate::db::DbError> {
             count(c, 2)?;
             Err(crate::db::DbError::JobPanicked)
@@ -409,7 +411,7 @@ async fn a_group_writes_what_its_kept_jobs_counted_once_and_before_a_job_that_do
     );
     // A job that does not defer reads what the kept job before it counted.
     let seen = db.write(|c| Ok::<_, crate::db::DbError>(received_sums(c)));
-    let later = db.write_deferring(&super::buckets::ROLLUP, move |c| {
+    let later = db.write_deferring(&super::buckets::ROLLUP, Undo::Savepoint, move |c| {
         count(c, 1).map_err(crate::db::DbError::from)
     });
     let (kept, failed, seen, later, ()) = tokio::join!(kept, failed, seen, later, async {

@@ -387,9 +387,16 @@ impl Db {
     /// roll-up, whose figures for a lead are then summed with the group's other jobs' and
     /// written once before the group commits, in the same transaction). Only for a job that
     /// reads and deletes nothing the deferred writes refer to (ingest).
+    ///
+    /// `undo`: [`Undo::Group`] for a job that fails only before its first write unless the
+    /// database or a bug fails it (ingest, whose refusals are answers): it runs without a
+    /// savepoint of its own, which spares SQLite a copy of every page the job changes. Should
+    /// it fail after writing anyway, the group's transaction is rolled back, and the group's
+    /// earlier jobs are answered with [`DbError::GroupFailed`].
     pub async fn write_deferring<T, E, F>(
         &self,
         deferred: &'static dyn writer::Deferred,
+        undo: Undo,
         f: F,
     ) -> Result<T, E>
     where
@@ -397,25 +404,7 @@ impl Db {
         T: Send + 'static,
         E: From<DbError> + Send + 'static,
     {
-        self.write_as(f, Some(deferred), Undo::Savepoint).await
-    }
-
-    /// [`Db::write_deferring`] for a job that fails only before its first write unless the
-    /// database or a bug fails it (ingest, whose refusals are answers): it runs without a
-    /// savepoint of its own ([`Undo::Group`]), which spares SQLite a copy of every page the
-    /// job changes. Should it fail after writing anyway, the group's transaction is rolled
-    /// back, and the group's earlier jobs are answered with [`DbError::GroupFailed`].
-    pub async fn write_deferring_without_savepoint<T, E, F>(
-        &self,
-        deferred: &'static dyn writer::Deferred,
-        f: F,
-    ) -> Result<T, E>
-    where
-        F: FnOnce(&Connection) -> Result<T, E> + Send + 'static,
-        T: Send + 'static,
-        E: From<DbError> + Send + 'static,
-    {
-        self.write_as(f, Some(deferred), Undo::Group).await
+        self.write_as(f, Some(deferred), undo).await
     }
 
     async fn write_as<T, E, F>(

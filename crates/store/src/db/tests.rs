@@ -88,6 +88,45 @@ async fn failing_job_does_not_lose_its_neighbours_writes() {
     assert_eq!(keys, vec!["a", "c"]);
 }
 
+/// A job that holds the writer until [`HeldWriter::release`], so that the jobs submitted
+/// meanwhile queue behind it and run as one group. Jobs are queued from the test's thread
+/// (`submit` returns once a job is in the queue), so nothing depends on how soon other
+/// threads get a core.
+struct HeldWriter {
+    release: std::sync::mpsc::Sender<()>,
+    blocker: tokio::sync::oneshot::Receiver<Result<(), DbError>>,
+}
+
+impl HeldWriter {
+    /// Submits the holding job and returns once the writer runs it.
+    fn new(db: &Db) -> HeldWriter {
+        let (started, writer_busy) = std::sync::mpsc::channel::<()>();
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let blocker = db
+            .inner
+            .writer
+            .submit(
+                move |_conn| {
+                    started.send(()).expect("the test waits for the writer");
+                    hold.recv().expect("the test releases the writer");
+                    Ok::<(), DbError>(())
+                },
+                writer::Admission::Always,
+                None,
+                Undo::Savepoint,
+            )
+            .unwrap();
+        writer_busy.recv().unwrap();
+        HeldWriter { release, blocker }
+    }
+
+    /// Lets the holding job end and waits for its answer.
+    fn release(self) {
+        self.release.send(()).unwrap();
+        self.blocker.blocking_recv().unwrap().unwrap();
+    }
+}
+
 /// A test's job for the writer.
 type TestJob = Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send>;
 
@@ -95,21 +134,7 @@ type TestJob = Box<dyn FnOnce(&Connection) -> Result<(), DbError> + Send>;
 /// returns their answers in order.
 fn one_group(db: &Db, jobs: Vec<(Undo, TestJob)>) -> Vec<Result<(), DbError>> {
     let writer = &db.inner.writer;
-    let (started, writer_busy) = std::sync::mpsc::channel::<()>();
-    let (release, hold) = std::sync::mpsc::channel::<()>();
-    let blocker = writer
-        .submit(
-            move |_conn| {
-                started.send(()).expect("the test waits for the writer");
-                hold.recv().expect("the test releases the writer");
-                Ok::<(), DbError>(())
-            },
-            writer::Admission::Always,
-            None,
-            Undo::Savepoint,
-        )
-        .unwrap();
-    writer_busy.recv().unwrap();
+    let held = HeldWriter::new(db);
     let groups_before = db.writer_stats().groups;
     let replies: Vec<_> = jobs
         .into_iter()
@@ -119,8 +144,7 @@ fn one_group(db: &Db, jobs: Vec<(Undo, TestJob)>) -> Vec<Result<(), DbError>> {
                 .unwrap()
         })
         .collect();
-    release.send(()).unwrap();
-    blocker.blocking_recv().unwrap().unwrap();
+    held.release();
     let answers = replies
         .into_iter()
         .map(|reply| reply.blocking_recv().unwrap())
@@ -280,24 +304,8 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
     let (_dir, db) = temp_db();
     let writer = &db.inner.writer;
     // Hold the writer inside a job while 100 more jobs are queued behind it; the writer
-    // must then take all of them as one group (one commit), not one by one. The jobs are
-    // queued from this thread (`submit` returns once a job is in the queue), so nothing
-    // here depends on how soon other threads get a core.
-    let (started, writer_busy) = std::sync::mpsc::channel::<()>();
-    let (release, hold) = std::sync::mpsc::channel::<()>();
-    let blocker = writer
-        .submit(
-            move |_conn| {
-                started.send(()).expect("the test waits for the writer");
-                hold.recv().expect("the test releases the writer");
-                Ok::<(), DbError>(())
-            },
-            writer::Admission::Always,
-            None,
-            Undo::Savepoint,
-        )
-        .unwrap();
-    writer_busy.recv().unwrap();
+    // must then take all of them as one group (one commit), not one by one.
+    let held = HeldWriter::new(&db);
     // A fresh database: the blocker is the writer's only job so far, still running, its
     // group counted as it runs (so a caller with its answer finds its group counted).
     let before = db.writer_stats();
@@ -321,8 +329,7 @@ fn jobs_queued_while_the_writer_is_busy_share_one_commit() {
         })
         .collect();
     assert_eq!(db.writer_stats().submitted, 101);
-    release.send(()).unwrap();
-    blocker.blocking_recv().unwrap().unwrap();
+    held.release();
     for reply in queued {
         assert_eq!(reply.blocking_recv().unwrap().unwrap(), 1);
     }
