@@ -176,9 +176,9 @@ pub fn deliver(conn: &Connection, order: &DeliveryOrder) -> Result<Delivered, De
 /// buyer) needs no savepoint. An error from the writes is a database error
 /// ([`DeliveryError::Db`]), after which the caller must fail its job: the writer then rolls
 /// back the job's writes (its savepoint, or an ingest job's group transaction), and with them
-/// the half-written delivery. Callers in the
-/// server process poke the outbox's [`Notifier`](crate::outbox::Notifier) after the job
-/// returns so that the event goes out at once.
+/// the half-written delivery. Callers in the server process poke the outbox's
+/// [`Notifier`](crate::outbox::Notifier) after the job returns so that the event goes out
+/// at once.
 pub(crate) fn deliver_lead(
     conn: &Connection,
     order: &LeadDelivery,

@@ -3,8 +3,8 @@
 //! trace (`trace`, against its shape), and the raw body's format 1 (`body`, against the
 //! lead's columns), which is read but no longer written. One compression and one
 //! decompression context per thread, reused: creating one costs more than compressing a
-//! small input. Every frame carries a checksum, so a frame decoded
-//! against another dictionary is refused rather than returned wrong.
+//! small input. Every frame carries a checksum, so a frame decoded against another
+//! dictionary is refused rather than returned wrong.
 //!
 //! A format whose dictionary never changes prepares it once ([`Prepared`]): compressing
 //! against a prepared dictionary only refers to it, where loading a raw one builds its
@@ -81,8 +81,9 @@ fn with_decompressor<R>(
 /// of unknown length (level 3: some 700 KB cleared per frame), where a prefix's tables are
 /// sized for the prefix and the input together. For a dictionary of a few hundred bytes that
 /// was 62 k of the 64 k instructions of a compression (callgrind of `serve` under
-/// `bench/instructions.sh single`, when the body was written in format 1). Raw content referenced as a prefix is what
-/// a loaded raw dictionary means to the decoder, so [`decompress`] reads both.
+/// `bench/instructions.sh single`, when the body was written in format 1). Raw content
+/// referenced as a prefix is what a loaded raw dictionary means to the decoder, so
+/// [`decompress`] reads both.
 pub(super) fn compress(dict: &[u8], data: &[u8]) -> Vec<u8> {
     PREFIX_COMPRESSOR.with(|cell| {
         let context = cell.borrow_mut().take().unwrap_or_else(prefix_context);

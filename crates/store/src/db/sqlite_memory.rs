@@ -4,12 +4,11 @@
 //! Why: the writer runs most jobs in a `SAVEPOINT` (and multi-row statements in a statement
 //! journal), and with `temp_store=MEMORY` SQLite copies each page a job first changes into an
 //! in-memory journal made of 1 KiB chunks, several allocations per page, all freed when the
-//! job ends. glibc serves those past its
-//! small per-thread cache from an arena under a lock: 8% of the writer's time for an
-//! auto-delivered lead went to glibc's `malloc` and `free` called by SQLite (perf of the
-//! writer during `bench/autodelivery.sh`'s auto-delivery load). With its statistics on (the default),
-//! SQLite also takes a global mutex around every allocation and free to keep counts
-//! nothing here reads (`sqlite3_memory_used`): another 2%.
+//! job ends. glibc serves those past its small per-thread cache from an arena under a lock:
+//! 8% of the writer's time for an auto-delivered lead went to glibc's `malloc` and `free`
+//! called by SQLite (perf of the writer during `bench/autodelivery.sh`'s auto-delivery load).
+//! With its statistics on (the default), SQLite also takes a global mutex around every
+//! allocation and free to keep counts nothing here reads (`sqlite3_memory_used`): another 2%.
 //!
 //! SQLite keeps the allocator it was initialised with for the life of the process, and
 //! `sqlite3_config` is not safe against a concurrent first connection in another thread,
