@@ -11,7 +11,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 
 use crate::lifecycle::{CANCELLATION, CONFIRMATION, Fixture, PAYOUT, PAYOUT_PENDING, secret_of};
-use crate::util::{Reply, SIGNING_SECRET, lr};
+use crate::util::{Reply, SIGNING_SECRET, WAIT, lr};
 
 /// A cancellation (return) of `txn` with `reason`, and `code` as `reasonCode` when given.
 fn cancel(f: &Fixture, buyer: &str, txn: &str, reason: &str, code: Option<&str>) -> Reply {
@@ -69,7 +69,7 @@ fn checked(f: &Fixture) {
 /// The `transaction.return_decided` events `buyer`'s endpoint received.
 fn decisions(f: &Fixture, buyer: &str, n: usize) -> Vec<Value> {
     f.receiver
-        .wait_for_on(&format!("/{buyer}"), n, Duration::from_secs(10))
+        .wait_for_on(&format!("/{buyer}"), n, WAIT)
         .into_iter()
         .filter(|r| r.json()["event"] == "transaction.return_decided")
         .map(|r| {
@@ -896,7 +896,7 @@ fn the_return_decided_event_is_retried_like_lead_delivered() {
     let f = Fixture::new();
     f.buyer("m", &["--return-review", "manual"]);
     let txn = f.delivered("m");
-    f.receiver.wait_for_on("/m", 1, Duration::from_secs(10));
+    f.receiver.wait_for_on("/m", 1, WAIT);
     assert_eq!(cancel(&f, "m", &txn, "fake", None).status, 200);
     // The buyer's endpoint fails once, then takes it.
     f.receiver
