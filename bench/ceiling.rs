@@ -5,10 +5,16 @@
 //! with one. A throughput figure of leadrelay divided by the ceiling of the same run says how
 //! much of what the disk and SQLite allow it reaches, whatever the machine.
 //!
-//!   cargo run --release --example ceiling -- DIR     # prints `ceiling per_commit=N: L leads/s`
+//! The emails are sequential (`p1@…`, `p2@…`), as the load's are by default: each commit then
+//! adds to one leaf of the email index. With `random` as the second argument they are random,
+//! as real traffic's are, and each lead adds to a leaf of its own (`KEYS=random` in
+//! bench/reference.sh runs both the load and the ceiling so).
+//!
+//!   cargo run --release --example ceiling -- DIR [random]  # prints `ceiling per_commit=N: L leads/s`
 
 use std::time::Instant;
 
+use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, params};
 
 const SCHEMA: &str = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;
@@ -30,6 +36,8 @@ fn main() -> rusqlite::Result<()> {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     };
+    let random_keys = std::env::args().nth(2).as_deref() == Some("random");
+    let mut draws = rand::rngs::StdRng::seed_from_u64(32);
     let body = "x".repeat(700);
     for per_commit in [16usize, 100] {
         remove();
@@ -41,7 +49,11 @@ fn main() -> rusqlite::Result<()> {
         while i < leads {
             let tx = conn.unchecked_transaction()?;
             for _ in 0..per_commit.min(leads - i) {
-                let email = format!("p{i}@example.com");
+                let email = if random_keys {
+                    format!("{:016x}@example.com", draws.random::<u64>())
+                } else {
+                    format!("p{i}@example.com")
+                };
                 let phone = format!("4915{i:08}");
                 let external = format!("ext-{i}");
                 let lookups = [
