@@ -83,6 +83,53 @@ fn a_rotated_secret_applies_on_the_next_request() {
 }
 
 #[test]
+fn a_change_made_while_the_server_keeps_a_source_applies_to_the_next_request() {
+    // The server keeps a source it has admitted and confirms it only when the request
+    // writes: every change below comes from the CLI's process while `guarded` is kept.
+    let server = guarded();
+    let post = |secret: &str, lead: &serde_json::Value| {
+        server.post(GUARDED).secret(secret).json(lead).send()
+    };
+    assert_eq!(post(SECRET, &person(1)).status, 201);
+
+    let rotated = lr(&server, "source rotate-secret guarded").json();
+    let new_secret = rotated["secret"].as_str().unwrap().to_string();
+    let reply = post(SECRET, &person(2));
+    assert_eq!(
+        reply.status, 401,
+        "the old secret after a rotation: {}",
+        reply.text
+    );
+    let reply = post(&new_secret, &person(3));
+    assert_eq!(reply.status, 201, "{}", reply.text);
+
+    lr(
+        &server,
+        "suppression add --workspace ws --email max4@example.com",
+    )
+    .json();
+    let reply = post(&new_secret, &person(4));
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.json["error"]["details"][0]["code"], "suppressed");
+    assert_eq!(post(&new_secret, &person(5)).status, 201);
+
+    lr(&server, "source disable guarded").json();
+    // A body refused before anything is written is answered on the source as it is.
+    let reply = server
+        .post(GUARDED)
+        .secret(&new_secret)
+        .json(&json!(42))
+        .send();
+    assert_eq!(reply.status, 404, "{}", reply.text);
+    lr(&server, "source enable guarded").json();
+    assert_eq!(post(&new_secret, &person(6)).status, 201);
+    lr(&server, "source disable guarded").json();
+    let reply = post(&new_secret, &person(7));
+    assert_eq!(reply.status, 404, "a disabled source: {}", reply.text);
+    assert_eq!(lead_count(&server, "guarded"), 4);
+}
+
+#[test]
 fn unknown_disabled_and_misplaced_sources_are_404() {
     let server = guarded();
     lr(

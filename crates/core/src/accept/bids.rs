@@ -101,6 +101,8 @@ pub(super) async fn ask_for_bids(
     let now = crate::clock::now_ms();
     let mut asked = Vec::new();
     let asking = services.db.read_blocking(|conn| {
+        // No buyer is asked on a stale admission.
+        crate::ingest::kept::confirm_in(conn, services.stamp.pending())?;
         let Some(settings) =
             crate::autodelivery::Settings::load_for(conn, &target.container_id, &target.id, now)?
         else {
@@ -144,6 +146,7 @@ pub(super) async fn ask_for_bids(
         }
         Ok::<_, IngestError>(asking)
     })?;
+    services.stamp.mark_confirmed();
     if asking.is_empty() {
         return Ok(Collected::new());
     }

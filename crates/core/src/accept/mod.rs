@@ -32,7 +32,7 @@ use crate::config::source::Source;
 use crate::db::{Db, Undo};
 use crate::ingest::IngestError;
 use crate::ingest::handler::{self, Prepared};
-use crate::ingest::kept::{Admission, WorkspaceRules};
+use crate::ingest::kept::{self, Admission, StampCheck, WorkspaceRules};
 use crate::ingest::problem::Problem;
 use crate::ingest::shape::{self, Item, Shape};
 use crate::ingest::store::PreparedLead;
@@ -53,13 +53,16 @@ pub struct Services<'a> {
     /// The check client (DESIGN.md section 22): the workspace's check steps run through it.
     pub checks: &'a crate::checks::CheckClient,
     pub arrived: std::time::Instant,
+    /// Whether the admission is confirmed as the file's: the first writer job confirms it
+    /// before it writes, the bids before they are asked (`Err(Stale)` when it moved).
+    pub stamp: &'a StampCheck,
 }
 
 /// Ingests the JSON `body` sent to `source` (`raw` is its text, stored as the lead's raw
 /// body) and returns the answer.
 pub async fn ingest(
     services: &Services<'_>,
-    Admission { source, rules }: Admission,
+    Admission { source, rules, .. }: Admission,
     body: Value,
     raw: Option<String>,
 ) -> Result<Reply, IngestError> {
@@ -106,10 +109,13 @@ async fn write(
     bids: bids::Collected,
 ) -> Result<Vec<StoreOutcome>, IngestError> {
     // Without a savepoint: the job's refusals are outcomes, so only the database or a bug
-    // fails it, and the savepoint would copy every page the lead changes.
+    // fails it (or a stale admission, before it writes), and the savepoint would copy
+    // every page the lead changes.
+    let expected = services.stamp.pending();
     let (outcomes, leads) = services
         .db
         .write_deferring(&crate::report::buckets::ROLLUP, Undo::Group, move |conn| {
+            kept::confirm_in(conn, expected)?;
             let outcomes =
                 job::store_with_bids(conn, &target, &leads, &bids, crate::clock::now_ms())?;
             // The leads go back so that their memory is freed here, not on the writer
@@ -117,6 +123,7 @@ async fn write(
             Ok::<_, IngestError>((outcomes, (leads, bids)))
         })
         .await?;
+    services.stamp.mark_confirmed();
     drop(leads);
     if outcomes
         .iter()
@@ -140,12 +147,14 @@ async fn refuse_invalid(
         return Ok(());
     }
     let target = target.clone();
+    let expected = services.stamp.pending();
     services
         .db
         .write_deferring(
             &crate::report::buckets::ROLLUP,
             Undo::Savepoint,
             move |conn| {
+                kept::confirm_in(conn, expected)?;
                 let now = crate::clock::now_ms();
                 job::count_invalid(conn, &target, invalid, now)?;
                 for ping_id in &ping_ids {
@@ -154,7 +163,9 @@ async fn refuse_invalid(
                 Ok::<_, IngestError>(())
             },
         )
-        .await
+        .await?;
+    services.stamp.mark_confirmed();
+    Ok(())
 }
 
 async fn ingest_single(

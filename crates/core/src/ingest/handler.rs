@@ -38,6 +38,28 @@ pub fn admit(
     Ok(admission)
 }
 
+/// What [`admit`] would answer, from the kept copy and without reading the file, when the
+/// copy holds the source and admits the request (enabled, in the path's container, its
+/// secret presented): ingest's writer job then confirms the copy's stamp (`kept`'s
+/// `StampCheck`). `None` otherwise, and the request goes to [`admit`], so a refusal always
+/// rests on the file as it is now. Nor when the workspace runs check steps: they ask a third
+/// party, which a request on a stale copy must not do.
+pub fn admit_kept(
+    kept: &Kept,
+    kind: ContainerKind,
+    container_id: &str,
+    source_id: &str,
+    presented: &[&str],
+) -> Option<Admission> {
+    let admission = kept.kept(&crate::ids::SourceId::from(source_id))?;
+    let admits = admission.source.takes_leads()
+        && admission.source.container_kind == kind
+        && admission.source.container_id == container_id
+        && admission.rules.steps.is_empty()
+        && authenticate(&admission.source, presented).is_ok();
+    admits.then_some(admission)
+}
+
 /// The enabled source named by the path, in the container the path names; anything else
 /// is 404, so a source cannot be reached through another channel's or table's path.
 ///

@@ -18,10 +18,20 @@
 //! makes the next lookup read again. Only sources that exist are kept (an unknown id costs
 //! a read each time and takes no room); a new stamp drops everything kept.
 //!
+//! Ingest does not read even the stamp first ([`Kept::kept`]): that read begins a read
+//! transaction on a file the writer commits to hundreds of times a second, and cost a tenth
+//! of an HTTP worker's time per single lead (`perf record`, BENCHMARKS.md). It takes the
+//! kept copy as it is and confirms the stamp later ([`StampCheck`]): in its writer job's
+//! transaction before the job's first write, or on the read pool before it asks a buyer for
+//! a bid or answers without writing. A request whose stamp moved has written nothing and
+//! asked no one, and runs again on the source as read then, so every answer rests on a
+//! state confirmed after the request arrived.
+//!
 //! Owns the kept copy; `config::source`, `suppression` and `checks::store` own the SQL of
 //! what is kept, the migrations the stamp's triggers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -35,6 +45,8 @@ use crate::suppression::{self, Lookup};
 pub struct Admission {
     pub source: Source,
     pub rules: Arc<WorkspaceRules>,
+    /// The stamp the source and the rules were read under.
+    pub stamp: i64,
 }
 
 /// What ingest applies to every lead of a workspace before it is stored.
@@ -66,20 +78,11 @@ impl Kept {
         conn: &Connection,
         id: &crate::ids::SourceId,
     ) -> Result<Option<Admission>, IngestError> {
-        let stamp: i64 = conn
-            .prepare_cached("SELECT generation FROM source_stamp WHERE id = 1")?
-            .query_row([], |row| row.get(0))?;
+        let stamp = stamp(conn)?;
+        if let Some(admission) = self.kept(id)
+            && admission.stamp == stamp
         {
-            let kept = self.lock();
-            if kept.stamp == Some(stamp)
-                && let Some(source) = kept.sources.get(id)
-                && let Some(rules) = kept.workspaces.get(&source.workspace_id)
-            {
-                return Ok(Some(Admission {
-                    source: source.clone(),
-                    rules: rules.clone(),
-                }));
-            }
+            return Ok(Some(admission));
         }
         let Some(source) = source::find(conn, id)? else {
             return Ok(None);
@@ -98,7 +101,26 @@ impl Kept {
         kept.sources.insert(id.clone(), source.clone());
         kept.workspaces
             .insert(source.workspace_id.clone(), rules.clone());
-        Ok(Some(Admission { source, rules }))
+        Ok(Some(Admission {
+            source,
+            rules,
+            stamp,
+        }))
+    }
+
+    /// Source `id` with its workspace's rules as they were kept, without reading the file:
+    /// `None` when nothing is kept for it. It may be out of date; a [`StampCheck`] made
+    /// from its stamp says when it is not.
+    pub fn kept(&self, id: &crate::ids::SourceId) -> Option<Admission> {
+        let kept = self.lock();
+        let stamp = kept.stamp?;
+        let source = kept.sources.get(id)?;
+        let rules = kept.workspaces.get(&source.workspace_id)?;
+        Some(Admission {
+            source: source.clone(),
+            rules: rules.clone(),
+            stamp,
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Copy> {
@@ -107,6 +129,73 @@ impl Kept {
         self.kept
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The file's stamp as `conn` sees it (in its transaction, or in one of its own).
+fn stamp(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT generation FROM source_stamp WHERE id = 1")?
+        .query_row([], |row| row.get(0))
+}
+
+/// Whether the admission a request runs on is still the file's: read for the request
+/// ([`StampCheck::read_now`]), or taken from the kept copy and not yet confirmed
+/// ([`StampCheck::kept`]) until a transaction that also sees the stamp confirms it.
+pub struct StampCheck {
+    /// The stamp a kept admission was read under; `None` when it was read for the request.
+    expected: Option<i64>,
+    confirmed: AtomicBool,
+}
+
+impl StampCheck {
+    /// For an admission read from the file for this request: nothing to confirm.
+    pub fn read_now() -> StampCheck {
+        StampCheck {
+            expected: None,
+            confirmed: AtomicBool::new(true),
+        }
+    }
+
+    /// For an admission taken from the kept copy under `stamp`.
+    pub fn kept(stamp: i64) -> StampCheck {
+        StampCheck {
+            expected: Some(stamp),
+            confirmed: AtomicBool::new(false),
+        }
+    }
+
+    /// The stamp a transaction must still see, until one has: what a writer job hands to
+    /// [`confirm_in`] before its first write.
+    pub fn pending(&self) -> Option<i64> {
+        self.expected
+            .filter(|_| !self.confirmed.load(Ordering::Acquire))
+    }
+
+    /// Records that a transaction saw the stamp unchanged (one that [`confirm_in`] passed
+    /// and that was not undone).
+    pub fn mark_confirmed(&self) {
+        self.confirmed.store(true, Ordering::Release);
+    }
+
+    /// Confirms the stamp in a read of its own, unless it is confirmed already: for a
+    /// request about to answer without having written. `Err(Stale)` when it moved.
+    pub fn confirm(&self, db: &crate::db::Db) -> Result<(), IngestError> {
+        let Some(expected) = self.pending() else {
+            return Ok(());
+        };
+        db.read_blocking(|conn| confirm_in(conn, Some(expected)))?;
+        self.mark_confirmed();
+        Ok(())
+    }
+}
+
+/// `Err(Stale)` when the file's stamp, as `conn`'s transaction sees it, is no longer
+/// `expected` (nothing to check when `None`): first in a writer job, so a job on a stale
+/// admission fails before it writes.
+pub fn confirm_in(conn: &Connection, expected: Option<i64>) -> Result<(), IngestError> {
+    match expected {
+        Some(expected) if stamp(conn)? != expected => Err(IngestError::Stale),
+        _ => Ok(()),
     }
 }
 
@@ -205,6 +294,38 @@ mod tests {
 
         cli.execute_batch("DELETE FROM suppression_keys").unwrap();
         assert_eq!(action(&kept), None);
+    }
+
+    #[test]
+    fn the_kept_copy_is_taken_unread_and_its_stamp_confirmed_by_a_later_transaction() {
+        let (_dir, server, cli) = two_connections();
+        let kept = Kept::default();
+        assert!(
+            kept.kept(&"src".into()).is_none(),
+            "nothing kept before a read"
+        );
+        let read = kept.find(&server, &"src".into()).unwrap().unwrap();
+        let taken = kept.kept(&"src".into()).unwrap();
+        assert_eq!(taken.stamp, read.stamp);
+        assert!(kept.kept(&"unknown".into()).is_none());
+
+        let check = StampCheck::kept(taken.stamp);
+        assert_eq!(check.pending(), Some(taken.stamp));
+        confirm_in(&server, check.pending()).expect("the stamp has not moved");
+        cli.execute_batch("UPDATE sources SET name = 'Renamed' WHERE id = 'src'")
+            .unwrap();
+        assert!(matches!(
+            confirm_in(&server, check.pending()),
+            Err(IngestError::Stale)
+        ));
+        // What was kept is still taken as it was, until a read replaces it.
+        assert_eq!(kept.kept(&"src".into()).unwrap().source.name, "S");
+        assert_eq!(name(&kept, &server).as_deref(), Some("Renamed"));
+        assert_eq!(kept.kept(&"src".into()).unwrap().source.name, "Renamed");
+
+        check.mark_confirmed();
+        assert_eq!(check.pending(), None, "a confirmed check asks for nothing");
+        assert_eq!(StampCheck::read_now().pending(), None);
     }
 
     #[test]

@@ -61,6 +61,11 @@ pub enum IngestError {
     /// The source's published mapping refused the body, or could not be read.
     #[error(transparent)]
     Mapping(#[from] MappingError),
+    /// The source or its workspace's rules changed while the request was handled on a
+    /// kept copy of them (`kept::StampCheck`); nothing was written. The request runs
+    /// again on them as read then, so a partner never sees this.
+    #[error("the source changed while the request was handled; retry")]
+    Stale,
     /// Something that cannot happen did; the request was not applied.
     #[error("internal error: {0}")]
     Internal(String),

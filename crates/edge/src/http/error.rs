@@ -218,6 +218,9 @@ fn reply(error: Error) -> Reply {
             // broken database or an operator's hand edit: the partner cannot fix it, the
             // operator must.
             IngestError::Mapping(other) => internal(&other),
+            // The handler runs a stale request again on a fresh admission, which is never
+            // stale: only a change of the handler's own order would reach this.
+            IngestError::Stale => Reply::unavailable("unavailable", "the source changed; retry", 1),
             IngestError::Internal(why) => {
                 log::error!("ingest: {why}");
                 Reply::internal()

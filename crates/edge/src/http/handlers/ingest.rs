@@ -11,6 +11,7 @@ use crate::http::router::Params;
 use crate::http::{AppState, Request, Response, auth, body, response};
 use crate::ingest::IngestError;
 use crate::ingest::handler;
+use crate::ingest::kept::StampCheck;
 
 pub(crate) async fn channel(
     state: &AppState,
@@ -37,17 +38,45 @@ async fn post(
     // Bid timeouts count from here: the partner waits from its request's arrival.
     let arrived = std::time::Instant::now();
     // The write place is held until the answer (dropped with `admitted`).
-    let admitted = admit_and_read(state, request, kind, params).await?;
-    let (admission, json, raw) = (admitted.admission, admitted.json, admitted.raw);
-    let services = Services {
+    let admitted = admit_and_read(state, request, kind, params, Lookup::Kept).await?;
+    let services = |stamp| Services {
         db: &state.db,
         outbox: &state.outbox,
         metrics: &state.metrics,
         bids: &state.bids,
         checks: &state.checks,
         arrived,
+        stamp,
     };
-    let reply = accept::ingest(&services, admission, json, raw).await?;
+    let stamp = admitted.stamp;
+    let answered = accept::ingest(
+        &services(&stamp),
+        admitted.admission,
+        admitted.json,
+        admitted.raw,
+    )
+    .await;
+    let answered = match admitted.again {
+        Some(again) if stale(&answered, &stamp, state)? => {
+            // The kept copy was out of date and nothing was written or asked: once more,
+            // on the source as the file has it now.
+            let presented: Vec<&str> = again.presented.iter().map(String::as_str).collect();
+            let admission = handler::admit(
+                &state.db,
+                &state.kept,
+                kind,
+                again.container_id,
+                again.source_id,
+                &presented,
+            )?;
+            let json = body::parse_json(&again.bytes)?;
+            let raw = std::str::from_utf8(&again.bytes).ok().map(str::to_string);
+            let read_now = StampCheck::read_now();
+            accept::ingest(&services(&read_now), admission, json, raw).await
+        }
+        _ => answered,
+    };
+    let reply = answered?;
     let status = if reply.created {
         StatusCode::CREATED
     } else {
@@ -56,14 +85,52 @@ async fn post(
     Ok(response::json_bytes(status, reply.body))
 }
 
-/// A request a source sent, admitted and read: the place it holds among the write
-/// requests (held until the answer), the source with its workspace's rules, the JSON and
-/// its text.
+/// Whether a request answered on the kept copy must run again: its stamp moved before it
+/// wrote (`Stale`), or it answered without writing and the stamp is no longer the copy's.
+fn stale<T>(
+    answered: &Result<T, IngestError>,
+    stamp: &StampCheck,
+    state: &AppState,
+) -> Result<bool, IngestError> {
+    if matches!(answered, Err(IngestError::Stale)) {
+        return Ok(true);
+    }
+    match stamp.confirm(&state.db) {
+        Ok(()) => Ok(false),
+        Err(IngestError::Stale) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// How a request's source is found: on the kept copy when it admits the request (ingest,
+/// whose writer job confirms the copy), or read from the file (the ping, whose answer
+/// rests on what it reads).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Lookup {
+    Kept,
+    File,
+}
+
+/// An admitted request: its write place among the requests in progress (held until the
+/// answer), the source with its workspace's rules, the JSON and its text.
 pub(super) struct Admitted {
     pub(super) _place: tokio::sync::OwnedSemaphorePermit,
     pub(super) admission: leadrelay_core::ingest::kept::Admission,
     pub(super) json: serde_json::Value,
     pub(super) raw: Option<String>,
+    /// Whether the admission is confirmed as the file's, or still to be.
+    pub(super) stamp: StampCheck,
+    /// What running the request again needs, when it was admitted on the kept copy.
+    pub(super) again: Option<Again>,
+}
+
+/// The path's ids, the presented secrets and the body of a request admitted on the kept
+/// copy, to admit it again from the file.
+pub(super) struct Again {
+    container_id: String,
+    source_id: String,
+    presented: Vec<String>,
+    bytes: hyper::body::Bytes,
 }
 
 /// The admission path of every endpoint a source posts to (ingest and ping): a write place
@@ -74,6 +141,7 @@ pub(super) async fn admit_and_read(
     request: Request,
     kind: ContainerKind,
     params: Params,
+    lookup: Lookup,
 ) -> Result<Admitted, Error> {
     let limit = state.config.body_limit;
     // Under overload a request is refused first, before anything is looked up or read, so
@@ -90,19 +158,35 @@ pub(super) async fn admit_and_read(
     let admitted = match <[String; 2]>::try_from(params) {
         Ok([container_id, source_id]) => {
             let presented = auth::presented_secrets(request.headers());
-            handler::admit(
-                &state.db,
-                &state.kept,
-                kind,
-                container_id,
-                source_id,
-                &presented,
-            )
+            let kept = (lookup == Lookup::Kept)
+                .then(|| {
+                    handler::admit_kept(&state.kept, kind, &container_id, &source_id, &presented)
+                })
+                .flatten();
+            match kept {
+                Some(admission) => {
+                    let again = (
+                        container_id,
+                        source_id,
+                        presented.iter().map(|s| s.to_string()).collect(),
+                    );
+                    Ok((admission, Some(again)))
+                }
+                None => handler::admit(
+                    &state.db,
+                    &state.kept,
+                    kind,
+                    container_id,
+                    source_id,
+                    &presented,
+                )
+                .map(|admission| (admission, None)),
+            }
         }
         Err(_) => Err(IngestError::SourceNotFound),
     };
-    let admission = match admitted {
-        Ok(admission) => admission,
+    let (admission, again) = match admitted {
+        Ok(admitted) => admitted,
         Err(e) => {
             body::discard(request.into_body(), limit).await;
             return Err(e.into());
@@ -112,10 +196,24 @@ pub(super) async fn admit_and_read(
     let json = body::parse_json(&bytes)?;
     // A body that parsed as JSON is UTF-8 text.
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
+    let (stamp, again) = match again {
+        Some((container_id, source_id, presented)) => (
+            StampCheck::kept(admission.stamp),
+            Some(Again {
+                container_id,
+                source_id,
+                presented,
+                bytes,
+            }),
+        ),
+        None => (StampCheck::read_now(), None),
+    };
     Ok(Admitted {
         _place: place,
         admission,
         json,
         raw,
+        stamp,
+        again,
     })
 }

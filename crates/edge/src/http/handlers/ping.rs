@@ -4,7 +4,7 @@
 
 use hyper::StatusCode;
 
-use super::ingest::admit_and_read;
+use super::ingest::{Lookup, admit_and_read};
 use crate::config::container::ContainerKind;
 use crate::http::error::Error;
 use crate::http::router::Params;
@@ -18,7 +18,8 @@ pub(crate) async fn post(
     // The bid timeouts count from here: the partner waits from its request's arrival.
     let arrived = std::time::Instant::now();
     // The write place is held until the answer (dropped with `admitted`).
-    let admitted = admit_and_read(state, request, ContainerKind::Channel, params).await?;
+    let admitted =
+        admit_and_read(state, request, ContainerKind::Channel, params, Lookup::File).await?;
     let (source, json) = (admitted.admission.source, admitted.json);
     let answer = crate::ping::answer(
         &state.db,
