@@ -62,20 +62,23 @@ pub struct Services<'a> {
 /// body) and returns the answer.
 pub async fn ingest(
     services: &Services<'_>,
-    Admission { source, rules, .. }: Admission,
+    Admission {
+        source: target,
+        rules,
+        ..
+    }: Admission,
     body: Value,
     raw: Option<String>,
 ) -> Result<Reply, IngestError> {
     // A published partner-native mapping (DESIGN.md section 9) transforms `body` into a
     // native shape here, before shape detection (400 `mapping_error` on failure). The
     // mapped leads are then stored as JSON, since the received text is not their text.
-    let (body, raw) = match source.mapping_published {
-        Some(_) => (crate::mapping::apply_published(&source, body)?, None),
+    let (body, raw) = match target.mapping_published {
+        Some(_) => (crate::mapping::apply_published(&target, body)?, None),
         None => (body, raw),
     };
     let shape =
-        shape::detect(body, raw, source.container_kind).map_err(IngestError::body_invalid)?;
-    let target = Arc::new(source);
+        shape::detect(body, raw, target.container_kind).map_err(IngestError::body_invalid)?;
     match shape {
         Shape::Single(item) => {
             let answered = ingest_single(services, target, &rules, *item).await;

@@ -43,7 +43,8 @@ use crate::suppression::{self, Lookup};
 
 /// A source admitted to ingest, with the rules of its workspace.
 pub struct Admission {
-    pub source: Source,
+    /// Shared with the kept copy: a request takes it without copying its two dozen fields.
+    pub source: Arc<Source>,
     pub rules: Arc<WorkspaceRules>,
     /// The stamp the source and the rules were read under.
     pub stamp: i64,
@@ -67,7 +68,7 @@ pub struct Kept {
 struct Copy {
     /// The stamp what is kept was read under; `None` before the first read.
     stamp: Option<i64>,
-    sources: HashMap<crate::ids::SourceId, Source>,
+    sources: HashMap<crate::ids::SourceId, Arc<Source>>,
     workspaces: HashMap<String, Arc<WorkspaceRules>>,
 }
 
@@ -87,6 +88,7 @@ impl Kept {
         let Some(source) = source::find(conn, id)? else {
             return Ok(None);
         };
+        let source = Arc::new(source);
         let rules = Arc::new(WorkspaceRules {
             suppression: suppression::lookup(conn, &source.workspace_id)?,
             steps: crate::checks::store::for_workspace(conn, &source.workspace_id)
@@ -225,7 +227,7 @@ mod tests {
     fn name(kept: &Kept, conn: &Connection) -> Option<String> {
         kept.find(conn, &"src".into())
             .unwrap()
-            .map(|found| found.source.name)
+            .map(|found| found.source.name.clone())
     }
 
     #[test]
@@ -266,7 +268,7 @@ mod tests {
         assert_eq!(
             kept.find(&server, &"unknown".into())
                 .unwrap()
-                .map(|found| found.source.id),
+                .map(|found| found.source.id.clone()),
             None
         );
     }

@@ -21,6 +21,7 @@ pub(crate) async fn post(
     let admitted =
         admit_and_read(state, request, ContainerKind::Channel, params, Lookup::File).await?;
     let (source, json) = (admitted.admission.source, admitted.json);
+    let source = std::sync::Arc::unwrap_or_clone(source);
     let answer = crate::ping::answer(
         &state.db,
         &state.metrics,
