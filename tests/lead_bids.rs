@@ -265,6 +265,29 @@ fn a_bidder_paused_while_its_bid_is_out_is_skipped_for_the_next_candidate() {
 }
 
 #[test]
+fn a_source_disabled_while_the_server_keeps_it_asks_no_bidder() {
+    let receiver = Receiver::start();
+    let server = TestServer::start();
+    market(&server, &receiver);
+    bidder(&server.db, &receiver, "keen", "");
+    receiver.answer("/bid/keen", bid(json!(27.50), "keen-1"));
+    let first = post(
+        &server,
+        &complete_lead("lead-1", "ann@example.org", "+49 30 123456"),
+    );
+    assert_eq!(delivered(&show(&server, &first)).0, "keen");
+    // The server keeps `src` now and the CLI disables it: the request on the stale copy
+    // must be refused before any buyer is asked for a bid.
+    lr(&server.db, "source disable src").json();
+    let reply = server.post_json(
+        LEADS,
+        &complete_lead("lead-2", "bo@example.org", "+49 30 654321"),
+    );
+    assert_eq!(reply.status, 404, "{}", reply.text);
+    assert_eq!(receiver.requests_to("/bid/keen").len(), 1);
+}
+
+#[test]
 fn a_lead_without_auto_delivery_asks_no_bid() {
     let receiver = Receiver::start();
     let server = TestServer::start();

@@ -102,6 +102,26 @@ fn count_results(metrics: &Metrics, answers: &[Answer]) {
     }
 }
 
+/// Runs `f` as one of the request's writer jobs, leaving the report roll-up to its group:
+/// first, in the job's own transaction, it confirms the admission's stamp (`kept`), so a
+/// job on a stale admission fails before it writes, whatever the job is.
+async fn write_job<T, F>(services: &Services<'_>, undo: Undo, f: F) -> Result<T, IngestError>
+where
+    F: FnOnce(&rusqlite::Connection) -> Result<T, IngestError> + Send + 'static,
+    T: Send + 'static,
+{
+    let expected = services.stamp.pending();
+    let done = services
+        .db
+        .write_deferring(&crate::report::buckets::ROLLUP, undo, move |conn| {
+            kept::confirm_in(conn, expected)?;
+            f(conn)
+        })
+        .await?;
+    services.stamp.mark_confirmed();
+    Ok(done)
+}
+
 /// Stores `leads` (with the bids collected for them) in one writer job; answers after the
 /// commit. Events that auto-delivery wrote in that job are committed now, so the outbox
 /// workers are woken to send them at once rather than at their next poll.
@@ -114,19 +134,13 @@ async fn write(
     // Without a savepoint: the job's refusals are outcomes, so only the database or a bug
     // fails it (or a stale admission, before it writes), and the savepoint would copy
     // every page the lead changes.
-    let expected = services.stamp.pending();
-    let (outcomes, leads) = services
-        .db
-        .write_deferring(&crate::report::buckets::ROLLUP, Undo::Group, move |conn| {
-            kept::confirm_in(conn, expected)?;
-            let outcomes =
-                job::store_with_bids(conn, &target, &leads, &bids, crate::clock::now_ms())?;
-            // The leads go back so that their memory is freed here, not on the writer
-            // thread, which every request waits for.
-            Ok::<_, IngestError>((outcomes, (leads, bids)))
-        })
-        .await?;
-    services.stamp.mark_confirmed();
+    let (outcomes, leads) = write_job(services, Undo::Group, move |conn| {
+        let outcomes = job::store_with_bids(conn, &target, &leads, &bids, crate::clock::now_ms())?;
+        // The leads go back so that their memory is freed here, not on the writer
+        // thread, which every request waits for.
+        Ok((outcomes, (leads, bids)))
+    })
+    .await?;
     drop(leads);
     if outcomes
         .iter()
@@ -150,25 +164,15 @@ async fn refuse_invalid(
         return Ok(());
     }
     let target = target.clone();
-    let expected = services.stamp.pending();
-    services
-        .db
-        .write_deferring(
-            &crate::report::buckets::ROLLUP,
-            Undo::Savepoint,
-            move |conn| {
-                kept::confirm_in(conn, expected)?;
-                let now = crate::clock::now_ms();
-                job::count_invalid(conn, &target, invalid, now)?;
-                for ping_id in &ping_ids {
-                    crate::ping::post::release_invalid(conn, &target.id, ping_id, now)?;
-                }
-                Ok::<_, IngestError>(())
-            },
-        )
-        .await?;
-    services.stamp.mark_confirmed();
-    Ok(())
+    write_job(services, Undo::Savepoint, move |conn| {
+        let now = crate::clock::now_ms();
+        job::count_invalid(conn, &target, invalid, now)?;
+        for ping_id in &ping_ids {
+            crate::ping::post::release_invalid(conn, &target.id, ping_id, now)?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 async fn ingest_single(

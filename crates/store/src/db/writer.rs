@@ -82,10 +82,11 @@ pub enum Undo {
 /// Writes that jobs leave to their group (the report roll-up, `report::buckets`): a job
 /// submitted with one ([`super::Db::write_deferring`]) runs between [`Deferred::job_start`]
 /// and [`Deferred::job_end`], which keeps what it collected only when the job succeeded
-/// (its writes are kept). The writer writes what the group collected, in its transaction, before it commits
-/// and before any job that was not submitted with the same one (such a job may read or
-/// delete what the deferred writes refer to), and forgets it when the transaction is rolled
-/// back. Implementations keep their state per thread: the writer is one thread.
+/// (its writes are kept). The writer writes what the group collected, in its transaction,
+/// before it commits and before any job that was not submitted with the same one (such a job
+/// may read or delete what the deferred writes refer to), and forgets it when the
+/// transaction is rolled back. Implementations keep their state per thread: the writer is
+/// one thread.
 pub trait Deferred: Sync {
     /// A job submitted with this starts.
     fn job_start(&self);
