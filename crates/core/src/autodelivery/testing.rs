@@ -224,6 +224,7 @@ pub fn add_transaction(
         margin_cents: 1000,
         charged_cents: 0,
         cap_windows: None,
+        first_of_request: false,
     };
     transaction::create(conn, &new, "test", at).expect("the transaction fixture inserts");
     let status = Status::parse(status).expect("a known transaction status");

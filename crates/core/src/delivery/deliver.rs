@@ -423,6 +423,7 @@ fn write(
             charged_cents: delivered.charged_cents,
             cap_windows,
             bid,
+            first_of_request: known.unsold,
         },
         actor,
         now,

@@ -459,6 +459,10 @@ pub(crate) struct NewTransaction<'a> {
     pub cap_windows: Option<crate::caps::Windows>,
     /// The winning bid that priced it, if a bid did.
     pub bid: Option<&'a BidRef>,
+    /// The caller knows the request has no transaction yet (auto-delivery of a lead stored
+    /// in the same job): its supplier cost counts in the reports as it is, without a look
+    /// for an earlier one that bought the lead.
+    pub first_of_request: bool,
 }
 
 /// Writes a new transaction, `delivered` with its event pending, and the history entry that
@@ -500,7 +504,11 @@ pub(crate) fn create(
     };
     crate::caps::count(conn, new.buyer_id, new.product_id, &windows)?;
     append_history(conn, new.id, None, Status::Delivered, actor, None, now)?;
-    let supplier_cost_cents = report_cost(conn, new.id, new.supplier_cost_cents)?;
+    let supplier_cost_cents = if new.first_of_request {
+        new.supplier_cost_cents
+    } else {
+        report_cost(conn, new.id, new.supplier_cost_cents)?
+    };
     count(
         conn,
         None,
