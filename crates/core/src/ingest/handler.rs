@@ -52,12 +52,16 @@ pub fn admit_kept(
     presented: &[&str],
 ) -> Option<Admission> {
     let admission = kept.kept(&crate::ids::SourceId::from(source_id))?;
-    let admits = admission.source.takes_leads()
-        && admission.source.container_kind == kind
-        && admission.source.container_id == container_id
+    let admits = reachable(&admission.source, kind, container_id)
         && admission.rules.steps.is_empty()
         && authenticate(&admission.source, presented).is_ok();
     admits.then_some(admission)
+}
+
+/// Whether `source` takes leads through a path naming a container of `kind` with id
+/// `container_id`: enabled, and in that container.
+fn reachable(source: &Source, kind: ContainerKind, container_id: &str) -> bool {
+    source.takes_leads() && source.container_kind == kind && source.container_id == container_id
 }
 
 /// The enabled source named by the path, in the container the path names; anything else
@@ -81,13 +85,7 @@ fn find_source(
     }
     let source_id = crate::ids::SourceId::from(source_id);
     match db.read_blocking(|conn| kept.find(conn, &source_id))? {
-        Some(admission)
-            if admission.source.takes_leads()
-                && admission.source.container_kind == kind
-                && admission.source.container_id == container_id =>
-        {
-            Ok(admission)
-        }
+        Some(admission) if reachable(&admission.source, kind, &container_id) => Ok(admission),
         _ => Err(IngestError::SourceNotFound),
     }
 }

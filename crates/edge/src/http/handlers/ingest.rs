@@ -48,7 +48,11 @@ async fn post(
         arrived,
         stamp,
     };
-    let stamp = admitted.stamp;
+    // A request admitted on the kept copy has the copy's stamp still to confirm.
+    let stamp = match admitted.again {
+        Some(_) => StampCheck::kept(admitted.admission.stamp),
+        None => StampCheck::read_now(),
+    };
     let answered = accept::ingest(
         &services(&stamp),
         admitted.admission,
@@ -118,8 +122,6 @@ pub(super) struct Admitted {
     pub(super) admission: leadrelay_core::ingest::kept::Admission,
     pub(super) json: serde_json::Value,
     pub(super) raw: Option<String>,
-    /// Whether the admission is confirmed as the file's, or still to be.
-    pub(super) stamp: StampCheck,
     /// What running the request again needs, when it was admitted on the kept copy.
     pub(super) again: Option<Again>,
 }
@@ -196,24 +198,17 @@ pub(super) async fn admit_and_read(
     let json = body::parse_json(&bytes)?;
     // A body that parsed as JSON is UTF-8 text.
     let raw = std::str::from_utf8(&bytes).ok().map(str::to_string);
-    let (stamp, again) = match again {
-        Some((container_id, source_id, presented)) => (
-            StampCheck::kept(admission.stamp),
-            Some(Again {
-                container_id,
-                source_id,
-                presented,
-                bytes,
-            }),
-        ),
-        None => (StampCheck::read_now(), None),
-    };
+    let again = again.map(|(container_id, source_id, presented)| Again {
+        container_id,
+        source_id,
+        presented,
+        bytes,
+    });
     Ok(Admitted {
         _place: place,
         admission,
         json,
         raw,
-        stamp,
         again,
     })
 }
