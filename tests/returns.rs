@@ -256,6 +256,10 @@ fn manual_review_waits_moves_no_money_and_an_approval_refunds_and_claws_back() {
     lr(&f.server, "buyer fund m --amount 100").json();
     let (lead, requests) = f.lead_on("src", &["solar"]);
     let txn = f.deliver(&requests[0], "m");
+    // The buyer acknowledges what it received. Not waited for, the approval below could
+    // cancel the sale before the outbox's first attempt, which then voids the
+    // `lead.delivered` event instead of sending it (on a loaded machine it did).
+    f.receiver.wait_for_on("/m", 1, WAIT);
     assert_eq!(f.balance("m"), 75.0);
     assert_eq!(acknowledge(&f, "m", &txn).status, 200);
 
