@@ -46,6 +46,28 @@ fn the_writer_gathers_its_wal_writes_and_syncs_every_commit() {
 }
 
 #[test]
+fn sqlite_is_built_with_the_options_of_cargo_config() {
+    // `.cargo/config.toml` hands libsqlite3-sys its options through LIBSQLITE3_FLAGS; a
+    // renamed variable or a lost file would drop them without any other sign.
+    let (_dir, db) = temp_db();
+    let options: Vec<String> = db
+        .read_blocking(|conn| {
+            let mut stmt = conn.prepare("PRAGMA compile_options")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>().map_err(DbError::from)
+        })
+        .unwrap();
+    assert!(
+        options.iter().any(|o| o == "OMIT_SHARED_CACHE"),
+        "{options:?}"
+    );
+    assert!(
+        !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+        "{options:?}"
+    );
+}
+
+#[test]
 fn new_file_is_migrated_to_the_current_version() {
     let (_dir, db) = temp_db();
     let version = db
