@@ -186,7 +186,10 @@ impl Checkpointer {
     /// Opens a connection of its own on `path` (a database already in WAL mode) and starts
     /// the thread.
     pub(super) fn start(path: &Path, counters: Arc<Counters>) -> Result<Checkpointer, DbError> {
-        let conn = Connection::open(path)?;
+        // Through the VFS that starts the database file's writeback as the checkpoint
+        // copies pages into it (`sqlite_writes`).
+        let conn =
+            super::sqlite_writes::open_connection(path, super::sqlite_writes::CHECKPOINT_VFS_NAME)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),

@@ -12,7 +12,7 @@ pub mod files;
 mod migrate;
 pub mod sqlite_memory;
 pub mod sqlite_page_cache;
-mod sqlite_wal_writes;
+mod sqlite_writes;
 pub mod stored;
 mod writer;
 
@@ -237,21 +237,11 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// The writer's connection: through [`sqlite_wal_writes`], whose held WAL writes are safe
+/// The writer's connection: through [`sqlite_writes`], whose held WAL writes are safe
 /// only because [`configure`] sets `synchronous=FULL` (a commit syncs the WAL before other
 /// connections may read its frames).
 fn open_writer_connection(path: &Path) -> rusqlite::Result<Connection> {
-    match sqlite_wal_writes::register() {
-        Ok(()) => Connection::open_with_flags_and_vfs(
-            path,
-            rusqlite::OpenFlags::default(),
-            sqlite_wal_writes::VFS_NAME,
-        ),
-        Err(code) => {
-            log::warn!("WAL writes are not gathered (SQLite refused the VFS: code {code})");
-            Connection::open(path)
-        }
-    }
+    sqlite_writes::open_connection(path, sqlite_writes::VFS_NAME)
 }
 
 /// Settings of a [`Db`] beyond its file.

@@ -21,7 +21,7 @@ fn count(db: &Db) -> i64 {
 
 #[test]
 fn the_writer_gathers_its_wal_writes_and_syncs_every_commit() {
-    // sqlite_wal_writes holds WAL writes until a sync: safe only if every commit syncs.
+    // sqlite_writes holds WAL writes until a sync: safe only if every commit syncs.
     let (_dir, db) = temp_db();
     let level: i64 = db
         .write_blocking(|c| {
@@ -32,7 +32,7 @@ fn the_writer_gathers_its_wal_writes_and_syncs_every_commit() {
     assert!(level >= 2, "synchronous={level}");
     // Counted on the writer's thread, where its commits write.
     let joined = || {
-        db.write_blocking(|_| Ok::<_, DbError>(sqlite_wal_writes::writes_joined()))
+        db.write_blocking(|_| Ok::<_, DbError>(sqlite_writes::writes_joined()))
             .unwrap()
     };
     let before = joined();
