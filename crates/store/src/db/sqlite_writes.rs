@@ -540,15 +540,32 @@ mod tests {
         .unwrap();
     }
 
+    /// A file with the table `t` of [`insert`], opened by [`writer`].
+    fn with_table(dir: &tempfile::TempDir) -> (std::path::PathBuf, Connection) {
+        let path = dir.path().join("t.db");
+        let conn = writer(&path);
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, v BLOB)")
+            .unwrap();
+        (path, conn)
+    }
+
+    /// The file passes SQLite's integrity check; `t`'s sum and count as a new connection
+    /// reads them.
+    fn whole(path: &std::path::Path) -> (i64, i64) {
+        let conn = Connection::open(path).unwrap();
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        sum_and_count(&conn)
+    }
+
     #[test]
     fn large_transactions_spills_rollbacks_and_restarts_keep_the_file_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large.db");
-        let conn = writer(&path);
+        let (path, conn) = with_table(&dir);
         // A small cache makes a large transaction write frames before its commit.
         conn.pragma_update(None, "cache_size", 50).unwrap();
-        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, v BLOB)")
-            .unwrap();
         let reader = Connection::open(&path).unwrap();
 
         // 3 MB in one commit: runs past the held limit and past the unix VFS's largest
@@ -574,14 +591,7 @@ mod tests {
         }
         assert_eq!(sum_and_count(&reader), (500_500 + 20 * 55, 1200));
         drop(conn);
-        let check: String = reader
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(check, "ok");
-        assert_eq!(
-            sum_and_count(&Connection::open(&path).unwrap()),
-            (501_600, 1200)
-        );
+        assert_eq!(whole(&path), (501_600, 1200));
     }
 
     // `sync_file_range` is Linux's; elsewhere no writeback is started.
@@ -589,12 +599,9 @@ mod tests {
     #[test]
     fn a_checkpoint_starts_the_writeback_of_what_it_copies_and_keeps_the_file_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("checkpointed.db");
-        let conn = writer(&path);
+        let (path, conn) = with_table(&dir);
         // As the writer of `Db`, whose WAL hook turns SQLite's own checkpoints off.
         conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
-        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, v BLOB)")
-            .unwrap();
         // 3 MB in the WAL, about six times WRITEBACK_BYTES.
         insert(&conn, 1000, 3000);
         let checkpointer = open_connection(&path, CHECKPOINT_VFS_NAME).unwrap();
@@ -620,12 +627,7 @@ mod tests {
         assert!(writebacks_started() - started >= 3);
         drop(checkpointer);
         drop(conn);
-        let reader = Connection::open(&path).unwrap();
-        let check: String = reader
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(check, "ok");
-        assert_eq!(sum_and_count(&reader), (2 * 500_500, 2000));
+        assert_eq!(whole(&path), (2 * 500_500, 2000));
     }
 
     #[test]
