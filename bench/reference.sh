@@ -75,6 +75,10 @@ run_one() {
   local which="$1" batch="$2" connections="$3" bin port out
   bin="$NEW_BIN"; [ "$which" = ref ] && bin="$REF_BIN"
   setup "$bin"
+  # The previous load's and the ceiling's files leave dirty pages (and, with deleted files,
+  # discards) that the kernel writes back during the next load, whichever build it is:
+  # every load starts on a disk that has written them.
+  sync
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   local extra=()
   "$bin" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
