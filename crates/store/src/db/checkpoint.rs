@@ -186,10 +186,7 @@ impl Checkpointer {
     /// Opens a connection of its own on `path` (a database already in WAL mode) and starts
     /// the thread.
     pub(super) fn start(path: &Path, counters: Arc<Counters>) -> Result<Checkpointer, DbError> {
-        // Through the VFS that starts the database file's writeback as the checkpoint
-        // copies pages into it (`sqlite_writes`).
-        let conn =
-            super::sqlite_writes::open_connection(path, super::sqlite_writes::CHECKPOINT_VFS_NAME)?;
+        let conn = connection(path)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
@@ -234,6 +231,12 @@ impl Drop for Checkpointer {
     }
 }
 
+/// The checkpointer's connection: through the VFS that starts the database file's
+/// writeback as the checkpoint copies pages into it (`sqlite_writes`).
+fn connection(path: &Path) -> rusqlite::Result<Connection> {
+    super::sqlite_writes::open_connection(path, super::sqlite_writes::CHECKPOINT_VFS_NAME)
+}
+
 fn run(conn: &Connection, shared: &Shared, counters: &Counters) {
     loop {
         {
@@ -263,4 +266,24 @@ fn run(conn: &Connection, shared: &Shared, counters: &Counters) {
         }
     }
     log::debug!("database checkpoint thread stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_checkpointer_writes_the_file_through_its_writeback_vfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "journal_mode", "WAL")
+            .unwrap();
+        let conn = super::connection(&path).unwrap();
+        assert_eq!(
+            super::super::sqlite_writes::vfs_of(&conn),
+            super::super::sqlite_writes::CHECKPOINT_VFS_NAME
+                .to_str()
+                .unwrap()
+        );
+    }
 }

@@ -93,6 +93,23 @@ pub(crate) fn writebacks_started() -> u64 {
     WRITEBACKS_STARTED.with(Cell::get)
 }
 
+/// The name of the VFS `conn` opened its main database file through.
+#[cfg(test)]
+pub(crate) fn vfs_of(conn: &rusqlite::Connection) -> String {
+    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+    // SAFETY: SQLITE_FCNTL_VFS_POINTER writes the pager's VFS, which lives for the process.
+    unsafe {
+        let rc = ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_VFS_POINTER,
+            &mut vfs as *mut _ as *mut c_void,
+        );
+        assert_eq!(rc, ffi::SQLITE_OK);
+        CStr::from_ptr((*vfs).zName).to_string_lossy().into_owned()
+    }
+}
+
 /// The default VFS the registered one forwards to.
 struct Inner(*mut ffi::sqlite3_vfs);
 // SAFETY: SQLite's default VFS lives for the process and is only read; SQLite reads it from
@@ -101,8 +118,6 @@ unsafe impl Send for Inner {}
 unsafe impl Sync for Inner {}
 
 static INNER: OnceLock<Inner> = OnceLock::new();
-/// The writer's VFS as registered, to tell it from the checkpointer's when a file opens.
-static WRITER_VFS: OnceLock<Inner> = OnceLock::new();
 /// The outcome of the registration, made once per process.
 static REGISTERED: OnceLock<Result<(), c_int>> = OnceLock::new();
 
@@ -131,11 +146,7 @@ pub(crate) fn register() -> Result<(), c_int> {
                 vfs.pNext = std::ptr::null_mut();
                 vfs.szOsFile = (*inner).szOsFile + std::mem::size_of::<Wrapped>() as c_int;
                 vfs.xOpen = Some(open);
-                let vfs = Box::into_raw(Box::new(vfs));
-                if name == VFS_NAME {
-                    let _ = WRITER_VFS.set(Inner(vfs));
-                }
-                match ffi::sqlite3_vfs_register(vfs, 0) {
+                match ffi::sqlite3_vfs_register(Box::into_raw(Box::new(vfs)), 0) {
                     ffi::SQLITE_OK => {}
                     rc => return Err(rc),
                 }
@@ -202,7 +213,8 @@ unsafe extern "C" fn open(
     // its start, or after a Wrapped; SQLite calls xClose only when pMethods is set.
     unsafe {
         let inner_open = (*inner_vfs).xOpen.expect("a VFS opens files");
-        let writers = WRITER_VFS.get().is_some_and(|w| std::ptr::eq(w.0, vfs));
+        // The writer's VFS holds WAL writes; the checkpointer's leaves its WAL alone.
+        let writers = CStr::from_ptr((*vfs).zName) == VFS_NAME;
         let kind = if flags & ffi::SQLITE_OPEN_WAL != 0 && writers {
             Kind::Wal {
                 held: Vec::new(),
@@ -264,20 +276,27 @@ fn methods(file: &Wrapped) -> &'static ffi::sqlite3_io_methods {
 /// write is reported once (by the call that needed it) and never written later at a stale
 /// place. Nothing to do for a database file.
 fn write_held(file: &mut Wrapped) -> c_int {
-    let write = methods(file).xWrite.expect("a file writes");
-    let Kind::Wal { held, held_at } = &mut file.kind else {
-        return ffi::SQLITE_OK;
-    };
+    match &mut file.kind {
+        Kind::Wal { held, held_at } => write_run(file.inner, held, *held_at),
+        Kind::Database { .. } => ffi::SQLITE_OK,
+    }
+}
+
+/// Writes `held`, the run at `held_at`, through the default VFS's file `inner`, and empties
+/// it (see [`write_held`]).
+fn write_run(inner: *mut ffi::sqlite3_file, held: &mut Vec<u8>, held_at: i64) -> c_int {
     if held.is_empty() {
         return ffi::SQLITE_OK;
     }
+    // SAFETY: the default VFS set the file's methods at open and they live for the process.
+    let write = unsafe { (*(*inner).pMethods).xWrite.expect("a file writes") };
     let mut rc = ffi::SQLITE_OK;
-    let mut offset = *held_at;
+    let mut offset = held_at;
     for piece in held.chunks(MAX_WRITE) {
         // SAFETY: the piece is valid for its length, at most MAX_WRITE.
         rc = unsafe {
             write(
-                file.inner,
+                inner,
                 piece.as_ptr() as *const c_void,
                 piece.len() as c_int,
                 offset,
@@ -297,11 +316,14 @@ fn write_held(file: &mut Wrapped) -> c_int {
 /// Notes `amount` bytes written to a database file at `offset`, and starts the writeback
 /// of what was written since the last start once that spans [`WRITEBACK_BYTES`].
 fn written(fd: c_int, unstarted: &mut Option<(i64, i64)>, offset: i64, amount: i64) {
+    if fd < 0 {
+        return;
+    }
     let (start, end) = match *unstarted {
         Some((start, end)) => (start.min(offset), end.max(offset + amount)),
         None => (offset, offset + amount),
     };
-    if end - start < WRITEBACK_BYTES || fd < 0 {
+    if end - start < WRITEBACK_BYTES {
         *unstarted = Some((start, end));
         return;
     }
@@ -314,9 +336,11 @@ fn written(fd: c_int, unstarted: &mut Option<(i64, i64)>, offset: i64, amount: i
 #[cfg(target_os = "linux")]
 fn start_writeback(fd: c_int, offset: i64, len: i64) {
     // SAFETY: a plain system call on a descriptor this file owns.
-    unsafe { libc::sync_file_range(fd, offset, len, libc::SYNC_FILE_RANGE_WRITE) };
-    #[cfg(test)]
-    WRITEBACKS_STARTED.with(|started| started.set(started.get() + 1));
+    let rc = unsafe { libc::sync_file_range(fd, offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+    if rc == 0 {
+        #[cfg(test)]
+        WRITEBACKS_STARTED.with(|started| started.set(started.get() + 1));
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -354,7 +378,7 @@ unsafe extern "C" fn write(
         WRITES_JOINED.with(|joined| joined.set(joined.get() + 1));
         return ffi::SQLITE_OK;
     }
-    let rc = write_held(file);
+    let rc = write_run(file.inner, held, *held_at);
     if rc != ffi::SQLITE_OK {
         return rc;
     }
@@ -362,10 +386,8 @@ unsafe extern "C" fn write(
         // SAFETY: forwarded as SQLite gave them.
         return unsafe { inner_write(file.inner, data, amount, offset) };
     }
-    if let Kind::Wal { held, held_at } = &mut file.kind {
-        held.extend_from_slice(bytes);
-        *held_at = offset;
-    }
+    held.extend_from_slice(bytes);
+    *held_at = offset;
     ffi::SQLITE_OK
 }
 
