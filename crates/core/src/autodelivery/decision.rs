@@ -125,10 +125,23 @@ impl RequestDecision {
     /// `lead_requests.decision` holds (with its `version`); `Stored::Ping` what a ping
     /// keeps (its outcome `reserved` or `rejected`, no version).
     pub(crate) fn operator_text(&self, stored: Stored) -> String {
-        let (outcome, version) = match stored {
+        let (outcome, version) = Self::stored_as(stored);
+        super::decision_text::operator_text(self, outcome.unwrap_or(self.outcome()), version)
+    }
+
+    /// The outcome (when not the decision's own) and the version of the view `stored`.
+    fn stored_as(stored: Stored) -> (Option<&'static str>, Option<&'static str>) {
+        match stored {
             Stored::Request => (None, Some(VERSION)),
             Stored::Ping { outcome } => (Some(outcome), None),
-        };
+        }
+    }
+
+    /// [`RequestDecision::operator_text`] through serde's serialisers of the same shape,
+    /// which the written text must equal.
+    #[cfg(test)]
+    fn operator_text_by_serde(&self, stored: Stored) -> String {
+        let (outcome, version) = Self::stored_as(stored);
         let mut shown = self.shown(View::Operator, outcome);
         shown.version = version;
         serde_json::to_string(&shown).expect("a decision's view has string keys")
@@ -534,6 +547,54 @@ mod tests {
         let ping: Value = serde_json::from_str(&ping).unwrap();
         assert_eq!(ping["outcome"], "reserved");
         assert!(ping.get("version").is_none());
+    }
+
+    #[test]
+    fn the_written_text_is_what_serde_writes_for_every_shape() {
+        let full = decision();
+        let mut stopped = decision();
+        stopped.evaluation = None;
+        stopped.deliveries.clear();
+        stopped.candidates.clear();
+        stopped.reason = RequestReason::NoEligibleBuyer;
+        // Strings that need escaping, non-ASCII text, numbers serde writes as `null`, a
+        // second delivery, negative and large amounts, a time before 1970.
+        let mut odd = decision();
+        odd.request_id = Subject::Ping("png_\"quoted\"\n\u{1}é".into());
+        if let Some(evaluation) = odd.evaluation.as_mut() {
+            evaluation.factors[0].name = "category:roof=\"tile\"\\ü".to_owned().into();
+            evaluation.factors[1].value = f64::NAN;
+            evaluation.factors[2].weight = f64::INFINITY;
+            evaluation.factors[3].contribution = -0.1 + 0.2;
+            evaluation.factors[4].value = 1e300;
+            // Each character that needs escaping alone in a string.
+            evaluation.factors[5].name = "back\\slash".into();
+            evaluation.factors[6].name = "tab\there".into();
+            evaluation.factors[7].name = "quo\"te".into();
+        }
+        odd.deliveries.push(Delivery {
+            transaction_id: "txn_2".into(),
+            buyer_id: "b.2-x_y".into(),
+            price_cents: -1,
+            mode: DeliveryMode::Multi,
+        });
+        odd.candidates[0].price_cents = i64::MAX;
+        odd.candidates[1].priority = i64::MIN;
+        odd.candidates[1].last_served_at = Some(-86_400_001);
+        odd.candidates[2].detail = Some(json!({"field": "note", "values": ["a\"b\u{7f}\t"]}));
+        odd.decided_at = 1_800_000_000_123;
+        for (name, decided) in [("full", &full), ("stopped", &stopped), ("odd", &odd)] {
+            for stored in [
+                Stored::Request,
+                Stored::Ping {
+                    outcome: "reserved",
+                },
+            ] {
+                let written = decided.operator_text(stored);
+                assert_eq!(written, decided.operator_text_by_serde(stored), "{name}");
+                let _: Value = serde_json::from_str(&written).expect("valid JSON");
+            }
+        }
     }
 
     #[test]

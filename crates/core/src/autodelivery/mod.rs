@@ -16,6 +16,7 @@
 //! event (`outbox`).
 
 pub(crate) mod decision;
+mod decision_text;
 pub(crate) mod eligibility;
 pub mod evaluator;
 pub mod features;
