@@ -4,7 +4,8 @@
 # 20 buyers (prices, daily and monthly caps, filters: 15 of them match the lead), against
 # the same ingest without it, in the same run and on the same file; first on a fresh file,
 # then on one holding PREFILL delivered leads (bench/prefill_delivered.py: bulk SQL in one
-# transaction, spread over past months), which must be no more than 5% slower.
+# transaction, spread over past months), which must be no more than 5% slower. Each load
+# prints the server's CPU per lead and the writer thread's, which bounds auto-delivery.
 #
 #   bench/autodelivery.sh
 #   PREFILL=1000000 ROUNDS=2 DURATION=10s bench/autodelivery.sh
@@ -36,17 +37,23 @@ ulimit -n 65536 2>/dev/null || true
 
 # One wrk load against the running server: prints its figures with the server's CPU per lead.
 load() {
-  local name="$1" auto="$2" before after result requests
+  local name="$1" auto="$2" before after writer_before writer_after result requests
   BENCH_AUTO="$auto" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" -d "$WARMUP" \
     -s "$BENCH_DIR/single.lua" "$URL$PATH_" >/dev/null
   before="$(cpu_ticks "$SERVER_PID")"
+  writer_before="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
   result="$(BENCH_AUTO="$auto" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" -d "$DURATION" \
     --latency -s "$BENCH_DIR/single.lua" "$URL$PATH_" | grep '^RESULT')"
   after="$(cpu_ticks "$SERVER_PID")"
+  writer_after="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
   requests="$(echo "$result" | sed 's/.*requests=\([0-9]*\).*/\1/')"
-  echo "  $name (load $(cut -d' ' -f1 /proc/loadavg)): ${result#RESULT } server_cpu_us_per_lead=$(awk \
-    -v a="$before" -v b="$after" -v n="$requests" -v t="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.0f", (b - a) / t * 1e6 / n }')"
+  per_lead() {
+    awk -v a="$1" -v b="$2" -v n="$requests" -v t="$(getconf CLK_TCK)" \
+      'BEGIN { printf "%.0f", (b - a) / t * 1e6 / n }'
+  }
+  echo "  $name (load $(cut -d' ' -f1 /proc/loadavg)): ${result#RESULT }" \
+    "server_cpu_us_per_lead=$(per_lead "$before" "$after")" \
+    "writer_cpu_us_per_lead=$(per_lead "$writer_before" "$writer_after")"
 }
 
 # ROUNDS of plain ingest then ingest with auto-delivery on the current file.

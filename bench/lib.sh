@@ -77,3 +77,13 @@ stop_server() {
 
 # utime + stime of a process, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# CPU ticks (user + system) of process $1's threads named $2 (`db-writer`, the writer).
+thread_cpu_ticks() {
+  local task ticks=0
+  for task in /proc/"$1"/task/*; do
+    [ "$(cat "$task/comm" 2>/dev/null)" = "$2" ] || continue
+    ticks=$((ticks + $(sed 's/.*) //' "$task/stat" | awk '{ print $12 + $13 }')))
+  done
+  echo "$ticks"
+}
