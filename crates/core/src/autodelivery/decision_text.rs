@@ -38,21 +38,11 @@ pub(super) fn operator_text(
         Some(evaluation) => write_evaluation(&mut out, evaluation),
         None => out.extend_from_slice(b"null"),
     }
-    out.extend_from_slice(b",\"deliveries\":[");
-    for (index, delivery) in decision.deliveries.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
-        }
-        write_delivery(&mut out, delivery);
-    }
-    out.extend_from_slice(b"],\"candidates\":[");
-    for (index, candidate) in decision.candidates.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
-        }
-        write_candidate(&mut out, candidate);
-    }
-    out.extend_from_slice(b"],\"decidedAt\":");
+    out.extend_from_slice(b",\"deliveries\":");
+    array(&mut out, &decision.deliveries, write_delivery);
+    out.extend_from_slice(b",\"candidates\":");
+    array(&mut out, &decision.candidates, write_candidate);
+    out.extend_from_slice(b",\"decidedAt\":");
     text(&mut out, &crate::clock::iso(decision.decided_at));
     if let Some(version) = version {
         out.extend_from_slice(b",\"version\":");
@@ -71,11 +61,8 @@ fn write_evaluation(out: &mut Vec<u8>, evaluation: &Evaluation) {
     integer(out, evaluation.threshold);
     out.extend_from_slice(b",\"passed\":");
     boolean(out, evaluation.passed);
-    out.extend_from_slice(b",\"factors\":[");
-    for (index, factor) in evaluation.factors.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
-        }
+    out.extend_from_slice(b",\"factors\":");
+    array(out, &evaluation.factors, |out, factor| {
         out.extend_from_slice(b"{\"name\":");
         text(out, &factor.name);
         out.extend_from_slice(b",\"value\":");
@@ -85,8 +72,8 @@ fn write_evaluation(out: &mut Vec<u8>, evaluation: &Evaluation) {
         out.extend_from_slice(b",\"contribution\":");
         number(out, factor.contribution);
         out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
+    });
+    out.push(b'}');
 }
 
 fn write_delivery(out: &mut Vec<u8>, delivery: &Delivery) {
@@ -122,6 +109,18 @@ fn write_candidate(out: &mut Vec<u8>, candidate: &Candidate) {
         None => out.extend_from_slice(b"null"),
     }
     out.push(b'}');
+}
+
+/// A JSON array of `items`, each written by `write`.
+fn array<T>(out: &mut Vec<u8>, items: &[T], write: impl Fn(&mut Vec<u8>, &T)) {
+    out.push(b'[');
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write(out, item);
+    }
+    out.push(b']');
 }
 
 /// A JSON string: as is when nothing in it needs escaping (no control character, quote or
