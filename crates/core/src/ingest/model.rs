@@ -149,46 +149,55 @@ impl LeadFields {
     /// The interface's text fields in the order buyers get them ([`FIELD_NAMES`]), each
     /// with its value (`None` when absent). First and last name are always present.
     fn texts(&self) -> [(&'static str, Option<&str>); 19] {
+        std::array::from_fn(|i| (FIELD_NAMES[i], self.text_at(i)))
+    }
+
+    /// The value of the text field at `index` of [`FIELD_NAMES`].
+    fn text_at(&self, index: usize) -> Option<&str> {
         let (p, c, k) = (&self.person, &self.consent, &self.capture);
-        let values = [
-            self.external_id.as_deref(),
-            Some(p.first_name.as_str()),
-            Some(p.last_name.as_str()),
-            p.email.as_deref(),
-            p.phone.as_deref(),
-            p.street.as_deref(),
-            p.house_number.as_deref(),
-            p.postal_code.as_deref(),
-            p.city.as_deref(),
-            p.country.as_deref(),
-            c.status.as_deref(),
-            c.legal_basis.as_deref(),
-            c.captured_at.as_deref(),
-            c.text_version.as_deref(),
-            k.captured_by_external_id.as_deref(),
-            k.captured_by_name.as_deref(),
-            k.captured_by_team.as_deref(),
-            k.captured_at.as_deref(),
-            k.capture_method.as_deref(),
-        ];
-        std::array::from_fn(|i| (FIELD_NAMES[i], values[i]))
+        match index {
+            0 => self.external_id.as_deref(),
+            1 => Some(p.first_name.as_str()),
+            2 => Some(p.last_name.as_str()),
+            3 => p.email.as_deref(),
+            4 => p.phone.as_deref(),
+            5 => p.street.as_deref(),
+            6 => p.house_number.as_deref(),
+            7 => p.postal_code.as_deref(),
+            8 => p.city.as_deref(),
+            9 => p.country.as_deref(),
+            10 => c.status.as_deref(),
+            11 => c.legal_basis.as_deref(),
+            12 => c.captured_at.as_deref(),
+            13 => c.text_version.as_deref(),
+            14 => k.captured_by_external_id.as_deref(),
+            15 => k.captured_by_name.as_deref(),
+            16 => k.captured_by_team.as_deref(),
+            17 => k.captured_at.as_deref(),
+            18 => k.capture_method.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The value of the text field `name` (`None` when absent or not a text field): one
+    /// field looked up without the whole of [`LeadFields::texts`], as filters and features
+    /// look up several per lead and buyer.
+    fn text_named(&self, name: &str) -> Option<&str> {
+        let index = FIELD_NAMES.iter().position(|field| *field == name)?;
+        self.text_at(index)
     }
 
     /// Whether buyers get `name` from an interface field rather than from an additional
     /// property: a validated field always wins over an additional property of its name.
     fn shadows(&self, name: &str) -> bool {
-        (name == "capture" && self.capture.metadata.is_some())
-            || self
-                .texts()
-                .iter()
-                .any(|(key, value)| *key == name && value.is_some())
+        (name == "capture" && self.capture.metadata.is_some()) || self.text_named(name).is_some()
     }
 
     /// A field as buyers get it, by its interface name or as an additional property (a
     /// string, or a number or boolean as its JSON text); `None` when absent or not a
     /// single value. What subscription filters and the evaluator read.
     pub(crate) fn field(&self, name: &str) -> Option<Cow<'_, str>> {
-        if let Some((_, Some(value))) = self.texts().into_iter().find(|(key, _)| *key == name) {
+        if let Some(value) = self.text_named(name) {
             return Some(Cow::Borrowed(value));
         }
         if self.shadows(name) {
