@@ -240,7 +240,7 @@ fn check(
     }
     // Filters are written by `buyer subscribe` from checked input; a hand-edited row that
     // no longer reads matches nothing rather than everything.
-    let filters = match parsed_filters(&buyer.filters) {
+    let filters = match &buyer.filters {
         Ok(filters) => filters,
         Err(e) => {
             return (
@@ -430,11 +430,11 @@ pub(crate) fn apply_bids(
     Ok(())
 }
 
-/// A subscription's stored filters, parsed once per writer thread rather than for every
-/// lead or ping that considers the subscription (a ping's profile had 4% of its samples in
-/// this parse). Keyed by the stored text itself, so an edited subscription is a new key and
+/// A subscription's stored filters, parsed once per thread rather than for every row read
+/// (a ping's profile had 4% of its samples in this parse; `subscribers` parses as it reads,
+/// so a kept row is not looked up here for every lead). Keyed by the stored text itself, so an edited subscription is a new key and
 /// never reads stale filters; the map is emptied when it grows past what any workspace has.
-fn parsed_filters(stored: &str) -> Result<Rc<Vec<Filter>>, serde_json::Error> {
+pub(super) fn parsed_filters(stored: &str) -> Result<Rc<Vec<Filter>>, serde_json::Error> {
     const MOST_KEPT: usize = 4096;
     thread_local! {
         static PARSED: RefCell<HashMap<String, Rc<Vec<Filter>>>> = RefCell::new(HashMap::new());
@@ -669,6 +669,24 @@ mod tests {
         let found = verdicts(&conn, &lead(&[]));
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].0, "sub");
+    }
+
+    #[test]
+    fn unreadable_stored_filters_match_nothing_and_say_why() {
+        let conn = database();
+        let odd = BuyerFixture {
+            filters: "[{",
+            ..Default::default()
+        };
+        add_buyer(&conn, "odd", &odd);
+        add_buyer(&conn, "plain", &BuyerFixture::default());
+        let found = verdicts(&conn, &lead(&[]));
+        let odd = found.iter().find(|(id, ..)| id == "odd").unwrap();
+        assert_eq!(odd.1, "filter_mismatch");
+        let error = odd.2.as_ref().unwrap()["error"].as_str().unwrap();
+        assert!(error.starts_with("stored filters unreadable: "), "{error}");
+        let plain = found.iter().find(|(id, ..)| id == "plain").unwrap();
+        assert_eq!(plain.1, "eligible");
     }
 
     #[test]

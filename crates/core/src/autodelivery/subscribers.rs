@@ -40,7 +40,7 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::caps::{self, Counters};
-use crate::config::buyer::{BuyerStatus, Plan};
+use crate::config::buyer::{BuyerStatus, Filter, Plan};
 
 /// A subscribed buyer as read, before the checks.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +61,9 @@ pub(crate) struct Subscribed {
     pub(crate) daily_cap: Option<i64>,
     pub(crate) monthly_cap: Option<i64>,
     pub(crate) priority: i64,
-    pub(crate) filters: String,
+    /// The subscription's filters, parsed when the row is read (kept rows are checked
+    /// against every lead); the parse error's text when the stored text does not read.
+    pub(crate) filters: Result<Rc<Vec<Filter>>, String>,
     pub(crate) schedule: Option<String>,
     /// The check step a lead must have passed (DESIGN.md section 22).
     pub(crate) require_check: Option<String>,
@@ -101,7 +103,8 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Subscribed> {
         daily_cap: row.get(8)?,
         monthly_cap: row.get(9)?,
         priority: row.get(10)?,
-        filters: row.get(11)?,
+        filters: super::eligibility::parsed_filters(&row.get::<_, String>(11)?)
+            .map_err(|e| e.to_string()),
         schedule: row.get(12)?,
         unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
         bids: row.get(14)?,
