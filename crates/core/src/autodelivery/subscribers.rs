@@ -308,13 +308,9 @@ fn mark(token: i64, buyer: Option<crate::ids::BuyerId>) {
 /// The connection's (token, stamp); `None` when it has no stamp table (not installed yet,
 /// or its installation was rolled back).
 fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
-    let installed: bool = conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM temp.sqlite_master
-                            WHERE type = 'table' AND name = 'leadrelay_kept_subscribers')",
-        )?
-        .query_row([], |row| row.get(0))?;
-    if !installed {
+    // Asked of the schema SQLite holds in memory, not by a statement: this runs for every
+    // routed lead.
+    if !conn.table_exists(Some(c"temp"), c"leadrelay_kept_subscribers")? {
         return Ok(None);
     }
     conn.prepare_cached("SELECT token, stamp FROM temp.leadrelay_kept_subscribers")?
