@@ -119,9 +119,8 @@ impl RequestDecision {
             .expect("a decision's view has string keys and finite numbers")
     }
 
-    /// The operator's view as text, written straight from the decision: it is built for
-    /// every routed lead (and ping) on the writer thread, where a tree of `Value`s per
-    /// candidate cost a sixth of the routing. `Stored::Request` is what
+    /// The operator's view as text, written straight from the decision by `decision_text`:
+    /// it is built for every routed lead (and ping) on the writer thread. `Stored::Request` is what
     /// `lead_requests.decision` holds (with its `version`); `Stored::Ping` what a ping
     /// keeps (its outcome `reserved` or `rejected`, no version).
     pub(crate) fn operator_text(&self, stored: Stored) -> String {
@@ -142,9 +141,12 @@ impl RequestDecision {
     #[cfg(test)]
     fn operator_text_by_serde(&self, stored: Stored) -> String {
         let (outcome, version) = Self::stored_as(stored);
-        let mut shown = self.shown(View::Operator, outcome);
-        shown.version = version;
-        serde_json::to_string(&shown).expect("a decision's view has string keys")
+        let mut shown = serde_json::to_value(self.shown(View::Operator, outcome))
+            .expect("a decision's view has string keys");
+        if let Some(version) = version {
+            shown["version"] = Value::from(version);
+        }
+        shown.to_string()
     }
 
     /// The request's `outcome`: whether anything was delivered.
@@ -165,7 +167,6 @@ impl RequestDecision {
             deliveries: Deliveries(&self.deliveries),
             candidates: Candidates(&self.candidates, view),
             decided_at: crate::clock::iso(self.decided_at),
-            version: None,
         }
     }
 }
@@ -177,8 +178,8 @@ pub(crate) enum Stored {
     Ping { outcome: &'static str },
 }
 
-/// One request's decision as shown: the keys of DESIGN.md section 5 in their order, the
-/// operator's `version` last (typed, so that no `Value` tree is built per candidate).
+/// One request's decision as shown: the keys of DESIGN.md section 5 in their order (typed,
+/// so that no `Value` tree is built per candidate).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Shown<'a> {
@@ -189,8 +190,6 @@ struct Shown<'a> {
     deliveries: Deliveries<'a>,
     candidates: Candidates<'a>,
     decided_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    version: Option<&'static str>,
 }
 
 struct Deliveries<'a>(&'a [Delivery]);
