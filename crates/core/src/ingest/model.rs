@@ -190,7 +190,12 @@ impl LeadFields {
     /// Whether buyers get `name` from an interface field rather than from an additional
     /// property: a validated field always wins over an additional property of its name.
     fn shadows(&self, name: &str) -> bool {
-        (name == "capture" && self.capture.metadata.is_some()) || self.text_named(name).is_some()
+        self.text_named(name).is_some() || self.metadata_shadows(name)
+    }
+
+    /// Whether `capture.metadata` takes the name `capture` from an additional property.
+    fn metadata_shadows(&self, name: &str) -> bool {
+        name == "capture" && self.capture.metadata.is_some()
     }
 
     /// A field as buyers get it, by its interface name or as an additional property (a
@@ -200,7 +205,9 @@ impl LeadFields {
         if let Some(value) = self.text_named(name) {
             return Some(Cow::Borrowed(value));
         }
-        if self.shadows(name) {
+        // No text field of that name holds a value (looked up just above), so only the
+        // metadata can shadow an additional property.
+        if self.metadata_shadows(name) {
             return None;
         }
         match self.additional.get(name)? {
@@ -333,6 +340,17 @@ mod tests {
         let text = serde_json::to_string(&shadowed).unwrap();
         assert_eq!(text.matches("\"city\"").count(), 1, "{text}");
         assert_eq!(text.matches("\"capture\"").count(), 1, "{text}");
+        let mut text_capture = fields();
+        text_capture
+            .additional
+            .insert("capture".into(), json!("web"));
+        assert_eq!(
+            text_capture.field("capture"),
+            None,
+            "the metadata shadows it"
+        );
+        text_capture.capture.metadata = None;
+        assert_eq!(text_capture.field("capture").as_deref(), Some("web"));
     }
 
     #[test]
