@@ -17,8 +17,7 @@
 //! inside the ingest writer job, so a count or balance it reads cannot change before the
 //! delivery it allows is written. Choosing among eligible buyers is `select`.
 
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use jiff::Timestamp;
@@ -33,7 +32,7 @@ use super::schedule::Schedule;
 use super::subscribers::{self, Subscribed};
 pub(crate) use crate::bids::KnownBids;
 use crate::caps::{self, Windows};
-use crate::config::buyer::{Filter, Plan};
+use crate::config::buyer::Plan;
 use crate::delivery::transaction;
 use crate::ingest::model::{StoredLead, StoredRequest};
 use crate::ledger;
@@ -430,29 +429,6 @@ pub(crate) fn apply_bids(
     Ok(())
 }
 
-/// A subscription's stored filters, parsed once per thread rather than for every row read
-/// (a ping's profile had 4% of its samples in this parse; `subscribers` parses as it reads,
-/// so a kept row is not looked up here for every lead). Keyed by the stored text itself, so an edited subscription is a new key and
-/// never reads stale filters; the map is emptied when it grows past what any workspace has.
-pub(super) fn parsed_filters(stored: &str) -> Result<Rc<Vec<Filter>>, serde_json::Error> {
-    const MOST_KEPT: usize = 4096;
-    thread_local! {
-        static PARSED: RefCell<HashMap<String, Rc<Vec<Filter>>>> = RefCell::new(HashMap::new());
-    }
-    PARSED.with(|parsed| {
-        if let Some(filters) = parsed.borrow().get(stored) {
-            return Ok(Rc::clone(filters));
-        }
-        let filters = Rc::new(serde_json::from_str::<Vec<Filter>>(stored)?);
-        let mut parsed = parsed.borrow_mut();
-        if parsed.len() >= MOST_KEPT {
-            parsed.clear();
-        }
-        parsed.insert(stored.to_owned(), Rc::clone(&filters));
-        Ok(filters)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -700,21 +676,5 @@ mod tests {
         let found = verdicts(&conn, &lead(&[]));
         assert_eq!(found[0].1, "schedule_closed");
         assert!(found[0].2.as_ref().unwrap()["error"].is_string());
-    }
-
-    #[test]
-    fn filters_are_parsed_once_per_stored_text_and_an_edit_is_read_anew() {
-        let before = r#"[{"field":"postalCode","op":"prefix","values":["80"]}]"#;
-        let after = r#"[{"field":"postalCode","op":"prefix","values":["10"]}]"#;
-        let first = parsed_filters(before).unwrap();
-        assert!(Rc::ptr_eq(&first, &parsed_filters(before).unwrap()));
-        let edited = parsed_filters(after).unwrap();
-        assert_eq!(edited[0].values, ["10"]);
-        assert_eq!(first[0].values, ["80"]);
-        assert!(parsed_filters("[{").is_err());
-        assert!(
-            parsed_filters("[{").is_err(),
-            "an unreadable text is never cached"
-        );
     }
 }
