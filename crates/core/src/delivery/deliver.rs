@@ -235,8 +235,8 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
     let (lead, request, terms) = (order.lead, order.request, &order.terms);
     let product = &request.interest;
     // An archived buyer takes no deliveries: it is as unknown as one that never was.
-    let buyer = buyer::find(conn, order.buyer_id)?
-        .filter(|buyer| !buyer.is_archived())
+    let buyer = buyer::find_recipient(conn, order.buyer_id)?
+        .filter(|buyer| !buyer.archived)
         .ok_or_else(|| DeliveryError::BuyerNotFound(order.buyer_id.clone()))?;
     if buyer.workspace_id != lead.workspace_id {
         return Err(DeliveryError::OtherWorkspace {
@@ -357,7 +357,10 @@ fn decide(conn: &Connection, order: &LeadDelivery, known: Known) -> Result<Decid
         &delivered.transaction_id,
         lead,
         request,
-        &buyer,
+        super::event::Party {
+            id: buyer.id.as_str(),
+            name: &buyer.name,
+        },
         super::event::Sale {
             delivery_mode: terms.mode,
             buyer_price_cents: price_cents,

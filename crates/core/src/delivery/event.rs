@@ -11,11 +11,11 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::config::buyer::Buyer;
 use crate::config::container::DeliveryMode;
 use crate::ids::{LeadId, LeadRequestId};
 use crate::ingest::model::{LeadFields, StoredLead, StoredRequest};
 
+/// Who an event names: a buyer's id and name.
 pub(crate) struct Party<'a> {
     pub id: &'a str,
     pub name: &'a str,
@@ -167,7 +167,7 @@ pub(crate) fn lead_delivered<'a>(
     transaction_id: &'a crate::ids::TransactionId,
     lead: &'a StoredLead,
     request: &'a StoredRequest,
-    buyer: &'a Buyer,
+    buyer: Party<'a>,
     sale: Sale<'a>,
 ) -> LeadDelivered<'a> {
     let product = &request.interest;
@@ -177,10 +177,7 @@ pub(crate) fn lead_delivered<'a>(
         lead_id: lead.id,
         delivery_mode: sale.delivery_mode,
         sent_at_ms: crate::clock::now_ms(),
-        buyer: Party {
-            id: buyer.id.as_str(),
-            name: &buyer.name,
-        },
+        buyer,
         product: ProductRef {
             id: &product.product_id,
             name: &product.product_name,

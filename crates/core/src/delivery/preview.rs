@@ -55,7 +55,10 @@ pub fn event_for(
         &preview_id,
         lead,
         request,
-        buyer,
+        super::event::Party {
+            id: buyer.id.as_str(),
+            name: &buyer.name,
+        },
         super::event::Sale {
             delivery_mode: terms.mode,
             buyer_price_cents: price_cents,
