@@ -29,6 +29,8 @@ pub(crate) mod subscribers;
 pub mod testing;
 pub mod weights;
 
+use std::sync::Arc;
+
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
@@ -117,8 +119,9 @@ pub(crate) fn run_for_lead(
     if asked.peek().is_none() {
         return Ok(None);
     }
-    let mut settings = Settings::load(conn, lead, now_ms)?
-        .ok_or_else(|| missing("container", &lead.container_id))?;
+    let mut settings = subscribers::kept_settings(conn, &lead.container_id, &lead.source_id)?
+        .ok_or_else(|| missing("container", &lead.container_id))?
+        .at(now_ms);
     settings.duplicates_seen = duplicates_seen;
     let mut requests = Vec::new();
     for request in asked {
@@ -150,7 +153,7 @@ pub(crate) struct Settings {
     /// How long an accepted ping holds its reservations (`--ping-ttl`).
     pub(crate) ping_ttl_ms: i64,
     pub(crate) tz: TimeZone,
-    pub(crate) weights: Weights,
+    pub(crate) weights: Arc<Weights>,
     pub(crate) now_ms: i64,
     pub(crate) windows: Windows,
     /// The container's waterfall (DESIGN.md section 18): on, and at most this many steps.
@@ -175,6 +178,44 @@ impl Settings {
         source_id: &crate::ids::SourceId,
         now_ms: i64,
     ) -> rusqlite::Result<Option<Settings>> {
+        Ok(SettingsRow::read(conn, container_id, source_id)?.map(|row| row.at(now_ms)))
+    }
+
+    /// How many buyers a request goes to: one in exclusive mode, up to the container's
+    /// maximum in multi mode.
+    pub(crate) fn wanted(&self) -> usize {
+        match self.mode {
+            DeliveryMode::Exclusive => 1,
+            DeliveryMode::Multi => self.max_buyers.max(1) as usize,
+        }
+    }
+}
+
+/// What [`Settings`] reads of the file, for leads from one source in one container: all
+/// but the moment and the duplicates seen. Auto-delivery keeps it between leads
+/// (`subscribers::kept_settings`).
+pub(crate) struct SettingsRow {
+    auto_delivery: bool,
+    mode: DeliveryMode,
+    max_buyers: i64,
+    threshold: i64,
+    source_cost_cents: Option<i64>,
+    revenue_share_bp: Option<i64>,
+    ping_ttl_ms: i64,
+    tz: TimeZone,
+    weights: Arc<Weights>,
+    waterfall: bool,
+    waterfall_max: i64,
+}
+
+impl SettingsRow {
+    /// The row of leads from `source_id` in `container_id`, read now (one query); `None`
+    /// when the container is missing.
+    pub(crate) fn read(
+        conn: &Connection,
+        container_id: &str,
+        source_id: &crate::ids::SourceId,
+    ) -> rusqlite::Result<Option<SettingsRow>> {
         let row = conn
             .prepare_cached(
                 "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
@@ -222,8 +263,7 @@ impl Settings {
             log::warn!("workspace {workspace_id}: unknown time zone '{zone}', counting in UTC");
             TimeZone::UTC
         });
-        Ok(Some(Settings {
-            duplicates_seen: 0,
+        Ok(Some(SettingsRow {
             auto_delivery,
             mode,
             max_buyers,
@@ -231,21 +271,31 @@ impl Settings {
             source_cost_cents,
             revenue_share_bp,
             ping_ttl_ms,
-            weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
-            windows: Windows::at(now_ms, &tz),
+            weights: Arc::new(evaluator::from_stored(&workspace_id, weights.as_deref()).0),
             tz,
-            now_ms,
             waterfall,
             waterfall_max,
         }))
     }
 
-    /// How many buyers a request goes to: one in exclusive mode, up to the container's
-    /// maximum in multi mode.
-    pub(crate) fn wanted(&self) -> usize {
-        match self.mode {
-            DeliveryMode::Exclusive => 1,
-            DeliveryMode::Multi => self.max_buyers.max(1) as usize,
+    /// The settings at `now_ms` (its cap windows in the workspace's time zone), with no
+    /// duplicates seen yet.
+    pub(crate) fn at(&self, now_ms: i64) -> Settings {
+        Settings {
+            duplicates_seen: 0,
+            auto_delivery: self.auto_delivery,
+            mode: self.mode,
+            max_buyers: self.max_buyers,
+            threshold: self.threshold,
+            source_cost_cents: self.source_cost_cents,
+            revenue_share_bp: self.revenue_share_bp,
+            ping_ttl_ms: self.ping_ttl_ms,
+            tz: self.tz.clone(),
+            weights: Arc::clone(&self.weights),
+            now_ms,
+            windows: Windows::at(now_ms, &self.tz),
+            waterfall: self.waterfall,
+            waterfall_max: self.waterfall_max,
         }
     }
 }
@@ -355,9 +405,11 @@ pub(crate) fn decide(
     }
 
     let product_id = &request.interest.product_id;
-    let product = product_terms(conn, product_id)?.ok_or_else(|| AutoDeliveryError::Missing {
-        kind: "product",
-        id: product_id.clone(),
+    let product = subscribers::kept_product_terms(conn, product_id)?.ok_or_else(|| {
+        AutoDeliveryError::Missing {
+            kind: "product",
+            id: product_id.clone(),
+        }
     })?;
     let features = features_for(lead, request, settings, &product);
     let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);

@@ -26,6 +26,15 @@
 //!   savepoint, so a rollback that undoes one undoes the other, and the next read installs
 //!   both again.
 //!
+//! On the writer these checks run once per job (`db::running_job`): inside a job nothing but
+//! its own writes can change what it reads, and the triggers mark those.
+//!
+//! The same copy keeps what every routed lead read again besides: the settings of its
+//! container and source ([`kept_settings`]) and its product's terms
+//! ([`kept_product_terms`]), 20,000 of an auto-delivered lead's 610,000 job instructions
+//! (callgrind as above). A change of any container, workspace, source or product marks
+//! "all"; such changes are rare.
+//!
 //! The kept rows keep the join's order; readers rank them anyway (`select`).
 //!
 //! Owns the SQL that reads subscribed buyers, the parse of their stored filters, the kept
@@ -35,6 +44,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use rusqlite::functions::FunctionFlags;
@@ -170,6 +180,105 @@ pub(crate) fn kept(
     workspace_id: &str,
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
+    let mut kept = checked(conn)?;
+    // Put back whatever happens below: an error leaves the copy as it was, which is still
+    // exact for the marks not yet taken (they are put back too).
+    let result = refresh(conn, &mut kept, workspace_id, product_id);
+    KEPT.with(|slot| slot.replace(kept));
+    result
+}
+
+/// The settings of leads from `source_id` in `container_id` as
+/// [`SettingsRow::read`](super::SettingsRow::read) reads them now, kept beside the
+/// subscribed buyers under the same checks: a change of a container, workspace, source or
+/// product through this connection drops both (the triggers mark all), as does another
+/// connection's commit or a rollback. `None` when the container is missing.
+pub(crate) fn kept_settings(
+    conn: &Connection,
+    container_id: &str,
+    source_id: &crate::ids::SourceId,
+) -> rusqlite::Result<Option<Arc<super::SettingsRow>>> {
+    let mut kept = checked(conn)?;
+    let result = settings_in(conn, &mut kept, container_id, source_id);
+    KEPT.with(|slot| slot.replace(kept));
+    result
+}
+
+fn settings_in(
+    conn: &Connection,
+    kept: &mut Kept,
+    container_id: &str,
+    source_id: &crate::ids::SourceId,
+) -> rusqlite::Result<Option<Arc<super::SettingsRow>>> {
+    drop_all_if_marked(kept);
+    let key = (container_id.to_owned(), source_id.as_str().to_owned());
+    if let Some(found) = kept.settings.get(&key) {
+        return Ok(Some(Arc::clone(found)));
+    }
+    let Some(row) = super::SettingsRow::read(conn, container_id, source_id)? else {
+        return Ok(None);
+    };
+    let row = Arc::new(row);
+    kept.settings.insert(key, Arc::clone(&row));
+    stamp_again(conn, kept)?;
+    Ok(Some(row))
+}
+
+/// What auto-delivery needs of product `product_id` as
+/// [`product_terms`](super::product_terms) reads it now, kept as [`kept_settings`] keeps
+/// the settings; `None` when there is no such product.
+pub(crate) fn kept_product_terms(
+    conn: &Connection,
+    product_id: &str,
+) -> rusqlite::Result<Option<Arc<super::ProductTerms>>> {
+    let mut kept = checked(conn)?;
+    let result = product_terms_in(conn, &mut kept, product_id);
+    KEPT.with(|slot| slot.replace(kept));
+    result
+}
+
+fn product_terms_in(
+    conn: &Connection,
+    kept: &mut Kept,
+    product_id: &str,
+) -> rusqlite::Result<Option<Arc<super::ProductTerms>>> {
+    drop_all_if_marked(kept);
+    if let Some(found) = kept.products.get(product_id) {
+        return Ok(Some(Arc::clone(found)));
+    }
+    let Some(terms) = super::product_terms(conn, product_id)? else {
+        return Ok(None);
+    };
+    let terms = Arc::new(terms);
+    kept.products
+        .insert(product_id.to_owned(), Arc::clone(&terms));
+    stamp_again(conn, kept)?;
+    Ok(Some(terms))
+}
+
+/// Drops everything kept when a change may have touched any of it (a mark for all), and
+/// with it every mark: nothing kept is left for them to name.
+fn drop_all_if_marked(kept: &mut Kept) {
+    CHANGED.with(|changed| {
+        let mut changed = changed.borrow_mut();
+        if changed.all {
+            kept.clear();
+            changed.take();
+        }
+    });
+}
+
+/// The kept copy taken from this thread, checked against `conn` (see the module header):
+/// `PRAGMA data_version` for other connections' commits, the stamp for a rollback. Checked
+/// once per writer job (`db::running_job`): for the rest of the job only its own writes
+/// change what it reads, and the triggers mark those. The caller puts the copy back.
+fn checked(conn: &Connection) -> rusqlite::Result<Kept> {
+    // The job and the connection the copy was checked in (a job could open another).
+    // SAFETY: the handle's address is only compared, never used.
+    let checked_in = crate::db::running_job().map(|job| (job, unsafe { conn.handle() } as usize));
+    if checked_in.is_some() && KEPT.with(|kept| kept.borrow().checked_in == checked_in) {
+        return Ok(KEPT.with(|kept| kept.take()));
+    }
     let data_version: i64 = conn
         .prepare_cached("PRAGMA data_version")?
         .query_row([], |row| row.get(0))?;
@@ -183,16 +292,13 @@ pub(crate) fn kept(
             token,
             stamp,
             data_version,
-            entries: HashMap::new(),
+            ..Kept::default()
         };
         // Marks made before were for what is dropped now.
         CHANGED.with(|changed| changed.replace(Changed::for_token(token)));
     }
-    // Put back whatever happens below: an error leaves the copy as it was, which is still
-    // exact for the marks not yet taken (they are put back too).
-    let result = refresh(conn, &mut kept, workspace_id, product_id);
-    KEPT.with(|slot| slot.replace(kept));
-    result
+    kept.checked_in = checked_in;
+    Ok(kept)
 }
 
 /// Brings the kept rows of (`workspace_id`, `product_id`) up to date with this connection's
@@ -207,7 +313,7 @@ fn refresh(
     let key = (workspace_id.to_owned(), product_id.to_owned());
     let mut modified = false;
     if marks.all {
-        kept.entries.clear();
+        kept.clear();
     } else if !marks.buyers.is_empty() {
         // Another product's or workspace's rows that name a changed buyer are read again
         // when next asked for; this one's changed rows are read again now.
@@ -253,19 +359,25 @@ fn refresh(
         }
     };
     if modified {
-        // What is kept now may hold this savepoint's writes: stamped in it, so that
-        // rolling it back shows.
-        let stamp = kept.stamp + 1;
-        if let Err(e) = conn
-            .prepare_cached("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")?
-            .execute([stamp])
-        {
-            kept.entries.clear();
-            return Err(e);
-        }
-        kept.stamp = stamp;
+        stamp_again(conn, kept)?;
     }
     Ok(rows)
+}
+
+/// Stamps what was just read into the copy: it may hold this transaction's (or this
+/// savepoint's) writes, and the new stamp is written in it, so that rolling it back shows.
+/// On an error nothing is kept.
+fn stamp_again(conn: &Connection, kept: &mut Kept) -> rusqlite::Result<()> {
+    let stamp = kept.stamp + 1;
+    let written = conn
+        .prepare_cached("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")
+        .and_then(|mut statement| statement.execute([stamp]));
+    if let Err(e) = written {
+        kept.clear();
+        return Err(e);
+    }
+    kept.stamp = stamp;
+    Ok(())
 }
 
 /// The copy kept on this thread, for the connection whose stamp table holds `token`.
@@ -274,7 +386,24 @@ struct Kept {
     token: i64,
     stamp: i64,
     data_version: i64,
+    /// The writer job, and the connection, in which the copy was last checked against the
+    /// file.
+    checked_in: Option<(u64, usize)>,
+    /// Subscribed buyers by (workspace, product).
     entries: HashMap<(String, String), Vec<Rc<Subscribed>>>,
+    /// Settings by (container, source).
+    settings: HashMap<(String, String), Arc<super::SettingsRow>>,
+    /// Product terms by product.
+    products: HashMap<String, Arc<super::ProductTerms>>,
+}
+
+impl Kept {
+    /// Drops every row kept (not the stamps).
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.settings.clear();
+        self.products.clear();
+    }
 }
 
 /// The buyers whose rows changed through the connection of `token` since they were last
@@ -344,7 +473,9 @@ fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
 
 /// The stamp table and the triggers, which call [`CHANGED_FUNCTION`] with the buyer whose
 /// row changed, or NULL when the rows themselves may have (a subscription, a buyer's id or
-/// workspace). A new buyer has no subscription yet: its first one marks all.
+/// workspace) or the settings or product terms may have (any change of a container,
+/// workspace, source or product: rare, and a new one is not kept before it is read). A new
+/// buyer has no subscription yet: its first one marks all.
 const INSTALL: &str = "
     DROP TABLE IF EXISTS temp.leadrelay_kept_subscribers;
     CREATE TEMP TABLE leadrelay_kept_subscribers (token INTEGER NOT NULL, stamp INTEGER NOT NULL);
@@ -393,6 +524,30 @@ const INSTALL: &str = "
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_delete;
     CREATE TEMP TRIGGER leadrelay_kept_caps_delete AFTER DELETE ON cap_usage
     BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_containers_update;
+    CREATE TEMP TRIGGER leadrelay_kept_containers_update AFTER UPDATE ON containers
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_containers_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_containers_delete AFTER DELETE ON containers
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_workspaces_update;
+    CREATE TEMP TRIGGER leadrelay_kept_workspaces_update AFTER UPDATE ON workspaces
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_workspaces_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_workspaces_delete AFTER DELETE ON workspaces
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_sources_update;
+    CREATE TEMP TRIGGER leadrelay_kept_sources_update AFTER UPDATE ON sources
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_sources_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_sources_delete AFTER DELETE ON sources
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_products_update;
+    CREATE TEMP TRIGGER leadrelay_kept_products_update AFTER UPDATE ON products
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_products_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_products_delete AFTER DELETE ON products
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
 ";
 
 /// Creates the stamp table and the triggers on `conn` with a new token, and the function
@@ -504,6 +659,102 @@ mod tests {
         );
     }
 
+    fn kept_threshold(conn: &Connection) -> i64 {
+        kept_settings(conn, "web", &"src".into())
+            .unwrap()
+            .expect("the fixture's container")
+            .threshold
+    }
+
+    fn kept_default_cost(conn: &Connection) -> Option<i64> {
+        kept_product_terms(conn, "solar")
+            .unwrap()
+            .expect("the fixture's product")
+            .default_cost_cents
+    }
+
+    #[test]
+    fn kept_settings_and_product_terms_follow_every_write_of_the_connection_and_its_rollbacks() {
+        let conn = database();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        let threshold = kept_threshold(&conn);
+        assert_eq!(kept_default_cost(&conn), None);
+        assert!(Arc::ptr_eq(
+            &kept_settings(&conn, "web", &"src".into()).unwrap().unwrap(),
+            &kept_settings(&conn, "web", &"src".into()).unwrap().unwrap(),
+        ));
+        conn.execute_batch("UPDATE containers SET score_threshold = 77 WHERE id = 'web'")
+            .unwrap();
+        assert_eq!(kept_threshold(&conn), 77);
+        // Each kept before the write that must drop it.
+        assert_eq!(kept_default_cost(&conn), None);
+        conn.execute_batch(
+            "UPDATE products SET default_supplier_cost_cents = 250 WHERE id = 'solar'",
+        )
+        .unwrap();
+        assert_eq!(kept_default_cost(&conn), Some(250));
+        let kept = |conn: &Connection| {
+            kept_settings(conn, "web", &"src".into())
+                .unwrap()
+                .unwrap()
+                .source_cost_cents
+        };
+        assert_eq!(kept(&conn), None);
+        conn.execute_batch("UPDATE sources SET supplier_cost_cents = 120 WHERE id = 'src'")
+            .unwrap();
+        assert_eq!(kept(&conn), Some(120));
+        let zone = |conn: &Connection| {
+            kept_settings(conn, "web", &"src".into())
+                .unwrap()
+                .unwrap()
+                .tz
+                .iana_name()
+                .map(str::to_owned)
+        };
+        assert_ne!(zone(&conn).as_deref(), Some("Europe/Berlin"));
+        conn.execute_batch("UPDATE workspaces SET timezone = 'Europe/Berlin' WHERE id = 'ws'")
+            .unwrap();
+        assert_eq!(zone(&conn).as_deref(), Some("Europe/Berlin"));
+
+        conn.execute_batch("BEGIN; SAVEPOINT job;").unwrap();
+        conn.execute_batch(
+            "UPDATE containers SET score_threshold = 12 WHERE id = 'web';
+             UPDATE products SET default_supplier_cost_cents = 9 WHERE id = 'solar';",
+        )
+        .unwrap();
+        assert_eq!(
+            (kept_threshold(&conn), kept_default_cost(&conn)),
+            (12, Some(9))
+        );
+        conn.execute_batch("ROLLBACK TO job; RELEASE job").unwrap();
+        assert_eq!(
+            (kept_threshold(&conn), kept_default_cost(&conn)),
+            (77, Some(250)),
+            "the savepoint rolled back"
+        );
+        conn.execute_batch("COMMIT").unwrap();
+        // A transaction that reads only what it changed, each kind on its own: what it
+        // keeps must not outlive its rollback.
+        conn.execute_batch("BEGIN; UPDATE containers SET score_threshold = 13 WHERE id = 'web';")
+            .unwrap();
+        assert_eq!(kept_threshold(&conn), 13);
+        conn.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(kept_threshold(&conn), 77, "the transaction rolled back");
+        conn.execute_batch(
+            "BEGIN; UPDATE products SET default_supplier_cost_cents = 1 WHERE id = 'solar';",
+        )
+        .unwrap();
+        assert_eq!(kept_default_cost(&conn), Some(1));
+        conn.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(
+            kept_default_cost(&conn),
+            Some(250),
+            "the transaction rolled back"
+        );
+        assert_ne!(threshold, 77);
+        assert_eq!(kept_balances(&conn), fresh_balances(&conn));
+    }
+
     #[test]
     fn another_connections_commit_drops_what_is_kept() {
         let dir = tempfile::tempdir().unwrap();
@@ -523,5 +774,51 @@ mod tests {
         cli.execute_batch("UPDATE buyers SET balance_cents = 50 WHERE id = 'a'")
             .unwrap();
         assert_eq!(kept_balances(&conn), [("a".into(), 50)]);
+        assert_eq!(kept_default_cost(&conn), None);
+        cli.execute_batch(
+            "UPDATE products SET default_supplier_cost_cents = 75 WHERE id = 'solar'",
+        )
+        .unwrap();
+        assert_eq!(kept_default_cost(&conn), Some(75));
+    }
+
+    /// Checked once per writer job: what another connection commits between two jobs is
+    /// seen by the second, and within one job the connection's own writes are.
+    #[test]
+    fn the_writer_checks_the_kept_copy_once_per_job_and_sees_commits_between_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kept.db");
+        let db = crate::db::Db::open(&path).unwrap();
+        db.write_blocking(|conn| {
+            crate::autodelivery::testing::rows(conn);
+            add_buyer(conn, "a", &BuyerFixture::default());
+            Ok::<_, crate::db::DbError>(())
+        })
+        .unwrap();
+        let job = |sql: &'static str| {
+            db.write_blocking(move |conn| {
+                let first = (kept_threshold(conn), kept_balances(conn));
+                conn.execute_batch(sql)?;
+                let then = (kept_threshold(conn), kept_balances(conn));
+                Ok::<_, crate::db::DbError>((first, then))
+            })
+            .unwrap()
+        };
+        let (_, then) = job("UPDATE buyers SET balance_cents = 5 WHERE id = 'a'");
+        assert_eq!(then.1, [("a".into(), 5)], "the job's own write");
+        let cli = Connection::open(&path).unwrap();
+        cli.execute_batch(
+            "UPDATE containers SET score_threshold = 61 WHERE id = 'web';
+             UPDATE buyers SET balance_cents = 40 WHERE id = 'a';",
+        )
+        .unwrap();
+        let (first, then) = job("UPDATE containers SET score_threshold = 62 WHERE id = 'web'");
+        assert_eq!(
+            first,
+            (61, vec![("a".into(), 40)]),
+            "committed between the jobs"
+        );
+        assert_eq!(then.0, 62, "the job's own write");
+        db.close();
     }
 }

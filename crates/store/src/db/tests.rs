@@ -46,6 +46,25 @@ fn the_writer_gathers_its_wal_writes_and_syncs_every_commit() {
 }
 
 #[test]
+fn each_writer_job_has_its_own_number_and_nothing_else_has_one() {
+    let (_dir, db) = temp_db();
+    assert_eq!(running_job(), None, "not a writer's thread");
+    let number = || {
+        db.write_blocking(|_| Ok::<_, DbError>((running_job(), running_job())))
+            .unwrap()
+    };
+    let (first, again) = number();
+    let (second, _) = number();
+    assert!(first.is_some());
+    assert_eq!(first, again, "one job, one number");
+    assert_ne!(first, second);
+    let read = db
+        .read_blocking(|_| Ok::<_, DbError>(running_job()))
+        .unwrap();
+    assert_eq!(read, None, "a reader runs no writer job");
+}
+
+#[test]
 fn sqlite_is_built_with_the_options_of_cargo_config() {
     // `.cargo/config.toml` hands libsqlite3-sys its options through LIBSQLITE3_FLAGS; a
     // renamed variable or a lost file would drop them without any other sign.

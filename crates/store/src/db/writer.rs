@@ -132,6 +132,34 @@ thread_local! {
     /// [`note_wal_frames`]. A writer is one thread with one connection, so the thread's
     /// value is its writer's.
     static WAL_FRAMES: Cell<i32> = const { Cell::new(0) };
+    /// The number of the job running on this thread ([`running_job`]); 0 between jobs.
+    static RUNNING_JOB: Cell<u64> = const { Cell::new(0) };
+    /// Jobs run on this thread so far, which numbers them.
+    static JOBS_RUN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The number of the writer job running on this thread now, unique on the thread; `None`
+/// between jobs and on any thread but a writer's.
+///
+/// What a job reads stays true for the rest of that job, but for its own writes: it runs
+/// inside the group's write transaction, so no other connection commits meanwhile, and the
+/// writer rolls back its writes (or the group's) only after it has returned. A cache on
+/// the writer's thread may therefore check itself against the file once per job.
+pub fn running_job() -> Option<u64> {
+    match RUNNING_JOB.get() {
+        0 => None,
+        job => Some(job),
+    }
+}
+
+/// Runs `job` as the thread's [`running_job`].
+fn numbered<R>(job: impl FnOnce() -> R) -> R {
+    let number = JOBS_RUN.get() + 1;
+    JOBS_RUN.set(number);
+    RUNNING_JOB.set(number);
+    let result = job();
+    RUNNING_JOB.set(0);
+    result
 }
 
 /// The writer connection's WAL hook: SQLite calls it after each commit with the frames now in
@@ -639,11 +667,11 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
             && crate::request_id::on_thread(request_id.as_ref(), || match own {
                 Some(own) => {
                     own.job_start();
-                    let ok = job.run(conn);
+                    let ok = numbered(|| job.run(conn));
                     own.job_end(ok);
                     ok
                 }
-                None => job.run(conn),
+                None => numbered(|| job.run(conn)),
             });
         if !ok
             && undo == Undo::Group
