@@ -244,8 +244,8 @@ struct CandidateShown<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Detail<'a> {
-    Full(&'a Value),
-    Field { field: &'a Value },
+    Full(&'a super::eligibility::Detail),
+    Field { field: &'a str },
 }
 
 fn candidate_shown(candidate: &Candidate, view: View) -> CandidateShown<'_> {
@@ -264,7 +264,7 @@ fn candidate_shown(candidate: &Candidate, view: View) -> CandidateShown<'_> {
                 shown.detail = candidate
                     .detail
                     .as_ref()
-                    .and_then(|d| d.get("field"))
+                    .and_then(super::eligibility::Detail::filter_field)
                     .map(|field| Detail::Field { field });
             }
         }
@@ -424,11 +424,12 @@ fn write(conn: &Connection, decision: &RequestDecision, text: &str) -> rusqlite:
 
 #[cfg(test)]
 mod tests {
+    use super::super::eligibility::Detail;
     use super::super::evaluator::{DEFAULT_WEIGHTS, evaluate};
     use super::super::features::Features;
     use super::*;
 
-    fn candidate(id: &str, reason: Reason, detail: Option<Value>) -> Candidate {
+    fn candidate(id: &str, reason: Reason, detail: Option<Detail>) -> Candidate {
         Candidate {
             buyer_id: id.into(),
             price_cents: 2500,
@@ -437,6 +438,19 @@ mod tests {
             created_at: 0,
             reason,
             detail,
+        }
+    }
+
+    /// A `prefix` filter on `field` with `values`, which did not match.
+    fn filter_failed(field: &str, values: &[&str]) -> Detail {
+        let filter = crate::config::subscription::Filter {
+            field: field.into(),
+            op: crate::config::subscription::FilterOp::Prefix,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        Detail::Filter {
+            filters: std::sync::Arc::new(vec![filter]),
+            index: 0,
         }
     }
 
@@ -465,12 +479,15 @@ mod tests {
                 candidate(
                     "north",
                     Reason::FilterMismatch,
-                    Some(json!({"field": "postalCode", "op": "prefix", "values": ["80"]})),
+                    Some(filter_failed("postalCode", &["80"])),
                 ),
                 candidate(
                     "broke",
                     Reason::InsufficientBalance,
-                    Some(json!({"buyerPrice": 25.0, "available": 3.0})),
+                    Some(Detail::Short {
+                        buyer_price: 25.0,
+                        available: 3.0,
+                    }),
                 ),
             ],
             decided_at: 0,
@@ -580,7 +597,7 @@ mod tests {
         odd.candidates[0].price_cents = i64::MAX;
         odd.candidates[1].priority = i64::MIN;
         odd.candidates[1].last_served_at = Some(-86_400_001);
-        odd.candidates[2].detail = Some(json!({"field": "note", "values": ["a\"b\u{7f}\t"]}));
+        odd.candidates[2].detail = Some(filter_failed("note", &["a\"b\u{7f}\t"]));
         odd.decided_at = 1_800_000_000_123;
         for (name, decided) in [("full", &full), ("stopped", &stopped), ("odd", &odd)] {
             for stored in [

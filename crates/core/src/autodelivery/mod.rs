@@ -520,7 +520,7 @@ pub(crate) fn take_ranked<T>(
             } => {
                 request_full = full;
                 candidate.reason = Reason::DeliveryRefused;
-                candidate.detail = Some(detail);
+                candidate.detail = Some(eligibility::Detail::Refused(detail));
             }
         }
     }

@@ -50,6 +50,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, OptionalExtension};
 
+use serde_json::Value;
+
+use super::schedule::Schedule;
 use crate::caps::{self, Counters};
 use crate::config::buyer::{BuyerStatus, Filter, Plan};
 
@@ -74,11 +77,35 @@ pub(crate) struct Subscribed {
     pub(crate) priority: i64,
     /// The subscription's filters, parsed when the row is read (kept rows are checked
     /// against every lead); the parse error's text when the stored text does not read.
-    pub(crate) filters: Result<Rc<Vec<Filter>>, String>,
-    pub(crate) schedule: Option<String>,
+    pub(crate) filters: Result<Arc<Vec<Filter>>, String>,
+    /// The subscription's schedule, read when the row is read, as the filters are.
+    pub(crate) schedule: Option<StoredSchedule>,
     /// The check step a lead must have passed (DESIGN.md section 22).
     pub(crate) require_check: Option<String>,
     pub(crate) caps: Counters,
+}
+
+/// A subscription's stored schedule as the checks use it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredSchedule {
+    /// The stored text as JSON, which a trace shows (null when it is not JSON).
+    pub(crate) shown: Arc<Value>,
+    /// The schedule, or why the stored text does not read as one (then it is never open).
+    pub(crate) read: Result<Schedule, String>,
+}
+
+impl StoredSchedule {
+    fn parse(stored: &str) -> StoredSchedule {
+        let value = serde_json::from_str::<Value>(stored);
+        let read = value
+            .as_ref()
+            .map_err(|e| e.to_string())
+            .and_then(Schedule::from_json);
+        StoredSchedule {
+            shown: Arc::new(value.unwrap_or(Value::Null)),
+            read,
+        }
+    }
 }
 
 /// The join's columns, each row a [`Subscribed`] ([`from_row`]).
@@ -115,7 +142,9 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Subscribed> {
         monthly_cap: row.get(9)?,
         priority: row.get(10)?,
         filters: parsed_filters(&row.get::<_, String>(11)?).map_err(|e| e.to_string()),
-        schedule: row.get(12)?,
+        schedule: row
+            .get::<_, Option<String>>(12)?
+            .map(|stored| StoredSchedule::parse(&stored)),
         unhealthy: row.get::<_, Option<bool>>(13)?.unwrap_or(false),
         bids: row.get(14)?,
         require_check: row.get(15)?,
@@ -128,21 +157,21 @@ fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Subscribed> {
 /// filters, so it is not looked up here for every lead). Keyed by the stored text itself,
 /// so an edited subscription is a new key and never reads stale filters; the map is emptied
 /// when it grows past what any workspace has.
-fn parsed_filters(stored: &str) -> Result<Rc<Vec<Filter>>, serde_json::Error> {
+fn parsed_filters(stored: &str) -> Result<Arc<Vec<Filter>>, serde_json::Error> {
     const MOST_KEPT: usize = 4096;
     thread_local! {
-        static PARSED: RefCell<HashMap<String, Rc<Vec<Filter>>>> = RefCell::new(HashMap::new());
+        static PARSED: RefCell<HashMap<String, Arc<Vec<Filter>>>> = RefCell::new(HashMap::new());
     }
     PARSED.with(|parsed| {
         if let Some(filters) = parsed.borrow().get(stored) {
-            return Ok(Rc::clone(filters));
+            return Ok(Arc::clone(filters));
         }
-        let filters = Rc::new(serde_json::from_str::<Vec<Filter>>(stored)?);
+        let filters = Arc::new(serde_json::from_str::<Vec<Filter>>(stored)?);
         let mut parsed = parsed.borrow_mut();
         if parsed.len() >= MOST_KEPT {
             parsed.clear();
         }
-        parsed.insert(stored.to_owned(), Rc::clone(&filters));
+        parsed.insert(stored.to_owned(), Arc::clone(&filters));
         Ok(filters)
     })
 }
@@ -595,7 +624,7 @@ mod tests {
         let before = r#"[{"field":"postalCode","op":"prefix","values":["80"]}]"#;
         let after = r#"[{"field":"postalCode","op":"prefix","values":["10"]}]"#;
         let first = parsed_filters(before).unwrap();
-        assert!(Rc::ptr_eq(&first, &parsed_filters(before).unwrap()));
+        assert!(Arc::ptr_eq(&first, &parsed_filters(before).unwrap()));
         let edited = parsed_filters(after).unwrap();
         assert_eq!(edited[0].values, ["10"]);
         assert_eq!(first[0].values, ["80"]);
