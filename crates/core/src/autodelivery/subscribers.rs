@@ -518,7 +518,7 @@ const INSTALL: &str = "
     CREATE TEMP TRIGGER leadrelay_kept_subscriptions_delete AFTER DELETE ON subscriptions
     BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_moved;
-    CREATE TEMP TRIGGER leadrelay_kept_buyers_moved AFTER UPDATE ON buyers
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_moved AFTER UPDATE OF id, workspace_id ON buyers
     WHEN OLD.id IS NOT NEW.id OR OLD.workspace_id IS NOT NEW.workspace_id
     BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_update;
@@ -535,8 +535,9 @@ const INSTALL: &str = "
     CREATE TEMP TRIGGER leadrelay_kept_health_update AFTER UPDATE ON buyer_health
     WHEN OLD.state IS NOT NEW.state OR OLD.buyer_id IS NOT NEW.buyer_id
     BEGIN
-        SELECT leadrelay_subscribers_changed(OLD.buyer_id);
-        SELECT leadrelay_subscribers_changed(NEW.buyer_id);
+        SELECT leadrelay_subscribers_changed(OLD.buyer_id),
+               CASE WHEN NEW.buyer_id IS NOT OLD.buyer_id
+                    THEN leadrelay_subscribers_changed(NEW.buyer_id) END;
     END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_health_delete;
     CREATE TEMP TRIGGER leadrelay_kept_health_delete AFTER DELETE ON buyer_health
@@ -547,8 +548,9 @@ const INSTALL: &str = "
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_update;
     CREATE TEMP TRIGGER leadrelay_kept_caps_update AFTER UPDATE ON cap_usage
     BEGIN
-        SELECT leadrelay_subscribers_changed(OLD.buyer_id);
-        SELECT leadrelay_subscribers_changed(NEW.buyer_id);
+        SELECT leadrelay_subscribers_changed(OLD.buyer_id),
+               CASE WHEN NEW.buyer_id IS NOT OLD.buyer_id
+                    THEN leadrelay_subscribers_changed(NEW.buyer_id) END;
     END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_delete;
     CREATE TEMP TRIGGER leadrelay_kept_caps_delete AFTER DELETE ON cap_usage
@@ -659,6 +661,29 @@ mod tests {
         add_buyer(&conn, "c", &BuyerFixture::default());
         assert_eq!(kept_balances(&conn), fresh_balances(&conn));
         assert_eq!(kept_balances(&conn).len(), 2);
+        conn.execute_batch(
+            "UPDATE buyer_health SET state = 'healthy' WHERE buyer_id = 'b';
+             INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start)
+                 VALUES ('c', 'solar', 0, 3, 0);",
+        )
+        .unwrap();
+        assert_eq!(
+            kept(&conn, "ws", "solar").unwrap(),
+            read(&conn, "ws", "solar").unwrap()
+        );
+        conn.execute_batch("UPDATE cap_usage SET day_count = 4 WHERE buyer_id = 'c'")
+            .unwrap();
+        assert_eq!(
+            kept(&conn, "ws", "solar").unwrap(),
+            read(&conn, "ws", "solar").unwrap()
+        );
+        conn.execute_batch("UPDATE buyers SET workspace_id = 'other' WHERE id = 'c'")
+            .unwrap();
+        assert_eq!(
+            kept_balances(&conn),
+            [("b".into(), 700)],
+            "moved to another workspace"
+        );
     }
 
     #[test]
