@@ -10,11 +10,14 @@
 //!
 //! Owns nothing but the writing; the shape is `decision`'s.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::Write;
 
 use super::decision::{Delivery, RequestDecision, Subject};
 use super::eligibility::Candidate;
 use super::evaluator::Evaluation;
+use crate::ids::BuyerId;
 
 /// `decision` as the operator sees it, with `outcome` as the request's outcome and
 /// `version` last when given.
@@ -41,7 +44,7 @@ pub(super) fn operator_text(
     out.extend_from_slice(b",\"deliveries\":");
     array(&mut out, &decision.deliveries, write_delivery);
     out.extend_from_slice(b",\"candidates\":");
-    array(&mut out, &decision.candidates, write_candidate);
+    array(&mut out, &decision.candidates, write_candidate_again);
     out.extend_from_slice(b",\"decidedAt\":");
     text(&mut out, &crate::clock::iso(decision.decided_at));
     if let Some(version) = version {
@@ -86,6 +89,44 @@ fn write_delivery(out: &mut Vec<u8>, delivery: &Delivery) {
     out.extend_from_slice(b",\"deliveryMode\":");
     text(out, delivery.mode.as_str());
     out.push(b'}');
+}
+
+/// The most candidates whose text [`write_candidate_again`] keeps on a thread; past it
+/// the kept texts are dropped (more buyers than any product has).
+const MOST_KEPT: usize = 4096;
+
+thread_local! {
+    /// Each buyer's candidate as last written on this thread, with its text.
+    static WRITTEN: RefCell<HashMap<BuyerId, (Candidate, Vec<u8>)>> =
+        RefCell::new(HashMap::new());
+}
+
+/// [`write_candidate`], from the text kept for the same candidate when the buyer's last one
+/// written on this thread was equal. Consecutive leads mostly see every buyer with the same
+/// verdict, price, priority and last service (all but the one served last), and a
+/// candidate's text is a function of its fields alone. With twenty candidates the whole
+/// text cost 44,000 instructions of an auto-delivered lead's writer job written anew and
+/// 30,600 with the kept texts (callgrind of `examples/autodelivery_cost`, `LEADS=1000
+/// ONLY=5`).
+fn write_candidate_again(out: &mut Vec<u8>, candidate: &Candidate) {
+    WRITTEN.with(|written| {
+        let mut written = written.borrow_mut();
+        if let Some((seen, text)) = written.get(&candidate.buyer_id)
+            && seen == candidate
+        {
+            out.extend_from_slice(text);
+            return;
+        }
+        let start = out.len();
+        write_candidate(out, candidate);
+        if written.len() >= MOST_KEPT {
+            written.clear();
+        }
+        written.insert(
+            candidate.buyer_id.clone(),
+            (candidate.clone(), out[start..].to_vec()),
+        );
+    });
 }
 
 fn write_candidate(out: &mut Vec<u8>, candidate: &Candidate) {
