@@ -347,8 +347,10 @@ fn check(
 /// Why a candidate is not eligible (`Candidate::detail`), kept as the check found it and
 /// written as JSON only with the trace: a tree of `Value`s built for every buyer whose
 /// filter did not match cost the writer 3,400 instructions each (callgrind of
-/// `examples/autodelivery_cost`, `LEADS=1000 ONLY=5`, four per lead).
-#[derive(Debug, Clone, PartialEq)]
+/// `examples/autodelivery_cost`, `LEADS=1000 ONLY=5`, four per lead). Its JSON is an object
+/// of the variant's fields, camelCase, in their order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
 pub enum Detail {
     /// The subscription's stored filters do not read.
     Unreadable {
@@ -359,7 +361,8 @@ pub enum Detail {
         require_check: String,
         outcome: Option<crate::checks::Outcome>,
     },
-    /// The subscription's filter at `index` did not match.
+    /// The subscription's filter at `index` did not match: shown as that filter.
+    #[serde(serialize_with = "failed_filter")]
     Filter {
         filters: Arc<Vec<Filter>>,
         index: usize,
@@ -367,8 +370,10 @@ pub enum Detail {
     /// The buyer's schedule is closed now (or does not read: `error`).
     Closed {
         /// The buyer's stored schedule (free-form when it does not read).
+        #[serde(serialize_with = "shared_value")]
         schedule: Arc<Value>,
         timezone: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
     Cap {
@@ -393,82 +398,20 @@ impl Detail {
     }
 }
 
-/// The detail's JSON: an object of its fields, camelCase, in their order.
-impl Serialize for Detail {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let shown = match self {
-            Detail::Unreadable { error } => DetailShown::Unreadable { error },
-            Detail::RequireCheck {
-                require_check,
-                outcome,
-            } => DetailShown::RequireCheck {
-                require_check,
-                outcome: *outcome,
-            },
-            Detail::Filter { filters, index } => {
-                let filter = &filters[*index];
-                DetailShown::Filter {
-                    field: &filter.field,
-                    op: &filter.op,
-                    values: &filter.values,
-                }
-            }
-            Detail::Closed {
-                schedule,
-                timezone,
-                error,
-            } => DetailShown::Closed {
-                schedule,
-                timezone,
-                error: error.as_deref(),
-            },
-            Detail::Cap { cap, count } => DetailShown::Cap {
-                cap: *cap,
-                count: *count,
-            },
-            Detail::Short {
-                buyer_price,
-                available,
-            } => DetailShown::Short {
-                buyer_price: *buyer_price,
-                available: *available,
-            },
-            Detail::Refused(error) => DetailShown::Refused(error),
-        };
-        shown.serialize(serializer)
-    }
+/// [`Detail::Filter`] as the filter that failed: its field, operator and values.
+fn failed_filter<S: serde::Serializer>(
+    filters: &Arc<Vec<Filter>>,
+    index: &usize,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    filters[*index].serialize(serializer)
 }
 
-#[derive(Serialize)]
-#[serde(untagged, rename_all_fields = "camelCase")]
-enum DetailShown<'a> {
-    Unreadable {
-        error: &'a str,
-    },
-    RequireCheck {
-        require_check: &'a str,
-        outcome: Option<crate::checks::Outcome>,
-    },
-    Filter {
-        field: &'a str,
-        op: &'a crate::config::subscription::FilterOp,
-        values: &'a [String],
-    },
-    Closed {
-        schedule: &'a Value,
-        timezone: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<&'a str>,
-    },
-    Cap {
-        cap: i64,
-        count: i64,
-    },
-    Short {
-        buyer_price: f64,
-        available: f64,
-    },
-    Refused(&'a Value),
+fn shared_value<S: serde::Serializer>(
+    value: &Arc<Value>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    value.as_ref().serialize(serializer)
 }
 
 /// Prices the eligible bid-priced candidates that were asked with their bids (`known`) and
