@@ -500,10 +500,11 @@ fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
         .optional()
 }
 
-/// The stamp table and the buyers' triggers, which call [`CHANGED_FUNCTION`] with the buyer
-/// whose row changed, or NULL when the rows themselves may have (a subscription, a buyer's
-/// id or workspace). A new buyer has no subscription yet: its first one marks all. The
-/// settings' triggers are [`settings_triggers`].
+/// The stamp table and the triggers, which call [`CHANGED_FUNCTION`] with the buyer whose
+/// row changed, or NULL when the rows themselves may have (a subscription, a buyer's id or
+/// workspace) or the kept settings or product terms may have (any update or deletion of a
+/// container, workspace, source or product; a new one is not kept before it is read). A new
+/// buyer has no subscription yet: its first one marks all.
 const INSTALL: &str = "
     DROP TABLE IF EXISTS temp.leadrelay_kept_subscribers;
     CREATE TEMP TABLE leadrelay_kept_subscribers (token INTEGER NOT NULL, stamp INTEGER NOT NULL);
@@ -554,27 +555,31 @@ const INSTALL: &str = "
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_delete;
     CREATE TEMP TRIGGER leadrelay_kept_caps_delete AFTER DELETE ON cap_usage
     BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_containers_update;
+    CREATE TEMP TRIGGER leadrelay_kept_containers_update AFTER UPDATE ON containers
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_containers_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_containers_delete AFTER DELETE ON containers
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_workspaces_update;
+    CREATE TEMP TRIGGER leadrelay_kept_workspaces_update AFTER UPDATE ON workspaces
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_workspaces_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_workspaces_delete AFTER DELETE ON workspaces
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_sources_update;
+    CREATE TEMP TRIGGER leadrelay_kept_sources_update AFTER UPDATE ON sources
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_sources_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_sources_delete AFTER DELETE ON sources
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_products_update;
+    CREATE TEMP TRIGGER leadrelay_kept_products_update AFTER UPDATE ON products
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_products_delete;
+    CREATE TEMP TRIGGER leadrelay_kept_products_delete AFTER DELETE ON products
+    BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
 ";
-
-/// The tables a change of which may change the kept settings or product terms: any update
-/// or deletion marks all (a new row is not kept before it is read).
-const SETTINGS_TABLES: [&str; 4] = ["containers", "workspaces", "sources", "products"];
-
-/// The triggers on [`SETTINGS_TABLES`], installed with [`INSTALL`]'s.
-fn settings_triggers() -> String {
-    let mut sql = String::new();
-    for table in SETTINGS_TABLES {
-        for event in ["update", "delete"] {
-            let name = format!("leadrelay_kept_{table}_{event}");
-            sql.push_str(&format!(
-                "DROP TRIGGER IF EXISTS temp.{name};
-                 CREATE TEMP TRIGGER {name} AFTER {event} ON {table}
-                 BEGIN SELECT {CHANGED_FUNCTION}(NULL); END;"
-            ));
-        }
-    }
-    sql
-}
 
 /// Creates the stamp table and the triggers on `conn` with a new token, and the function
 /// they call, which marks for that token; returns the (token, stamp).
@@ -590,7 +595,6 @@ fn install(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
         },
     )?;
     conn.execute_batch(INSTALL)?;
-    conn.execute_batch(&settings_triggers())?;
     conn.execute(
         "INSERT INTO temp.leadrelay_kept_subscribers (token, stamp) VALUES (?1, 0)",
         [token],
