@@ -1,8 +1,8 @@
 # Shared by the shell benchmarks that run `serve` on a file of their own (bench/ingest.sh,
 # bench/storage.sh, bench/purge.sh, bench/ping.sh, bench/alerts.sh): sourced, not run. Sets
 # ROOT, BENCH_DIR, BIN, WORK and LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the
-# server and wrk and removes WORK (kept with KEEP=1), and defines bench_setup, start_server,
-# stop_server and cpu_ticks.
+# server and wrk and removes WORK (kept with KEEP=1), and defines reference_bin, bench_setup,
+# start_server, stop_server and cpu_ticks.
 #
 #   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
 #
@@ -28,6 +28,29 @@ else
   (cd "$ROOT" && cargo build --release --quiet)
   BIN="$ROOT/target/release/leadrelay"
 fi
+
+# The leadrelay binary of build $1, a binary's path or a commit, on stdout; a commit is
+# built once into target/reference/ (its source in a worktree, its artifacts in a target
+# directory of its own: two checkouts of this workspace hash their crates alike, so sharing
+# one directory lets a build link the other checkout's crates).
+reference_bin() {
+  local reference="$1" commit bin tree
+  if [ -x "$reference" ] && [ ! -d "$reference" ]; then
+    echo "$(cd "$(dirname "$reference")" && pwd)/$(basename "$reference")"
+    return
+  fi
+  commit="$(git -C "$ROOT" rev-parse --short "$reference^{commit}")"
+  bin="$ROOT/target/reference/leadrelay-$commit"
+  if [ ! -x "$bin" ]; then
+    tree="$ROOT/target/reference/tree-$commit"
+    [ -d "$tree" ] || git -C "$ROOT" worktree add --detach "$tree" "$commit" >&2
+    echo "building the reference $commit in $tree" >&2
+    (cd "$tree" && CARGO_TARGET_DIR="$ROOT/target/reference/target-$commit" \
+      cargo build --release --quiet --bin leadrelay) >&2
+    cp "$ROOT/target/reference/target-$commit/release/leadrelay" "$bin"
+  fi
+  echo "$bin"
+}
 
 WORK="$(mktemp -d)"
 SERVER_PID=""

@@ -36,19 +36,11 @@ source "$(dirname "$0")/lib.sh" reference wrk
 NEW_BIN="$BIN"
 NEW_COMMIT="$(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src crates Cargo.toml Cargo.lock || echo +changes)"
 
+REF_BIN="$(reference_bin "$REFERENCE")"
 if [ -x "$REFERENCE" ] && [ ! -d "$REFERENCE" ]; then
-  REF_BIN="$(cd "$(dirname "$REFERENCE")" && pwd)/$(basename "$REFERENCE")"
   REF_COMMIT="$(basename "$REFERENCE")"
 else
   REF_COMMIT="$(git -C "$ROOT" rev-parse --short "$REFERENCE^{commit}")"
-  REF_BIN="$ROOT/target/reference/leadrelay-$REF_COMMIT"
-  if [ ! -x "$REF_BIN" ]; then
-    tree="$ROOT/target/reference/tree-$REF_COMMIT"
-    [ -d "$tree" ] || git -C "$ROOT" worktree add --detach "$tree" "$REF_COMMIT" >&2
-    echo "building the reference $REF_COMMIT in $tree" >&2
-    (cd "$tree" && CARGO_TARGET_DIR="$ROOT/target/reference/target" cargo build --release --quiet)
-    cp "$ROOT/target/reference/target/release/leadrelay" "$REF_BIN"
-  fi
 fi
 (cd "$ROOT" && cargo build --release --quiet --example ceiling)
 CEILING="$ROOT/target/release/examples/ceiling"
