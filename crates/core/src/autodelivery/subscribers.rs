@@ -182,7 +182,8 @@ pub(crate) fn read(
     workspace_id: &str,
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
-    let mut stmt = conn.prepare_cached(&select_sql(false))?;
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| select_sql(false));
+    let mut stmt = conn.prepare_cached(&SQL)?;
     let rows = stmt.query_map([product_id, workspace_id], |row| from_row(row).map(Rc::new))?;
     rows.collect()
 }
@@ -194,7 +195,9 @@ fn read_one(
     product_id: &str,
     buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Option<Subscribed>> {
-    conn.prepare_cached(&select_sql(true))?
+    // Built once: this runs for nearly every routed lead (the buyer served last).
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| select_sql(true));
+    conn.prepare_cached(&SQL)?
         .query_row(
             rusqlite::params![product_id, workspace_id, buyer_id],
             from_row,

@@ -492,17 +492,20 @@ pub(crate) fn record_attempt(
     // Found by the rowid of its claim; by its id only if that no longer names it (a rowid
     // can change when the file is vacuumed while the server is down, or be reused once
     // its event was purged).
+    // Built once: this runs for every attempt, on the writer.
+    static BY_ROW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("SELECT {EVENT_STATE} FROM outbox_events WHERE rowid = ?1 AND id = ?2")
+    });
+    static BY_ID: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("SELECT {EVENT_STATE} FROM outbox_events WHERE id = ?1")
+    });
     let mut row = conn
-        .prepare_cached(&format!(
-            "SELECT {EVENT_STATE} FROM outbox_events WHERE rowid = ?1 AND id = ?2"
-        ))?
+        .prepare_cached(&BY_ROW)?
         .query_row(params![attempt.row, attempt.event_id], state)
         .optional()?;
     if row.is_none() {
         row = conn
-            .prepare_cached(&format!(
-                "SELECT {EVENT_STATE} FROM outbox_events WHERE id = ?1"
-            ))?
+            .prepare_cached(&BY_ID)?
             .query_row([&attempt.event_id], state)
             .optional()?;
     }
