@@ -269,16 +269,12 @@ fn check(
             }),
         );
     }
-    if let Some(failed) = filters::first_mismatch(
+    if let Some(index) = filters::first_mismatch(
         &filters[..],
         &context.lead.fields,
         &context.lead.checks,
         &context.request.interest,
     ) {
-        let index = filters
-            .iter()
-            .position(|filter| std::ptr::eq(filter, failed))
-            .expect("the mismatch is one of the filters");
         return (
             Reason::FilterMismatch,
             Some(Detail::Filter {

@@ -12,17 +12,17 @@ use crate::checks::CheckRecord;
 use crate::config::buyer::{Filter, FilterOp};
 use crate::ingest::model::{Interest, LeadFields};
 
-/// The first filter of `filters` that the lead (with its check outcomes `checks`) does not
-/// meet, if any.
-pub(crate) fn first_mismatch<'f>(
-    filters: &'f [Filter],
+/// The index of the first filter of `filters` that the lead (with its check outcomes
+/// `checks`) does not meet, if any.
+pub(crate) fn first_mismatch(
+    filters: &[Filter],
     lead: &LeadFields,
     checks: &[CheckRecord],
     interest: &Interest,
-) -> Option<&'f Filter> {
+) -> Option<usize> {
     filters
         .iter()
-        .find(|filter| !matches(filter, lead, checks, interest))
+        .position(|filter| !matches(filter, lead, checks, interest))
 }
 
 fn matches(
@@ -149,8 +149,9 @@ mod tests {
             .map(|f| Filter::parse(f).unwrap())
             .collect();
         assert_eq!(
-            first_mismatch(&filters, &lead.fields, &[], &interest).map(|f| f.field.as_str()),
-            Some("postalCode")
+            first_mismatch(&filters, &lead.fields, &[], &interest),
+            Some(1),
+            "postalCode"
         );
         assert!(first_mismatch(&filters[..1], &lead.fields, &[], &interest).is_none());
     }

@@ -212,12 +212,7 @@ pub(crate) fn kept(
     workspace_id: &str,
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
-    let mut kept = checked(conn)?;
-    // Put back whatever happens below: an error leaves the copy as it was, which is still
-    // exact for the marks not yet taken (they are put back too).
-    let result = refresh(conn, &mut kept, workspace_id, product_id);
-    KEPT.with(|slot| slot.replace(kept));
-    result
+    with_checked(conn, |kept| refresh(conn, kept, workspace_id, product_id))
 }
 
 /// The settings of leads from `source_id` in `container_id` as
@@ -230,30 +225,16 @@ pub(crate) fn kept_settings(
     container_id: &str,
     source_id: &crate::ids::SourceId,
 ) -> rusqlite::Result<Option<Arc<super::SettingsRow>>> {
-    let mut kept = checked(conn)?;
-    let result = settings_in(conn, &mut kept, container_id, source_id);
-    KEPT.with(|slot| slot.replace(kept));
-    result
-}
-
-fn settings_in(
-    conn: &Connection,
-    kept: &mut Kept,
-    container_id: &str,
-    source_id: &crate::ids::SourceId,
-) -> rusqlite::Result<Option<Arc<super::SettingsRow>>> {
-    drop_all_if_marked(kept);
     let key = (container_id.to_owned(), source_id.as_str().to_owned());
-    if let Some(found) = kept.settings.get(&key) {
-        return Ok(Some(Arc::clone(found)));
-    }
-    let Some(row) = super::SettingsRow::read(conn, container_id, source_id)? else {
-        return Ok(None);
-    };
-    let row = Arc::new(row);
-    kept.settings.insert(key, Arc::clone(&row));
-    stamp_again(conn, kept)?;
-    Ok(Some(row))
+    with_checked(conn, |kept| {
+        kept_or_read(
+            conn,
+            kept,
+            |kept| &mut kept.settings,
+            &key,
+            || super::SettingsRow::read(conn, container_id, source_id),
+        )
+    })
 }
 
 /// What auto-delivery needs of product `product_id` as
@@ -263,29 +244,55 @@ pub(crate) fn kept_product_terms(
     conn: &Connection,
     product_id: &str,
 ) -> rusqlite::Result<Option<Arc<super::ProductTerms>>> {
+    with_checked(conn, |kept| {
+        kept_or_read(
+            conn,
+            kept,
+            |kept| &mut kept.products,
+            product_id,
+            || super::product_terms(conn, product_id),
+        )
+    })
+}
+
+/// `work` on the kept copy, checked against `conn` first ([`checked`]) and put back on this
+/// thread whatever happens: an error leaves the copy as it was, which is still exact for
+/// the marks not yet taken (they are put back too).
+fn with_checked<T>(
+    conn: &Connection,
+    work: impl FnOnce(&mut Kept) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     let mut kept = checked(conn)?;
-    let result = product_terms_in(conn, &mut kept, product_id);
+    let result = work(&mut kept);
     KEPT.with(|slot| slot.replace(kept));
     result
 }
 
-fn product_terms_in(
+/// The value kept under `key` in the map `map` picks out of the copy, or, when there is
+/// none, what `read` reads now, kept and stamped (it may hold this transaction's writes);
+/// `None` when `read` finds nothing, which is not kept.
+fn kept_or_read<K, Q, V>(
     conn: &Connection,
     kept: &mut Kept,
-    product_id: &str,
-) -> rusqlite::Result<Option<Arc<super::ProductTerms>>> {
+    map: fn(&mut Kept) -> &mut HashMap<K, Arc<V>>,
+    key: &Q,
+    read: impl FnOnce() -> rusqlite::Result<Option<V>>,
+) -> rusqlite::Result<Option<Arc<V>>>
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
     drop_all_if_marked(kept);
-    if let Some(found) = kept.products.get(product_id) {
+    if let Some(found) = map(kept).get(key) {
         return Ok(Some(Arc::clone(found)));
     }
-    let Some(terms) = super::product_terms(conn, product_id)? else {
+    let Some(value) = read()? else {
         return Ok(None);
     };
-    let terms = Arc::new(terms);
-    kept.products
-        .insert(product_id.to_owned(), Arc::clone(&terms));
+    let value = Arc::new(value);
+    map(kept).insert(key.to_owned(), Arc::clone(&value));
     stamp_again(conn, kept)?;
-    Ok(Some(terms))
+    Ok(Some(value))
 }
 
 /// Drops everything kept when a change may have touched any of it (a mark for all), and
@@ -305,9 +312,9 @@ fn drop_all_if_marked(kept: &mut Kept) {
 /// once per writer job (`db::running_job`): for the rest of the job only its own writes
 /// change what it reads, and the triggers mark those. The caller puts the copy back.
 fn checked(conn: &Connection) -> rusqlite::Result<Kept> {
-    // The job and the connection the copy was checked in (a job could open another).
-    // SAFETY: the handle's address is only compared, never used.
-    let checked_in = crate::db::running_job().map(|job| (job, unsafe { conn.handle() } as usize));
+    // The job and the connection the copy was checked in (a job could open another): the
+    // connection's address, which does not move while a job borrows it.
+    let checked_in = crate::db::running_job().map(|job| (job, std::ptr::from_ref(conn) as usize));
     if checked_in.is_some() && KEPT.with(|kept| kept.borrow().checked_in == checked_in) {
         return Ok(KEPT.with(|kept| kept.take()));
     }

@@ -357,9 +357,9 @@ fn check_signing_secret(secret: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// Cached: preparing the statement anew for every lookup cost 30% of a post's delivery
-/// when deliveries read their buyer here (perf of `serve` during `bench/ping.sh`'s
-/// ping-then-post pairs); they read [`find_recipient`] now.
+/// Cached: a statement prepared anew for every lookup cost 30% of a post's delivery when
+/// deliveries read whole buyers (perf of `serve` during `bench/ping.sh`'s ping-then-post
+/// pairs). A delivery reads [`find_recipient`].
 pub fn find(conn: &Connection, id: &BuyerId) -> rusqlite::Result<Option<Buyer>> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM buyers WHERE id = ?1"))?
         .query_row([id], from_row)

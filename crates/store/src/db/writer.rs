@@ -664,14 +664,16 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         let request_id = job.request_id().cloned();
         let changes_before = conn.total_changes();
         let ok = !conn.is_autocommit()
-            && crate::request_id::on_thread(request_id.as_ref(), || match own {
-                Some(own) => {
-                    own.job_start();
-                    let ok = numbered(|| job.run(conn));
-                    own.job_end(ok);
-                    ok
-                }
-                None => numbered(|| job.run(conn)),
+            && crate::request_id::on_thread(request_id.as_ref(), || {
+                numbered(|| match own {
+                    Some(own) => {
+                        own.job_start();
+                        let ok = job.run(conn);
+                        own.job_end(ok);
+                        ok
+                    }
+                    None => job.run(conn),
+                })
             });
         if !ok
             && undo == Undo::Group
