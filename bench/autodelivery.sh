@@ -37,15 +37,18 @@ ulimit -n 65536 2>/dev/null || true
 
 # One wrk load against the running server: prints its figures with the server's CPU per lead.
 load() {
-  local name="$1" auto="$2" before after writer_before writer_after result requests
+  local name="$1" auto="$2" before after writer_before writer_after wal_before wal_after
+  local result requests
   BENCH_AUTO="$auto" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" -d "$WARMUP" \
     -s "$BENCH_DIR/single.lua" "$URL$PATH_" >/dev/null
   before="$(cpu_ticks "$SERVER_PID")"
   writer_before="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
+  wal_before="$(thread_write_bytes "$SERVER_PID" db-writer)"
   result="$(BENCH_AUTO="$auto" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" -d "$DURATION" \
     --latency -s "$BENCH_DIR/single.lua" "$URL$PATH_" | grep '^RESULT')"
   after="$(cpu_ticks "$SERVER_PID")"
   writer_after="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
+  wal_after="$(thread_write_bytes "$SERVER_PID" db-writer)"
   requests="$(echo "$result" | sed 's/.*requests=\([0-9]*\).*/\1/')"
   per_lead() {
     awk -v a="$1" -v b="$2" -v n="$requests" -v t="$(getconf CLK_TCK)" \
@@ -53,7 +56,9 @@ load() {
   }
   echo "  $name (load $(cut -d' ' -f1 /proc/loadavg)): ${result#RESULT }" \
     "server_cpu_us_per_lead=$(per_lead "$before" "$after")" \
-    "writer_cpu_us_per_lead=$(per_lead "$writer_before" "$writer_after")"
+    "writer_cpu_us_per_lead=$(per_lead "$writer_before" "$writer_after")" \
+    "writer_wal_kb_per_lead=$(awk -v a="$wal_before" -v b="$wal_after" -v n="$requests" \
+      'BEGIN { printf "%.1f", (b - a) / 1024 / n }')"
 }
 
 # ROUNDS of plain ingest then ingest with auto-delivery on the current file.

@@ -110,3 +110,14 @@ thread_cpu_ticks() {
   done
   echo "$ticks"
 }
+
+# Bytes the threads of process $1 named $2 have passed to write(2) and pwrite(2) so far
+# (their `wchar`): for the writer, the WAL frames its commits append.
+thread_write_bytes() {
+  local task bytes=0
+  for task in /proc/"$1"/task/*; do
+    [ "$(cat "$task/comm" 2>/dev/null)" = "$2" ] || continue
+    bytes=$((bytes + $(awk '$1 == "wchar:" { print $2 }' "$task/io")))
+  done
+  echo "$bytes"
+}

@@ -7,7 +7,7 @@
 //! re-exports their modules under one name so that the integration tests, benchmarks and
 //! fuzz targets drive the real service as `leadrelay::…`: see `ARCHITECTURE.md`.
 
-pub use leadrelay_core::{accept, config, delivery, ingest, mapping, privacy};
+pub use leadrelay_core::{accept, config, delivery, ingest, mapping, privacy, report};
 pub use leadrelay_edge::{cli, console, http, openapi, outbox, portal, service};
 pub use leadrelay_rules::{clock, ratelimit, secrets};
 pub use leadrelay_store::{db, ids, logging};

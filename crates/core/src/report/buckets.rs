@@ -198,10 +198,10 @@ thread_local! {
 /// writer instructions per single lead and 36,700 per lead in batches of 100 on the two
 /// upserts; with the roll-up 3,700 and under 1,000 (callgrind, BENCHMARKS.md "Plain
 /// ingest").
-pub(crate) struct Rollup;
+pub struct Rollup;
 
 /// The report roll-up (see [`Rollup`]).
-pub(crate) static ROLLUP: Rollup = Rollup;
+pub static ROLLUP: Rollup = Rollup;
 
 impl crate::db::Deferred for Rollup {
     fn job_start(&self) {

@@ -34,6 +34,7 @@ use serde_json::Value;
 pub(crate) use buckets::{
     Counted, Received, Standing, leads_received, mismatches, transaction_changed,
 };
+pub use buckets::{ROLLUP, Rollup};
 
 /// The counters and sums of a report row (and of a bucket row, and of the totals).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
