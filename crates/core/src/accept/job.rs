@@ -124,7 +124,26 @@ fn store_one(
         },
     };
 
-    let ingest = store::judge(conn, source, lead, now)?;
+    // The evaluator's `duplicatesSeen`, counted before the insert so that auto-delivery
+    // never reads the leads table after it; only for leads that ask for auto-delivery. It
+    // looks for the lead's email and phone keys in the whole workspace at any time, where
+    // the duplicate rule looks in the same workspace or a part of it, in a window: when it
+    // finds none, no rule can, and the rule's own lookups of the same keys are left out.
+    let duplicates_seen = if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
+        Some(store::seen_before(
+            conn,
+            source,
+            lead,
+            crate::autodelivery::features::DUPLICATES_SEEN_CAP,
+        )?)
+    } else {
+        None
+    };
+    let ingest = if duplicates_seen == Some(0) {
+        store::judged_unique(lead)
+    } else {
+        store::judge(conn, source, lead, now)?
+    };
     let duplicate_status = ingest.duplicate_status;
     count_received(
         conn,
@@ -156,18 +175,6 @@ fn store_one(
         });
     }
 
-    // The evaluator's `duplicatesSeen`, counted before the insert so that auto-delivery
-    // never reads the leads table after it; only for leads that ask for auto-delivery.
-    let duplicates_seen = if lead.lead.interests.iter().any(|i| i.trigger_auto_delivery) {
-        Some(store::seen_before(
-            conn,
-            source,
-            lead,
-            crate::autodelivery::features::DUPLICATES_SEEN_CAP,
-        )?)
-    } else {
-        None
-    };
     let inserted = store::insert(conn, statements, source, lead, &ingest, now)?;
     let lead_id = inserted.lead_id;
     let mut item = ItemFacts {

@@ -14,6 +14,7 @@ use crate::config::product::{self, NewProduct};
 use crate::config::source::{self, Source};
 use crate::config::testing;
 use crate::ingest::catalog::{self, References};
+use crate::ingest::dedupe::DuplicateStatus;
 use crate::ingest::quality;
 use crate::ingest::shape::{self, Shape};
 use crate::ingest::store::PreparedLead;
@@ -180,6 +181,58 @@ fn the_ingest_job_hands_the_stored_lead_on_and_never_reads_it_back() {
     }
     assert_eq!(payloads[0]["pricing"]["supplierCost"], json!(3.0));
     assert_eq!(payloads[1]["pricing"]["supplierCost"], json!(0.0));
+}
+
+/// The statements of `statements` that look up a lead by its email or phone key.
+fn key_lookups(statements: &[String]) -> Vec<&String> {
+    statements
+        .iter()
+        .filter(|sql| sql.contains("email_key = ") || sql.contains("phone_key = "))
+        .collect()
+}
+
+#[test]
+fn a_lead_whose_keys_no_earlier_lead_has_is_looked_up_once_per_key() {
+    let (_dir, conn, source) = database();
+    let prepared = prepare(&conn, lead("x1", true));
+    let (outcomes, statements) = traced(&conn, || {
+        job::store_all(&conn, &source, std::slice::from_ref(&prepared), 0).unwrap()
+    });
+    let [StoreOutcome::Created { item, .. }] = outcomes.as_slice() else {
+        panic!("one lead created: {outcomes:?}");
+    };
+    let ingest = item.ingest.as_ref().expect("judged");
+    assert_eq!(ingest.duplicate_status, DuplicateStatus::Unique);
+    let lookups = key_lookups(&statements);
+    assert_eq!(
+        lookups.len(),
+        2,
+        "the evaluator's count finds no earlier lead, so the duplicate rule does not look \
+         again: {lookups:#?}"
+    );
+}
+
+#[test]
+fn a_duplicate_that_asks_for_auto_delivery_is_still_judged_by_the_rule() {
+    let (_dir, conn, source) = database();
+    let first = prepare(&conn, lead("x1", true));
+    job::store_all(&conn, &source, std::slice::from_ref(&first), 0).unwrap();
+    // Another externalId and email, the same phone: a duplicate under the rule's phone.
+    let again = prepare(&conn, lead("x2", true));
+    let (outcomes, statements) = traced(&conn, || {
+        job::store_all(&conn, &source, std::slice::from_ref(&again), 1_000).unwrap()
+    });
+    let [StoreOutcome::Created { item, .. }] = outcomes.as_slice() else {
+        panic!("one lead created: {outcomes:?}");
+    };
+    let ingest = item.ingest.as_ref().expect("judged");
+    assert_eq!(ingest.duplicate_status, DuplicateStatus::Review);
+    let matched = ingest.duplicate_match.as_ref().expect("the earlier lead");
+    assert_eq!(matched.matched_on, "phone");
+    assert!(
+        key_lookups(&statements).len() > 2,
+        "the rule looked for the keys itself"
+    );
 }
 
 #[test]

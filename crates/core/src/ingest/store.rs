@@ -263,6 +263,16 @@ pub(crate) fn judge(
     })
 }
 
+/// [`judge`]'s facts for a lead that no earlier lead of its workspace shares an email or
+/// phone key with ([`seen_before`] counted none): no duplicate rule can find one.
+pub(crate) fn judged_unique(lead: &PreparedLead) -> IngestFacts {
+    IngestFacts {
+        quality: lead.quality.clone(),
+        duplicate_status: DuplicateStatus::Unique,
+        duplicate_match: None,
+    }
+}
+
 /// How many earlier leads of `source`'s workspace share `lead`'s email or phone, counted up
 /// to `cap`: read before the insert so that what follows it never reads the leads table.
 pub(crate) fn seen_before(
