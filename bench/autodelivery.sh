@@ -13,12 +13,18 @@
 # Settings (environment): ROUNDS (2: plain then auto, per file), DURATION (10s), WARMUP
 # (3s), CONNECTIONS (64), WRK_THREADS (2), PREFILL (0: the fresh file only), SERVER_LOG
 # (warn), LEADRELAY_BIN (another leadrelay binary to measure), RECEIVER_BIN (a built
-# slow_receiver example, else built here), KEEP=1. The buyers'
+# slow_receiver example, else built here), KEEP=1, PROFILE=1 (sample the writer thread
+# with perf during each auto-delivery load, DURATION in seconds, and print where its time
+# went: bench/support/writer_profile.py), PAGE_SIZE (bench/lib.sh). The buyers'
 # endpoints are bench/slow_receiver.rs answering at once. The file is deleted at the end.
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh" autodelivery wrk
+if [ "${PROFILE:-0}" = 1 ] && ! command -v perf >/dev/null; then
+  echo "installing perf (Debian package linux-perf)" >&2
+  apt-get install -y linux-perf >/dev/null
+fi
 ROUNDS="${ROUNDS:-2}"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-3s}"
@@ -44,6 +50,12 @@ load() {
   before="$(cpu_ticks "$SERVER_PID")"
   writer_before="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
   wal_before="$(thread_write_bytes "$SERVER_PID" db-writer)"
+  local profiler=""
+  if [ "${PROFILE:-0}" = 1 ] && [ "$auto" = 1 ]; then
+    perf record -q -F 499 --call-graph dwarf,32768 -o "$WORK/writer.perf" \
+      -t "$(thread_id "$SERVER_PID" db-writer)" -- sleep "${DURATION%s}" 2>/dev/null &
+    profiler=$!
+  fi
   result="$(BENCH_AUTO="$auto" wrk -t "$WRK_THREADS" -c "$CONNECTIONS" -d "$DURATION" \
     --latency -s "$BENCH_DIR/single.lua" "$URL$PATH_" | grep '^RESULT')"
   after="$(cpu_ticks "$SERVER_PID")"
@@ -59,6 +71,12 @@ load() {
     "writer_cpu_us_per_lead=$(per_lead "$writer_before" "$writer_after")" \
     "writer_wal_kb_per_lead=$(awk -v a="$wal_before" -v b="$wal_after" -v n="$requests" \
       'BEGIN { printf "%.1f", (b - a) / 1024 / n }')"
+  if [ -n "$profiler" ]; then
+    wait "$profiler"
+    echo "  the writer thread during auto-delivery (perf, dwarf call graphs):"
+    perf script -i "$WORK/writer.perf" -F ip,sym 2>/dev/null |
+      python3 "$BENCH_DIR/support/writer_profile.py" 30 | sed 's/^/    /'
+  fi
 }
 
 # ROUNDS of plain ingest then ingest with auto-delivery on the current file.

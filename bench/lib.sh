@@ -69,6 +69,14 @@ PATH_="/api/webhooks/channels/web/sources/bench/leads"
 
 # A new file with the ingest benchmark's workspace, channel, product and source.
 bench_setup() {
+  # PAGE_SIZE (bytes): the new file made with that page size before `init` (an experiment:
+  # leadrelay's files take SQLite's default of 4096).
+  if [ -n "${PAGE_SIZE:-}" ]; then
+    python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA page_size = %d" % int(sys.argv[2]))
+c.execute("CREATE TABLE page_size_probe (x)"); c.execute("DROP TABLE page_size_probe"); c.commit()' \
+      "$LEADRELAY_DB" "$PAGE_SIZE"
+  fi
   "$BIN" init >/dev/null
   "$BIN" workspace create --name Bench --id ws >/dev/null
   "$BIN" channel create --workspace ws --name Web --id web >/dev/null
@@ -109,6 +117,17 @@ thread_cpu_ticks() {
     ticks=$((ticks + $(sed 's/.*) //' "$task/stat" | awk '{ print $12 + $13 }')))
   done
   echo "$ticks"
+}
+
+# The id of the first thread of process $1 named $2.
+thread_id() {
+  local task
+  for task in /proc/"$1"/task/*; do
+    if [ "$(cat "$task/comm" 2>/dev/null)" = "$2" ]; then
+      basename "$task"
+      return
+    fi
+  done
 }
 
 # Bytes the threads of process $1 named $2 have passed to write(2) and pwrite(2) so far
