@@ -15,7 +15,7 @@
 # (warn), LEADRELAY_BIN (another leadrelay binary to measure), RECEIVER_BIN (a built
 # slow_receiver example, else built here), KEEP=1, PROFILE=1 (sample the writer thread
 # with perf during each auto-delivery load, DURATION in seconds, and print where its time
-# went: bench/support/writer_profile.py), PAGE_SIZE (bench/lib.sh). The buyers'
+# went: bench/writer_profile.py), PAGE_SIZE (bench/lib.sh). The buyers'
 # endpoints are bench/slow_receiver.rs answering at once. The file is deleted at the end.
 set -euo pipefail
 
@@ -75,7 +75,7 @@ load() {
     wait "$profiler"
     echo "  the writer thread during auto-delivery (perf, dwarf call graphs):"
     perf script -i "$WORK/writer.perf" -F ip,sym 2>/dev/null |
-      python3 "$BENCH_DIR/support/writer_profile.py" 30 | sed 's/^/    /'
+      python3 "$BENCH_DIR/writer_profile.py" 30 | sed 's/^/    /'
   fi
 }
 

@@ -2,7 +2,7 @@
 dwarf` run (bench/autodelivery.sh PROFILE=1 records the writer thread): each named frame's
 inclusive share of the samples, counted once per sample, and the leaf functions' shares.
 
-    perf script -i writer.perf -F ip,sym | python3 bench/support/writer_profile.py [TOP]
+    perf script -i writer.perf -F ip,sym | python3 bench/writer_profile.py [TOP]
 """
 
 import collections
