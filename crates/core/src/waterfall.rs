@@ -116,9 +116,9 @@ pub fn after_refusal(
         Some(Stop::NotAutoDelivered)
     } else if !first_attempt {
         Some(Stop::NotFirstAttempt)
-    } else if !settings.waterfall {
+    } else if !settings.row.waterfall {
         Some(Stop::WaterfallOff)
-    } else if taken >= settings.waterfall_max {
+    } else if taken >= settings.row.waterfall_max {
         Some(Stop::WaterfallMaxReached)
     } else if lead.status != LeadStatus::Active {
         Some(Stop::LeadNotActive)

@@ -138,7 +138,7 @@ pub(super) async fn ask_for_bids(
             }
             // The bid holds until the lead is decided: when the slowest may answer.
             let decided_by = now + bidders.iter().map(|b| b.timeout_ms()).max().unwrap_or(0);
-            let mode = settings.mode.as_str();
+            let mode = settings.row.mode.as_str();
             asked.push((index, position));
             asking.push(crate::bids::asking(
                 &stored, request, bidders, mode, decided_by,

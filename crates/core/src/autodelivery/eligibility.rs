@@ -133,7 +133,7 @@ pub(crate) fn eligible_bidders(
     request: &StoredRequest,
     settings: &Settings,
 ) -> rusqlite::Result<Vec<crate::bids::Bidder>> {
-    if !settings.auto_delivery {
+    if !settings.row.auto_delivery {
         return Ok(Vec::new());
     }
     let all = crate::bids::bidders(conn, &lead.workspace_id, &request.interest.product_id)?;
@@ -145,7 +145,7 @@ pub(crate) fn eligible_bidders(
         &Context {
             lead,
             request,
-            tz: &settings.tz,
+            tz: &settings.row.tz,
             now_ms: settings.now_ms,
             windows: &settings.windows,
             bidding: Bidding::Asking,
@@ -366,7 +366,6 @@ pub enum Detail {
     /// The buyer's schedule is closed now (or does not read: `error`).
     Closed {
         /// The buyer's stored schedule (free-form when it does not read).
-        #[serde(serialize_with = "shared_value")]
         schedule: Arc<Value>,
         timezone: String,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -401,13 +400,6 @@ fn failed_filter<S: serde::Serializer>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     filters[*index].serialize(serializer)
-}
-
-fn shared_value<S: serde::Serializer>(
-    value: &Arc<Value>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    value.as_ref().serialize(serializer)
 }
 
 /// Prices the eligible bid-priced candidates that were asked with their bids (`known`) and

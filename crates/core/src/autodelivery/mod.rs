@@ -120,8 +120,8 @@ pub(crate) fn run_for_lead(
         return Ok(None);
     }
     let mut settings = subscribers::kept_settings(conn, &lead.container_id, &lead.source_id)?
-        .ok_or_else(|| missing("container", &lead.container_id))?
-        .at(now_ms);
+        .ok_or_else(|| missing("container", &lead.container_id))
+        .map(|row| Settings::at(row, now_ms))?;
     settings.duplicates_seen = duplicates_seen;
     let mut requests = Vec::new();
     for request in asked {
@@ -137,28 +137,19 @@ pub(crate) fn run_for_lead(
     Ok(Some(AutoDelivery { requests }))
 }
 
-/// What a decision depends on besides the lead: the container's delivery settings, the
-/// workspace's time zone and evaluator weights, the source's supplier cost and revenue share
-/// (read once per lead, in one query), and the moment with its cap windows. A ping is
-/// decided on the same settings (`ping`); and the duplicates seen before.
+/// What a decision depends on besides the lead: the settings read of the file (the
+/// container's delivery settings, the workspace's time zone and evaluator weights, the
+/// source's supplier cost and revenue share: [`SettingsRow`], kept between leads) and the
+/// moment with its cap windows. A ping is decided on the same settings (`ping`); and the
+/// duplicates seen before.
 pub(crate) struct Settings {
-    pub(crate) duplicates_seen: u32,
-    pub(crate) auto_delivery: bool,
-    pub(crate) mode: DeliveryMode,
-    pub(crate) max_buyers: i64,
-    pub(crate) threshold: i64,
+    pub(crate) row: Arc<SettingsRow>,
+    /// The supplier cost of the lead: the source's (`row`), or what a waterfall's ping
+    /// pays instead.
     pub(crate) source_cost_cents: Option<i64>,
-    /// The source's `--revenue-share` in hundredths of a percent (pings' payout).
-    pub(crate) revenue_share_bp: Option<i64>,
-    /// How long an accepted ping holds its reservations (`--ping-ttl`).
-    pub(crate) ping_ttl_ms: i64,
-    pub(crate) tz: TimeZone,
-    pub(crate) weights: Arc<Weights>,
+    pub(crate) duplicates_seen: u32,
     pub(crate) now_ms: i64,
     pub(crate) windows: Windows,
-    /// The container's waterfall (DESIGN.md section 18): on, and at most this many steps.
-    pub(crate) waterfall: bool,
-    pub(crate) waterfall_max: i64,
 }
 
 impl Settings {
@@ -178,15 +169,28 @@ impl Settings {
         source_id: &crate::ids::SourceId,
         now_ms: i64,
     ) -> rusqlite::Result<Option<Settings>> {
-        Ok(SettingsRow::read(conn, container_id, source_id)?.map(|row| row.at(now_ms)))
+        Ok(SettingsRow::read(conn, container_id, source_id)?
+            .map(|row| Settings::at(Arc::new(row), now_ms)))
+    }
+
+    /// `row`'s settings at `now_ms` (its cap windows in the workspace's time zone), with no
+    /// duplicates seen yet.
+    pub(crate) fn at(row: Arc<SettingsRow>, now_ms: i64) -> Settings {
+        Settings {
+            source_cost_cents: row.source_cost_cents,
+            duplicates_seen: 0,
+            now_ms,
+            windows: Windows::at(now_ms, &row.tz),
+            row,
+        }
     }
 
     /// How many buyers a request goes to: one in exclusive mode, up to the container's
     /// maximum in multi mode.
     pub(crate) fn wanted(&self) -> usize {
-        match self.mode {
+        match self.row.mode {
             DeliveryMode::Exclusive => 1,
-            DeliveryMode::Multi => self.max_buyers.max(1) as usize,
+            DeliveryMode::Multi => self.row.max_buyers.max(1) as usize,
         }
     }
 }
@@ -195,17 +199,20 @@ impl Settings {
 /// but the moment and the duplicates seen. Auto-delivery keeps it between leads
 /// (`subscribers::kept_settings`).
 pub(crate) struct SettingsRow {
-    auto_delivery: bool,
-    mode: DeliveryMode,
-    max_buyers: i64,
-    threshold: i64,
-    source_cost_cents: Option<i64>,
-    revenue_share_bp: Option<i64>,
-    ping_ttl_ms: i64,
-    tz: TimeZone,
-    weights: Arc<Weights>,
-    waterfall: bool,
-    waterfall_max: i64,
+    pub(crate) auto_delivery: bool,
+    pub(crate) mode: DeliveryMode,
+    pub(crate) max_buyers: i64,
+    pub(crate) threshold: i64,
+    pub(crate) source_cost_cents: Option<i64>,
+    /// The source's `--revenue-share` in hundredths of a percent (pings' payout).
+    pub(crate) revenue_share_bp: Option<i64>,
+    /// How long an accepted ping holds its reservations (`--ping-ttl`).
+    pub(crate) ping_ttl_ms: i64,
+    pub(crate) tz: TimeZone,
+    pub(crate) weights: Weights,
+    /// The container's waterfall (DESIGN.md section 18): on, and at most this many steps.
+    pub(crate) waterfall: bool,
+    pub(crate) waterfall_max: i64,
 }
 
 impl SettingsRow {
@@ -271,32 +278,11 @@ impl SettingsRow {
             source_cost_cents,
             revenue_share_bp,
             ping_ttl_ms,
-            weights: Arc::new(evaluator::from_stored(&workspace_id, weights.as_deref()).0),
+            weights: evaluator::from_stored(&workspace_id, weights.as_deref()).0,
             tz,
             waterfall,
             waterfall_max,
         }))
-    }
-
-    /// The settings at `now_ms` (its cap windows in the workspace's time zone), with no
-    /// duplicates seen yet.
-    pub(crate) fn at(&self, now_ms: i64) -> Settings {
-        Settings {
-            duplicates_seen: 0,
-            auto_delivery: self.auto_delivery,
-            mode: self.mode,
-            max_buyers: self.max_buyers,
-            threshold: self.threshold,
-            source_cost_cents: self.source_cost_cents,
-            revenue_share_bp: self.revenue_share_bp,
-            ping_ttl_ms: self.ping_ttl_ms,
-            tz: self.tz.clone(),
-            weights: Arc::clone(&self.weights),
-            now_ms,
-            windows: Windows::at(now_ms, &self.tz),
-            waterfall: self.waterfall,
-            waterfall_max: self.waterfall_max,
-        }
     }
 }
 
@@ -364,7 +350,7 @@ pub(crate) fn features_for(
         local_hour: local_hour(
             lead.fields.capture.captured_at.as_deref(),
             settings.now_ms,
-            &settings.tz,
+            &settings.row.tz,
         ),
     };
     features::extract(lead, &request.interest, &context)
@@ -400,7 +386,7 @@ pub(crate) fn decide(
     if lead.quality_status == QualityStatus::Invalid {
         return Ok(stop(RequestReason::QualityInvalid, None, Vec::new()));
     }
-    if !settings.auto_delivery {
+    if !settings.row.auto_delivery {
         return Ok(stop(RequestReason::AutoDeliveryDisabled, None, Vec::new()));
     }
 
@@ -412,7 +398,7 @@ pub(crate) fn decide(
         }
     })?;
     let features = features_for(lead, request, settings, &product);
-    let evaluation = evaluator::evaluate(&features, &settings.weights, settings.threshold);
+    let evaluation = evaluator::evaluate(&features, &settings.row.weights, settings.row.threshold);
     if !evaluation.passed {
         return Ok(stop(
             RequestReason::ScoreBelowThreshold,
@@ -424,7 +410,7 @@ pub(crate) fn decide(
     let context = eligibility::Context {
         lead,
         request,
-        tz: &settings.tz,
+        tz: &settings.row.tz,
         now_ms: settings.now_ms,
         windows: &settings.windows,
         bidding: bids.map_or(Bidding::Without, Bidding::Asked),
@@ -438,8 +424,8 @@ pub(crate) fn decide(
     }
     select::rank(&mut candidates);
     let terms = DeliveryTerms {
-        mode: settings.mode,
-        max_buyers: settings.max_buyers,
+        mode: settings.row.mode,
+        max_buyers: settings.row.max_buyers,
         supplier_cost_cents: settings
             .source_cost_cents
             .or(product.default_cost_cents)

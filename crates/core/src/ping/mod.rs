@@ -209,8 +209,8 @@ async fn ask_bidders(
         )?;
         Ok::<_, PingError>(Some((
             bidders,
-            settings.mode.as_str(),
-            settings.ping_ttl_ms,
+            settings.row.mode.as_str(),
+            settings.row.ping_ttl_ms,
         )))
     })?;
     let Some((bidders, mode, ttl)) = found else {

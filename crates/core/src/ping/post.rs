@@ -230,8 +230,8 @@ pub(crate) fn complete(
             }
         })?;
     let terms = DeliveryTerms {
-        mode: settings.mode,
-        max_buyers: settings.max_buyers,
+        mode: settings.row.mode,
+        max_buyers: settings.row.max_buyers,
         supplier_cost_cents: claim.ping.payout_cents.unwrap_or(0),
         cap_windows: Some(settings.windows),
     };

@@ -188,13 +188,13 @@ pub(crate) fn decide(
     let mut reserved: Vec<Reservation> = Vec::new();
     let reason = if is_suppressed(conn, ping)? {
         RequestReason::Suppressed
-    } else if !settings.auto_delivery {
+    } else if !settings.row.auto_delivery {
         RequestReason::AutoDeliveryDisabled
     } else {
         let evaluated = evaluator::evaluate(
             &features(ping, &settings, &product),
-            &settings.weights,
-            settings.threshold,
+            &settings.row.weights,
+            settings.row.threshold,
         );
         let passed = evaluated.passed;
         evaluation = Some(evaluated);
@@ -206,7 +206,7 @@ pub(crate) fn decide(
                 &eligibility::Context {
                     lead,
                     request,
-                    tz: &settings.tz,
+                    tz: &settings.row.tz,
                     now_ms: now,
                     windows: &settings.windows,
                     bidding: eligibility::Bidding::Asked(&bids.known),
@@ -266,11 +266,11 @@ pub(crate) fn decide(
             status: PingStatus::Accepted,
             reason: None,
             payout_cents: Some(payout(
-                settings.revenue_share_bp,
+                settings.row.revenue_share_bp,
                 cost,
                 reserved.iter().map(|r| r.price_cents),
             )),
-            expires_at: Some(now.saturating_add(settings.ping_ttl_ms)),
+            expires_at: Some(now.saturating_add(settings.row.ping_ttl_ms)),
         }
     } else {
         PingAnswer {
