@@ -846,6 +846,19 @@ mod tests {
         assert_eq!(kept_default_cost(&conn), Some(75));
     }
 
+    thread_local! {
+        /// `PRAGMA data_version` statements run on this thread's traced connection.
+        static VERSION_CHECKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    fn count_version_checks(event: rusqlite::trace::TraceEvent<'_>) {
+        if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event
+            && sql.contains("data_version")
+        {
+            VERSION_CHECKS.set(VERSION_CHECKS.get() + 1);
+        }
+    }
+
     /// Checked once per writer job: what another connection commits between two jobs is
     /// seen by the second, and within one job the connection's own writes are.
     #[test]
@@ -861,9 +874,16 @@ mod tests {
         .unwrap();
         let job = |sql: &'static str| {
             db.write_blocking(move |conn| {
+                VERSION_CHECKS.set(0);
+                conn.trace_v2(
+                    rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+                    Some(count_version_checks),
+                );
                 let first = (kept_threshold(conn), kept_balances(conn));
                 conn.execute_batch(sql)?;
                 let then = (kept_threshold(conn), kept_balances(conn));
+                conn.trace_v2(rusqlite::trace::TraceEventCodes::empty(), None);
+                assert_eq!(VERSION_CHECKS.get(), 1, "four kept reads, one check");
                 Ok::<_, crate::db::DbError>((first, then))
             })
             .unwrap()
