@@ -1,31 +1,34 @@
 //! The stored form of auto-delivery's decision trace (`lead_requests.decision`): the JSON
-//! text as a zstd frame against a fixed dictionary.
+//! text compressed against a fixed dictionary.
 //!
 //! A delivered lead's trace (outcome, the evaluation's factors, the deliveries, every
 //! candidate) was about 1,100 to 1,400 bytes of JSON text per request, more than the rest
-//! of the lead; most of it is the same key names and factor names on every lead. Stored as
-//! a zstd frame whose "raw content" dictionary is the trace's shape ([`STATIC_V1`]) and the
-//! request's own id, it takes a fifth of that. [`decode`] gives back the text byte for
-//! byte, so every reader sees the JSON it saw before; the frame carries a checksum.
+//! of the lead; most of it is the same key names and factor names on every lead. Stored
+//! against a dictionary made of the trace's shape ([`STATIC_V1`]) it takes a seventh of
+//! that. [`decode`] gives back the text byte for byte, so every reader sees the JSON it saw
+//! before; every stored form carries a check.
 //!
-//! Format 2 (what this build writes) keeps the compression and drops its cost: format 1's
-//! dictionary ends with the request's id, so every trace built the dictionary's tables
-//! anew (a third of the ingest job's time for the decision). A trace starts with
-//! `{"requestId":"<its request's id>"`, which the reader knows, so format 2 leaves that
-//! start out and compresses the rest against one fixed dictionary, prepared once
-//! ([`DICTIONARY_V2`]) at zstd's first fast level ([`LEVEL_V2`]): 1.9 µs a trace against
-//! 6.2 µs, for about ten bytes more (four of them tie the frame to its request). A trace
-//! that starts otherwise (a ping's) is stored in format 1.
+//! A trace starts with `{"requestId":"<its request's id>"`, which the reader knows: formats
+//! 2 and 3 leave that start out, store four bytes of the id ([`check_v2`]) so that a trace
+//! read under another request is refused, and compress the rest against one fixed
+//! dictionary ([`dictionary_v2`]).
 //!
-//! In the writer job of an auto-delivered lead with twenty subscribed buyers: 717,000
-//! instructions with format 2, 756,000 with format 1 (+5.5%), 675,000 with the text stored
-//! uncompressed (-6%, for about eight times the bytes on disk and in the WAL) (callgrind of `examples/autodelivery_cost` with `ONLY=5 LEADS=1000`, the 20-buyer
-//! scenario, counting only the writer jobs; 65cd4d4).
+//! - Format 3 (what this build writes): an LZ4 block, with the rest's length and CRC-32.
+//!   The writer stores a trace for every routed lead inside its job, where zstd's frame
+//!   (format 2) built its entropy tables anew for every trace: 57,000 of the 456,000
+//!   instructions of an auto-delivered lead's writer job (callgrind of
+//!   `examples/autodelivery_cost`, `ONLY=5 LEADS=1000`). The block takes a third of the
+//!   time for about 25 bytes more (198 bytes for the test's 1,300-byte trace, 172 in format
+//!   2). Still read.
+//! - Format 2: a zstd frame against the prepared dictionary. Still read.
+//! - Format 1: a zstd frame against [`dictionary`], which ends with the request's id, so
+//!   every trace built the dictionary's tables anew. A trace that starts otherwise (a
+//!   ping's) is still stored in format 1.
 //!
 //! A dictionary must be rebuilt identically for as long as a row exists, so each recipe
 //! is frozen with its format (pinned by a test): a change is a new format byte, never an edit.
 //! A trace that changes shape (new keys) still round-trips; it only compresses less. A
-//! trace stored before this format (a TEXT value) is read as is.
+//! trace stored before format 1 (a TEXT value) is read as is.
 //!
 //! Owns the stored form of the trace; `status` writes it, `view` and `store` read it, and
 //! `ping::store` stores a ping's trace in the same form (the ping's id as the request id).
@@ -38,6 +41,14 @@ const FORMAT_V1: u8 = 1;
 /// Format 2: the request id's [`check_v2`], then a zstd frame against [`DICTIONARY_V2`] of
 /// the trace after its start ([`start_v2`]).
 const FORMAT_V2: u8 = 2;
+
+/// Format 3: the request id's [`check_v2`], the length (u32, little-endian) and CRC-32 of
+/// the trace after its start ([`start_v2`]), then an LZ4 block of it against
+/// [`dictionary_v2`].
+const FORMAT_V3: u8 = 3;
+
+/// The bytes of a format 3 trace before its block.
+const V3_HEADER: usize = 1 + 4 + 4 + 4;
 
 /// The longest trace a frame may claim to hold.
 const MAX_TRACE: usize = 4 * 1024 * 1024;
@@ -87,23 +98,21 @@ fn dictionary_v2() -> Vec<u8> {
     dict
 }
 
-/// zstd's level for format 2: its first fast level. Against the prepared dictionary a
-/// delivered lead's trace took 1.9 µs at -1 and 3.6 µs at 3 for 3 bytes more (167 against
-/// 164 of 1,300; format 1 took 6.2 µs for 160).
-const LEVEL_V2: i32 = -1;
-
-/// [`dictionary_v2`], prepared once per process.
+/// [`dictionary_v2`], prepared once per process for reading format 2.
 static DICTIONARY_V2: std::sync::LazyLock<super::zframe::Prepared> =
-    std::sync::LazyLock::new(|| super::zframe::Prepared::new(&dictionary_v2(), LEVEL_V2));
+    std::sync::LazyLock::new(|| super::zframe::Prepared::new(&dictionary_v2()));
+
+/// [`dictionary_v2`] as format 3 compresses against it, made once per process.
+static DICTIONARY_V3: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(dictionary_v2);
 
 /// The start of request `request_id`'s trace, which format 2 leaves out.
 fn start_v2(request_id: &str) -> String {
     format!("{{\"requestId\":\"{request_id}\"")
 }
 
-/// Four bytes of `request_id` (FNV-1a), stored before a format 2 frame: the frame itself no
-/// longer depends on the request, and a trace read under another request's id must still
-/// be refused rather than shown with that id. Frozen with format 2.
+/// Four bytes of `request_id` (FNV-1a), stored before a format 2 frame and a format 3 block:
+/// neither depends on the request, and a trace read under another request's id must still
+/// be refused rather than shown with that id. Frozen with formats 2 and 3.
 fn check_v2(request_id: &str) -> [u8; 4] {
     let hash = request_id.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
@@ -120,12 +129,41 @@ pub(crate) fn encode(json: &str, request_id: &str) -> Vec<u8> {
         stored.extend_from_slice(&frame);
         return stored;
     };
-    let frame = super::zframe::compress_prepared(&DICTIONARY_V2, rest.as_bytes());
-    let mut stored = Vec::with_capacity(frame.len() + 5);
-    stored.push(FORMAT_V2);
+    let rest = rest.as_bytes();
+    let length = u32::try_from(rest.len()).expect("a trace is far shorter than 4 GiB");
+    let mut stored =
+        Vec::with_capacity(V3_HEADER + lz4_flex::block::get_maximum_output_size(rest.len()));
+    stored.push(FORMAT_V3);
     stored.extend_from_slice(&check_v2(request_id));
-    stored.extend_from_slice(&frame);
+    stored.extend_from_slice(&length.to_le_bytes());
+    stored.extend_from_slice(&crc32fast::hash(rest).to_le_bytes());
+    stored.resize(stored.capacity(), 0);
+    let written =
+        lz4_flex::block::compress_into_with_dict(rest, &mut stored[V3_HEADER..], &DICTIONARY_V3)
+            .expect("the output has the block's maximum size");
+    stored.truncate(V3_HEADER + written);
     stored
+}
+
+/// The rest of a format 3 trace (after its format byte and check) from its length, CRC-32
+/// and block; the reason when it does not decode to what its header says.
+fn decode_v3(stored: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let (Some(length), Some(crc), Some(block)) =
+        (stored.get(..4), stored.get(4..8), stored.get(8..))
+    else {
+        return Err("truncated");
+    };
+    let length = u32::from_le_bytes(length.try_into().expect("four bytes")) as usize;
+    let crc = u32::from_le_bytes(crc.try_into().expect("four bytes"));
+    if length > MAX_TRACE {
+        return Err("claims a trace past the limit");
+    }
+    let rest = lz4_flex::block::decompress_with_dict(block, length, &DICTIONARY_V3)
+        .map_err(|_| "not an LZ4 block")?;
+    if rest.len() != length || crc32fast::hash(&rest) != crc {
+        return Err("does not match its check");
+    }
+    Ok(rest)
 }
 
 /// Why a stored trace could not be read back.
@@ -174,6 +212,15 @@ pub(crate) fn decode(stored: ValueRef<'_>, request_id: &str) -> Result<Option<St
                 super::zframe::decompress_prepared(&DICTIONARY_V2, frame, MAX_TRACE),
             )
         }
+        FORMAT_V3 => {
+            let Some(stored) = frame.strip_prefix(&check_v2(request_id)) else {
+                return Err(corrupt("stored for another request"));
+            };
+            (
+                start_v2(request_id),
+                decode_v3(stored).map_err(std::io::Error::other),
+            )
+        }
         _ => {
             return Err(TraceError::UnknownFormat {
                 request_id: request_id.to_string(),
@@ -199,21 +246,20 @@ mod tests {
     #[test]
     fn a_trace_comes_back_byte_for_byte_in_a_fraction_of_its_size() {
         let stored = encode(TRACE, ID);
-        assert_eq!(stored[0], FORMAT_V2);
+        assert_eq!(stored[0], FORMAT_V3);
         assert!(
             stored.len() * 4 < TRACE.len(),
             "{} bytes for a trace of {}",
             stored.len(),
             TRACE.len()
         );
-        // Format 1's frames reference their dictionary as a prefix, with match tables sized
-        // for this input, and come out some 13 bytes smaller; format 2 pays that for not
-        // building the dictionary per trace.
+        // The LZ4 block finds the same matches as format 2's zstd frame but codes them
+        // without entropy tables: some 25 bytes more, for a third of the time.
+        let v2 = encode_v2(TRACE, ID).len();
         assert!(
-            stored.len() <= encode_v1(TRACE, ID).len() + 16,
-            "{} bytes, format 1 took {}",
-            stored.len(),
-            encode_v1(TRACE, ID).len()
+            stored.len() <= v2 + 32,
+            "{} bytes, format 2 took {v2}",
+            stored.len()
         );
         let back = decode(ValueRef::Blob(&stored), ID).unwrap();
         assert_eq!(back.as_deref(), Some(TRACE));
@@ -227,6 +273,55 @@ mod tests {
             json.as_bytes(),
         ));
         stored
+    }
+
+    /// A trace as format 2 stored it (older builds; still read): a zstd frame of the trace
+    /// after its start against [`dictionary_v2`] (referenced as a prefix here, which the
+    /// prepared dictionary reads as it reads format 2's own frames).
+    fn encode_v2(json: &str, request_id: &str) -> Vec<u8> {
+        let rest = json.strip_prefix(start_v2(request_id).as_str()).unwrap();
+        let mut stored = vec![FORMAT_V2];
+        stored.extend_from_slice(&check_v2(request_id));
+        stored.extend(super::super::zframe::compress(
+            &dictionary_v2(),
+            rest.as_bytes(),
+        ));
+        stored
+    }
+
+    #[test]
+    fn format_2_rows_read_as_they_were_written() {
+        let stored = encode_v2(TRACE, ID);
+        assert_eq!(
+            decode(ValueRef::Blob(&stored), ID).unwrap().as_deref(),
+            Some(TRACE)
+        );
+        assert!(matches!(
+            decode(ValueRef::Blob(&stored), "lreq_other"),
+            Err(TraceError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn a_format_3_trace_that_does_not_match_its_check_is_refused() {
+        let stored = encode(TRACE, ID);
+        let corrupt = |bytes: &[u8]| {
+            matches!(
+                decode(ValueRef::Blob(bytes), ID),
+                Err(TraceError::Corrupt { .. })
+            )
+        };
+        // Every byte after the request's check, changed: the length, the CRC or the block.
+        for at in 5..stored.len() {
+            let mut changed = stored.clone();
+            changed[at] ^= 0x20;
+            assert!(corrupt(&changed), "a change at byte {at} was not seen");
+        }
+        assert!(corrupt(&stored[..stored.len() - 1]), "a truncated block");
+        assert!(corrupt(&stored[..V3_HEADER - 1]), "a truncated header");
+        let mut long = stored.clone();
+        long[5..9].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(corrupt(&long), "a length past the limit");
     }
 
     #[test]
@@ -288,10 +383,10 @@ mod tests {
             Err(TraceError::Corrupt { .. })
         ));
         let mut later = stored.clone();
-        later[0] = 3;
+        later[0] = 4;
         assert!(matches!(
             decode(ValueRef::Blob(&later), ID),
-            Err(TraceError::UnknownFormat { format: 3, .. })
+            Err(TraceError::UnknownFormat { format: 4, .. })
         ));
     }
 
@@ -310,8 +405,17 @@ mod tests {
         let digest = crate::secrets::hash(&String::from_utf8(dict).unwrap());
         assert_eq!(
             digest, "5909872593ee9f7f83e6d4606c5f8b1000e0390b2485be989aca31023403a2e7",
-            "format 2's dictionary changed: make a new format"
+            "formats 2 and 3's dictionary changed: make a new format"
         );
-        assert_eq!(check_v2(ID), [90, 90, 98, 218], "format 2's check changed");
+        assert_eq!(
+            check_v2(ID),
+            [90, 90, 98, 218],
+            "formats 2 and 3's check changed"
+        );
+        assert_eq!(
+            crc32fast::hash(b"123456789"),
+            0xCBF4_3926,
+            "format 3's CRC is CRC-32 (ISO-HDLC)"
+        );
     }
 }

@@ -1,14 +1,14 @@
 //! zstd frames against a "raw content" dictionary (the mechanism of `zstd --patch-from`),
 //! for the stored forms compressed against what their reader can rebuild: the decision
-//! trace (`trace`, against its shape), and the raw body's format 1 (`body`, against the
-//! lead's columns), which is read but no longer written. One compression and one
-//! decompression context per thread, reused: creating one costs more than compressing a
-//! small input. Every frame carries a checksum, so a frame decoded against another
-//! dictionary is refused rather than returned wrong.
+//! trace's formats 1 and 2 (`trace`, against its shape; a ping's trace is still written in
+//! format 1), and the raw body's format 1 (`body`, against the lead's columns), which are
+//! read but no longer written. One compression and one decompression context per thread,
+//! reused: creating one costs more than compressing a small input. Every frame carries a
+//! checksum, so a frame decoded against another dictionary is refused rather than returned
+//! wrong.
 //!
-//! A format whose dictionary never changes prepares it once ([`Prepared`]): compressing
-//! against a prepared dictionary only refers to it, where loading a raw one builds its
-//! tables anew for every frame (for a trace, most of the compression's time).
+//! A format whose dictionary never changes prepares it once for reading ([`Prepared`]):
+//! loading a raw one builds its tables anew for every frame.
 //!
 //! The level and the checksum are part of both stored formats' frames as written; the
 //! formats themselves (their dictionaries, their format bytes) are their owners'.
@@ -19,25 +19,21 @@ use std::cell::RefCell;
 /// find little more and cost more time on the request's task or the writer.
 const LEVEL: i32 = 3;
 
-/// A raw dictionary prepared for compressing and decompressing, for a format's lifetime.
+/// A raw dictionary prepared for decompressing, for a format's lifetime.
 pub(super) struct Prepared {
-    encoder: zstd::dict::EncoderDictionary<'static>,
     decoder: zstd::dict::DecoderDictionary<'static>,
 }
 
 impl Prepared {
-    /// `dict` prepared for compressing at zstd's `level`.
-    pub(super) fn new(dict: &[u8], level: i32) -> Prepared {
+    /// `dict` prepared for decompressing.
+    pub(super) fn new(dict: &[u8]) -> Prepared {
         Prepared {
-            encoder: zstd::dict::EncoderDictionary::copy(dict, level),
             decoder: zstd::dict::DecoderDictionary::copy(dict),
         }
     }
 }
 
 thread_local! {
-    static PREPARED_COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { RefCell::new(None) };
     static PREPARED_DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { RefCell::new(None) };
     static PREFIX_COMPRESSOR: RefCell<Option<zstd::zstd_safe::CCtx<'static>>> =
@@ -47,19 +43,6 @@ thread_local! {
 }
 
 type Slot<T> = std::thread::LocalKey<RefCell<Option<T>>>;
-
-/// `f` with this thread's compression context in `slot`, made on first use.
-fn with_compressor<R>(
-    slot: &'static Slot<zstd::bulk::Compressor<'static>>,
-    f: impl FnOnce(&mut zstd::bulk::Compressor<'static>) -> R,
-) -> R {
-    slot.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        f(slot.get_or_insert_with(|| {
-            zstd::bulk::Compressor::new(LEVEL).expect("a zstd context can be made")
-        }))
-    })
-}
 
 /// `f` with this thread's decompression context in `slot`, made on first use.
 fn with_decompressor<R>(
@@ -122,19 +105,6 @@ pub(super) fn decompress(dict: &[u8], frame: &[u8], max: usize) -> std::io::Resu
         decompressor
             .set_dictionary(dict)
             .and_then(|()| decompressor.decompress(frame, max))
-    })
-}
-
-/// `data` as a zstd frame (with its checksum) against the prepared dictionary `dict`, at its
-/// level; [`decompress`] against the same raw bytes reads it too.
-pub(super) fn compress_prepared(dict: &'static Prepared, data: &[u8]) -> Vec<u8> {
-    with_compressor(&PREPARED_COMPRESSOR, |compressor| {
-        compressor
-            .set_prepared_dictionary(&dict.encoder)
-            .and_then(|()| compressor.include_checksum(true))
-            .and_then(|()| compressor.compress(data))
-            // zstd fails only to allocate, which aborts the process anyway.
-            .expect("zstd compresses any input into a buffer of its bound")
     })
 }
 
