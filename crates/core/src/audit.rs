@@ -15,6 +15,7 @@
 //! counts as a change: each caller passes its action and fields, usually as the [`diff`] of
 //! the record's view before and after.
 
+use crate::db::PrepareKept;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -180,7 +181,7 @@ pub fn record(
     now: i64,
 ) -> rusqlite::Result<()> {
     let last: Option<(i64, String)> = conn
-        .prepare_cached("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")?
+        .prepare_kept("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     let (seq, prev) = match last {
@@ -190,7 +191,7 @@ pub fn record(
     let actor = actor.to_string();
     let changes = serde_json::to_string(changes).expect("changes are JSON values");
     let digest = entry_digest(&prev, seq, now, &actor, action, object_id, &changes);
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO audit_log (seq, at, actor, action, object_id, changes, prev_hash, hash) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
@@ -250,7 +251,7 @@ pub struct Filter {
 /// first).
 pub fn list(conn: &Connection, filter: &Filter) -> rusqlite::Result<Vec<Entry>> {
     let limit = filter.newest.map_or(-1, i64::from);
-    let mut statement = conn.prepare_cached(
+    let mut statement = conn.prepare_kept(
         "SELECT seq, at, actor, action, object_id, changes FROM audit_log \
          WHERE (?1 IS NULL OR object_id = ?1) \
            AND (?2 IS NULL OR actor = ?2 \

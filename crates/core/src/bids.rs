@@ -12,6 +12,7 @@
 //! Does not decide who wins (`autodelivery::select`, the ping's `route`) and does not send
 //! anything itself (`outbox::bid`).
 
+use crate::db::PrepareKept;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -76,7 +77,7 @@ pub(crate) fn bidders(
     workspace_id: &str,
     product_id: &str,
 ) -> rusqlite::Result<Vec<Bidder>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT s.buyer_id, s.bid_url, s.bid_timeout_ms, s.min_price_cents, s.max_price_cents,
                 b.signing_secret
          FROM subscriptions s JOIN buyers b ON b.id = s.buyer_id
@@ -290,7 +291,7 @@ pub(crate) fn record(
         Owner::Ping(id) => (Some(id), None),
         Owner::Request(id) => (None, Some(id)),
     };
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO bids (id, ping_id, lead_request_id, buyer_id, outcome, price_cents, bid_id,
             latency_ms, error, won, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -314,7 +315,7 @@ pub(crate) fn record(
 /// Deletes the bids of ping `ping_id`, which a purge deletes (`ping::store`); returns how
 /// many.
 pub(crate) fn delete_of_ping(conn: &Connection, ping_id: &str) -> rusqlite::Result<usize> {
-    conn.prepare_cached("DELETE FROM bids WHERE ping_id = ?1")?
+    conn.prepare_kept("DELETE FROM bids WHERE ping_id = ?1")?
         .execute([ping_id])
 }
 
@@ -337,7 +338,7 @@ fn of_owner(owner: Owner<'_>) -> (&'static str, rusqlite::types::Value) {
 pub(crate) fn known(conn: &Connection, owner: Owner) -> rusqlite::Result<KnownBids> {
     let mut known = KnownBids::default();
     let (sql, id) = of_owner(owner);
-    let mut stmt = conn.prepare_cached(sql)?;
+    let mut stmt = conn.prepare_kept(sql)?;
     let mut rows = stmt.query([id])?;
     while let Some(row) = rows.next()? {
         let buyer_id: crate::ids::BuyerId = row.get(1)?;
@@ -376,7 +377,7 @@ struct BidView {
 /// The bids of `owner` as the operator sees them (`ping show`, `lead show`).
 pub fn shown(conn: &Connection, owner: Owner) -> rusqlite::Result<Vec<Value>> {
     let (sql, id) = of_owner(owner);
-    conn.prepare_cached(sql)?
+    conn.prepare_kept(sql)?
         .query_map([id], |row| {
             let shown = BidView {
                 bid_request_id: row.get(0)?,

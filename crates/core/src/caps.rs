@@ -25,6 +25,7 @@
 //! instead would read each capped buyer's transactions of the day and the month for every
 //! lead, a cost that grows with the caps (5,000 a day, 50,000 a month in that scenario).
 
+use crate::db::PrepareKept;
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension};
 
@@ -128,7 +129,7 @@ pub(crate) fn counters_from_row(row: &rusqlite::Row, first: usize) -> rusqlite::
 /// bundled database no longer knows).
 pub fn timezone_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<TimeZone> {
     let zone: Option<String> = conn
-        .prepare_cached("SELECT timezone FROM workspaces WHERE id = ?1")?
+        .prepare_kept("SELECT timezone FROM workspaces WHERE id = ?1")?
         .query_row([workspace_id], |row| row.get(0))
         .optional()?;
     Ok(zone
@@ -207,7 +208,7 @@ fn change(
         Column::Count => &STATEMENTS[0],
         Column::Held => &STATEMENTS[1],
     };
-    conn.prepare_cached(sql)?.execute(rusqlite::params![
+    conn.prepare_kept(sql)?.execute(rusqlite::params![
         buyer_id,
         product_id,
         windows.day.0,
@@ -238,7 +239,7 @@ pub(crate) fn uncount(
 ) -> rusqlite::Result<()> {
     let windows = Windows::at(created_at, &timezone_of(conn, workspace_id)?);
     // Only the windows the row holds now are moved: a place in a passed window is moot.
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE cap_usage SET
             day_count = CASE WHEN day_start = ?3 THEN max(day_count - 1, 0) ELSE day_count END,
             month_count = CASE WHEN month_start = ?4 THEN max(month_count - 1, 0)
@@ -273,7 +274,7 @@ pub(crate) fn release(
     product_id: &str,
     windows: &Windows,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE cap_usage SET
             day_held = CASE WHEN day_start = ?3 THEN max(day_held - 1, 0) ELSE day_held END,
             month_held = CASE WHEN month_start = ?4 THEN max(month_held - 1, 0) ELSE month_held END

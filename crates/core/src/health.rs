@@ -9,6 +9,7 @@
 //! transaction would prove none of it: it needs no space. The answer's HTTP form, and
 //! whether the server is shutting down, are the HTTP layer's (`http::handlers::health`).
 
+use crate::db::PrepareKept;
 use std::time::{Duration, Instant};
 
 use crate::db::{Db, DbError, StorageFault};
@@ -157,7 +158,7 @@ impl Prober {
 /// The probe: rewrites the one row of `health_probe`, a real page write that needs room in
 /// the write-ahead log and a writable file.
 fn write_probe(conn: &rusqlite::Connection) -> Result<(), DbError> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO health_probe (id, probed_at, probes) VALUES (1, ?1, 1)
          ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at, probes = probes + 1",
     )?

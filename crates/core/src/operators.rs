@@ -16,6 +16,7 @@
 //! or the login rate limit (the console's HTTP half, `crate::console`), nor the command line
 //! (`cli`).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -192,7 +193,7 @@ pub fn create(
     }
     let id = crate::ids::new("opr");
     let token = crate::secrets::generate("lro_");
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO operators (id, name, token_hash, created_at, role) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
@@ -250,10 +251,10 @@ pub fn revoke(conn: &Connection, id: &str, now: i64) -> Result<Operator, Operato
         return Err(OperatorError::NotFound(id.to_string()));
     };
     if operator.revoked_at.is_none() {
-        conn.prepare_cached("UPDATE operators SET revoked_at = ?2 WHERE id = ?1")?
+        conn.prepare_kept("UPDATE operators SET revoked_at = ?2 WHERE id = ?1")?
             .execute(params![id, now])?;
     }
-    conn.prepare_cached("DELETE FROM operator_sessions WHERE operator_id = ?1")?
+    conn.prepare_kept("DELETE FROM operator_sessions WHERE operator_id = ?1")?
         .execute([id])?;
     Ok(find(conn, id)?.expect("the operator was found in this job"))
 }
@@ -263,7 +264,7 @@ pub fn set_role(conn: &Connection, id: &str, role: Role) -> Result<Operator, Ope
     if find(conn, id)?.is_none() {
         return Err(OperatorError::NotFound(id.to_string()));
     }
-    conn.prepare_cached("UPDATE operators SET role = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE operators SET role = ?2 WHERE id = ?1")?
         .execute(params![id, role.as_str()])?;
     Ok(find(conn, id)?.expect("the operator was found in this job"))
 }
@@ -289,11 +290,11 @@ pub(crate) fn login(
     token: &str,
     now: i64,
 ) -> Result<Option<Opened>, OperatorError> {
-    conn.prepare_cached("DELETE FROM operator_sessions WHERE expires_at <= ?1")?
+    conn.prepare_kept("DELETE FROM operator_sessions WHERE expires_at <= ?1")?
         .execute([now])?;
     let token_hash = crate::secrets::hash(token);
     let found: Option<(String, String)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT id, token_hash FROM operators \
              WHERE token_hash = ?1 AND revoked_at IS NULL",
         )?
@@ -309,7 +310,7 @@ pub(crate) fn login(
     }
     let session_id = crate::secrets::generate("");
     let expires_at = now + SESSION_TTL_MS;
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO operator_sessions (id_hash, operator_id, created_at, expires_at) \
          VALUES (?1, ?2, ?3, ?4)",
     )?
@@ -319,14 +320,14 @@ pub(crate) fn login(
         now,
         expires_at
     ])?;
-    conn.prepare_cached("UPDATE operators SET last_login_at = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE operators SET last_login_at = ?2 WHERE id = ?1")?
         .execute(params![operator_id, now])?;
     Ok(Some(Opened { session_id }))
 }
 
 /// The live session whose id is `session_id`: not expired, its operator not revoked.
 pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT o.name, o.role FROM operator_sessions s \
          JOIN operators o ON o.id = s.operator_id \
          WHERE s.id_hash = ?1 AND s.expires_at > ?2 AND o.revoked_at IS NULL",
@@ -353,7 +354,7 @@ pub async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
 
 /// Ends the session `session_id` (nothing happens when there is none).
 pub(crate) fn logout(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM operator_sessions WHERE id_hash = ?1")?
+    conn.prepare_kept("DELETE FROM operator_sessions WHERE id_hash = ?1")?
         .execute([crate::secrets::hash(session_id)])?;
     Ok(())
 }

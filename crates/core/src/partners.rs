@@ -12,6 +12,7 @@
 //! CSRF tokens or the login rate limit (the portal's HTTP half, `edge::portal`), nor what a
 //! signed-in user may read (`crate::portal`).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -174,7 +175,7 @@ pub fn create(
     let id = crate::ids::new("pu");
     let token = crate::secrets::generate("lrp_");
     let (buyer_id, supplier_id) = party.columns();
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO partner_users (id, buyer_id, supplier_id, name, token_hash, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
@@ -267,10 +268,10 @@ pub fn revoke(
         .filter(|user| matches!(user.party, Party::Buyer(_)) == buyer_side)
         .ok_or_else(|| PartnerUserError::NotFound(id.to_string()))?;
     if user.revoked_at.is_none() {
-        conn.prepare_cached("UPDATE partner_users SET revoked_at = ?2 WHERE id = ?1")?
+        conn.prepare_kept("UPDATE partner_users SET revoked_at = ?2 WHERE id = ?1")?
             .execute(params![id, now])?;
     }
-    conn.prepare_cached("DELETE FROM partner_sessions WHERE user_id = ?1")?
+    conn.prepare_kept("DELETE FROM partner_sessions WHERE user_id = ?1")?
         .execute([id])?;
     Ok(find(conn, id)?.expect("the user was found in this job"))
 }
@@ -298,11 +299,11 @@ pub(crate) fn login(
     token: &str,
     now: i64,
 ) -> Result<Option<Opened>, PartnerUserError> {
-    conn.prepare_cached("DELETE FROM partner_sessions WHERE expires_at <= ?1")?
+    conn.prepare_kept("DELETE FROM partner_sessions WHERE expires_at <= ?1")?
         .execute([now])?;
     let token_hash = crate::secrets::hash(token);
     let found: Option<(String, String)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT id, token_hash FROM partner_users \
              WHERE token_hash = ?1 AND revoked_at IS NULL",
         )?
@@ -316,7 +317,7 @@ pub(crate) fn login(
         return Ok(None);
     }
     let session_id = crate::secrets::generate("");
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO partner_sessions (id_hash, user_id, created_at, expires_at) \
          VALUES (?1, ?2, ?3, ?4)",
     )?
@@ -326,7 +327,7 @@ pub(crate) fn login(
         now,
         now + SESSION_TTL_MS
     ])?;
-    conn.prepare_cached("UPDATE partner_users SET last_login_at = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE partner_users SET last_login_at = ?2 WHERE id = ?1")?
         .execute(params![user_id, now])?;
     Ok(Some(Opened { session_id }))
 }
@@ -334,7 +335,7 @@ pub(crate) fn login(
 /// The live session whose id is `session_id`: not expired, its user not revoked, its buyer
 /// or supplier not archived.
 pub fn session(conn: &Connection, session_id: &str, now: i64) -> rusqlite::Result<Option<Session>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT u.id, u.name, u.buyer_id, u.supplier_id, coalesce(b.name, p.name) \
          FROM partner_sessions s \
          JOIN partner_users u ON u.id = s.user_id \
@@ -380,7 +381,7 @@ pub async fn sign_out(db: &Db, session_id: String) -> Result<(), DbError> {
 
 /// Ends the session `session_id` (nothing happens when there is none).
 pub(crate) fn logout(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM partner_sessions WHERE id_hash = ?1")?
+    conn.prepare_kept("DELETE FROM partner_sessions WHERE id_hash = ?1")?
         .execute([crate::secrets::hash(session_id)])?;
     Ok(())
 }

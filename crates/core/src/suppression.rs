@@ -7,6 +7,7 @@
 //! ping, which carries only `emailSha256` / `phoneSha256`, be checked the same way. The
 //! value itself is never stored or logged.
 
+use crate::db::PrepareKept;
 use hmac::{Hmac, Mac};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -113,7 +114,7 @@ fn short_id(digest: &[u8]) -> String {
 
 fn key_of(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<[u8; 32]>> {
     let key: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT hmac_key FROM suppression_keys WHERE workspace_id = ?1")?
+        .prepare_kept("SELECT hmac_key FROM suppression_keys WHERE workspace_id = ?1")?
         .query_row([workspace_id], |row| row.get(0))
         .optional()?;
     Ok(key.and_then(|k| <[u8; 32]>::try_from(k.as_slice()).ok()))
@@ -142,7 +143,7 @@ fn key_or_create(
 /// suppressed there: the one primary-key read is all a lead of it costs).
 pub fn lookup(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<Lookup>> {
     let found: Option<(Vec<u8>, SuppressionAction)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT k.hmac_key, w.suppression_action FROM suppression_keys k
              JOIN workspaces w ON w.id = k.workspace_id WHERE k.workspace_id = ?1",
         )?
@@ -178,7 +179,7 @@ impl Lookup {
         sha256_hex: &str,
     ) -> rusqlite::Result<bool> {
         let digest = digest(&self.key, kind, sha256_hex);
-        conn.prepare_cached("SELECT 1 FROM suppressions WHERE workspace_id = ?1 AND digest = ?2")?
+        conn.prepare_kept("SELECT 1 FROM suppressions WHERE workspace_id = ?1 AND digest = ?2")?
             .query_row(params![workspace_id, digest.as_slice()], |_| Ok(()))
             .optional()
             .map(|found| found.is_some())
@@ -210,7 +211,7 @@ fn insert(
 ) -> Result<bool, SuppressionError> {
     let digest = digest(hmac_key, kind, &crate::secrets::hash(key));
     let added = conn
-        .prepare_cached(
+        .prepare_kept(
             "INSERT INTO suppressions (workspace_id, digest, kind, reason, added_at)
              VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
         )?

@@ -3,6 +3,7 @@
 //! sources, the breaker, cap counters, the report's quarter hours of the last 7 days), so
 //! an evaluation costs the same with a million leads in the file as with none.
 
+use crate::db::PrepareKept;
 use std::path::Path;
 
 use rusqlite::{Connection, params};
@@ -51,7 +52,7 @@ pub fn holding(
         let threshold = setting.threshold.or(setting.rule.default_threshold());
         match setting.rule {
             Rule::BuyerEndpointDown => {
-                let mut stmt = conn.prepare_cached(
+                let mut stmt = conn.prepare_kept(
                     "SELECT b.id, h.unhealthy_since, h.last_error FROM buyers b
                      JOIN buyer_health h ON h.buyer_id = b.id
                      WHERE b.workspace_id = ?1 AND b.archived_at IS NULL
@@ -77,7 +78,7 @@ pub fn holding(
             }
             Rule::CapReached => {
                 let windows = Windows::at(now, &caps::timezone_of(conn, ws)?);
-                let mut stmt = conn.prepare_cached(
+                let mut stmt = conn.prepare_kept(
                     "SELECT s.buyer_id, s.product_id, s.daily_cap FROM subscriptions s
                      JOIN buyers b ON b.id = s.buyer_id
                      WHERE b.workspace_id = ?1 AND b.archived_at IS NULL
@@ -108,7 +109,7 @@ pub fn holding(
             }
             Rule::BalanceLow => {
                 let Some(threshold) = threshold else { continue };
-                let mut stmt = conn.prepare_cached(
+                let mut stmt = conn.prepare_kept(
                     "SELECT id, balance_cents FROM buyers
                      WHERE workspace_id = ?1 AND archived_at IS NULL AND plan = 'prepaid'
                        AND balance_cents < ?2",
@@ -130,7 +131,7 @@ pub fn holding(
                 }
             }
             Rule::SourceSilent => {
-                let mut stmt = conn.prepare_cached(
+                let mut stmt = conn.prepare_kept(
                     "SELECT s.id, s.created_at FROM sources s
                      JOIN containers c ON c.id = s.container_id
                      WHERE c.workspace_id = ?1 AND s.enabled = 1 AND s.archived_at IS NULL",
@@ -160,7 +161,7 @@ pub fn holding(
             }
             Rule::OutboxBacklog => {
                 let oldest: Option<i64> = conn
-                    .prepare_cached(
+                    .prepare_kept(
                         "SELECT min(e.created_at) FROM outbox_events e
                          JOIN buyers b ON b.id = e.buyer_id
                          WHERE e.status = 'pending' AND b.workspace_id = ?1",
@@ -198,7 +199,7 @@ pub fn holding(
                 let Some(threshold) = threshold else { continue };
                 let from = crate::report::buckets::bucket_of(now - RETURN_WINDOW_MS);
                 for (kind, sql) in [("buyer", RETURNS_BY_BUYER), ("source", RETURNS_BY_SOURCE)] {
-                    let mut stmt = conn.prepare_cached(sql)?;
+                    let mut stmt = conn.prepare_kept(sql)?;
                     let rows = stmt.query_map(params![ws, from], |row| {
                         Ok((
                             row.get::<_, String>(0)?,

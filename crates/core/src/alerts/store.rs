@@ -2,6 +2,7 @@
 //! list, remove) and `alerts` ([`apply`]: the evaluation's writer job, and the reads of
 //! `alert list` and the console).
 
+use crate::db::PrepareKept;
 use std::collections::HashSet;
 
 use rusqlite::{Connection, params};
@@ -85,7 +86,7 @@ pub fn remove_target(conn: &Connection, id: &str) -> Result<(), AlertError> {
 /// The targets of one workspace, or of all, oldest first (with their signing secrets: the
 /// sender needs them; listings print [`Target::to_json`], which leaves them out).
 pub fn targets(conn: &Connection, workspace_id: Option<&str>) -> Result<Vec<Target>, AlertError> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT id, workspace_id, kind, address, signing_secret, created_at FROM alert_targets
          WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY created_at, id",
     )?;
@@ -136,7 +137,7 @@ pub fn rules(
     conn: &Connection,
     workspace_id: Option<&str>,
 ) -> Result<Vec<RuleSetting>, AlertError> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT workspace_id, rule, threshold, for_ms FROM alert_rules
          WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY workspace_id, rule",
     )?;
@@ -211,7 +212,7 @@ pub fn apply(conn: &Connection, holding: &[Condition], now: i64) -> Result<Vec<A
     let mut changed = Vec::new();
     for mut alert in open {
         if !held.contains(&key(&alert.workspace_id, alert.rule, &alert.subject)) {
-            conn.prepare_cached(
+            conn.prepare_kept(
                 "UPDATE alerts SET state = 'resolved', resolved_at = ?2 WHERE id = ?1",
             )?
             .execute(params![alert.id, now])?;
@@ -238,7 +239,7 @@ pub fn apply(conn: &Connection, holding: &[Condition], now: i64) -> Result<Vec<A
             since: condition.since.min(now),
             resolved_at: None,
         };
-        conn.prepare_cached(
+        conn.prepare_kept(
             "INSERT INTO alerts (id, workspace_id, rule, subject, state, detail, since)
              VALUES (?1, ?2, ?3, ?4, 'firing', ?5, ?6)",
         )?

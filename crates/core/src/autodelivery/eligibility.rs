@@ -17,6 +17,7 @@
 //! inside the ingest writer job, so a count or balance it reads cannot change before the
 //! delivery it allows is written. Choosing among eligible buyers is `select`.
 
+use crate::db::PrepareKept;
 use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -421,7 +422,7 @@ pub(crate) fn apply_bids(
         };
         candidate.price_cents = price;
         let account: Option<(Plan, i64, i64, i64)> = conn
-            .prepare_cached(
+            .prepare_kept(
                 "SELECT plan, balance_cents, held_cents, credit_limit_cents FROM buyers
                  WHERE id = ?1",
             )?

@@ -29,6 +29,7 @@ pub(crate) mod subscribers;
 pub mod testing;
 pub mod weights;
 
+use crate::db::PrepareKept;
 use std::sync::Arc;
 
 use jiff::tz::TimeZone;
@@ -224,7 +225,7 @@ impl SettingsRow {
         source_id: &crate::ids::SourceId,
     ) -> rusqlite::Result<Option<SettingsRow>> {
         let row = conn
-            .prepare_cached(
+            .prepare_kept(
                 "SELECT c.auto_delivery, c.delivery_mode, c.max_buyers, c.score_threshold,
                         w.id, w.timezone, w.evaluator_weights,
                         s.supplier_cost_cents, s.revenue_share_bp, c.ping_ttl_ms,
@@ -300,7 +301,7 @@ pub(crate) fn product_terms(
     product_id: &str,
 ) -> rusqlite::Result<Option<ProductTerms>> {
     let found: Option<(String, Option<i64>)> = conn
-        .prepare_cached("SELECT fields, default_supplier_cost_cents FROM products WHERE id = ?1")?
+        .prepare_kept("SELECT fields, default_supplier_cost_cents FROM products WHERE id = ?1")?
         .query_row([product_id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     Ok(found.map(|(fields, default_cost_cents)| {

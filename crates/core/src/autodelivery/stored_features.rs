@@ -16,6 +16,7 @@
 //! Whole values are written without a fraction (`1`, not `1.0`): most are 0/1 flags, so
 //! a row of a lead in three categories is some 100 bytes of text.
 
+use crate::db::PrepareKept;
 use std::borrow::Cow;
 
 use rusqlite::{Connection, params};
@@ -47,7 +48,7 @@ pub(crate) fn record(
     container_id: &str,
     features: &Features,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO evaluation_features (lead_request_id, container_id, features)
          VALUES (?1, ?2, ?3)
          ON CONFLICT (lead_request_id) DO UPDATE SET features = excluded.features",
@@ -70,7 +71,7 @@ pub(crate) fn erase_personal(
     lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<u64> {
     let rows: Vec<(crate::ids::LeadRequestId, String)> = {
-        let mut stmt = conn.prepare_cached(
+        let mut stmt = conn.prepare_kept(
             "SELECT f.lead_request_id, f.features FROM evaluation_features f
              JOIN lead_requests r ON r.id = f.lead_request_id WHERE r.lead_id = ?1",
         )?;
@@ -94,7 +95,7 @@ pub(crate) fn erase_personal(
         };
         if let Some(kept) = kept {
             changed += conn
-                .prepare_cached(
+                .prepare_kept(
                     "UPDATE evaluation_features SET features = ?2 WHERE lead_request_id = ?1",
                 )?
                 .execute(params![request_id, kept])? as u64;

@@ -41,6 +41,7 @@
 //! copy, and the temporary table and triggers it installs (nothing in the file: they live
 //! and die with the connection).
 
+use crate::db::PrepareKept;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -183,7 +184,7 @@ pub(crate) fn read(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| select_sql(false));
-    let mut stmt = conn.prepare_cached(&SQL)?;
+    let mut stmt = conn.prepare_kept(&SQL)?;
     let rows = stmt.query_map([product_id, workspace_id], |row| from_row(row).map(Rc::new))?;
     rows.collect()
 }
@@ -197,7 +198,7 @@ fn read_one(
 ) -> rusqlite::Result<Option<Subscribed>> {
     // Built once: this runs for nearly every routed lead (the buyer served last).
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| select_sql(true));
-    conn.prepare_cached(&SQL)?
+    conn.prepare_kept(&SQL)?
         .query_row(
             rusqlite::params![product_id, workspace_id, buyer_id],
             from_row,
@@ -319,7 +320,7 @@ fn checked(conn: &Connection) -> rusqlite::Result<Kept> {
         return Ok(KEPT.with(|kept| kept.take()));
     }
     let data_version: i64 = conn
-        .prepare_cached("PRAGMA data_version")?
+        .prepare_kept("PRAGMA data_version")?
         .query_row([], |row| row.get(0))?;
     let (token, stamp) = match stamp_of(conn)? {
         Some(found) => found,
@@ -409,7 +410,7 @@ fn refresh(
 fn stamp_again(conn: &Connection, kept: &mut Kept) -> rusqlite::Result<()> {
     let stamp = kept.stamp + 1;
     let written = conn
-        .prepare_cached("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")
+        .prepare_kept("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")
         .and_then(|mut statement| statement.execute([stamp]));
     if let Err(e) = written {
         kept.clear();
@@ -505,7 +506,7 @@ fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
     if !conn.table_exists(Some(c"temp"), c"leadrelay_kept_subscribers")? {
         return Ok(None);
     }
-    conn.prepare_cached("SELECT token, stamp FROM temp.leadrelay_kept_subscribers")?
+    conn.prepare_kept("SELECT token, stamp FROM temp.leadrelay_kept_subscribers")?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()
 }

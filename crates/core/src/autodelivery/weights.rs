@@ -9,6 +9,7 @@
 //! or weights set before versions existed), so going back to the beginning is always
 //! possible. The model and the weights' JSON are `evaluator`.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -46,7 +47,7 @@ pub struct Current {
 /// The weights of `workspace_id` now; `None` when the workspace does not exist.
 pub fn current(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<Current>> {
     let stored: Option<(Option<String>, Option<i64>)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT evaluator_weights,
                     (SELECT max(version) FROM evaluator_versions WHERE workspace_id = ?1)
              FROM workspaces WHERE id = ?1",
@@ -146,7 +147,7 @@ pub fn change(
     }
     version += 1;
     insert(conn, workspace_id, version, weights, origin, detail, now_ms)?;
-    conn.prepare_cached("UPDATE workspaces SET evaluator_weights = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE workspaces SET evaluator_weights = ?2 WHERE id = ?1")?
         .execute(params![workspace_id, weights.map(stored_text)])?;
     Ok(version)
 }
@@ -198,7 +199,7 @@ pub fn history(conn: &Connection, workspace_id: &str) -> Result<Vec<Version>, Co
 }
 
 fn find(conn: &Connection, workspace_id: &str, version: i64) -> rusqlite::Result<Option<Version>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT version, weights, origin, detail, created_at FROM evaluator_versions
          WHERE workspace_id = ?1 AND version = ?2",
     )?
@@ -232,7 +233,7 @@ fn insert(
     detail: Option<&Value>,
     now_ms: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO evaluator_versions (workspace_id, version, weights, origin, detail, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?

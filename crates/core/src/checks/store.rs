@@ -5,6 +5,7 @@
 //! integration's secret is (`integration::store`): it has to be sent as it is; no command
 //! prints a value once stored, and nothing logs one.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -77,7 +78,7 @@ pub fn set(
 
 /// The workspace and document text of step `name`.
 fn stored(conn: &Connection, name: &str) -> rusqlite::Result<Option<(String, String)>> {
-    conn.prepare_cached("SELECT workspace_id, document FROM check_steps WHERE name = ?1")?
+    conn.prepare_kept("SELECT workspace_id, document FROM check_steps WHERE name = ?1")?
         .query_row([name], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()
 }
@@ -173,7 +174,7 @@ pub fn set_secret(
 
 /// Step `name`'s secrets with their values: what its requests send.
 fn secrets(conn: &Connection, name: &str) -> rusqlite::Result<Vec<(String, String)>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT name, value FROM check_step_secrets WHERE step_name = ?1 ORDER BY name",
     )?
     .query_map([name], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -194,7 +195,7 @@ pub fn find(conn: &Connection, name: &str) -> Result<Step, CheckError> {
 /// its leads. One indexed read; none for a workspace without steps.
 pub fn for_workspace(conn: &Connection, workspace_id: &str) -> Result<Vec<Step>, CheckError> {
     let rows: Vec<(String, String)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT name, document FROM check_steps WHERE workspace_id = ?1 ORDER BY name",
         )?
         .query_map([workspace_id], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -222,7 +223,7 @@ pub fn show(conn: &Connection, name: &str) -> Result<Value, CheckError> {
         stored(conn, name)?.ok_or_else(|| CheckError::NotFound(name.to_string()))?;
     let document = parsed(name, &text)?;
     let names: Vec<(String, i64)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT name, updated_at FROM check_step_secrets WHERE step_name = ?1 ORDER BY name",
         )?
         .query_map([name], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -242,7 +243,7 @@ pub fn show(conn: &Connection, name: &str) -> Result<Value, CheckError> {
 /// `check-step list`: the steps, of one workspace or all, with their URL and actions.
 pub fn list(conn: &Connection, workspace_id: Option<&str>) -> Result<Vec<Value>, CheckError> {
     let rows: Vec<(String, String, String)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT name, workspace_id, document FROM check_steps
              WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY name",
         )?

@@ -13,6 +13,7 @@
 //! fund` posts a `fund` row there). Subscriptions are `subscription.rs`'s; their types are
 //! re-exported here, where the rest of the code has always found them.
 
+use crate::db::PrepareKept;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -389,7 +390,7 @@ pub(crate) fn find_recipient(
     conn: &Connection,
     id: &BuyerId,
 ) -> rusqlite::Result<Option<Recipient>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT id, workspace_id, name, webhook_url, plan, balance_cents, credit_limit_cents,
                 status, archived_at IS NOT NULL
          FROM buyers WHERE id = ?1",
@@ -577,7 +578,7 @@ fn operator_move(
 
 /// Records that the buyer was just served (`last_served_at`, selection's last tie-breaker).
 pub(crate) fn mark_served(conn: &Connection, id: &BuyerId, now: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE buyers SET last_served_at = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE buyers SET last_served_at = ?2 WHERE id = ?1")?
         .execute(params![id, now])?;
     Ok(())
 }

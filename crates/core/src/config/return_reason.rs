@@ -5,6 +5,7 @@
 //! that turns what a return says (`reasonCode`, or the free-text `reason`) into one code of
 //! the list ([`resolve`]). It does not own returns themselves (`lifecycle::returns`).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -58,7 +59,7 @@ pub struct ReturnReasonView<'a> {
 /// Writes the default codes for a new workspace (migration 23 wrote them for the
 /// workspaces there were).
 pub(crate) fn seed(conn: &Connection, workspace_id: &str, now: i64) -> rusqlite::Result<()> {
-    let mut insert = conn.prepare_cached(
+    let mut insert = conn.prepare_kept(
         "INSERT OR IGNORE INTO return_reasons (workspace_id, code, label, created_at)
          VALUES (?1, ?2, ?3, ?4)",
     )?;
@@ -76,7 +77,7 @@ pub fn list(conn: &Connection, workspace_id: &str) -> Result<Vec<ReturnReason>, 
 
 /// A workspace's codes, by code, without checking the workspace.
 pub(crate) fn codes(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Vec<ReturnReason>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT code, label FROM return_reasons WHERE workspace_id = ?1 ORDER BY code",
     )?
     .query_map([workspace_id], |row| {

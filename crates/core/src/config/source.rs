@@ -4,6 +4,7 @@
 //! published). A source takes leads while it is enabled and not archived
 //! ([`Source::takes_leads`]).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -582,7 +583,7 @@ pub(crate) fn supplier_of(
     id: &SourceId,
 ) -> rusqlite::Result<Option<SupplierId>> {
     Ok(conn
-        .prepare_cached("SELECT supplier_id FROM sources WHERE id = ?1")?
+        .prepare_kept("SELECT supplier_id FROM sources WHERE id = ?1")?
         .query_row([id], |row| row.get(0))
         .optional()?
         .flatten())
@@ -622,7 +623,7 @@ pub fn docs_shared(conn: &Connection, id: &SourceId) -> rusqlite::Result<bool> {
 /// comparison, as everywhere a secret is checked.
 pub fn shared_source(conn: &Connection, token: &str) -> rusqlite::Result<Option<SourceId>> {
     let found: Option<(SourceId, String)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT d.source_id, d.token_hash FROM source_doc_shares d
              JOIN sources s ON s.id = d.source_id
              WHERE d.token_hash = ?1 AND s.archived_at IS NULL",

@@ -7,6 +7,7 @@
 //! fields. Matching filters against a lead is `autodelivery::filters`'; cap use is `caps`'
 //! counters (read here for `buyer terms`).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -467,7 +468,7 @@ fn check_steps_named(
     );
     for name in named {
         let exists: bool = conn
-            .prepare_cached(
+            .prepare_kept(
                 "SELECT EXISTS (SELECT 1 FROM check_steps WHERE name = ?1 AND workspace_id = ?2)",
             )?
             .query_row([name, workspace_id], |row| row.get(0))?;

@@ -1,6 +1,7 @@
 //! [`deliver`]: one delivery of one lead request to one buyer, checked and written as a
 //! whole inside the caller's write job.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
@@ -116,7 +117,7 @@ pub(super) fn load_terms(
     source_id: &crate::ids::SourceId,
     product_id: &str,
 ) -> rusqlite::Result<Option<DeliveryTerms>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT c.delivery_mode, c.max_buyers,
                 coalesce(s.supplier_cost_cents, p.default_supplier_cost_cents, 0)
          FROM containers c, sources s, products p

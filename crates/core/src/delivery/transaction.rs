@@ -11,6 +11,7 @@
 //! reports (its state, price or supplier cost) tells `report` in the same call
 //! ([`count`]), so the report aggregate moves in the job of the change.
 
+use crate::db::PrepareKept;
 use std::collections::HashSet;
 
 use rusqlite::types::Value as SqlValue;
@@ -314,7 +315,7 @@ impl ListFilter {
             )
         } else {
             let workspaces: Vec<String> = conn
-                .prepare_cached("SELECT id FROM workspaces ORDER BY id")?
+                .prepare_kept("SELECT id FROM workspaces ORDER BY id")?
                 .query_map([], |row| row.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             if workspaces.is_empty() {
@@ -423,7 +424,7 @@ fn append_history(
     reason: Option<&str>,
     at: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO transaction_history (transaction_id, from_status, to_status, actor, reason, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
@@ -473,7 +474,7 @@ pub(crate) fn create(
     actor: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO transactions (id, lead_request_id, lead_id, buyer_id, product_id,
             workspace_id, delivery_mode, buyer_price_cents, supplier_cost_cents, margin_cents,
             charged_cents, status, delivery_status, created_at, updated_at, bid_request_id,
@@ -540,7 +541,7 @@ fn report_cost(
         return Ok(0);
     }
     let taken_over: bool = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT EXISTS (SELECT 1 FROM transactions t JOIN transactions e
                               ON e.lead_request_id = t.lead_request_id
                             WHERE t.id = ?1 AND e.supplier_cost_cents > 0
@@ -558,7 +559,7 @@ fn count(conn: &Connection, before: Option<&Counted>, after: &Counted) -> rusqli
 
 /// The source of lead `lead_id`: where the reports count its transactions.
 fn source_of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<SourceId> {
-    conn.prepare_cached("SELECT source_id FROM leads WHERE id = ?1")?
+    conn.prepare_kept("SELECT source_id FROM leads WHERE id = ?1")?
         .query_row([lead_id], |row| row.get(0))
 }
 
@@ -636,7 +637,7 @@ pub(crate) fn set_price(
     charged_cents: i64,
 ) -> rusqlite::Result<()> {
     let (was, source_id) = stored(conn, id)?;
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE transactions
          SET buyer_price_cents = ?2, margin_cents = ?2 - supplier_cost_cents, charged_cents = ?3
          WHERE id = ?1",
@@ -655,7 +656,7 @@ pub(crate) fn set_price(
 /// actor and time stay. Returns how many entries had one.
 pub(crate) fn erase_reasons(conn: &Connection, id: &TransactionId) -> rusqlite::Result<u64> {
     let changed = conn
-        .prepare_cached(
+        .prepare_kept(
             "UPDATE transaction_history SET reason = NULL
              WHERE transaction_id = ?1 AND reason IS NOT NULL",
         )?
@@ -669,14 +670,14 @@ pub(crate) fn ids_of_lead(
     lead_id: LeadId,
 ) -> rusqlite::Result<Vec<TransactionId>> {
     let mut stmt =
-        conn.prepare_cached("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
+        conn.prepare_kept("SELECT id FROM transactions WHERE lead_id = ?1 ORDER BY id")?;
     let rows = stmt.query_map([lead_id], |row| row.get(0))?;
     rows.collect()
 }
 
 /// Records that the prepaid charge was returned (a refund).
 pub(crate) fn clear_charge(conn: &Connection, id: &TransactionId) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE transactions SET charged_cents = 0 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE transactions SET charged_cents = 0 WHERE id = ?1")?
         .execute([id])?;
     Ok(())
 }
@@ -694,7 +695,7 @@ pub(crate) fn reverse_supplier_cost(
 ) -> rusqlite::Result<()> {
     // As stored: the caller's copy may be older than a move made earlier in the same job.
     let (was, source_id) = stored(conn, &transaction.id)?;
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE transactions SET supplier_cost_cents = 0, margin_cents = buyer_price_cents,
             updated_at = ?2
          WHERE id = ?1",
@@ -725,7 +726,7 @@ pub(crate) fn delivered_to_buyer(
     from: i64,
     to: i64,
 ) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT count(*) FROM transactions
          WHERE buyer_id = ?1 AND created_at >= ?2 AND created_at < ?3",
     )?
@@ -744,7 +745,7 @@ pub(crate) fn of_lead(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<Ve
 /// How many transactions a lead has, and how many of them ended without a sale (rejected
 /// or cancelled).
 pub(crate) fn void_tally(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<(i64, i64)> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT count(*), count(*) FILTER (WHERE status IN ('rejected', 'cancelled'))
          FROM transactions WHERE lead_id = ?1",
     )?
@@ -757,7 +758,7 @@ pub(crate) fn buyers_of_request(
     lead_request_id: LeadRequestId,
 ) -> rusqlite::Result<HashSet<crate::ids::BuyerId>> {
     let mut stmt =
-        conn.prepare_cached("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
+        conn.prepare_kept("SELECT buyer_id FROM transactions WHERE lead_request_id = ?1")?;
     let rows = stmt.query_map([lead_request_id], |row| row.get(0))?;
     rows.collect()
 }
@@ -767,7 +768,7 @@ pub fn history(
     conn: &Connection,
     transaction_id: &TransactionId,
 ) -> rusqlite::Result<Vec<HistoryEntry>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT from_status, to_status, actor, reason, at FROM transaction_history
          WHERE transaction_id = ?1 ORDER BY id",
     )?;
@@ -791,7 +792,7 @@ pub(crate) fn set_delivery_status(
     status: DeliveryStatus,
     partner_external_id: Option<&str>,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE transactions
          SET delivery_status = ?2,
              partner_external_id = coalesce(?3, partner_external_id),

@@ -6,6 +6,7 @@
 //! after another, and the second sees the first's row. What a match leads to (review or
 //! reject) is decided by `store` from the rule's action.
 
+use crate::db::PrepareKept;
 use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
@@ -147,7 +148,7 @@ pub(crate) fn seen_before(
         let Some(Contact { key, hash }) = contact else {
             continue;
         };
-        let mut stmt = conn.prepare_cached(sql)?;
+        let mut stmt = conn.prepare_kept(sql)?;
         let mut rows = stmt.query(rusqlite::params![hash, workspace_id])?;
         while seen.len() < cap
             && let Some(row) = rows.next()?
@@ -194,7 +195,7 @@ pub(crate) fn find_match(
             "email" => super::normalize::email_matches(stored, key),
             _ => super::normalize::phone_matches(stored, key),
         };
-        let mut stmt = conn.prepare_cached(sql)?;
+        let mut stmt = conn.prepare_kept(sql)?;
         let mut rows = stmt.query(rusqlite::params![hash, since, scope_id])?;
         let mut found = None;
         while let Some(row) = rows.next()? {

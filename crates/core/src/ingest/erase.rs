@@ -14,6 +14,7 @@
 //! ([`erased_lead_json`]), so an event sent after an erasure carries the same fields the
 //! tombstone holds. `privacy` decides when; this module does it.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
@@ -89,12 +90,12 @@ pub(crate) fn tombstone(
     now: i64,
 ) -> rusqlite::Result<Tombstoned> {
     let leads = conn
-        .prepare_cached(TOMBSTONE_LEAD)?
+        .prepare_kept(TOMBSTONE_LEAD)?
         .execute(params![id, now])?;
     if leads == 0 {
         return Ok(Tombstoned::default());
     }
-    let requests = conn.prepare_cached(TOMBSTONE_REQUESTS)?.execute([id])?;
+    let requests = conn.prepare_kept(TOMBSTONE_REQUESTS)?.execute([id])?;
     Ok(Tombstoned {
         leads: leads as u64,
         requests: requests as u64,
@@ -116,7 +117,7 @@ pub(crate) fn erased_at(
     conn: &Connection,
     id: crate::ids::LeadId,
 ) -> rusqlite::Result<Option<Option<i64>>> {
-    conn.prepare_cached("SELECT erased_at FROM leads WHERE id = ?1")?
+    conn.prepare_kept("SELECT erased_at FROM leads WHERE id = ?1")?
         .query_row([id], |row| row.get(0))
         .optional()
 }
@@ -128,7 +129,7 @@ pub(crate) fn others_with_same_contact(
     id: crate::ids::LeadId,
 ) -> rusqlite::Result<u64> {
     let contact: Option<(Option<String>, Option<String>)> = conn
-        .prepare_cached("SELECT email, phone FROM leads WHERE id = ?1")?
+        .prepare_kept("SELECT email, phone FROM leads WHERE id = ?1")?
         .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     let Some((email, phone)) = contact else {
@@ -161,7 +162,7 @@ pub(crate) fn older_than(
     // No `LIMIT ?`: SQLite plans a bound LIMIT by its value, so the cached statement would
     // be compiled again for every job. The rows come in index order, so reading only
     // `limit` of them costs the same.
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT id, created_at, rowid, erased_at IS NOT NULL FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
            AND (created_at, rowid) > (?4, ?5) AND created_at < ?6
@@ -198,7 +199,7 @@ pub(crate) fn count_older_than(
     from: i64,
     cutoff: i64,
 ) -> rusqlite::Result<u64> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT count(*) FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
            AND created_at >= ?4 AND created_at < ?5 AND erased_at IS NULL",

@@ -30,6 +30,7 @@
 //! Owns the kept copy; `config::source`, `suppression` and `checks::store` own the SQL of
 //! what is kept, the migrations the stamp's triggers.
 
+use crate::db::PrepareKept;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -136,7 +137,7 @@ impl Kept {
 
 /// The file's stamp as `conn` sees it (in its transaction, or in one of its own).
 fn stamp(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.prepare_cached("SELECT generation FROM source_stamp WHERE id = 1")?
+    conn.prepare_kept("SELECT generation FROM source_stamp WHERE id = 1")?
         .query_row([], |row| row.get(0))
 }
 

@@ -7,6 +7,7 @@
 //! `not_delivered`) by a delivery, by auto-delivery's decision and by the operator's void. Those modules decide;
 //! they call this one to write.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, params};
 
 use crate::db::stored::stored_enum;
@@ -37,7 +38,7 @@ pub(crate) fn set_lead_status(
     lead_id: crate::ids::LeadId,
     status: LeadStatus,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE leads SET status = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE leads SET status = ?2 WHERE id = ?1")?
         .execute(params![lead_id, status])?;
     Ok(())
 }
@@ -47,7 +48,7 @@ pub(crate) fn mark_request_delivered(
     conn: &Connection,
     request_id: crate::ids::LeadRequestId,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
         .execute(params![request_id, RequestStatus::Delivered])?;
     Ok(())
 }
@@ -58,7 +59,7 @@ pub(crate) fn reopen_request(
     conn: &Connection,
     request_id: crate::ids::LeadRequestId,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE lead_requests SET status = ?2 WHERE id = ?1")?
         .execute(params![request_id, RequestStatus::Open])?;
     Ok(())
 }
@@ -71,7 +72,7 @@ pub(crate) fn record_decision(
     decision: &str,
     status: RequestStatus,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
+    conn.prepare_kept("UPDATE lead_requests SET decision = ?2, status = ?3 WHERE id = ?1")?
         .execute(params![
             request_id,
             super::trace::encode(decision, &request_id.to_string()),

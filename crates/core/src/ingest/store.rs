@@ -11,6 +11,7 @@
 //! from the same batch or from a request that arrived in the same millisecond. The lead
 //! just inserted is handed on as stored ([`stored_lead`]), never read back.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::IngestError;
@@ -214,15 +215,15 @@ const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, 
 /// it (in batches of 100 the cache cost the writer 14,500 instructions per lead, now 2,650;
 /// callgrind, BENCHMARKS.md "Plain ingest").
 pub(crate) struct Statements<'c> {
-    find_external: rusqlite::CachedStatement<'c>,
-    insert_lead: rusqlite::CachedStatement<'c>,
+    find_external: crate::db::KeptStatement<'c>,
+    insert_lead: crate::db::KeptStatement<'c>,
 }
 
 impl<'c> Statements<'c> {
     pub(crate) fn new(conn: &'c Connection) -> rusqlite::Result<Statements<'c>> {
         Ok(Statements {
-            find_external: conn.prepare_cached(FIND_EXTERNAL)?,
-            insert_lead: conn.prepare_cached(INSERT_LEAD)?,
+            find_external: conn.prepare_kept(FIND_EXTERNAL)?,
+            insert_lead: conn.prepare_kept(INSERT_LEAD)?,
         })
     }
 }
@@ -331,7 +332,7 @@ pub(crate) fn insert(
     {
         let insert_request = match &mut insert_request {
             Some(statement) => statement,
-            None => insert_request.insert(conn.prepare_cached(INSERT_REQUEST)?),
+            None => insert_request.insert(conn.prepare_kept(INSERT_REQUEST)?),
         };
         insert_request.execute(params![
             request_id,
@@ -388,7 +389,7 @@ pub(crate) fn is_replay(
     let Some(external_id) = lead.lead.fields.external_id.as_deref() else {
         return Ok(false);
     };
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT EXISTS (SELECT 1 FROM leads WHERE source_id = ?1 AND external_id = ?2)",
     )?
     .query_row(params![source.id, external_id], |row| row.get(0))
@@ -530,7 +531,7 @@ fn find_external(
         return Ok(None);
     };
     facts.requests = conn
-        .prepare_cached(FIND_REQUESTS)?
+        .prepare_kept(FIND_REQUESTS)?
         .query_map([facts.lead_id], |row| {
             let id: LeadRequestId = row.get(0)?;
             Ok(StoredRequestFacts {

@@ -5,6 +5,7 @@
 //! Owns the read SQL of leads and lead requests. Writing them is `store`'s; a lead that the
 //! ingest writer job has just stored is handed on by that job, never read back here.
 
+use crate::db::PrepareKept;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 use serde::Serialize;
@@ -153,7 +154,7 @@ fn with_requests(
 
 /// The lead's requests with their products, in the order they were given.
 fn requests_of(conn: &Connection, lead_id: LeadId) -> rusqlite::Result<Vec<StoredRequest>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT r.id, r.position, r.product_id, p.slug, p.name, r.routing_ready,
                 r.trigger_auto_delivery, r.field_values, r.status, r.decision, r.created_at
          FROM lead_requests r JOIN products p ON p.id = r.product_id
@@ -401,7 +402,7 @@ pub fn last_lead_at(
     conn: &Connection,
     source_id: &crate::ids::SourceId,
 ) -> rusqlite::Result<Option<i64>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT max(created_at) FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3",
     )?;

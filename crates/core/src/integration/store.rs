@@ -7,6 +7,7 @@
 //! signing secret is: the database file is 0600, no command prints a value once stored
 //! (`show` lists names, `preview` and attempt records mask them), and nothing logs one.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -140,7 +141,7 @@ pub(crate) fn document_text(
     buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Option<String>> {
     Ok(conn
-        .prepare_cached("SELECT integration FROM buyers WHERE id = ?1")?
+        .prepare_kept("SELECT integration FROM buyers WHERE id = ?1")?
         .query_row([buyer_id], |row| row.get::<_, Option<String>>(0))
         .optional()?
         .flatten())
@@ -166,7 +167,7 @@ pub(crate) fn secrets(
     conn: &Connection,
     buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Vec<(String, String)>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT name, value FROM buyer_integration_secrets WHERE buyer_id = ?1 ORDER BY name",
     )?
     .query_map([buyer_id], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -178,7 +179,7 @@ pub fn secret_names(
     conn: &Connection,
     buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Vec<(String, i64)>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT name, updated_at FROM buyer_integration_secrets WHERE buyer_id = ?1
          ORDER BY name",
     )?

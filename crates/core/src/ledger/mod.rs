@@ -23,6 +23,7 @@
 
 pub mod query;
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, params};
 
 use crate::db::stored::stored_enum;
@@ -91,7 +92,7 @@ pub(crate) fn erase_reasons(
     transaction_id: &crate::ids::TransactionId,
 ) -> rusqlite::Result<u64> {
     let changed = conn
-        .prepare_cached(
+        .prepare_kept(
             "UPDATE ledger_entries SET reason = NULL
              WHERE transaction_id = ?1 AND kind = 'refund' AND reason IS NOT NULL",
         )?
@@ -117,7 +118,7 @@ pub(crate) fn post(conn: &Connection, posting: &Posting) -> rusqlite::Result<i64
         Party::Supplier(id) => (None, Some(id.as_str())),
     };
     let id = conn
-        .prepare_cached(
+        .prepare_kept(
             "INSERT INTO ledger_entries (at, workspace_id, buyer_id, supplier_id, transaction_id,
                 kind, amount_cents, reason, actor)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -138,7 +139,7 @@ pub(crate) fn post(conn: &Connection, posting: &Posting) -> rusqlite::Result<i64
             |row| row.get(0),
         )?;
     if let Some(buyer_id) = buyer_id {
-        conn.prepare_cached("UPDATE buyers SET balance_cents = balance_cents + ?2 WHERE id = ?1")?
+        conn.prepare_kept("UPDATE buyers SET balance_cents = balance_cents + ?2 WHERE id = ?1")?
             .execute(params![buyer_id, posting.amount_cents])?;
     }
     Ok(id)
@@ -177,7 +178,7 @@ pub(crate) fn post_to_balance(conn: &Connection, posting: &Posting) -> Result<i6
         return Ok(post(conn, posting)?);
     };
     let balance_cents: i64 = conn
-        .prepare_cached("SELECT balance_cents FROM buyers WHERE id = ?1")?
+        .prepare_kept("SELECT balance_cents FROM buyers WHERE id = ?1")?
         .query_row([buyer_id], |row| row.get(0))?;
     if crate::money::moved_balance(balance_cents, posting.amount_cents).is_none() {
         return Err(BalanceError::OutOfRange {
@@ -225,7 +226,7 @@ pub(crate) fn covers(
 pub(crate) fn held(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> rusqlite::Result<i64> {
     use rusqlite::OptionalExtension;
     Ok(conn
-        .prepare_cached("SELECT held_cents FROM buyers WHERE id = ?1")?
+        .prepare_kept("SELECT held_cents FROM buyers WHERE id = ?1")?
         .query_row([buyer_id], |row| row.get(0))
         .optional()?
         .unwrap_or(0))
@@ -238,7 +239,7 @@ pub(crate) fn hold(
     cents: i64,
 ) -> rusqlite::Result<()> {
     if cents > 0 {
-        conn.prepare_cached("UPDATE buyers SET held_cents = held_cents + ?2 WHERE id = ?1")?
+        conn.prepare_kept("UPDATE buyers SET held_cents = held_cents + ?2 WHERE id = ?1")?
             .execute(params![buyer_id, cents])?;
     }
     Ok(())
@@ -251,10 +252,8 @@ pub(crate) fn unhold(
     cents: i64,
 ) -> rusqlite::Result<()> {
     if cents > 0 {
-        conn.prepare_cached(
-            "UPDATE buyers SET held_cents = max(held_cents - ?2, 0) WHERE id = ?1",
-        )?
-        .execute(params![buyer_id, cents])?;
+        conn.prepare_kept("UPDATE buyers SET held_cents = max(held_cents - ?2, 0) WHERE id = ?1")?
+            .execute(params![buyer_id, cents])?;
     }
     Ok(())
 }

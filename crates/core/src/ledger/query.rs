@@ -1,6 +1,7 @@
 //! Reading the ledger: rows by party and time, a party's sum, a lead's supplier money, and
 //! the buyers whose cached balance is not the sum of their rows (for `leadrelay check`).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, Row, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -132,7 +133,7 @@ pub(crate) fn buyer_balance(
     conn: &Connection,
     buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT coalesce(sum(amount_cents), 0) FROM ledger_entries WHERE buyer_id = ?1",
     )?
     .query_row([buyer_id], |row| row.get(0))
@@ -144,7 +145,7 @@ pub(crate) fn supplier_balance(
     conn: &Connection,
     supplier_id: &crate::ids::SupplierId,
 ) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT coalesce(sum(amount_cents), 0) FROM ledger_entries WHERE supplier_id = ?1",
     )?
     .query_row([supplier_id], |row| row.get(0))
@@ -165,7 +166,7 @@ pub(crate) fn supplier_holdings_of_lead(
     conn: &Connection,
     lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<Vec<SupplierHolding>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT e.workspace_id, e.supplier_id, e.transaction_id, sum(e.amount_cents)
          FROM transactions t JOIN ledger_entries e ON e.transaction_id = t.id
          WHERE t.lead_id = ?1 AND e.supplier_id IS NOT NULL

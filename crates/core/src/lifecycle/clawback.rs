@@ -9,6 +9,7 @@
 //! most one supplier cancellation, ever (a unique index holds this). The supplier's answer is
 //! `supplier`'s business.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -125,7 +126,7 @@ pub(crate) fn lead_supply(
     conn: &Connection,
     lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<Option<LeadSupply>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT l.status, s.supplier_id FROM leads l JOIN sources s ON s.id = l.source_id
          WHERE l.id = ?1",
     )?
@@ -147,7 +148,7 @@ fn open(
     now: i64,
 ) -> rusqlite::Result<SupplierCancellation> {
     let id = crate::ids::new("scan");
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO supplier_cancellations (id, lead_id, supplier_id, status, origin, reason,
             created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -211,7 +212,7 @@ pub(crate) fn resolve(
     response_reason: Option<&str>,
     now: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE supplier_cancellations SET status = ?2, response_reason = ?3, resolved_at = ?4
          WHERE id = ?1",
     )?
@@ -230,7 +231,7 @@ pub(crate) fn erase_reasons(
     lead_id: crate::ids::LeadId,
 ) -> rusqlite::Result<u64> {
     let changed = conn
-        .prepare_cached(
+        .prepare_kept(
             "UPDATE supplier_cancellations SET reason = NULL, response_reason = NULL
              WHERE lead_id = ?1 AND (reason IS NOT NULL OR response_reason IS NOT NULL)",
         )?

@@ -6,6 +6,7 @@
 //! `buyerAccountId`, then by the presented secret) and the credential check. It does not
 //! move anything: `apply` does, with the transaction this module vouches for.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, params};
 
 use super::error::LifecycleError;
@@ -41,7 +42,7 @@ fn candidates(conn: &Connection, address: &Address) -> rusqlite::Result<Vec<Buye
     let found = if let Some(transaction_id) = &address.transaction_id {
         // Every id the caller gave must fit the transaction: a call never acts on a
         // transaction it did not mean.
-        conn.prepare_cached(
+        conn.prepare_kept(
             "SELECT buyer_id, 1, id FROM transactions
              WHERE id = ?1
                AND (?2 IS NULL OR partner_external_id = ?2)
@@ -58,7 +59,7 @@ fn candidates(conn: &Connection, address: &Address) -> rusqlite::Result<Vec<Buye
         .collect::<rusqlite::Result<Vec<_>>>()?
     } else {
         // Oldest first: `min(id)` is the oldest, as ids sort by creation time.
-        conn.prepare_cached(
+        conn.prepare_kept(
             "SELECT buyer_id, count(*), min(id) FROM transactions
              WHERE partner_external_id = ?1 AND (?2 IS NULL OR buyer_id = ?2)
              GROUP BY buyer_id ORDER BY buyer_id",

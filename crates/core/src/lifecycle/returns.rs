@@ -12,6 +12,7 @@
 //! return racing another return, a payout or another decision is decided on what the
 //! job reads, never on an earlier read.
 
+use crate::db::PrepareKept;
 use std::collections::HashMap;
 
 use jiff::civil::Date;
@@ -137,7 +138,7 @@ pub(crate) fn erase_reasons(
     id: &crate::ids::TransactionId,
 ) -> rusqlite::Result<u64> {
     let changed = conn
-        .prepare_cached(
+        .prepare_kept(
             "UPDATE returns SET reason = NULL, note = NULL
              WHERE transaction_id = ?1 AND (reason IS NOT NULL OR note IS NOT NULL)",
         )?
@@ -186,7 +187,7 @@ pub(crate) fn by_reason(
     from: i64,
     to: i64,
 ) -> rusqlite::Result<Vec<ReasonCount>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT reason_code, count(*), sum(status = 'pending'), sum(status = 'approved'),
                 sum(status = 'denied')
          FROM returns
@@ -352,7 +353,7 @@ fn counted_returns(
     from: i64,
     to: i64,
 ) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT count(*) FROM returns
          WHERE buyer_id = ?1 AND requested_at >= ?2 AND requested_at < ?3 AND status <> 'denied'",
     )?
@@ -423,7 +424,7 @@ pub(super) fn file(
         ReturnReview::Auto => (Review::Now, ReturnStatus::Approved, Some(now)),
         ReturnReview::Manual => (Review::Pending, ReturnStatus::Pending, None),
     };
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO returns (transaction_id, workspace_id, buyer_id, reason_code, reason,
             status, previous_status, requested_by, requested_at, decided_by, decided_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -628,7 +629,7 @@ pub fn decide(
         }
     };
     let status = decision.status();
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE returns SET status = ?2, decided_by = ?3, decided_at = ?4, note = ?5
          WHERE transaction_id = ?1",
     )?

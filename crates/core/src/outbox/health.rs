@@ -19,6 +19,7 @@
 //! for the CLI and the console. It does not own the attempts themselves (`store`) nor when
 //! they are made (`worker`).
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -208,7 +209,7 @@ pub fn load(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> rusqlite::Resu
 
 /// Stores the breaker (the reported figures stay as they are).
 pub fn save(conn: &Connection, breaker: &Breaker) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO buyer_health (buyer_id, state, consecutive_failures, failing_since,
             last_success_at, last_failure_at, last_error, unhealthy_since, next_probe_at,
             probe_interval_ms)
@@ -242,7 +243,7 @@ pub fn probe_now(
     buyer_id: &crate::ids::BuyerId,
     now: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE buyer_health SET next_probe_at = ?2 WHERE buyer_id = ?1 AND state = 'unhealthy'",
     )?
     .execute(params![buyer_id, now])?;
@@ -262,7 +263,7 @@ pub(crate) const HEARTBEAT_FRESH_MS: i64 = 20_000;
 
 /// Records that the outbox workers started at `started_at` are alive at `now`.
 pub fn heartbeat(conn: &Connection, started_at: i64, now: i64) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO outbox_workers (id, started_at, heartbeat_at) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at,
             heartbeat_at = excluded.heartbeat_at",
@@ -273,9 +274,9 @@ pub fn heartbeat(conn: &Connection, started_at: i64, now: i64) -> rusqlite::Resu
 
 /// The workers stopped: nothing is in flight any more.
 pub fn stopped(conn: &Connection) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM outbox_workers")?
+    conn.prepare_kept("DELETE FROM outbox_workers")?
         .execute([])?;
-    conn.prepare_cached("UPDATE buyer_health SET in_flight = 0 WHERE in_flight <> 0")?
+    conn.prepare_kept("UPDATE buyer_health SET in_flight = 0 WHERE in_flight <> 0")?
         .execute([])?;
     Ok(())
 }
@@ -287,7 +288,7 @@ pub fn report(
     figures: &Figures,
     now: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO buyer_health (buyer_id, in_flight, latency_p50_ms, latency_p99_ms,
             reported_at)
          VALUES (?1, ?2, ?3, ?4, ?5)
@@ -379,13 +380,13 @@ pub fn read(
     now: i64,
 ) -> rusqlite::Result<Vec<BuyerHealth>> {
     let server: Option<(i64, i64)> = conn
-        .prepare_cached("SELECT started_at, heartbeat_at FROM outbox_workers WHERE id = 1")?
+        .prepare_kept("SELECT started_at, heartbeat_at FROM outbox_workers WHERE id = 1")?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     let running_since = server
         .filter(|(_, heartbeat)| now - heartbeat <= HEARTBEAT_FRESH_MS)
         .map(|(started, _)| started);
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT b.id, coalesce(h.state, 'healthy'), coalesce(h.consecutive_failures, 0),
                 h.failing_since, h.last_success_at, h.last_failure_at, h.last_error,
                 h.unhealthy_since, h.next_probe_at, h.probe_interval_ms,

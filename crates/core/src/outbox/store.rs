@@ -10,6 +10,7 @@
 //! recording the attempt (`attempt`) applies through the transaction's owner in the same
 //! job.
 
+use crate::db::PrepareKept;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -76,7 +77,7 @@ fn insert_row(
     event: &NewNotice,
 ) -> rusqlite::Result<crate::ids::EventId> {
     let id = crate::ids::EventId::generate();
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO outbox_events (id, kind, transaction_id, buyer_id, url, payload, status,
             next_attempt_at, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
@@ -183,7 +184,7 @@ const DUE_BUYERS: &str = "WITH RECURSIVE buyer(id) AS (
 
 /// Every buyer with pending events, by id ([`DUE_BUYERS`]).
 pub fn due_buyers(conn: &Connection) -> rusqlite::Result<Vec<DueBuyer>> {
-    let mut stmt = conn.prepare_cached(DUE_BUYERS)?;
+    let mut stmt = conn.prepare_kept(DUE_BUYERS)?;
     let rows = stmt.query_map([], |row| {
         Ok(DueBuyer {
             buyer_id: row.get(0)?,
@@ -244,7 +245,7 @@ pub fn claim_for_buyer(
     probe: bool,
 ) -> rusqlite::Result<Vec<Claimed>> {
     let buyer = conn
-        .prepare_cached(CLAIM_BUYER)?
+        .prepare_kept(CLAIM_BUYER)?
         .query_row(params![buyer_id, now], |row| {
             Ok((
                 row.get::<_, String>(0)?,
@@ -261,7 +262,7 @@ pub fn claim_for_buyer(
     };
     let sql = if probe { CLAIM_PROBE } else { CLAIM_DUE };
     let mut candidates: Vec<Claimed> = conn
-        .prepare_cached(sql)?
+        .prepare_kept(sql)?
         .query_map(params![buyer_id, now], |row| {
             let delivery = row.get::<_, EventKind>(5)? == EventKind::LeadDelivered;
             Ok(Claimed {
@@ -297,7 +298,7 @@ pub fn claim_for_buyer(
     }
     // Without `RETURNING`: SQLite runs a statement with one as a trigger, with a statement
     // journal and a temporary table for the rows it returns, which cost more than the update.
-    let mut take = conn.prepare_cached(
+    let mut take = conn.prepare_kept(
         "UPDATE outbox_events SET lease_until = ?2, next_attempt_at = ?2, claims = ?3
          WHERE rowid = ?1",
     )?;
@@ -314,7 +315,7 @@ pub fn renew(
     held: &[(crate::ids::EventId, i64)],
     lease_until: i64,
 ) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "UPDATE outbox_events SET lease_until = ?3, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
     )?;
@@ -332,7 +333,7 @@ pub fn due_now(
     buyer_id: &crate::ids::BuyerId,
     now: i64,
 ) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE outbox_events SET next_attempt_at = ?2
          WHERE status = 'pending' AND buyer_id = ?1 AND next_attempt_at > ?2
            AND (lease_until IS NULL OR lease_until <= ?2)",
@@ -346,7 +347,7 @@ pub fn release(
     held: &[(crate::ids::EventId, i64)],
     now: i64,
 ) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "UPDATE outbox_events SET lease_until = NULL, next_attempt_at = ?3
          WHERE id = ?1 AND claims = ?2 AND status = 'pending'",
     )?;
@@ -500,12 +501,12 @@ pub(crate) fn record_attempt(
         format!("SELECT {EVENT_STATE} FROM outbox_events WHERE id = ?1")
     });
     let mut row = conn
-        .prepare_cached(&BY_ROW)?
+        .prepare_kept(&BY_ROW)?
         .query_row(params![attempt.row, attempt.event_id], state)
         .optional()?;
     if row.is_none() {
         row = conn
-            .prepare_cached(&BY_ID)?
+            .prepare_kept(&BY_ID)?
             .query_row([&attempt.event_id], state)
             .optional()?;
     }
@@ -545,7 +546,7 @@ pub(crate) fn record_attempt(
             partner_external_id,
         } => {
             if status != EventStatus::Delivered {
-                conn.prepare_cached(
+                conn.prepare_kept(
                     "UPDATE outbox_events SET status = 'delivered', delivered_at = ?2,
                         lease_until = NULL, last_error = NULL, attempts = attempts + 1
                      WHERE rowid = ?1",
@@ -563,7 +564,7 @@ pub(crate) fn record_attempt(
         // towards it) and waits with the others for the next probe.
         Verdict::Retry { .. } if attempt.probe => {
             if current {
-                conn.prepare_cached(
+                conn.prepare_kept(
                     "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
                         last_error = ?3, retry_base = retry_base + 1, attempts = attempts + 1
                      WHERE rowid = ?1",
@@ -579,7 +580,7 @@ pub(crate) fn record_attempt(
                 Some(wait) => {
                     if current {
                         let due = now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
-                        conn.prepare_cached(
+                        conn.prepare_kept(
                             "UPDATE outbox_events SET next_attempt_at = ?2, lease_until = NULL,
                                 last_error = ?3, attempts = attempts + 1
                              WHERE rowid = ?1",
@@ -624,10 +625,10 @@ pub(crate) fn record_attempt(
         }
     };
     if !counted {
-        conn.prepare_cached("UPDATE outbox_events SET attempts = attempts + 1 WHERE rowid = ?1")?
+        conn.prepare_kept("UPDATE outbox_events SET attempts = attempts + 1 WHERE rowid = ?1")?
             .execute([rowid])?;
     }
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO outbox_attempts (event_id, attempt, url, started_at, duration_ms,
             http_status, error, response_excerpt, outcome, request)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -653,7 +654,7 @@ pub(crate) fn record_attempt(
 
 /// Gives the event at `rowid` up after an attempt, counting the attempt.
 fn mark_failed(conn: &Connection, rowid: i64, error: &Option<String>) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2,
             attempts = attempts + 1
          WHERE rowid = ?1",
@@ -674,7 +675,7 @@ pub struct Figures {
 /// Counts pending and failed events and finds the oldest pending one (three lookups on
 /// `outbox_status_created`).
 pub fn figures(conn: &Connection) -> rusqlite::Result<Figures> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT
             (SELECT count(*) FROM outbox_events WHERE status = 'pending'),
             (SELECT count(*) FROM outbox_events WHERE status = 'failed'),
@@ -829,7 +830,7 @@ pub(crate) fn latest_payload(
     lead_id: crate::ids::LeadId,
     buyer_id: &crate::ids::BuyerId,
 ) -> rusqlite::Result<Option<String>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT e.payload FROM outbox_events e JOIN transactions t ON t.id = e.transaction_id
          WHERE t.lead_id = ?1 AND t.buyer_id = ?2
          ORDER BY e.created_at DESC, e.id DESC LIMIT 1",
@@ -894,7 +895,7 @@ pub fn attempts(
     conn: &Connection,
     event_id: &crate::ids::EventId,
 ) -> rusqlite::Result<Vec<AttemptRecord>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT attempt, url, started_at, duration_ms, http_status, error, response_excerpt,
             outcome, request
          FROM outbox_attempts WHERE event_id = ?1 ORDER BY id",
@@ -965,7 +966,7 @@ pub(crate) fn retryable_of_buyer(
     now: i64,
 ) -> rusqlite::Result<(Vec<Retryable>, Option<String>)> {
     let found: Vec<(Retryable, Option<i64>)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT id, status, lease_until, transaction_id FROM outbox_events
              WHERE buyer_id = ?1 AND id > ?2 AND status <> 'delivered'
                AND (?3 IS NULL OR status = ?3)
@@ -1005,7 +1006,7 @@ pub(crate) fn reopen(
     event: &Retryable,
     now: i64,
 ) -> rusqlite::Result<Option<DeliveryFact>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE outbox_events
          SET status = 'pending', next_attempt_at = ?2, lease_until = NULL,
              retry_base = CASE WHEN status = 'failed' THEN attempts ELSE retry_base END
@@ -1029,7 +1030,7 @@ pub(crate) fn cancel_pending(
     transaction_id: &crate::ids::TransactionId,
     reason: &str,
 ) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE outbox_events SET status = 'failed', lease_until = NULL, last_error = ?2
          WHERE transaction_id = ?1 AND status = 'pending'",
     )?
@@ -1046,7 +1047,7 @@ pub(crate) fn void_unsent(
     reason: &str,
     now: i64,
 ) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE outbox_events SET status = 'voided', lease_until = NULL, last_error = ?2
          WHERE transaction_id = ?1 AND status = 'pending' AND attempts = 0
            AND (lease_until IS NULL OR lease_until <= ?3)",
@@ -1059,7 +1060,7 @@ pub(crate) fn payloads_of_transaction(
     conn: &Connection,
     transaction_id: &crate::ids::TransactionId,
 ) -> rusqlite::Result<Vec<(String, String)>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT id, payload FROM outbox_events WHERE transaction_id = ?1 ORDER BY id",
     )?;
     let rows = stmt.query_map([transaction_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -1084,13 +1085,13 @@ pub(crate) fn erase_event(
     payload: &str,
     now: i64,
 ) -> rusqlite::Result<ErasedEvent> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE outbox_events SET payload = ?2, erased_at = coalesce(erased_at, ?3)
          WHERE id = ?1",
     )?
     .execute(params![id, payload, now])?;
     let attempts = conn
-        .prepare_cached(
+        .prepare_kept(
             "UPDATE outbox_attempts SET response_excerpt = NULL, request = NULL
              WHERE event_id = ?1 AND (response_excerpt IS NOT NULL OR request IS NOT NULL)",
         )?

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::testing;
+use crate::db::PrepareKept;
 
 /// A migrated database with workspace `ws` and buyers `a` and `b`, opened as a plain
 /// connection so each rule can be checked one statement at a time.
@@ -170,7 +171,7 @@ fn claims_of_any_size_reuse_the_compiled_statements() {
         .unwrap();
     }
     for sql in [CLAIM_DUE, CLAIM_PROBE] {
-        let stmt = conn.prepare_cached(sql).unwrap();
+        let stmt = conn.prepare_kept(sql).unwrap();
         assert_eq!(
             stmt.get_status(rusqlite::StatementStatus::RePrepare),
             0,

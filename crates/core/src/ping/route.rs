@@ -8,6 +8,7 @@
 //! schedules, the breaker), `select::rank` and `autodelivery::take_ranked`. What a ping
 //! reserves is written through `store::reserve`.
 
+use crate::db::PrepareKept;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -319,7 +320,7 @@ fn plan_of(
 ) -> Result<Option<Plan>, autodelivery::AutoDeliveryError> {
     use rusqlite::OptionalExtension;
     Ok(conn
-        .prepare_cached("SELECT plan FROM buyers WHERE id = ?1")?
+        .prepare_kept("SELECT plan FROM buyers WHERE id = ?1")?
         .query_row([buyer_id], |row| row.get(0))
         .optional()?)
 }

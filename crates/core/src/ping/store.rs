@@ -12,6 +12,7 @@
 //! [`delete_unposted_before`] deletes the old pings that never became a lead, for its
 //! purge.
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -59,7 +60,7 @@ pub(crate) struct NewPing<'a> {
 }
 
 pub(crate) fn insert(conn: &Connection, ping: &NewPing) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO pings (id, source_id, container_id, workspace_id, product_id, external_id,
             email_sha256, phone_sha256, body, status, reason, payout_cents, decision,
             created_at, expires_at)
@@ -160,7 +161,7 @@ pub(crate) fn reserve(
         windows,
     )?;
     ledger::hold(conn, &reservation.buyer_id, reservation.held_cents)?;
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO ping_reservations (ping_id, position, buyer_id, product_id, price_cents,
             held_cents, cap_day_start, cap_month_start, bid_request_id, bid_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -182,7 +183,7 @@ pub(crate) fn reserve(
 
 /// The reservations of a ping, in rank order.
 pub fn reservations(conn: &Connection, ping_id: &str) -> rusqlite::Result<Vec<Reservation>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT position, buyer_id, product_id, price_cents, held_cents, cap_day_start,
                 cap_month_start, bid_request_id, bid_id
          FROM ping_reservations WHERE ping_id = ?1 ORDER BY position",
@@ -231,7 +232,7 @@ pub(crate) fn end(
     now: i64,
 ) -> rusqlite::Result<Vec<Reservation>> {
     let changed = conn
-        .prepare_cached(
+        .prepare_kept(
             "UPDATE pings SET status = ?2, reason = coalesce(?3, reason), lead_id = ?4,
                 ended_at = ?5
              WHERE id = ?1 AND status = 'accepted'",
@@ -247,7 +248,7 @@ pub(crate) fn end(
 /// many. One index probe when none has.
 pub(crate) fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize> {
     let due: Vec<String> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT id FROM pings WHERE status = 'accepted' AND expires_at <= ?1
              ORDER BY expires_at",
         )?
@@ -261,7 +262,7 @@ pub(crate) fn expire_due(conn: &Connection, now: i64) -> rusqlite::Result<usize>
 
 /// Whether any accepted ping has lapsed at `now` (the sweep's read before it writes).
 pub(crate) fn any_due(conn: &Connection, now: i64) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT EXISTS (SELECT 1 FROM pings WHERE status = 'accepted' AND expires_at <= ?1)",
     )?
     .query_row([now], |row| row.get(0))
@@ -286,7 +287,7 @@ pub(crate) fn count_unposted_before(
         .prepare_cached(&format!("SELECT count(*) {UNPOSTED_BEFORE}"))?
         .query_row(params![workspace_id, cutoff], |row| row.get(0))?;
     let lapsed: i64 = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT count(*) FROM pings
              WHERE status = 'accepted' AND expires_at <= ?3
                AND workspace_id = ?1 AND created_at < ?2",
@@ -317,9 +318,9 @@ pub(crate) fn delete_unposted_before(
         .collect::<Result<_, _>>()?;
     for id in &ids {
         crate::bids::delete_of_ping(conn, id)?;
-        conn.prepare_cached("DELETE FROM ping_reservations WHERE ping_id = ?1")?
+        conn.prepare_kept("DELETE FROM ping_reservations WHERE ping_id = ?1")?
             .execute([id])?;
-        conn.prepare_cached("DELETE FROM pings WHERE id = ?1")?
+        conn.prepare_kept("DELETE FROM pings WHERE id = ?1")?
             .execute([id])?;
     }
     Ok(ids.len() as u64)
@@ -374,14 +375,14 @@ pub(crate) fn erase_person(conn: &Connection, tie: Tie) -> rusqlite::Result<u64>
         ),
     };
     let found: Vec<(String, String)> = conn
-        .prepare_cached(sql)?
+        .prepare_kept(sql)?
         .query_map([value], |row| Ok((row.get(0)?, row.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let mut changed = 0;
     for (id, body) in found {
         let erased = erased_body(&body);
         changed += conn
-            .prepare_cached(
+            .prepare_kept(
                 "UPDATE pings SET email_sha256 = NULL, phone_sha256 = NULL, body = ?2
                  WHERE id = ?1
                    AND (email_sha256 IS NOT NULL OR phone_sha256 IS NOT NULL OR body <> ?2)",

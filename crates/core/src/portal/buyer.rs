@@ -3,6 +3,7 @@
 //! (balance, credit, ledger of a month) and the delivery page (webhook URL, endpoint health,
 //! the last attempts). Every statement is narrowed by the session's buyer id.
 
+use crate::db::PrepareKept;
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
@@ -61,7 +62,7 @@ pub fn overview(
     windows: &Windows,
 ) -> rusqlite::Result<Overview> {
     let tally = |(from, to): (i64, i64)| -> rusqlite::Result<Tally> {
-        let mut statement = conn.prepare_cached(
+        let mut statement = conn.prepare_kept(
             "SELECT status, count(*), coalesce(sum(buyer_price_cents), 0) FROM transactions
              WHERE buyer_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY status",
         )?;
@@ -81,7 +82,7 @@ pub fn overview(
         Ok(tally)
     };
     let mut caps = Vec::new();
-    let mut statement = conn.prepare_cached(
+    let mut statement = conn.prepare_kept(
         "SELECT p.id, p.name, s.daily_cap, s.monthly_cap FROM subscriptions s
          JOIN products p ON p.id = s.product_id WHERE s.buyer_id = ?1 ORDER BY p.name",
     )?;
@@ -293,7 +294,7 @@ pub fn lead(
         return Ok(None);
     };
     let payload: Option<String> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT payload FROM outbox_events
              WHERE transaction_id = ?1 AND buyer_id = ?2 AND kind = 'lead.delivered'
              ORDER BY created_at DESC, id DESC LIMIT 1",
@@ -328,7 +329,7 @@ pub fn lead(
 /// Whether transaction `id` is buyer `buyer_id`'s: a return is filed only for one's own.
 pub fn owns(conn: &Connection, buyer_id: &crate::ids::BuyerId, id: &str) -> rusqlite::Result<bool> {
     Ok(conn
-        .prepare_cached("SELECT 1 FROM transactions WHERE id = ?1 AND buyer_id = ?2")?
+        .prepare_kept("SELECT 1 FROM transactions WHERE id = ?1 AND buyer_id = ?2")?
         .query_row(params![id, buyer_id], |_| Ok(()))
         .optional()?
         .is_some())
@@ -371,7 +372,7 @@ pub fn attempts(
     limit: usize,
 ) -> rusqlite::Result<Vec<Attempt>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut statement = conn.prepare_cached(
+    let mut statement = conn.prepare_kept(
         "SELECT a.event_id, e.kind, e.transaction_id, a.started_at, a.duration_ms,
                 a.http_status, a.outcome, a.error
          FROM outbox_attempts a JOIN outbox_events e ON e.id = a.event_id

@@ -4,6 +4,7 @@
 //! (`sources.supplier_id`). The structs here have no field for a buyer, a buyer price or a
 //! score, so no page can show one.
 
+use crate::db::PrepareKept;
 use jiff::tz::TimeZone;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
@@ -98,7 +99,7 @@ pub fn overview(
         Ok(tally)
     };
     let owed_cents = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT coalesce(sum(amount_cents), 0) FROM ledger_entries WHERE supplier_id = ?1",
         )?
         .query_row([supplier_id], |row| row.get(0))?;
@@ -155,7 +156,7 @@ pub struct LeadRow {
 /// Whether the lead was sold, and whether a sale of it was returned (cancelled, or a return
 /// waiting for review).
 fn sale_of(conn: &Connection, lead_id: crate::ids::LeadId) -> rusqlite::Result<(bool, bool)> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT count(*) > 0, coalesce(sum(status = 'cancelled' OR status = 'return_requested'), 0) > 0
          FROM transactions WHERE lead_id = ?1",
     )?
@@ -185,7 +186,7 @@ fn source_ids(
     conn: &Connection,
     supplier_id: &SupplierId,
 ) -> rusqlite::Result<Vec<crate::ids::SourceId>> {
-    conn.prepare_cached("SELECT id FROM sources WHERE supplier_id = ?1 ORDER BY id")?
+    conn.prepare_kept("SELECT id FROM sources WHERE supplier_id = ?1 ORDER BY id")?
         .query_map([supplier_id], |row| row.get(0))?
         .collect()
 }
@@ -201,7 +202,7 @@ pub fn leads(
 ) -> rusqlite::Result<Vec<LeadRow>> {
     let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut newest: Vec<(i64, i64)> = Vec::new();
-    let mut range = conn.prepare_cached(
+    let mut range = conn.prepare_kept(
         "SELECT created_at, rowid FROM leads
          WHERE source_id = ?1 AND quality_status = ?2 AND duplicate_status = ?3
          ORDER BY created_at DESC, rowid DESC LIMIT ?4",
@@ -219,7 +220,7 @@ pub fn leads(
     }
     newest.sort_unstable_by(|a, b| b.cmp(a));
     newest.truncate(limit);
-    let mut id_of = conn.prepare_cached("SELECT id FROM leads WHERE rowid = ?1")?;
+    let mut id_of = conn.prepare_kept("SELECT id FROM leads WHERE rowid = ?1")?;
     let mut rows = Vec::with_capacity(newest.len());
     for (_, rowid) in newest {
         let id: crate::ids::LeadId = id_of.query_row([rowid], |row| row.get(0))?;
@@ -249,7 +250,7 @@ pub fn lead(
     id: crate::ids::LeadId,
 ) -> rusqlite::Result<Option<LeadPage>> {
     let own = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT 1 FROM leads l JOIN sources s ON s.id = l.source_id
              WHERE l.id = ?1 AND s.supplier_id = ?2",
         )?
@@ -322,7 +323,7 @@ pub struct SourceRow {
 
 /// The supplier's sources, by id.
 pub fn sources(conn: &Connection, supplier_id: &SupplierId) -> rusqlite::Result<Vec<SourceRow>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT id, name, enabled, archived_at IS NOT NULL, secret_hash IS NOT NULL,
                 mapping_published IS NOT NULL
          FROM sources WHERE supplier_id = ?1 ORDER BY id",
@@ -347,7 +348,7 @@ pub fn owns_source(
     source_id: &crate::ids::SourceId,
 ) -> rusqlite::Result<bool> {
     Ok(conn
-        .prepare_cached("SELECT 1 FROM sources WHERE id = ?1 AND supplier_id = ?2")?
+        .prepare_kept("SELECT 1 FROM sources WHERE id = ?1 AND supplier_id = ?2")?
         .query_row(params![source_id, supplier_id], |_| Ok(()))
         .optional()?
         .is_some())

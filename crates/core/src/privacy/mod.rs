@@ -25,6 +25,7 @@
 
 pub mod purge;
 
+use crate::db::PrepareKept;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
@@ -272,7 +273,7 @@ fn log_progress(
     counts: Counts,
     finished: Option<i64>,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "UPDATE erasures SET leads = leads + ?2, requests = requests + ?3,
             transactions = transactions + ?4, events = events + ?5, attempts = attempts + ?6,
             finished_at = coalesce(?7, finished_at)
@@ -302,7 +303,7 @@ struct NewLogRow<'a> {
 
 fn log_start(conn: &Connection, row: &NewLogRow) -> rusqlite::Result<String> {
     let id = crate::ids::new("ers");
-    conn.prepare_cached(
+    conn.prepare_kept(
         "INSERT INTO erasures (id, kind, selector, workspace_id, cutoff, actor, reason,
             started_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -470,7 +471,7 @@ fn suppress_contact(
 ) -> Result<(), PrivacyError> {
     use crate::suppression::{self, Kind};
     let contact: Option<(String, Option<String>, Option<String>)> = conn
-        .prepare_cached(
+        .prepare_kept(
             "SELECT workspace_id, email, phone FROM leads WHERE id = ?1 AND erased_at IS NULL",
         )?
         .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))

@@ -16,6 +16,7 @@
 //! ends by giving the freed pages back to the file system in bounded steps
 //! ([`VACUUM_PAGES_PER_JOB`] pages per job).
 
+use crate::db::PrepareKept;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -98,7 +99,7 @@ pub struct PurgeReport {
 /// The workspaces with a retention, and each one's cutoff at `now` (leads created before
 /// it are due).
 pub(crate) fn due_workspaces(conn: &Connection, now: i64) -> rusqlite::Result<Vec<(String, i64)>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT id, retention_ms FROM workspaces WHERE retention_ms IS NOT NULL ORDER BY id",
     )?;
     let rows = stmt.query_map([], |row| {
@@ -258,7 +259,7 @@ pub fn purge(
 /// Where the workspace's last finished purge stopped: leads created before it are
 /// tombstones already.
 fn purged_before(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached(
+    conn.prepare_kept(
         "SELECT max(cutoff) FROM erasures
          WHERE kind = 'purge' AND workspace_id = ?1 AND finished_at IS NOT NULL",
     )?
@@ -269,7 +270,7 @@ fn sources_of(
     conn: &Connection,
     workspace_id: &str,
 ) -> rusqlite::Result<Vec<crate::ids::SourceId>> {
-    let mut stmt = conn.prepare_cached(
+    let mut stmt = conn.prepare_kept(
         "SELECT s.id FROM sources s JOIN containers c ON c.id = s.container_id
          WHERE c.workspace_id = ?1 ORDER BY s.id",
     )?;

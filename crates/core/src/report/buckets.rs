@@ -16,6 +16,7 @@
 //! report reads the rows of its period, not the leads and transactions of the file
 //! (`bench/report.sh`).
 
+use crate::db::PrepareKept;
 use crate::ids::SourceId;
 use rusqlite::{Connection, params};
 
@@ -265,7 +266,7 @@ fn add_to(
         Grain::QuarterHour => UPSERT_BUCKET,
         Grain::Day => UPSERT_DAY,
     };
-    conn.prepare_cached(sql)?.execute(params![
+    conn.prepare_kept(sql)?.execute(params![
         key.workspace_id,
         at,
         key.source_id,

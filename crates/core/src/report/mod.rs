@@ -23,6 +23,7 @@
 pub mod buckets;
 pub mod csv;
 
+use crate::db::PrepareKept;
 use std::collections::HashMap;
 
 use jiff::civil::Date;
@@ -313,7 +314,7 @@ pub enum ReportError {
 /// longer knows the name).
 fn timezone(conn: &Connection, workspace_id: &str) -> Result<(String, TimeZone), ReportError> {
     let name: String = conn
-        .prepare_cached("SELECT timezone FROM workspaces WHERE id = ?1")?
+        .prepare_kept("SELECT timezone FROM workspaces WHERE id = ?1")?
         .query_row([workspace_id], |row| row.get(0))
         .optional()?
         .ok_or_else(|| ReportError::UnknownWorkspace(workspace_id.to_string()))?;
@@ -548,7 +549,7 @@ pub fn run(conn: &Connection, query: &ReportQuery) -> Result<Report, ReportError
         local_range(conn, &query.workspace_id, query.from, query.to)?;
     let needs = |dims: &[By]| query.by.iter().any(|b| dims.contains(b));
     let suppliers: HashMap<String, Option<String>> = if needs(&[By::Supplier]) {
-        let mut stmt = conn.prepare_cached("SELECT id, supplier_id FROM sources")?;
+        let mut stmt = conn.prepare_kept("SELECT id, supplier_id FROM sources")?;
         let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
         rows.collect::<Result<_, _>>()?
     } else {

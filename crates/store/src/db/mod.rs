@@ -13,6 +13,7 @@ mod migrate;
 pub mod sqlite_memory;
 pub mod sqlite_page_cache;
 mod sqlite_writes;
+mod statements;
 pub mod stored;
 mod writer;
 
@@ -25,6 +26,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::Connection;
 
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
+pub use statements::{KeptStatement, PrepareKept};
 pub use writer::{
     CheckpointStats, Deferred, GROUP_SIZE_BOUNDS, LastCommit, MAX_QUEUED_WRITES, Undo, WriterStats,
     running_job,

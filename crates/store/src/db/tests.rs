@@ -65,6 +65,23 @@ fn each_writer_job_has_its_own_number_and_nothing_else_has_one() {
 }
 
 #[test]
+fn the_writer_s_jobs_run_its_kept_statements_and_readers_their_cache() {
+    use super::PrepareKept;
+    const SQL: &str = "SELECT count(*) FROM sqlite_schema";
+    let (_dir, db) = temp_db();
+    let kept = || {
+        db.write_blocking(|c| Ok::<_, DbError>(c.prepare_kept(SQL)?.is_kept()))
+            .unwrap()
+    };
+    assert!(kept(), "a writer job");
+    assert!(kept(), "the next one");
+    let read = db
+        .read_blocking(|c| Ok::<_, DbError>(c.prepare_kept(SQL)?.is_kept()))
+        .unwrap();
+    assert!(!read, "a reader's connection");
+}
+
+#[test]
 fn sqlite_is_built_with_the_options_of_cargo_config() {
     // `.cargo/config.toml` hands libsqlite3-sys its options through LIBSQLITE3_FLAGS; a
     // renamed variable or a lost file would drop them without any other sign.

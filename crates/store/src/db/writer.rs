@@ -43,6 +43,7 @@ use rusqlite::hooks::Wal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::checkpoint::{self, CHECKPOINT_FRAMES, Nudge};
+use super::statements::PrepareKept;
 use super::{DbError, StorageFault};
 use crate::logging::Repeated;
 use crate::request_id::RequestId;
@@ -468,6 +469,27 @@ fn run(
     mut wal: WalWatch,
 ) {
     conn.wal_hook(Some(note_wal_frames));
+    let statements = super::statements::Kept::new(&conn);
+    statements.serve(|| serve_jobs(&conn, &receiver, counters, last_commit, &mut wal));
+    // Fold the WAL back into the main file so a stopped server leaves one self-contained
+    // file behind. PASSIVE never waits: a CLI command closing while the server reads must
+    // not stall, and when the server itself stops no reader is left, so it completes. (The
+    // checkpointer thread is stopped first, `Db::close`, so its pass cannot make this one
+    // busy.)
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+        log::warn!("WAL checkpoint at shutdown failed: {e}");
+    }
+    log::debug!("database writer stopped");
+}
+
+/// Runs the jobs `receiver` brings in groups on `conn` until it is told to stop.
+fn serve_jobs(
+    conn: &Connection,
+    receiver: &mpsc::Receiver<Msg>,
+    counters: &Counters,
+    last_commit: &Mutex<Option<LastCommit>>,
+    wal: &mut WalWatch,
+) {
     // A job taken off the queue while deciding whether to checkpoint: it starts the next group.
     let mut taken: Option<Box<dyn Job>> = None;
     'serve: loop {
@@ -502,7 +524,7 @@ fn run(
             .position(|&bound| size <= bound)
             .unwrap_or(GROUP_SIZE_BOUNDS.len());
         counters.group_sizes[slot].fetch_add(1, Ordering::Relaxed);
-        let failed = run_group(&conn, group);
+        let failed = run_group(conn, group);
         *last_commit
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(LastCommit {
@@ -512,20 +534,11 @@ fn run(
         if stop {
             break 'serve;
         }
-        match checkpoint_if_due(&conn, &receiver, &mut wal) {
+        match checkpoint_if_due(conn, receiver, wal) {
             Ok(next) => taken = next,
             Err(Stopped) => break 'serve,
         }
     }
-    // Fold the WAL back into the main file so a stopped server leaves one self-contained
-    // file behind. PASSIVE never waits: a CLI command closing while the server reads must
-    // not stall, and when the server itself stops no reader is left, so it completes. (The
-    // checkpointer thread is stopped first, `Db::close`, so its pass cannot make this one
-    // busy.)
-    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
-        log::warn!("WAL checkpoint at shutdown failed: {e}");
-    }
-    log::debug!("database writer stopped");
 }
 
 /// What the writer knows of the WAL between its groups.
@@ -776,8 +789,8 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
 /// Runs one of the group's transaction and savepoint statements, prepared once: parsed for
 /// every job (`execute_batch`) they cost the writer 18,800 instructions per single-lead job,
 /// prepared 8,200 (callgrind, BENCHMARKS.md "Plain ingest").
-fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+fn control(conn: &Connection, sql: &'static str) -> rusqlite::Result<()> {
+    conn.prepare_kept(sql)?.execute([]).map(|_| ())
 }
 
 /// `; requests a, b, c and 12 more` for the request ids among `jobs`, for a line about a
