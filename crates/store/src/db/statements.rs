@@ -50,7 +50,13 @@ impl<'conn> Kept<'conn> {
 
     /// Runs `serve` with these statements reachable from [`PrepareKept::prepare_kept`] on
     /// this thread, as they were before once it returns or unwinds.
-    pub(super) fn serve<R>(&self, serve: impl FnOnce() -> R) -> R {
+    ///
+    /// # Safety
+    ///
+    /// No [`KeptStatement`] that `prepare_kept` hands out inside `serve` may outlive it:
+    /// each refers to `self`. The writer lends its connection to `serve` alone and keeps
+    /// nothing of what `serve` made.
+    pub(super) unsafe fn serve<R>(&self, serve: impl FnOnce() -> R) -> R {
         struct Restore(Option<NonNull<Kept<'static>>>);
         impl Drop for Restore {
             fn drop(&mut self) {
@@ -74,9 +80,9 @@ pub trait PrepareKept {
 
 impl PrepareKept for Connection {
     fn prepare_kept(&self, sql: &'static str) -> rusqlite::Result<KeptStatement<'_>> {
-        // SAFETY: the pointer is set only while `Kept::serve` runs on this thread, whose
-        // `Kept` outlives that call; a handle borrows `self`, the connection a job or the
-        // writer was lent inside that call, so it is dropped before `serve` returns.
+        // SAFETY: the pointer is set only while `Kept::serve` runs on this thread, and its
+        // `Kept` outlives that call; the handle made here does not outlive it (`serve`'s
+        // contract).
         let serving = SERVING.with(Cell::get).map(|kept| unsafe { kept.as_ref() });
         let Some(home) = serving.filter(|kept| std::ptr::eq(kept.conn, self)) else {
             return Ok(KeptStatement(Handle::Cached(self.prepare_cached(sql)?)));
@@ -195,25 +201,28 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         conn.set_prepared_statement_cache_capacity(0);
         let kept = Kept::new(&conn);
-        kept.serve(|| {
-            for n in 0..3 {
-                let value: i64 = conn
-                    .prepare_kept(SELECT)
-                    .unwrap()
-                    .query_row([n], |row| row.get(0))
-                    .unwrap();
-                assert_eq!(value, n + 1);
-            }
-            assert_eq!(prepared_statements(&conn), 1, "prepared once, kept");
-            assert_eq!(kept.statements.borrow().len(), 1);
-            // In use twice at once: a second is prepared, and the spare finalised.
-            let first = conn.prepare_kept(SELECT).unwrap();
-            let second = conn.prepare_kept(SELECT).unwrap();
-            assert_eq!(prepared_statements(&conn), 2);
-            drop(first);
-            drop(second);
-            assert_eq!(prepared_statements(&conn), 1);
-        });
+        // SAFETY: every handle is dropped inside.
+        unsafe {
+            kept.serve(|| {
+                for n in 0..3 {
+                    let value: i64 = conn
+                        .prepare_kept(SELECT)
+                        .unwrap()
+                        .query_row([n], |row| row.get(0))
+                        .unwrap();
+                    assert_eq!(value, n + 1);
+                }
+                assert_eq!(prepared_statements(&conn), 1, "prepared once, kept");
+                assert_eq!(kept.statements.borrow().len(), 1);
+                // In use twice at once: a second is prepared, and the spare finalised.
+                let first = conn.prepare_kept(SELECT).unwrap();
+                let second = conn.prepare_kept(SELECT).unwrap();
+                assert_eq!(prepared_statements(&conn), 2);
+                drop(first);
+                drop(second);
+                assert_eq!(prepared_statements(&conn), 1);
+            })
+        };
         // Outside `serve` the connection's own cache answers (capacity 0: none kept there).
         let value: i64 = conn
             .prepare_kept(SELECT)
@@ -229,14 +238,17 @@ mod tests {
         let writer = Connection::open_in_memory().unwrap();
         let other = Connection::open_in_memory().unwrap();
         let kept = Kept::new(&writer);
-        kept.serve(|| {
-            let value: i64 = other
-                .prepare_kept(SELECT)
-                .unwrap()
-                .query_row([1], |row| row.get(0))
-                .unwrap();
-            assert_eq!(value, 2);
-        });
+        // SAFETY: every handle is dropped inside.
+        unsafe {
+            kept.serve(|| {
+                let value: i64 = other
+                    .prepare_kept(SELECT)
+                    .unwrap()
+                    .query_row([1], |row| row.get(0))
+                    .unwrap();
+                assert_eq!(value, 2);
+            })
+        };
         assert!(kept.statements.borrow().is_empty());
     }
 
@@ -244,20 +256,23 @@ mod tests {
     fn a_kept_statement_comes_back_with_its_bindings_cleared() {
         let conn = Connection::open_in_memory().unwrap();
         let kept = Kept::new(&conn);
-        kept.serve(|| {
-            let mut statement = conn.prepare_kept(SELECT).unwrap();
-            statement.raw_bind_parameter(1, 5).unwrap();
-            drop(statement);
-            let mut statement = conn.prepare_kept(SELECT).unwrap();
-            // Nothing bound: NULL + 1.
-            let value: Option<i64> = statement
-                .raw_query()
-                .next()
-                .unwrap()
-                .unwrap()
-                .get(0)
-                .unwrap();
-            assert_eq!(value, None);
-        });
+        // SAFETY: every handle is dropped inside.
+        unsafe {
+            kept.serve(|| {
+                let mut statement = conn.prepare_kept(SELECT).unwrap();
+                statement.raw_bind_parameter(1, 5).unwrap();
+                drop(statement);
+                let mut statement = conn.prepare_kept(SELECT).unwrap();
+                // Nothing bound: NULL + 1.
+                let value: Option<i64> = statement
+                    .raw_query()
+                    .next()
+                    .unwrap()
+                    .unwrap()
+                    .get(0)
+                    .unwrap();
+                assert_eq!(value, None);
+            })
+        };
     }
 }

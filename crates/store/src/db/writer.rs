@@ -470,7 +470,8 @@ fn run(
 ) {
     conn.wal_hook(Some(note_wal_frames));
     let statements = super::statements::Kept::new(&conn);
-    statements.serve(|| serve_jobs(&conn, &receiver, counters, last_commit, &mut wal));
+    // SAFETY: the jobs are lent `conn` for one call each and return owned values.
+    unsafe { statements.serve(|| serve_jobs(&conn, &receiver, counters, last_commit, &mut wal)) };
     // Fold the WAL back into the main file so a stopped server leaves one self-contained
     // file behind. PASSIVE never waits: a CLI command closing while the server reads must
     // not stall, and when the server itself stops no reader is left, so it completes. (The
