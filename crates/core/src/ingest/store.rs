@@ -210,10 +210,10 @@ const INSERT_REQUEST: &str = "INSERT INTO lead_requests (id, lead_id, position, 
     routing_ready, trigger_auto_delivery, field_values, created_at, request_id) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
-/// The statements every lead of a job runs, taken from the connection's cache once per job
-/// rather than once per lead: each take and return hashes the statement's text and resets
-/// it (in batches of 100 the cache cost the writer 14,500 instructions per lead, now 2,650;
-/// callgrind, BENCHMARKS.md "Plain ingest").
+/// The statements every lead of a job runs, taken once per job rather than once per lead
+/// (in batches of 100 rusqlite's cache, which hashes the statement's text at every take and
+/// return, cost the writer 14,500 instructions per lead, then 2,650; callgrind, BENCHMARKS.md
+/// "Plain ingest"). The writer's own table (`db::statements`) makes a take cheap, but not free.
 pub(crate) struct Statements<'c> {
     find_external: crate::db::KeptStatement<'c>,
     insert_lead: crate::db::KeptStatement<'c>,
@@ -451,7 +451,7 @@ pub(crate) fn stored_lead(
 }
 
 fn insert_lead(
-    insert: &mut rusqlite::Statement,
+    insert: &mut crate::db::KeptStatement,
     source: &Source,
     lead: &PreparedLead,
     lead_id: LeadId,
@@ -510,7 +510,7 @@ fn insert_lead(
 /// its requests with auto-delivery's decisions.
 fn find_external(
     conn: &Connection,
-    find: &mut rusqlite::Statement,
+    find: &mut crate::db::KeptStatement,
     source_id: &crate::ids::SourceId,
     external_id: &str,
 ) -> rusqlite::Result<Option<StoredFacts>> {

@@ -1,11 +1,11 @@
 //! zstd frames against a "raw content" dictionary (the mechanism of `zstd --patch-from`),
 //! for the stored forms compressed against what their reader can rebuild: the decision
-//! trace's formats 1 and 2 (`trace`, against its shape; a ping's trace is still written in
-//! format 1), and the raw body's format 1 (`body`, against the lead's columns), which are
-//! read but no longer written. One compression and one decompression context per thread,
-//! reused: creating one costs more than compressing a small input. Every frame carries a
-//! checksum, so a frame decoded against another dictionary is refused rather than returned
-//! wrong.
+//! trace's formats 1 and 2 (`trace`, against its shape; only a ping's trace is still written,
+//! in format 1), and the raw body's format 1 (`body`, against the lead's columns; read, no
+//! longer written). Contexts are made once per thread and reused (one compressor, and a
+//! decompressor for raw dictionaries and one for prepared ones): creating one costs more than
+//! compressing a small input. Every frame carries a checksum, so a frame decoded against
+//! another dictionary is refused rather than returned wrong.
 //!
 //! A format whose dictionary never changes prepares it once for reading ([`Prepared`]):
 //! loading a raw one builds its tables anew for every frame.

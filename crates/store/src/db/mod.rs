@@ -233,9 +233,9 @@ fn configure(conn: &mut Connection) -> rusqlite::Result<()> {
     // Most writer jobs run in a SAVEPOINT, whose journal SQLite would otherwise move to a
     // temporary file once it outgrows 64 KiB: a file created and deleted per large job.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    // Ingest, auto-delivery, delivery, lifecycle and the outbox run some 50 distinct cached
-    // statements on the writer; rusqlite's default cache of 16 would re-prepare most of them
-    // on every job.
+    // The writer keeps its statements itself (`statements`); a reader or the CLI runs the same
+    // owners' statements through this cache, and rusqlite's default of 16 would re-prepare
+    // most of them on every call.
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     Ok(())
 }

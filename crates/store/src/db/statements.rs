@@ -19,11 +19,13 @@
 //! `prepare_cached`.
 
 use std::cell::{Cell, RefCell};
-use std::ops::{Deref, DerefMut};
+use std::ops::Deref;
 use std::ptr::NonNull;
 
 use foldhash::HashMap;
-use rusqlite::{CachedStatement, Connection, PrepFlags, Statement};
+use rusqlite::{
+    AndThenRows, CachedStatement, Connection, MappedRows, Params, PrepFlags, Row, Rows, Statement,
+};
 
 /// A statement's key: the address and length of its `'static` SQL text. The same text may
 /// have two keys (two copies of a literal), never one key two texts.
@@ -74,7 +76,9 @@ impl<'conn> Kept<'conn> {
 /// `prepare_cached` that, on the writer's own connection, keeps the statement by its text's
 /// address instead of looking it up by the text.
 pub trait PrepareKept {
-    /// The prepared statement of `sql`, kept for the next use.
+    /// The prepared statement of `sql`, kept for the next use. The writer never drops what it
+    /// keeps: `sql` is a literal, a constant or a `LazyLock` built once, never text made per
+    /// call (leaked to be `'static`), which would grow its table without end.
     fn prepare_kept(&self, sql: &'static str) -> rusqlite::Result<KeptStatement<'_>>;
 }
 
@@ -102,6 +106,16 @@ impl PrepareKept for Connection {
 }
 
 /// A statement from [`PrepareKept::prepare_kept`], put back when dropped.
+///
+/// It lends no `&mut Statement`, through which another connection's statement could be
+/// swapped in and kept past that connection's end; the running methods are forwarded:
+///
+/// ```compile_fail,E0596
+/// use leadrelay_store::db::PrepareKept;
+/// let conn = rusqlite::Connection::open_in_memory().unwrap();
+/// let mut kept = conn.prepare_kept("SELECT 1").unwrap();
+/// let _: &mut rusqlite::Statement = &mut *kept;
+/// ```
 pub struct KeptStatement<'c>(Handle<'c>);
 
 enum Handle<'c> {
@@ -122,21 +136,75 @@ impl KeptStatement<'_> {
     }
 }
 
+/// The statement's running methods, forwarded: a handle gives no `&mut Statement`, which
+/// could swap another connection's statement into the writer's table.
+impl<'c> KeptStatement<'c> {
+    fn statement(&mut self) -> &mut Statement<'c> {
+        match &mut self.0 {
+            Handle::Kept { statement, .. } => statement.as_mut().expect("held until dropped"),
+            Handle::Cached(cached) => cached,
+        }
+    }
+
+    /// [`Statement::execute`].
+    pub fn execute<P: Params>(&mut self, params: P) -> rusqlite::Result<usize> {
+        self.statement().execute(params)
+    }
+
+    /// [`Statement::insert`].
+    pub fn insert<P: Params>(&mut self, params: P) -> rusqlite::Result<i64> {
+        self.statement().insert(params)
+    }
+
+    /// [`Statement::exists`].
+    pub fn exists<P: Params>(&mut self, params: P) -> rusqlite::Result<bool> {
+        self.statement().exists(params)
+    }
+
+    /// [`Statement::query`].
+    pub fn query<P: Params>(&mut self, params: P) -> rusqlite::Result<Rows<'_>> {
+        self.statement().query(params)
+    }
+
+    /// [`Statement::query_row`].
+    pub fn query_row<T, P, F>(&mut self, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.statement().query_row(params, f)
+    }
+
+    /// [`Statement::query_map`].
+    pub fn query_map<T, P, F>(&mut self, params: P, f: F) -> rusqlite::Result<MappedRows<'_, F>>
+    where
+        P: Params,
+        F: FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.statement().query_map(params, f)
+    }
+
+    /// [`Statement::query_and_then`].
+    pub fn query_and_then<T, E, P, F>(
+        &mut self,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<AndThenRows<'_, F>>
+    where
+        P: Params,
+        E: From<rusqlite::Error>,
+        F: FnMut(&Row<'_>) -> Result<T, E>,
+    {
+        self.statement().query_and_then(params, f)
+    }
+}
+
 impl<'c> Deref for KeptStatement<'c> {
     type Target = Statement<'c>;
 
     fn deref(&self) -> &Statement<'c> {
         match &self.0 {
             Handle::Kept { statement, .. } => statement.as_ref().expect("held until dropped"),
-            Handle::Cached(cached) => cached,
-        }
-    }
-}
-
-impl DerefMut for KeptStatement<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        match &mut self.0 {
-            Handle::Kept { statement, .. } => statement.as_mut().expect("held until dropped"),
             Handle::Cached(cached) => cached,
         }
     }
@@ -260,11 +328,12 @@ mod tests {
         unsafe {
             kept.serve(|| {
                 let mut statement = conn.prepare_kept(SELECT).unwrap();
-                statement.raw_bind_parameter(1, 5).unwrap();
+                statement.statement().raw_bind_parameter(1, 5).unwrap();
                 drop(statement);
                 let mut statement = conn.prepare_kept(SELECT).unwrap();
                 // Nothing bound: NULL + 1.
                 let value: Option<i64> = statement
+                    .statement()
                     .raw_query()
                     .next()
                     .unwrap()
