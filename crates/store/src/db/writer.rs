@@ -470,7 +470,9 @@ fn run(
 ) {
     conn.wal_hook(Some(note_wal_frames));
     let statements = super::statements::Kept::new(&conn);
-    // SAFETY: the jobs are lent `conn` for one call each and return owned values.
+    // SAFETY: nothing made inside keeps a statement handle past `serve_jobs`: a job gets
+    // `&Connection` for one call and returns owned values, and the writer's own statements
+    // (`control`) are dropped where they run.
     unsafe { statements.serve(|| serve_jobs(&conn, &receiver, counters, last_commit, &mut wal)) };
     // Fold the WAL back into the main file so a stopped server leaves one self-contained
     // file behind. PASSIVE never waits: a CLI command closing while the server reads must
