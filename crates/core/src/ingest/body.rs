@@ -10,8 +10,8 @@
 //! ingest is refused rather than returned wrong.
 //!
 //! Two formats, one dictionary, told apart by the first byte:
-//! - format 2 (written): the body's length (4 bytes, little-endian), the first 8 bytes of its
-//!   SHA-256, then an LZ4 block against the dictionary;
+//! - format 2 (written): an LZ4 block against the dictionary, framed (`lz4_block`) with the
+//!   body's length and the first 8 bytes of its SHA-256;
 //! - format 1 (read only): a zstd frame with its checksum against the dictionary as raw
 //!   content (the mechanism of `zstd --patch-from`). zstd builds its entropy and match tables
 //!   for every frame, 2-5 µs of a 200-byte body on the request's task; the LZ4 block costs a
@@ -35,8 +35,6 @@ const FORMAT_V1: u8 = 1;
 const FORMAT_V2: u8 = 2;
 /// The bytes of the body's SHA-256 a format 2 body keeps as its check.
 const CHECK_LEN: usize = 8;
-/// Format 2's bytes before its block: the format, the length, the check.
-const V2_HEADER: usize = 1 + 4 + CHECK_LEN;
 
 /// The longest body a frame may claim to hold (the ingest limit is 1 MiB).
 const MAX_BODY: usize = 2 * 1024 * 1024;
@@ -205,18 +203,9 @@ fn dictionary(columns: &Columns) -> Vec<u8> {
 
 /// The stored form of `raw` for a lead with `columns` (format 2).
 pub(crate) fn encode(raw: &str, columns: &Columns) -> Vec<u8> {
-    let dict = dictionary(columns);
     let raw = raw.as_bytes();
-    let length = u32::try_from(raw.len()).expect("a body is at most the ingest limit, 1 MiB");
-    let mut stored =
-        Vec::with_capacity(V2_HEADER + lz4_flex::block::get_maximum_output_size(raw.len()));
-    stored.push(FORMAT_V2);
-    stored.extend_from_slice(&length.to_le_bytes());
-    stored.extend_from_slice(&check(raw));
-    stored.resize(stored.capacity(), 0);
-    let written = lz4_flex::block::compress_into_with_dict(raw, &mut stored[V2_HEADER..], &dict)
-        .expect("the output has the block's maximum size");
-    stored.truncate(V2_HEADER + written);
+    let mut stored = vec![FORMAT_V2];
+    super::lz4_block::append(&mut stored, raw, check(raw), &dictionary(columns));
     stored
 }
 
@@ -254,7 +243,8 @@ pub(crate) fn decode(stored: ValueRef<'_>, columns: &Columns) -> Result<Option<S
         return Err(BodyError::Corrupt("empty".into()));
     };
     let decoded = match format {
-        FORMAT_V2 => decode_v2(frame, &dictionary(columns))?,
+        FORMAT_V2 => super::lz4_block::read(frame, &dictionary(columns), MAX_BODY, check)
+            .map_err(|why| BodyError::Corrupt(why.to_string()))?,
         FORMAT_V1 => super::zframe::decompress(&dictionary(columns), frame, MAX_BODY)
             .map_err(|e| BodyError::Corrupt(e.to_string()))?,
         other => return Err(BodyError::UnknownFormat(other)),
@@ -262,27 +252,6 @@ pub(crate) fn decode(stored: ValueRef<'_>, columns: &Columns) -> Result<Option<S
     String::from_utf8(decoded)
         .map(Some)
         .map_err(|_| BodyError::Corrupt("not UTF-8".into()))
-}
-
-/// Format 2's bytes after its format byte, decoded against `dict` and checked.
-fn decode_v2(stored: &[u8], dict: &[u8]) -> Result<Vec<u8>, BodyError> {
-    let corrupt = |why: &str| BodyError::Corrupt(why.to_string());
-    let (length, rest) = stored
-        .split_first_chunk::<4>()
-        .ok_or_else(|| corrupt("shorter than its header"))?;
-    let (expected, block) = rest
-        .split_first_chunk::<CHECK_LEN>()
-        .ok_or_else(|| corrupt("shorter than its header"))?;
-    let length = u32::from_le_bytes(*length) as usize;
-    if length > MAX_BODY {
-        return Err(corrupt("claims a body past the limit"));
-    }
-    let decoded = lz4_flex::block::decompress_with_dict(block, length, dict)
-        .map_err(|e| BodyError::Corrupt(e.to_string()))?;
-    if decoded.len() != length || check(&decoded) != *expected {
-        return Err(corrupt("does not match its check"));
-    }
-    Ok(decoded)
 }
 
 #[cfg(test)]
@@ -413,6 +382,9 @@ mod tests {
             Some(RAW)
         );
     }
+
+    /// Format 2's bytes before its block: the format, the length, the check.
+    const V2_HEADER: usize = 1 + 4 + CHECK_LEN;
 
     #[test]
     fn a_damaged_body_is_refused_not_misread() {

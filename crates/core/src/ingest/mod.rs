@@ -21,6 +21,7 @@ pub mod dedupe;
 pub(crate) mod erase;
 pub mod handler;
 pub mod kept;
+mod lz4_block;
 pub mod model;
 pub use leadrelay_rules::normalize;
 pub use leadrelay_rules::problem;

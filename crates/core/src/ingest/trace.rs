@@ -42,13 +42,10 @@ const FORMAT_V1: u8 = 1;
 /// the trace after its start ([`start_v2`]).
 const FORMAT_V2: u8 = 2;
 
-/// Format 3: the request id's [`check_v2`], the length (u32, little-endian) and CRC-32 of
-/// the trace after its start ([`start_v2`]), then an LZ4 block of it against
-/// [`dictionary_v2`].
+/// Format 3: the request id's [`check_v2`], then the trace after its start ([`start_v2`])
+/// as an LZ4 block against [`dictionary_v2`], framed (`lz4_block`) with its length and
+/// CRC-32 ([`crc_of`]).
 const FORMAT_V3: u8 = 3;
-
-/// The bytes of a format 3 trace before its block.
-const V3_HEADER: usize = 1 + 4 + 4 + 4;
 
 /// The longest trace a frame may claim to hold.
 const MAX_TRACE: usize = 4 * 1024 * 1024;
@@ -132,49 +129,16 @@ pub(crate) fn encode(json: &str, request_id: &str) -> Vec<u8> {
         return stored;
     };
     let rest = rest.as_bytes();
-    let length = u32::try_from(rest.len()).expect("a trace is far shorter than 4 GiB");
-    let mut stored =
-        Vec::with_capacity(V3_HEADER + lz4_flex::block::get_maximum_output_size(rest.len()));
-    stored.push(FORMAT_V3);
+    let mut stored = vec![FORMAT_V3];
     stored.extend_from_slice(&check_v2(request_id));
-    stored.extend_from_slice(&length.to_le_bytes());
-    stored.extend_from_slice(&crc_of(rest).to_le_bytes());
-    stored.resize(stored.capacity(), 0);
-    let written =
-        lz4_flex::block::compress_into_with_dict(rest, &mut stored[V3_HEADER..], &DICTIONARY_V3)
-            .expect("the output has the block's maximum size");
-    stored.truncate(V3_HEADER + written);
+    super::lz4_block::append(&mut stored, rest, crc_of(rest), &DICTIONARY_V3);
     stored
 }
 
-/// The CRC-32 (ISO-HDLC, as zlib's) a format 3 trace carries of its text after the start: a
-/// check against damage, not a secret.
-fn crc_of(bytes: &[u8]) -> u32 {
-    crc32fast::hash(bytes)
-}
-
-/// The rest of a format 3 trace (after its format byte and check) from its length, CRC-32
-/// and block; the reason when it does not decode to what its header says.
-fn decode_v3(stored: &[u8]) -> Result<Vec<u8>, &'static str> {
-    let (Some(length), Some(crc), Some(block)) =
-        (stored.get(..4), stored.get(4..8), stored.get(8..))
-    else {
-        return Err("truncated");
-    };
-    let length = u32::from_le_bytes(length.try_into().expect("four bytes")) as usize;
-    let crc = u32::from_le_bytes(crc.try_into().expect("four bytes"));
-    if length > MAX_TRACE {
-        return Err("claims a trace past the limit");
-    }
-    if block.len() > lz4_flex::block::get_maximum_output_size(length) {
-        return Err("a block longer than its trace could need");
-    }
-    let rest = lz4_flex::block::decompress_with_dict(block, length, &DICTIONARY_V3)
-        .map_err(|_| "not an LZ4 block")?;
-    if rest.len() != length || crc_of(&rest) != crc {
-        return Err("does not match its check");
-    }
-    Ok(rest)
+/// The CRC-32 (ISO-HDLC, as zlib's, little-endian) a format 3 trace carries of its text
+/// after the start: a check against damage, not a secret.
+fn crc_of(bytes: &[u8]) -> [u8; 4] {
+    crc32fast::hash(bytes).to_le_bytes()
 }
 
 /// Why a stored trace could not be read back.
@@ -229,7 +193,8 @@ pub(crate) fn decode(stored: ValueRef<'_>, request_id: &str) -> Result<Option<St
             };
             (
                 start_v2(request_id),
-                decode_v3(stored).map_err(std::io::Error::other),
+                super::lz4_block::read(stored, &DICTIONARY_V3, MAX_TRACE, crc_of)
+                    .map_err(std::io::Error::other),
             )
         }
         _ => {
@@ -331,6 +296,9 @@ mod tests {
         assert_eq!(shown, fixture["decision"]);
         assert_eq!(shown["candidates"].as_array().unwrap().len(), 20);
     }
+
+    /// The bytes of a format 3 trace before its block.
+    const V3_HEADER: usize = 1 + 4 + 4 + 4;
 
     #[test]
     fn a_format_3_trace_that_does_not_match_its_check_is_refused() {
@@ -444,7 +412,7 @@ mod tests {
         );
         assert_eq!(
             crc_of(b"123456789"),
-            0xCBF4_3926,
+            0xCBF4_3926_u32.to_le_bytes(),
             "format 3's CRC is CRC-32 (ISO-HDLC)"
         );
     }
