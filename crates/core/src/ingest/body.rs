@@ -381,6 +381,7 @@ mod tests {
             decode(blob(&STORED), &columns()).unwrap().as_deref(),
             Some(RAW)
         );
+        assert_eq!(encode(RAW, &columns()), STORED, "and is still written so");
     }
 
     /// Format 2's bytes before its block: the format, the length, the check.
