@@ -210,7 +210,10 @@ pub(crate) fn from_row(row: &Row) -> rusqlite::Result<Transaction> {
 }
 
 pub fn find(conn: &Connection, id: &TransactionId) -> rusqlite::Result<Option<Transaction>> {
-    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM transactions WHERE id = ?1"))?
+    // Built once: every lifecycle call reads its transaction in its writer job.
+    static SQL: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("SELECT {COLUMNS} FROM transactions WHERE id = ?1"));
+    conn.prepare_kept(&SQL)?
         .query_row([id], from_row)
         .optional()
 }

@@ -198,10 +198,12 @@ fn breaker_from_row(row: &rusqlite::Row) -> rusqlite::Result<Breaker> {
 
 /// The stored breaker of `buyer_id`, or a fresh one when it was never tried.
 pub fn load(conn: &Connection, buyer_id: &crate::ids::BuyerId) -> rusqlite::Result<Breaker> {
+    // Built once: the outbox's results load their buyers' breakers in a writer job.
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("SELECT {BREAKER_COLUMNS} FROM buyer_health WHERE buyer_id = ?1")
+    });
     Ok(conn
-        .prepare_cached(&format!(
-            "SELECT {BREAKER_COLUMNS} FROM buyer_health WHERE buyer_id = ?1"
-        ))?
+        .prepare_kept(&SQL)?
         .query_row([buyer_id], breaker_from_row)
         .optional()?
         .unwrap_or_else(|| Breaker::new(buyer_id)))

@@ -502,7 +502,10 @@ fn from_row(row: &Row) -> rusqlite::Result<Ping> {
 }
 
 pub fn find(conn: &Connection, id: &str) -> rusqlite::Result<Option<Ping>> {
-    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"))?
+    // Built once: a post reads its ping in its writer job.
+    static SQL: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("SELECT {COLUMNS} FROM pings WHERE id = ?1"));
+    conn.prepare_kept(&SQL)?
         .query_row([id], from_row)
         .optional()
 }
