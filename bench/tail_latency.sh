@@ -10,15 +10,16 @@
 # Each argument is a binary or a commit (a commit is built once into target/reference/, as
 # bench/reference.sh does). Every run starts a fresh file. Per run it prints the build, req/s,
 # wrk's p99, the WAL checkpoints of the checkpointer thread and of the writer (count and
-# seconds, from /metrics), the WAL's restarts, the CPU seconds of the checkpointer thread, and,
-# when perf can trace system calls here, the p50, p99 and max of the writer's commit syncs
-# (fsync or fdatasync, whichever this SQLite calls) in ms. Then per build the median req/s and
-# p99.
+# seconds, from /metrics), the WAL's restarts, the CPU seconds of the checkpointer thread; when
+# perf can trace system calls here, the p50, p99 and max of the writer's commit syncs (fsync or
+# fdatasync, whichever this SQLite calls) in ms; and the group commits' mean time and share
+# over 1 ms (`leadrelay_db_commit_seconds`, where the build has it). Then per build the median
+# req/s and p99.
 #
 # Settings (environment): ROUNDS (3), DURATION (8s), CONNECTIONS (64), KEEP=1.
 set -euo pipefail
 
-[ $# -ge 1 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-8s}"
 CONNECTIONS="${CONNECTIONS:-64}"
@@ -99,18 +100,27 @@ def metric(name):
         if line.startswith(name + " "):
             return float(line.split()[-1])
     return 0.0
+def commits():
+    """The group commits' mean time in ms and the share over 1 ms, from the server's own
+    histogram (`-` for a build without it)."""
+    count = metric("leadrelay_db_commit_seconds_count")
+    if not count:
+        return "-"
+    mean = metric("leadrelay_db_commit_seconds_sum") / count * 1000
+    over = 1 - metric('leadrelay_db_commit_seconds_bucket{le="0.001"}') / count
+    return f"{mean:.2f}/{over:.1%}"
 checkpoints = "leadrelay_db_wal_checkpoints_total"
 seconds = "leadrelay_db_wal_checkpoint_seconds_total"
 print(name, f"{rate:.0f}", p99,
       "%.0f,%.2f" % (metric(checkpoints + '{by="checkpointer"}'), metric(seconds + '{by="checkpointer"}')),
       "%.0f,%.2f" % (metric(checkpoints + '{by="writer"}'), metric(seconds + '{by="writer"}')),
       "%.0f" % metric("leadrelay_db_wal_restarts_total"),
-      "%.2f" % (int(ticks) / int(hz)), syncs)
+      "%.2f" % (int(ticks) / int(hz)), syncs, commits())
 PY
 }
 
 echo "single leads, $CONNECTIONS connections, $DURATION, $ROUNDS rounds; $(nproc) cores, $(uname -sr)"
-echo "build req/s p99 checkpointer(n,s) writer(n,s) restarts checkpointer-cpu-s writer-syncs-ms(p50/p99/max)"
+echo "build req/s p99 checkpointer(n,s) writer(n,s) restarts checkpointer-cpu-s writer-syncs-ms(p50/p99/max) commits(mean-ms/over-1-ms)"
 results="$WORK/results.txt"
 : >"$results"
 for round in $(seq "$ROUNDS"); do

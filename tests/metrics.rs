@@ -213,6 +213,46 @@ fn writer_group_sizes_are_a_histogram() {
 }
 
 #[test]
+fn every_group_commit_is_timed_into_a_histogram() {
+    let server = TestServer::start();
+    basic_setup(&server.db.path);
+    lr(
+        &server,
+        "source create --channel web --name Web --id s --no-secret",
+    )
+    .json();
+    let before = scrape(&server);
+    let commits_before = before.value("leadrelay_db_commit_seconds_count");
+    // Each answered lead was committed: three leads one after another are three commits.
+    for n in 0..3 {
+        let reply = server.post_json(
+            "/api/webhooks/channels/web/sources/s/leads",
+            &serde_json::json!({"externalId": format!("c{n}"), "firstName": "A", "lastName": "B"}),
+        );
+        assert_eq!(reply.status, 201, "{}", reply.text);
+    }
+    let after = scrape(&server);
+    let commits = after.value("leadrelay_db_commit_seconds_count");
+    assert!(
+        commits >= commits_before + 3.0,
+        "commits {commits_before} -> {commits}"
+    );
+    // Each commit synced the WAL to the disk: it took time, and every one is in a bucket.
+    assert!(
+        after.value("leadrelay_db_commit_seconds_sum")
+            > before.value("leadrelay_db_commit_seconds_sum")
+    );
+    assert_eq!(
+        after.value(r#"leadrelay_db_commit_seconds_bucket{le="+Inf"}"#),
+        commits
+    );
+    assert!(
+        after.value(r#"leadrelay_db_commit_seconds_bucket{le="0.0001"}"#)
+            <= after.value(r#"leadrelay_db_commit_seconds_bucket{le="1"}"#)
+    );
+}
+
+#[test]
 fn metrics_off_answers_404_like_an_unknown_path() {
     let mut options = ServiceOptions::default();
     options.server.metrics_endpoint = false;

@@ -512,6 +512,18 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         writer.max_group_size,
     );
     w.family(
+        "leadrelay_db_commit_seconds",
+        "histogram",
+        "Time of a group transaction's commit: its WAL frames written and synced, which every \
+         job of the group waits for.",
+    );
+    let reading = HistogramReading::from_counts(
+        crate::db::COMMIT_MICROS_BOUNDS,
+        &writer.commit_micros,
+        writer.commit_micros_sum,
+    );
+    w.histogram("leadrelay_db_commit_seconds", &[], &reading, 1e6);
+    w.family(
         "leadrelay_db_write_queue_depth",
         "gauge",
         "Request write jobs queued for the writer or running now.",

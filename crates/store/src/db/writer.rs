@@ -285,6 +285,26 @@ pub const GROUP_SIZE_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 /// Slots of the group-size histogram: one per bound plus the overflow slot.
 const GROUP_SIZE_SLOTS: usize = GROUP_SIZE_BOUNDS.len() + 1;
 
+/// Upper bounds, in microseconds, of the commit-time histogram in
+/// [`WriterStats::commit_micros`]: from a tenth of a millisecond (a WAL sync on a fast disk)
+/// to a second (a disk that stalls). Every job of a group waits for its commit, so this is
+/// the part of a write's latency the disk sets, apart from the jobs' own work.
+pub const COMMIT_MICROS_BOUNDS: &[u64] = &[
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// Slots of the commit-time histogram: one per bound plus the overflow slot.
+const COMMIT_SLOTS: usize = COMMIT_MICROS_BOUNDS.len() + 1;
+
+/// The slot of `value` in a histogram over `bounds` (ascending upper bounds, inclusive):
+/// the first bound it does not exceed, else the overflow slot after them.
+fn slot_of(bounds: &[u64], value: u64) -> usize {
+    bounds
+        .iter()
+        .position(|&bound| value <= bound)
+        .unwrap_or(bounds.len())
+}
+
 /// Counters of the writer, for health and metrics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriterStats {
@@ -303,6 +323,11 @@ pub struct WriterStats {
     /// How many groups had a size up to each of [`GROUP_SIZE_BOUNDS`] (not cumulative),
     /// then the overflow slot.
     pub group_sizes: [u64; GROUP_SIZE_SLOTS],
+    /// How many group commits (`COMMIT`: the WAL's frames written and synced) took up to
+    /// each of [`COMMIT_MICROS_BOUNDS`] (not cumulative), then the overflow slot.
+    pub commit_micros: [u64; COMMIT_SLOTS],
+    /// Microseconds of all those commits.
+    pub commit_micros_sum: u64,
     /// The WAL's checkpoints, the checkpointer's and the writer's own.
     pub checkpoints: CheckpointStats,
 }
@@ -333,6 +358,8 @@ struct Counters {
     last_group_size: AtomicU64,
     max_group_size: AtomicU64,
     group_sizes: [AtomicU64; GROUP_SIZE_SLOTS],
+    commit_micros: [AtomicU64; COMMIT_SLOTS],
+    commit_micros_sum: AtomicU64,
 }
 
 pub(super) struct WriterHandle {
@@ -428,6 +455,10 @@ impl WriterHandle {
             group_sizes: std::array::from_fn(|slot| {
                 self.counters.group_sizes[slot].load(Ordering::Relaxed)
             }),
+            commit_micros: std::array::from_fn(|slot| {
+                self.counters.commit_micros[slot].load(Ordering::Relaxed)
+            }),
+            commit_micros_sum: self.counters.commit_micros_sum.load(Ordering::Relaxed),
             checkpoints: CheckpointStats {
                 passes: self.checkpoints.passes.load(Ordering::Relaxed),
                 pass_micros: self.checkpoints.pass_micros.load(Ordering::Relaxed),
@@ -522,12 +553,8 @@ fn serve_jobs(
         counters.jobs.fetch_add(size, Ordering::Relaxed);
         counters.last_group_size.store(size, Ordering::Relaxed);
         counters.max_group_size.fetch_max(size, Ordering::Relaxed);
-        let slot = GROUP_SIZE_BOUNDS
-            .iter()
-            .position(|&bound| size <= bound)
-            .unwrap_or(GROUP_SIZE_BOUNDS.len());
-        counters.group_sizes[slot].fetch_add(1, Ordering::Relaxed);
-        let failed = run_group(conn, group);
+        counters.group_sizes[slot_of(GROUP_SIZE_BOUNDS, size)].fetch_add(1, Ordering::Relaxed);
+        let failed = run_group(conn, group, counters);
         *last_commit
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(LastCommit {
@@ -624,7 +651,11 @@ fn checkpoint_if_due(
 
 /// Runs one group; `None` when it committed, else why not (with the storage fault when
 /// the cause is known to be one).
-fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<StorageFault>> {
+fn run_group(
+    conn: &Connection,
+    mut jobs: Vec<Box<dyn Job>>,
+    counters: &Counters,
+) -> Option<Option<StorageFault>> {
     let mut failures: Vec<Option<GroupFailure>> = vec![None; jobs.len()];
     let mut succeeded = vec![false; jobs.len()];
     // The deferral the group's earlier jobs collected into, if any.
@@ -764,7 +795,7 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
         Some(group) if group.pending() => group.write(conn),
         _ => Ok(()),
     }
-    .and_then(|()| control(conn, "COMMIT"));
+    .and_then(|()| commit(conn, counters));
     if let Err(e) = committed {
         let failure = GroupFailure::of(format!("commit failed: {e}"), &e);
         if let Some(repeats) = COMMIT_FAILED.admit() {
@@ -787,6 +818,19 @@ fn run_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) -> Option<Option<St
     }
     finish_with(jobs, failures);
     outcome
+}
+
+/// Commits the group's transaction, timed into the commit-time histogram (a failed commit
+/// too: its time is the disk's as well).
+fn commit(conn: &Connection, counters: &Counters) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    let committed = control(conn, "COMMIT");
+    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    counters.commit_micros[slot_of(COMMIT_MICROS_BOUNDS, micros)].fetch_add(1, Ordering::Relaxed);
+    counters
+        .commit_micros_sum
+        .fetch_add(micros, Ordering::Relaxed);
+    committed
 }
 
 /// Runs one of the group's transaction and savepoint statements, prepared once: parsed for
@@ -818,5 +862,24 @@ fn requests_of(jobs: &[Box<dyn Job>]) -> String {
 fn finish_with(jobs: Vec<Box<dyn Job>>, failures: Vec<Option<GroupFailure>>) {
     for (job, failure) in jobs.into_iter().zip(failures) {
         job.finish(failure.as_ref());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{COMMIT_MICROS_BOUNDS, GROUP_SIZE_BOUNDS, slot_of};
+
+    #[test]
+    fn a_value_lands_in_the_first_bound_it_does_not_exceed_or_past_them_all() {
+        assert_eq!(slot_of(GROUP_SIZE_BOUNDS, 1), 0);
+        assert_eq!(slot_of(GROUP_SIZE_BOUNDS, 3), 2);
+        assert_eq!(slot_of(GROUP_SIZE_BOUNDS, 4), 2);
+        assert_eq!(slot_of(COMMIT_MICROS_BOUNDS, 0), 0);
+        assert_eq!(slot_of(COMMIT_MICROS_BOUNDS, 101), 1);
+        assert_eq!(slot_of(COMMIT_MICROS_BOUNDS, 1_000_000), 11);
+        assert_eq!(
+            slot_of(COMMIT_MICROS_BOUNDS, 1_000_001),
+            COMMIT_MICROS_BOUNDS.len()
+        );
     }
 }
