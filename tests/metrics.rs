@@ -183,8 +183,8 @@ fn outbox_depth_and_oldest_age_come_from_the_database() {
     assert!((90.0..120.0).contains(&age), "oldest pending age {age}");
 }
 
-#[test]
-fn writer_group_sizes_are_a_histogram() {
+/// A server with the basic setup and a source `s` without a secret on channel `web`.
+fn server_with_open_source() -> TestServer {
     let server = TestServer::start();
     basic_setup(&server.db.path);
     lr(
@@ -192,14 +192,25 @@ fn writer_group_sizes_are_a_histogram() {
         "source create --channel web --name Web --id s --no-secret",
     )
     .json();
-    // Each lead is one job through the writer.
-    for n in 0..4 {
+    server
+}
+
+/// Posts `count` new leads one after another (external ids `{prefix}0`, `{prefix}1`, …),
+/// each answered 201: each one job through the writer, committed before its answer.
+fn post_leads(server: &TestServer, prefix: &str, count: usize) {
+    for n in 0..count {
         let reply = server.post_json(
             "/api/webhooks/channels/web/sources/s/leads",
-            &serde_json::json!({"externalId": format!("g{n}"), "firstName": "A", "lastName": "B"}),
+            &serde_json::json!({"externalId": format!("{prefix}{n}"), "firstName": "A", "lastName": "B"}),
         );
         assert_eq!(reply.status, 201, "{}", reply.text);
     }
+}
+
+#[test]
+fn writer_group_sizes_are_a_histogram() {
+    let server = server_with_open_source();
+    post_leads(&server, "g", 4);
     let scrape = scrape(&server);
     let groups = scrape.value("leadrelay_db_write_group_size_count");
     let jobs = scrape.value("leadrelay_db_write_group_size_sum");
@@ -214,23 +225,11 @@ fn writer_group_sizes_are_a_histogram() {
 
 #[test]
 fn every_group_commit_is_timed_into_a_histogram() {
-    let server = TestServer::start();
-    basic_setup(&server.db.path);
-    lr(
-        &server,
-        "source create --channel web --name Web --id s --no-secret",
-    )
-    .json();
+    let server = server_with_open_source();
     let before = scrape(&server);
     let commits_before = before.value("leadrelay_db_commit_seconds_count");
     // Each answered lead was committed: three leads one after another are three commits.
-    for n in 0..3 {
-        let reply = server.post_json(
-            "/api/webhooks/channels/web/sources/s/leads",
-            &serde_json::json!({"externalId": format!("c{n}"), "firstName": "A", "lastName": "B"}),
-        );
-        assert_eq!(reply.status, 201, "{}", reply.text);
-    }
+    post_leads(&server, "c", 3);
     let after = scrape(&server);
     let commits = after.value("leadrelay_db_commit_seconds_count");
     assert!(
