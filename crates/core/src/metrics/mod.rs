@@ -17,7 +17,8 @@ mod text;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
-pub(crate) use instruments::{Histogram, HistogramReading, LabelledCounter};
+pub(crate) use instruments::LabelledCounter;
+pub use leadrelay_rules::histogram::{Histogram, HistogramReading};
 pub(crate) use process::ProcessStats;
 pub use text::CONTENT_TYPE;
 
@@ -495,12 +496,12 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         "histogram",
         "Write jobs committed together in one group transaction (one fsync).",
     );
-    let reading = HistogramReading::from_counts(
-        crate::db::GROUP_SIZE_BOUNDS,
+    w.histogram(
+        "leadrelay_db_write_group_size",
+        &[],
         &writer.group_sizes,
-        writer.jobs,
+        1.0,
     );
-    w.histogram("leadrelay_db_write_group_size", &[], &reading, 1.0);
     w.family(
         "leadrelay_db_write_group_size_max",
         "gauge",
@@ -517,12 +518,12 @@ fn render_gauges(w: &mut TextWriter, gauges: &Gauges) {
         "Time of a group transaction's commit: its WAL frames written and synced, which every \
          job of the group waits for.",
     );
-    let reading = HistogramReading::from_counts(
-        crate::db::COMMIT_MICROS_BOUNDS,
+    w.histogram(
+        "leadrelay_db_commit_seconds",
+        &[],
         &writer.commit_micros,
-        writer.commit_micros_sum,
+        1e6,
     );
-    w.histogram("leadrelay_db_commit_seconds", &[], &reading, 1e6);
     w.family(
         "leadrelay_db_write_queue_depth",
         "gauge",

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::instruments::HistogramReading;
+use super::HistogramReading;
 
 /// The `Content-Type` of a scrape answer.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

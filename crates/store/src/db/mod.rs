@@ -28,8 +28,7 @@ use rusqlite::Connection;
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
 pub use statements::{KeptStatement, PrepareKept};
 pub use writer::{
-    COMMIT_MICROS_BOUNDS, CheckpointStats, Deferred, GROUP_SIZE_BOUNDS, LastCommit,
-    MAX_QUEUED_WRITES, Undo, WriterStats, running_job,
+    CheckpointStats, Deferred, LastCommit, MAX_QUEUED_WRITES, Undo, WriterStats, running_job,
 };
 
 /// How long a connection waits for another process's write lock (the server's writer

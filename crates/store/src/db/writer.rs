@@ -38,6 +38,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use leadrelay_rules::histogram::{Histogram, HistogramReading};
 use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
@@ -280,33 +281,18 @@ where
 
 /// Upper bounds of the group-size histogram in [`WriterStats::group_sizes`]; powers of two
 /// up to [`MAX_GROUP`], so no group lands in the overflow slot.
-pub const GROUP_SIZE_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
-
-/// Slots of the group-size histogram: one per bound plus the overflow slot.
-const GROUP_SIZE_SLOTS: usize = GROUP_SIZE_BOUNDS.len() + 1;
+const GROUP_SIZE_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 
 /// Upper bounds, in microseconds, of the commit-time histogram in
 /// [`WriterStats::commit_micros`]: from a tenth of a millisecond (a WAL sync on a fast disk)
 /// to a second (a disk that stalls). Every job of a group waits for its commit, so this is
 /// the part of a write's latency the disk sets, apart from the jobs' own work.
-pub const COMMIT_MICROS_BOUNDS: &[u64] = &[
+const COMMIT_MICROS_BOUNDS: &[u64] = &[
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
 ];
 
-/// Slots of the commit-time histogram: one per bound plus the overflow slot.
-const COMMIT_SLOTS: usize = COMMIT_MICROS_BOUNDS.len() + 1;
-
-/// The slot of `value` in a histogram over `bounds` (ascending upper bounds, inclusive):
-/// the first bound it does not exceed, else the overflow slot after them.
-fn slot_of(bounds: &[u64], value: u64) -> usize {
-    bounds
-        .iter()
-        .position(|&bound| value <= bound)
-        .unwrap_or(bounds.len())
-}
-
 /// Counters of the writer, for health and metrics.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone)]
 pub struct WriterStats {
     /// Jobs handed to the writer; `submitted - jobs` is the queue depth.
     pub submitted: u64,
@@ -320,16 +306,32 @@ pub struct WriterStats {
     pub jobs: u64,
     pub last_group_size: u64,
     pub max_group_size: u64,
-    /// How many groups had a size up to each of [`GROUP_SIZE_BOUNDS`] (not cumulative),
-    /// then the overflow slot.
-    pub group_sizes: [u64; GROUP_SIZE_SLOTS],
-    /// How many group commits (`COMMIT`: the WAL's frames written and synced) took up to
-    /// each of [`COMMIT_MICROS_BOUNDS`] (not cumulative), then the overflow slot.
-    pub commit_micros: [u64; COMMIT_SLOTS],
-    /// Microseconds of all those commits.
-    pub commit_micros_sum: u64,
+    /// The groups' sizes in jobs, over [`GROUP_SIZE_BOUNDS`].
+    pub group_sizes: HistogramReading,
+    /// The group commits' times (`COMMIT`: the WAL's frames written and synced) in
+    /// microseconds, over [`COMMIT_MICROS_BOUNDS`].
+    pub commit_micros: HistogramReading,
     /// The WAL's checkpoints, the checkpointer's and the writer's own.
     pub checkpoints: CheckpointStats,
+}
+
+impl Default for WriterStats {
+    /// A writer that has run nothing yet.
+    fn default() -> WriterStats {
+        WriterStats {
+            submitted: 0,
+            refused: 0,
+            queued: 0,
+            capacity: 0,
+            groups: 0,
+            jobs: 0,
+            last_group_size: 0,
+            max_group_size: 0,
+            group_sizes: Histogram::new(GROUP_SIZE_BOUNDS).read(),
+            commit_micros: Histogram::new(COMMIT_MICROS_BOUNDS).read(),
+            checkpoints: CheckpointStats::default(),
+        }
+    }
 }
 
 /// Counters of the WAL checkpoints (`db::checkpoint`), for metrics.
@@ -349,7 +351,6 @@ pub struct CheckpointStats {
     pub wal_restarts: u64,
 }
 
-#[derive(Default)]
 struct Counters {
     submitted: AtomicU64,
     refused: AtomicU64,
@@ -357,9 +358,23 @@ struct Counters {
     jobs: AtomicU64,
     last_group_size: AtomicU64,
     max_group_size: AtomicU64,
-    group_sizes: [AtomicU64; GROUP_SIZE_SLOTS],
-    commit_micros: [AtomicU64; COMMIT_SLOTS],
-    commit_micros_sum: AtomicU64,
+    group_sizes: Histogram,
+    commit_micros: Histogram,
+}
+
+impl Counters {
+    fn new() -> Counters {
+        Counters {
+            submitted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            groups: AtomicU64::new(0),
+            jobs: AtomicU64::new(0),
+            last_group_size: AtomicU64::new(0),
+            max_group_size: AtomicU64::new(0),
+            group_sizes: Histogram::new(GROUP_SIZE_BOUNDS),
+            commit_micros: Histogram::new(COMMIT_MICROS_BOUNDS),
+        }
+    }
 }
 
 pub(super) struct WriterHandle {
@@ -383,7 +398,7 @@ impl WriterHandle {
         checkpoints: Arc<checkpoint::Counters>,
     ) -> Result<WriterHandle, DbError> {
         let (sender, receiver) = mpsc::channel();
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(Counters::new());
         let last_commit = Arc::new(Mutex::new(None));
         let thread_counters = counters.clone();
         let thread_last_commit = last_commit.clone();
@@ -452,13 +467,8 @@ impl WriterHandle {
             jobs: self.counters.jobs.load(Ordering::Relaxed),
             last_group_size: self.counters.last_group_size.load(Ordering::Relaxed),
             max_group_size: self.counters.max_group_size.load(Ordering::Relaxed),
-            group_sizes: std::array::from_fn(|slot| {
-                self.counters.group_sizes[slot].load(Ordering::Relaxed)
-            }),
-            commit_micros: std::array::from_fn(|slot| {
-                self.counters.commit_micros[slot].load(Ordering::Relaxed)
-            }),
-            commit_micros_sum: self.counters.commit_micros_sum.load(Ordering::Relaxed),
+            group_sizes: self.counters.group_sizes.read(),
+            commit_micros: self.counters.commit_micros.read(),
             checkpoints: CheckpointStats {
                 passes: self.checkpoints.passes.load(Ordering::Relaxed),
                 pass_micros: self.checkpoints.pass_micros.load(Ordering::Relaxed),
@@ -553,7 +563,7 @@ fn serve_jobs(
         counters.jobs.fetch_add(size, Ordering::Relaxed);
         counters.last_group_size.store(size, Ordering::Relaxed);
         counters.max_group_size.fetch_max(size, Ordering::Relaxed);
-        counters.group_sizes[slot_of(GROUP_SIZE_BOUNDS, size)].fetch_add(1, Ordering::Relaxed);
+        counters.group_sizes.observe(size);
         let failed = run_group(conn, group, counters);
         *last_commit
             .lock()
@@ -826,10 +836,7 @@ fn commit(conn: &Connection, counters: &Counters) -> rusqlite::Result<()> {
     let started = std::time::Instant::now();
     let committed = control(conn, "COMMIT");
     let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    counters.commit_micros[slot_of(COMMIT_MICROS_BOUNDS, micros)].fetch_add(1, Ordering::Relaxed);
-    counters
-        .commit_micros_sum
-        .fetch_add(micros, Ordering::Relaxed);
+    counters.commit_micros.observe(micros);
     committed
 }
 
@@ -862,24 +869,5 @@ fn requests_of(jobs: &[Box<dyn Job>]) -> String {
 fn finish_with(jobs: Vec<Box<dyn Job>>, failures: Vec<Option<GroupFailure>>) {
     for (job, failure) in jobs.into_iter().zip(failures) {
         job.finish(failure.as_ref());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{COMMIT_MICROS_BOUNDS, GROUP_SIZE_BOUNDS, slot_of};
-
-    #[test]
-    fn a_value_lands_in_the_first_bound_it_does_not_exceed_or_past_them_all() {
-        assert_eq!(slot_of(GROUP_SIZE_BOUNDS, 1), 0);
-        assert_eq!(slot_of(GROUP_SIZE_BOUNDS, 3), 2);
-        assert_eq!(slot_of(GROUP_SIZE_BOUNDS, 4), 2);
-        assert_eq!(slot_of(COMMIT_MICROS_BOUNDS, 0), 0);
-        assert_eq!(slot_of(COMMIT_MICROS_BOUNDS, 101), 1);
-        assert_eq!(slot_of(COMMIT_MICROS_BOUNDS, 1_000_000), 11);
-        assert_eq!(
-            slot_of(COMMIT_MICROS_BOUNDS, 1_000_001),
-            COMMIT_MICROS_BOUNDS.len()
-        );
     }
 }
