@@ -23,20 +23,15 @@ esac
 # shellcheck source=bench/lib.sh
 source "$(dirname "$0")/lib.sh" instructions valgrind
 
-j() { python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
-"$BIN" init >/dev/null
-ws="$("$BIN" --json workspace create --name Bench | j)"
-ch="$("$BIN" --json channel create --workspace "$ws" --name Web --auto-delivery off | j)"
-src="$("$BIN" --json source create --channel "$ch" --name Load --no-secret | j)"
+plain_setup "$BIN" "$LEADRELAY_DB"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-extra=()
-"$BIN" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
-"$BIN" serve --help | grep -q -- --portal-listen && extra+=(--portal-listen off)
+listener_flags "$BIN"
 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$WORK/cg.out" \
-  "$BIN" serve --listen "127.0.0.1:$port" --rate-limit 0 "${extra[@]}" >"$WORK/serve.log" 2>&1 &
+  "$BIN" --db "$LEADRELAY_DB" serve --listen "127.0.0.1:$port" --rate-limit 0 \
+  "${LISTENER_FLAGS[@]}" >"$WORK/serve.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 600); do curl -fs "http://127.0.0.1:$port/api/health" >/dev/null && break; sleep 0.2; done
-url="http://127.0.0.1:$port/api/webhooks/channels/$ch/sources/$src/leads"
+url="http://127.0.0.1:$port$LEADS_PATH"
 groups() { curl -fs "http://127.0.0.1:$port/metrics" | awk '/^leadrelay_db_write_group_size_count/ {print $2}'; }
 python3 "$BENCH_DIR/send_leads.py" "$url" "$WARM" "$CONNECTIONS" "$batch" warm >/dev/null
 before="$(groups)"

@@ -2,7 +2,8 @@
 # bench/storage.sh, bench/purge.sh, bench/ping.sh, bench/alerts.sh): sourced, not run. Sets
 # ROOT, BENCH_DIR, BIN, WORK and LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the
 # server and wrk and removes WORK (kept with KEEP=1), and defines reference_bin, bench_setup,
-# start_server, stop_server and cpu_ticks.
+# start_server, stop_server and cpu_ticks, and for comparing any two builds plain_setup,
+# listener_flags and start_build.
 #
 #   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
 #
@@ -99,6 +100,42 @@ start_server() {
     sleep 0.05
   done
   [ -n "$URL" ] || { echo "server did not start" >&2; cat "$WORK/$name.log" >&2; exit 1; }
+}
+
+# A fresh file $2 for build $1 (a binary) with one workspace, a channel without
+# auto-delivery and a source without a secret, for plain ingest; sets LEADS_PATH. Only
+# commands and flags every build since the first has, so that any two builds compare.
+plain_setup() {
+  local bin="$1" db="$2" ws ch src
+  rm -f "$db" "$db-wal" "$db-shm"
+  id() { python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
+  "$bin" --db "$db" init >/dev/null
+  ws="$("$bin" --db "$db" --json workspace create --name Bench | id)"
+  ch="$("$bin" --db "$db" --json channel create --workspace "$ws" --name Web --auto-delivery off | id)"
+  src="$("$bin" --db "$db" --json source create --channel "$ch" --name Load --no-secret | id)"
+  LEADS_PATH="/api/webhooks/channels/$ch/sources/$src/leads"
+}
+
+# Sets LISTENER_FLAGS to the `serve` flags that turn off build $1's console and portal
+# listeners, where the build has them (older builds have neither).
+listener_flags() {
+  LISTENER_FLAGS=()
+  "$1" serve --help | grep -q -- --console-listen && LISTENER_FLAGS=(--console-listen off)
+  "$1" serve --help | grep -q -- --portal-listen && LISTENER_FLAGS+=(--portal-listen off)
+  return 0
+}
+
+# Starts build $1's `serve` on file $2 and a free port, with flags every build has (stdout
+# and log in $WORK/serve.out, .log); waits for its health answer; sets SERVER_PID and URL.
+start_build() {
+  local bin="$1" db="$2" port
+  listener_flags "$bin"
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  RUST_LOG="${SERVER_LOG:-warn}" "$bin" --db "$db" serve --listen "127.0.0.1:$port" --rate-limit 0 \
+    "${LISTENER_FLAGS[@]}" >"$WORK/serve.out" 2>"$WORK/serve.log" &
+  SERVER_PID=$!
+  URL="http://127.0.0.1:$port"
+  for _ in $(seq 200); do curl -fs "$URL/api/health" >/dev/null && break; sleep 0.05; done
 }
 
 # Stops the server (it checkpoints the WAL on the way out).

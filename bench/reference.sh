@@ -45,45 +45,22 @@ fi
 (cd "$ROOT" && cargo build --release --quiet --example ceiling)
 CEILING="$ROOT/target/release/examples/ceiling"
 
-# A fresh file for $1 (a binary) with one workspace, a channel without auto-delivery and a
-# source without a secret; sets DB and LEADS_PATH. Only commands and flags every build since
-# the first has.
-setup() {
-  local bin="$1"
-  DB="$WORK/run.db"
-  rm -f "$DB" "$DB-wal" "$DB-shm"
-  id() { python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
-  "$bin" --db "$DB" init >/dev/null
-  local ws ch src
-  ws="$("$bin" --db "$DB" --json workspace create --name Bench | id)"
-  ch="$("$bin" --db "$DB" --json channel create --workspace "$ws" --name Web --auto-delivery off | id)"
-  src="$("$bin" --db "$DB" --json source create --channel "$ch" --name Load --no-secret | id)"
-  LEADS_PATH="/api/webhooks/channels/$ch/sources/$src/leads"
-}
-
 # Runs one load of build $1 (new|ref) with BENCH_BATCH=$2 on $3 connections; prints
 # "build batch rate p99 cpu" (rate: leads/s; cpu: the server's µs of CPU per lead).
 run_one() {
-  local which="$1" batch="$2" connections="$3" bin port out
+  local which="$1" batch="$2" connections="$3" bin out
   bin="$NEW_BIN"; [ "$which" = ref ] && bin="$REF_BIN"
-  setup "$bin"
+  plain_setup "$bin" "$WORK/run.db"
   # The previous load's and the ceiling's files leave dirty pages (and, with deleted files,
   # discards) that the kernel writes back during the next load, whichever build it is:
   # every load starts on a disk that has written them.
   sync
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  local extra=()
-  "$bin" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
-  "$bin" serve --help | grep -q -- --portal-listen && extra+=(--portal-listen off)
-  RUST_LOG=warn "$bin" --db "$DB" serve --listen "127.0.0.1:$port" --rate-limit 0 "${extra[@]}" \
-    >"$WORK/serve.out" 2>"$WORK/serve.log" &
-  SERVER_PID=$!
-  for _ in $(seq 200); do curl -fs "http://127.0.0.1:$port/api/health" >/dev/null && break; sleep 0.05; done
+  start_build "$bin" "$WORK/run.db"
   out="$WORK/wrk.txt"
   local ticks_before ticks_after
   ticks_before="$(cpu_ticks "$SERVER_PID")"
   BENCH_BATCH="$batch" BENCH_KEYS="$KEYS" wrk -t "$WRK_THREADS" -c "$connections" -d "$DURATION" --latency \
-    -s "$BENCH_DIR/plain.lua" "http://127.0.0.1:$port$LEADS_PATH" >"$out"
+    -s "$BENCH_DIR/plain.lua" "$URL$LEADS_PATH" >"$out"
   ticks_after="$(cpu_ticks "$SERVER_PID")"
   stop_server
   awk -v w="$which" -v b="$batch" -v ticks=$((ticks_after - ticks_before)) -v hz="$(getconf CLK_TCK)" \

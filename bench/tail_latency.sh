@@ -37,24 +37,10 @@ fi
 
 # One load of binary $1: prints "name rate p99 ckpt_n ckpt_s writer_n writer_s restarts cpu syncs".
 run_one() {
-  local bin="$1" db="$WORK/tail.db" id ws ch src before after
-  rm -f "$db" "$db-wal" "$db-shm"
-  id() { python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
-  "$bin" --db "$db" init >/dev/null
-  ws="$("$bin" --db "$db" --json workspace create --name Bench | id)"
-  ch="$("$bin" --db "$db" --json channel create --workspace "$ws" --name Web --auto-delivery off | id)"
-  src="$("$bin" --db "$db" --json source create --channel "$ch" --name Load --no-secret | id)"
+  local bin="$1" before after tracer=""
+  plain_setup "$bin" "$WORK/tail.db"
   sync
-  # Only flags every build since the first has, and the listeners a build has turned off.
-  local port extra=() tracer=""
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  "$bin" serve --help | grep -q -- --console-listen && extra=(--console-listen off)
-  "$bin" serve --help | grep -q -- --portal-listen && extra+=(--portal-listen off)
-  "$bin" --db "$db" serve --listen "127.0.0.1:$port" --rate-limit 0 "${extra[@]}" \
-    >"$WORK/serve.out" 2>"$WORK/serve.log" &
-  SERVER_PID=$!
-  URL="http://127.0.0.1:$port"
-  for _ in $(seq 200); do curl -fs "$URL/api/health" >/dev/null && break; sleep 0.05; done
+  start_build "$bin" "$WORK/tail.db"
   before="$(thread_cpu_ticks "$SERVER_PID" db-checkpoint)"
   if [ "$TRACE" = 1 ]; then
     perf record -q -e 'syscalls:sys_enter_f*sync' -e 'syscalls:sys_exit_f*sync' \
@@ -62,7 +48,7 @@ run_one() {
     tracer=$!
   fi
   BENCH_BATCH=1 BENCH_KEYS=sequential wrk -t 2 -c "$CONNECTIONS" -d "$DURATION" --latency \
-    -s "$BENCH_DIR/plain.lua" "$URL/api/webhooks/channels/$ch/sources/$src/leads" >"$WORK/wrk.txt"
+    -s "$BENCH_DIR/plain.lua" "$URL$LEADS_PATH" >"$WORK/wrk.txt"
   after="$(thread_cpu_ticks "$SERVER_PID" db-checkpoint)"
   curl -fs "$URL/metrics" >"$WORK/metrics.txt"
   [ -z "$tracer" ] || wait "$tracer" 2>/dev/null || true
