@@ -302,6 +302,7 @@ pub struct WriterStats {
     pub queued: u64,
     /// The most request jobs queued or running at once.
     pub capacity: u64,
+    /// Groups run, and the jobs in them: [`Self::group_sizes`]'s count and sum.
     pub groups: u64,
     pub jobs: u64,
     pub last_group_size: u64,
@@ -354,8 +355,6 @@ pub struct CheckpointStats {
 struct Counters {
     submitted: AtomicU64,
     refused: AtomicU64,
-    groups: AtomicU64,
-    jobs: AtomicU64,
     last_group_size: AtomicU64,
     max_group_size: AtomicU64,
     group_sizes: Histogram,
@@ -367,8 +366,6 @@ impl Counters {
         Counters {
             submitted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
-            groups: AtomicU64::new(0),
-            jobs: AtomicU64::new(0),
             last_group_size: AtomicU64::new(0),
             max_group_size: AtomicU64::new(0),
             group_sizes: Histogram::new(GROUP_SIZE_BOUNDS),
@@ -458,16 +455,17 @@ impl WriterHandle {
     }
 
     pub(super) fn stats(&self) -> WriterStats {
+        let group_sizes = self.counters.group_sizes.read();
         WriterStats {
             submitted: self.counters.submitted.load(Ordering::Relaxed),
             refused: self.counters.refused.load(Ordering::Relaxed),
             queued: (self.capacity - self.places.available_permits()) as u64,
             capacity: self.capacity as u64,
-            groups: self.counters.groups.load(Ordering::Relaxed),
-            jobs: self.counters.jobs.load(Ordering::Relaxed),
+            groups: group_sizes.count,
+            jobs: group_sizes.sum,
             last_group_size: self.counters.last_group_size.load(Ordering::Relaxed),
             max_group_size: self.counters.max_group_size.load(Ordering::Relaxed),
-            group_sizes: self.counters.group_sizes.read(),
+            group_sizes,
             commit_micros: self.counters.commit_micros.read(),
             checkpoints: CheckpointStats {
                 passes: self.checkpoints.passes.load(Ordering::Relaxed),
@@ -559,11 +557,9 @@ fn serve_jobs(
         let size = group.len() as u64;
         // Counted before the group runs: its jobs are answered inside `run_group`, and a
         // caller that has its answer must find its group in the statistics.
-        counters.groups.fetch_add(1, Ordering::Relaxed);
-        counters.jobs.fetch_add(size, Ordering::Relaxed);
+        counters.group_sizes.observe(size);
         counters.last_group_size.store(size, Ordering::Relaxed);
         counters.max_group_size.fetch_max(size, Ordering::Relaxed);
-        counters.group_sizes.observe(size);
         let failed = run_group(conn, group, counters);
         *last_commit
             .lock()
