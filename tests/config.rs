@@ -416,6 +416,51 @@ fn the_running_server_sees_a_change_on_its_next_request() {
 }
 
 #[test]
+fn the_running_server_takes_the_next_lead_on_the_products_as_changed() {
+    let server = TestServer::start_with(TempDb::new(), fast_options());
+    basic_setup(&server);
+    source(&server, "web", "src", "--no-secret --dedupe-fields none");
+    let post = |lead: Value| server.post_json(INGEST, &lead);
+    let with_roof = |n: usize, roof: &str| {
+        let mut lead = simple_lead(n);
+        lead["fieldValues"] = json!({"roof": roof});
+        lead
+    };
+    // The first lead leaves the source and the workspace's products kept by the server.
+    assert_eq!(post(with_roof(1, "flat")).status, 201);
+
+    // A field made required and its values narrowed: the next lead is judged by them.
+    lr(&server, "product update solar --field 'roof:required=tile'").json();
+    let refused = post(simple_lead(2));
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("fieldValues"), "{}", refused.text);
+    let refused = post(with_roof(3, "flat"));
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert_eq!(post(with_roof(4, "tile")).status, 201);
+
+    // A product created now takes leads at once.
+    lr(
+        &server,
+        "product create --workspace ws --slug heat --name Heat --id heat",
+    )
+    .json();
+    let mut heat = simple_lead(5);
+    heat["productSlug"] = json!("heat");
+    let taken = post(heat.clone());
+    assert_eq!(taken.status, 201, "{}", taken.text);
+
+    // An archived one takes none: it has leads, so deleting it archives it.
+    assert_eq!(
+        lr(&server, "product delete heat").json()["outcome"],
+        "archived"
+    );
+    heat["email"] = json!("ada6@example.org");
+    let refused = post(heat);
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("unknown_product"), "{}", refused.text);
+}
+
+#[test]
 fn subscriptions_are_created_once_changed_in_part_and_ended() {
     let db = TempDb::new();
     basic_setup(&db);

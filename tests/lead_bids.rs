@@ -72,6 +72,37 @@ fn of<'a>(bids: &'a [Value], buyer: &str) -> &'a Value {
 }
 
 #[test]
+fn a_bid_priced_subscription_made_while_serving_is_asked_from_the_next_lead_on() {
+    let receiver = Receiver::start();
+    let server = TestServer::start();
+    market(&server, &receiver);
+    // The first lead leaves the source and its products kept by the server, from a time
+    // when nobody bid on `solar`.
+    let first = post(
+        &server,
+        &complete_lead("lead-1", "ann@example.org", "+49 30 123456"),
+    );
+    assert_eq!(delivered(&show(&server, &first)).0, "sunco");
+
+    bidder(
+        &server.db,
+        &receiver,
+        "keen",
+        "--min-price 10 --max-price 40",
+    );
+    receiver.answer("/bid/keen", bid(json!(27.50), "keen-7"));
+    let second = post(
+        &server,
+        &complete_lead("lead-2", "bea@example.org", "+49 30 654321"),
+    );
+    assert_eq!(receiver.requests_to("/bid/keen").len(), 1);
+    assert_eq!(
+        delivered(&show(&server, &second)),
+        ("keen".into(), json!(27.5))
+    );
+}
+
+#[test]
 fn a_bid_above_the_fixed_price_wins_and_the_delivered_event_names_it() {
     let receiver = Receiver::start();
     let server = TestServer::start();

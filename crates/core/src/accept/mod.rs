@@ -181,8 +181,7 @@ async fn ingest_single(
     rules: &WorkspaceRules,
     item: Item,
 ) -> Result<Reply, IngestError> {
-    let catalog = handler::load_catalog(services.db, &target, std::slice::from_ref(&item))?;
-    let (mut lead, warnings) = match handler::prepare(item, &catalog) {
+    let (mut lead, warnings) = match handler::prepare(item, &rules.products) {
         Prepared::Valid(lead, warnings) => (*lead, warnings),
         Prepared::Invalid {
             problems, ping_id, ..
@@ -215,7 +214,13 @@ async fn ingest_single(
             handler::check_failed_problem("", &name),
         ]));
     }
-    let bids = bids::ask_for_bids(services, &target, &catalog, std::slice::from_ref(&lead)).await?;
+    let bids = bids::ask_for_bids(
+        services,
+        &target,
+        &rules.products,
+        std::slice::from_ref(&lead),
+    )
+    .await?;
     let outcome = write(services, target.clone(), vec![lead], bids)
         .await?
         .pop()
@@ -269,14 +274,13 @@ async fn ingest_batch(
     rules: &WorkspaceRules,
     items: Vec<Item>,
 ) -> Result<Reply, IngestError> {
-    let catalog = handler::load_catalog(services.db, &target, &items)?;
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(items.len());
     let mut valid = Vec::with_capacity(items.len());
     let mut valid_positions = Vec::with_capacity(items.len());
     let mut valid_warnings = Vec::with_capacity(items.len());
     let mut invalid_pings = Vec::new();
     for (position, item) in items.into_iter().enumerate() {
-        match handler::prepare(item, &catalog) {
+        match handler::prepare(item, &rules.products) {
             Prepared::Valid(lead, warnings) => {
                 valid_positions.push(position);
                 valid.push(*lead);
@@ -318,7 +322,7 @@ async fn ingest_batch(
     let invalid = answers.iter().filter(|a| a.is_some()).count();
     refuse_invalid(services, &target, invalid, invalid_pings).await?;
     if !valid.is_empty() {
-        let bids = bids::ask_for_bids(services, &target, &catalog, &valid).await?;
+        let bids = bids::ask_for_bids(services, &target, &rules.products, &valid).await?;
         let outcomes = write(services, target.clone(), valid, bids).await?;
         for ((position, outcome), warnings) in valid_positions
             .into_iter()

@@ -254,6 +254,16 @@ pub fn list(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// The live (not archived) products of `workspace_id`, in creation order.
+pub fn live_in(conn: &Connection, workspace_id: &str) -> rusqlite::Result<Vec<Product>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM products
+         WHERE workspace_id = ?1 AND archived_at IS NULL ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([workspace_id], from_row)?;
+    rows.collect()
+}
+
 /// Changes the given fields of product `id`; ingest validates against them from the next
 /// request on. A field that a subscription's filter names cannot be removed.
 pub fn update(

@@ -1,17 +1,17 @@
 //! The steps of one ingest request (SPEC.md 4.2 and 4.3) before its writer job, the
 //! pipeline of DESIGN.md section 2 up to the leads ready to store: admission (source and
-//! secret, [`admit`]), the products (`load_catalog`), validation, normalisation and quality
+//! secret, [`admit`]), validation against the kept products, normalisation and quality
 //! ([`prepare`]), the suppression list ([`suppressed`]) and the check steps
 //! ([`run_checks`]).
 //!
-//! Owns where each step runs: source lookup, product lookup and the suppression lookup on
+//! Owns where each step runs: source lookup (with the products) and the suppression lookup on
 //! the read pool, the rest on the request's task, never in a writer job. The order of the
 //! steps, the bids and the writer job are `accept`'s; the HTTP half (path, headers,
 //! reading the body, the status code) is `http::handlers::ingest`, which calls [`admit`]
 //! before it reads the body and `accept::ingest` after.
 
 use super::IngestError;
-use super::catalog::{self, Catalog, References};
+use super::catalog::Catalog;
 use super::kept::{Admission, Kept, WorkspaceRules};
 use super::problem::Problem;
 use super::quality;
@@ -103,22 +103,6 @@ fn authenticate(source: &Source, presented: &[&str]) -> Result<(), IngestError> 
         return Err(IngestError::SecretInvalid);
     }
     Ok(())
-}
-
-/// The products the items' interests name, read once for the whole request (on the
-/// request's task, as `find_source` explains).
-pub(crate) fn load_catalog(
-    db: &Db,
-    target: &Source,
-    items: &[Item],
-) -> Result<Catalog, IngestError> {
-    let references = References::of(items.iter().filter_map(|item| item.draft.as_ref()));
-    if references.is_empty() {
-        return Ok(Catalog::default());
-    }
-    db.read_blocking(|conn| {
-        catalog::load(conn, &target.workspace_id, &references).map_err(IngestError::from)
-    })
 }
 
 /// One item after validation: ready to store, or its problems.

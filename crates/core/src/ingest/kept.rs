@@ -1,6 +1,6 @@
 //! What ingest reads of its configuration for a request, kept between requests: the
 //! source (its row and its container's) and the rules of its workspace (the suppression
-//! list's key and action, the check steps with their secrets' values).
+//! list's key and action, the check steps with their secrets' values, the live products).
 //!
 //! Every ingest request names its source, and reading it (a join of `sources` and
 //! `containers`, 24 columns into a [`Source`]) cost 21,000 instructions of the request's
@@ -8,10 +8,13 @@
 //! check step's document parsed again) (callgrind, `bench/instructions.sh single`). What is
 //! kept must be what those reads would give now, whoever changed it: the CLI changes
 //! sources, lists and steps from its own process. So every lookup first reads
-//! `source_stamp` (one integer, migrations 31 and 32), which triggers in the file move on
-//! every change of a source, a container, a workspace's suppression action or key, a check
-//! step or its secret, in the same transaction as the change; what is kept is used only
-//! while the stamp is the one it was read under.
+//! `source_stamp` (one integer, migrations 31, 32 and 34), which triggers in the file move
+//! on every change of a source, a container, a workspace's suppression action or key, a
+//! check step or its secret, a product, or a subscription's pricing by bid, in the same
+//! transaction as the change; what is kept is used only while the stamp is the one it was
+//! read under. The products were a pooled read of each request that names one (most
+//! leads do: the product routes them), 9% of the server's samples under single leads with
+//! a product (`perf record`, BENCHMARKS.md).
 //!
 //! The stamp is read before the rest, each in its own implicit read transaction: what is
 //! read after the stamp is at least as new as the stamp says, so a change in between only
@@ -38,6 +41,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 
 use super::IngestError;
+use super::catalog::{self, Catalog};
 use crate::checks::run::Step;
 use crate::config::source::{self, Source};
 use crate::suppression::{self, Lookup};
@@ -57,6 +61,8 @@ pub struct WorkspaceRules {
     pub suppression: Option<Lookup>,
     /// The check steps, in name order.
     pub steps: Vec<Step>,
+    /// The live products, which a lead's interests name.
+    pub products: Catalog,
 }
 
 /// The sources and workspace rules read under one stamp.
@@ -94,6 +100,7 @@ impl Kept {
             suppression: suppression::lookup(conn, &source.workspace_id)?,
             steps: crate::checks::store::for_workspace(conn, &source.workspace_id)
                 .map_err(|e| IngestError::Internal(e.to_string()))?,
+            products: catalog::of_workspace(conn, &source.workspace_id)?,
         });
         let mut kept = self.lock();
         if kept.stamp != Some(stamp) {
@@ -297,6 +304,32 @@ mod tests {
 
         cli.execute_batch("DELETE FROM suppression_keys").unwrap();
         assert_eq!(action(&kept), None);
+    }
+
+    #[test]
+    fn the_workspace_products_follow_every_change_of_a_product() {
+        let (_dir, server, cli) = two_connections();
+        let kept = Kept::default();
+        let slugs = |kept: &Kept| {
+            let rules = kept.find(&server, &"src".into()).unwrap().unwrap().rules;
+            ["solar", "heat"].map(|slug| rules.products.by_slug(slug).map(|p| p.id.clone()))
+        };
+        assert_eq!(slugs(&kept), [None, None]);
+
+        cli.execute_batch(
+            "INSERT INTO products (id, workspace_id, slug, name, created_at)
+                 VALUES ('p1', 'ws', 'solar', 'Solar', 0)",
+        )
+        .unwrap();
+        assert_eq!(slugs(&kept), [Some("p1".into()), None]);
+
+        cli.execute_batch("UPDATE products SET slug = 'heat' WHERE id = 'p1'")
+            .unwrap();
+        assert_eq!(slugs(&kept), [None, Some("p1".into())]);
+
+        cli.execute_batch("UPDATE products SET archived_at = 1 WHERE id = 'p1'")
+            .unwrap();
+        assert_eq!(slugs(&kept), [None, None]);
     }
 
     #[test]

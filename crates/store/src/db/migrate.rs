@@ -123,6 +123,8 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0033_request_ids_text.sql"),
         then: Some(request_ids_as_text),
     },
+    // The same stamp for the workspaces' products and their bid-priced subscriptions.
+    sql(include_str!("../../migrations/0034_product_stamp.sql")),
 ];
 
 /// Migration 23's step: the transactions' CHECK was rewritten as in migration 22; the
