@@ -23,6 +23,17 @@ fn bid(price: Value, bid_id: &str) -> Answer {
     Answer::ok().json(&json!({"bid": price, "bidId": bid_id}))
 }
 
+/// Bid-priced buyer `keen` (10 to 40), bidding `price` as bid `keen-7`.
+fn keen_bids(server: &TestServer, receiver: &Receiver, price: f64) {
+    bidder(
+        &server.db,
+        receiver,
+        "keen",
+        "--min-price 10 --max-price 40",
+    );
+    receiver.answer("/bid/keen", bid(json!(price), "keen-7"));
+}
+
 /// Posts one lead; returns its answer's item.
 fn post(server: &TestServer, body: &Value) -> Value {
     let reply = server.post_json(LEADS, body);
@@ -84,13 +95,7 @@ fn a_bid_priced_subscription_made_while_serving_is_asked_from_the_next_lead_on()
     );
     assert_eq!(delivered(&show(&server, &first)).0, "sunco");
 
-    bidder(
-        &server.db,
-        &receiver,
-        "keen",
-        "--min-price 10 --max-price 40",
-    );
-    receiver.answer("/bid/keen", bid(json!(27.50), "keen-7"));
+    keen_bids(&server, &receiver, 27.50);
     let second = post(
         &server,
         &complete_lead("lead-2", "bea@example.org", "+49 30 654321"),
@@ -107,13 +112,7 @@ fn a_bid_above_the_fixed_price_wins_and_the_delivered_event_names_it() {
     let receiver = Receiver::start();
     let server = TestServer::start();
     market(&server, &receiver);
-    bidder(
-        &server.db,
-        &receiver,
-        "keen",
-        "--min-price 10 --max-price 40",
-    );
-    receiver.answer("/bid/keen", bid(json!(27.50), "keen-7"));
+    keen_bids(&server, &receiver, 27.50);
 
     let item = post(
         &server,
