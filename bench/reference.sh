@@ -11,7 +11,9 @@
 # (16 connections) against both builds, the two in alternating order (wrk, DURATION each),
 # then the ceiling (bench/ceiling.rs: leads written straight into SQLite at 16 and at 100 per
 # commit). It prints every run, then per build the median single-lead req/s with its p99, the
-# median batch leads/s with its p99, the server's CPU time (user + system) per lead, their
+# median batch leads/s with its p99, the server's CPU time (user + system) per lead with its
+# writer's and its checkpointer's share (a build that checkpoints inside its writer has none
+# apart) and the whole machine's (the load generator, the kernel's writeback threads), their
 # ratios to the ceilings and to the reference, with the commit of each build. The CPU time
 # per lead is the figure to compare when something else shares the cores.
 #
@@ -45,8 +47,14 @@ fi
 (cd "$ROOT" && cargo build --release --quiet --example ceiling)
 CEILING="$ROOT/target/release/examples/ceiling"
 
+# The machine's busy CPU ticks so far (all cores, every process and the kernel's threads:
+# what is neither idle nor waiting for the disk), from /proc/stat.
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
 # Runs one load of build $1 (new|ref) with BENCH_BATCH=$2 on $3 connections; prints
-# "build batch rate p99 cpu" (rate: leads/s; cpu: the server's µs of CPU per lead).
+# "build batch rate p99 cpu writer checkpointer machine" (rate: leads/s; the others µs of
+# CPU per lead: the server's, its writer thread's, its checkpointer thread's, and the whole
+# machine's with the load generator and the kernel's writeback threads).
 run_one() {
   local which="$1" batch="$2" connections="$3" bin out
   bin="$NEW_BIN"; [ "$which" = ref ] && bin="$REF_BIN"
@@ -57,15 +65,25 @@ run_one() {
   sync
   start_build "$bin" "$WORK/run.db"
   out="$WORK/wrk.txt"
-  local ticks_before ticks_after
+  local ticks_before ticks_after writer_before writer_after ckpt_before ckpt_after machine_before machine_after
   ticks_before="$(cpu_ticks "$SERVER_PID")"
+  writer_before="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
+  ckpt_before="$(thread_cpu_ticks "$SERVER_PID" db-checkpoint)"
+  machine_before="$(machine_ticks)"
   BENCH_BATCH="$batch" BENCH_KEYS="$KEYS" wrk -t "$WRK_THREADS" -c "$connections" -d "$DURATION" --latency \
     -s "$BENCH_DIR/plain.lua" "$URL$LEADS_PATH" >"$out"
+  machine_after="$(machine_ticks)"
   ticks_after="$(cpu_ticks "$SERVER_PID")"
+  writer_after="$(thread_cpu_ticks "$SERVER_PID" db-writer)"
+  ckpt_after="$(thread_cpu_ticks "$SERVER_PID" db-checkpoint)"
   stop_server
-  awk -v w="$which" -v b="$batch" -v ticks=$((ticks_after - ticks_before)) -v hz="$(getconf CLK_TCK)" \
+  awk -v w="$which" -v b="$batch" -v hz="$(getconf CLK_TCK)" \
+    -v ticks=$((ticks_after - ticks_before)) -v writer=$((writer_after - writer_before)) \
+    -v ckpt=$((ckpt_after - ckpt_before)) -v machine=$((machine_after - machine_before)) \
     '/Requests\/sec/ {r = $2} $1 == "99%" {p = $2} /requests in/ {n = $1}
-    END {printf "%s %s %.0f %s %.1f\n", w, b, r * b, p, ticks / hz * 1e6 / (n * b)}' "$out"
+    END {us = 1e6 / hz / (n * b)
+         printf "%s %s %.0f %s %.1f %.1f %.1f %.1f\n", w, b, r * b, p, ticks * us, writer * us,
+           ckpt * us, machine * us}' "$out"
 }
 
 results="$WORK/results.txt"
@@ -96,11 +114,13 @@ for which, name in (("new", sys.argv[3]), ("ref", sys.argv[4])):
         rate = statistics.median(float(r[2]) for r in mine)
         median[which, batch] = rate
         p99 = ", ".join(r[3] for r in mine)
-        cpu = statistics.median(float(r[4]) for r in mine)
+        cpu, writer, checkpointer, machine = (
+            statistics.median(float(r[i]) for r in mine) for i in (4, 5, 6, 7))
         median[which, batch, "cpu"] = cpu
         what = "single-lead" if batch == "1" else "batch-100"
         print(f"{name:>16} {what:>11}: {rate:8.0f} leads/s (median), p99 {p99}; "
-              f"{cpu:.1f} µs CPU per lead; ratio to the ceiling {rate / ceiling:.2f}")
+              f"{cpu:.1f} µs CPU per lead (writer {writer:.1f}, checkpointer {checkpointer:.1f}; "
+              f"the machine {machine:.1f}); ratio to the ceiling {rate / ceiling:.2f}")
 for batch in ("1", "100"):
     what = "single-lead" if batch == "1" else "batch-100"
     print(f"{what}: {sys.argv[3]} / {sys.argv[4]} = {median['new', batch] / median['ref', batch]:.2f}"
