@@ -4,8 +4,8 @@
 //! ([`prepare`]), the suppression list ([`suppressed`]) and the check steps
 //! ([`run_checks`]).
 //!
-//! Owns where each step runs: source lookup (with the products) and the suppression lookup on
-//! the read pool, the rest on the request's task, never in a writer job. The order of the
+//! Owns where each step runs: source lookup (with the products) and the suppression lookup
+//! on the read pool, the rest on the request's task, never in a writer job. The order of the
 //! steps, the bids and the writer job are `accept`'s; the HTTP half (path, headers,
 //! reading the body, the status code) is `http::handlers::ingest`, which calls [`admit`]
 //! before it reads the body and `accept::ingest` after.
