@@ -18,13 +18,20 @@
 //!   `buyer_health` and `cap_usage`, installed on the connection by the first [`kept`] read,
 //!   name each buyer whose row changed (or "all", for a change of the subscriptions or of a
 //!   buyer's id or workspace) to [`mark`], and only those buyers are read again, whoever
-//!   wrote (a delivery, a lifecycle call, the outbox's health, a ping's hold);
+//!   wrote (a delivery, a lifecycle call, the outbox's health, a ping's hold). The two
+//!   changes every delivery makes carry their new values instead, which are written into
+//!   the kept rows without reading them again: a buyer's `last_served_at` ([`served`]) and
+//!   its cap counters for a product ([`counted`]). Reading the served buyer's row again
+//!   for the next lead was 10% of an auto-delivered lead's job instructions (the join, its
+//!   parse, the two triggers' marks);
 //! - a rolled-back savepoint or transaction (the writer rolls back a failed job), which
-//!   undoes writes without a trigger: every change to what is kept writes a new stamp into a
-//!   temporary table, which the rollback undoes with the rest, and a stamp that no longer
-//!   matches drops everything kept. The triggers and the stamp table are created in the same
-//!   savepoint, so a rollback that undoes one undoes the other, and the next read installs
-//!   both again.
+//!   undoes writes without a trigger: every change to what is kept moves a stamp in a
+//!   temporary table by one (each read into the copy, and each trigger that carries a new
+//!   value, in the statement that fires it), and the copy counts the moves too; the
+//!   rollback undoes its moves with the rest, and a stamp behind the copy's count drops
+//!   everything kept. The triggers and the stamp table are created in the same savepoint,
+//!   so a rollback that undoes one undoes the other, and the next read installs both
+//!   again.
 //!
 //! On the writer these checks run once per job (`db::running_job`): inside a job nothing but
 //! its own writes can change what it reads, and the triggers mark those.
@@ -303,7 +310,7 @@ fn drop_all_if_marked(kept: &mut Kept) {
         let mut changed = changed.borrow_mut();
         if changed.all {
             kept.clear();
-            changed.take();
+            kept.stamp += changed.take().bumps;
         }
     });
 }
@@ -327,7 +334,16 @@ fn checked(conn: &Connection) -> rusqlite::Result<Kept> {
         None => install(conn)?,
     };
     let mut kept = KEPT.with(|kept| kept.take());
-    if kept.token != token || kept.stamp != stamp || kept.data_version != data_version {
+    // The stamps the triggers moved since the copy last counted them.
+    let pending = CHANGED.with(|changed| {
+        let changed = changed.borrow();
+        if changed.token == token {
+            changed.bumps
+        } else {
+            0
+        }
+    });
+    if kept.token != token || kept.stamp + pending != stamp || kept.data_version != data_version {
         kept = Kept {
             token,
             stamp,
@@ -350,7 +366,58 @@ fn refresh(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     let marks = CHANGED.with(|changed| changed.borrow_mut().take());
+    kept.stamp += marks.bumps;
     let key = (workspace_id.to_owned(), product_id.to_owned());
+    if !marks.all {
+        // Stamped already: by the triggers that carried the values.
+        patch(kept, &marks);
+    }
+    let refreshed = refresh_marked(conn, kept, marks, key);
+    if refreshed.is_err() {
+        // The patches may be in the copy without a stamp that a rollback would undo.
+        kept.clear();
+    }
+    refreshed
+}
+
+/// Writes the new values `marks` carry into every kept row they name, but a marked buyer's
+/// (read again).
+fn patch(kept: &mut Kept, marks: &Changed) {
+    for (buyer, at) in &marks.served {
+        if marks.buyers.contains(buyer) {
+            continue;
+        }
+        for row in kept.entries.values_mut().flatten() {
+            if row.buyer_id == *buyer {
+                Rc::make_mut(row).last_served_at = *at;
+            }
+        }
+    }
+    for ((buyer, product), counters) in &marks.counted {
+        if marks.buyers.contains(buyer) {
+            continue;
+        }
+        let rows = kept
+            .entries
+            .iter_mut()
+            .filter(|((_, kept_product), _)| kept_product == product);
+        for row in rows.flat_map(|(_, rows)| rows.iter_mut()) {
+            if row.buyer_id == *buyer {
+                Rc::make_mut(row).caps = *counters;
+            }
+        }
+    }
+}
+
+/// [`refresh`] after the patches: the marked buyers' rows read again, the rows of `key`
+/// read when none are kept, and the copy stamped when either was.
+fn refresh_marked(
+    conn: &Connection,
+    kept: &mut Kept,
+    marks: Changed,
+    key: (String, String),
+) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
+    let (workspace_id, product_id) = (key.0.as_str(), key.1.as_str());
     let mut modified = false;
     if marks.all {
         kept.clear();
@@ -367,15 +434,8 @@ fn refresh(
                     index += 1;
                     continue;
                 }
-                let fresh = read_one(conn, workspace_id, product_id, &rows[index].buyer_id);
-                let fresh = match fresh {
-                    Ok(fresh) => fresh,
-                    Err(e) => {
-                        // Not read again: drop the rows rather than keep them stale.
-                        kept.entries.remove(&key);
-                        return Err(e);
-                    }
-                };
+                // On an error nothing is kept ([`refresh`]).
+                let fresh = read_one(conn, workspace_id, product_id, &rows[index].buyer_id)?;
                 modified = true;
                 match fresh {
                     Some(fresh) => {
@@ -393,7 +453,7 @@ fn refresh(
         Some(rows) => rows.clone(),
         None => {
             let rows = read(conn, workspace_id, product_id)?;
-            kept.entries.insert(key, rows.clone());
+            kept.entries.insert(key.clone(), rows.clone());
             modified = true;
             rows
         }
@@ -408,15 +468,16 @@ fn refresh(
 /// savepoint's) writes, and the new stamp is written in it, so that rolling it back shows.
 /// On an error nothing is kept.
 fn stamp_again(conn: &Connection, kept: &mut Kept) -> rusqlite::Result<()> {
-    let stamp = kept.stamp + 1;
+    // Moved by one, as the triggers move it: the stamp counts the moves, each counted
+    // here too, so a rollback that undid any leaves the file's stamp behind the copy's.
     let written = conn
-        .prepare_kept("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")
-        .and_then(|mut statement| statement.execute([stamp]));
+        .prepare_kept("UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1")
+        .and_then(|mut statement| statement.execute([]));
     if let Err(e) = written {
         kept.clear();
         return Err(e);
     }
-    kept.stamp = stamp;
+    kept.stamp += 1;
     Ok(())
 }
 
@@ -447,12 +508,21 @@ impl Kept {
 }
 
 /// The buyers whose rows changed through the connection of `token` since they were last
-/// read again; `all` when the set of rows itself may have changed.
+/// read again; `all` when the set of rows itself may have changed. Beside them, the new
+/// values of changes that carry them, the latest of each: a buyer's `last_served_at`, and
+/// a buyer's cap counters for a product. A buyer that is also marked is read again, which
+/// reads them too.
 #[derive(Default)]
 struct Changed {
     token: i64,
     all: bool,
     buyers: HashSet<crate::ids::BuyerId>,
+    served: HashMap<crate::ids::BuyerId, Option<i64>>,
+    counted: HashMap<(crate::ids::BuyerId, String), Counters>,
+    /// How many times the triggers that carry new values moved the stamp (each moves it
+    /// by one in the statement that calls their function), which the kept stamp has yet
+    /// to count.
+    bumps: i64,
 }
 
 impl Changed {
@@ -479,6 +549,11 @@ static NEXT_TOKEN: AtomicI64 = AtomicI64::new(1);
 
 /// The name of the SQL function the triggers call with a buyer's id, or NULL for all.
 const CHANGED_FUNCTION: &str = "leadrelay_subscribers_changed";
+/// The SQL function the triggers call with a buyer's id and its new `last_served_at`.
+const SERVED_FUNCTION: &str = "leadrelay_subscribers_served";
+/// The SQL function the triggers call with a `cap_usage` row's buyer, product and
+/// counters ([`caps::COUNTER_COLUMNS`]' order) after it was written.
+const COUNTED_FUNCTION: &str = "leadrelay_subscribers_counted";
 
 /// What the triggers' function does for the connection of `token`: marks `buyer` (NULL: all).
 fn mark(token: i64, buyer: Option<crate::ids::BuyerId>) {
@@ -494,6 +569,30 @@ fn mark(token: i64, buyer: Option<crate::ids::BuyerId>) {
                 changed.buyers.insert(buyer);
             }
             None => changed.all = true,
+        }
+    });
+}
+
+/// What the triggers' served function does for the connection of `token`: buyer `buyer`'s
+/// `last_served_at` is now `at`.
+fn served(token: i64, buyer: crate::ids::BuyerId, at: Option<i64>) {
+    CHANGED.with(|changed| {
+        let mut changed = changed.borrow_mut();
+        if changed.token == token {
+            changed.served.insert(buyer, at);
+            changed.bumps += 1;
+        }
+    });
+}
+
+/// What the triggers' counted function does for the connection of `token`: buyer
+/// `buyer`'s cap counters for product `product` are now `counters`.
+fn counted(token: i64, buyer: crate::ids::BuyerId, product: String, counters: Counters) {
+    CHANGED.with(|changed| {
+        let mut changed = changed.borrow_mut();
+        if changed.token == token {
+            changed.counted.insert((buyer, product), counters);
+            changed.bumps += 1;
         }
     });
 }
@@ -515,7 +614,12 @@ fn stamp_of(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
 /// row changed, or NULL when the rows themselves may have (a subscription, a buyer's id or
 /// workspace) or the kept settings or product terms may have (any update or deletion of a
 /// container, workspace, source or product; a new one is not kept before it is read). A new
-/// buyer has no subscription yet: its first one marks all.
+/// buyer has no subscription yet: its first one marks all. A change of a buyer's
+/// `last_served_at` calls [`SERVED_FUNCTION`] with the new value, and every written
+/// `cap_usage` row [`COUNTED_FUNCTION`] with its counters. The buyers' update trigger names
+/// the columns [`select_sql`] reads of `buyers` but `last_served_at` (and the id and
+/// workspace, which the moved trigger watches): a column the join comes to read must be
+/// added to it (`every_buyer_column_the_join_reads_is_followed` fails until it is).
 const INSTALL: &str = "
     DROP TABLE IF EXISTS temp.leadrelay_kept_subscribers;
     CREATE TEMP TABLE leadrelay_kept_subscribers (token INTEGER NOT NULL, stamp INTEGER NOT NULL);
@@ -533,9 +637,19 @@ const INSTALL: &str = "
     WHEN OLD.id IS NOT NEW.id OR OLD.workspace_id IS NOT NEW.workspace_id
     BEGIN SELECT leadrelay_subscribers_changed(NULL); END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_update;
-    CREATE TEMP TRIGGER leadrelay_kept_buyers_update AFTER UPDATE ON buyers
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_update
+    AFTER UPDATE OF status, plan, balance_cents, held_cents, credit_limit_cents, created_at
+    ON buyers
     WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
     BEGIN SELECT leadrelay_subscribers_changed(NEW.id); END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_served;
+    CREATE TEMP TRIGGER leadrelay_kept_buyers_served AFTER UPDATE OF last_served_at ON buyers
+    WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
+        AND OLD.last_served_at IS NOT NEW.last_served_at
+    BEGIN
+        UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1;
+        SELECT leadrelay_subscribers_served(NEW.id, NEW.last_served_at);
+    END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_delete;
     CREATE TEMP TRIGGER leadrelay_kept_buyers_delete AFTER DELETE ON buyers
     BEGIN SELECT leadrelay_subscribers_changed(OLD.id); END;
@@ -555,13 +669,25 @@ const INSTALL: &str = "
     BEGIN SELECT leadrelay_subscribers_changed(OLD.buyer_id); END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_insert;
     CREATE TEMP TRIGGER leadrelay_kept_caps_insert AFTER INSERT ON cap_usage
-    BEGIN SELECT leadrelay_subscribers_changed(NEW.buyer_id); END;
+    BEGIN
+        UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1;
+        SELECT leadrelay_subscribers_counted(NEW.buyer_id, NEW.product_id, NEW.day_start,
+            NEW.day_count, NEW.day_held, NEW.month_start, NEW.month_count, NEW.month_held);
+    END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_update;
     CREATE TEMP TRIGGER leadrelay_kept_caps_update AFTER UPDATE ON cap_usage
+    WHEN NEW.buyer_id IS OLD.buyer_id AND NEW.product_id IS OLD.product_id
+    BEGIN
+        UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1;
+        SELECT leadrelay_subscribers_counted(NEW.buyer_id, NEW.product_id, NEW.day_start,
+            NEW.day_count, NEW.day_held, NEW.month_start, NEW.month_count, NEW.month_held);
+    END;
+    DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_moved;
+    CREATE TEMP TRIGGER leadrelay_kept_caps_moved AFTER UPDATE ON cap_usage
+    WHEN NEW.buyer_id IS NOT OLD.buyer_id OR NEW.product_id IS NOT OLD.product_id
     BEGIN
         SELECT leadrelay_subscribers_changed(OLD.buyer_id),
-               CASE WHEN NEW.buyer_id IS NOT OLD.buyer_id
-                    THEN leadrelay_subscribers_changed(NEW.buyer_id) END;
+               leadrelay_subscribers_changed(NEW.buyer_id);
     END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_delete;
     CREATE TEMP TRIGGER leadrelay_kept_caps_delete AFTER DELETE ON cap_usage
@@ -602,6 +728,31 @@ fn install(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
         FunctionFlags::SQLITE_UTF8,
         move |ctx| {
             mark(token, ctx.get(0)?);
+            Ok(0_i64)
+        },
+    )?;
+    conn.create_scalar_function(SERVED_FUNCTION, 2, FunctionFlags::SQLITE_UTF8, move |ctx| {
+        served(token, ctx.get(0)?, ctx.get(1)?);
+        Ok(0_i64)
+    })?;
+    conn.create_scalar_function(
+        COUNTED_FUNCTION,
+        8,
+        FunctionFlags::SQLITE_UTF8,
+        move |ctx| {
+            // As `caps::counters_from_row` reads them: a NULL counter is 0.
+            let get = |n: usize| -> rusqlite::Result<i64> {
+                Ok(ctx.get::<Option<i64>>(2 + n)?.unwrap_or(0))
+            };
+            let counters = Counters {
+                day_start: get(0)?,
+                day_count: get(1)?,
+                day_held: get(2)?,
+                month_start: get(3)?,
+                month_count: get(4)?,
+                month_held: get(5)?,
+            };
+            counted(token, ctx.get(0)?, ctx.get(1)?, counters);
             Ok(0_i64)
         },
     )?;
@@ -722,6 +873,157 @@ mod tests {
             [("a".into(), 0)],
             "transaction rolled back"
         );
+    }
+
+    thread_local! {
+        static JOINS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    fn joins_counted(event: rusqlite::trace::TraceEvent<'_>) {
+        if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event
+            && sql.contains("FROM subscriptions s JOIN buyers b")
+        {
+            JOINS.set(JOINS.get() + 1);
+        }
+    }
+
+    /// [`kept`]'s rows of `product` in `ws`, and how many times it ran the join (for all
+    /// rows or for one buyer's) to answer.
+    fn kept_counting_joins(conn: &Connection, product: &str) -> (Vec<Rc<Subscribed>>, u32) {
+        JOINS.set(0);
+        conn.trace_v2(
+            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+            Some(joins_counted),
+        );
+        let rows = kept(conn, "ws", product).unwrap();
+        conn.trace_v2(rusqlite::trace::TraceEventCodes::empty(), None);
+        (rows, JOINS.get())
+    }
+
+    #[test]
+    fn a_served_time_and_cap_counters_are_written_into_the_kept_rows_without_reading_them_again() {
+        let conn = database();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        add_buyer(&conn, "b", &BuyerFixture::default());
+        // Kept for both products the buyers could be asked for.
+        conn.execute_batch(
+            "INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
+                 VALUES ('a', 'heat', 100, 0)",
+        )
+        .unwrap();
+        kept(&conn, "ws", "heat").unwrap();
+        assert_eq!(kept_counting_joins(&conn, "solar").1, 1, "read once");
+        // As a delivery writes them: the served time, then the counters, new and again.
+        conn.execute_batch(
+            "UPDATE buyers SET last_served_at = 42 WHERE id = 'a';
+             INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start,
+                 month_count) VALUES ('a', 'solar', 10, 1, 5, 1);",
+        )
+        .unwrap();
+        let (rows, joins) = kept_counting_joins(&conn, "solar");
+        assert_eq!(rows, read(&conn, "ws", "solar").unwrap());
+        assert_eq!(rows[0].last_served_at, Some(42));
+        assert_eq!(joins, 0, "nothing read again");
+        conn.execute_batch(
+            "UPDATE buyers SET last_served_at = 43 WHERE id = 'a';
+             UPDATE cap_usage SET day_count = day_count + 1, day_held = 2, month_count = 2
+                 WHERE buyer_id = 'a' AND product_id = 'solar';",
+        )
+        .unwrap();
+        let (rows, joins) = kept_counting_joins(&conn, "solar");
+        assert_eq!(rows, read(&conn, "ws", "solar").unwrap());
+        assert_eq!((rows[0].caps.day_count, rows[0].caps.day_held), (2, 2));
+        assert_eq!(joins, 0, "nothing read again");
+        let (rows, joins) = kept_counting_joins(&conn, "heat");
+        assert_eq!(
+            rows,
+            read(&conn, "ws", "heat").unwrap(),
+            "the served time in the buyer's other product too, not its counters"
+        );
+        assert_eq!(joins, 0, "nothing read again");
+    }
+
+    /// Every column of `buyers` that the join reads is followed when it alone changes: the
+    /// buyers' update trigger names them (all but `last_served_at`, which carries its value).
+    #[test]
+    fn every_buyer_column_the_join_reads_is_followed() {
+        let changes = [
+            ("status", "'paused'"),
+            ("plan", "'prepaid'"),
+            ("balance_cents", "500"),
+            ("held_cents", "30"),
+            ("credit_limit_cents", "700"),
+            ("last_served_at", "99"),
+            ("created_at", "11"),
+        ];
+        let sql = select_sql(false);
+        let mut read_columns: Vec<&str> = sql
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .filter_map(|word| word.strip_prefix("b."))
+            .filter(|column| !["id", "workspace_id"].contains(column))
+            .collect();
+        read_columns.sort_unstable();
+        read_columns.dedup();
+        let mut changed: Vec<&str> = changes.iter().map(|(column, _)| *column).collect();
+        changed.sort_unstable();
+        assert_eq!(
+            read_columns, changed,
+            "a value for each column the join reads"
+        );
+        let conn = database();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        for (column, value) in changes {
+            kept(&conn, "ws", "solar").unwrap();
+            conn.execute_batch(&format!(
+                "UPDATE buyers SET {column} = {value} WHERE id = 'a'"
+            ))
+            .unwrap();
+            assert_eq!(
+                kept(&conn, "ws", "solar").unwrap(),
+                read(&conn, "ws", "solar").unwrap(),
+                "{column} changed"
+            );
+        }
+    }
+
+    #[test]
+    fn carried_values_a_rollback_undid_are_not_kept() {
+        let conn = database();
+        add_buyer(&conn, "a", &BuyerFixture::default());
+        let served = |conn: &Connection| kept(conn, "ws", "solar").unwrap()[0].last_served_at;
+        conn.execute_batch("BEGIN").unwrap();
+        assert_eq!(served(&conn), None);
+        // Carried and not yet written into the copy when rolled back.
+        conn.execute_batch("SAVEPOINT job; UPDATE buyers SET last_served_at = 5 WHERE id = 'a'")
+            .unwrap();
+        conn.execute_batch("ROLLBACK TO job; RELEASE job").unwrap();
+        assert_eq!(served(&conn), None);
+        // Written into the copy, then rolled back.
+        conn.execute_batch(
+            "SAVEPOINT job;
+             UPDATE buyers SET last_served_at = 6 WHERE id = 'a';
+             INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start)
+                 VALUES ('a', 'solar', 0, 3, 0);",
+        )
+        .unwrap();
+        assert_eq!(served(&conn), Some(6));
+        assert_eq!(kept(&conn, "ws", "solar").unwrap()[0].caps.day_count, 3);
+        conn.execute_batch("ROLLBACK TO job; RELEASE job").unwrap();
+        assert_eq!(
+            kept(&conn, "ws", "solar").unwrap(),
+            read(&conn, "ws", "solar").unwrap()
+        );
+        assert_eq!(served(&conn), None);
+        // A statement that fails after the trigger carried its value.
+        let failed = conn
+            .execute_batch("UPDATE buyers SET last_served_at = 7, plan = 'none' WHERE id = 'a'");
+        assert!(failed.is_err(), "the plan's CHECK fails the statement");
+        assert_eq!(served(&conn), None);
+        conn.execute_batch("UPDATE buyers SET last_served_at = 8 WHERE id = 'a'")
+            .unwrap();
+        assert_eq!(served(&conn), Some(8));
+        conn.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(served(&conn), None, "transaction rolled back");
     }
 
     fn kept_threshold(conn: &Connection) -> i64 {
