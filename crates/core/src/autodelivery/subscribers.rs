@@ -25,13 +25,18 @@
 //!   for the next lead was 10% of an auto-delivered lead's job instructions (the join, its
 //!   parse, the two triggers' marks);
 //! - a rolled-back savepoint or transaction (the writer rolls back a failed job), which
-//!   undoes writes without a trigger: every change to what is kept moves a stamp in a
-//!   temporary table by one (each read into the copy, and each trigger that carries a new
-//!   value, in the statement that fires it), and the copy counts the moves too; the
-//!   rollback undoes its moves with the rest, and a stamp behind the copy's count drops
-//!   everything kept. The triggers and the stamp table are created in the same savepoint,
-//!   so a rollback that undoes one undoes the other, and the next read installs both
-//!   again.
+//!   undoes writes without a trigger: every read into the copy writes a new stamp into a
+//!   temporary table, which the rollback undoes with the rest, and a stamp that no longer
+//!   matches drops everything kept. The triggers and the stamp table are created in the
+//!   same savepoint, so a rollback that undoes one undoes the other, and the next read
+//!   installs both again. The values the triggers carry are written into the copy at its
+//!   next read, in the same job or a later one, without a stamp: on the writer its count of
+//!   rollbacks (`db::rollbacks`) guards them, and any rollback drops everything kept; on
+//!   another connection, whose rollbacks nothing counts, each check turns the carried
+//!   values into marks. A job that went on after a failed write of a served time or a
+//!   cap counter (the failure undoes the statement, not what its trigger carried) would
+//!   defeat this: the writes that carry them (`buyer::mark_served`, `caps`) are single
+//!   rows by key, and their callers fail the job on any error.
 //!
 //! On the writer these checks run once per job (`db::running_job`): inside a job nothing but
 //! its own writes can change what it reads, and the triggers mark those.
@@ -310,7 +315,7 @@ fn drop_all_if_marked(kept: &mut Kept) {
         let mut changed = changed.borrow_mut();
         if changed.all {
             kept.clear();
-            kept.stamp += changed.take().bumps;
+            changed.take();
         }
     });
 }
@@ -333,25 +338,25 @@ fn checked(conn: &Connection) -> rusqlite::Result<Kept> {
         Some(found) => found,
         None => install(conn)?,
     };
+    let rollbacks = crate::db::rollbacks();
     let mut kept = KEPT.with(|kept| kept.take());
-    // The stamps the triggers moved since the copy last counted them.
-    let pending = CHANGED.with(|changed| {
-        let changed = changed.borrow();
-        if changed.token == token {
-            changed.bumps
-        } else {
-            0
-        }
-    });
-    if kept.token != token || kept.stamp + pending != stamp || kept.data_version != data_version {
+    if kept.token != token
+        || kept.stamp != stamp
+        || kept.data_version != data_version
+        || kept.rollbacks != rollbacks
+    {
         kept = Kept {
             token,
             stamp,
             data_version,
+            rollbacks,
             ..Kept::default()
         };
         // Marks made before were for what is dropped now.
         CHANGED.with(|changed| changed.replace(Changed::for_token(token)));
+    } else if checked_in.is_none() {
+        // Not in a writer job: a rollback since the values were carried would not show.
+        CHANGED.with(|changed| changed.borrow_mut().carried_to_marks());
     }
     kept.checked_in = checked_in;
     Ok(kept)
@@ -366,13 +371,11 @@ fn refresh(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     let marks = CHANGED.with(|changed| changed.borrow_mut().take());
-    kept.stamp += marks.bumps;
     let key = (workspace_id.to_owned(), product_id.to_owned());
-    if !marks.all {
-        // Stamped already: by the triggers that carried the values.
-        patch(kept, &marks);
-    }
-    let refreshed = refresh_marked(conn, kept, marks, key);
+    // On the writer its count of rollbacks guards the patched rows (`checked`); on any
+    // other connection the stamp does.
+    let stamp = !marks.all && patch(kept, &marks) && kept.checked_in.is_none();
+    let refreshed = refresh_marked(conn, kept, marks, key, stamp);
     if refreshed.is_err() {
         // The patches may be in the copy without a stamp that a rollback would undo.
         kept.clear();
@@ -381,8 +384,9 @@ fn refresh(
 }
 
 /// Writes the new values `marks` carry into every kept row they name, but a marked buyer's
-/// (read again).
-fn patch(kept: &mut Kept, marks: &Changed) {
+/// (read again); whether a row changed.
+fn patch(kept: &mut Kept, marks: &Changed) -> bool {
+    let mut patched = false;
     for (buyer, at) in &marks.served {
         if marks.buyers.contains(buyer) {
             continue;
@@ -390,6 +394,7 @@ fn patch(kept: &mut Kept, marks: &Changed) {
         for row in kept.entries.values_mut().flatten() {
             if row.buyer_id == *buyer {
                 Rc::make_mut(row).last_served_at = *at;
+                patched = true;
             }
         }
     }
@@ -404,21 +409,23 @@ fn patch(kept: &mut Kept, marks: &Changed) {
         for row in rows.flat_map(|(_, rows)| rows.iter_mut()) {
             if row.buyer_id == *buyer {
                 Rc::make_mut(row).caps = *counters;
+                patched = true;
             }
         }
     }
+    patched
 }
 
 /// [`refresh`] after the patches: the marked buyers' rows read again, the rows of `key`
-/// read when none are kept, and the copy stamped when either was.
+/// read when none are kept, and the copy stamped when either was or `modified`.
 fn refresh_marked(
     conn: &Connection,
     kept: &mut Kept,
     marks: Changed,
     key: (String, String),
+    mut modified: bool,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     let (workspace_id, product_id) = (key.0.as_str(), key.1.as_str());
-    let mut modified = false;
     if marks.all {
         kept.clear();
     } else if !marks.buyers.is_empty() {
@@ -468,16 +475,15 @@ fn refresh_marked(
 /// savepoint's) writes, and the new stamp is written in it, so that rolling it back shows.
 /// On an error nothing is kept.
 fn stamp_again(conn: &Connection, kept: &mut Kept) -> rusqlite::Result<()> {
-    // Moved by one, as the triggers move it: the stamp counts the moves, each counted
-    // here too, so a rollback that undid any leaves the file's stamp behind the copy's.
+    let stamp = kept.stamp + 1;
     let written = conn
-        .prepare_kept("UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1")
-        .and_then(|mut statement| statement.execute([]));
+        .prepare_kept("UPDATE temp.leadrelay_kept_subscribers SET stamp = ?1")
+        .and_then(|mut statement| statement.execute([stamp]));
     if let Err(e) = written {
         kept.clear();
         return Err(e);
     }
-    kept.stamp += 1;
+    kept.stamp = stamp;
     Ok(())
 }
 
@@ -487,6 +493,8 @@ struct Kept {
     token: i64,
     stamp: i64,
     data_version: i64,
+    /// The writer's [`crate::db::rollbacks`] when the copy was last checked.
+    rollbacks: u64,
     /// The writer job, and the connection, in which the copy was last checked against the
     /// file.
     checked_in: Option<(u64, usize)>,
@@ -519,10 +527,6 @@ struct Changed {
     buyers: HashSet<crate::ids::BuyerId>,
     served: HashMap<crate::ids::BuyerId, Option<i64>>,
     counted: HashMap<(crate::ids::BuyerId, String), Counters>,
-    /// How many times the triggers that carry new values moved the stamp (each moves it
-    /// by one in the statement that calls their function), which the kept stamp has yet
-    /// to count.
-    bumps: i64,
 }
 
 impl Changed {
@@ -536,6 +540,14 @@ impl Changed {
     /// The marks, leaving none (for the same token).
     fn take(&mut self) -> Changed {
         std::mem::replace(self, Changed::for_token(self.token))
+    }
+
+    /// Marks the buyers whose new values are carried, instead of carrying them: for a
+    /// copy whose connection's rollbacks are not counted, read again from the file.
+    fn carried_to_marks(&mut self) {
+        let served = self.served.drain().map(|(buyer, _)| buyer);
+        let counted = self.counted.drain().map(|((buyer, _), _)| buyer);
+        self.buyers.extend(served.chain(counted));
     }
 }
 
@@ -580,7 +592,6 @@ fn served(token: i64, buyer: crate::ids::BuyerId, at: Option<i64>) {
         let mut changed = changed.borrow_mut();
         if changed.token == token {
             changed.served.insert(buyer, at);
-            changed.bumps += 1;
         }
     });
 }
@@ -592,7 +603,6 @@ fn counted(token: i64, buyer: crate::ids::BuyerId, product: String, counters: Co
         let mut changed = changed.borrow_mut();
         if changed.token == token {
             changed.counted.insert((buyer, product), counters);
-            changed.bumps += 1;
         }
     });
 }
@@ -647,7 +657,6 @@ const INSTALL: &str = "
     WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
         AND OLD.last_served_at IS NOT NEW.last_served_at
     BEGIN
-        UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1;
         SELECT leadrelay_subscribers_served(NEW.id, NEW.last_served_at);
     END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_delete;
@@ -670,7 +679,6 @@ const INSTALL: &str = "
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_insert;
     CREATE TEMP TRIGGER leadrelay_kept_caps_insert AFTER INSERT ON cap_usage
     BEGIN
-        UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1;
         SELECT leadrelay_subscribers_counted(NEW.buyer_id, NEW.product_id, NEW.day_start,
             NEW.day_count, NEW.day_held, NEW.month_start, NEW.month_count, NEW.month_held);
     END;
@@ -678,7 +686,6 @@ const INSTALL: &str = "
     CREATE TEMP TRIGGER leadrelay_kept_caps_update AFTER UPDATE ON cap_usage
     WHEN NEW.buyer_id IS OLD.buyer_id AND NEW.product_id IS OLD.product_id
     BEGIN
-        UPDATE temp.leadrelay_kept_subscribers SET stamp = stamp + 1;
         SELECT leadrelay_subscribers_counted(NEW.buyer_id, NEW.product_id, NEW.day_start,
             NEW.day_count, NEW.day_held, NEW.month_start, NEW.month_count, NEW.month_held);
     END;
@@ -900,47 +907,109 @@ mod tests {
         (rows, JOINS.get())
     }
 
+    /// What a writer job that runs `sql` and then asks for the kept rows of `product` finds:
+    /// whether they equal the rows read fresh, how many times the join ran to answer, and
+    /// buyer `a`'s served time and day counters (count, held).
+    fn job_on_kept(
+        db: &crate::db::Db,
+        sql: &'static str,
+        product: &'static str,
+        fail: bool,
+    ) -> Result<(bool, u32, Option<i64>, (i64, i64)), crate::db::DbError> {
+        db.write_blocking(move |conn| {
+            conn.execute_batch(sql)?;
+            if fail {
+                return Err(crate::db::DbError::GroupFailed {
+                    why: "the job fails after its writes".into(),
+                    fault: None,
+                });
+            }
+            let (rows, joins) = kept_counting_joins(conn, product);
+            let a = rows
+                .iter()
+                .find(|row| row.buyer_id.as_str() == "a")
+                .unwrap();
+            let found = (a.last_served_at, (a.caps.day_count, a.caps.day_held));
+            Ok((rows == read(conn, "ws", product)?, joins, found.0, found.1))
+        })
+    }
+
+    /// Each in a job of its own, as single leads are stored: the values a job's writes
+    /// carry are written into the kept rows at the next job's read.
     #[test]
     fn a_served_time_and_cap_counters_are_written_into_the_kept_rows_without_reading_them_again() {
-        let conn = database();
-        add_buyer(&conn, "a", &BuyerFixture::default());
-        add_buyer(&conn, "b", &BuyerFixture::default());
-        // Kept for both products the buyers could be asked for.
-        conn.execute_batch(
-            "INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
-                 VALUES ('a', 'heat', 100, 0)",
-        )
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::db::Db::open(dir.path().join("kept.db")).unwrap();
+        db.write_blocking(|conn| {
+            crate::autodelivery::testing::rows(conn);
+            add_buyer(conn, "a", &BuyerFixture::default());
+            add_buyer(conn, "b", &BuyerFixture::default());
+            conn.execute_batch(
+                "INSERT INTO subscriptions (buyer_id, product_id, price_cents, created_at)
+                     VALUES ('a', 'heat', 100, 0)",
+            )?;
+            Ok::<_, crate::db::DbError>(())
+        })
         .unwrap();
-        kept(&conn, "ws", "heat").unwrap();
-        assert_eq!(kept_counting_joins(&conn, "solar").1, 1, "read once");
+        // Kept for both products the buyer is subscribed to.
+        assert_eq!(
+            job_on_kept(&db, "", "heat", false).unwrap().1,
+            1,
+            "read once"
+        );
+        assert_eq!(
+            job_on_kept(&db, "", "solar", false).unwrap().1,
+            1,
+            "read once"
+        );
         // As a delivery writes them: the served time, then the counters, new and again.
-        conn.execute_batch(
+        let found = job_on_kept(
+            &db,
             "UPDATE buyers SET last_served_at = 42 WHERE id = 'a';
              INSERT INTO cap_usage (buyer_id, product_id, day_start, day_count, month_start,
                  month_count) VALUES ('a', 'solar', 10, 1, 5, 1);",
-        )
-        .unwrap();
-        let (rows, joins) = kept_counting_joins(&conn, "solar");
-        assert_eq!(rows, read(&conn, "ws", "solar").unwrap());
-        assert_eq!(rows[0].last_served_at, Some(42));
-        assert_eq!(joins, 0, "nothing read again");
-        conn.execute_batch(
+            "solar",
+            false,
+        );
+        assert_eq!(
+            found.unwrap(),
+            (true, 0, Some(42), (1, 0)),
+            "nothing read again"
+        );
+        job_on_kept(
+            &db,
             "UPDATE buyers SET last_served_at = 43 WHERE id = 'a';
              UPDATE cap_usage SET day_count = day_count + 1, day_held = 2, month_count = 2
                  WHERE buyer_id = 'a' AND product_id = 'solar';",
+            "heat",
+            false,
         )
         .unwrap();
-        let (rows, joins) = kept_counting_joins(&conn, "solar");
-        assert_eq!(rows, read(&conn, "ws", "solar").unwrap());
-        assert_eq!((rows[0].caps.day_count, rows[0].caps.day_held), (2, 2));
-        assert_eq!(joins, 0, "nothing read again");
-        let (rows, joins) = kept_counting_joins(&conn, "heat");
+        let found = job_on_kept(&db, "", "solar", false);
         assert_eq!(
-            rows,
-            read(&conn, "ws", "heat").unwrap(),
+            found.unwrap(),
+            (true, 0, Some(43), (2, 2)),
+            "carried a job further"
+        );
+        let found = job_on_kept(&db, "", "heat", false);
+        assert_eq!(
+            found.unwrap(),
+            (true, 0, Some(43), (0, 0)),
             "the served time in the buyer's other product too, not its counters"
         );
-        assert_eq!(joins, 0, "nothing read again");
+        // A job that fails after its writes: the writer rolls them back, and the next job
+        // reads the rows from the file.
+        let failed = job_on_kept(
+            &db,
+            "UPDATE buyers SET last_served_at = 44 WHERE id = 'a';
+             UPDATE cap_usage SET day_count = 9 WHERE buyer_id = 'a';",
+            "solar",
+            true,
+        );
+        assert!(failed.is_err());
+        let found = job_on_kept(&db, "", "solar", false).unwrap();
+        assert_eq!((found.0, found.2, found.3), (true, Some(43), (2, 2)));
+        db.close();
     }
 
     /// Every column of `buyers` that the join reads is followed when it alone changes: the

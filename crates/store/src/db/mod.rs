@@ -28,7 +28,8 @@ use rusqlite::Connection;
 pub use migrate::{SCHEMA_VERSION, apply as apply_migrations, schema_version};
 pub use statements::{KeptStatement, PrepareKept};
 pub use writer::{
-    CheckpointStats, Deferred, LastCommit, MAX_QUEUED_WRITES, Undo, WriterStats, running_job,
+    CheckpointStats, Deferred, LastCommit, MAX_QUEUED_WRITES, Undo, WriterStats, rollbacks,
+    running_job,
 };
 
 /// How long a connection waits for another process's write lock (the server's writer

@@ -138,6 +138,8 @@ thread_local! {
     static RUNNING_JOB: Cell<u64> = const { Cell::new(0) };
     /// Jobs run on this thread so far, which numbers them.
     static JOBS_RUN: Cell<u64> = const { Cell::new(0) };
+    /// Rollbacks the writer on this thread made or found ([`rollbacks`]).
+    static ROLLBACKS: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The number of the writer job running on this thread now, unique on the thread; `None`
@@ -152,6 +154,21 @@ pub fn running_job() -> Option<u64> {
         0 => None,
         job => Some(job),
     }
+}
+
+/// How many times the writer on this thread has rolled back a job's savepoint or its
+/// group's transaction, or found the transaction rolled back by an error; 0 on any other
+/// thread. A cache on the writer's thread that holds writes of its jobs compares it from
+/// one job to the next ([`running_job`]): when it moved, some of those writes may be
+/// undone.
+pub fn rollbacks() -> u64 {
+    ROLLBACKS.get()
+}
+
+/// Counts a rollback into [`rollbacks`]: called before every rollback the writer makes
+/// and when it finds its transaction rolled back.
+fn rolling_back() {
+    ROLLBACKS.set(ROLLBACKS.get() + 1);
 }
 
 /// Runs `job` as the thread's [`running_job`].
@@ -697,6 +714,7 @@ fn run_group(
                 format!("could not write the report roll-up: {e}"),
                 &e,
             ));
+            rolling_back();
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
             }
@@ -735,9 +753,11 @@ fn run_group(
         {
             // The job wrote before it failed, without a savepoint: only the transaction's
             // rollback undoes its writes, and the earlier jobs' with them.
+            rolling_back();
             let _ = conn.execute_batch("ROLLBACK");
         }
         if conn.is_autocommit() {
+            rolling_back();
             if let Some(group) = collecting {
                 group.discard();
             }
@@ -786,6 +806,7 @@ fn run_group(
         } else if ok {
             control(conn, "RELEASE job")
         } else {
+            rolling_back();
             control(conn, "ROLLBACK TO job").and_then(|()| control(conn, "RELEASE job"))
         };
         if let Err(e) = end {
@@ -811,6 +832,7 @@ fn run_group(
                 requests_of(&jobs[first_in_transaction..])
             );
         }
+        rolling_back();
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
