@@ -907,15 +907,18 @@ mod tests {
         (rows, JOINS.get())
     }
 
-    /// What a writer job that runs `sql` and then asks for the kept rows of `product` finds:
-    /// whether they equal the rows read fresh, how many times the join ran to answer, and
-    /// buyer `a`'s served time and day counters (count, held).
+    /// Whether the kept rows equal those read fresh, how many times the join ran, and buyer
+    /// `a`'s served time and day counters (count, held).
+    type FoundInJob = (bool, u32, Option<i64>, (i64, i64));
+
+    /// What a writer job that runs `sql` and then asks for the kept rows of `product` finds
+    /// ([`FoundInJob`]); `fail` fails the job after its writes.
     fn job_on_kept(
         db: &crate::db::Db,
         sql: &'static str,
         product: &'static str,
         fail: bool,
-    ) -> Result<(bool, u32, Option<i64>, (i64, i64)), crate::db::DbError> {
+    ) -> Result<FoundInJob, crate::db::DbError> {
         db.write_blocking(move |conn| {
             conn.execute_batch(sql)?;
             if fail {
