@@ -112,17 +112,25 @@ pub(crate) const COUNTER_COLUMNS: &str = "u.day_start, u.day_count, u.day_held, 
 /// Reads [`COUNTER_COLUMNS`] from `row` starting at column `first`; a missing row (the
 /// buyer never used the product's caps) is all zeros.
 pub(crate) fn counters_from_row(row: &rusqlite::Row, first: usize) -> rusqlite::Result<Counters> {
-    let get = |n: usize| -> rusqlite::Result<i64> {
-        Ok(row.get::<_, Option<i64>>(first + n)?.unwrap_or(0))
-    };
-    Ok(Counters {
-        day_start: get(0)?,
-        day_count: get(1)?,
-        day_held: get(2)?,
-        month_start: get(3)?,
-        month_count: get(4)?,
-        month_held: get(5)?,
-    })
+    Counters::from_values(|n| row.get(first + n))
+}
+
+impl Counters {
+    /// The counters from the six values of [`COUNTER_COLUMNS`], `value(n)` the n-th; a NULL
+    /// (no row) is 0.
+    pub(crate) fn from_values(
+        value: impl Fn(usize) -> rusqlite::Result<Option<i64>>,
+    ) -> rusqlite::Result<Counters> {
+        let get = |n: usize| Ok::<_, rusqlite::Error>(value(n)?.unwrap_or(0));
+        Ok(Counters {
+            day_start: get(0)?,
+            day_count: get(1)?,
+            day_held: get(2)?,
+            month_start: get(3)?,
+            month_count: get(4)?,
+            month_held: get(5)?,
+        })
+    }
 }
 
 /// The workspace's time zone (UTC when the workspace is missing or names a zone the

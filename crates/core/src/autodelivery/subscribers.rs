@@ -747,18 +747,7 @@ fn install(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
         8,
         FunctionFlags::SQLITE_UTF8,
         move |ctx| {
-            // As `caps::counters_from_row` reads them: a NULL counter is 0.
-            let get = |n: usize| -> rusqlite::Result<i64> {
-                Ok(ctx.get::<Option<i64>>(2 + n)?.unwrap_or(0))
-            };
-            let counters = Counters {
-                day_start: get(0)?,
-                day_count: get(1)?,
-                day_held: get(2)?,
-                month_start: get(3)?,
-                month_count: get(4)?,
-                month_held: get(5)?,
-            };
+            let counters = Counters::from_values(|n| ctx.get(2 + n))?;
             counted(token, ctx.get(0)?, ctx.get(1)?, counters);
             Ok(0_i64)
         },
@@ -883,28 +872,31 @@ mod tests {
     }
 
     thread_local! {
-        static JOINS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        /// The text counted in the statements run on this thread's traced connection, and
+        /// how many of them had it ([`count_statements`]).
+        static COUNTED: std::cell::Cell<(&'static str, u32)> = const { std::cell::Cell::new(("", 0)) };
     }
 
-    fn joins_counted(event: rusqlite::trace::TraceEvent<'_>) {
-        if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event
-            && sql.contains("FROM subscriptions s JOIN buyers b")
-        {
-            JOINS.set(JOINS.get() + 1);
+    fn count_statements(event: rusqlite::trace::TraceEvent<'_>) {
+        if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event {
+            let (text, count) = COUNTED.get();
+            if sql.contains(text) {
+                COUNTED.set((text, count + 1));
+            }
         }
     }
 
     /// [`kept`]'s rows of `product` in `ws`, and how many times it ran the join (for all
     /// rows or for one buyer's) to answer.
     fn kept_counting_joins(conn: &Connection, product: &str) -> (Vec<Rc<Subscribed>>, u32) {
-        JOINS.set(0);
+        COUNTED.set(("FROM subscriptions s JOIN buyers b", 0));
         conn.trace_v2(
             rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
-            Some(joins_counted),
+            Some(count_statements),
         );
         let rows = kept(conn, "ws", product).unwrap();
         conn.trace_v2(rusqlite::trace::TraceEventCodes::empty(), None);
-        (rows, JOINS.get())
+        (rows, COUNTED.get().1)
     }
 
     /// Whether the kept rows equal those read fresh, how many times the join ran, and buyer
@@ -1221,19 +1213,6 @@ mod tests {
         assert_eq!(kept_default_cost(&conn), Some(75));
     }
 
-    thread_local! {
-        /// `PRAGMA data_version` statements run on this thread's traced connection.
-        static VERSION_CHECKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
-
-    fn count_version_checks(event: rusqlite::trace::TraceEvent<'_>) {
-        if let rusqlite::trace::TraceEvent::Stmt(_, sql) = event
-            && sql.contains("data_version")
-        {
-            VERSION_CHECKS.set(VERSION_CHECKS.get() + 1);
-        }
-    }
-
     /// Checked once per writer job: what another connection commits between two jobs is
     /// seen by the second, and within one job the connection's own writes are.
     #[test]
@@ -1249,16 +1228,16 @@ mod tests {
         .unwrap();
         let job = |sql: &'static str| {
             db.write_blocking(move |conn| {
-                VERSION_CHECKS.set(0);
+                COUNTED.set(("data_version", 0));
                 conn.trace_v2(
                     rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
-                    Some(count_version_checks),
+                    Some(count_statements),
                 );
                 let first = (kept_threshold(conn), kept_balances(conn));
                 conn.execute_batch(sql)?;
                 let then = (kept_threshold(conn), kept_balances(conn));
                 conn.trace_v2(rusqlite::trace::TraceEventCodes::empty(), None);
-                assert_eq!(VERSION_CHECKS.get(), 1, "four kept reads, one check");
+                assert_eq!(COUNTED.get().1, 1, "four kept reads, one check");
                 Ok::<_, crate::db::DbError>((first, then))
             })
             .unwrap()
