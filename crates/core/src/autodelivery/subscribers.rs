@@ -654,8 +654,6 @@ const INSTALL: &str = "
     BEGIN SELECT leadrelay_subscribers_changed(NEW.id); END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_buyers_served;
     CREATE TEMP TRIGGER leadrelay_kept_buyers_served AFTER UPDATE OF last_served_at ON buyers
-    WHEN OLD.id IS NEW.id AND OLD.workspace_id IS NEW.workspace_id
-        AND OLD.last_served_at IS NOT NEW.last_served_at
     BEGIN
         SELECT leadrelay_subscribers_served(NEW.id, NEW.last_served_at);
     END;
@@ -684,13 +682,12 @@ const INSTALL: &str = "
     END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_update;
     CREATE TEMP TRIGGER leadrelay_kept_caps_update AFTER UPDATE ON cap_usage
-    WHEN NEW.buyer_id IS OLD.buyer_id AND NEW.product_id IS OLD.product_id
     BEGIN
         SELECT leadrelay_subscribers_counted(NEW.buyer_id, NEW.product_id, NEW.day_start,
             NEW.day_count, NEW.day_held, NEW.month_start, NEW.month_count, NEW.month_held);
     END;
     DROP TRIGGER IF EXISTS temp.leadrelay_kept_caps_moved;
-    CREATE TEMP TRIGGER leadrelay_kept_caps_moved AFTER UPDATE ON cap_usage
+    CREATE TEMP TRIGGER leadrelay_kept_caps_moved AFTER UPDATE OF buyer_id, product_id ON cap_usage
     WHEN NEW.buyer_id IS NOT OLD.buyer_id OR NEW.product_id IS NOT OLD.product_id
     BEGIN
         SELECT leadrelay_subscribers_changed(OLD.buyer_id),
@@ -835,6 +832,17 @@ mod tests {
             kept(&conn, "ws", "solar").unwrap(),
             read(&conn, "ws", "solar").unwrap()
         );
+        kept(&conn, "ws", "heat").unwrap();
+        conn.execute_batch(
+            "UPDATE cap_usage SET buyer_id = 'b', day_count = 5 WHERE buyer_id = 'c';
+             UPDATE cap_usage SET product_id = 'heat' WHERE buyer_id = 'b';",
+        )
+        .unwrap();
+        assert_eq!(
+            kept(&conn, "ws", "solar").unwrap(),
+            read(&conn, "ws", "solar").unwrap(),
+            "counters moved to another buyer, then to another product"
+        );
         conn.execute_batch("UPDATE buyers SET workspace_id = 'other' WHERE id = 'c'")
             .unwrap();
         assert_eq!(
@@ -874,7 +882,8 @@ mod tests {
     thread_local! {
         /// The text counted in the statements run on this thread's traced connection, and
         /// how many of them had it ([`count_statements`]).
-        static COUNTED: std::cell::Cell<(&'static str, u32)> = const { std::cell::Cell::new(("", 0)) };
+        static COUNTED: std::cell::Cell<(&'static str, u32)> =
+            const { std::cell::Cell::new(("", 0)) };
     }
 
     fn count_statements(event: rusqlite::trace::TraceEvent<'_>) {
