@@ -23,7 +23,7 @@
 //!   the kept rows without reading them again: a buyer's `last_served_at` ([`served`]) and
 //!   its cap counters for a product ([`counted`]). Reading the served buyer's row again
 //!   for the next lead was 10% of an auto-delivered lead's job instructions (the join, its
-//!   parse, the two triggers' marks);
+//!   parse, the copy's new stamp, the two triggers' marks);
 //! - a rolled-back savepoint or transaction (the writer rolls back a failed job), which
 //!   undoes writes without a trigger: every read into the copy writes a new stamp into a
 //!   temporary table, which the rollback undoes with the rest, and a stamp that no longer
@@ -372,21 +372,23 @@ fn refresh(
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     let marks = CHANGED.with(|changed| changed.borrow_mut().take());
     let key = (workspace_id.to_owned(), product_id.to_owned());
-    // On the writer its count of rollbacks guards the patched rows (`checked`); on any
-    // other connection the stamp does.
-    let stamp = !marks.all && patch(kept, &marks) && kept.checked_in.is_none();
-    let refreshed = refresh_marked(conn, kept, marks, key, stamp);
+    if !marks.all {
+        // Only a writer job's check leaves carried values (elsewhere `checked` turns them
+        // into marks): the writer's count of rollbacks guards the rows they patch, which
+        // therefore need no new stamp.
+        patch(kept, &marks);
+    }
+    let refreshed = refresh_marked(conn, kept, marks, key);
     if refreshed.is_err() {
-        // The patches may be in the copy without a stamp that a rollback would undo.
+        // Read again in part, not stamped: nothing kept is sure.
         kept.clear();
     }
     refreshed
 }
 
 /// Writes the new values `marks` carry into every kept row they name, but a marked buyer's
-/// (read again); whether a row changed.
-fn patch(kept: &mut Kept, marks: &Changed) -> bool {
-    let mut patched = false;
+/// (read again).
+fn patch(kept: &mut Kept, marks: &Changed) {
     for (buyer, at) in &marks.served {
         if marks.buyers.contains(buyer) {
             continue;
@@ -394,7 +396,6 @@ fn patch(kept: &mut Kept, marks: &Changed) -> bool {
         for row in kept.entries.values_mut().flatten() {
             if row.buyer_id == *buyer {
                 Rc::make_mut(row).last_served_at = *at;
-                patched = true;
             }
         }
     }
@@ -409,23 +410,21 @@ fn patch(kept: &mut Kept, marks: &Changed) -> bool {
         for row in rows.flat_map(|(_, rows)| rows.iter_mut()) {
             if row.buyer_id == *buyer {
                 Rc::make_mut(row).caps = *counters;
-                patched = true;
             }
         }
     }
-    patched
 }
 
 /// [`refresh`] after the patches: the marked buyers' rows read again, the rows of `key`
-/// read when none are kept, and the copy stamped when either was or `modified`.
+/// read when none are kept, and the copy stamped when either was.
 fn refresh_marked(
     conn: &Connection,
     kept: &mut Kept,
     marks: Changed,
     key: (String, String),
-    mut modified: bool,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     let (workspace_id, product_id) = (key.0.as_str(), key.1.as_str());
+    let mut modified = false;
     if marks.all {
         kept.clear();
     } else if !marks.buyers.is_empty() {
