@@ -371,14 +371,13 @@ fn refresh(
     product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
     let marks = CHANGED.with(|changed| changed.borrow_mut().take());
-    let key = (workspace_id.to_owned(), product_id.to_owned());
     if !marks.all {
         // Only a writer job's check leaves carried values (elsewhere `checked` turns them
         // into marks): the writer's count of rollbacks guards the rows they patch, which
         // therefore need no new stamp.
         patch(kept, &marks);
     }
-    let refreshed = refresh_marked(conn, kept, marks, key);
+    let refreshed = refresh_marked(conn, kept, marks, workspace_id, product_id);
     if refreshed.is_err() {
         // Read again in part, not stamped: nothing kept is sure.
         kept.clear();
@@ -415,15 +414,17 @@ fn patch(kept: &mut Kept, marks: &Changed) {
     }
 }
 
-/// [`refresh`] after the patches: the marked buyers' rows read again, the rows of `key`
-/// read when none are kept, and the copy stamped when either was.
+/// [`refresh`] after the patches: the marked buyers' rows read again, the rows of
+/// (`workspace_id`, `product_id`) read when none are kept, and the copy stamped when
+/// either was.
 fn refresh_marked(
     conn: &Connection,
     kept: &mut Kept,
     marks: Changed,
-    key: (String, String),
+    workspace_id: &str,
+    product_id: &str,
 ) -> rusqlite::Result<Vec<Rc<Subscribed>>> {
-    let (workspace_id, product_id) = (key.0.as_str(), key.1.as_str());
+    let key = (workspace_id.to_owned(), product_id.to_owned());
     let mut modified = false;
     if marks.all {
         kept.clear();
@@ -459,7 +460,7 @@ fn refresh_marked(
         Some(rows) => rows.clone(),
         None => {
             let rows = read(conn, workspace_id, product_id)?;
-            kept.entries.insert(key.clone(), rows.clone());
+            kept.entries.insert(key, rows.clone());
             modified = true;
             rows
         }

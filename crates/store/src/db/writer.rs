@@ -171,6 +171,15 @@ fn rolling_back() {
     ROLLBACKS.set(ROLLBACKS.get() + 1);
 }
 
+/// Rolls the group's transaction back, counted, unless an error already did (nothing is
+/// left to undo then, and `ROLLBACK` would fail).
+fn roll_back(conn: &Connection) {
+    rolling_back();
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
 /// Runs `job` as the thread's [`running_job`].
 fn numbered<R>(job: impl FnOnce() -> R) -> R {
     let number = JOBS_RUN.get() + 1;
@@ -714,10 +723,7 @@ fn run_group(
                 format!("could not write the report roll-up: {e}"),
                 &e,
             ));
-            rolling_back();
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
+            roll_back(conn);
         }
         let undo = jobs[index].undo();
         if conn.is_autocommit() {
@@ -753,8 +759,7 @@ fn run_group(
         {
             // The job wrote before it failed, without a savepoint: only the transaction's
             // rollback undoes its writes, and the earlier jobs' with them.
-            rolling_back();
-            let _ = conn.execute_batch("ROLLBACK");
+            roll_back(conn);
         }
         if conn.is_autocommit() {
             rolling_back();
@@ -832,10 +837,7 @@ fn run_group(
                 requests_of(&jobs[first_in_transaction..])
             );
         }
-        rolling_back();
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
+        roll_back(conn);
         outcome = Some(failure.fault);
         for (index, slot) in failures.iter_mut().enumerate().skip(first_in_transaction) {
             if slot.is_none() {
