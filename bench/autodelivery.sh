@@ -15,8 +15,13 @@
 # (warn), LEADRELAY_BIN (another leadrelay binary to measure), RECEIVER_BIN (a built
 # slow_receiver example, else built here), KEEP=1, PROFILE=1 (sample the writer thread
 # with perf during each auto-delivery load, DURATION in seconds, and print where its time
-# went: bench/writer_profile.py), PAGE_SIZE (bench/lib.sh). The buyers'
-# endpoints are bench/slow_receiver.rs answering at once. The file is deleted at the end.
+# went: bench/writer_profile.py), PAGE_SIZE (bench/lib.sh), RECEIVER_DELAY (0: the buyers'
+# endpoints, bench/slow_receiver.rs, answer at once; milliseconds before they answer, e.g.
+# 200 for buyers as they are, or one longer than the run, which keeps every place of the
+# outbox in flight so that it neither records nor claims: an upper bound of what the
+# outbox costs), SETUP_SQL (SQL run on the file after the setup, before `serve`: for
+# experiments such as an index left out, never for figures of the product as built). The
+# file is deleted at the end.
 set -euo pipefail
 
 # shellcheck source=bench/lib.sh
@@ -91,7 +96,7 @@ rounds() {
 }
 
 echo "leadrelay auto-delivery benchmark: $(nproc) cores, $(uname -sr), connections=$CONNECTIONS, $DURATION per load"
-"$RECEIVER_BIN" --buyers 20 --delay 0 >"$WORK/hooks" 2>"$WORK/hooks.err" &
+"$RECEIVER_BIN" --buyers 20 --delay "${RECEIVER_DELAY:-0}" >"$WORK/hooks" 2>"$WORK/hooks.err" &
 RECEIVER=$!
 for _ in $(seq 1 200); do
   [ "$(grep -c '^buyer ' "$WORK/hooks" 2>/dev/null || true)" -ge 20 ] && break
@@ -112,6 +117,11 @@ for n in $(seq 0 19); do
     --daily-cap 1000000 --monthly-cap 10000000 --priority "$((n % 2))" "${filters[@]}" >/dev/null
 done
 
+if [ -n "${SETUP_SQL:-}" ]; then
+  echo "SETUP_SQL: $SETUP_SQL"
+  python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.close()' "$LEADRELAY_DB" "$SETUP_SQL"
+fi
 echo "fresh file"
 rounds
 if [ "$PREFILL" -gt 0 ]; then
