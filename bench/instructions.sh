@@ -10,8 +10,9 @@
 #   bench/instructions.sh batch             # 30 batches of 100 over 16 connections
 #   LEADRELAY_BIN=/path/to/leadrelay bench/instructions.sh single
 #
-# Settings (environment): REQUESTS, CONNECTIONS, WARM, LEADRELAY_BIN, KEEP=1 (keep the
-# callgrind files: callgrind_annotate --inclusive=yes FILE).
+# Settings (environment): REQUESTS, CONNECTIONS, WARM, LEADRELAY_BIN, ADDITIONAL (a JSON
+# object added to every lead, bench/send_leads.py), KEEP=1 (keep the callgrind files:
+# callgrind_annotate --inclusive=yes FILE).
 set -euo pipefail
 mode="${1:-single}"
 case "$mode" in

@@ -8,9 +8,12 @@ needs a known number of leads.
     bench/send_leads.py URL REQUESTS CONNECTIONS BATCH [TAG]
 
 The leads are those of bench/plain.lua; TAG (default "run") keeps two calls' externalIds
-apart."""
+apart. ADDITIONAL (environment), a JSON object, is added to every lead: additional
+properties such as `{"utmSource": "bench"}`, which partners send and bench/common.lua's
+leads carry."""
 import http.client
 import json
+import os
 import sys
 import threading
 import urllib.parse
@@ -19,6 +22,7 @@ import urllib.parse
 def main():
     url, requests, connections, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     tag = sys.argv[5] if len(sys.argv) > 5 else "run"
+    additional = json.loads(os.environ.get("ADDITIONAL", "{}"))
     target = urllib.parse.urlsplit(url)
     lock = threading.Lock()
     state = {"next": 0, "failed": 0}
@@ -27,7 +31,7 @@ def main():
         key = f"{tag}-{i}"
         return {"externalId": key, "firstName": "Ada", "lastName": "Lovelace",
                 "email": key + "@example.com", "phone": "+49151%08d" % (i % 10**8),
-                "country": "DE", "postalCode": "10115"}
+                "country": "DE", "postalCode": "10115", **additional}
 
     def worker():
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)

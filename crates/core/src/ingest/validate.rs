@@ -8,6 +8,7 @@
 //! the product's fields. Every problem is collected, none stops the others from being
 //! found. Whole-body rules (which shape, batch size) belong to `shape`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
@@ -121,7 +122,7 @@ pub fn lead(map: Map<String, Value>, base: &str, problems: &mut Vec<Problem>) ->
                     object(value, base, &key, p).map(|m| field_values(m, &child(base, &key), p))
             }
             _ => {
-                if let Some(field) = misspelt(&key) {
+                if let Some(field) = misspelt_kept(&key) {
                     warnings.push(Problem::new(
                         child(base, &key),
                         "unknown_property",
@@ -207,6 +208,44 @@ pub fn misspelt(key: &str) -> Option<&'static str> {
         .filter_map(|field| Some((edits_within_two(key.as_bytes(), field.as_bytes())?, *field)))
         .min_by_key(|(edits, _)| *edits)
         .map(|(_, field)| field)
+}
+
+/// The longest additional property name whose [`misspelt`] answer a thread keeps: longer
+/// ones are never within two edits of a Lead field and are answered at once, and the bound
+/// keeps what a client's made-up names can make a thread hold small.
+const LONGEST_KEPT_NAME: usize = 64;
+
+/// The most additional property names whose answers a thread keeps; past it they are
+/// dropped and kept anew.
+const MOST_KEPT_NAMES: usize = 1024;
+
+thread_local! {
+    /// [`misspelt`]'s answer for each additional property name this thread has seen.
+    static MISSPELT: RefCell<HashMap<Box<str>, Option<&'static str>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// [`misspelt`], answered from what this thread kept for the same name. Partners send the
+/// same few additional properties (`utmSource` and the like) with every lead, and comparing
+/// one with every Lead field name took about 3% of the server's CPU per lead under plain
+/// single-lead ingest with one such property (perf of `serve`, the HTTP workers' leaf
+/// functions); its answer depends on the name alone.
+fn misspelt_kept(key: &str) -> Option<&'static str> {
+    if key.len() > LONGEST_KEPT_NAME {
+        return misspelt(key);
+    }
+    MISSPELT.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if let Some(answer) = kept.get(key) {
+            return *answer;
+        }
+        let answer = misspelt(key);
+        if kept.len() >= MOST_KEPT_NAMES {
+            kept.clear();
+        }
+        kept.insert(key.into(), answer);
+        answer
+    })
 }
 
 /// The optimal-string-alignment distance of `a` and `b` (insertions, deletions,
@@ -686,6 +725,36 @@ mod tests {
         assert_eq!(edits_within_two(b"abc", b"abc"), Some(0));
         assert_eq!(edits_within_two(b"abcd", b"badc"), Some(2));
         assert_eq!(edits_within_two(b"abcdef", b"abc"), None);
+    }
+
+    #[test]
+    fn a_kept_answer_is_the_answer_for_its_own_name() {
+        let names = [
+            "emial",
+            "utmSource",
+            "postcode",
+            "gclid",
+            "Email",
+            "fristName",
+            "",
+        ];
+        // Fresh, then kept, then again after more names than a thread keeps pushed them out.
+        for _ in 0..2 {
+            for name in names {
+                assert_eq!(misspelt_kept(name), misspelt(name), "{name}");
+            }
+        }
+        for n in 0..MOST_KEPT_NAMES + 10 {
+            misspelt_kept(&format!("custom{n}"));
+        }
+        for name in names {
+            assert_eq!(misspelt_kept(name), misspelt(name), "{name}");
+        }
+        let long = format!("emial{}", "x".repeat(LONGEST_KEPT_NAME));
+        assert_eq!(misspelt_kept(&long), None);
+        assert!(MISSPELT.with(|kept| !kept.borrow().contains_key(long.as_str())));
+        assert_eq!(misspelt_kept("emial"), Some("email"));
+        assert_eq!(misspelt_kept("utmSource"), None);
     }
 
     /// The whole table, no early stop: what the early stop must agree with.
