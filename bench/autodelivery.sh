@@ -119,8 +119,7 @@ done
 
 if [ -n "${SETUP_SQL:-}" ]; then
   echo "SETUP_SQL: $SETUP_SQL"
-  python3 -c 'import sqlite3, sys
-c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.close()' "$LEADRELAY_DB" "$SETUP_SQL"
+  sql_on_file "$LEADRELAY_DB" "$SETUP_SQL"
 fi
 echo "fresh file"
 rounds

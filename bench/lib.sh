@@ -1,9 +1,9 @@
 # Shared by the shell benchmarks that run `serve` on a file of their own (bench/ingest.sh,
 # bench/storage.sh, bench/purge.sh, bench/ping.sh, bench/alerts.sh): sourced, not run. Sets
 # ROOT, BENCH_DIR, BIN, WORK and LEADRELAY_DB ($WORK/$1.db), installs the trap that stops the
-# server and wrk and removes WORK (kept with KEEP=1), and defines reference_bin, bench_setup,
-# start_server, stop_server and cpu_ticks, and for comparing any two builds plain_setup,
-# listener_flags and start_build.
+# server and wrk and removes WORK (kept with KEEP=1), and defines reference_bin, sql_on_file,
+# bench_setup, start_server, stop_server and cpu_ticks, and for comparing any two builds
+# plain_setup, listener_flags and start_build.
 #
 #   source "$(dirname "$0")/lib.sh" NAME TOOL…   # NAME: the database's name; TOOLs to have
 #
@@ -69,14 +69,19 @@ export BENCH_SECRET="bench-secret-0123456789abcdef"
 PATH_="/api/webhooks/channels/web/sources/bench/leads"
 
 # A new file with the ingest benchmark's workspace, channel, product and source.
+# Runs the SQL statements $2 on the database file $1 (Python's sqlite3, so that no sqlite3
+# command-line tool is needed): for experiments on a benchmark's file before `serve`.
+sql_on_file() {
+  python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.close()' "$1" "$2"
+}
+
 bench_setup() {
   # PAGE_SIZE (bytes): the new file made with that page size before `init` (an experiment:
   # leadrelay's files take SQLite's default of 4096).
   if [ -n "${PAGE_SIZE:-}" ]; then
-    python3 -c 'import sqlite3, sys
-c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA page_size = %d" % int(sys.argv[2]))
-c.execute("CREATE TABLE page_size_probe (x)"); c.execute("DROP TABLE page_size_probe"); c.commit()' \
-      "$LEADRELAY_DB" "$PAGE_SIZE"
+    sql_on_file "$LEADRELAY_DB" "PRAGMA page_size = $((PAGE_SIZE));
+      CREATE TABLE page_size_probe (x); DROP TABLE page_size_probe;"
   fi
   "$BIN" init >/dev/null
   "$BIN" workspace create --name Bench --id ws >/dev/null
